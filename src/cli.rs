@@ -1,0 +1,188 @@
+//! The command line as parsed (stage one of two, as in ripgrep): clap derive types only.
+//! [`crate::options`] validates them into the settings the rest of the program uses.
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use std::path::PathBuf;
+use std::time::Duration;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "duplexbench-tui",
+    version,
+    about = "Paced load generator for full-duplex realtime speech WebSocket servers that proves its own pacing.",
+    long_about = "Paced load generator for full-duplex realtime speech WebSocket servers that proves its own pacing.\n\nWith no subcommand it runs the built-in default: the built-in mock on loopback and 1 x 32 sessions for 30 s.",
+    args_conflicts_with_subcommands = true
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Option<Command>,
+    /// Options of the default run (the same as `run`).
+    #[command(flatten)]
+    pub run: RunArgs,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run paced sessions against the built-in mock or a server given with --url.
+    Run(RunArgs),
+    /// Serve the native protocol with no model, on loopback by default.
+    Mock(MockArgs),
+    /// One worker process of a run (started by `run`; not for direct use).
+    #[command(hide = true)]
+    Worker(WorkerArgs),
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct RunArgs {
+    /// Worker processes to spread the sessions over [default: 1].
+    #[arg(long, short = 'p', default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=256), help_heading = "Load")]
+    pub processes: u32,
+    /// Concurrent sessions per worker process [default: 32].
+    #[arg(long, short = 's', visible_alias = "concurrency", default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..=65535), help_heading = "Load")]
+    pub sessions: u32,
+    /// Audio each session streams, e.g. 30s, 90s, 2m [default: 30s].
+    #[arg(long, short = 'd', default_value = "30s", value_parser = parse_duration, help_heading = "Load")]
+    pub duration: Duration,
+    /// Packet length in milliseconds [default: 80].
+    #[arg(long, visible_alias = "chunk-ms", default_value_t = 80, value_parser = clap::value_parser!(u32).range(10..=1000), help_heading = "Load")]
+    pub packet_ms: u32,
+    /// A packet further than this from its schedule is late, in ms [default: one packet].
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..), help_heading = "Load")]
+    pub late_threshold_ms: Option<u32>,
+    /// Block one worker's runtime once, halfway through the run, for this many ms (busy loop).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=60_000), help_heading = "Load")]
+    pub inject_stall_ms: Option<u32>,
+
+    /// Server to drive (native protocol), e.g. ws://127.0.0.1:8765/v1/realtime [default: start the built-in mock].
+    #[arg(long, help_heading = "Server")]
+    pub url: Option<String>,
+    /// Time allowed for a WebSocket connection and handshake [default: 10s].
+    #[arg(long, default_value = "10s", value_parser = parse_duration, help_heading = "Server")]
+    pub connect_timeout: Duration,
+    /// Time allowed for an awaited server event (setup, drained, closed) [default: 30s].
+    #[arg(long, default_value = "30s", value_parser = parse_duration, help_heading = "Server")]
+    pub recv_timeout: Duration,
+    /// Largest server message accepted, in bytes; a larger one is a protocol error [default: 16 MiB].
+    #[arg(long, default_value_t = 16 << 20, value_parser = clap::value_parser!(u64).range(1024..), help_heading = "Server")]
+    pub max_message_bytes: u64,
+    #[command(flatten)]
+    pub mock: MockBehaviourArgs,
+
+    /// Output folder [default: a new time-stamped folder under runs/].
+    #[arg(long, short = 'o', help_heading = "Output")]
+    pub output: Option<PathBuf>,
+    /// What session traces record [default: full].
+    #[arg(long, value_enum, default_value_t = TraceMode::Full, help_heading = "Output")]
+    pub trace: TraceMode,
+    /// Who writes traces: one writer thread per worker, or the runtime itself (reproduces the seed's bug) [default: thread].
+    #[arg(long, value_enum, default_value_t = TraceWriterMode::Thread, help_heading = "Output")]
+    pub trace_writer: TraceWriterMode,
+    /// Keep the session traces (deleted at the end otherwise; about 10 MB per 90 s session in full mode).
+    #[arg(long, help_heading = "Output")]
+    pub keep_traces: bool,
+
+    /// Run without the dashboard: progress lines on stderr, the summary on stdout.
+    #[arg(long, help_heading = "Dashboard")]
+    pub no_tui: bool,
+}
+
+/// How the mock behaves; given to `mock`, and passed through to the built-in mock by `run`.
+#[derive(Debug, Clone, Args)]
+pub struct MockBehaviourArgs {
+    /// Server events per append: audio delta, text deltas, sglang.unit.done [default: 3].
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(0..=64), help_heading = "Mock")]
+    pub replies_per_append: u32,
+    /// Group the replies of this many units into one burst [default: 1].
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=10_000), help_heading = "Mock")]
+    pub burst_units: u32,
+    /// Sample rate of the audio the mock streams back, in Hz [default: 22050].
+    #[arg(long, default_value_t = 22_050, value_parser = clap::value_parser!(u32).range(8_000..=192_000), help_heading = "Mock")]
+    pub output_sample_rate: u32,
+    /// Refuse connections beyond this many open sessions with HTTP 503 [default: no limit].
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..), help_heading = "Mock")]
+    pub max_sessions: Option<u32>,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct MockArgs {
+    /// Address to listen on [default: 127.0.0.1].
+    #[arg(long, default_value = "127.0.0.1")]
+    pub host: String,
+    /// Port to listen on; 0 picks a free one [default: 8765].
+    #[arg(long, default_value_t = 8765)]
+    pub port: u16,
+    /// Write the mock's statistics to this file on SIGINT or SIGTERM.
+    #[arg(long)]
+    pub stats_output: Option<PathBuf>,
+    #[command(flatten)]
+    pub behaviour: MockBehaviourArgs,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct WorkerArgs {
+    /// The worker's configuration, written by the conductor.
+    #[arg(long)]
+    pub config: PathBuf,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TraceMode {
+    /// Every event, base64 audio included (the load the seed's client put on the disk).
+    Full,
+    /// Every event without audio payloads.
+    Meta,
+    /// No traces (receipts and samples are still written).
+    Off,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TraceWriterMode {
+    /// One writer thread per worker does every file write, in 0.5 s batches.
+    Thread,
+    /// Line-buffered writes from the async runtime: the seed's original bug, for A/B study.
+    Inline,
+}
+
+/// Parses `30s`, `1m30s`, `250ms` or a plain number of seconds.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    if let Ok(seconds) = text.parse::<f64>() {
+        if seconds.is_finite() && seconds >= 0.0 {
+            return Ok(Duration::from_secs_f64(seconds));
+        }
+        return Err(format!(
+            "`{text}` is not a duration of zero or more seconds"
+        ));
+    }
+    humantime::parse_duration(text)
+        .map_err(|e| format!("`{text}` is not a duration like 30s, 2m or 250ms ({e})"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn cli_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn durations_accept_units_and_plain_seconds() {
+        assert_eq!(parse_duration("30s").unwrap(), Duration::from_secs(30));
+        assert_eq!(parse_duration("1.5").unwrap(), Duration::from_millis(1500));
+        assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
+        assert!(parse_duration("soon").is_err());
+    }
+
+    #[test]
+    fn no_subcommand_means_the_default_run() {
+        let cli = Cli::try_parse_from(["duplexbench-tui"]).unwrap();
+        assert!(cli.command.is_none());
+        assert_eq!((cli.run.processes, cli.run.sessions), (1, 32));
+        assert_eq!(cli.run.duration, Duration::from_secs(30));
+    }
+}

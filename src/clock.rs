@@ -1,0 +1,90 @@
+//! The clock every process of a run shares (SPEC §5): `CLOCK_MONOTONIC` seconds, so that samples
+//! taken by the conductor, the workers and the mock line up, plus one realtime anchor per process
+//! so that runs on several hosts can be aligned afterwards.
+
+use serde::{Deserialize, Serialize};
+use std::time::Duration;
+
+fn read(clock: libc::clockid_t) -> f64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec and both clocks always exist on Linux.
+    unsafe { libc::clock_gettime(clock, &mut ts) };
+    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
+}
+
+/// `CLOCK_MONOTONIC` in seconds: the time base of every `*_s` figure the tool records.
+pub fn monotonic_s() -> f64 {
+    read(libc::CLOCK_MONOTONIC)
+}
+
+/// `CLOCK_REALTIME` in seconds since the Unix epoch.
+pub fn realtime_s() -> f64 {
+    read(libc::CLOCK_REALTIME)
+}
+
+/// One simultaneous reading of both clocks.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+pub struct ClockAnchor {
+    pub realtime_s: f64,
+    pub monotonic_s: f64,
+}
+
+impl ClockAnchor {
+    pub fn now() -> Self {
+        let monotonic_s = monotonic_s();
+        ClockAnchor {
+            realtime_s: realtime_s(),
+            monotonic_s,
+        }
+    }
+}
+
+/// The tokio instant at which `CLOCK_MONOTONIC` reads `target_s` (tokio's clock is the same
+/// monotonic clock on Linux, so only the offset from "now" is needed).
+pub fn instant_at(target_s: f64) -> tokio::time::Instant {
+    let now = tokio::time::Instant::now();
+    let delta_s = target_s - monotonic_s();
+    if delta_s > 0.0 {
+        now + Duration::from_secs_f64(delta_s)
+    } else {
+        now
+    }
+}
+
+/// A UTC timestamp `YYYYmmdd-HHMMSS` for default output folder names.
+pub fn utc_stamp() -> String {
+    let text = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
+    // "2026-11-30T10:16:08Z" -> "20261130-101608"
+    text.trim_end_matches('Z')
+        .replace('T', "-")
+        .replace([':'], "")
+        .replacen('-', "", 2)
+}
+
+/// An RFC 3339 UTC timestamp for summaries.
+pub fn utc_rfc3339() -> String {
+    humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn monotonic_never_goes_backwards() {
+        let a = monotonic_s();
+        let b = monotonic_s();
+        assert!(b >= a);
+    }
+
+    #[test]
+    fn utc_stamp_has_folder_friendly_shape() {
+        let stamp = utc_stamp();
+        assert_eq!(stamp.len(), 15, "{stamp}");
+        assert_eq!(&stamp[8..9], "-");
+        assert!(stamp.chars().all(|c| c.is_ascii_digit() || c == '-'));
+    }
+}

@@ -1,0 +1,202 @@
+//! The conductor's child processes: the built-in mock and the workers. Each is spawned from the
+//! conductor's main thread with `PR_SET_PDEATHSIG` (see [`crate::sys::die_with_parent`]), and
+//! killed when its guard drops, so no path leaves one behind.
+
+use super::Event;
+use crate::clock::monotonic_s;
+use crate::mock::stats::MockStats;
+use crate::options::MockBehaviour;
+use crate::sys;
+use crate::telemetry::{Command as WorkerCommand, Telemetry};
+use crate::worker::WorkerConfig;
+use anyhow::{anyhow, bail, Context, Result};
+use std::fs::File;
+use std::io::{BufRead as _, BufReader, Write as _};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc::{self, Sender};
+use std::time::Duration;
+
+/// A child that is killed (and reaped) when dropped, unless it has already exited.
+pub struct Guarded {
+    pub child: Child,
+}
+
+impl Guarded {
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Waits up to `timeout` for the child to exit; kills it after that.
+    pub fn wait_or_kill(&mut self, timeout: Duration) -> bool {
+        let deadline_s = monotonic_s() + timeout.as_secs_f64();
+        while monotonic_s() < deadline_s {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        false
+    }
+}
+
+impl Drop for Guarded {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+fn own_binary() -> Result<PathBuf> {
+    std::env::current_exe().context("cannot find the duplexbench-tui binary to start children")
+}
+
+fn log_file(path: &Path) -> Result<File> {
+    File::create(path).with_context(|| format!("cannot create {}", path.display()))
+}
+
+/// The built-in mock, started on a free loopback port.
+pub struct MockChild {
+    pub guard: Guarded,
+    pub addr: String,
+    pub stats_path: PathBuf,
+}
+
+impl MockChild {
+    pub fn start(output_dir: &Path, behaviour: &MockBehaviour) -> Result<MockChild> {
+        let stats_path = output_dir.join("mock-stats.json");
+        let mut command = Command::new(own_binary()?);
+        command
+            .args([
+                "mock",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                "0",
+                "--stats-output",
+            ])
+            .arg(&stats_path)
+            .args(behaviour.to_flags())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(log_file(&output_dir.join("mock.log"))?);
+        sys::die_with_parent(&mut command);
+        let mut child = command.spawn().context("cannot start the built-in mock")?;
+        let stdout = child
+            .stdout
+            .take()
+            .ok_or_else(|| anyhow!("the mock's stdout is not piped"))?;
+        let guard = Guarded { child };
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let mut lines = BufReader::new(stdout).lines();
+            if let Some(Ok(line)) = lines.next() {
+                let _ = tx.send(line);
+            }
+            // Keep draining so the mock never blocks on a full pipe.
+            for _ in lines {}
+        });
+        let line = rx.recv_timeout(Duration::from_secs(10)).map_err(|_| {
+            anyhow!(
+                "the built-in mock did not start within 10 s; see {}",
+                output_dir.join("mock.log").display()
+            )
+        })?;
+        let addr = line
+            .strip_prefix("listening on ")
+            .ok_or_else(|| anyhow!("unexpected first line from the built-in mock: {line:?}"))?
+            .trim()
+            .to_string();
+        Ok(MockChild {
+            guard,
+            addr,
+            stats_path,
+        })
+    }
+
+    /// Stops the mock with SIGTERM (it writes its stats then) and reads the stats.
+    pub fn stop(mut self) -> Result<MockStats> {
+        sys::signal(self.guard.pid(), libc::SIGTERM);
+        if !self.guard.wait_or_kill(Duration::from_secs(5)) {
+            bail!("the built-in mock did not exit within 5 s of SIGTERM and was killed");
+        }
+        let text = std::fs::read_to_string(&self.stats_path)
+            .with_context(|| format!("the mock left no stats in {}", self.stats_path.display()))?;
+        serde_json::from_str(&text).context("the mock's stats file is not valid")
+    }
+}
+
+/// One worker process and its command pipe.
+pub struct WorkerChild {
+    pub index: u32,
+    pub guard: Guarded,
+    stdin: Option<ChildStdin>,
+}
+
+impl WorkerChild {
+    /// Starts worker `config.index`; its telemetry lines arrive on `events`.
+    pub fn start(config: &WorkerConfig, events: Sender<Event>) -> Result<WorkerChild> {
+        let output_dir = &config.output_dir;
+        let config_path = WorkerConfig::config_path(output_dir, config.index);
+        let json = serde_json::to_vec_pretty(config).context("cannot encode a worker config")?;
+        std::fs::write(&config_path, json)
+            .with_context(|| format!("cannot write {}", config_path.display()))?;
+        let log = output_dir
+            .join("workers")
+            .join(format!("worker-{}.log", config.index));
+        let mut command = Command::new(own_binary()?);
+        command
+            .arg("worker")
+            .arg("--config")
+            .arg(&config_path)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(log_file(&log)?);
+        sys::die_with_parent(&mut command);
+        let mut child = command
+            .spawn()
+            .with_context(|| format!("cannot start worker {}", config.index))?;
+        let stdout = child
+            .stdout
+            .take()
+            .ok_or_else(|| anyhow!("worker stdout is not piped"))?;
+        let stdin = child.stdin.take();
+        let index = config.index;
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if let Ok(msg) = serde_json::from_str::<Telemetry>(&line) {
+                    if events
+                        .send(Event::Telemetry { worker: index, msg })
+                        .is_err()
+                    {
+                        return;
+                    }
+                }
+            }
+            let _ = events.send(Event::WorkerGone { worker: index });
+        });
+        Ok(WorkerChild {
+            index,
+            guard: Guarded { child },
+            stdin,
+        })
+    }
+
+    /// Sends a command; a worker that is gone is not an error here (its result tells).
+    pub fn command(&mut self, command: WorkerCommand) {
+        if let Some(stdin) = &mut self.stdin {
+            if stdin
+                .write_all(command.to_line().as_bytes())
+                .and_then(|()| stdin.flush())
+                .is_err()
+            {
+                self.stdin = None;
+            }
+        }
+    }
+}

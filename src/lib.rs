@@ -1,0 +1,35 @@
+//! duplexbench-tui: a paced load generator for full-duplex realtime speech WebSocket servers
+//! that proves its own pacing while it runs.
+//!
+//! The process diagram of SPEC §3, as modules:
+//!
+//! * [`conductor`]: the process the user runs. Starts the [`mock`] child (unless `--url`) and the
+//!   worker children, gates their start, reads their telemetry, and merges their result files
+//!   into the summary ([`summary`], rendered by [`report`]). [`headless`] prints progress.
+//! * [`worker`]: one worker process: S paced sessions on one async runtime, a [`looplag`]
+//!   monitor and one [`trace`] writer thread.
+//! * [`protocol`]: the native session protocol spoken by the worker and the mock.
+//! * [`cli`] and [`options`]: the command line as parsed, and as validated.
+//! * [`stats`], [`clock`], [`procstat`], [`host`], [`sys`]: shared measurement plumbing.
+
+// Tests may unwrap: a panic is how they fail.
+#![cfg_attr(test, allow(clippy::unwrap_used))]
+
+pub mod app;
+pub mod cli;
+pub mod clock;
+pub mod conductor;
+pub mod headless;
+pub mod host;
+pub mod looplag;
+pub mod mock;
+pub mod options;
+pub mod procstat;
+pub mod protocol;
+pub mod report;
+pub mod stats;
+pub mod summary;
+pub mod sys;
+pub mod telemetry;
+pub mod trace;
+pub mod worker;

@@ -1,0 +1,113 @@
+//! The built-in mock server (SPEC §4): serves the native full-duplex protocol with no model, so
+//! anyone can reproduce and study the client's pacing on one machine.
+//!
+//! It runs on one current-thread runtime: one event loop whose lag is meaningful and whose CPU
+//! stays low. It records when each packet arrives (its own arrival deviation) and its own loop
+//! lag, and writes them to `--stats-output` on SIGINT or SIGTERM.
+//!
+//! * `server`: accept loop, admission (HTTP 404/503 at the handshake), one task per connection;
+//! * `session`: the per-session state machine, free of sockets;
+//! * `replies`: the frames it sends, built without a JSON serialiser;
+//! * `stats`: the counters and the statistics file.
+
+mod replies;
+mod server;
+mod session;
+pub mod stats;
+
+pub use stats::MockStats;
+
+use crate::cli::MockArgs;
+use crate::{clock, looplag, procstat, sys};
+use anyhow::{Context, Result};
+use replies::Templates;
+use server::Shared;
+use stats::Counters;
+use std::io::Write as _;
+use std::rc::Rc;
+use tokio::net::TcpListener;
+use tokio::signal::unix::{signal, SignalKind};
+
+/// Serves until SIGINT or SIGTERM, then writes the statistics file (if asked) and returns.
+pub fn run(args: &MockArgs) -> Result<()> {
+    let started_s = clock::monotonic_s();
+    // Each session is a socket; the default soft limit (often 1024) would cap the sessions.
+    sys::raise_open_file_limit();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the mock's async runtime")?;
+    let local = tokio::task::LocalSet::new();
+    let stats = local.block_on(&runtime, serve_until_signal(args, started_s))?;
+    if let Some(path) = &args.stats_output {
+        stats.write(path)?;
+    }
+    Ok(())
+}
+
+async fn serve_until_signal(args: &MockArgs, started_s: f64) -> Result<MockStats> {
+    // Handlers first: a signal sent the moment the listening line is read must not kill the
+    // process before it writes its statistics.
+    let mut sigterm = signal(SignalKind::terminate()).context("cannot handle SIGTERM")?;
+    let mut sigint = signal(SignalKind::interrupt()).context("cannot handle SIGINT")?;
+
+    let listener = bind(&args.host, args.port).await?;
+    let listen_addr = listener
+        .local_addr()
+        .context("cannot read the address the mock listens on")?
+        .to_string();
+
+    let counters = Rc::new(Counters::new());
+    let shared = Rc::new(Shared::new(
+        Templates::new(&args.behaviour),
+        Rc::clone(&counters),
+        args.behaviour.max_sessions,
+    ));
+    let lag = looplag::LoopLag::new();
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let ticker = tokio::task::spawn_local(looplag::run(lag.clone(), || {}, stop_rx));
+
+    announce(&listen_addr);
+    tokio::select! {
+        _ = sigterm.recv() => {}
+        _ = sigint.recv() => {}
+        () = server::serve(listener, Rc::clone(&shared)) => {}
+    }
+    let _ = stop_tx.send(true);
+    let _ = ticker.await;
+
+    let usage = procstat::self_usage(clock::monotonic_s() - started_s);
+    Ok(MockStats::build(
+        &counters,
+        &listen_addr,
+        lag.stats(),
+        usage,
+    ))
+}
+
+/// Binds `host:port`, with a message that says what to do when the port is taken.
+async fn bind(host: &str, port: u16) -> Result<TcpListener> {
+    let shown = if host.contains(':') {
+        format!("[{host}]:{port}")
+    } else {
+        format!("{host}:{port}")
+    };
+    TcpListener::bind((host, port)).await.map_err(|err| {
+        let hint = match err.kind() {
+            std::io::ErrorKind::AddrInUse => "pick another --port or use --port 0",
+            std::io::ErrorKind::PermissionDenied => {
+                "ports below 1024 need privileges; pick another --port or use --port 0"
+            }
+            _ => "check --host and --port",
+        };
+        anyhow::anyhow!("cannot listen on {shown}: {err}; {hint}")
+    })
+}
+
+/// Prints the one line whoever started the mock waits for.
+fn announce(listen_addr: &str) {
+    let mut stdout = std::io::stdout().lock();
+    // If nobody reads stdout any more, the mock still serves; there is no one to tell.
+    let _ = writeln!(stdout, "listening on {listen_addr}");
+    let _ = stdout.flush();
+}

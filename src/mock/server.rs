@@ -1,0 +1,252 @@
+//! The mock's transport: the accept loop, admission at the WebSocket handshake, and one task per
+//! connection that feeds client messages to its [`Session`] and writes the replies.
+//!
+//! Everything runs as local tasks on one current-thread runtime, so shared state is `Rc`/`Cell`
+//! and costs no atomics or locks. A connection that misbehaves at the transport level (bad
+//! handshake, oversized message, invalid UTF-8, a vanished peer) ends only its own task.
+
+use super::replies::{Templates, MAX_MESSAGE_BYTES};
+use super::session::{Session, Step};
+use super::stats::Counters;
+use crate::clock;
+use crate::protocol;
+use futures_util::{SinkExt, StreamExt};
+use std::cell::Cell;
+use std::rc::Rc;
+use std::time::Duration;
+use tokio::net::{TcpListener, TcpStream};
+use tokio_tungstenite::tungstenite::error::ProtocolError;
+use tokio_tungstenite::tungstenite::handshake::server::{ErrorResponse, Request, Response};
+use tokio_tungstenite::tungstenite::http::StatusCode;
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+use tokio_tungstenite::tungstenite::protocol::{CloseFrame, WebSocketConfig};
+use tokio_tungstenite::tungstenite::{Error as WsError, Message, Utf8Bytes};
+use tokio_tungstenite::WebSocketStream;
+
+/// A connection that has not finished its handshake by then is dropped, so idle sockets cannot
+/// pile up.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long the best-effort goodbye to a session that sent an oversized message may take.
+const GOODBYE_TIMEOUT: Duration = Duration::from_secs(1);
+/// Pause after a failed accept (out of file descriptors, say), so the loop does not spin.
+const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
+/// Read buffer per connection: an 80 ms append is about 3.5 KB, and the default 128 KiB would
+/// cost 128 MiB at 1024 sessions.
+const READ_BUFFER_BYTES: usize = 16 * 1024;
+
+/// What every connection task shares.
+pub struct Shared {
+    pub templates: Rc<Templates>,
+    pub counters: Rc<Counters>,
+    admission: Admission,
+    next_session: Cell<u64>,
+}
+
+impl Shared {
+    pub fn new(templates: Templates, counters: Rc<Counters>, max_sessions: Option<u32>) -> Self {
+        Shared {
+            templates: Rc::new(templates),
+            counters,
+            admission: Admission {
+                open: Rc::new(Cell::new(0)),
+                max: max_sessions,
+            },
+            next_session: Cell::new(0),
+        }
+    }
+}
+
+/// Counts open sessions against `--max-sessions`.
+struct Admission {
+    open: Rc<Cell<u32>>,
+    max: Option<u32>,
+}
+
+impl Admission {
+    fn try_acquire(&self) -> Option<Slot> {
+        let open = self.open.get();
+        if self.max.is_some_and(|max| open >= max) {
+            return None;
+        }
+        self.open.set(open + 1);
+        Some(Slot {
+            open: Rc::clone(&self.open),
+        })
+    }
+}
+
+/// One open session's place under `--max-sessions`, given back when dropped, however the
+/// connection ends.
+struct Slot {
+    open: Rc<Cell<u32>>,
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.open.set(self.open.get().saturating_sub(1));
+    }
+}
+
+/// Accepts connections forever; the caller stops it by dropping the future.
+pub async fn serve(listener: TcpListener, shared: Rc<Shared>) {
+    loop {
+        match listener.accept().await {
+            Ok((stream, _peer)) => {
+                tokio::task::spawn_local(serve_connection(stream, Rc::clone(&shared)));
+            }
+            Err(err) => {
+                eprintln!("mock: cannot accept a connection: {err}");
+                tokio::time::sleep(ACCEPT_BACKOFF).await;
+            }
+        }
+    }
+}
+
+fn websocket_config() -> WebSocketConfig {
+    WebSocketConfig::default()
+        .read_buffer_size(READ_BUFFER_BYTES)
+        .max_message_size(Some(MAX_MESSAGE_BYTES))
+        .max_frame_size(Some(MAX_MESSAGE_BYTES))
+}
+
+fn refusal(status: StatusCode, body: String) -> ErrorResponse {
+    let mut response = ErrorResponse::new(Some(body));
+    *response.status_mut() = status;
+    response
+}
+
+async fn serve_connection(stream: TcpStream, shared: Rc<Shared>) {
+    // Replies are small and latency is what the client measures: never wait for Nagle.
+    let _ = stream.set_nodelay(true);
+    let slot: Cell<Option<Slot>> = Cell::new(None);
+    // The error type is tungstenite's `Callback` signature, not ours to shrink.
+    #[allow(clippy::result_large_err)]
+    let callback = |request: &Request, response: Response| {
+        if request.uri().path() != protocol::PATH {
+            let body = format!("no such path; the protocol is served on {}", protocol::PATH);
+            return Err(refusal(StatusCode::NOT_FOUND, body));
+        }
+        // Admission is decided here, inside the handshake, so two clients racing for the last
+        // place cannot both get it.
+        match shared.admission.try_acquire() {
+            Some(acquired) => {
+                slot.set(Some(acquired));
+                Ok(response)
+            }
+            None => {
+                shared.counters.session_rejected();
+                let max = shared.admission.max.unwrap_or(0);
+                Err(refusal(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    format!("server full: {max} sessions open; retry later"),
+                ))
+            }
+        }
+    };
+    let handshake =
+        tokio_tungstenite::accept_hdr_async_with_config(stream, callback, Some(websocket_config()));
+    let ws = match tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake).await {
+        Ok(Ok(ws)) => ws,
+        // Refused, malformed or too slow: nothing was opened, and a reserved slot (if the
+        // handshake failed after admission) is released when `slot` drops.
+        _ => return,
+    };
+    let Some(_slot) = slot.take() else {
+        return;
+    };
+    shared.counters.session_served();
+    let number = shared.next_session.get();
+    shared.next_session.set(number + 1);
+    let session = Session::new(Rc::clone(&shared.templates), number);
+    run_session(ws, session, &shared.counters).await;
+}
+
+/// Reads client messages until the session closes or the connection ends.
+async fn run_session(
+    mut ws: WebSocketStream<TcpStream>,
+    mut session: Session,
+    counters: &Counters,
+) {
+    let mut out: Vec<Utf8Bytes> = Vec::with_capacity(8);
+    session.created(&mut out);
+    if send_all(&mut ws, &mut out).await.is_err() {
+        return;
+    }
+    loop {
+        let message = match ws.next().await {
+            Some(Ok(message)) => message,
+            Some(Err(err)) => {
+                on_read_error(&mut ws, &mut session, counters, err).await;
+                return;
+            }
+            None => return,
+        };
+        let step = match message {
+            Message::Text(text) => {
+                let arrival_s = clock::monotonic_s();
+                session.on_text(text.as_str(), arrival_s, counters, &mut out)
+            }
+            Message::Binary(_) => {
+                session.on_binary(counters, &mut out);
+                Step::Continue
+            }
+            // tungstenite queues the pong (or the close reply) itself; flushing sends it now.
+            // After a close, the next read ends the stream.
+            Message::Ping(_) | Message::Pong(_) | Message::Close(_) | Message::Frame(_) => {
+                if ws.flush().await.is_err() {
+                    return;
+                }
+                continue;
+            }
+        };
+        if !out.is_empty() && send_all(&mut ws, &mut out).await.is_err() {
+            return;
+        }
+        if step == Step::Close {
+            let _ = ws.close(None).await;
+            return;
+        }
+    }
+}
+
+/// Queues every frame of the outbox, then writes them with one flush.
+async fn send_all(
+    ws: &mut WebSocketStream<TcpStream>,
+    out: &mut Vec<Utf8Bytes>,
+) -> Result<(), WsError> {
+    for frame in out.drain(..) {
+        ws.feed(Message::Text(frame)).await?;
+    }
+    ws.flush().await
+}
+
+/// A read failed: a vanished peer just ends the session; unreadable input also counts as a
+/// protocol error, and an oversized message gets a fatal error event and a 1009 close first.
+async fn on_read_error(
+    ws: &mut WebSocketStream<TcpStream>,
+    session: &mut Session,
+    counters: &Counters,
+    err: WsError,
+) {
+    match err {
+        WsError::Capacity(_) => {
+            let mut out = Vec::with_capacity(1);
+            session.too_large(counters, &mut out);
+            let goodbye = async {
+                send_all(ws, &mut out).await?;
+                ws.close(Some(CloseFrame {
+                    code: CloseCode::Size,
+                    reason: Utf8Bytes::from_static("message too large"),
+                }))
+                .await
+            };
+            let _ = tokio::time::timeout(GOODBYE_TIMEOUT, goodbye).await;
+        }
+        // A peer that drops the TCP connection without a close frame simply left.
+        WsError::Protocol(ProtocolError::ResetWithoutClosingHandshake) => {}
+        WsError::Protocol(_) | WsError::Utf8(_) | WsError::AttackAttempt => {
+            counters.protocol_error();
+        }
+        _ => {}
+    }
+}

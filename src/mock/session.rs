@@ -1,0 +1,441 @@
+//! One mock session's state machine (SPEC §4), free of any socket: it takes the text of each
+//! client message with its arrival time and pushes the frames to send into an outbox, so every
+//! transition is testable without a network.
+//!
+//! Phases: `AwaitingUpdate` (after `session.created`) → `Streaming` (after `session.updated`) →
+//! `Ended` (after `sglang.input_audio.drained`) → `Closed` (after `session.closed`). Anything a
+//! client gets wrong is answered with a non-fatal `error` event and changes nothing, so a
+//! confused client can never take the mock down or poison its own session.
+
+use super::replies::{self, Drained, ErrorCode, ResponseFrames, Templates, UnitSpan, UNIT_MS};
+use super::stats::Counters;
+use crate::protocol::{self, names, ClientEvent, BYTES_PER_SAMPLE, INPUT_SAMPLE_RATE};
+use std::rc::Rc;
+use tokio_tungstenite::tungstenite::Utf8Bytes;
+
+/// Bytes of 16 kHz PCM16 per millisecond of input audio.
+const INPUT_BYTES_PER_MS: f64 = (INPUT_SAMPLE_RATE as usize * BYTES_PER_SAMPLE) as f64 / 1000.0;
+/// Longest piece of client text quoted back in an error message.
+const QUOTE_CHARS: usize = 64;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    AwaitingUpdate,
+    Streaming,
+    Ended,
+    Closed,
+}
+
+/// What the connection should do after a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step {
+    Continue,
+    /// Send the outbox, then a close frame, then drop the connection.
+    Close,
+}
+
+/// Where a session's input timeline starts: the arrival and `t_start_ms` of its seq 0.
+#[derive(Debug, Clone, Copy)]
+struct Origin {
+    arrival_s: f64,
+    t_start_ms: u64,
+}
+
+#[derive(Debug)]
+pub struct Session {
+    templates: Rc<Templates>,
+    number: u64,
+    id: String,
+    phase: Phase,
+    ids: EventIds,
+    /// strict_order: the only seq the next append may carry.
+    next_seq: u64,
+    origin: Option<Origin>,
+    accepted_end_ms: f64,
+    /// Units whose replies wait for a full burst.
+    pending: Vec<UnitSpan>,
+    /// Set once `response.created` has been sent.
+    response: Option<ResponseFrames>,
+}
+
+impl Session {
+    pub fn new(templates: Rc<Templates>, number: u64) -> Self {
+        // A burst of up to 10 000 units grows the buffer as needed; most runs never need more.
+        let burst = templates.burst_units.min(1024) as usize;
+        Session {
+            templates,
+            number,
+            id: format!("sess_{number:06}"),
+            phase: Phase::AwaitingUpdate,
+            ids: EventIds {
+                session: number,
+                last: 0,
+            },
+            next_seq: 0,
+            origin: None,
+            accepted_end_ms: 0.0,
+            pending: Vec::with_capacity(burst),
+            response: None,
+        }
+    }
+
+    #[cfg(test)]
+    pub fn phase(&self) -> Phase {
+        self.phase
+    }
+
+    /// The greeting sent as soon as the handshake completes.
+    pub fn created(&mut self, out: &mut Vec<Utf8Bytes>) {
+        let event_id = self.event_id();
+        out.push(replies::session_created(&event_id, &self.id));
+    }
+
+    /// Handles one text message that arrived at `arrival_s` (monotonic seconds).
+    pub fn on_text(
+        &mut self,
+        text: &str,
+        arrival_s: f64,
+        counters: &Counters,
+        out: &mut Vec<Utf8Bytes>,
+    ) -> Step {
+        let event = match protocol::parse_client_event(text) {
+            Ok(event) => event,
+            Err(err) => {
+                let message = format!("not a JSON object with a string `type`: {err}");
+                self.error(out, counters, ErrorCode::InvalidJson, &message, None);
+                return Step::Continue;
+            }
+        };
+        let client_event_id = event.event_id.as_deref();
+        match event.kind.as_ref() {
+            names::APPEND => {
+                counters.append_received();
+                self.on_append(&event, arrival_s, counters, out);
+            }
+            names::SESSION_UPDATE => self.on_update(client_event_id, counters, out),
+            names::INPUT_END => self.on_end(client_event_id, counters, out),
+            names::SESSION_CLOSE => {
+                let event_id = self.event_id();
+                out.push(replies::session_closed(&event_id));
+                self.phase = Phase::Closed;
+                counters.session_closed();
+                return Step::Close;
+            }
+            other => {
+                let message = format!("unknown event type `{}`", quote(other));
+                self.error(
+                    out,
+                    counters,
+                    ErrorCode::UnknownEvent,
+                    &message,
+                    client_event_id,
+                );
+            }
+        }
+        Step::Continue
+    }
+
+    /// Handles a binary message: the protocol is text only.
+    pub fn on_binary(&mut self, counters: &Counters, out: &mut Vec<Utf8Bytes>) {
+        let message = "binary frames are not part of the protocol; send JSON text frames";
+        self.error(out, counters, ErrorCode::BinaryNotSupported, message, None);
+    }
+
+    /// The fatal error sent (best effort) before a session that sent an oversized message ends.
+    pub fn too_large(&mut self, counters: &Counters, out: &mut Vec<Utf8Bytes>) {
+        counters.protocol_error();
+        let event_id = self.event_id();
+        let message = format!(
+            "message larger than {} bytes; the session ends",
+            replies::MAX_MESSAGE_BYTES
+        );
+        out.push(replies::error(
+            &event_id,
+            ErrorCode::MessageTooLarge,
+            &message,
+            None,
+            true,
+        ));
+    }
+
+    fn on_update(
+        &mut self,
+        client_event_id: Option<&str>,
+        counters: &Counters,
+        out: &mut Vec<Utf8Bytes>,
+    ) {
+        if self.phase == Phase::Ended {
+            let message = "input has ended; only session.close is valid now";
+            self.error(
+                out,
+                counters,
+                ErrorCode::InputEnded,
+                message,
+                client_event_id,
+            );
+            return;
+        }
+        // A repeated update is answered again: the terms are fixed, so it changes nothing.
+        self.phase = Phase::Streaming;
+        let event_id = self.event_id();
+        out.push(replies::session_updated(
+            &self.templates,
+            &event_id,
+            client_event_id,
+            &self.id,
+        ));
+    }
+
+    fn on_append(
+        &mut self,
+        event: &ClientEvent<'_>,
+        arrival_s: f64,
+        counters: &Counters,
+        out: &mut Vec<Utf8Bytes>,
+    ) {
+        let client_event_id = event.event_id.as_deref();
+        if let Err((code, message)) = self.check_streaming() {
+            self.error(out, counters, code, &message, client_event_id);
+            return;
+        }
+        let sglang = event.sglang.as_ref();
+        let (Some(seq), Some(t_start_ms)) = (
+            sglang.and_then(|s| s.seq),
+            sglang.and_then(|s| s.t_start_ms),
+        ) else {
+            let message = "append needs sglang.seq and sglang.t_start_ms";
+            self.error(
+                out,
+                counters,
+                ErrorCode::MissingField,
+                message,
+                client_event_id,
+            );
+            return;
+        };
+        if seq != self.next_seq {
+            let message = format!("expected seq {}, got {seq}; packet dropped", self.next_seq);
+            self.error(
+                out,
+                counters,
+                ErrorCode::SeqOutOfOrder,
+                &message,
+                client_event_id,
+            );
+            return;
+        }
+        let audio_bytes = match event.audio.as_deref().map(decoded_len) {
+            Some(Ok(bytes)) => bytes,
+            Some(Err(message)) => {
+                self.error(
+                    out,
+                    counters,
+                    ErrorCode::InvalidAudio,
+                    &message,
+                    client_event_id,
+                );
+                return;
+            }
+            None => {
+                let message = "append needs `audio` (base64 PCM16)";
+                self.error(
+                    out,
+                    counters,
+                    ErrorCode::MissingField,
+                    message,
+                    client_event_id,
+                );
+                return;
+            }
+        };
+        if audio_bytes > replies::MAX_APPEND_BYTES {
+            let message = format!(
+                "append of {audio_bytes} bytes exceeds max_append_bytes {}",
+                replies::MAX_APPEND_BYTES
+            );
+            self.error(
+                out,
+                counters,
+                ErrorCode::AppendTooLarge,
+                &message,
+                client_event_id,
+            );
+            return;
+        }
+
+        let origin = *self.origin.get_or_insert(Origin {
+            arrival_s,
+            t_start_ms,
+        });
+        let due_s = (t_start_ms as f64 - origin.t_start_ms as f64) / 1000.0;
+        counters.record_arrival_deviation_s(((arrival_s - origin.arrival_s) - due_s).abs());
+
+        self.next_seq += 1;
+        let duration_ms = audio_bytes as f64 / INPUT_BYTES_PER_MS;
+        self.accepted_end_ms = t_start_ms as f64 + duration_ms;
+        out.push(replies::accepted(
+            seq,
+            self.accepted_end_ms,
+            client_event_id,
+        ));
+        // Strict order makes the unit index equal to the seq of the append it covers.
+        self.pending.push(UnitSpan {
+            index: seq,
+            t_start_ms,
+            duration_ms,
+        });
+        if self.pending.len() >= self.templates.burst_units as usize {
+            self.flush_units(out);
+        }
+    }
+
+    fn on_end(
+        &mut self,
+        client_event_id: Option<&str>,
+        counters: &Counters,
+        out: &mut Vec<Utf8Bytes>,
+    ) {
+        if let Err((code, message)) = self.check_streaming() {
+            self.error(out, counters, code, &message, client_event_id);
+            return;
+        }
+        self.phase = Phase::Ended;
+        let event_id = self.event_id();
+        out.push(replies::input_ended(
+            &event_id,
+            client_event_id,
+            self.accepted_end_ms,
+        ));
+        self.flush_units(out);
+        let padding_ms = tail_padding_ms(self.accepted_end_ms);
+        if let Some(response) = &self.response {
+            out.push(response.audio_done(&self.ids.next()));
+            out.push(response.done(&self.ids.next()));
+        }
+        let event_id = self.event_id();
+        out.push(replies::input_drained(
+            &event_id,
+            &Drained {
+                accepted_end_ms: self.accepted_end_ms,
+                // The padded tail is consumed too; nothing is ever discarded.
+                consumed_ms: self.accepted_end_ms + padding_ms,
+                padding_ms,
+            },
+        ));
+    }
+
+    /// Appends and the end of input are valid only between `session.updated` and the end.
+    fn check_streaming(&self) -> Result<(), (ErrorCode, String)> {
+        match self.phase {
+            Phase::Streaming => Ok(()),
+            Phase::AwaitingUpdate => Err((
+                ErrorCode::SessionNotConfigured,
+                "send session.update and wait for session.updated first".to_string(),
+            )),
+            Phase::Ended | Phase::Closed => Err((
+                ErrorCode::InputEnded,
+                "input has ended; only session.close is valid now".to_string(),
+            )),
+        }
+    }
+
+    /// Sends the replies of every pending unit, opening the response before the first reply.
+    fn flush_units(&mut self, out: &mut Vec<Utf8Bytes>) {
+        let replies = self.templates.replies_per_append;
+        if self.pending.is_empty() || replies == 0 {
+            self.pending.clear();
+            return;
+        }
+        if self.response.is_none() {
+            let frames = ResponseFrames::new(&self.templates, self.number);
+            let event_id = self.event_id();
+            out.push(frames.created(&event_id));
+            self.response = Some(frames);
+        }
+        if let Some(response) = &self.response {
+            for unit in &self.pending {
+                response.push_unit(replies, unit, out);
+            }
+        }
+        self.pending.clear();
+    }
+
+    fn error(
+        &mut self,
+        out: &mut Vec<Utf8Bytes>,
+        counters: &Counters,
+        code: ErrorCode,
+        message: &str,
+        client_event_id: Option<&str>,
+    ) {
+        counters.protocol_error();
+        let event_id = self.event_id();
+        out.push(replies::error(
+            &event_id,
+            code,
+            message,
+            client_event_id,
+            false,
+        ));
+    }
+
+    fn event_id(&mut self) -> String {
+        self.ids.next()
+    }
+}
+
+/// Server event ids: `evt_<session>_<n>`, unique in the process.
+#[derive(Debug)]
+struct EventIds {
+    session: u64,
+    last: u64,
+}
+
+impl EventIds {
+    fn next(&mut self) -> String {
+        self.last += 1;
+        format!("evt_{:06}_{}", self.session, self.last)
+    }
+}
+
+/// Decoded length of standard padded base64, from its length alone: the mock never looks at the
+/// audio, so decoding it would be wasted work.
+fn decoded_len(audio_b64: &str) -> Result<usize, String> {
+    let len = audio_b64.len();
+    if len == 0 {
+        return Err("`audio` is empty".to_string());
+    }
+    if len % 4 != 0 {
+        return Err(format!(
+            "`audio` is {len} characters, not a multiple of 4: not padded base64"
+        ));
+    }
+    let padding = audio_b64.bytes().rev().take_while(|&b| b == b'=').count();
+    if padding > 2 {
+        return Err("`audio` ends in more than two `=`: not base64".to_string());
+    }
+    let bytes = len / 4 * 3 - padding;
+    if bytes % BYTES_PER_SAMPLE != 0 {
+        return Err(format!(
+            "`audio` decodes to {bytes} bytes, not whole PCM16 samples"
+        ));
+    }
+    Ok(bytes)
+}
+
+/// Silence added after the input so that it ends on a unit boundary.
+fn tail_padding_ms(accepted_end_ms: f64) -> f64 {
+    let unit_ms = UNIT_MS as f64;
+    (unit_ms - accepted_end_ms % unit_ms) % unit_ms
+}
+
+/// At most [`QUOTE_CHARS`] characters of client text, for error messages.
+fn quote(text: &str) -> &str {
+    match text.char_indices().nth(QUOTE_CHARS) {
+        Some((end, _)) => &text[..end],
+        None => text,
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,206 @@
+//! What the mock counts while it serves, and the statistics file it writes on SIGINT/SIGTERM.
+//!
+//! The mock runs on one thread, so the counters are plain `Cell`s shared by every session task;
+//! the arrival-deviation histogram is one pooled histogram, not one per session, so memory stays
+//! flat however many sessions come and go.
+
+use crate::looplag::LoopLagStats;
+use crate::procstat::ProcessUsage;
+use crate::stats::{DurationHistogram, ShortPercentiles};
+use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
+use std::cell::{Cell, RefCell};
+use std::path::Path;
+
+/// The version of the statistics file layout.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// The live counters of one mock process.
+#[derive(Debug, Default)]
+pub struct Counters {
+    sessions_served: Cell<u64>,
+    sessions_closed: Cell<u64>,
+    sessions_rejected: Cell<u64>,
+    appends_received: Cell<u64>,
+    protocol_errors: Cell<u64>,
+    arrival_deviation: RefCell<DurationHistogram>,
+}
+
+fn bump(cell: &Cell<u64>) {
+    cell.set(cell.get().saturating_add(1));
+}
+
+impl Counters {
+    pub fn new() -> Self {
+        Counters::default()
+    }
+
+    /// A WebSocket handshake was accepted.
+    pub fn session_served(&self) {
+        bump(&self.sessions_served);
+    }
+
+    /// A session reached `session.closed`.
+    pub fn session_closed(&self) {
+        bump(&self.sessions_closed);
+    }
+
+    /// A handshake was refused with HTTP 503.
+    pub fn session_rejected(&self) {
+        bump(&self.sessions_rejected);
+    }
+
+    /// An `input_audio_buffer.append` arrived, accepted or not.
+    pub fn append_received(&self) {
+        bump(&self.appends_received);
+    }
+
+    /// An `error` event was sent, or a session ended on input it could not read.
+    pub fn protocol_error(&self) {
+        bump(&self.protocol_errors);
+    }
+
+    pub fn record_arrival_deviation_s(&self, deviation_s: f64) {
+        // Only one task runs at a time and none holds the borrow across an await, so this never
+        // fails; a missed sample is still better than a panic if that ever changes.
+        if let Ok(mut hist) = self.arrival_deviation.try_borrow_mut() {
+            hist.record_s(deviation_s);
+        }
+    }
+
+    pub fn arrival_deviation(&self) -> ShortPercentiles {
+        self.arrival_deviation
+            .try_borrow()
+            .map(|h| h.short())
+            .unwrap_or_default()
+    }
+}
+
+/// The mock's statistics file (`--stats-output`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct MockStats {
+    pub schema_version: u32,
+    pub pid: u32,
+    pub listen_addr: String,
+    /// WebSocket handshakes accepted.
+    pub sessions_served: u64,
+    /// Sessions that reached `session.closed`; `sessions_served - sessions_closed` ended otherwise
+    /// (the client disconnected, or the session was still open when the mock stopped).
+    pub sessions_closed: u64,
+    /// Handshakes refused with HTTP 503 because `--max-sessions` were open.
+    pub sessions_rejected: u64,
+    /// `input_audio_buffer.append` events received, rejected ones included.
+    pub appends_received: u64,
+    /// `error` events sent, plus sessions ended by unreadable input.
+    pub protocol_errors: u64,
+    /// Per accepted packet: |(arrival − arrival of seq 0) − (t_start − t_start of seq 0)|, pooled
+    /// over all sessions, in ms.
+    pub arrival_deviation_ms: ShortPercentiles,
+    /// Wake-up lateness of a 10 ms ticker on the mock's runtime, in ms.
+    pub loop_lag_ms: LoopLagStats,
+    pub usage: ProcessUsage,
+}
+
+impl MockStats {
+    /// The statistics of this process from its counters and measurements.
+    pub fn build(
+        counters: &Counters,
+        listen_addr: &str,
+        loop_lag_ms: LoopLagStats,
+        usage: ProcessUsage,
+    ) -> Self {
+        MockStats {
+            schema_version: SCHEMA_VERSION,
+            pid: std::process::id(),
+            listen_addr: listen_addr.to_string(),
+            sessions_served: counters.sessions_served.get(),
+            sessions_closed: counters.sessions_closed.get(),
+            sessions_rejected: counters.sessions_rejected.get(),
+            appends_received: counters.appends_received.get(),
+            protocol_errors: counters.protocol_errors.get(),
+            arrival_deviation_ms: counters.arrival_deviation(),
+            loop_lag_ms,
+            usage,
+        }
+    }
+
+    /// Writes the statistics as pretty JSON. The file appears complete or not at all (written
+    /// beside it, then renamed), because the conductor may read it the moment the mock exits.
+    pub fn write(&self, path: &Path) -> Result<()> {
+        let mut text =
+            serde_json::to_string_pretty(self).context("cannot encode mock statistics")?;
+        text.push('\n');
+        let mut partial = path.as_os_str().to_owned();
+        partial.push(".partial");
+        let partial = Path::new(&partial);
+        let context = || {
+            format!(
+                "cannot write mock statistics to {} (--stats-output)",
+                path.display()
+            )
+        };
+        std::fs::write(partial, text).with_context(context)?;
+        std::fs::rename(partial, path).with_context(context)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stats_carry_the_counters() {
+        let counters = Counters::new();
+        counters.session_served();
+        counters.session_served();
+        counters.session_closed();
+        counters.session_rejected();
+        for _ in 0..5 {
+            counters.append_received();
+        }
+        counters.protocol_error();
+        counters.record_arrival_deviation_s(0.0);
+        counters.record_arrival_deviation_s(0.004);
+        let stats = MockStats::build(
+            &counters,
+            "127.0.0.1:1",
+            LoopLagStats::default(),
+            ProcessUsage::default(),
+        );
+        assert_eq!(stats.schema_version, 1);
+        assert_eq!(stats.pid, std::process::id());
+        assert_eq!(
+            (
+                stats.sessions_served,
+                stats.sessions_closed,
+                stats.sessions_rejected
+            ),
+            (2, 1, 1)
+        );
+        assert_eq!((stats.appends_received, stats.protocol_errors), (5, 1));
+        assert!((stats.arrival_deviation_ms.max - 4.0).abs() < 0.01);
+    }
+
+    #[test]
+    fn stats_file_round_trips() {
+        let dir = std::env::temp_dir().join(format!(
+            "duplexbench-mock-stats-unit-{}-{}",
+            std::process::id(),
+            crate::clock::monotonic_s()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("mock.json");
+        let stats = MockStats::build(
+            &Counters::new(),
+            "127.0.0.1:2",
+            LoopLagStats::default(),
+            ProcessUsage::default(),
+        );
+        stats.write(&path).unwrap();
+        let back: MockStats =
+            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        assert_eq!(back.listen_addr, "127.0.0.1:2");
+        assert!(!dir.join("mock.json.partial").exists());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -1,0 +1,250 @@
+//! The command line validated (stage two): the settings a run is made of, in the form the
+//! conductor, the workers and the summary share. Every error here names the flag at fault.
+
+use crate::cli::{MockBehaviourArgs, RunArgs, TraceMode, TraceWriterMode};
+use anyhow::{bail, Result};
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+
+/// Connection attempts refused with HTTP 503 are retried this many times...
+pub const ADMISSION_RETRIES: u32 = 3;
+/// ...this far apart.
+pub const ADMISSION_RETRY_INTERVAL_MS: u64 = 250;
+
+/// Every setting that shapes the load, as validated. Serialised as `settings` in the summary
+/// and handed to each worker.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Settings {
+    /// The server driven; for the built-in mock, the address it was given at start-up.
+    pub url: String,
+    pub builtin_mock: bool,
+    pub processes: u32,
+    pub sessions_per_process: u32,
+    pub duration_s: f64,
+    pub packet_ms: u32,
+    /// Packets each session sends: `ceil(duration / packet)`; the last one may be short.
+    pub packets_per_session: u32,
+    pub late_threshold_ms: u32,
+    /// The diagnostic threshold of SPEC §5: sends more than this far behind are counted.
+    pub slow_send_threshold_ms: u32,
+    pub inject_stall_ms: Option<u32>,
+    pub connect_timeout_s: f64,
+    pub recv_timeout_s: f64,
+    pub max_message_bytes: u64,
+    pub admission_retries: u32,
+    pub admission_retry_interval_ms: u64,
+    pub trace: TraceMode,
+    pub trace_writer: TraceWriterMode,
+    pub keep_traces: bool,
+    /// Input audio: 16 kHz PCM16 silence (WAV input is later work).
+    pub audio: String,
+    /// How the built-in mock was told to behave (absent with `--url`).
+    pub mock: Option<MockBehaviour>,
+    pub tui: bool,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct MockBehaviour {
+    pub replies_per_append: u32,
+    pub burst_units: u32,
+    pub output_sample_rate: u32,
+    pub max_sessions: Option<u32>,
+}
+
+impl MockBehaviour {
+    pub fn from_args(args: &MockBehaviourArgs) -> Self {
+        MockBehaviour {
+            replies_per_append: args.replies_per_append,
+            burst_units: args.burst_units,
+            output_sample_rate: args.output_sample_rate,
+            max_sessions: args.max_sessions,
+        }
+    }
+
+    /// The same behaviour as `mock` command-line flags.
+    pub fn to_flags(&self) -> Vec<String> {
+        let mut flags = vec![
+            "--replies-per-append".to_string(),
+            self.replies_per_append.to_string(),
+            "--burst-units".to_string(),
+            self.burst_units.to_string(),
+            "--output-sample-rate".to_string(),
+            self.output_sample_rate.to_string(),
+        ];
+        if let Some(max) = self.max_sessions {
+            flags.push("--max-sessions".to_string());
+            flags.push(max.to_string());
+        }
+        flags
+    }
+}
+
+/// A validated run: its settings, where it writes, and how it was invoked.
+#[derive(Debug, Clone)]
+pub struct RunPlan {
+    pub settings: Settings,
+    pub output_dir: PathBuf,
+    pub command_line: String,
+}
+
+impl Settings {
+    pub fn packet_s(&self) -> f64 {
+        f64::from(self.packet_ms) / 1000.0
+    }
+
+    pub fn total_sessions(&self) -> u64 {
+        u64::from(self.processes) * u64::from(self.sessions_per_process)
+    }
+}
+
+/// Validates parsed arguments into a plan. `tui` says whether the dashboard will run.
+pub fn validate(args: &RunArgs, command_line: String, tui: bool) -> Result<RunPlan> {
+    let duration_s = args.duration.as_secs_f64();
+    if duration_s < f64::from(args.packet_ms) / 1000.0 {
+        bail!(
+            "--duration {} is shorter than one packet (--packet-ms {}); give at least {} ms",
+            humantime::format_duration(args.duration),
+            args.packet_ms,
+            args.packet_ms
+        );
+    }
+    if duration_s > 24.0 * 3600.0 {
+        bail!("--duration must be at most 24h");
+    }
+    let packets = (duration_s * 1000.0 / f64::from(args.packet_ms)).ceil();
+    if packets > f64::from(u32::MAX) {
+        bail!("--duration gives too many packets");
+    }
+    if args.connect_timeout.is_zero() {
+        bail!("--connect-timeout must be more than zero");
+    }
+    if args.recv_timeout.is_zero() {
+        bail!("--recv-timeout must be more than zero");
+    }
+    let total = u64::from(args.processes) * u64::from(args.sessions);
+    if total > 65_535 {
+        bail!("--processes × --sessions is {total}; at most 65535 sessions per run are supported");
+    }
+    let url = match &args.url {
+        Some(url) => {
+            check_url(url)?;
+            url.clone()
+        }
+        None => String::new(),
+    };
+    let output_dir = args
+        .output
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("runs").join(crate::clock::utc_stamp()));
+    let settings = Settings {
+        builtin_mock: args.url.is_none(),
+        url,
+        processes: args.processes,
+        sessions_per_process: args.sessions,
+        duration_s,
+        packet_ms: args.packet_ms,
+        packets_per_session: packets as u32,
+        late_threshold_ms: args.late_threshold_ms.unwrap_or(args.packet_ms),
+        slow_send_threshold_ms: 20,
+        inject_stall_ms: args.inject_stall_ms,
+        connect_timeout_s: args.connect_timeout.as_secs_f64(),
+        recv_timeout_s: args.recv_timeout.as_secs_f64(),
+        max_message_bytes: args.max_message_bytes,
+        admission_retries: ADMISSION_RETRIES,
+        admission_retry_interval_ms: ADMISSION_RETRY_INTERVAL_MS,
+        trace: args.trace,
+        trace_writer: args.trace_writer,
+        keep_traces: args.keep_traces,
+        audio: "silence".to_string(),
+        mock: args
+            .url
+            .is_none()
+            .then(|| MockBehaviour::from_args(&args.mock)),
+        tui,
+    };
+    Ok(RunPlan {
+        settings,
+        output_dir,
+        command_line,
+    })
+}
+
+/// Checks that `--url` is a `ws://` URL with a host and port we can connect to.
+fn check_url(url: &str) -> Result<()> {
+    let uri: tokio_tungstenite::tungstenite::http::Uri = url.parse().map_err(|e| {
+        anyhow::anyhow!(
+            "--url `{url}` is not a URL ({e}); give e.g. ws://127.0.0.1:8765/v1/realtime"
+        )
+    })?;
+    match uri.scheme_str() {
+        Some("ws") => {}
+        Some("wss") => bail!("--url `{url}`: wss:// (TLS) is not supported yet; use ws://"),
+        _ => bail!("--url `{url}` must start with ws://, e.g. ws://127.0.0.1:8765/v1/realtime"),
+    }
+    if uri.host().is_none() {
+        bail!("--url `{url}` has no host");
+    }
+    Ok(())
+}
+
+/// `host:port` of a ws:// URL (port 80 when absent), for the reachability check.
+pub fn url_authority(url: &str) -> Option<String> {
+    let uri: tokio_tungstenite::tungstenite::http::Uri = url.parse().ok()?;
+    let host = uri.host()?;
+    let port = uri.port_u16().unwrap_or(80);
+    if host.contains(':') && !host.starts_with('[') {
+        Some(format!("[{host}]:{port}"))
+    } else {
+        Some(format!("{host}:{port}"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::Cli;
+    use clap::Parser;
+
+    fn plan(args: &[&str]) -> Result<RunPlan> {
+        let mut argv = vec!["duplexbench-tui", "run"];
+        argv.extend_from_slice(args);
+        let cli = Cli::try_parse_from(argv)?;
+        match cli.command {
+            Some(crate::cli::Command::Run(run)) => validate(&run, String::new(), false),
+            _ => unreachable!(),
+        }
+    }
+
+    #[test]
+    fn late_threshold_defaults_to_one_packet() {
+        let p = plan(&["--packet-ms", "100"]).unwrap();
+        assert_eq!(p.settings.late_threshold_ms, 100);
+        assert_eq!(p.settings.packets_per_session, 300);
+    }
+
+    #[test]
+    fn a_short_last_packet_still_counts() {
+        let p = plan(&["--duration", "1s", "--packet-ms", "300"]).unwrap();
+        assert_eq!(p.settings.packets_per_session, 4);
+    }
+
+    #[test]
+    fn bad_urls_name_the_flag() {
+        let err = plan(&["--url", "http://x:1/"]).unwrap_err().to_string();
+        assert!(err.contains("--url"), "{err}");
+        let err = plan(&["--url", "wss://x:1/"]).unwrap_err().to_string();
+        assert!(err.contains("wss"), "{err}");
+    }
+
+    #[test]
+    fn authority_has_a_default_port() {
+        assert_eq!(
+            url_authority("ws://127.0.0.1/v1/realtime").as_deref(),
+            Some("127.0.0.1:80")
+        );
+        assert_eq!(
+            url_authority("ws://[::1]:9/v1/realtime").as_deref(),
+            Some("[::1]:9")
+        );
+    }
+}

@@ -1,0 +1,55 @@
+//! Small operating-system helpers: child-process lifetime and file-descriptor limits.
+
+use std::os::unix::process::CommandExt;
+use std::process::Command;
+
+/// Makes `command`'s child die with SIGKILL when the process that spawns it dies (even by
+/// SIGKILL), and puts it in its own process group so that a terminal's Ctrl-C reaches only the
+/// conductor, which then stops its children in order.
+///
+/// `PR_SET_PDEATHSIG` fires when the spawning *thread* exits, so children must be spawned from a
+/// thread that lives as long as the run (the conductor spawns from its main thread).
+pub fn die_with_parent(command: &mut Command) -> &mut Command {
+    // SAFETY: getpid is async-signal-safe.
+    let parent = unsafe { libc::getpid() };
+    // SAFETY: the closure runs between fork and exec and only calls async-signal-safe functions.
+    unsafe {
+        command.pre_exec(move || {
+            if libc::setpgid(0, 0) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // The parent may have died before prctl took effect.
+            if libc::getppid() != parent {
+                libc::_exit(1);
+            }
+            Ok(())
+        })
+    }
+}
+
+/// Raises the soft open-file limit to the hard limit: a worker keeps two files open per session.
+pub fn raise_open_file_limit() {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `limit` is a valid rlimit to fill and then pass back.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 && limit.rlim_cur < limit.rlim_max
+        {
+            limit.rlim_cur = limit.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
+        }
+    }
+}
+
+/// Sends `signal` to `pid`; errors (the process is already gone) are ignored.
+pub fn signal(pid: u32, signal: i32) {
+    // SAFETY: kill has no memory-safety preconditions.
+    unsafe {
+        libc::kill(pid as libc::pid_t, signal);
+    }
+}

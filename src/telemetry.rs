@@ -1,0 +1,93 @@
+//! What workers and the conductor say to each other while a run goes on.
+//!
+//! Workers write [`Telemetry`] as JSON lines on their stdout from a thread of their own, through a
+//! bounded queue: a slow or frozen reader makes them drop (and count) telemetry, never wait. The
+//! conductor writes [`Command`] lines on their stdin. Final figures never come from here: they
+//! come from the workers' result files.
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Telemetry {
+    /// Every session has connected and set up, or failed to.
+    Ready {
+        pid: u32,
+        connected: u32,
+        rejected: u32,
+        failed: u32,
+        /// The first set-up error, for the conductor to show.
+        first_error: Option<String>,
+    },
+    /// Cumulative counters, about five times a second.
+    Progress(Progress),
+    /// The worker wrote its result file and is about to exit.
+    Done { result_path: String },
+}
+
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
+pub struct Progress {
+    pub time_s: f64,
+    pub packets: u64,
+    pub late_packets: u64,
+    pub sends_over_20ms: u64,
+    pub sessions_with_violation: u32,
+    pub sessions_streaming: u32,
+    pub sessions_done: u32,
+    pub max_deviation_us: u64,
+    /// The largest loop lag since the previous progress message.
+    pub loop_lag_window_max_us: u64,
+    pub loop_lag_max_us: u64,
+    pub queue_lines: u64,
+    pub queue_bytes: u64,
+    pub protocol_errors: u64,
+    pub telemetry_dropped: u64,
+}
+
+/// Conductor to worker, one per line on the worker's stdin.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Command {
+    /// Start streaming: packet 0 of every session is due at this `CLOCK_MONOTONIC` time.
+    Go { start_s: f64 },
+    /// Stop streaming now, end the sessions properly and write the results.
+    Stop,
+}
+
+impl Command {
+    pub fn to_line(self) -> String {
+        match self {
+            Command::Go { start_s } => format!("go {start_s:.6}\n"),
+            Command::Stop => "stop\n".to_string(),
+        }
+    }
+
+    pub fn parse(line: &str) -> Option<Command> {
+        let mut words = line.split_whitespace();
+        match (words.next()?, words.next()) {
+            ("go", Some(t)) => t.parse().ok().map(|start_s| Command::Go { start_s }),
+            ("stop", None) => Some(Command::Stop),
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn commands_round_trip() {
+        for c in [Command::Go { start_s: 12.5 }, Command::Stop] {
+            assert_eq!(Command::parse(&c.to_line()), Some(c));
+        }
+        assert_eq!(Command::parse("go"), None);
+    }
+
+    #[test]
+    fn telemetry_is_tagged_json() {
+        let line = serde_json::to_string(&Telemetry::Progress(Progress::default())).unwrap();
+        assert!(line.starts_with(r#"{"type":"progress""#), "{line}");
+        let back: Telemetry = serde_json::from_str(&line).unwrap();
+        assert!(matches!(back, Telemetry::Progress(_)));
+    }
+}

@@ -1,0 +1,242 @@
+//! Trace and receipt writing (SPEC §6, the seed's fix done properly).
+//!
+//! Session tasks only hand over frames that are already encoded; with the default `thread`
+//! writer one OS thread per worker does every file write, in 0.5 s batches per session, and
+//! gathers sessions that end within 50 ms into one batch. A session finishes only after its
+//! lines are written; a write error fails the session when it ends. The `inline` writer writes
+//! every line from the async runtime instead: the seed's original bug, kept for A/B study.
+
+pub mod files;
+pub mod format;
+mod writer;
+
+use crate::cli::{TraceMode, TraceWriterMode};
+use anyhow::Result;
+use files::{SamplesFile, SessionFiles};
+use format::Direction;
+use std::cell::RefCell;
+use std::path::PathBuf;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use tokio_tungstenite::tungstenite::Utf8Bytes;
+
+/// One sent packet, as recorded in `input-send-receipts.json` and the samples file.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Receipt {
+    pub event_id: u64,
+    pub seq: u32,
+    pub scheduled_s: f64,
+    pub start_s: f64,
+    pub completed_s: f64,
+}
+
+/// Lines and bytes handed to the writer and not yet written (SPEC §5 "writer queue depth").
+#[derive(Debug, Default)]
+pub struct QueueDepth {
+    lines: AtomicU64,
+    bytes: AtomicU64,
+}
+
+impl QueueDepth {
+    fn add(&self, lines: u64, bytes: u64) {
+        self.lines.fetch_add(lines, Ordering::Relaxed);
+        self.bytes.fetch_add(bytes, Ordering::Relaxed);
+    }
+
+    fn sub(&self, (lines, bytes): (u64, u64)) {
+        self.lines.fetch_sub(lines, Ordering::Relaxed);
+        self.bytes.fetch_sub(bytes, Ordering::Relaxed);
+    }
+
+    /// (lines, bytes) waiting now.
+    pub fn get(&self) -> (u64, u64) {
+        (
+            self.lines.load(Ordering::Relaxed),
+            self.bytes.load(Ordering::Relaxed),
+        )
+    }
+}
+
+/// What a worker's tracer needs to know.
+#[derive(Debug, Clone)]
+pub struct TraceConfig {
+    pub output_dir: PathBuf,
+    pub worker: u32,
+    pub mode: TraceMode,
+    pub writer: TraceWriterMode,
+}
+
+/// A worker's trace machinery: the writer thread, or the inline writer's shared samples file.
+pub struct Tracer {
+    config: TraceConfig,
+    depth: Arc<QueueDepth>,
+    kind: TracerKind,
+}
+
+enum TracerKind {
+    Thread(writer::WriterHandle),
+    Inline(Rc<RefCell<SamplesFile>>),
+}
+
+impl Tracer {
+    pub fn start(config: TraceConfig) -> Result<Tracer> {
+        let depth = Arc::new(QueueDepth::default());
+        let kind = match config.writer {
+            TraceWriterMode::Thread => {
+                TracerKind::Thread(writer::spawn(config.clone(), depth.clone())?)
+            }
+            TraceWriterMode::Inline => TracerKind::Inline(Rc::new(RefCell::new(
+                SamplesFile::create(&config.output_dir, config.worker),
+            ))),
+        };
+        Ok(Tracer {
+            config,
+            depth,
+            kind,
+        })
+    }
+
+    pub fn depth(&self) -> Arc<QueueDepth> {
+        self.depth.clone()
+    }
+
+    /// The handle a session task writes through.
+    pub fn open_session(&self, session: u32) -> SessionTrace {
+        let traced = self.config.mode != TraceMode::Off;
+        let sink = match &self.kind {
+            TracerKind::Thread(handle) => {
+                handle.send(writer::WriterMsg::Open { session });
+                Sink::Thread(handle.clone())
+            }
+            TracerKind::Inline(samples) => {
+                let dir = files::session_dir(&self.config.output_dir, self.config.worker, session);
+                let files = SessionFiles::open(
+                    &dir,
+                    traced,
+                    self.config.mode == TraceMode::Meta,
+                    crate::clock::monotonic_s(),
+                );
+                Sink::Inline {
+                    files: Box::new(files),
+                    samples: samples.clone(),
+                }
+            }
+        };
+        SessionTrace {
+            session,
+            traced,
+            depth: self.depth.clone(),
+            sink,
+        }
+    }
+
+    /// Stops the writer thread after everything queued is written; returns a samples-file error.
+    pub fn shutdown(self) -> Result<(), String> {
+        match self.kind {
+            TracerKind::Thread(handle) => handle.shutdown(),
+            TracerKind::Inline(samples) => {
+                let mut samples = samples.borrow_mut();
+                samples.flush();
+                samples.error.take().map_or(Ok(()), Err)
+            }
+        }
+    }
+}
+
+enum Sink {
+    Thread(writer::WriterHandle),
+    Inline {
+        files: Box<SessionFiles>,
+        samples: Rc<RefCell<SamplesFile>>,
+    },
+}
+
+/// One session's way to its trace, receipts and samples.
+pub struct SessionTrace {
+    session: u32,
+    traced: bool,
+    depth: Arc<QueueDepth>,
+    sink: Sink,
+}
+
+impl SessionTrace {
+    /// A sent event other than an append (setup, end, close).
+    pub fn send(&mut self, time_s: f64, frame: &Utf8Bytes) {
+        self.line(Direction::Send, time_s, frame);
+    }
+
+    /// A received frame, exactly as it arrived.
+    pub fn receive(&mut self, time_s: f64, frame: &Utf8Bytes) {
+        self.line(Direction::Receive, time_s, frame);
+    }
+
+    /// Something that went wrong, e.g. a frame that was not JSON. `event` is a JSON object.
+    pub fn error(&mut self, time_s: f64, event: String) {
+        self.line(Direction::Error, time_s, &Utf8Bytes::from(event));
+    }
+
+    /// A connection attempt and its outcome. `event` is a JSON object.
+    pub fn admission(&mut self, time_s: f64, event: String) {
+        self.line(Direction::Admission, time_s, &Utf8Bytes::from(event));
+    }
+
+    fn line(&mut self, direction: Direction, time_s: f64, payload: &Utf8Bytes) {
+        if !self.traced {
+            return;
+        }
+        match &mut self.sink {
+            Sink::Thread(handle) => {
+                self.depth.add(1, payload.len() as u64);
+                handle.send(writer::WriterMsg::Line {
+                    session: self.session,
+                    direction,
+                    time_s,
+                    payload: payload.clone(),
+                });
+            }
+            Sink::Inline { files, .. } => {
+                files.push_line(direction, time_s, payload);
+                files.flush(time_s);
+            }
+        }
+    }
+
+    /// A sent packet: trace line, receipt and sample.
+    pub fn append(&mut self, receipt: Receipt, frame: &Utf8Bytes) {
+        let frame = self.traced.then_some(frame);
+        match &mut self.sink {
+            Sink::Thread(handle) => {
+                self.depth.add(1, frame.map_or(0, |f| f.len() as u64));
+                handle.send(writer::WriterMsg::Append {
+                    session: self.session,
+                    receipt,
+                    frame: frame.cloned(),
+                });
+            }
+            Sink::Inline { files, samples } => {
+                files.push_append(&receipt, frame.map(|f| f.as_str()));
+                files.flush(receipt.completed_s);
+                let mut samples = samples.borrow_mut();
+                samples.push(self.session, &receipt);
+                samples.flush();
+            }
+        }
+    }
+
+    /// Waits until every line of the session is written; an error means some were not.
+    pub async fn finish(self) -> Result<(), String> {
+        match self.sink {
+            Sink::Thread(handle) => {
+                let (ack, done) = tokio::sync::oneshot::channel();
+                handle.send(writer::WriterMsg::End {
+                    session: self.session,
+                    ack,
+                });
+                done.await
+                    .unwrap_or_else(|_| Err("the trace writer thread stopped".to_string()))
+            }
+            Sink::Inline { files, .. } => files.finish(crate::clock::monotonic_s()).0,
+        }
+    }
+}

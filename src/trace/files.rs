@@ -1,0 +1,177 @@
+//! The files of one session (trace and receipts) and of one worker (samples), with the buffers
+//! that batch their writes. The writer thread flushes them every 0.5 s; the inline writer after
+//! every line, on the runtime, as the seed's original client did.
+
+use super::format::{self, Direction};
+use super::Receipt;
+use std::fs::File;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+
+/// The folder of one session's files.
+pub fn session_dir(output_dir: &Path, worker: u32, session: u32) -> PathBuf {
+    output_dir
+        .join("sessions")
+        .join(format!("w{worker}-s{session:04}"))
+}
+
+pub const TRACE_FILE: &str = "trace.jsonl";
+pub const RECEIPTS_FILE: &str = "input-send-receipts.json";
+
+/// One session's trace and receipts, with what is waiting to be written.
+pub struct SessionFiles {
+    trace: Option<File>,
+    trace_buf: Vec<u8>,
+    receipts: Option<File>,
+    receipts_buf: Vec<u8>,
+    receipts_count: u64,
+    meta: bool,
+    /// Lines and payload bytes buffered and not yet written (the queue depth's share).
+    pub pending_lines: u64,
+    pub pending_bytes: u64,
+    pub last_flush_s: f64,
+    /// The first write error, reported when the session ends.
+    error: Option<String>,
+    lost_lines: u64,
+}
+
+impl SessionFiles {
+    /// Creates the session folder and files. `trace` is false with `--trace off`.
+    pub fn open(dir: &Path, trace: bool, meta: bool, now_s: f64) -> SessionFiles {
+        let mut files = SessionFiles {
+            trace: None,
+            trace_buf: Vec::new(),
+            receipts: None,
+            receipts_buf: Vec::new(),
+            receipts_count: 0,
+            meta,
+            pending_lines: 0,
+            pending_bytes: 0,
+            last_flush_s: now_s,
+            error: None,
+            lost_lines: 0,
+        };
+        let opened = std::fs::create_dir_all(dir).and_then(|()| {
+            if trace {
+                files.trace = Some(File::create(dir.join(TRACE_FILE))?);
+            }
+            files.receipts = Some(File::create(dir.join(RECEIPTS_FILE))?);
+            Ok(())
+        });
+        if let Err(err) = opened {
+            files.error = Some(format!("cannot create files in {}: {err}", dir.display()));
+        }
+        files
+    }
+
+    pub fn push_line(&mut self, direction: Direction, time_s: f64, payload: &str) {
+        if self.trace.is_some() {
+            format::trace_line(&mut self.trace_buf, direction, time_s, payload, self.meta);
+        }
+        self.pending_lines += 1;
+        self.pending_bytes += payload.len() as u64;
+    }
+
+    /// One sent packet: its trace line (if traced) and its receipt.
+    pub fn push_append(&mut self, receipt: &Receipt, frame: Option<&str>) {
+        if let (Some(frame), Some(_)) = (frame, &self.trace) {
+            format::trace_line(
+                &mut self.trace_buf,
+                Direction::Send,
+                receipt.start_s,
+                frame,
+                self.meta,
+            );
+        }
+        if self.receipts_count == 0 {
+            format::receipts_open(&mut self.receipts_buf, receipt.start_s);
+        }
+        format::receipt_entry(&mut self.receipts_buf, receipt, self.receipts_count == 0);
+        self.receipts_count += 1;
+        self.pending_lines += 1;
+        self.pending_bytes += frame.map_or(0, |f| f.len() as u64);
+    }
+
+    pub fn has_pending(&self) -> bool {
+        self.pending_lines > 0
+    }
+
+    /// Writes what is buffered; returns the (lines, bytes) that left the queue.
+    pub fn flush(&mut self, now_s: f64) -> (u64, u64) {
+        let done = (self.pending_lines, self.pending_bytes);
+        let written = write_all(&mut self.trace, &self.trace_buf)
+            .and_then(|()| write_all(&mut self.receipts, &self.receipts_buf));
+        if let Err(err) = written {
+            self.lost_lines += self.pending_lines;
+            self.error
+                .get_or_insert(format!("trace write failed: {err}"));
+        }
+        self.trace_buf.clear();
+        self.receipts_buf.clear();
+        self.pending_lines = 0;
+        self.pending_bytes = 0;
+        self.last_flush_s = now_s;
+        done
+    }
+
+    /// Writes the rest, closes the receipts, and says whether everything reached the files.
+    pub fn finish(mut self, now_s: f64) -> (Result<(), String>, (u64, u64)) {
+        format::receipts_close(&mut self.receipts_buf, self.receipts_count == 0);
+        let done = self.flush(now_s);
+        let result = match self.error.take() {
+            None => Ok(()),
+            Some(err) if self.lost_lines > 0 => {
+                Err(format!("{err} ({} lines not written)", self.lost_lines))
+            }
+            Some(err) => Err(err),
+        };
+        (result, done)
+    }
+}
+
+fn write_all(file: &mut Option<File>, buf: &[u8]) -> std::io::Result<()> {
+    match file {
+        Some(f) if !buf.is_empty() => f.write_all(buf),
+        Some(_) => Ok(()),
+        None if buf.is_empty() => Ok(()),
+        None => Err(std::io::Error::other("file could not be created")),
+    }
+}
+
+/// A worker's samples file: one CSV line per packet of every session.
+pub struct SamplesFile {
+    file: Option<File>,
+    buf: Vec<u8>,
+    worker: u32,
+    pub error: Option<String>,
+}
+
+impl SamplesFile {
+    pub fn create(output_dir: &Path, worker: u32) -> SamplesFile {
+        let dir = output_dir.join("samples");
+        let path = dir.join(format!("worker-{worker}.csv"));
+        let mut samples = SamplesFile {
+            file: None,
+            buf: format::SAMPLES_HEADER.as_bytes().to_vec(),
+            worker,
+            error: None,
+        };
+        match std::fs::create_dir_all(&dir).and_then(|()| File::create(&path)) {
+            Ok(f) => samples.file = Some(f),
+            Err(err) => samples.error = Some(format!("cannot create {}: {err}", path.display())),
+        }
+        samples
+    }
+
+    pub fn push(&mut self, session: u32, receipt: &Receipt) {
+        format::sample_line(&mut self.buf, self.worker, session, receipt);
+    }
+
+    pub fn flush(&mut self) {
+        if let Err(err) = write_all(&mut self.file, &self.buf) {
+            self.error
+                .get_or_insert(format!("samples write failed: {err}"));
+        }
+        self.buf.clear();
+    }
+}

@@ -1,0 +1,216 @@
+//! The writer thread: the only code of a worker that writes trace, receipt and sample files
+//! (in `thread` mode). It batches each session's lines for 0.5 s and gathers sessions that end
+//! within 50 ms of each other, so the runtime never waits for the disk.
+
+use super::files::{self, SamplesFile, SessionFiles};
+use super::format::Direction;
+use super::{QueueDepth, Receipt, TraceConfig};
+use crate::cli::TraceMode;
+use crate::clock::monotonic_s;
+use anyhow::{Context, Result};
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+use tokio_tungstenite::tungstenite::Utf8Bytes;
+
+/// How long a session's lines may wait before they are written.
+const BATCH_S: f64 = 0.5;
+/// How long the writer waits for more sessions to end before it writes their last batches.
+const END_GATHER_S: f64 = 0.05;
+/// How often the writer looks for batches that are due.
+const POLL: Duration = Duration::from_millis(50);
+
+pub enum WriterMsg {
+    Open {
+        session: u32,
+    },
+    Line {
+        session: u32,
+        direction: Direction,
+        time_s: f64,
+        payload: Utf8Bytes,
+    },
+    Append {
+        session: u32,
+        receipt: Receipt,
+        frame: Option<Utf8Bytes>,
+    },
+    End {
+        session: u32,
+        ack: tokio::sync::oneshot::Sender<Result<(), String>>,
+    },
+}
+
+/// The sending side, cloned into every session.
+#[derive(Clone)]
+pub struct WriterHandle {
+    tx: mpsc::Sender<WriterMsg>,
+    thread: Arc<std::sync::Mutex<Option<JoinHandle<Option<String>>>>>,
+}
+
+impl WriterHandle {
+    pub fn send(&self, msg: WriterMsg) {
+        // A closed channel means the thread is gone; `finish` reports that to the session.
+        let _ = self.tx.send(msg);
+    }
+
+    pub fn shutdown(self) -> Result<(), String> {
+        let thread = self.thread.lock().ok().and_then(|mut t| t.take());
+        drop(self.tx);
+        match thread.map(|t| t.join()) {
+            Some(Ok(None)) | None => Ok(()),
+            Some(Ok(Some(err))) => Err(err),
+            Some(Err(_)) => Err("the trace writer thread panicked".to_string()),
+        }
+    }
+}
+
+pub fn spawn(config: TraceConfig, depth: Arc<QueueDepth>) -> Result<WriterHandle> {
+    let (tx, rx) = mpsc::channel();
+    let thread = std::thread::Builder::new()
+        .name("trace-writer".to_string())
+        .spawn(move || Writer::new(config, depth).run(rx))
+        .context("cannot start the trace writer thread")?;
+    Ok(WriterHandle {
+        tx,
+        thread: Arc::new(std::sync::Mutex::new(Some(thread))),
+    })
+}
+
+struct Writer {
+    config: TraceConfig,
+    depth: Arc<QueueDepth>,
+    sessions: Vec<Option<SessionFiles>>,
+    samples: SamplesFile,
+    ends: Vec<(u32, tokio::sync::oneshot::Sender<Result<(), String>>)>,
+    ends_due_s: Option<f64>,
+}
+
+impl Writer {
+    fn new(config: TraceConfig, depth: Arc<QueueDepth>) -> Writer {
+        let samples = SamplesFile::create(&config.output_dir, config.worker);
+        Writer {
+            config,
+            depth,
+            sessions: Vec::new(),
+            samples,
+            ends: Vec::new(),
+            ends_due_s: None,
+        }
+    }
+
+    /// Runs until every sender is gone; returns a samples-file error, if any.
+    fn run(mut self, rx: mpsc::Receiver<WriterMsg>) -> Option<String> {
+        let mut next_check_s = monotonic_s() + POLL.as_secs_f64();
+        loop {
+            let now_s = monotonic_s();
+            let wake_s = self
+                .ends_due_s
+                .map_or(next_check_s, |e| e.min(next_check_s));
+            let msg = rx.recv_timeout(Duration::from_secs_f64((wake_s - now_s).max(0.0)));
+            match msg {
+                Ok(msg) => {
+                    self.handle(msg);
+                    // Take everything already queued before looking at the clocks again.
+                    while let Ok(msg) = rx.try_recv() {
+                        self.handle(msg);
+                    }
+                }
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => break,
+            }
+            let now_s = monotonic_s();
+            if self.ends_due_s.is_some_and(|due| now_s >= due) {
+                self.finish_ended(now_s);
+            }
+            if now_s >= next_check_s {
+                self.flush_due(now_s);
+                next_check_s = now_s + POLL.as_secs_f64();
+            }
+        }
+        let now_s = monotonic_s();
+        self.finish_ended(now_s);
+        for slot in &mut self.sessions {
+            if let Some(files) = slot.take() {
+                let (_, done) = files.finish(now_s);
+                self.depth.sub(done);
+            }
+        }
+        self.samples.flush();
+        self.samples.error.take()
+    }
+
+    fn slot(&mut self, session: u32) -> &mut Option<SessionFiles> {
+        let index = session as usize;
+        if self.sessions.len() <= index {
+            self.sessions.resize_with(index + 1, || None);
+        }
+        &mut self.sessions[index]
+    }
+
+    fn handle(&mut self, msg: WriterMsg) {
+        match msg {
+            WriterMsg::Open { session } => {
+                let dir = files::session_dir(&self.config.output_dir, self.config.worker, session);
+                let traced = self.config.mode != TraceMode::Off;
+                let meta = self.config.mode == TraceMode::Meta;
+                *self.slot(session) = Some(SessionFiles::open(&dir, traced, meta, monotonic_s()));
+            }
+            WriterMsg::Line {
+                session,
+                direction,
+                time_s,
+                payload,
+            } => {
+                if let Some(files) = self.slot(session) {
+                    files.push_line(direction, time_s, &payload);
+                }
+            }
+            WriterMsg::Append {
+                session,
+                receipt,
+                frame,
+            } => {
+                if let Some(files) = self.slot(session) {
+                    files.push_append(&receipt, frame.as_ref().map(|f| f.as_str()));
+                }
+                self.samples.push(session, &receipt);
+            }
+            WriterMsg::End { session, ack } => {
+                self.ends.push((session, ack));
+                self.ends_due_s.get_or_insert(monotonic_s() + END_GATHER_S);
+            }
+        }
+    }
+
+    /// Writes the batches of sessions whose oldest line has waited `BATCH_S`.
+    fn flush_due(&mut self, now_s: f64) {
+        for files in self.sessions.iter_mut().flatten() {
+            if files.has_pending() && now_s - files.last_flush_s >= BATCH_S {
+                let done = files.flush(now_s);
+                self.depth.sub(done);
+            } else if !files.has_pending() {
+                files.last_flush_s = now_s;
+            }
+        }
+        self.samples.flush();
+    }
+
+    /// Writes the last batches of the sessions that ended together and lets them close.
+    fn finish_ended(&mut self, now_s: f64) {
+        self.ends_due_s = None;
+        for (session, ack) in std::mem::take(&mut self.ends) {
+            let result = match self.slot(session).take() {
+                Some(files) => {
+                    let (result, done) = files.finish(now_s);
+                    self.depth.sub(done);
+                    result
+                }
+                None => Err(format!("session {session} was never opened")),
+            };
+            let _ = ack.send(result);
+        }
+        self.samples.flush();
+    }
+}

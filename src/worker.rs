@@ -1,0 +1,297 @@
+//! One worker process of a run: S paced sessions on a single-threaded tokio runtime (one loop,
+//! as in the seed's client, so a stall of the loop shows in every session and in the loop-lag
+//! monitor), one trace-writer thread, and the telemetry and command threads to the conductor.
+
+mod control;
+pub mod results;
+pub mod session;
+mod setup;
+
+use crate::cli::WorkerArgs;
+use crate::clock::{instant_at, monotonic_s, ClockAnchor};
+use crate::options::Settings;
+use crate::protocol;
+use crate::telemetry::{Command, Telemetry};
+use crate::trace::{TraceConfig, Tracer};
+use crate::{looplag, procstat, sys};
+use anyhow::{Context, Result};
+use base64::Engine as _;
+use results::{SessionOutcome, WorkerResult, WorkerStats, RESULT_SCHEMA_VERSION};
+use serde::{Deserialize, Serialize};
+use std::cell::RefCell;
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+use std::time::Duration;
+use tokio::sync::watch;
+
+/// What the conductor tells a worker (written to `workers/worker-K.config.json`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct WorkerConfig {
+    pub index: u32,
+    pub settings: Settings,
+    pub output_dir: PathBuf,
+    /// This worker blocks its runtime once, halfway through (`--inject-stall-ms`).
+    pub inject_stall: bool,
+}
+
+impl WorkerConfig {
+    pub fn config_path(output_dir: &Path, index: u32) -> PathBuf {
+        output_dir
+            .join("workers")
+            .join(format!("worker-{index}.config.json"))
+    }
+
+    pub fn result_path(output_dir: &Path, index: u32) -> PathBuf {
+        output_dir
+            .join("workers")
+            .join(format!("worker-{index}.json"))
+    }
+}
+
+/// The input audio, base64-encoded once: a full packet and the (possibly short) last one.
+pub struct Audio {
+    pub full_b64: String,
+    pub last_b64: String,
+}
+
+impl Audio {
+    /// PCM16 silence for `settings`' packets.
+    pub fn silence(settings: &Settings) -> Audio {
+        let full = protocol::input_packet_bytes(settings.packet_ms);
+        let total_ms = (settings.duration_s * 1000.0).round() as u64;
+        let last_ms =
+            total_ms - u64::from(settings.packets_per_session - 1) * u64::from(settings.packet_ms);
+        let last =
+            protocol::input_packet_bytes(last_ms.clamp(1, u64::from(settings.packet_ms)) as u32);
+        let b64 = |n: usize| base64::engine::general_purpose::STANDARD.encode(vec![0u8; n]);
+        Audio {
+            full_b64: b64(full),
+            last_b64: b64(last),
+        }
+    }
+}
+
+/// The hidden `worker` subcommand.
+pub fn run(args: &WorkerArgs) -> Result<()> {
+    let text = std::fs::read_to_string(&args.config)
+        .with_context(|| format!("cannot read worker config {}", args.config.display()))?;
+    let config: WorkerConfig = serde_json::from_str(&text).context("worker config is not valid")?;
+    sys::raise_open_file_limit();
+    let anchor = ClockAnchor::now();
+    let started_s = anchor.monotonic_s;
+    let telemetry = control::TelemetrySender::spawn().context("cannot start telemetry thread")?;
+    let commands = control::spawn_command_reader().context("cannot start command thread")?;
+    let tracer = Tracer::start(TraceConfig {
+        output_dir: config.output_dir.clone(),
+        worker: config.index,
+        mode: config.settings.trace,
+        writer: config.settings.trace_writer,
+    })?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot build the worker's runtime")?;
+    let local = tokio::task::LocalSet::new();
+    let run = local.block_on(&runtime, drive(&config, &tracer, &telemetry, commands));
+    let writer_error = tracer.shutdown().err();
+    let ended_s = monotonic_s();
+    let result = WorkerResult {
+        schema_version: RESULT_SCHEMA_VERSION,
+        index: config.index,
+        pid: std::process::id(),
+        anchor,
+        started_s,
+        gate_s: run.gate_s,
+        ended_s,
+        usage: procstat::self_usage(ended_s - started_s),
+        loop_lag: run.loop_lag.stats(),
+        writer_queue_peak_lines: run.stats.queue_peak_lines,
+        writer_queue_peak_bytes: run.stats.queue_peak_bytes,
+        packets: run.stats.packets,
+        late_packets: run.stats.late_packets,
+        sends_over_20ms: run.stats.sends_over_20ms,
+        sessions_with_violation: run.stats.sessions_with_violation,
+        protocol_errors: run.stats.protocol_errors,
+        error_events: run.stats.error_events,
+        histograms: run.stats.hist,
+        stall_injected_at_s: run.stall_at_s,
+        telemetry_dropped: telemetry.dropped(),
+        writer_error,
+        sessions: run.outcomes,
+    };
+    let path = WorkerConfig::result_path(&config.output_dir, config.index);
+    let json = serde_json::to_vec(&result).context("cannot encode the worker result")?;
+    std::fs::write(&path, json).with_context(|| format!("cannot write {}", path.display()))?;
+    telemetry.send_blocking(Telemetry::Done {
+        result_path: path.display().to_string(),
+    });
+    // Give the telemetry thread a moment to deliver `done` before the process exits.
+    std::thread::sleep(Duration::from_millis(20));
+    Ok(())
+}
+
+struct RunOutput {
+    stats: WorkerStats,
+    loop_lag: std::sync::Arc<looplag::LoopLag>,
+    outcomes: Vec<SessionOutcome>,
+    gate_s: Option<f64>,
+    stall_at_s: Option<f64>,
+}
+
+async fn drive(
+    config: &WorkerConfig,
+    tracer: &Tracer,
+    telemetry: &control::TelemetrySender,
+    mut commands: tokio::sync::mpsc::UnboundedReceiver<Command>,
+) -> RunOutput {
+    let settings = Rc::new(config.settings.clone());
+    let stats = Rc::new(RefCell::new(WorkerStats::default()));
+    let tally = Rc::new(setup::SetupTally::new(settings.sessions_per_process));
+    let (gate_tx, gate_rx) = watch::channel(None::<f64>);
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let (monitors_stop_tx, monitors_stop_rx) = watch::channel(false);
+
+    // The loop-lag ticker also samples the writer queue every 10 ms.
+    let loop_lag = looplag::LoopLag::new();
+    let depth = tracer.depth();
+    let tick_stats = stats.clone();
+    let lag_task = tokio::task::spawn_local(looplag::run(
+        loop_lag.clone(),
+        move || {
+            let (lines, bytes) = depth.get();
+            let mut s = tick_stats.borrow_mut();
+            s.queue_peak_lines = s.queue_peak_lines.max(lines);
+            s.queue_peak_bytes = s.queue_peak_bytes.max(bytes);
+        },
+        monitors_stop_rx.clone(),
+    ));
+    let progress_task = tokio::task::spawn_local(report_progress(
+        stats.clone(),
+        loop_lag.clone(),
+        tracer.depth(),
+        telemetry.clone(),
+        monitors_stop_rx,
+    ));
+
+    let url: Rc<str> = Rc::from(settings.url.as_str());
+    let audio = Rc::new(Audio::silence(&settings));
+    let sessions: Vec<_> = (0..settings.sessions_per_process)
+        .map(|index| {
+            let ctx = session::SessionCtx {
+                worker: config.index,
+                index,
+                settings: settings.clone(),
+                url: url.clone(),
+                audio: audio.clone(),
+                stats: stats.clone(),
+                tally: tally.clone(),
+                gate: gate_rx.clone(),
+                stop: stop_rx.clone(),
+            };
+            tokio::task::spawn_local(session::run(ctx, tracer.open_session(index)))
+        })
+        .collect();
+
+    // Report readiness once every session has set up (or given up), then obey commands.
+    let ready = {
+        let tally = tally.clone();
+        let telemetry = telemetry.clone();
+        async move {
+            tally.all_settled().await;
+            let (connected, rejected, failed, first_error) = tally.counts();
+            telemetry.send_blocking(Telemetry::Ready {
+                pid: std::process::id(),
+                connected,
+                rejected,
+                failed,
+                first_error,
+            });
+        }
+    };
+    let stall_ms = config
+        .inject_stall
+        .then_some(settings.inject_stall_ms)
+        .flatten();
+    let stall_at = Rc::new(std::cell::Cell::new(None::<f64>));
+    let duration_s = settings.duration_s;
+    let stall_cell = stall_at.clone();
+    let control = tokio::task::spawn_local(async move {
+        ready.await;
+        while let Some(command) = commands.recv().await {
+            match command {
+                Command::Go { start_s } if gate_tx.borrow().is_none() => {
+                    let _ = gate_tx.send(Some(start_s));
+                    if let Some(ms) = stall_ms {
+                        let stall_cell = stall_cell.clone();
+                        tokio::task::spawn_local(async move {
+                            tokio::time::sleep_until(instant_at(start_s + duration_s / 2.0)).await;
+                            stall_cell.set(Some(block_runtime(ms)));
+                        });
+                    }
+                }
+                Command::Go { .. } => {}
+                Command::Stop => break,
+            }
+        }
+        let _ = stop_tx.send(true);
+    });
+
+    let mut outcomes = Vec::with_capacity(sessions.len());
+    for (index, handle) in sessions.into_iter().enumerate() {
+        outcomes.push(handle.await.unwrap_or_else(|err| {
+            let mut o = SessionOutcome::new(index as u32);
+            o.error = Some(format!("session task failed: {err}"));
+            o
+        }));
+    }
+    // Every session is done: this worker's run is over, whatever the conductor says next.
+    control.abort();
+    let gate_s = *gate_rx.borrow();
+    let _ = monitors_stop_tx.send(true);
+    let _ = lag_task.await;
+    let _ = progress_task.await;
+    let stats = Rc::try_unwrap(stats)
+        .map(RefCell::into_inner)
+        .unwrap_or_else(|rc| std::mem::take(&mut *rc.borrow_mut()));
+    RunOutput {
+        stats,
+        loop_lag,
+        outcomes,
+        gate_s,
+        stall_at_s: stall_at.get(),
+    }
+}
+
+/// `--inject-stall-ms`: spins on the runtime thread, so nothing else on it runs (a busy stall).
+fn block_runtime(ms: u32) -> f64 {
+    let start_s = monotonic_s();
+    let end_s = start_s + f64::from(ms) / 1000.0;
+    while monotonic_s() < end_s {
+        std::hint::spin_loop();
+    }
+    start_s
+}
+
+/// Live counters for the conductor, five times a second.
+async fn report_progress(
+    stats: Rc<RefCell<WorkerStats>>,
+    loop_lag: std::sync::Arc<looplag::LoopLag>,
+    depth: std::sync::Arc<crate::trace::QueueDepth>,
+    telemetry: control::TelemetrySender,
+    mut stop: watch::Receiver<bool>,
+) {
+    let mut interval = tokio::time::interval(Duration::from_millis(200));
+    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = interval.tick() => {}
+            _ = stop.changed() => return,
+        }
+        let mut progress = stats.borrow().progress(monotonic_s());
+        progress.loop_lag_window_max_us = loop_lag.take_window_max_us();
+        progress.loop_lag_max_us = loop_lag.max_us();
+        (progress.queue_lines, progress.queue_bytes) = depth.get();
+        progress.telemetry_dropped = telemetry.dropped();
+        telemetry.send(Telemetry::Progress(progress));
+    }
+}

@@ -1,0 +1,86 @@
+//! The worker's two lines to the conductor, each on a thread of its own so the runtime never
+//! waits: telemetry out on stdout through a bounded queue (full → dropped and counted), and
+//! commands in from stdin.
+
+use crate::telemetry::{Command, Telemetry};
+use std::io::{BufRead as _, Write as _};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{sync_channel, SyncSender, TrySendError};
+use std::sync::Arc;
+
+/// Telemetry messages that may wait for the stdout thread before new ones are dropped.
+const TELEMETRY_QUEUE: usize = 256;
+
+#[derive(Clone)]
+pub struct TelemetrySender {
+    tx: SyncSender<Telemetry>,
+    dropped: Arc<AtomicU64>,
+}
+
+impl TelemetrySender {
+    /// Starts the stdout thread.
+    pub fn spawn() -> std::io::Result<TelemetrySender> {
+        let (tx, rx) = sync_channel::<Telemetry>(TELEMETRY_QUEUE);
+        std::thread::Builder::new()
+            .name("telemetry".to_string())
+            .spawn(move || {
+                let stdout = std::io::stdout();
+                for msg in rx {
+                    let Ok(mut line) = serde_json::to_string(&msg) else {
+                        continue;
+                    };
+                    line.push('\n');
+                    let mut out = stdout.lock();
+                    if out
+                        .write_all(line.as_bytes())
+                        .and_then(|()| out.flush())
+                        .is_err()
+                    {
+                        // The conductor is gone; PR_SET_PDEATHSIG ends this process.
+                        return;
+                    }
+                }
+            })?;
+        Ok(TelemetrySender {
+            tx,
+            dropped: Arc::new(AtomicU64::new(0)),
+        })
+    }
+
+    /// Queues a message without ever blocking; counts it when the queue is full.
+    pub fn send(&self, msg: Telemetry) {
+        if let Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) = self.tx.try_send(msg) {
+            self.dropped.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Sends a message that must arrive (ready, done), waiting for room if needed.
+    pub fn send_blocking(&self, msg: Telemetry) {
+        let _ = self.tx.send(msg);
+    }
+
+    pub fn dropped(&self) -> u64 {
+        self.dropped.load(Ordering::Relaxed)
+    }
+}
+
+/// Starts the stdin thread; commands arrive on the returned channel. End of input (the conductor
+/// closed the pipe or died) arrives as `Stop`.
+pub fn spawn_command_reader() -> std::io::Result<tokio::sync::mpsc::UnboundedReceiver<Command>> {
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    std::thread::Builder::new()
+        .name("commands".to_string())
+        .spawn(move || {
+            let stdin = std::io::stdin();
+            for line in stdin.lock().lines() {
+                let Ok(line) = line else { break };
+                if let Some(command) = Command::parse(&line) {
+                    if tx.send(command).is_err() {
+                        return;
+                    }
+                }
+            }
+            let _ = tx.send(Command::Stop);
+        })?;
+    Ok(rx)
+}

@@ -1,0 +1,202 @@
+//! Bad input gets a clear error and loses nothing: wrong flags, an unreachable server, a server
+//! that closes mid-session or sends garbage, a full server.
+
+use crate::fake_server::{self, Misbehaviour};
+use crate::util::{self, describe, summary, TempDir};
+use std::time::Duration;
+
+fn stderr(out: &std::process::Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[test]
+fn a_bad_flag_value_names_the_flag_and_exits_2() {
+    for (args, flag) in [
+        (&["run", "--sessions", "0"][..], "--sessions"),
+        (&["run", "--duration", "soon"][..], "--duration"),
+        (&["run", "--trace", "everything"][..], "--trace"),
+        (&["run", "--url", "http://127.0.0.1:9/"][..], "--url"),
+        (&["run", "--duration", "10ms"][..], "--duration"),
+    ] {
+        let out = util::run(args, Duration::from_secs(30));
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", describe(&out));
+        assert!(
+            stderr(&out).contains(flag),
+            "{args:?} should name {flag}: {}",
+            stderr(&out)
+        );
+    }
+}
+
+#[test]
+fn an_unreachable_url_is_a_clear_start_up_error() {
+    // A port that was free a moment ago: nothing listens there.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let dir = TempDir::new("unreachable");
+    let url = format!("ws://127.0.0.1:{port}/v1/realtime");
+    let out = util::run(
+        &[
+            "run",
+            "--no-tui",
+            "--url",
+            &url,
+            "-s",
+            "2",
+            "-d",
+            "1s",
+            "--output",
+            dir.join("out").to_str().unwrap(),
+        ],
+        Duration::from_secs(30),
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", describe(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("cannot reach the server") && err.contains(&url),
+        "{err}"
+    );
+    assert!(err.contains("--url"), "the message says what to do: {err}");
+}
+
+#[test]
+fn a_server_that_closes_mid_session_leaves_incomplete_sessions_and_a_summary() {
+    let _serial = util::serial();
+    let server = fake_server::start(Misbehaviour::CloseAfterAppends(5));
+    let dir = TempDir::new("closes");
+    let out = dir.join("out");
+    let output = util::run(
+        &[
+            "run",
+            "--no-tui",
+            "--url",
+            &server.url,
+            "-s",
+            "2",
+            "-d",
+            "3s",
+            "--output",
+            out.to_str().unwrap(),
+        ],
+        Duration::from_secs(60),
+    );
+    assert_eq!(output.status.code(), Some(1), "{}", describe(&output));
+    let s = summary(&out);
+    assert_eq!(s["sessions"]["incomplete"], 2);
+    assert_eq!(s["sessions"]["completed"], 0);
+    assert_eq!(s["verdict"]["complete"], false);
+    let errors = s["sessions"]["errors"].to_string();
+    assert!(errors.contains("closed the connection"), "{errors}");
+    // What was sent before the server left is kept.
+    assert_eq!(s["pacing"]["packets"], 10);
+    let receipts: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(out.join("sessions/w0-s0000/input-send-receipts.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(receipts["appends"].as_array().unwrap().len(), 5);
+}
+
+#[test]
+fn non_json_and_binary_frames_are_counted_as_protocol_errors() {
+    let _serial = util::serial();
+    let server = fake_server::start(Misbehaviour::JunkAfterFirstAppend);
+    let dir = TempDir::new("junk");
+    let out = dir.join("out");
+    let output = util::run(
+        &[
+            "run",
+            "--no-tui",
+            "--url",
+            &server.url,
+            "-s",
+            "2",
+            "-d",
+            "2s",
+            "--output",
+            out.to_str().unwrap(),
+        ],
+        Duration::from_secs(60),
+    );
+    let s = summary(&out);
+    assert_eq!(s["server"]["protocol_errors"], 4, "{}", describe(&output));
+    // Garbage is reported, not fatal: the sessions still complete.
+    assert_eq!(s["sessions"]["completed"], 2, "{}", describe(&output));
+    assert_eq!(output.status.code(), Some(0), "{}", describe(&output));
+}
+
+#[test]
+fn an_oversized_server_message_fails_the_session_without_a_panic() {
+    let _serial = util::serial();
+    let server = fake_server::start(Misbehaviour::OversizedAfterFirstAppend(64 * 1024));
+    let dir = TempDir::new("oversized");
+    let out = dir.join("out");
+    let output = util::run(
+        &[
+            "run",
+            "--no-tui",
+            "--url",
+            &server.url,
+            "-s",
+            "1",
+            "-d",
+            "2s",
+            "--max-message-bytes",
+            "16384",
+            "--output",
+            out.to_str().unwrap(),
+        ],
+        Duration::from_secs(60),
+    );
+    assert_eq!(output.status.code(), Some(1), "{}", describe(&output));
+    assert!(
+        !stderr(&output).contains("panicked"),
+        "{}",
+        describe(&output)
+    );
+    let s = summary(&out);
+    assert_eq!(s["server"]["protocol_errors"], 1);
+    assert_eq!(s["sessions"]["incomplete"], 1);
+    let errors = s["sessions"]["errors"].to_string();
+    assert!(errors.contains("--max-message-bytes"), "{errors}");
+}
+
+#[test]
+fn a_full_mock_rejects_sessions_and_the_run_counts_them() {
+    let _serial = util::serial();
+    let dir = TempDir::new("full");
+    let out = dir.join("out");
+    let output = util::run(
+        &[
+            "run",
+            "--no-tui",
+            "-s",
+            "4",
+            "-d",
+            "2s",
+            "--max-sessions",
+            "2",
+            "--output",
+            out.to_str().unwrap(),
+        ],
+        Duration::from_secs(60),
+    );
+    assert_eq!(output.status.code(), Some(1), "{}", describe(&output));
+    let s = summary(&out);
+    assert_eq!(s["sessions"]["rejected"], 2);
+    assert_eq!(s["sessions"]["completed"], 2);
+    assert_eq!(s["sessions"]["incomplete"], 0);
+    let reasons = s["verdict"]["reasons"].to_string();
+    assert!(reasons.contains("rejected"), "{reasons}");
+    let mock = s["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["role"] == "mock")
+        .unwrap()
+        .clone();
+    // Each rejected session tried 4 times (1 + 3 retries).
+    assert_eq!(mock["mock"]["sessions_rejected"], 8, "{mock}");
+}

@@ -1,0 +1,127 @@
+//! A scripted native-protocol server on 127.0.0.1 that misbehaves on purpose, for the bad-input
+//! tests: it closes mid-session, or sends frames that are not JSON events, or oversized ones.
+
+use futures_util::{SinkExt, StreamExt};
+use std::time::Duration;
+use tokio::net::TcpListener;
+use tokio_tungstenite::tungstenite::Message;
+
+#[derive(Debug, Clone, Copy)]
+pub enum Misbehaviour {
+    /// Drop the connection without a word after this many appends.
+    CloseAfterAppends(u32),
+    /// After the first append, send a non-JSON text frame and a binary frame, then go on properly.
+    JunkAfterFirstAppend,
+    /// After the first append, send a text frame of this many bytes.
+    OversizedAfterFirstAppend(usize),
+}
+
+/// The server; it stops when dropped.
+pub struct FakeServer {
+    pub url: String,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Drop for FakeServer {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+pub fn start(misbehaviour: Misbehaviour) -> FakeServer {
+    let std_listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    std_listener.set_nonblocking(true).unwrap();
+    let addr = std_listener.local_addr().unwrap();
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let thread = std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async move {
+            let listener = TcpListener::from_std(std_listener).unwrap();
+            let serve = async {
+                loop {
+                    let Ok((stream, _)) = listener.accept().await else {
+                        continue;
+                    };
+                    tokio::spawn(session(stream, misbehaviour));
+                }
+            };
+            // Bounded: the server never outlives 5 minutes, even if a test forgets it.
+            tokio::select! {
+                _ = serve => {}
+                _ = stop_rx => {}
+                _ = tokio::time::sleep(Duration::from_secs(300)) => {}
+            }
+        });
+    });
+    FakeServer {
+        url: format!("ws://{addr}/v1/realtime"),
+        stop: Some(stop_tx),
+        thread: Some(thread),
+    }
+}
+
+async fn session(stream: tokio::net::TcpStream, misbehaviour: Misbehaviour) {
+    let Ok(mut ws) = tokio_tungstenite::accept_async(stream).await else {
+        return;
+    };
+    let send = |text: String| Message::Text(text.into());
+    let _ = ws
+        .send(send(r#"{"type":"session.created","session":{"id":"s","object":"realtime.session","model":"fake","sglang":{"granted":null}}}"#.into()))
+        .await;
+    let mut appends = 0u32;
+    while let Some(Ok(msg)) = ws.next().await {
+        let Message::Text(text) = msg else { continue };
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
+        match v["type"].as_str().unwrap_or("") {
+            "session.update" => {
+                let _ = ws.send(send(r#"{"type":"session.updated","session":{"sglang":{"granted":{"interaction":"native"}}}}"#.into())).await;
+            }
+            "input_audio_buffer.append" => {
+                appends += 1;
+                let seq = v["sglang"]["seq"].as_u64().unwrap_or(0);
+                let _ = ws
+                    .send(send(format!(r#"{{"type":"sglang.input_audio.accepted","seq":{seq},"accepted_end_ms":{}}}"#, (seq + 1) * 80)))
+                    .await;
+                match misbehaviour {
+                    Misbehaviour::CloseAfterAppends(n) if appends >= n => return, // dropped, no close frame
+                    Misbehaviour::JunkAfterFirstAppend if appends == 1 => {
+                        let _ = ws.send(send("this is not json".into())).await;
+                        let _ = ws.send(Message::Binary(vec![1u8, 2, 3].into())).await;
+                    }
+                    Misbehaviour::OversizedAfterFirstAppend(bytes) if appends == 1 => {
+                        let big = format!(
+                            r#"{{"type":"response.output_audio.delta","delta":"{}"}}"#,
+                            "A".repeat(bytes)
+                        );
+                        let _ = ws.send(send(big)).await;
+                    }
+                    _ => {}
+                }
+            }
+            "sglang.input_audio.end" => {
+                let end_ms = appends as u64 * 80;
+                let _ = ws.send(send(format!(r#"{{"type":"sglang.input_audio.ended","accepted_end_ms":{end_ms},"tail_policy":"pad"}}"#))).await;
+                let _ = ws.send(send(format!(r#"{{"type":"sglang.input_audio.drained","accepted_end_ms":{end_ms},"consumed_ms":{end_ms},"discarded_ms":0,"padding_ms":0}}"#))).await;
+            }
+            "session.close" => {
+                let _ = ws
+                    .send(send(
+                        r#"{"type":"session.closed","reason":"client_closed"}"#.into(),
+                    ))
+                    .await;
+                let _ = ws.close(None).await;
+                return;
+            }
+            _ => {}
+        }
+    }
+}

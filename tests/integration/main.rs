@@ -1,0 +1,12 @@
+//! Integration tests: real processes, real WebSocket connections on 127.0.0.1, real /proc.
+//! One test binary with a module per topic.
+
+#![allow(clippy::unwrap_used)]
+
+mod bad_input;
+mod fake_server;
+mod mock_protocol;
+mod orphans;
+mod runs;
+mod traces;
+mod util;

@@ -1,0 +1,441 @@
+//! The mock server end to end: the real binary on 127.0.0.1, driven by a scripted WebSocket
+//! client through a whole session, malformed input, admission and its statistics file.
+
+use base64::Engine as _;
+use duplexbench_tui::mock::MockStats;
+use duplexbench_tui::protocol::{self, names};
+use futures_util::{SinkExt, StreamExt};
+use serde_json::Value;
+use std::io::BufRead as _;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+use tokio::net::TcpStream;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
+
+/// Bound on every await: the mock answers in microseconds, so this only fires on a bug.
+const STEP: Duration = Duration::from_secs(5);
+
+/// The mock binary, killed (and its temp dir removed) however the test ends.
+struct Mock {
+    child: Child,
+    addr: String,
+    dir: PathBuf,
+}
+
+impl Mock {
+    fn start(extra: &[&str]) -> Mock {
+        let dir = std::env::temp_dir().join(format!(
+            "duplexbench-mock-it-{}-{}",
+            std::process::id(),
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .expect("clock after 1970")
+                .as_nanos()
+        ));
+        std::fs::create_dir_all(&dir).expect("create the test's temp dir");
+        let stats = dir.join("mock-stats.json");
+        let child = Command::new(env!("CARGO_BIN_EXE_duplexbench-tui"))
+            .args([
+                "mock",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                "0",
+                "--stats-output",
+            ])
+            .arg(&stats)
+            .args(extra)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start the mock binary");
+        let mut mock = Mock {
+            child,
+            addr: String::new(),
+            dir,
+        };
+        // Read the listening line on a thread so the wait can time out.
+        let stdout = mock.child.stdout.take().expect("piped stdout");
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let mut line = String::new();
+            let _ = std::io::BufReader::new(stdout).read_line(&mut line);
+            let _ = tx.send(line);
+        });
+        let line = rx
+            .recv_timeout(Duration::from_secs(10))
+            .expect("the mock prints `listening on ADDR` within 10 s");
+        mock.addr = line
+            .trim()
+            .strip_prefix("listening on ")
+            .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+            .to_string();
+        assert!(mock.addr.starts_with("127.0.0.1:"), "{}", mock.addr);
+        mock
+    }
+
+    fn url(&self) -> String {
+        format!("ws://{}{}", self.addr, protocol::PATH)
+    }
+
+    fn stats_path(&self) -> PathBuf {
+        self.dir.join("mock-stats.json")
+    }
+
+    /// SIGTERM, then the exit status and the statistics the mock wrote.
+    fn terminate(&mut self) -> MockStats {
+        duplexbench_tui::sys::signal(self.child.id(), libc::SIGTERM);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let status = loop {
+            if let Some(status) = self.child.try_wait().expect("poll the mock") {
+                break status;
+            }
+            assert!(Instant::now() < deadline, "mock did not exit on SIGTERM");
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        assert!(status.success(), "{status:?}");
+        let text = std::fs::read_to_string(self.stats_path()).expect("the mock wrote its stats");
+        serde_json::from_str(&text).expect("the stats file is a MockStats")
+    }
+}
+
+impl Drop for Mock {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+struct Client {
+    ws: WebSocketStream<MaybeTlsStream<TcpStream>>,
+}
+
+impl Client {
+    async fn connect(mock: &Mock) -> Client {
+        let (ws, _) = tokio::time::timeout(STEP, tokio_tungstenite::connect_async(mock.url()))
+            .await
+            .expect("connect in time")
+            .expect("handshake accepted");
+        Client { ws }
+    }
+
+    async fn send(&mut self, text: String) {
+        tokio::time::timeout(STEP, self.ws.send(Message::Text(text.into())))
+            .await
+            .expect("send in time")
+            .expect("send succeeds");
+    }
+
+    async fn recv(&mut self) -> Value {
+        let message = tokio::time::timeout(STEP, self.ws.next())
+            .await
+            .expect("a server event in time")
+            .expect("the connection is open")
+            .expect("the read succeeds");
+        match message {
+            Message::Text(text) => serde_json::from_str(text.as_str()).expect("events are JSON"),
+            other => panic!("expected a text frame, got {other:?}"),
+        }
+    }
+
+    async fn expect(&mut self, kind: &str) -> Value {
+        let event = self.recv().await;
+        assert_eq!(event["type"], kind, "{event}");
+        event
+    }
+
+    async fn append(&mut self, seq: u32, t_start_ms: u64, pcm_bytes: usize) {
+        let audio = base64::engine::general_purpose::STANDARD.encode(vec![0u8; pcm_bytes]);
+        let mut frame = String::new();
+        let id = protocol::event_id(0, 0, 100 + seq);
+        protocol::append_frame(&mut frame, id, seq, t_start_ms, &audio);
+        self.send(frame).await;
+    }
+
+    /// created → update → updated.
+    async fn set_up(mock: &Mock) -> Client {
+        let mut client = Client::connect(mock).await;
+        client.expect(names::SESSION_CREATED).await;
+        client.send(protocol::session_update(1)).await;
+        client.expect(names::SESSION_UPDATED).await;
+        client
+    }
+
+    /// end → ended … drained → close → closed, then the server's close frame.
+    async fn finish(&mut self) {
+        self.send(protocol::input_end(2)).await;
+        loop {
+            if self.recv().await["type"] == names::INPUT_DRAINED {
+                break;
+            }
+        }
+        self.send(protocol::session_close(3)).await;
+        self.expect(names::SESSION_CLOSED).await;
+        self.expect_close().await;
+    }
+
+    async fn expect_close(&mut self) {
+        let next = tokio::time::timeout(STEP, self.ws.next()).await;
+        match next.expect("the server closes in time") {
+            Some(Ok(Message::Close(_))) | None => {}
+            other => panic!("expected the server to close, got {other:?}"),
+        }
+    }
+}
+
+#[tokio::test]
+async fn full_session_gets_every_event_in_order() {
+    let mock = Mock::start(&[]);
+    let mut client = Client::connect(&mock).await;
+
+    let created = client.expect(names::SESSION_CREATED).await;
+    assert_eq!(created["session"]["object"], "realtime.session");
+    assert_eq!(created["session"]["model"], "duplexbench-mock");
+    assert_eq!(created["session"]["sglang"]["granted"], Value::Null);
+    let session_id = created["session"]["id"].clone();
+
+    client.send(protocol::session_update(1)).await;
+    let updated = client.expect(names::SESSION_UPDATED).await;
+    assert_eq!(updated["client_event_id"], "0000000000000001");
+    assert_eq!(updated["session"]["id"], session_id);
+    assert_eq!(updated["session"]["output_modalities"][0], "audio");
+    let granted = &updated["session"]["sglang"]["granted"];
+    assert_eq!(granted["interaction"], "native");
+    assert_eq!(granted["native_full_duplex"], true);
+    assert_eq!(granted["input_audio_format"]["type"], "audio/pcm");
+    assert_eq!(granted["input_audio_format"]["rate"], 16_000);
+    assert_eq!(granted["output_audio_format"]["rate"], 22_050);
+    assert_eq!(granted["native_unit_ms"], 80);
+    assert_eq!(granted["tail_policy"], "pad");
+    assert_eq!(granted["client_commit"], false);
+    assert_eq!(granted["pressure_policy"], "reject");
+    assert_eq!(granted["strict_order"], true);
+    assert_eq!(granted["limits"]["session_timeout_s"], 240);
+
+    // Four full 80 ms packets and a 40 ms one, so the tail is padded by 40 ms.
+    for seq in 0..5u32 {
+        let t_start_ms = u64::from(seq) * 80;
+        let (bytes, duration_ms) = if seq == 4 { (1280, 40) } else { (2560, 80) };
+        client.append(seq, t_start_ms, bytes).await;
+
+        let accepted = client.expect(names::ACCEPTED).await;
+        assert_eq!(accepted["seq"], seq);
+        assert_eq!(accepted["accepted_end_ms"], t_start_ms + duration_ms);
+        let id = protocol::event_id(0, 0, 100 + seq);
+        assert_eq!(accepted["client_event_id"], format!("{id:016x}"));
+        if seq == 0 {
+            client.expect(names::RESPONSE_CREATED).await;
+        }
+        let audio = client.expect(names::AUDIO_DELTA).await;
+        let pcm = base64::engine::general_purpose::STANDARD
+            .decode(audio["delta"].as_str().unwrap())
+            .unwrap();
+        assert_eq!(pcm.len(), 22_050 * 80 / 1000 * 2);
+        client.expect(names::TRANSCRIPT_DELTA).await;
+        let unit = client.expect(names::UNIT_DONE).await;
+        assert_eq!(unit["unit_id"], format!("unit_{seq}"));
+        assert_eq!(unit["sglang"]["chunk_seq"], seq);
+        assert_eq!(unit["sglang"]["media_time"]["t_start_ms"], t_start_ms);
+        assert_eq!(unit["sglang"]["media_time"]["duration_ms"], duration_ms);
+    }
+
+    client.send(protocol::input_end(2)).await;
+    let ended = client.expect(names::INPUT_ENDED).await;
+    assert_eq!(ended["accepted_end_ms"], 360);
+    assert_eq!(ended["tail_policy"], "pad");
+    client.expect(names::AUDIO_DONE).await;
+    client.expect(names::RESPONSE_DONE).await;
+    let drained = client.expect(names::INPUT_DRAINED).await;
+    assert_eq!(drained["accepted_end_ms"], 360);
+    assert_eq!(drained["padding_ms"], 40);
+    assert_eq!(drained["consumed_ms"], 400);
+    assert_eq!(drained["discarded_ms"], 0);
+
+    client.send(protocol::session_close(3)).await;
+    let closed = client.expect(names::SESSION_CLOSED).await;
+    assert_eq!(closed["reason"], "client_closed");
+    client.expect_close().await;
+}
+
+#[tokio::test]
+async fn malformed_messages_get_errors_and_the_session_keeps_working() {
+    let mock = Mock::start(&[]);
+    let mut client = Client::set_up(&mock).await;
+
+    client.send("this is not json".to_string()).await;
+    let error = client.expect(names::ERROR).await;
+    assert_eq!(error["error"]["code"], "invalid_json");
+    assert_eq!(error["error"]["type"], "invalid_request_error");
+    assert_eq!(error["sglang"]["fatal"], false);
+
+    client.append(1, 80, 2560).await;
+    let error = client.expect(names::ERROR).await;
+    assert_eq!(error["error"]["code"], "seq_out_of_order");
+
+    tokio::time::timeout(STEP, client.ws.send(Message::Binary(vec![1, 2, 3].into())))
+        .await
+        .unwrap()
+        .unwrap();
+    let error = client.expect(names::ERROR).await;
+    assert_eq!(error["error"]["code"], "binary_not_supported");
+
+    client.append(0, 0, 2560).await;
+    assert_eq!(client.expect(names::ACCEPTED).await["seq"], 0);
+    client.expect(names::RESPONSE_CREATED).await;
+    client.expect(names::AUDIO_DELTA).await;
+    client.expect(names::TRANSCRIPT_DELTA).await;
+    client.expect(names::UNIT_DONE).await;
+    client.finish().await;
+}
+
+#[tokio::test]
+async fn wrong_path_is_refused_with_404() {
+    let mock = Mock::start(&[]);
+    let url = format!("ws://{}/elsewhere", mock.addr);
+    let result = tokio::time::timeout(STEP, tokio_tungstenite::connect_async(url))
+        .await
+        .unwrap();
+    match result {
+        Err(tokio_tungstenite::tungstenite::Error::Http(response)) => {
+            assert_eq!(response.status(), 404);
+        }
+        other => panic!("expected HTTP 404, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn max_sessions_refuses_a_second_connection_with_503_until_the_first_leaves() {
+    let mut mock = Mock::start(&["--max-sessions", "1"]);
+    let mut first = Client::connect(&mock).await;
+    first.expect(names::SESSION_CREATED).await;
+
+    let second = tokio::time::timeout(STEP, tokio_tungstenite::connect_async(mock.url()))
+        .await
+        .unwrap();
+    match second {
+        Err(tokio_tungstenite::tungstenite::Error::Http(response)) => {
+            assert_eq!(response.status(), 503);
+        }
+        other => panic!("expected HTTP 503, got {other:?}"),
+    }
+
+    // Once the first session has closed, its place is free again.
+    first.send(protocol::session_close(3)).await;
+    first.expect(names::SESSION_CLOSED).await;
+    first.expect_close().await;
+    let mut third = Client::connect(&mock).await;
+    third.expect(names::SESSION_CREATED).await;
+    third.send(protocol::session_close(3)).await;
+    third.expect(names::SESSION_CLOSED).await;
+
+    let stats = mock.terminate();
+    assert_eq!(stats.sessions_rejected, 1);
+    assert_eq!(stats.sessions_served, 2);
+}
+
+#[tokio::test]
+async fn sigterm_writes_the_statistics_file() {
+    let mut mock = Mock::start(&[]);
+    let mut client = Client::set_up(&mock).await;
+    for seq in 0..3u32 {
+        client.append(seq, u64::from(seq) * 80, 2560).await;
+        client.expect(names::ACCEPTED).await;
+        if seq == 0 {
+            client.expect(names::RESPONSE_CREATED).await;
+        }
+        client.expect(names::AUDIO_DELTA).await;
+        client.expect(names::TRANSCRIPT_DELTA).await;
+        client.expect(names::UNIT_DONE).await;
+    }
+    client.append(7, 560, 2560).await;
+    client.expect(names::ERROR).await;
+    client.finish().await;
+
+    // A second client that leaves without a word is served but never closed.
+    let mut leaver = Client::connect(&mock).await;
+    leaver.expect(names::SESSION_CREATED).await;
+    drop(leaver);
+
+    let stats = mock.terminate();
+    assert_eq!(stats.schema_version, 1);
+    assert_eq!(stats.pid, mock.child.id());
+    assert_eq!(stats.listen_addr, mock.addr);
+    assert_eq!(stats.sessions_served, 2);
+    assert_eq!(stats.sessions_closed, 1);
+    assert_eq!(stats.sessions_rejected, 0);
+    assert_eq!(stats.appends_received, 4);
+    assert_eq!(stats.protocol_errors, 1);
+    assert!(stats.usage.wall_seconds > 0.0);
+    // The appends were sent as fast as possible, so they arrived early, but well within 80 ms
+    // per packet of their schedule.
+    assert!(stats.arrival_deviation_ms.max < 250.0, "{stats:?}");
+}
+
+#[test]
+fn a_taken_port_fails_with_a_message_that_names_the_flag() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port().to_string();
+    let child = Command::new(env!("CARGO_BIN_EXE_duplexbench-tui"))
+        .args(["mock", "--host", "127.0.0.1", "--port", &port])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut guard = Mock {
+        child,
+        addr: String::new(),
+        dir: std::env::temp_dir().join("duplexbench-mock-it-unused"),
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let status = loop {
+        if let Some(status) = guard.child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "mock kept running on a taken port"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(status.code(), Some(2));
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut guard.child.stderr.take().unwrap(), &mut stderr).unwrap();
+    assert!(
+        stderr.contains(&format!("cannot listen on 127.0.0.1:{port}"))
+            && stderr.contains("--port 0"),
+        "{stderr}"
+    );
+}
+
+#[tokio::test]
+async fn an_oversized_message_ends_only_its_own_session() {
+    let mut mock = Mock::start(&[]);
+    let mut big = Client::set_up(&mock).await;
+    // The mock rejects the frame from its header and drops the connection while the client is
+    // still writing, so the send may fail with a reset and the fatal error event (sent best
+    // effort) may be lost with it. Either way the connection must end.
+    let huge = Message::Text("x".repeat(5 << 20).into());
+    let _ = tokio::time::timeout(STEP, big.ws.send(huge)).await;
+    loop {
+        match tokio::time::timeout(STEP, big.ws.next()).await {
+            Ok(Some(Ok(Message::Text(text)))) => {
+                let event: Value = serde_json::from_str(text.as_str()).expect("events are JSON");
+                assert_eq!(event["error"]["code"], "message_too_large", "{event}");
+                assert_eq!(event["sglang"]["fatal"], true);
+            }
+            Ok(Some(Ok(Message::Close(_))) | Some(Err(_)) | None) => break,
+            Ok(Some(Ok(other))) => panic!("unexpected {other:?}"),
+            Err(_) => panic!("the mock kept an oversized session open"),
+        }
+    }
+
+    let mut next = Client::set_up(&mock).await;
+    next.finish().await;
+    let stats = mock.terminate();
+    assert_eq!(stats.protocol_errors, 1);
+    assert_eq!((stats.sessions_served, stats.sessions_closed), (2, 1));
+}

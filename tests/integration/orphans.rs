@@ -1,0 +1,64 @@
+//! No orphans: when the conductor dies, even by SIGKILL, its workers and the mock die too.
+
+use crate::util::{self, TempDir};
+use std::time::{Duration, Instant};
+
+fn children_of(pid: u32) -> Vec<u32> {
+    std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+        .unwrap_or_default()
+        .split_whitespace()
+        .filter_map(|p| p.parse().ok())
+        .collect()
+}
+
+/// Gone, or a zombie waiting for whoever adopted it to reap it.
+fn is_dead(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .is_some_and(|(_, rest)| rest.trim_start().starts_with(['Z', 'X'])),
+    }
+}
+
+#[test]
+fn sigkill_of_the_conductor_leaves_no_worker_or_mock_behind() {
+    let _serial = util::serial();
+    let dir = TempDir::new("orphans");
+    let mut conductor = std::process::Command::new(util::bin())
+        .args([
+            "run", "--no-tui", "-p", "2", "-s", "2", "-d", "60s", "--output",
+        ])
+        .arg(dir.join("out"))
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = conductor.id();
+    // The mock and two workers.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let children = loop {
+        let children = children_of(pid);
+        if children.len() == 3 {
+            break children;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "children never appeared: {children:?}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    conductor.kill().unwrap(); // SIGKILL
+    conductor.wait().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !children.iter().all(|&c| is_dead(c)) {
+        if Instant::now() > deadline {
+            for &c in &children {
+                unsafe { libc::kill(c as i32, libc::SIGKILL) };
+            }
+            panic!("children outlived the conductor: {children:?}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}

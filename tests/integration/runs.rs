@@ -1,0 +1,242 @@
+//! Whole runs against the built-in mock: the summary, its schema, the verdict and exit codes.
+
+use crate::util::{self, describe, summary, workers, TempDir};
+use std::time::Duration;
+
+/// Every key issue #2 asks `summary.json` to carry, as JSON pointers.
+const REQUIRED_KEYS: &[&str] = &[
+    "/schema_version",
+    "/tool/name",
+    "/tool/version",
+    "/command_line",
+    "/cancelled",
+    "/verdict/pacing_qualified",
+    "/verdict/complete",
+    "/verdict/reasons",
+    "/layout/processes",
+    "/layout/sessions_per_process",
+    "/settings",
+    "/host/cpu_model",
+    "/host/logical_cpus",
+    "/host/kernel",
+    "/host/dirty_expire_centisecs",
+    "/host/dirty_ratio",
+    "/host/output_filesystem",
+    "/pacing/packets",
+    "/pacing/late_packets",
+    "/pacing/late_threshold_ms",
+    "/pacing/sends_over_20ms",
+    "/pacing/sessions_with_violation",
+    "/pacing/deviation_ms/p50",
+    "/pacing/deviation_ms/p90",
+    "/pacing/deviation_ms/p99",
+    "/pacing/deviation_ms/p999",
+    "/pacing/deviation_ms/max",
+    "/pacing/websocket_send_ms/p50",
+    "/pacing/websocket_send_ms/p99",
+    "/pacing/websocket_send_ms/max",
+    "/pacing/append_span_ms/p50",
+    "/pacing/append_span_ms/p99",
+    "/pacing/append_span_ms/max",
+    "/sessions/configured",
+    "/sessions/completed",
+    "/sessions/incomplete",
+    "/sessions/rejected",
+    "/peak_overlapping_streams",
+    "/processes",
+    "/server/accepted_ms/p50",
+    "/server/unit_lag_ms/p99",
+    "/server/first_audio_ms/max",
+];
+
+const PROCESS_KEYS: &[&str] = &[
+    "/role",
+    "/pid",
+    "/cpu_cores",
+    "/peak_rss_bytes",
+    "/loop_lag_ms/p99",
+    "/loop_lag_ms/max",
+    "/loop_lag_ms/over_80ms",
+    "/loop_lag_ms/over_20ms",
+];
+
+const WORKER_KEYS: &[&str] = &[
+    "/writer_queue_peak_lines",
+    "/writer_queue_peak_bytes",
+    "/pacing/packets",
+    "/pacing/late_packets",
+    "/pacing/deviation_ms/p99",
+];
+
+fn validate_against_schema(summary: &serde_json::Value) {
+    let schema_path = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/summary.schema.json");
+    let schema: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(schema_path).unwrap()).unwrap();
+    let validator = jsonschema::validator_for(&schema).unwrap();
+    let errors: Vec<String> = validator
+        .iter_errors(summary)
+        .map(|e| format!("{} at {}", e, e.instance_path()))
+        .collect();
+    assert!(
+        errors.is_empty(),
+        "summary.json does not match its schema:\n{}",
+        errors.join("\n")
+    );
+}
+
+#[test]
+fn short_2x4_run_completes_with_every_summary_key_and_a_valid_schema() {
+    let _serial = util::serial();
+    let dir = TempDir::new("2x4");
+    let out = dir.join("out");
+    let output = util::run(
+        &[
+            "run",
+            "--no-tui",
+            "-p",
+            "2",
+            "-s",
+            "4",
+            "-d",
+            "3s",
+            "--output",
+            out.to_str().unwrap(),
+        ],
+        Duration::from_secs(90),
+    );
+    assert_eq!(output.status.code(), Some(0), "{}", describe(&output));
+    let s = summary(&out);
+    for key in REQUIRED_KEYS {
+        assert!(s.pointer(key).is_some(), "summary.json lacks {key}");
+    }
+    let processes = s["processes"].as_array().unwrap();
+    assert_eq!(processes.len(), 3, "two workers and the mock");
+    for p in processes {
+        for key in PROCESS_KEYS {
+            assert!(p.pointer(key).is_some(), "process lacks {key}: {p}");
+        }
+    }
+    for w in workers(&s) {
+        for key in WORKER_KEYS {
+            assert!(w.pointer(key).is_some(), "worker lacks {key}: {w}");
+        }
+    }
+    validate_against_schema(&s);
+
+    assert_eq!(s["schema_version"], 1);
+    assert_eq!(s["verdict"]["pacing_qualified"], true);
+    assert_eq!(s["verdict"]["complete"], true);
+    assert_eq!(s["sessions"]["completed"], 8);
+    // 3 s in 80 ms packets: 38 packets per session (the last one short).
+    assert_eq!(s["pacing"]["packets"], 8 * 38);
+    assert_eq!(s["peak_overlapping_streams"], 8);
+    let mock = processes.iter().find(|p| p["role"] == "mock").unwrap();
+    assert_eq!(mock["mock"]["appends_received"], 8 * 38);
+    assert!(out.join("summary.md").exists());
+    assert!(out.join("samples/worker-0.csv").exists());
+    assert!(out.join("samples/worker-1.csv").exists());
+    // Traces are deleted at the end unless --keep-traces; receipts stay.
+    assert!(!out.join("sessions/w0-s0000/trace.jsonl").exists());
+    assert!(out
+        .join("sessions/w0-s0000/input-send-receipts.json")
+        .exists());
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(stdout.contains("pacing-qualified"), "{stdout}");
+}
+
+#[test]
+fn injected_200ms_stall_makes_every_session_of_the_stalled_worker_late() {
+    let _serial = util::serial();
+    let dir = TempDir::new("stall");
+    let out = dir.join("out");
+    let output = util::run(
+        &[
+            "run",
+            "--no-tui",
+            "-p",
+            "2",
+            "-s",
+            "4",
+            "-d",
+            "4s",
+            "--trace",
+            "meta",
+            "--inject-stall-ms",
+            "200",
+            "--output",
+            out.to_str().unwrap(),
+        ],
+        Duration::from_secs(90),
+    );
+    assert_eq!(output.status.code(), Some(1), "{}", describe(&output));
+    let s = summary(&out);
+    assert_eq!(s["verdict"]["pacing_qualified"], false);
+    assert_eq!(
+        s["verdict"]["complete"], true,
+        "a stall makes packets late, not sessions incomplete"
+    );
+    let stalled = workers(&s)
+        .into_iter()
+        .find(|w| w["stall_injected_at_s"].is_number())
+        .expect("one worker records its injected stall");
+    assert_eq!(stalled["pacing"]["sessions_with_violation"], 4, "{stalled}");
+    assert!(
+        stalled["loop_lag_ms"]["max"].as_f64().unwrap() >= 150.0,
+        "{stalled}"
+    );
+    assert!(stalled["pacing"]["deviation_ms"]["max"].as_f64().unwrap() >= 120.0);
+    let reasons = s["verdict"]["reasons"].to_string();
+    assert!(reasons.contains("late packets"), "{reasons}");
+}
+
+#[test]
+fn sigint_stops_the_run_and_still_writes_a_cancelled_summary() {
+    let _serial = util::serial();
+    let dir = TempDir::new("sigint");
+    let out = dir.join("out");
+    let mut child = std::process::Command::new(util::bin())
+        .args([
+            "run", "--no-tui", "-p", "1", "-s", "2", "-d", "60s", "--output",
+        ])
+        .arg(&out)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Wait until packets flow (the samples file grows), then interrupt.
+    let samples = out.join("samples/worker-0.csv");
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while std::fs::metadata(&samples).map_or(0, |m| m.len()) < 500 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no packets within 30 s"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let status = wait_with_limit(&mut child, Duration::from_secs(30));
+    assert_eq!(status, Some(130));
+    let s = summary(&out);
+    assert_eq!(s["cancelled"], true);
+    assert_eq!(s["verdict"]["complete"], false);
+    assert!(s["pacing"]["packets"].as_u64().unwrap() > 0);
+    assert_eq!(s["sessions"]["stopped_early"], 2);
+    // The sessions still ended properly with the server.
+    assert_eq!(s["sessions"]["completed"], 2);
+}
+
+fn wait_with_limit(child: &mut std::process::Child, limit: Duration) -> Option<i32> {
+    let deadline = std::time::Instant::now() + limit;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status.code();
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the run did not exit within {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}

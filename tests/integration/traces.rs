@@ -1,0 +1,130 @@
+//! Receipts and traces on disk match SPEC §6: every append present, in order, and `time_s` never
+//! going backwards within a trace.
+
+use crate::util::{self, describe, TempDir};
+use std::path::Path;
+use std::time::Duration;
+
+fn lines(path: &Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad trace line {l:?}: {e}")))
+        .collect()
+}
+
+fn run_two_sessions(trace: &str, out: &Path) {
+    let output = util::run(
+        &[
+            "run",
+            "--no-tui",
+            "-s",
+            "2",
+            "-d",
+            "2s",
+            "--keep-traces",
+            "--trace",
+            trace,
+            "--output",
+            out.to_str().unwrap(),
+        ],
+        Duration::from_secs(60),
+    );
+    assert_eq!(output.status.code(), Some(0), "{}", describe(&output));
+}
+
+#[test]
+fn receipts_and_full_traces_hold_every_append_in_order() {
+    let _serial = util::serial();
+    let dir = TempDir::new("traces");
+    let out = dir.join("out");
+    run_two_sessions("full", &out);
+    for session in ["w0-s0000", "w0-s0001"] {
+        let folder = out.join("sessions").join(session);
+        let receipts: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(folder.join("input-send-receipts.json")).unwrap(),
+        )
+        .unwrap();
+        let appends = receipts["appends"].as_array().unwrap();
+        assert_eq!(appends.len(), 25, "2 s in 80 ms packets");
+        let start = receipts["session_start_s"].as_f64().unwrap();
+        for (n, a) in appends.iter().enumerate() {
+            assert_eq!(a["seq"], n);
+            let scheduled = a["scheduled_s"].as_f64().unwrap();
+            assert!((scheduled - (start + n as f64 * 0.08)).abs() < 1e-5, "{a}");
+            assert!(a["completed_s"].as_f64().unwrap() >= a["start_s"].as_f64().unwrap());
+        }
+
+        let trace = lines(&folder.join("trace.jsonl"));
+        let mut last = f64::MIN;
+        for line in &trace {
+            let t = line["time_s"].as_f64().unwrap();
+            assert!(t >= last, "time_s went backwards: {last} then {line}");
+            last = t;
+        }
+        let sent: Vec<&serde_json::Value> = trace
+            .iter()
+            .filter(|l| {
+                l["direction"] == "send" && l["event"]["type"] == "input_audio_buffer.append"
+            })
+            .collect();
+        assert_eq!(sent.len(), 25);
+        for (line, receipt) in sent.iter().zip(appends) {
+            assert_eq!(line["event"]["event_id"], receipt["event_id"]);
+            assert_eq!(
+                line["event"]["audio"].as_str().unwrap().len(),
+                3416,
+                "base64 of 2560 bytes"
+            );
+        }
+        let received: Vec<&str> = trace
+            .iter()
+            .filter(|l| l["direction"] == "receive")
+            .filter_map(|l| l["event"]["type"].as_str())
+            .collect();
+        assert_eq!(received.first(), Some(&"session.created"));
+        assert_eq!(received.last(), Some(&"session.closed"));
+        assert!(received.contains(&"sglang.input_audio.drained"));
+        assert_eq!(
+            received
+                .iter()
+                .filter(|t| **t == "sglang.input_audio.accepted")
+                .count(),
+            25
+        );
+        assert!(trace.iter().any(|l| l["direction"] == "admission"));
+    }
+    let samples = std::fs::read_to_string(out.join("samples/worker-0.csv")).unwrap();
+    assert_eq!(
+        samples.lines().count(),
+        1 + 2 * 25,
+        "a header and one line per packet"
+    );
+}
+
+#[test]
+fn meta_traces_leave_out_audio_and_off_writes_no_trace() {
+    let _serial = util::serial();
+    let dir = TempDir::new("meta");
+    let out = dir.join("meta");
+    run_two_sessions("meta", &out);
+    let trace = lines(&out.join("sessions/w0-s0000/trace.jsonl"));
+    let append = trace
+        .iter()
+        .find(|l| l["event"]["type"] == "input_audio_buffer.append")
+        .unwrap();
+    assert!(append["event"]["audio"].is_null());
+    assert_eq!(append["event"]["audio_b64_chars"], 3416);
+    let delta = trace
+        .iter()
+        .find(|l| l["event"]["type"] == "response.output_audio.delta")
+        .unwrap();
+    assert!(delta["event"]["delta"].is_null());
+
+    let out = dir.join("off");
+    run_two_sessions("off", &out);
+    assert!(!out.join("sessions/w0-s0000/trace.jsonl").exists());
+    assert!(out
+        .join("sessions/w0-s0000/input-send-receipts.json")
+        .exists());
+}

@@ -1,0 +1,81 @@
+//! Shared helpers of the integration tests: the binary, temporary folders, bounded runs.
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+
+/// The binary under test.
+pub fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_duplexbench-tui")
+}
+
+/// Runs that stream packets take this lock, so two of them never compete for the 2 cores of a
+/// CI machine and perturb each other's pacing.
+pub fn serial() -> MutexGuard<'static, ()> {
+    static LOCK: Mutex<()> = Mutex::new(());
+    LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// A folder under the system temp dir, removed when dropped.
+pub struct TempDir(PathBuf);
+
+impl TempDir {
+    pub fn new(name: &str) -> TempDir {
+        static N: AtomicU32 = AtomicU32::new(0);
+        let path = std::env::temp_dir().join(format!(
+            "duplexbench-test-{}-{}-{name}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = std::fs::remove_dir_all(&path);
+        std::fs::create_dir_all(&path).unwrap();
+        TempDir(path)
+    }
+
+    pub fn join(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Runs the binary with `args` and a time limit; never waits for input.
+pub fn run(args: &[&str], limit: Duration) -> Output {
+    let mut cmd = assert_cmd::Command::new(bin());
+    cmd.args(args).timeout(limit).write_stdin("");
+    cmd.output().unwrap()
+}
+
+/// `summary.json` of an output folder.
+pub fn summary(output: &Path) -> serde_json::Value {
+    let text = std::fs::read_to_string(output.join("summary.json"))
+        .unwrap_or_else(|e| panic!("no summary.json in {}: {e}", output.display()));
+    serde_json::from_str(&text).unwrap()
+}
+
+/// Stdout and stderr, for assertion messages.
+pub fn describe(out: &Output) -> String {
+    format!(
+        "exit {:?}\n--- stdout\n{}\n--- stderr\n{}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// The worker entries of `processes`.
+pub fn workers(summary: &serde_json::Value) -> Vec<serde_json::Value> {
+    summary["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["role"] == "worker")
+        .cloned()
+        .collect()
+}
