@@ -34,16 +34,16 @@ pub enum Command {
 
 #[derive(Debug, Clone, Args)]
 pub struct RunArgs {
-    /// Worker processes to spread the sessions over [default: 1].
+    /// Worker processes to spread the sessions over.
     #[arg(long, short = 'p', default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=256), help_heading = "Load")]
     pub processes: u32,
-    /// Concurrent sessions per worker process [default: 32].
+    /// Concurrent sessions per worker process.
     #[arg(long, short = 's', visible_alias = "concurrency", default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..=65535), help_heading = "Load")]
     pub sessions: u32,
-    /// Audio each session streams, e.g. 30s, 90s, 2m [default: 30s].
+    /// Audio each session streams, e.g. 30s, 90s, 2m.
     #[arg(long, short = 'd', default_value = "30s", value_parser = parse_duration, help_heading = "Load")]
     pub duration: Duration,
-    /// Packet length in milliseconds [default: 80].
+    /// Packet length in milliseconds.
     #[arg(long, visible_alias = "chunk-ms", default_value_t = 80, value_parser = clap::value_parser!(u32).range(10..=1000), help_heading = "Load")]
     pub packet_ms: u32,
     /// A packet further than this from its schedule is late, in ms [default: one packet].
@@ -56,13 +56,13 @@ pub struct RunArgs {
     /// Server to drive (native protocol), e.g. ws://127.0.0.1:8765/v1/realtime [default: start the built-in mock].
     #[arg(long, help_heading = "Server")]
     pub url: Option<String>,
-    /// Time allowed for a WebSocket connection and handshake [default: 10s].
+    /// Time allowed for a WebSocket connection and handshake.
     #[arg(long, default_value = "10s", value_parser = parse_duration, help_heading = "Server")]
     pub connect_timeout: Duration,
-    /// Time allowed for an awaited server event (setup, drained, closed) [default: 30s].
+    /// Time allowed for an awaited server event (setup, drained, closed).
     #[arg(long, default_value = "30s", value_parser = parse_duration, help_heading = "Server")]
     pub recv_timeout: Duration,
-    /// Largest server message accepted, in bytes; a larger one is a protocol error [default: 16 MiB].
+    /// Largest server message accepted, in bytes; a larger one is a protocol error.
     #[arg(long, default_value_t = 16 << 20, value_parser = clap::value_parser!(u64).range(1024..), help_heading = "Server")]
     pub max_message_bytes: u64,
     #[command(flatten)]
@@ -71,10 +71,10 @@ pub struct RunArgs {
     /// Output folder [default: a new time-stamped folder under runs/].
     #[arg(long, short = 'o', help_heading = "Output")]
     pub output: Option<PathBuf>,
-    /// What session traces record [default: full].
+    /// What session traces record.
     #[arg(long, value_enum, default_value_t = TraceMode::Full, help_heading = "Output")]
     pub trace: TraceMode,
-    /// Who writes traces: one writer thread per worker, or the runtime itself (reproduces the seed's bug) [default: thread].
+    /// Who writes traces: one writer thread per worker, or the runtime itself (reproduces the seed's bug).
     #[arg(long, value_enum, default_value_t = TraceWriterMode::Thread, help_heading = "Output")]
     pub trace_writer: TraceWriterMode,
     /// Keep the session traces (deleted at the end otherwise; about 10 MB per 90 s session in full mode).
@@ -89,13 +89,13 @@ pub struct RunArgs {
 /// How the mock behaves; given to `mock`, and passed through to the built-in mock by `run`.
 #[derive(Debug, Clone, Args)]
 pub struct MockBehaviourArgs {
-    /// Server events per append: audio delta, text deltas, sglang.unit.done [default: 3].
+    /// Server events per append: audio delta, text deltas, sglang.unit.done.
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(0..=64), help_heading = "Mock")]
     pub replies_per_append: u32,
-    /// Group the replies of this many units into one burst [default: 1].
+    /// Group the replies of this many units into one burst.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=10_000), help_heading = "Mock")]
     pub burst_units: u32,
-    /// Sample rate of the audio the mock streams back, in Hz [default: 22050].
+    /// Sample rate of the audio the mock streams back, in Hz.
     #[arg(long, default_value_t = 22_050, value_parser = clap::value_parser!(u32).range(8_000..=192_000), help_heading = "Mock")]
     pub output_sample_rate: u32,
     /// Refuse connections beyond this many open sessions with HTTP 503 [default: no limit].
@@ -105,10 +105,10 @@ pub struct MockBehaviourArgs {
 
 #[derive(Debug, Clone, Args)]
 pub struct MockArgs {
-    /// Address to listen on [default: 127.0.0.1].
+    /// Address to listen on.
     #[arg(long, default_value = "127.0.0.1")]
     pub host: String,
-    /// Port to listen on; 0 picks a free one [default: 8765].
+    /// Port to listen on; 0 picks a free one.
     #[arg(long, default_value_t = 8765)]
     pub port: u16,
     /// Write the mock's statistics to this file on SIGINT or SIGTERM.

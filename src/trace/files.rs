@@ -175,3 +175,62 @@ impl SamplesFile {
         self.buf.clear();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::trace::Receipt;
+
+    fn temp_dir(name: &str) -> PathBuf {
+        let dir =
+            std::env::temp_dir().join(format!("duplexbench-files-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        dir
+    }
+
+    fn receipt(seq: u32) -> Receipt {
+        Receipt {
+            event_id: u64::from(seq),
+            seq,
+            scheduled_s: 1.0 + f64::from(seq) * 0.08,
+            start_s: 1.0 + f64::from(seq) * 0.08,
+            completed_s: 1.0001 + f64::from(seq) * 0.08,
+        }
+    }
+
+    #[test]
+    fn lines_wait_in_the_buffer_until_flushed() {
+        let dir = temp_dir("batch");
+        let mut files = SessionFiles::open(&dir, true, false, 0.0);
+        files.push_append(&receipt(0), Some(r#"{"type":"input_audio_buffer.append"}"#));
+        files.push_line(Direction::Receive, 1.1, r#"{"type":"x"}"#);
+        assert_eq!(std::fs::metadata(dir.join(TRACE_FILE)).unwrap().len(), 0);
+        assert_eq!(files.flush(1.5).0, 2);
+        let (result, _) = files.finish(2.0);
+        assert!(result.is_ok());
+        let trace = std::fs::read_to_string(dir.join(TRACE_FILE)).unwrap();
+        assert_eq!(trace.lines().count(), 2);
+        let receipts: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.join(RECEIPTS_FILE)).unwrap())
+                .unwrap();
+        assert_eq!(receipts["appends"][0]["seq"], 0);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_full_disk_fails_the_session_at_its_end_and_says_how_much_was_lost() {
+        let dir = temp_dir("full");
+        let mut files = SessionFiles::open(&dir, true, false, 0.0);
+        // /dev/full answers every write with ENOSPC, as a full disk does.
+        files.trace = Some(File::options().write(true).open("/dev/full").unwrap());
+        files.push_append(&receipt(0), Some("{}"));
+        files.push_append(&receipt(1), Some("{}"));
+        let (lines, _) = files.flush(0.5);
+        assert_eq!(lines, 2, "the lines leave the queue either way");
+        let (result, _) = files.finish(1.0);
+        let err = result.unwrap_err();
+        assert!(err.contains("No space left on device"), "{err}");
+        assert!(err.contains("2 lines not written"), "{err}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

@@ -14,22 +14,24 @@ fn lines(path: &Path) -> Vec<serde_json::Value> {
 }
 
 fn run_two_sessions(trace: &str, out: &Path) {
-    let output = util::run(
-        &[
-            "run",
-            "--no-tui",
-            "-s",
-            "2",
-            "-d",
-            "2s",
-            "--keep-traces",
-            "--trace",
-            trace,
-            "--output",
-            out.to_str().unwrap(),
-        ],
-        Duration::from_secs(60),
-    );
+    run_two_sessions_with(&["--trace", trace], out);
+}
+
+fn run_two_sessions_with(extra: &[&str], out: &Path) {
+    let out = out.to_str().unwrap();
+    let mut args = vec![
+        "run",
+        "--no-tui",
+        "-s",
+        "2",
+        "-d",
+        "2s",
+        "--keep-traces",
+        "--output",
+        out,
+    ];
+    args.extend_from_slice(extra);
+    let output = util::run(&args, Duration::from_secs(60));
     assert_eq!(output.status.code(), Some(0), "{}", describe(&output));
 }
 
@@ -127,4 +129,22 @@ fn meta_traces_leave_out_audio_and_off_writes_no_trace() {
     assert!(out
         .join("sessions/w0-s0000/input-send-receipts.json")
         .exists());
+}
+
+#[test]
+fn the_inline_writer_writes_the_same_files_from_the_runtime() {
+    let _serial = util::serial();
+    let dir = TempDir::new("inline");
+    let out = dir.join("out");
+    run_two_sessions_with(&["--trace-writer", "inline"], &out);
+    let folder = out.join("sessions/w0-s0001");
+    let receipts: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(folder.join("input-send-receipts.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(receipts["appends"].as_array().unwrap().len(), 25);
+    let trace = lines(&folder.join("trace.jsonl"));
+    assert_eq!(trace.last().unwrap()["event"]["type"], "session.closed");
+    let samples = std::fs::read_to_string(out.join("samples/worker-0.csv")).unwrap();
+    assert_eq!(samples.lines().count(), 1 + 2 * 25);
 }
