@@ -5,6 +5,7 @@ use crate::cli::{Cli, Command, RunArgs};
 use crate::{conductor, mock, options, worker};
 use anyhow::Result;
 use clap::Parser;
+use std::io::IsTerminal as _;
 
 /// Exit code for usage and start-up errors.
 pub const EXIT_ERROR: i32 = 2;
@@ -37,10 +38,10 @@ fn dispatch(cli: Cli) -> Result<i32> {
 }
 
 fn run(args: &RunArgs) -> Result<i32> {
-    // The dashboard is not built yet: every run is headless for now.
-    let tui = false;
+    // The dashboard needs a terminal; anything else (a pipe, a file, CI) runs headless.
+    let tui = !args.no_tui && std::io::stdout().is_terminal();
     let plan = options::validate(args, command_line(), tui)?;
-    conductor::run(plan)
+    conductor::run(plan, args.exit_on_finish)
 }
 
 /// The command line as typed, quoted where a word needs it.

@@ -81,9 +81,12 @@ pub struct RunArgs {
     #[arg(long, help_heading = "Output")]
     pub keep_traces: bool,
 
-    /// Run without the dashboard: progress lines on stderr, the summary on stdout.
+    /// Run without the dashboard: progress lines on stderr, the summary on stdout (the default when stdout is not a terminal).
     #[arg(long, help_heading = "Dashboard")]
     pub no_tui: bool,
+    /// Close the dashboard as soon as the run ends instead of waiting for a key.
+    #[arg(long, help_heading = "Dashboard")]
+    pub exit_on_finish: bool,
 }
 
 /// How the mock behaves; given to `mock`, and passed through to the built-in mock by `run`.

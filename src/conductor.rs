@@ -6,6 +6,7 @@ mod children;
 pub mod live;
 
 use crate::clock::{monotonic_s, utc_rfc3339, ClockAnchor};
+use crate::dashboard::Dashboard;
 use crate::options::{self, RunPlan};
 use crate::summary::{RunRecord, Summary};
 use crate::telemetry::{Command as WorkerCommand, Telemetry};
@@ -15,10 +16,11 @@ use crate::worker::WorkerConfig;
 use crate::{headless, host, report};
 use anyhow::{anyhow, Context, Result};
 use children::{MockChild, WorkerChild};
-use live::LiveState;
+use live::{Finished, LiveState, ProcessLive, RunInfo};
 use std::net::ToSocketAddrs;
 use std::path::Path;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// Everything the conductor's loop reacts to.
@@ -32,13 +34,15 @@ pub enum Event {
         worker: u32,
     },
     Signal(i32),
+    /// `q` or Ctrl-C in the dashboard.
+    Quit,
 }
 
 /// How far ahead of "now" the start gate is set, so every worker has the command in time.
 const GATE_LEAD_S: f64 = 0.25;
 
 /// Runs a whole run; returns the process exit code (0, 1 or 130). Start-up errors are `Err`.
-pub fn run(plan: RunPlan) -> Result<i32> {
+pub fn run(plan: RunPlan, exit_on_finish: bool) -> Result<i32> {
     let (tx, rx) = mpsc::channel();
     install_signal_thread(tx.clone())?;
     let output_dir = plan.output_dir.clone();
@@ -70,10 +74,21 @@ pub fn run(plan: RunPlan) -> Result<i32> {
         };
         workers.push(WorkerChild::start(&config, tx.clone())?);
     }
-    drop(tx);
 
-    let mut live = LiveState::new(workers.len(), plan.settings.duration_s);
-    let cancelled = follow(&plan, &mut workers, &mut live, &rx);
+    let live = Arc::new(Mutex::new(LiveState::new(run_info(&plan))));
+    if let Ok(mut state) = live.lock() {
+        state.mock = mock.as_ref().map(|m| ProcessLive::new(m.guard.pid()));
+        for (w, child) in state.workers.iter_mut().zip(&workers) {
+            w.process = ProcessLive::new(child.guard.pid());
+        }
+    }
+    let dashboard = if plan.settings.tui {
+        Some(Dashboard::start(live.clone(), tx.clone(), exit_on_finish)?)
+    } else {
+        None
+    };
+    drop(tx);
+    let cancelled = follow(&plan, &mut workers, &live, &rx);
 
     // Every worker has exited or is killed now; collect what they wrote.
     let mut results = Vec::new();
@@ -109,16 +124,53 @@ pub fn run(plan: RunPlan) -> Result<i32> {
     if !plan.settings.keep_traces {
         delete_traces(&output_dir);
     }
-    // A closed stdout (e.g. piped into `head`) is not an error: the files are written.
-    let _ = std::io::Write::write_all(&mut std::io::stdout(), report::table(&summary).as_bytes());
+    let summary_path = output_dir.join("summary.json").display().to_string();
+    if let Some(dashboard) = dashboard {
+        if let Ok(mut state) = live.lock() {
+            state.finished = Some(Finished {
+                verdict: report::verdict_line(&summary),
+                reasons: summary.verdict.reasons.clone(),
+                summary_path: summary_path.clone(),
+                exit_code: summary.exit_code(),
+            });
+        }
+        let shown = dashboard.wait();
+        // The terminal is restored: say where the results are.
+        println!("{}: {summary_path}", report::verdict_line(&summary));
+        shown?;
+    } else {
+        // A closed stdout (e.g. piped into `head`) is not an error: the files are written.
+        let _ =
+            std::io::Write::write_all(&mut std::io::stdout(), report::table(&summary).as_bytes());
+    }
     Ok(summary.exit_code())
+}
+
+fn run_info(plan: &RunPlan) -> RunInfo {
+    let s = &plan.settings;
+    RunInfo {
+        processes: s.processes,
+        sessions_per_process: s.sessions_per_process,
+        duration_s: s.duration_s,
+        url: s.url.clone(),
+        trace: format!("{}/{}", enum_name(&s.trace), enum_name(&s.trace_writer)),
+        late_threshold_us: s.late_threshold_ms.saturating_mul(1000),
+        output_dir: plan.output_dir.display().to_string(),
+    }
+}
+
+fn enum_name(value: &impl serde::Serialize) -> String {
+    serde_json::to_value(value)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default()
 }
 
 /// Runs the gate and the run itself; returns why the run was cancelled, if it was.
 fn follow(
     plan: &RunPlan,
     workers: &mut [WorkerChild],
-    live: &mut LiveState,
+    live: &Mutex<LiveState>,
     rx: &Receiver<Event>,
 ) -> Option<String> {
     let s = &plan.settings;
@@ -131,10 +183,22 @@ fn follow(
     let mut stop_sent = false;
     let mut kill_at_s: Option<f64> = None;
     let mut next_progress_s = f64::INFINITY;
+    let mut next_proc_read_s = monotonic_s();
+    // In the dashboard, messages go to its header instead of over the screen.
+    let say = |live: &mut LiveState, text: String| {
+        if s.tui {
+            live.cancelled = Some(text);
+        } else {
+            eprintln!("{text}");
+        }
+    };
 
     loop {
         let event = rx.recv_timeout(Duration::from_millis(100));
         let now_s = monotonic_s();
+        let Ok(mut live) = live.lock() else {
+            return cancelled;
+        };
         match event {
             Ok(Event::Telemetry { worker, msg }) => live.apply(worker, msg),
             Ok(Event::WorkerGone { worker }) => {
@@ -149,11 +213,20 @@ fn follow(
                     "SIGTERM"
                 };
                 if cancelled.is_none() {
-                    eprintln!("{name}: stopping the sessions and writing the summary (again to kill at once)");
+                    say(&mut live, format!("{name}: stopping the sessions and writing the summary (again to kill at once)"));
                     cancelled = Some(format!("{name} received"));
                 } else {
-                    eprintln!("{name} again: killing the workers");
+                    say(&mut live, format!("{name} again: killing the workers"));
                     kill_at_s = Some(now_s);
+                }
+            }
+            Ok(Event::Quit) => {
+                if cancelled.is_none() {
+                    say(
+                        &mut live,
+                        "q: stopping the sessions and writing the summary".to_string(),
+                    );
+                    cancelled = Some("stopped from the dashboard".to_string());
                 }
             }
             Err(RecvTimeoutError::Timeout) => {}
@@ -174,7 +247,10 @@ fn follow(
         }
         if (cancelled.is_some() || now_s > deadline_s) && !stop_sent {
             if cancelled.is_none() {
-                eprintln!("the run is past its deadline: stopping the workers");
+                say(
+                    &mut live,
+                    "the run is past its deadline: stopping the workers".to_string(),
+                );
             }
             for w in workers.iter_mut() {
                 w.command(WorkerCommand::Stop);
@@ -188,8 +264,12 @@ fn follow(
             }
             return cancelled.or(Some("workers killed".to_string()));
         }
+        if now_s >= next_proc_read_s {
+            live.refresh_processes(now_s);
+            next_proc_read_s = now_s + 1.0;
+        }
         if !s.tui && now_s >= next_progress_s {
-            eprintln!("{}", headless::progress_line(live, now_s));
+            eprintln!("{}", headless::progress_line(&mut live, now_s));
             next_progress_s += headless::PROGRESS_INTERVAL_S;
         }
     }

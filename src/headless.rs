@@ -12,7 +12,7 @@ pub fn progress_line(live: &mut LiveState, now_s: f64) -> String {
     format!(
         "[{:>6.1} s / {:.0} s] packets {}  late {}  sessions with violation {}  worst deviation {:.1} ms  loop lag {:.1} ms (max {:.1})  writer queue {} lines{}",
         live.elapsed_s(now_s),
-        live.duration_s,
+        live.info.duration_s,
         t.packets,
         t.late_packets,
         t.sessions_with_violation,

@@ -4,7 +4,8 @@
 use crate::summary::{Role, Summary};
 use std::fmt::Write as _;
 
-fn verdict_line(s: &Summary) -> String {
+/// "pacing-qualified, complete" and its negatives.
+pub fn verdict_line(s: &Summary) -> String {
     let pacing = if s.verdict.pacing_qualified {
         "pacing-qualified"
     } else {

@@ -5,6 +5,7 @@
 //! conductor writes [`Command`] lines on their stdin. Final figures never come from here: they
 //! come from the workers' result files.
 
+use crate::stats::DurationHistogram;
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -19,8 +20,17 @@ pub enum Telemetry {
         /// The first set-up error, for the conductor to show.
         first_error: Option<String>,
     },
-    /// Cumulative counters, about five times a second.
+    /// Cumulative counters, five times a second.
     Progress(Progress),
+    /// The worst |deviation| of each session's packets since the previous `heat` (µs + 1; 0 when
+    /// the session sent nothing), five times a second: the dashboard's heatmap.
+    Heat {
+        time_s: f64,
+        max_deviation_us: Vec<u32>,
+    },
+    /// The worker's cumulative deviation histogram, once a second, so that the conductor can show
+    /// pooled percentiles (a dropped message loses nothing: the next one carries it all).
+    Histogram { deviation: DurationHistogram },
     /// The worker wrote its result file and is about to exit.
     Done { result_path: String },
 }
@@ -34,6 +44,9 @@ pub struct Progress {
     pub sessions_with_violation: u32,
     pub sessions_streaming: u32,
     pub sessions_done: u32,
+    pub sessions_completed: u32,
+    pub sessions_incomplete: u32,
+    pub sessions_rejected: u32,
     pub max_deviation_us: u64,
     /// The largest loop lag since the previous progress message.
     pub loop_lag_window_max_us: u64,

@@ -145,7 +145,9 @@ async fn drive(
     mut commands: tokio::sync::mpsc::UnboundedReceiver<Command>,
 ) -> RunOutput {
     let settings = Rc::new(config.settings.clone());
-    let stats = Rc::new(RefCell::new(WorkerStats::default()));
+    let stats = Rc::new(RefCell::new(WorkerStats::new(
+        settings.sessions_per_process,
+    )));
     let tally = Rc::new(setup::SetupTally::new(settings.sessions_per_process));
     let (gate_tx, gate_rx) = watch::channel(None::<f64>);
     let (stop_tx, stop_rx) = watch::channel(false);
@@ -247,6 +249,13 @@ async fn drive(
     // Every session is done: this worker's run is over, whatever the conductor says next.
     control.abort();
     let gate_s = *gate_rx.borrow();
+    // One last progress message, so live views end on the final counters.
+    let mut last = stats.borrow().progress(monotonic_s());
+    last.loop_lag_max_us = loop_lag.max_us();
+    telemetry.send(Telemetry::Progress(last));
+    telemetry.send(Telemetry::Histogram {
+        deviation: stats.borrow().hist.deviation.clone(),
+    });
     let _ = monitors_stop_tx.send(true);
     let _ = lag_task.await;
     let _ = progress_task.await;
@@ -272,7 +281,7 @@ fn block_runtime(ms: u32) -> f64 {
     start_s
 }
 
-/// Live counters for the conductor, five times a second.
+/// Live counters and heat for the conductor, five times a second; the histogram once a second.
 async fn report_progress(
     stats: Rc<RefCell<WorkerStats>>,
     loop_lag: std::sync::Arc<looplag::LoopLag>,
@@ -282,16 +291,28 @@ async fn report_progress(
 ) {
     let mut interval = tokio::time::interval(Duration::from_millis(200));
     interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
+    for tick in 0u64.. {
         tokio::select! {
             _ = interval.tick() => {}
             _ = stop.changed() => return,
         }
-        let mut progress = stats.borrow().progress(monotonic_s());
+        let time_s = monotonic_s();
+        let (mut progress, heat, histogram) = {
+            let mut s = stats.borrow_mut();
+            let histogram = (tick % 5 == 0).then(|| s.hist.deviation.clone());
+            (s.progress(time_s), s.take_heat(), histogram)
+        };
         progress.loop_lag_window_max_us = loop_lag.take_window_max_us();
         progress.loop_lag_max_us = loop_lag.max_us();
         (progress.queue_lines, progress.queue_bytes) = depth.get();
         progress.telemetry_dropped = telemetry.dropped();
         telemetry.send(Telemetry::Progress(progress));
+        telemetry.send(Telemetry::Heat {
+            time_s,
+            max_deviation_us: heat,
+        });
+        if let Some(deviation) = histogram {
+            telemetry.send(Telemetry::Histogram { deviation });
+        }
     }
 }

@@ -1,40 +1,120 @@
-//! What the conductor knows while a run goes on, from the workers' telemetry. It drives the
-//! headless progress lines (and the dashboard); the final figures never come from here.
+//! What the conductor knows while a run goes on, from the workers' telemetry and from reading the
+//! children in /proc: a plain struct that the headless progress lines and the dashboard render.
+//! The final figures never come from here.
 
+use crate::procstat::{self, LiveReading};
+use crate::stats::DurationHistogram;
 use crate::telemetry::{Progress, Telemetry};
+use std::collections::VecDeque;
+
+/// How many recent telemetry samples (200 ms apart) a worker's lag and queue history keeps.
+pub const HISTORY: usize = 600;
+/// The heatmap's time bucket.
+pub const BUCKET_S: f64 = 1.0;
+/// The most buckets kept per session (one hour at 1 s).
+const MAX_BUCKETS: usize = 3600;
+
+/// A child process as read from /proc about once a second.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ProcessLive {
+    pub pid: u32,
+    pub reading: Option<LiveReading>,
+    pub cpu_cores: f64,
+    read_at_s: f64,
+}
+
+impl ProcessLive {
+    pub fn new(pid: u32) -> Self {
+        ProcessLive {
+            pid,
+            ..ProcessLive::default()
+        }
+    }
+
+    /// Reads /proc/<pid> again; CPU in cores is the CPU time since the previous reading.
+    pub fn refresh(&mut self, now_s: f64) {
+        let reading = procstat::read_live(self.pid);
+        if let (Some(new), Some(old)) = (reading, self.reading) {
+            let wall_s = now_s - self.read_at_s;
+            if wall_s > 0.0 {
+                self.cpu_cores = (new.cpu_seconds - old.cpu_seconds).max(0.0) / wall_s;
+            }
+        }
+        self.reading = reading;
+        self.read_at_s = now_s;
+    }
+}
 
 #[derive(Debug, Clone, Default)]
 pub struct WorkerLive {
-    pub pid: Option<u32>,
+    pub process: ProcessLive,
     /// (connected, rejected, failed) once the worker's sessions have set up.
     pub ready: Option<(u32, u32, u32)>,
     pub first_error: Option<String>,
     pub progress: Progress,
+    pub deviation: Option<DurationHistogram>,
+    /// Loop-lag window maxima (µs), oldest first.
+    pub lag_history: VecDeque<u64>,
+    /// Writer queue depth in lines, oldest first.
+    pub queue_history: VecDeque<u64>,
+    pub queue_peak_lines: u64,
+    pub queue_peak_bytes: u64,
     pub done: bool,
     pub gone: bool,
 }
 
+/// The end of a run, as the dashboard shows it.
+#[derive(Debug, Clone, Default)]
+pub struct Finished {
+    pub verdict: String,
+    pub reasons: Vec<String>,
+    pub summary_path: String,
+    pub exit_code: i32,
+}
+
+/// What is fixed for the whole run.
+#[derive(Debug, Clone, Default)]
+pub struct RunInfo {
+    pub processes: u32,
+    pub sessions_per_process: u32,
+    pub duration_s: f64,
+    pub url: String,
+    pub trace: String,
+    pub late_threshold_us: u32,
+    pub output_dir: String,
+}
+
 #[derive(Debug, Clone, Default)]
 pub struct LiveState {
+    pub info: RunInfo,
     pub workers: Vec<WorkerLive>,
+    pub mock: Option<ProcessLive>,
     /// `CLOCK_MONOTONIC` time of the start gate, once given.
     pub start_s: Option<f64>,
-    pub duration_s: f64,
-    /// The largest loop lag any worker reported since the last progress line.
+    /// The latest time any telemetry was stamped with (the dashboard's "now").
+    pub now_s: f64,
+    /// The largest loop lag any worker reported since the last headless progress line.
     pub loop_lag_window_max_us: u64,
+    /// Per session (worker-major), the worst |deviation| (µs + 1) of each time bucket; 0 = none.
+    pub heat: Vec<Vec<u32>>,
+    pub cancelled: Option<String>,
+    pub finished: Option<Finished>,
 }
 
 impl LiveState {
-    pub fn new(workers: usize, duration_s: f64) -> Self {
+    pub fn new(info: RunInfo) -> Self {
+        let sessions = (info.processes * info.sessions_per_process) as usize;
         LiveState {
-            workers: vec![WorkerLive::default(); workers],
-            start_s: None,
-            duration_s,
-            loop_lag_window_max_us: 0,
+            workers: vec![WorkerLive::default(); info.processes as usize],
+            heat: vec![Vec::new(); sessions],
+            info,
+            ..LiveState::default()
         }
     }
 
     pub fn apply(&mut self, worker: u32, msg: Telemetry) {
+        let per_worker = self.info.sessions_per_process as usize;
+        let start_s = self.start_s;
         let Some(w) = self.workers.get_mut(worker as usize) else {
             return;
         };
@@ -46,16 +126,58 @@ impl LiveState {
                 failed,
                 first_error,
             } => {
-                w.pid = Some(pid);
+                w.process.pid = pid;
                 w.ready = Some((connected, rejected, failed));
                 w.first_error = first_error;
             }
             Telemetry::Progress(p) => {
                 self.loop_lag_window_max_us =
                     self.loop_lag_window_max_us.max(p.loop_lag_window_max_us);
+                push_bounded(&mut w.lag_history, p.loop_lag_window_max_us);
+                push_bounded(&mut w.queue_history, p.queue_lines);
+                w.queue_peak_lines = w.queue_peak_lines.max(p.queue_lines);
+                w.queue_peak_bytes = w.queue_peak_bytes.max(p.queue_bytes);
+                self.now_s = self.now_s.max(p.time_s);
                 w.progress = p;
             }
+            Telemetry::Heat {
+                time_s,
+                max_deviation_us,
+            } => {
+                let Some(start_s) = start_s else { return };
+                // The window ends at time_s; its packets belong to the bucket just before.
+                let bucket = ((time_s - start_s - 1e-3) / BUCKET_S).floor();
+                if !(0.0..MAX_BUCKETS as f64).contains(&bucket) {
+                    return;
+                }
+                let bucket = bucket as usize;
+                let first_row = worker as usize * per_worker;
+                for (i, &value) in max_deviation_us.iter().enumerate().take(per_worker) {
+                    if value == 0 {
+                        continue;
+                    }
+                    if let Some(row) = self.heat.get_mut(first_row + i) {
+                        if row.len() <= bucket {
+                            row.resize(bucket + 1, 0);
+                        }
+                        row[bucket] = row[bucket].max(value);
+                    }
+                }
+            }
+            Telemetry::Histogram { deviation } => w.deviation = Some(deviation),
             Telemetry::Done { .. } => w.done = true,
+        }
+    }
+
+    /// Reads the children's /proc entries (about once a second).
+    pub fn refresh_processes(&mut self, now_s: f64) {
+        for w in &mut self.workers {
+            if w.process.pid != 0 && !w.gone {
+                w.process.refresh(now_s);
+            }
+        }
+        if let Some(mock) = &mut self.mock {
+            mock.refresh(now_s);
         }
     }
 
@@ -78,6 +200,9 @@ impl LiveState {
             t.sessions_with_violation += p.sessions_with_violation;
             t.sessions_streaming += p.sessions_streaming;
             t.sessions_done += p.sessions_done;
+            t.sessions_completed += p.sessions_completed;
+            t.sessions_incomplete += p.sessions_incomplete;
+            t.sessions_rejected += p.sessions_rejected;
             t.max_deviation_us = t.max_deviation_us.max(p.max_deviation_us);
             t.loop_lag_max_us = t.loop_lag_max_us.max(p.loop_lag_max_us);
             t.queue_lines += p.queue_lines;
@@ -88,8 +213,54 @@ impl LiveState {
         t
     }
 
+    /// The deviation histogram pooled over the workers' latest cumulative histograms.
+    pub fn pooled_deviation(&self) -> DurationHistogram {
+        let mut pooled = DurationHistogram::new();
+        for h in self.workers.iter().filter_map(|w| w.deviation.as_ref()) {
+            pooled.add(h);
+        }
+        pooled
+    }
+
     /// Seconds since the start gate (0 before it).
     pub fn elapsed_s(&self, now_s: f64) -> f64 {
         self.start_s.map_or(0.0, |s| (now_s - s).max(0.0))
     }
+
+    /// The live verdict: (qualified so far, reason when not).
+    pub fn verdict(&self) -> (bool, Option<String>) {
+        let t = self.totals();
+        if t.late_packets > 0 {
+            return (
+                false,
+                Some(format!(
+                    "{} late packets in {} sessions",
+                    t.late_packets, t.sessions_with_violation
+                )),
+            );
+        }
+        let rejected: u32 = self
+            .workers
+            .iter()
+            .filter_map(|w| w.ready.map(|r| r.1))
+            .sum::<u32>()
+            .max(t.sessions_rejected);
+        if t.sessions_incomplete > 0 || rejected > 0 {
+            return (
+                true,
+                Some(format!(
+                    "{} incomplete, {} rejected sessions",
+                    t.sessions_incomplete, rejected
+                )),
+            );
+        }
+        (true, None)
+    }
+}
+
+fn push_bounded(history: &mut VecDeque<u64>, value: u64) {
+    if history.len() == HISTORY {
+        history.pop_front();
+    }
+    history.push_back(value);
 }

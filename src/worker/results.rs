@@ -38,11 +38,39 @@ pub struct WorkerStats {
     pub error_events: u64,
     pub sessions_streaming: u32,
     pub sessions_done: u32,
+    pub sessions_completed: u32,
+    pub sessions_incomplete: u32,
+    pub sessions_rejected: u32,
+    /// Per session, the worst |deviation| (µs + 1) since the last heat telemetry; 0 = no packet.
+    pub window_max_deviation_us: Vec<u32>,
     pub queue_peak_lines: u64,
     pub queue_peak_bytes: u64,
 }
 
 impl WorkerStats {
+    pub fn new(sessions: u32) -> Self {
+        WorkerStats {
+            window_max_deviation_us: vec![0; sessions as usize],
+            ..WorkerStats::default()
+        }
+    }
+
+    /// Takes the per-session window maxima and starts a new window.
+    pub fn take_heat(&mut self) -> Vec<u32> {
+        let fresh = vec![0; self.window_max_deviation_us.len()];
+        std::mem::replace(&mut self.window_max_deviation_us, fresh)
+    }
+
+    /// Counts a finished session by how it ended.
+    pub fn session_ended(&mut self, status: SessionStatus) {
+        self.sessions_done += 1;
+        match status {
+            SessionStatus::Completed => self.sessions_completed += 1,
+            SessionStatus::Incomplete => self.sessions_incomplete += 1,
+            SessionStatus::Rejected => self.sessions_rejected += 1,
+        }
+    }
+
     pub fn progress(&self, time_s: f64) -> Progress {
         Progress {
             time_s,
@@ -52,6 +80,9 @@ impl WorkerStats {
             sessions_with_violation: self.sessions_with_violation,
             sessions_streaming: self.sessions_streaming,
             sessions_done: self.sessions_done,
+            sessions_completed: self.sessions_completed,
+            sessions_incomplete: self.sessions_incomplete,
+            sessions_rejected: self.sessions_rejected,
             max_deviation_us: self.max_deviation_us,
             protocol_errors: self.protocol_errors,
             ..Progress::default()

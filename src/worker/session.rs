@@ -101,7 +101,7 @@ pub async fn run(ctx: SessionCtx, trace: SessionTrace) -> SessionOutcome {
         }
         outcome.error.get_or_insert(err);
     }
-    ctx.stats.borrow_mut().sessions_done += 1;
+    ctx.stats.borrow_mut().session_ended(outcome.status);
     outcome
 }
 
@@ -309,6 +309,13 @@ impl Session {
         stats.sends_over_20ms += u64::from(slow);
         stats.sessions_with_violation += u32::from(new_violation);
         stats.max_deviation_us = stats.max_deviation_us.max(deviation_us);
+        if let Some(cell) = stats
+            .window_max_deviation_us
+            .get_mut(self.ctx.index as usize)
+        {
+            let heat = u32::try_from(deviation_us).unwrap_or(u32::MAX - 1) + 1;
+            *cell = (*cell).max(heat);
+        }
     }
 
     async fn send_control(&mut self, ws: &mut Ws, frame: Utf8Bytes) -> Result<(), End> {

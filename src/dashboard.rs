@@ -1,0 +1,205 @@
+//! The live dashboard (SPEC §8): a thread of the conductor that owns the terminal, reads keys,
+//! and draws [`LiveState`] about ten times a second.
+//!
+//! It runs beside the conductor's control loop, never inside it: a slow or frozen terminal only
+//! freezes the picture, while the run, its telemetry and its summary go on. The state lock is held
+//! while a frame is rendered into memory, never while it is written to the terminal. The terminal
+//! is restored on every way out: the end of the run, `q`, an error, a panic.
+
+pub mod heatmap;
+pub mod panels;
+pub mod theme;
+pub mod view;
+
+#[cfg(test)]
+mod snapshots_test;
+
+use crate::conductor::live::LiveState;
+use crate::conductor::Event;
+use anyhow::{Context, Result};
+use crossterm::event::{self, Event as TermEvent, KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
+use crossterm::terminal::{self, EnterAlternateScreen, LeaveAlternateScreen};
+use crossterm::{cursor, execute};
+use ratatui::backend::CrosstermBackend;
+use ratatui::Terminal;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::Sender;
+use std::sync::{Arc, Mutex, Once};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+use theme::Theme;
+use view::ViewState;
+
+/// Time between frames.
+const FRAME: Duration = Duration::from_millis(100);
+
+/// The running dashboard; dropping it closes it and restores the terminal.
+pub struct Dashboard {
+    thread: Option<JoinHandle<Result<()>>>,
+    shutdown: Arc<AtomicBool>,
+}
+
+impl Dashboard {
+    /// Takes over the terminal and starts drawing `state`. `q` and Ctrl-C arrive on `events`
+    /// as [`Event::Quit`].
+    pub fn start(
+        state: Arc<Mutex<LiveState>>,
+        events: Sender<Event>,
+        exit_on_finish: bool,
+    ) -> Result<Dashboard> {
+        install_panic_hook();
+        enter_terminal()?;
+        let shutdown = Arc::new(AtomicBool::new(false));
+        let stop = shutdown.clone();
+        let thread = std::thread::Builder::new()
+            .name("dashboard".to_string())
+            .spawn(move || {
+                let result = ui_loop(&state, &events, exit_on_finish, &stop);
+                restore_terminal();
+                result
+            })
+            .context("cannot start the dashboard thread")?;
+        Ok(Dashboard {
+            thread: Some(thread),
+            shutdown,
+        })
+    }
+
+    /// Waits until the user leaves the finished dashboard (or at once with `--exit-on-finish`).
+    pub fn wait(mut self) -> Result<()> {
+        match self.thread.take().map(|t| t.join()) {
+            Some(Ok(result)) => result,
+            Some(Err(_)) => anyhow::bail!("the dashboard thread panicked"),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for Dashboard {
+    fn drop(&mut self) {
+        self.shutdown.store(true, Ordering::Relaxed);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+fn enter_terminal() -> Result<()> {
+    terminal::enable_raw_mode().context("cannot put the terminal in raw mode")?;
+    execute!(std::io::stdout(), EnterAlternateScreen, cursor::Hide)
+        .context("cannot switch to the alternate screen")?;
+    Ok(())
+}
+
+/// Leaves raw mode and the alternate screen; safe to call more than once.
+pub fn restore_terminal() {
+    let _ = terminal::disable_raw_mode();
+    let _ = execute!(std::io::stdout(), LeaveAlternateScreen, cursor::Show);
+}
+
+fn install_panic_hook() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            restore_terminal();
+            previous(info);
+        }));
+    });
+}
+
+fn ui_loop(
+    state: &Mutex<LiveState>,
+    events: &Sender<Event>,
+    exit_on_finish: bool,
+    shutdown: &AtomicBool,
+) -> Result<()> {
+    let mut terminal = Terminal::new(CrosstermBackend::new(std::io::stdout()))
+        .context("cannot open the terminal")?;
+    let theme = Theme::from_env();
+    let mut view = ViewState::default();
+    let mut quit_sent = false;
+    let mut next_frame = Instant::now();
+    loop {
+        if shutdown.load(Ordering::Relaxed) {
+            return Ok(());
+        }
+        let finished = state.lock().map(|s| s.finished.is_some()).unwrap_or(true);
+        if finished && (exit_on_finish || quit_sent) {
+            return Ok(());
+        }
+        let wait = next_frame.saturating_duration_since(Instant::now());
+        if event::poll(wait).context("cannot read the terminal")? {
+            match event::read().context("cannot read the terminal")? {
+                TermEvent::Key(key) if key.kind != KeyEventKind::Release => {
+                    if finished {
+                        return Ok(());
+                    }
+                    if is_quit(&key) {
+                        if !quit_sent {
+                            let _ = events.send(Event::Quit);
+                            quit_sent = true;
+                        }
+                    } else {
+                        on_key(&mut view, key.code);
+                    }
+                    next_frame = Instant::now();
+                }
+                TermEvent::Resize(..) => next_frame = Instant::now(),
+                _ => {}
+            }
+        }
+        if Instant::now() >= next_frame {
+            terminal
+                .draw(|frame| {
+                    // The lock is released before ratatui writes the frame to the terminal.
+                    if let Ok(state) = state.lock() {
+                        view::render(frame, &state, &view, theme);
+                    }
+                })
+                .context("cannot draw the dashboard")?;
+            next_frame = Instant::now() + FRAME;
+        }
+    }
+}
+
+fn is_quit(key: &KeyEvent) -> bool {
+    matches!(key.code, KeyCode::Char('q') | KeyCode::Char('Q'))
+        || (key.code == KeyCode::Char('c') && key.modifiers.contains(KeyModifiers::CONTROL))
+}
+
+/// What every other key does to the view.
+pub fn on_key(view: &mut ViewState, code: KeyCode) {
+    const PAGE: usize = 20;
+    match code {
+        KeyCode::Char('?') | KeyCode::Char('h') => view.help = !view.help,
+        KeyCode::Esc => view.help = false,
+        KeyCode::Char('v') => {
+            view.violations_only = !view.violations_only;
+            view.scroll = 0;
+        }
+        KeyCode::Char('g') => {
+            view.grouped = !view.grouped;
+            view.scroll = 0;
+        }
+        KeyCode::Down | KeyCode::Char('j') => {
+            view.grouped = false;
+            view.scroll += 1;
+        }
+        KeyCode::Up | KeyCode::Char('k') => {
+            view.grouped = false;
+            view.scroll = view.scroll.saturating_sub(1);
+        }
+        KeyCode::PageDown => {
+            view.grouped = false;
+            view.scroll += PAGE;
+        }
+        KeyCode::PageUp => {
+            view.grouped = false;
+            view.scroll = view.scroll.saturating_sub(PAGE);
+        }
+        KeyCode::Home => view.scroll = 0,
+        KeyCode::End => view.scroll = usize::MAX / 2,
+        _ => {}
+    }
+}

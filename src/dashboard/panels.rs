@@ -1,0 +1,368 @@
+//! The dashboard's panels other than the heatmap, a draw function each.
+
+use super::theme::Theme;
+use crate::conductor::live::{LiveState, ProcessLive};
+use ratatui::buffer::Buffer;
+use ratatui::layout::Rect;
+use ratatui::style::Style;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Borders, Clear, Paragraph, Widget, Wrap};
+
+fn mmss(seconds: f64) -> String {
+    let s = seconds.max(0.0).round() as u64;
+    format!("{:02}:{:02}", s / 60, s % 60)
+}
+
+fn ms(us: u64) -> String {
+    format!("{:.1} ms", us as f64 / 1000.0)
+}
+
+fn mib(bytes: u64) -> String {
+    format!("{:.1} MiB", bytes as f64 / (1024.0 * 1024.0))
+}
+
+/// The live verdict as a styled span and an optional reason.
+fn verdict(state: &LiveState, theme: Theme) -> (Span<'static>, Option<String>) {
+    if let Some(f) = &state.finished {
+        let style = if f.exit_code == 0 {
+            theme.good()
+        } else {
+            theme.bad()
+        };
+        return (
+            Span::styled(f.verdict.to_uppercase(), style),
+            f.reasons.first().cloned(),
+        );
+    }
+    let (qualified, reason) = state.verdict();
+    if qualified {
+        (Span::styled("QUALIFIED so far", theme.good()), reason)
+    } else {
+        (Span::styled("UNQUALIFIED", theme.bad()), reason)
+    }
+}
+
+/// Title line and progress line.
+pub fn header(state: &LiveState, theme: Theme, area: Rect, buf: &mut Buffer) {
+    let info = &state.info;
+    let (verdict, _) = verdict(state, theme);
+    // The verdict comes first so that a narrow terminal never cuts it off.
+    let title = Line::from(vec![
+        Span::styled(" duplexbench-tui ", theme.title()),
+        Span::raw("│ "),
+        verdict,
+        Span::raw(format!(
+            " │ {} × {} sessions │ trace {} │ {}",
+            info.processes, info.sessions_per_process, info.trace, info.url
+        )),
+    ]);
+    let elapsed = state.elapsed_s(state.now_s).min(info.duration_s);
+    let progress = if let Some(f) = &state.finished {
+        Line::from(vec![
+            Span::styled(" finished ", theme.title()),
+            Span::raw(format!("│ summary: {} │ ", f.summary_path)),
+            Span::styled("press any key to exit", theme.warn()),
+        ])
+    } else if state.start_s.is_none() {
+        Line::from(Span::raw(" setting up sessions…"))
+    } else {
+        let fraction = if info.duration_s > 0.0 {
+            elapsed / info.duration_s
+        } else {
+            1.0
+        };
+        let bar_width = 30usize;
+        let filled = ((fraction * bar_width as f64).round() as usize).min(bar_width);
+        let cancelled = state
+            .cancelled
+            .as_ref()
+            .map(|c| format!(" │ stopping: {c}"))
+            .unwrap_or_default();
+        Line::from(vec![
+            Span::raw(format!(
+                " elapsed {} / {}  remaining {}  ",
+                mmss(elapsed),
+                mmss(info.duration_s),
+                mmss(info.duration_s - elapsed)
+            )),
+            Span::styled("█".repeat(filled), theme.title()),
+            Span::styled("░".repeat(bar_width - filled), theme.dim()),
+            Span::styled(cancelled, theme.warn()),
+        ])
+    };
+    Paragraph::new(vec![title, progress]).render(area, buf);
+}
+
+/// Counters, pooled percentiles and the live verdict.
+pub fn counters(state: &LiveState, theme: Theme, area: Rect, buf: &mut Buffer) {
+    let t = state.totals();
+    let pooled = state.pooled_deviation();
+    let rejected: u32 = state
+        .workers
+        .iter()
+        .filter_map(|w| w.ready.map(|r| r.1))
+        .sum::<u32>()
+        .max(t.sessions_rejected);
+    let total = state.info.processes * state.info.sessions_per_process;
+    let late_style = if t.late_packets > 0 {
+        theme.bad()
+    } else {
+        Style::default()
+    };
+    let row = |name: &str, value: String, style: Style| {
+        Line::from(vec![
+            Span::raw(format!("{name:<18}")),
+            Span::styled(value, style),
+        ])
+    };
+    let plain = Style::default();
+    let (verdict, reason) = verdict(state, theme);
+    let mut lines = vec![
+        row("packets", t.packets.to_string(), plain),
+        row(
+            &format!("late (>{} ms)", state.info.late_threshold_us / 1000),
+            t.late_packets.to_string(),
+            late_style,
+        ),
+        row(
+            "late sessions",
+            t.sessions_with_violation.to_string(),
+            late_style,
+        ),
+        row("sends >20 ms", t.sends_over_20ms.to_string(), plain),
+        row(
+            "deviation p50",
+            format!("{:.2} ms", pooled.quantile_ms(0.5)),
+            plain,
+        ),
+        row(
+            "deviation p99",
+            format!("{:.2} ms", pooled.quantile_ms(0.99)),
+            plain,
+        ),
+        row("deviation max", ms(t.max_deviation_us), late_style),
+        row(
+            "streaming",
+            format!("{}/{total}", t.sessions_streaming),
+            plain,
+        ),
+        row("completed", t.sessions_completed.to_string(), plain),
+        row(
+            "incomplete",
+            t.sessions_incomplete.to_string(),
+            if t.sessions_incomplete > 0 {
+                theme.warn()
+            } else {
+                plain
+            },
+        ),
+        row(
+            "rejected",
+            rejected.to_string(),
+            if rejected > 0 { theme.warn() } else { plain },
+        ),
+        row(
+            "protocol errors",
+            t.protocol_errors.to_string(),
+            if t.protocol_errors > 0 {
+                theme.warn()
+            } else {
+                plain
+            },
+        ),
+        Line::from(""),
+        Line::from(verdict),
+    ];
+    if let Some(reason) = reason {
+        lines.push(Line::from(Span::styled(reason, theme.dim())));
+    }
+    Paragraph::new(lines)
+        .wrap(Wrap { trim: true })
+        .block(Block::default().borders(Borders::ALL).title(" Pacing "))
+        .render(area, buf);
+}
+
+/// A sparkline of `values` scaled to their maximum, `width` characters of the most recent.
+pub fn sparkline(
+    values: impl DoubleEndedIterator<Item = u64> + ExactSizeIterator,
+    width: usize,
+) -> String {
+    const BARS: [char; 8] = ['▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'];
+    let recent: Vec<u64> = values
+        .rev()
+        .take(width)
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+        .collect();
+    let max = recent.iter().copied().max().unwrap_or(0).max(1);
+    let mut line: String = recent
+        .iter()
+        .map(|&v| BARS[((v as f64 / max as f64) * 7.0).round() as usize])
+        .collect();
+    while line.chars().count() < width {
+        line.insert(0, ' ');
+    }
+    line
+}
+
+/// Per worker: loop lag and writer queue over time.
+pub fn workers(state: &LiveState, theme: Theme, area: Rect, buf: &mut Buffer) {
+    let peak_bytes = state
+        .workers
+        .iter()
+        .map(|w| w.queue_peak_bytes)
+        .max()
+        .unwrap_or(0);
+    let block = Block::default().borders(Borders::ALL).title(format!(
+        " Loop lag (max) │ writer queue, lines now/peak (peak {}) ",
+        mib(peak_bytes)
+    ));
+    let inner = block.inner(area);
+    block.render(area, buf);
+    // "w12 " + sparkline + " 201.0 ms" + " │ " + sparkline + " 12345/12345"
+    let fixed = 4 + 9 + 3 + 12;
+    let spark = (inner.width as usize).saturating_sub(fixed) / 2;
+    for (i, w) in state.workers.iter().enumerate().take(inner.height as usize) {
+        let lag_max = w.progress.loop_lag_max_us;
+        let lag_style = if lag_max > 80_000 {
+            theme.bad()
+        } else if lag_max > 20_000 {
+            theme.warn()
+        } else {
+            Style::default()
+        };
+        let line = Line::from(vec![
+            Span::raw(format!("w{i:<3}")),
+            Span::styled(sparkline(w.lag_history.iter().copied(), spark), lag_style),
+            Span::styled(format!("{:>9}", ms(lag_max)), lag_style),
+            Span::raw(" │ "),
+            Span::raw(sparkline(w.queue_history.iter().copied(), spark)),
+            Span::raw(format!(
+                " {:>5}/{:<5}",
+                w.progress.queue_lines, w.queue_peak_lines
+            )),
+        ]);
+        buf.set_line(inner.x, inner.y + i as u16, &line, inner.width);
+    }
+}
+
+/// Per process: state, CPU, RSS (D-state stalls arrive with the procfs sampler).
+pub fn processes(state: &LiveState, theme: Theme, area: Rect, buf: &mut Buffer) {
+    let block = Block::default().borders(Borders::ALL).title(" Processes ");
+    let inner = block.inner(area);
+    block.render(area, buf);
+    let wide = inner.width >= 44;
+    let mut lines = vec![Line::from(Span::styled(
+        format!(
+            "{:<6}{:>8} {:>2} {:>6} {:>9}{}",
+            "proc",
+            "pid",
+            "st",
+            "cores",
+            "RSS",
+            if wide { "  D-stalls" } else { "" }
+        ),
+        theme.dim(),
+    ))];
+    let row = |name: String, p: &ProcessLive| {
+        let (st, rss) = p.reading.map_or(('-', 0), |r| (r.state, r.rss_bytes));
+        let st_style = if st == 'D' {
+            theme.bad()
+        } else {
+            Style::default()
+        };
+        Line::from(vec![
+            Span::raw(format!("{name:<6}{:>8} ", p.pid)),
+            Span::styled(format!("{st:>2}"), st_style),
+            Span::raw(format!(
+                " {:>6.3} {:>9}{}",
+                p.cpu_cores,
+                mib(rss),
+                if wide { "  –" } else { "" }
+            )),
+        ])
+    };
+    for (i, w) in state.workers.iter().enumerate() {
+        lines.push(row(format!("w{i}"), &w.process));
+    }
+    if let Some(mock) = &state.mock {
+        lines.push(row("mock".to_string(), mock));
+    }
+    lines.truncate(inner.height.saturating_sub(1) as usize);
+    lines.push(Line::from(Span::styled(
+        "D-state stalls: the procfs sampler is not built yet",
+        theme.dim(),
+    )));
+    Paragraph::new(lines).render(inner, buf);
+}
+
+pub fn footer(state: &LiveState, theme: Theme, area: Rect, buf: &mut Buffer) {
+    let text = if state.finished.is_some() {
+        " any key: exit"
+    } else {
+        " q quit  ? help  ↑↓ PgUp PgDn scroll  v violations only  g group rows"
+    };
+    Paragraph::new(Line::from(Span::styled(text, theme.dim()))).render(area, buf);
+}
+
+pub fn help(theme: Theme, area: Rect, buf: &mut Buffer) {
+    let lines = vec![
+        Line::from("q, Ctrl-C    end the run gracefully: sessions stop and end,"),
+        Line::from("             the summary is written, its path printed"),
+        Line::from("?            this help"),
+        Line::from("↑ ↓          scroll the heatmap by a row (ungrouped)"),
+        Line::from("PgUp PgDn    scroll by a page; Home End: top, bottom"),
+        Line::from("v            only sessions with a late packet / all"),
+        Line::from("g            group sessions to fit / one row per session"),
+        Line::from(""),
+        Line::from("Heatmap: a row per session (or group), a column per second,"),
+        Line::from("each cell the worst |deviation| from schedule in it:"),
+        Line::from(vec![
+            Span::styled(
+                if theme.color { "█" } else { "·" },
+                theme.heat_style(super::theme::Heat::Ok),
+            ),
+            Span::raw(" ≤20 ms   "),
+            Span::styled(
+                if theme.color { "█" } else { "+" },
+                theme.heat_style(super::theme::Heat::Slow),
+            ),
+            Span::raw(" >20 ms   "),
+            Span::styled(
+                if theme.color { "█" } else { "X" },
+                theme.heat_style(super::theme::Heat::Late),
+            ),
+            Span::raw(" late"),
+        ]),
+        Line::from("A stall of a whole worker shows as a vertical band."),
+    ];
+    Clear.render(area, buf);
+    Paragraph::new(lines)
+        .block(
+            Block::default()
+                .borders(Borders::ALL)
+                .title(" Help (? to close) "),
+        )
+        .render(area, buf);
+}
+
+pub fn too_small(area: Rect, buf: &mut Buffer, theme: Theme) {
+    Paragraph::new(Line::from(Span::styled(
+        "terminal too small for the dashboard (needs 40 × 10)",
+        theme.warn(),
+    )))
+    .wrap(Wrap { trim: true })
+    .render(area, buf);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sparklines_scale_to_their_maximum_and_pad_left() {
+        assert_eq!(sparkline([0u64, 7, 14].into_iter(), 5), "  ▁▅█");
+        assert_eq!(sparkline(std::iter::empty::<u64>(), 3), "   ");
+    }
+}

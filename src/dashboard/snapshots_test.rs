@@ -1,0 +1,251 @@
+//! Snapshot tests of the whole screen for fixed states (ratatui's TestBackend, insta), and checks
+//! that late heatmap cells are told apart by style and, without colour, by glyph.
+
+use super::theme::Theme;
+use super::view::{render, ViewState};
+use crate::conductor::live::{Finished, LiveState, ProcessLive, RunInfo};
+use crate::procstat::LiveReading;
+use crate::stats::DurationHistogram;
+use ratatui::backend::TestBackend;
+use ratatui::buffer::Buffer;
+use ratatui::style::{Color, Modifier};
+use ratatui::Terminal;
+
+const COLOR: Theme = Theme { color: true };
+const NO_COLOR: Theme = Theme { color: false };
+
+/// A run of `processes × sessions`, `elapsed_s` into 90 s, optionally with worker `stall.0`
+/// late in bucket `stall.1`.
+fn fixture(
+    processes: u32,
+    sessions: u32,
+    elapsed_s: usize,
+    stall: Option<(usize, usize)>,
+) -> LiveState {
+    let mut s = LiveState::new(RunInfo {
+        processes,
+        sessions_per_process: sessions,
+        duration_s: 90.0,
+        url: "ws://127.0.0.1:8765/v1/realtime".to_string(),
+        trace: "full/thread".to_string(),
+        late_threshold_us: 80_000,
+        output_dir: "runs/fixture".to_string(),
+    });
+    s.start_s = Some(100.0);
+    s.now_s = 100.0 + elapsed_s as f64 + 0.5;
+    let per_session_packets = (elapsed_s as u64 * 1000) / 80;
+    for (i, w) in s.workers.iter_mut().enumerate() {
+        w.ready = Some((sessions, 0, 0));
+        w.process = ProcessLive::new(4000 + i as u32);
+        w.process.reading = Some(LiveReading {
+            state: 'S',
+            cpu_seconds: 1.0,
+            rss_bytes: (20 + i as u64) << 20,
+            peak_rss_bytes: 24 << 20,
+        });
+        w.process.cpu_cores = 0.031;
+        w.progress.packets = per_session_packets * u64::from(sessions);
+        w.progress.sessions_streaming = sessions;
+        w.progress.max_deviation_us = 3_900;
+        w.progress.loop_lag_max_us = 2_100;
+        w.progress.queue_lines = 120;
+        for t in 0..60u64 {
+            w.lag_history.push_back(500 + (t * 37 % 11) * 150);
+            w.queue_history.push_back(t * 53 % 400);
+        }
+        w.queue_peak_lines = 410;
+        w.queue_peak_bytes = 3 << 20;
+        let mut h = DurationHistogram::new();
+        for k in 0..1000 {
+            h.record_us(800 + (k * 7919 % 2500));
+        }
+        w.deviation = Some(h);
+    }
+    let mut mock = ProcessLive::new(3999);
+    mock.reading = Some(LiveReading {
+        state: 'S',
+        cpu_seconds: 0.5,
+        rss_bytes: 9 << 20,
+        peak_rss_bytes: 9 << 20,
+    });
+    mock.cpu_cores = 0.012;
+    s.mock = Some(mock);
+    let per_worker = sessions as usize;
+    for (session, row) in s.heat.iter_mut().enumerate() {
+        for bucket in 0..=elapsed_s {
+            let us = 900 + (session * 131 + bucket * 977) % 2_800;
+            let us = if (session + bucket) % 37 == 0 {
+                25_000
+            } else {
+                us
+            };
+            row.push(us as u32 + 1);
+        }
+        if let Some((worker, bucket)) = stall {
+            if session / per_worker == worker {
+                row[bucket] = 200_001;
+            }
+        }
+    }
+    if let Some((worker, _)) = stall {
+        let w = &mut s.workers[worker];
+        w.progress.late_packets = 3 * u64::from(sessions);
+        w.progress.sessions_with_violation = sessions;
+        w.progress.max_deviation_us = 199_500;
+        w.progress.loop_lag_max_us = 201_000;
+        w.lag_history.push_back(201_000);
+    }
+    s
+}
+
+fn draw(state: &LiveState, view: &ViewState, theme: Theme, width: u16, height: u16) -> Buffer {
+    let mut terminal = Terminal::new(TestBackend::new(width, height)).unwrap();
+    terminal.draw(|f| render(f, state, view, theme)).unwrap();
+    terminal.backend().buffer().clone()
+}
+
+/// The screen's symbols, a line per row.
+fn text(buf: &Buffer) -> String {
+    let area = buf.area;
+    (0..area.height)
+        .map(|y| {
+            (0..area.width)
+                .map(|x| buf[(x, y)].symbol().to_string())
+                .collect::<String>()
+                .trim_end()
+                .to_string()
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Screen positions of heatmap cells that hold a late value (the legend line left out).
+fn late_cells(buf: &Buffer, theme: Theme) -> Vec<(u16, u16)> {
+    let area = buf.area;
+    let mut cells = Vec::new();
+    let screen: Vec<String> = text(buf).lines().map(str::to_string).collect();
+    for y in 0..area.height {
+        if screen
+            .get(y as usize)
+            .is_some_and(|l| l.contains("1 col ="))
+        {
+            continue;
+        }
+        for x in 0..area.width {
+            let cell = &buf[(x, y)];
+            let late = if theme.color {
+                matches!(cell.symbol(), "▀" | "▄")
+                    && (cell.fg == Color::Red || cell.bg == Color::Red)
+            } else {
+                cell.symbol() == "X" && cell.modifier.contains(Modifier::BOLD)
+            };
+            if late {
+                cells.push((x, y));
+            }
+        }
+    }
+    cells
+}
+
+#[test]
+fn clean_run_120x40() {
+    let state = fixture(2, 16, 45, None);
+    let buf = draw(&state, &ViewState::default(), COLOR, 120, 40);
+    insta::assert_snapshot!(text(&buf));
+    assert!(late_cells(&buf, COLOR).is_empty());
+}
+
+#[test]
+fn worker_wide_stall_is_a_vertical_red_band_120x40() {
+    let state = fixture(4, 16, 45, Some((2, 30)));
+    let buf = draw(&state, &ViewState::default(), COLOR, 120, 40);
+    insta::assert_snapshot!(text(&buf));
+    let late = late_cells(&buf, COLOR);
+    // 64 sessions in 25 lines: 2 sessions per row, 2 rows per line, so worker 2 has 4 lines,
+    // every one late in the same column.
+    assert_eq!(late.len(), 4, "{late:?}");
+    assert!(
+        late.iter().all(|&(x, _)| x == late[0].0),
+        "one column: {late:?}"
+    );
+    let screen = text(&buf);
+    assert!(screen.contains("UNQUALIFIED"), "{screen}");
+}
+
+#[test]
+fn without_colour_late_cells_are_a_bold_x() {
+    let state = fixture(2, 8, 45, Some((1, 40)));
+    let buf = draw(&state, &ViewState::default(), NO_COLOR, 120, 40);
+    insta::assert_snapshot!(text(&buf));
+    let late = late_cells(&buf, NO_COLOR);
+    assert_eq!(late.len(), 8, "one row per session of worker 1: {late:?}");
+    assert!(text(&buf).contains("X late >80 ms"));
+}
+
+#[test]
+fn more_sessions_than_rows_are_grouped_within_each_worker() {
+    let state = fixture(4, 256, 20, Some((3, 12)));
+    let buf = draw(&state, &ViewState::default(), COLOR, 120, 40);
+    let screen = text(&buf);
+    insta::assert_snapshot!(screen);
+    assert!(screen.contains("sessions per row"), "{screen}");
+    assert!(screen.contains("w3 s"), "{screen}");
+    assert!(!late_cells(&buf, COLOR).is_empty());
+}
+
+#[test]
+fn small_80x24_terminal_keeps_the_essentials() {
+    let state = fixture(4, 64, 30, Some((0, 10)));
+    let buf = draw(&state, &ViewState::default(), COLOR, 80, 24);
+    let screen = text(&buf);
+    insta::assert_snapshot!(screen);
+    assert!(
+        screen.contains("Pacing") && screen.contains("heatmap"),
+        "{screen}"
+    );
+}
+
+#[test]
+fn tiny_terminal_says_so_instead_of_crashing() {
+    let state = fixture(1, 4, 5, None);
+    let screen = text(&draw(&state, &ViewState::default(), COLOR, 30, 8));
+    assert!(screen.contains("too small"), "{screen}");
+}
+
+#[test]
+fn finished_run_shows_the_verdict_and_the_summary_path() {
+    let mut state = fixture(1, 8, 90, Some((0, 45)));
+    state.finished = Some(Finished {
+        verdict: "PACING-UNQUALIFIED, complete".to_string(),
+        reasons: vec![
+            "24 late packets (|deviation| > 80 ms) in 8 sessions; worst 199.5 ms".to_string(),
+        ],
+        summary_path: "runs/fixture/summary.json".to_string(),
+        exit_code: 1,
+    });
+    let screen = text(&draw(&state, &ViewState::default(), COLOR, 120, 40));
+    insta::assert_snapshot!(screen);
+    assert!(
+        screen.contains("runs/fixture/summary.json") && screen.contains("press any key"),
+        "{screen}"
+    );
+}
+
+#[test]
+fn keys_toggle_the_filter_and_scroll_ungrouped_rows() {
+    let mut state = fixture(2, 64, 45, Some((1, 20)));
+    state.heat[5][21] = 150_001; // one more late session, in worker 0
+    let mut view = ViewState::default();
+    super::on_key(&mut view, crossterm::event::KeyCode::Char('v'));
+    let screen = text(&draw(&state, &view, NO_COLOR, 120, 40));
+    assert!(screen.contains("violations only"), "{screen}");
+    assert!(
+        screen.contains("w0 s5 "),
+        "the late session of worker 0 is listed: {screen}"
+    );
+    assert!(!screen.contains("w0 s4 "), "{screen}");
+    super::on_key(&mut view, crossterm::event::KeyCode::Char('v'));
+    super::on_key(&mut view, crossterm::event::KeyCode::PageDown);
+    let screen = text(&draw(&state, &view, NO_COLOR, 120, 40));
+    assert!(screen.contains("lines 21-"), "{screen}");
+}

@@ -1,0 +1,129 @@
+//! Colours and glyphs. `NO_COLOR` (any non-empty value, see no-color.org) switches to a scheme
+//! where glyphs alone tell the heatmap's classes apart.
+
+use ratatui::style::{Color, Modifier, Style};
+
+/// How one heatmap cell is classed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Heat {
+    /// No packet in this bucket.
+    Empty,
+    /// Every packet within 20 ms of its schedule.
+    Ok,
+    /// A packet more than 20 ms behind.
+    Slow,
+    /// A late packet (beyond the late threshold).
+    Late,
+}
+
+impl Heat {
+    /// Classes a heatmap value (µs + 1; 0 = no packet).
+    pub fn of(value: u32, late_threshold_us: u32) -> Heat {
+        match value {
+            0 => Heat::Empty,
+            v if v - 1 > late_threshold_us => Heat::Late,
+            v if v - 1 > 20_000 => Heat::Slow,
+            _ => Heat::Ok,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Theme {
+    pub color: bool,
+}
+
+impl Theme {
+    /// Colour unless `NO_COLOR` is set to a non-empty value.
+    pub fn from_env() -> Theme {
+        Theme {
+            color: std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()),
+        }
+    }
+
+    pub fn heat_color(self, heat: Heat) -> Color {
+        match heat {
+            Heat::Empty => Color::Reset,
+            Heat::Ok => Color::Green,
+            Heat::Slow => Color::Yellow,
+            Heat::Late => Color::Red,
+        }
+    }
+
+    /// The glyph of a cell when a terminal line holds one session row (no colour).
+    pub fn heat_glyph(self, heat: Heat) -> &'static str {
+        match heat {
+            Heat::Empty => " ",
+            Heat::Ok => "·",
+            Heat::Slow => "+",
+            Heat::Late => "X",
+        }
+    }
+
+    pub fn heat_style(self, heat: Heat) -> Style {
+        let style = if self.color {
+            Style::default().fg(self.heat_color(heat))
+        } else {
+            Style::default()
+        };
+        if heat == Heat::Late {
+            style.add_modifier(Modifier::BOLD)
+        } else {
+            style
+        }
+    }
+
+    /// Session rows per terminal line: two (half blocks) in colour, one with glyphs.
+    pub fn rows_per_line(self) -> usize {
+        if self.color {
+            2
+        } else {
+            1
+        }
+    }
+
+    pub fn good(self) -> Style {
+        self.fg(Color::Green).add_modifier(Modifier::BOLD)
+    }
+
+    pub fn bad(self) -> Style {
+        self.fg(Color::Red).add_modifier(Modifier::BOLD)
+    }
+
+    pub fn warn(self) -> Style {
+        self.fg(Color::Yellow)
+    }
+
+    pub fn dim(self) -> Style {
+        if self.color {
+            Style::default().fg(Color::DarkGray)
+        } else {
+            Style::default()
+        }
+    }
+
+    pub fn title(self) -> Style {
+        self.fg(Color::Cyan).add_modifier(Modifier::BOLD)
+    }
+
+    fn fg(self, color: Color) -> Style {
+        if self.color {
+            Style::default().fg(color)
+        } else {
+            Style::default()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn values_are_classed_by_threshold() {
+        assert_eq!(Heat::of(0, 80_000), Heat::Empty);
+        assert_eq!(Heat::of(1_001, 80_000), Heat::Ok);
+        assert_eq!(Heat::of(20_002, 80_000), Heat::Slow);
+        assert_eq!(Heat::of(80_002, 80_000), Heat::Late);
+    }
+}

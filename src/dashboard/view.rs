@@ -1,0 +1,83 @@
+//! The whole screen: which panels fit, where they go, and the dashboard's own view state
+//! (scrolling, filters, help), which only the keys change.
+
+use super::theme::Theme;
+use super::{heatmap, panels};
+use crate::conductor::live::LiveState;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::Frame;
+
+/// What the keys change.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ViewState {
+    /// First session row shown when rows are not grouped.
+    pub scroll: usize,
+    /// Show only sessions with a late packet.
+    pub violations_only: bool,
+    /// Group sessions so every one fits (default), or one row per session with scrolling.
+    pub grouped: bool,
+    pub help: bool,
+}
+
+impl Default for ViewState {
+    fn default() -> Self {
+        ViewState {
+            scroll: 0,
+            violations_only: false,
+            grouped: true,
+            help: false,
+        }
+    }
+}
+
+/// Draws the dashboard for `state` into the frame.
+pub fn render(frame: &mut Frame<'_>, state: &LiveState, view: &ViewState, theme: Theme) {
+    let area = frame.area();
+    let buf = frame.buffer_mut();
+    if area.width < 40 || area.height < 10 {
+        panels::too_small(area, buf, theme);
+        return;
+    }
+    let workers = state.workers.len() as u16;
+    // The per-worker panels need a line per worker plus borders; drop them on small screens.
+    let bottom = if area.height >= 22 {
+        (workers + u16::from(state.mock.is_some()) + 4).clamp(5, area.height / 3)
+    } else {
+        0
+    };
+    let [header, middle, lower, footer] = Layout::vertical([
+        Constraint::Length(2),
+        Constraint::Min(5),
+        Constraint::Length(bottom),
+        Constraint::Length(1),
+    ])
+    .areas(area);
+    panels::header(state, theme, header, buf);
+    let counters_width = if area.width >= 100 { 32 } else { 28 };
+    let [counters, heat] =
+        Layout::horizontal([Constraint::Length(counters_width), Constraint::Min(20)]).areas(middle);
+    panels::counters(state, theme, counters, buf);
+    heatmap::draw(state, view, theme, heat, buf);
+    if bottom > 0 {
+        let [workers_area, processes_area] =
+            Layout::horizontal([Constraint::Percentage(55), Constraint::Percentage(45)])
+                .areas(lower);
+        panels::workers(state, theme, workers_area, buf);
+        panels::processes(state, theme, processes_area, buf);
+    }
+    panels::footer(state, theme, footer, buf);
+    if view.help {
+        panels::help(theme, centered(area, 64, 18), buf);
+    }
+}
+
+fn centered(area: Rect, width: u16, height: u16) -> Rect {
+    let width = width.min(area.width);
+    let height = height.min(area.height);
+    Rect::new(
+        area.x + (area.width - width) / 2,
+        area.y + (area.height - height) / 2,
+        width,
+        height,
+    )
+}
