@@ -5,7 +5,7 @@ use crate::cli::{Cli, Command, RunArgs};
 use crate::{conductor, mock, options, worker};
 use anyhow::Result;
 use clap::Parser;
-use std::io::IsTerminal as _;
+use std::io::{IsTerminal as _, Write as _};
 
 /// Exit code for usage and start-up errors.
 pub const EXIT_ERROR: i32 = 2;
@@ -22,7 +22,8 @@ pub fn main() -> i32 {
     match dispatch(cli) {
         Ok(code) => code,
         Err(err) => {
-            eprintln!("Error: {err:#}");
+            // A closed stderr is not worth a panic: the exit code still says it.
+            let _ = writeln!(std::io::stderr(), "Error: {err:#}");
             EXIT_ERROR
         }
     }

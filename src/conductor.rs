@@ -3,23 +3,24 @@
 //! on Ctrl-C or SIGTERM, and builds the summary from their result files (SPEC §3).
 
 mod children;
+mod follow;
 pub mod live;
 
 use crate::clock::{monotonic_s, utc_rfc3339, ClockAnchor};
 use crate::dashboard::Dashboard;
 use crate::options::{self, RunPlan};
 use crate::summary::{RunRecord, Summary};
-use crate::telemetry::{Command as WorkerCommand, Telemetry};
+use crate::telemetry::Telemetry;
 use crate::trace::files::TRACE_FILE;
 use crate::worker::results::WorkerResult;
 use crate::worker::WorkerConfig;
-use crate::{headless, host, report};
+use crate::{host, report};
 use anyhow::{anyhow, Context, Result};
 use children::{MockChild, WorkerChild};
 use live::{Finished, LiveState, ProcessLive, RunInfo};
 use std::net::ToSocketAddrs;
 use std::path::Path;
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::sync::mpsc::{self, Sender};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -38,10 +39,8 @@ pub enum Event {
     Quit,
 }
 
-/// How far ahead of "now" the start gate is set, so every worker has the command in time.
-const GATE_LEAD_S: f64 = 0.25;
-
-/// Runs a whole run; returns the process exit code (0, 1 or 130). Start-up errors are `Err`.
+/// Runs a whole run; returns the process exit code (0, 1, or 128 + signal when cancelled).
+/// Start-up errors are `Err`.
 pub fn run(plan: RunPlan, exit_on_finish: bool) -> Result<i32> {
     let (tx, rx) = mpsc::channel();
     install_signal_thread(tx.clone())?;
@@ -88,11 +87,30 @@ pub fn run(plan: RunPlan, exit_on_finish: bool) -> Result<i32> {
         None
     };
     drop(tx);
-    let cancelled = follow(&plan, &mut workers, &live, &rx);
+    let record = |workers, mock, cancelled, notes| RunRecord {
+        plan: &plan,
+        host: host.clone(),
+        started_at: started_at.clone(),
+        anchor,
+        wall_seconds: monotonic_s() - anchor.monotonic_s,
+        cancelled,
+        workers,
+        mock,
+        notes,
+    };
+    // A summary from the start, replaced at the end: a conductor that dies still leaves one.
+    let provisional = record(
+        workers.iter().map(|w| (w.guard.pid(), None)).collect(),
+        None,
+        Some("the run did not finish: this summary was written when it started; receipts and samples hold what was sent".to_string()),
+        Vec::new(),
+    );
+    write_summary(&output_dir, &Summary::build(provisional))?;
+    let ending = follow::follow(&plan, &mut workers, &live, &rx);
 
     // Every worker has exited or is killed now; collect what they wrote.
     let mut results = Vec::new();
-    let mut notes = Vec::new();
+    let mut notes = ending.notes;
     for w in &mut workers {
         if !w.guard.wait_or_kill(Duration::from_secs(5)) {
             notes.push(format!("worker {} did not exit and was killed", w.index));
@@ -109,19 +127,13 @@ pub fn run(plan: RunPlan, exit_on_finish: bool) -> Result<i32> {
             }
         }
     });
-    let summary = Summary::build(RunRecord {
-        plan: &plan,
-        host,
-        started_at,
-        anchor,
-        wall_seconds: monotonic_s() - anchor.monotonic_s,
-        cancelled,
-        workers: results,
-        mock,
-        notes,
-    });
+    let summary = Summary::build(record(results, mock, ending.cancelled, notes));
     write_summary(&output_dir, &summary)?;
-    if !plan.settings.keep_traces {
+    let exit_code = ending
+        .cancel_exit_code
+        .unwrap_or_else(|| summary.exit_code());
+    // Traces of a clean run are deleted unless kept; those of any other run are what to read.
+    if !plan.settings.keep_traces && exit_code == 0 {
         delete_traces(&output_dir);
     }
     let summary_path = output_dir.join("summary.json").display().to_string();
@@ -131,19 +143,20 @@ pub fn run(plan: RunPlan, exit_on_finish: bool) -> Result<i32> {
                 verdict: report::verdict_line(&summary),
                 reasons: summary.verdict.reasons.clone(),
                 summary_path: summary_path.clone(),
-                exit_code: summary.exit_code(),
+                exit_code,
             });
         }
         let shown = dashboard.wait();
         // The terminal is restored: say where the results are.
-        println!("{}: {summary_path}", report::verdict_line(&summary));
+        let line = format!("{}: {summary_path}\n", report::verdict_line(&summary));
+        let _ = std::io::Write::write_all(&mut std::io::stdout(), line.as_bytes());
         shown?;
     } else {
         // A closed stdout (e.g. piped into `head`) is not an error: the files are written.
         let _ =
             std::io::Write::write_all(&mut std::io::stdout(), report::table(&summary).as_bytes());
     }
-    Ok(summary.exit_code())
+    Ok(exit_code)
 }
 
 fn run_info(plan: &RunPlan) -> RunInfo {
@@ -166,118 +179,10 @@ fn enum_name(value: &impl serde::Serialize) -> String {
         .unwrap_or_default()
 }
 
-/// Runs the gate and the run itself; returns why the run was cancelled, if it was.
-fn follow(
-    plan: &RunPlan,
-    workers: &mut [WorkerChild],
-    live: &Mutex<LiveState>,
-    rx: &Receiver<Event>,
-) -> Option<String> {
-    let s = &plan.settings;
-    let setup_budget_s = s.connect_timeout_s * f64::from(s.admission_retries + 1)
-        + f64::from(s.admission_retries) * s.admission_retry_interval_ms as f64 / 1000.0
-        + 2.0 * s.recv_timeout_s
-        + 10.0;
-    let mut deadline_s = monotonic_s() + setup_budget_s;
-    let mut cancelled: Option<String> = None;
-    let mut stop_sent = false;
-    let mut kill_at_s: Option<f64> = None;
-    let mut next_progress_s = f64::INFINITY;
-    let mut next_proc_read_s = monotonic_s();
-    // In the dashboard, messages go to its header instead of over the screen.
-    let say = |live: &mut LiveState, text: String| {
-        if s.tui {
-            live.cancelled = Some(text);
-        } else {
-            eprintln!("{text}");
-        }
-    };
-
-    loop {
-        let event = rx.recv_timeout(Duration::from_millis(100));
-        let now_s = monotonic_s();
-        let Ok(mut live) = live.lock() else {
-            return cancelled;
-        };
-        match event {
-            Ok(Event::Telemetry { worker, msg }) => live.apply(worker, msg),
-            Ok(Event::WorkerGone { worker }) => {
-                if let Some(w) = live.workers.get_mut(worker as usize) {
-                    w.gone = true;
-                }
-            }
-            Ok(Event::Signal(signal)) => {
-                let name = if signal == libc::SIGINT {
-                    "SIGINT"
-                } else {
-                    "SIGTERM"
-                };
-                if cancelled.is_none() {
-                    say(&mut live, format!("{name}: stopping the sessions and writing the summary (again to kill at once)"));
-                    cancelled = Some(format!("{name} received"));
-                } else {
-                    say(&mut live, format!("{name} again: killing the workers"));
-                    kill_at_s = Some(now_s);
-                }
-            }
-            Ok(Event::Quit) => {
-                if cancelled.is_none() {
-                    say(
-                        &mut live,
-                        "q: stopping the sessions and writing the summary".to_string(),
-                    );
-                    cancelled = Some("stopped from the dashboard".to_string());
-                }
-            }
-            Err(RecvTimeoutError::Timeout) => {}
-            Err(RecvTimeoutError::Disconnected) => return cancelled,
-        }
-        if live.all_gone() {
-            return cancelled;
-        }
-        if live.start_s.is_none() && live.all_ready() && cancelled.is_none() {
-            let start_s = monotonic_s() + GATE_LEAD_S;
-            for w in workers.iter_mut() {
-                w.command(WorkerCommand::Go { start_s });
-            }
-            live.start_s = Some(start_s);
-            // Streaming, then ending, draining and closing every session, then writing results.
-            deadline_s = start_s + s.duration_s + 2.0 * s.recv_timeout_s + 30.0;
-            next_progress_s = start_s + headless::PROGRESS_INTERVAL_S;
-        }
-        if (cancelled.is_some() || now_s > deadline_s) && !stop_sent {
-            if cancelled.is_none() {
-                say(
-                    &mut live,
-                    "the run is past its deadline: stopping the workers".to_string(),
-                );
-            }
-            for w in workers.iter_mut() {
-                w.command(WorkerCommand::Stop);
-            }
-            stop_sent = true;
-            kill_at_s.get_or_insert(now_s + 2.0 * s.recv_timeout_s + 10.0);
-        }
-        if kill_at_s.is_some_and(|k| now_s >= k) {
-            for w in workers.iter_mut() {
-                let _ = w.guard.child.kill();
-            }
-            return cancelled.or(Some("workers killed".to_string()));
-        }
-        if now_s >= next_proc_read_s {
-            live.refresh_processes(now_s);
-            next_proc_read_s = now_s + 1.0;
-        }
-        if !s.tui && now_s >= next_progress_s {
-            eprintln!("{}", headless::progress_line(&mut live, now_s));
-            next_progress_s += headless::PROGRESS_INTERVAL_S;
-        }
-    }
-}
-
 fn install_signal_thread(tx: Sender<Event>) -> Result<()> {
-    let mut signals = signal_hook::iterator::Signals::new([libc::SIGINT, libc::SIGTERM])
-        .context("cannot install signal handlers")?;
+    let mut signals =
+        signal_hook::iterator::Signals::new([libc::SIGINT, libc::SIGTERM, libc::SIGHUP])
+            .context("cannot install signal handlers")?;
     std::thread::Builder::new()
         .name("signals".to_string())
         .spawn(move || {

@@ -55,22 +55,45 @@ pub fn session_update(event_id: u64) -> String {
     )
 }
 
-/// Writes an `input_audio_buffer.append` frame into `out` (cleared first). `audio_b64` is the
-/// already-encoded packet, so a frame costs one buffer and no JSON serialisation.
-pub fn append_frame(out: &mut String, event_id: u64, seq: u32, t_start_ms: u64, audio_b64: &str) {
-    out.clear();
-    out.reserve(audio_b64.len() + 160);
+/// An `input_audio_buffer.append` frame. `audio_b64` is the already-encoded packet, so a frame
+/// costs no JSON serialisation, and exactly one allocation: the buffer is sized to the frame, so
+/// that handing it to the WebSocket (as `Bytes`) does not copy it again.
+pub fn append_frame(event_id: u64, seq: u32, t_start_ms: u64, audio_b64: &str) -> String {
+    const HEAD: &str = concat!(
+        r#"{"type":""#,
+        "input_audio_buffer.append",
+        r#"","event_id":""#
+    );
+    const AUDIO: &str = r#"","audio":""#;
+    const SEQ: &str = r#"","sglang":{"seq":"#;
+    const T_START: &str = r#","t_start_ms":"#;
+    const TAIL: &str = "}}";
+    let len = HEAD.len()
+        + 16
+        + AUDIO.len()
+        + audio_b64.len()
+        + SEQ.len()
+        + decimal_digits(u64::from(seq))
+        + T_START.len()
+        + decimal_digits(t_start_ms)
+        + TAIL.len();
+    let mut out = String::with_capacity(len);
+    out.push_str(HEAD);
     // Writing into a String cannot fail.
-    let _ = write!(
-        out,
-        r#"{{"type":"{}","event_id":"{event_id:016x}","audio":""#,
-        names::APPEND
-    );
+    let _ = write!(out, "{event_id:016x}");
+    out.push_str(AUDIO);
     out.push_str(audio_b64);
-    let _ = write!(
-        out,
-        r#"","sglang":{{"seq":{seq},"t_start_ms":{t_start_ms}}}}}"#
-    );
+    out.push_str(SEQ);
+    let _ = write!(out, "{seq}");
+    out.push_str(T_START);
+    let _ = write!(out, "{t_start_ms}");
+    out.push_str(TAIL);
+    debug_assert_eq!(out.len(), len);
+    out
+}
+
+fn decimal_digits(n: u64) -> usize {
+    n.checked_ilog10().map_or(1, |d| d as usize + 1)
 }
 
 /// The `sglang.input_audio.end` a client sends after its last packet.
@@ -165,8 +188,13 @@ mod tests {
 
     #[test]
     fn append_frame_is_valid_json_with_the_spec_fields() {
-        let mut out = String::new();
-        append_frame(&mut out, event_id(1, 2, 3), 3, 240, "AAAA");
+        let out = append_frame(event_id(1, 2, 3), 3, 240, "AAAA");
+        assert_eq!(
+            out.capacity(),
+            out.len(),
+            "sized exactly, so Bytes can take it as it is"
+        );
+        assert_eq!(names::APPEND, "input_audio_buffer.append");
         let v: serde_json::Value = serde_json::from_str(&out).unwrap();
         assert_eq!(v["type"], names::APPEND);
         assert_eq!(v["event_id"], "0001000200000003");

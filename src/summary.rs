@@ -163,15 +163,23 @@ pub struct RunRecord<'a> {
     pub notes: Vec<String>,
 }
 
-fn pacing_of(h: &WorkerHistograms, counts: (u64, u64, u64, u64), late_threshold_ms: u32) -> Pacing {
+fn pacing_of(
+    h: &WorkerHistograms,
+    counts: (u64, u64, u64, u64),
+    late_threshold_ms: u32,
+    max_deviation_us: u64,
+) -> Pacing {
     let (packets, late_packets, sends_over_20ms, sessions_with_violation) = counts;
+    let mut deviation_ms = h.deviation.full();
+    // The exact maximum, not the top of its histogram bucket.
+    deviation_ms.max = max_deviation_us as f64 / 1000.0;
     Pacing {
         packets,
         late_packets,
         late_threshold_ms,
         sends_over_20ms,
         sessions_with_violation,
-        deviation_ms: h.deviation.full(),
+        deviation_ms,
         websocket_send_ms: h.websocket_send.short(),
         append_span_ms: h.append_span.short(),
     }
@@ -214,6 +222,7 @@ impl Summary {
         let mut server = ServerView::default();
         let mut reasons = Vec::new();
         let mut missing = 0u64;
+        let mut writer_errors = 0u64;
 
         for (index, (pid, result)) in record.workers.iter().enumerate() {
             let Some(r) = result else {
@@ -265,7 +274,8 @@ impl Summary {
                 }
             }
             if let Some(err) = &r.writer_error {
-                reasons.push(format!("worker {index}: {err}"));
+                writer_errors += 1;
+                reasons.push(format!("worker {index}: {err}; its samples are incomplete"));
             }
             processes.push(ProcessSummary {
                 role: Role::Worker,
@@ -278,7 +288,12 @@ impl Summary {
                 result_present: true,
                 writer_queue_peak_lines: Some(r.writer_queue_peak_lines),
                 writer_queue_peak_bytes: Some(r.writer_queue_peak_bytes),
-                pacing: Some(pacing_of(&r.histograms, counts, threshold)),
+                pacing: Some(pacing_of(
+                    &r.histograms,
+                    counts,
+                    threshold,
+                    r.max_deviation_us,
+                )),
                 stall_injected_at_s: r.stall_injected_at_s,
                 telemetry_dropped: Some(r.telemetry_dropped),
                 mock: None,
@@ -299,7 +314,13 @@ impl Summary {
                         .filter_map(|s| Some((s.first_send_s?, s.last_send_s?)))
                 }),
         );
-        let pacing = pacing_of(&pooled, totals, threshold);
+        let max_deviation_us = record
+            .workers
+            .iter()
+            .filter_map(|(_, r)| r.as_ref().map(|r| r.max_deviation_us))
+            .max()
+            .unwrap_or(0);
+        let pacing = pacing_of(&pooled, totals, threshold, max_deviation_us);
         server.accepted_ms = pooled.accepted.short();
         server.unit_lag_ms = pooled.unit_lag.short();
         server.first_audio_ms = pooled.first_audio.short();
@@ -341,6 +362,12 @@ impl Summary {
                 sessions.rejected
             ));
         }
+        if sessions.stopped_early > 0 && record.cancelled.is_none() {
+            reasons.push(format!(
+                "{} sessions were stopped before their last packet",
+                sessions.stopped_early
+            ));
+        }
         if let Some(why) = &record.cancelled {
             reasons.push(format!(
                 "cancelled ({why}); figures cover the run until then"
@@ -350,8 +377,10 @@ impl Summary {
         let pacing_qualified = pacing.late_packets == 0 && missing == 0;
         let complete = sessions.incomplete == 0
             && sessions.rejected == 0
+            && sessions.stopped_early == 0
             && record.cancelled.is_none()
-            && missing == 0;
+            && missing == 0
+            && writer_errors == 0;
 
         Summary {
             schema_version: SCHEMA_VERSION,
@@ -385,11 +414,10 @@ impl Summary {
         }
     }
 
-    /// 0 qualified and complete; 1 unqualified, incomplete or rejected; 130 cancelled.
+    /// 0 qualified and complete; 1 anything else (a cancelled run's code is the conductor's:
+    /// 128 + the signal).
     pub fn exit_code(&self) -> i32 {
-        if self.cancelled {
-            130
-        } else if self.verdict.pacing_qualified && self.verdict.complete {
+        if self.verdict.pacing_qualified && self.verdict.complete {
             0
         } else {
             1

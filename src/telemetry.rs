@@ -64,6 +64,8 @@ pub enum Command {
     Go { start_s: f64 },
     /// Stop streaming now, end the sessions properly and write the results.
     Stop,
+    /// Give up on the sessions at once (they count as incomplete) and write the results.
+    Abort,
 }
 
 impl Command {
@@ -71,6 +73,7 @@ impl Command {
         match self {
             Command::Go { start_s } => format!("go {start_s:.6}\n"),
             Command::Stop => "stop\n".to_string(),
+            Command::Abort => "abort\n".to_string(),
         }
     }
 
@@ -79,6 +82,7 @@ impl Command {
         match (words.next()?, words.next()) {
             ("go", Some(t)) => t.parse().ok().map(|start_s| Command::Go { start_s }),
             ("stop", None) => Some(Command::Stop),
+            ("abort", None) => Some(Command::Abort),
             _ => None,
         }
     }
@@ -90,7 +94,7 @@ mod tests {
 
     #[test]
     fn commands_round_trip() {
-        for c in [Command::Go { start_s: 12.5 }, Command::Stop] {
+        for c in [Command::Go { start_s: 12.5 }, Command::Stop, Command::Abort] {
             assert_eq!(Command::parse(&c.to_line()), Some(c));
         }
         assert_eq!(Command::parse("go"), None);

@@ -13,13 +13,16 @@ mod writer;
 use crate::cli::{TraceMode, TraceWriterMode};
 use anyhow::Result;
 use files::{SamplesFile, SessionFiles};
-use format::Direction;
+use format::{Direction, Payload};
 use std::cell::RefCell;
 use std::path::PathBuf;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use tokio_tungstenite::tungstenite::Utf8Bytes;
+
+/// A JSON event with no audio.
+const JSON: Payload = Payload::Json { audio_key: None };
 
 /// One sent packet, as recorded in `input-send-receipts.json` and the samples file.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -163,25 +166,25 @@ pub struct SessionTrace {
 impl SessionTrace {
     /// A sent event other than an append (setup, end, close).
     pub fn send(&mut self, time_s: f64, frame: &Utf8Bytes) {
-        self.line(Direction::Send, time_s, frame);
+        self.line(Direction::Send, time_s, frame, JSON);
     }
 
-    /// A received frame, exactly as it arrived.
-    pub fn receive(&mut self, time_s: f64, frame: &Utf8Bytes) {
-        self.line(Direction::Receive, time_s, frame);
+    /// A received frame as it arrived; `kind` says whether it parsed and where its audio is.
+    pub fn receive(&mut self, time_s: f64, frame: &Utf8Bytes, kind: Payload) {
+        self.line(Direction::Receive, time_s, frame, kind);
     }
 
     /// Something that went wrong, e.g. a frame that was not JSON. `event` is a JSON object.
     pub fn error(&mut self, time_s: f64, event: String) {
-        self.line(Direction::Error, time_s, &Utf8Bytes::from(event));
+        self.line(Direction::Error, time_s, &Utf8Bytes::from(event), JSON);
     }
 
     /// A connection attempt and its outcome. `event` is a JSON object.
     pub fn admission(&mut self, time_s: f64, event: String) {
-        self.line(Direction::Admission, time_s, &Utf8Bytes::from(event));
+        self.line(Direction::Admission, time_s, &Utf8Bytes::from(event), JSON);
     }
 
-    fn line(&mut self, direction: Direction, time_s: f64, payload: &Utf8Bytes) {
+    fn line(&mut self, direction: Direction, time_s: f64, payload: &Utf8Bytes, kind: Payload) {
         if !self.traced {
             return;
         }
@@ -193,10 +196,11 @@ impl SessionTrace {
                     direction,
                     time_s,
                     payload: payload.clone(),
+                    kind,
                 });
             }
             Sink::Inline { files, .. } => {
-                files.push_line(direction, time_s, payload);
+                files.push_line(direction, time_s, payload, kind);
                 files.flush(time_s);
             }
         }

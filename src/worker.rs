@@ -111,6 +111,7 @@ pub fn run(args: &WorkerArgs) -> Result<()> {
         late_packets: run.stats.late_packets,
         sends_over_20ms: run.stats.sends_over_20ms,
         sessions_with_violation: run.stats.sessions_with_violation,
+        max_deviation_us: run.stats.max_deviation_us,
         protocol_errors: run.stats.protocol_errors,
         error_events: run.stats.error_events,
         histograms: run.stats.hist,
@@ -151,6 +152,7 @@ async fn drive(
     let tally = Rc::new(setup::SetupTally::new(settings.sessions_per_process));
     let (gate_tx, gate_rx) = watch::channel(None::<f64>);
     let (stop_tx, stop_rx) = watch::channel(false);
+    let (abort_tx, mut abort_rx) = watch::channel(false);
     let (monitors_stop_tx, monitors_stop_rx) = watch::channel(false);
 
     // The loop-lag ticker also samples the writer queue every 10 ms.
@@ -201,13 +203,15 @@ async fn drive(
         async move {
             tally.all_settled().await;
             let (connected, rejected, failed, first_error) = tally.counts();
-            telemetry.send_blocking(Telemetry::Ready {
-                pid: std::process::id(),
-                connected,
-                rejected,
-                failed,
-                first_error,
-            });
+            telemetry
+                .send_eventually(Telemetry::Ready {
+                    pid: std::process::id(),
+                    connected,
+                    rejected,
+                    failed,
+                    first_error,
+                })
+                .await;
         }
     };
     let stall_ms = config
@@ -232,19 +236,54 @@ async fn drive(
                     }
                 }
                 Command::Go { .. } => {}
-                Command::Stop => break,
+                Command::Stop => {
+                    let _ = stop_tx.send(true);
+                }
+                Command::Abort => {
+                    let _ = stop_tx.send(true);
+                    let _ = abort_tx.send(true);
+                }
             }
         }
+        // The conductor is gone (end of input): stop.
         let _ = stop_tx.send(true);
+        // Keep the abort sender alive: dropping it must not read as an abort.
+        std::future::pending::<()>().await;
     });
 
     let mut outcomes = Vec::with_capacity(sessions.len());
-    for (index, handle) in sessions.into_iter().enumerate() {
-        outcomes.push(handle.await.unwrap_or_else(|err| {
-            let mut o = SessionOutcome::new(index as u32);
-            o.error = Some(format!("session task failed: {err}"));
-            o
-        }));
+    let mut handles = sessions;
+    let mut aborted = false;
+    for (index, handle) in handles.iter_mut().enumerate() {
+        let outcome = tokio::select! {
+            joined = handle => joined.unwrap_or_else(|err| {
+                let mut o = SessionOutcome::new(index as u32);
+                o.error = Some(format!("session task failed: {err}"));
+                o
+            }),
+            _ = abort_rx.wait_for(|a| *a), if !aborted => {
+                aborted = true;
+                break;
+            }
+        };
+        outcomes.push(outcome);
+    }
+    if aborted {
+        // Sessions that have not ended are given up: their lines written so far stay on disk.
+        for (index, handle) in handles.into_iter().enumerate().skip(outcomes.len()) {
+            let finished = if handle.is_finished() {
+                handle.await.ok()
+            } else {
+                handle.abort();
+                None
+            };
+            outcomes.push(finished.unwrap_or_else(|| {
+                let mut o = SessionOutcome::new(index as u32);
+                o.error = Some("aborted: the run was killed before this session ended".to_string());
+                stats.borrow_mut().session_ended(o.status);
+                o
+            }));
+        }
     }
     // Every session is done: this worker's run is over, whatever the conductor says next.
     control.abort();

@@ -60,8 +60,8 @@ pub fn header(state: &LiveState, theme: Theme, area: Rect, buf: &mut Buffer) {
     let progress = if let Some(f) = &state.finished {
         Line::from(vec![
             Span::styled(" finished ", theme.title()),
-            Span::raw(format!("│ summary: {} │ ", f.summary_path)),
-            Span::styled("press any key to exit", theme.warn()),
+            Span::styled("│ press any key to exit ", theme.warn()),
+            Span::raw(format!("│ summary: {}", f.summary_path)),
         ])
     } else if state.start_s.is_none() {
         Line::from(Span::raw(" setting up sessions…"))

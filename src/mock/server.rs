@@ -95,7 +95,10 @@ pub async fn serve(listener: TcpListener, shared: Rc<Shared>) {
                 tokio::task::spawn_local(serve_connection(stream, Rc::clone(&shared)));
             }
             Err(err) => {
-                eprintln!("mock: cannot accept a connection: {err}");
+                let _ = std::io::Write::write_fmt(
+                    &mut std::io::stderr(),
+                    format_args!("mock: cannot accept a connection: {err}\n"),
+                );
                 tokio::time::sleep(ACCEPT_BACKOFF).await;
             }
         }

@@ -2,7 +2,7 @@
 //! that batch their writes. The writer thread flushes them every 0.5 s; the inline writer after
 //! every line, on the runtime, as the seed's original client did.
 
-use super::format::{self, Direction};
+use super::format::{self, Direction, Payload};
 use super::Receipt;
 use std::fs::File;
 use std::io::Write as _;
@@ -64,9 +64,16 @@ impl SessionFiles {
         files
     }
 
-    pub fn push_line(&mut self, direction: Direction, time_s: f64, payload: &str) {
+    pub fn push_line(&mut self, direction: Direction, time_s: f64, payload: &str, kind: Payload) {
         if self.trace.is_some() {
-            format::trace_line(&mut self.trace_buf, direction, time_s, payload, self.meta);
+            format::trace_line(
+                &mut self.trace_buf,
+                direction,
+                time_s,
+                payload,
+                kind,
+                self.meta,
+            );
         }
         self.pending_lines += 1;
         self.pending_bytes += payload.len() as u64;
@@ -80,6 +87,9 @@ impl SessionFiles {
                 Direction::Send,
                 receipt.start_s,
                 frame,
+                Payload::Json {
+                    audio_key: Some("audio"),
+                },
                 self.meta,
             );
         }
@@ -96,15 +106,18 @@ impl SessionFiles {
         self.pending_lines > 0
     }
 
-    /// Writes what is buffered; returns the (lines, bytes) that left the queue.
+    /// Writes what is buffered; returns the (lines, bytes) that left the queue. The trace and
+    /// the receipts are written independently: a failing trace does not cost the receipts.
     pub fn flush(&mut self, now_s: f64) -> (u64, u64) {
         let done = (self.pending_lines, self.pending_bytes);
-        let written = write_all(&mut self.trace, &self.trace_buf)
-            .and_then(|()| write_all(&mut self.receipts, &self.receipts_buf));
-        if let Err(err) = written {
+        if let Err(err) = write_all(&mut self.trace, &self.trace_buf) {
             self.lost_lines += self.pending_lines;
             self.error
                 .get_or_insert(format!("trace write failed: {err}"));
+        }
+        if let Err(err) = write_all(&mut self.receipts, &self.receipts_buf) {
+            self.error
+                .get_or_insert(format!("receipts write failed: {err}"));
         }
         self.trace_buf.clear();
         self.receipts_buf.clear();
@@ -203,7 +216,12 @@ mod tests {
         let dir = temp_dir("batch");
         let mut files = SessionFiles::open(&dir, true, false, 0.0);
         files.push_append(&receipt(0), Some(r#"{"type":"input_audio_buffer.append"}"#));
-        files.push_line(Direction::Receive, 1.1, r#"{"type":"x"}"#);
+        files.push_line(
+            Direction::Receive,
+            1.1,
+            r#"{"type":"x"}"#,
+            Payload::Json { audio_key: None },
+        );
         assert_eq!(std::fs::metadata(dir.join(TRACE_FILE)).unwrap().len(), 0);
         assert_eq!(files.flush(1.5).0, 2);
         let (result, _) = files.finish(2.0);

@@ -26,13 +26,46 @@ impl Direction {
     }
 }
 
-/// Appends one trace line: `{"direction":…,"time_s":…,"event":<payload>}\n`. With `meta`, audio
-/// payloads are replaced by their length.
-pub fn trace_line(out: &mut Vec<u8>, direction: Direction, time_s: f64, payload: &str, meta: bool) {
-    let event = if meta {
-        strip_audio(payload)
-    } else {
-        Cow::Borrowed(payload)
+/// What a trace payload is, as the session that saw it knows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Payload {
+    /// A JSON event; `audio_key` names its base64 audio field, if it has one (`audio` in an
+    /// append, `delta` in an audio delta).
+    Json { audio_key: Option<&'static str> },
+    /// A frame that is not JSON: it goes into the trace as a JSON string.
+    Text,
+}
+
+/// Appends one trace line: `{"direction":…,"time_s":…,"event":<payload>}\n`. A JSON frame is
+/// written as it is unless it holds a line break (then it is encoded again, compactly); with
+/// `meta`, its audio is replaced by its length.
+pub fn trace_line(
+    out: &mut Vec<u8>,
+    direction: Direction,
+    time_s: f64,
+    payload: &str,
+    kind: Payload,
+    meta: bool,
+) {
+    let event: Cow<'_, str> = match kind {
+        Payload::Text => Cow::Owned(json_string(payload)),
+        Payload::Json { audio_key } => {
+            let event = if payload.contains(['\n', '\r']) {
+                match serde_json::from_str::<serde_json::Value>(payload) {
+                    Ok(value) => Cow::Owned(value.to_string()),
+                    Err(_) => Cow::Owned(json_string(payload)),
+                }
+            } else {
+                Cow::Borrowed(payload)
+            };
+            match (meta, audio_key) {
+                (true, Some(key)) => match strip_audio(&event, key) {
+                    Cow::Owned(stripped) => Cow::Owned(stripped),
+                    Cow::Borrowed(_) => event,
+                },
+                _ => event,
+            }
+        }
     };
     let _ = write!(
         out,
@@ -48,32 +81,34 @@ pub fn json_string(text: &str) -> String {
     serde_json::Value::String(text.to_string()).to_string()
 }
 
-/// Replaces the base64 audio of an append (`"audio"`) or of an audio delta (`"delta"` in
-/// `response.output_audio.delta`) with `null` plus an `audio_b64_chars` count. Base64 holds no
-/// quote or backslash, so the value ends at the next quote.
-pub fn strip_audio(payload: &str) -> Cow<'_, str> {
-    let key = if payload.contains(r#""type":"input_audio_buffer.append""#) {
-        r#""audio":""#
-    } else if payload.contains(r#""type":"response.output_audio.delta""#) {
-        r#""delta":""#
-    } else {
-        return Cow::Borrowed(payload);
-    };
-    let Some(start) = payload.find(key) else {
-        return Cow::Borrowed(payload);
-    };
-    let value_start = start + key.len();
-    let Some(len) = payload[value_start..].find('"') else {
-        return Cow::Borrowed(payload);
-    };
-    let name = &key[..key.len() - 1]; // `"audio":` without the opening quote of the value
-    let mut out = String::with_capacity(payload.len() - len + 32);
-    out.push_str(&payload[..start]);
-    out.push_str(name);
-    out.push_str("null,\"audio_b64_chars\":");
-    out.push_str(&len.to_string());
-    out.push_str(&payload[value_start + len + 1..]);
-    Cow::Owned(out)
+/// Replaces the base64 string value of `key` with `null` plus an `audio_b64_chars` count.
+/// Whitespace around the colon is allowed (servers written in Python put a space there); base64
+/// holds no quote or backslash, so the value ends at the next quote.
+pub fn strip_audio<'a>(payload: &'a str, key: &str) -> Cow<'a, str> {
+    let quoted = format!("\"{key}\"");
+    let mut from = 0;
+    while let Some(found) = payload[from..].find(&quoted) {
+        let key_start = from + found;
+        let rest = &payload[key_start + quoted.len()..];
+        let after_ws = rest.trim_start();
+        if let Some(value) = after_ws.strip_prefix(':').map(str::trim_start) {
+            if let Some(value) = value.strip_prefix('"') {
+                if let Some(len) = value.find('"') {
+                    let value_start = payload.len() - value.len();
+                    let value_end = value_start + len + 1;
+                    let mut out = String::with_capacity(payload.len() - len + 40);
+                    out.push_str(&payload[..key_start]);
+                    out.push_str(&quoted);
+                    out.push_str(":null,\"audio_b64_chars\":");
+                    out.push_str(&len.to_string());
+                    out.push_str(&payload[value_end..]);
+                    return Cow::Owned(out);
+                }
+            }
+        }
+        from = key_start + quoted.len();
+    }
+    Cow::Borrowed(payload)
 }
 
 /// The opening of a receipts file, written with the first append.
@@ -126,26 +161,56 @@ pub fn sample_line(out: &mut Vec<u8>, worker: u32, session: u32, r: &Receipt) {
 mod tests {
     use super::*;
 
-    #[test]
-    fn meta_mode_drops_append_audio_and_keeps_valid_json() {
-        let frame = r#"{"type":"input_audio_buffer.append","event_id":"01","audio":"QUJDRA==","sglang":{"seq":0,"t_start_ms":0}}"#;
+    const APPEND: Payload = Payload::Json {
+        audio_key: Some("audio"),
+    };
+
+    fn line(payload: &str, kind: Payload, meta: bool) -> serde_json::Value {
         let mut out = Vec::new();
-        trace_line(&mut out, Direction::Send, 1.5, frame, true);
-        let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
-        assert_eq!(v["direction"], "send");
-        assert_eq!(v["event"]["audio"], serde_json::Value::Null);
-        assert_eq!(v["event"]["audio_b64_chars"], 8);
-        assert_eq!(v["event"]["sglang"]["seq"], 0);
+        trace_line(&mut out, Direction::Receive, 1.5, payload, kind, meta);
+        assert_eq!(out.iter().filter(|&&b| b == b'\n').count(), 1, "one line");
+        serde_json::from_slice(&out).unwrap()
     }
 
     #[test]
-    fn meta_mode_keeps_text_deltas() {
-        let frame = r#"{"type":"response.output_audio_transcript.delta","delta":"hi"}"#;
-        assert_eq!(strip_audio(frame), frame);
-        let audio = r#"{"type":"response.output_audio.delta","delta":"AAAA","item_id":"x"}"#;
-        let v: serde_json::Value = serde_json::from_str(&strip_audio(audio)).unwrap();
-        assert_eq!(v["delta"], serde_json::Value::Null);
-        assert_eq!(v["item_id"], "x");
+    fn meta_mode_drops_append_audio_and_keeps_valid_json() {
+        let frame = r#"{"type":"input_audio_buffer.append","event_id":"01","audio":"QUJDRA==","sglang":{"seq":0,"t_start_ms":0}}"#;
+        let v = line(frame, APPEND, true);
+        assert_eq!(v["event"]["audio"], serde_json::Value::Null);
+        assert_eq!(v["event"]["audio_b64_chars"], 8);
+        assert_eq!(v["event"]["sglang"]["seq"], 0);
+        assert_eq!(line(frame, APPEND, false)["event"]["audio"], "QUJDRA==");
+    }
+
+    #[test]
+    fn meta_mode_finds_audio_written_with_spaces() {
+        let frame = r#"{"type": "response.output_audio.delta", "delta": "AAAA", "item_id": "x"}"#;
+        let v = line(
+            frame,
+            Payload::Json {
+                audio_key: Some("delta"),
+            },
+            true,
+        );
+        assert_eq!(v["event"]["delta"], serde_json::Value::Null);
+        assert_eq!(v["event"]["audio_b64_chars"], 4);
+        assert_eq!(v["event"]["item_id"], "x");
+        let text = r#"{"type":"response.output_audio_transcript.delta","delta":"hi"}"#;
+        assert_eq!(
+            line(text, Payload::Json { audio_key: None }, true)["event"]["delta"],
+            "hi"
+        );
+    }
+
+    #[test]
+    fn frames_with_line_breaks_or_not_json_stay_one_valid_line() {
+        let pretty = "{\n  \"type\": \"session.created\"\n}";
+        assert_eq!(
+            line(pretty, Payload::Json { audio_key: None }, false)["event"]["type"],
+            "session.created"
+        );
+        let junk = "not json\nat all";
+        assert_eq!(line(junk, Payload::Text, false)["event"], junk);
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //! within 50 ms of each other, so the runtime never waits for the disk.
 
 use super::files::{self, SamplesFile, SessionFiles};
-use super::format::Direction;
+use super::format::{Direction, Payload};
 use super::{QueueDepth, Receipt, TraceConfig};
 use crate::cli::TraceMode;
 use crate::clock::monotonic_s;
@@ -30,6 +30,7 @@ pub enum WriterMsg {
         direction: Direction,
         time_s: f64,
         payload: Utf8Bytes,
+        kind: Payload,
     },
     Append {
         session: u32,
@@ -162,9 +163,10 @@ impl Writer {
                 direction,
                 time_s,
                 payload,
+                kind,
             } => {
                 if let Some(files) = self.slot(session) {
-                    files.push_line(direction, time_s, &payload);
+                    files.push_line(direction, time_s, &payload, kind);
                 }
             }
             WriterMsg::Append {

@@ -54,7 +54,21 @@ impl TelemetrySender {
         }
     }
 
-    /// Sends a message that must arrive (ready, done), waiting for room if needed.
+    /// Sends a message that must arrive (`ready`), waiting on the runtime (never blocking it)
+    /// while the queue is full.
+    pub async fn send_eventually(&self, mut msg: Telemetry) {
+        loop {
+            match self.tx.try_send(msg) {
+                Err(TrySendError::Full(back)) => {
+                    msg = back;
+                    tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                }
+                _ => return,
+            }
+        }
+    }
+
+    /// Sends a message that must arrive, from outside the runtime (`done`, at exit).
     pub fn send_blocking(&self, msg: Telemetry) {
         let _ = self.tx.send(msg);
     }

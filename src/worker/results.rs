@@ -160,6 +160,8 @@ pub struct WorkerResult {
     pub late_packets: u64,
     pub sends_over_20ms: u64,
     pub sessions_with_violation: u32,
+    /// The exact largest |deviation| (a histogram's max is only exact to its bucket).
+    pub max_deviation_us: u64,
     pub protocol_errors: u64,
     pub error_events: u64,
     pub histograms: WorkerHistograms,

@@ -9,6 +9,7 @@ use crate::clock::{instant_at, monotonic_s};
 use crate::options::Settings;
 use crate::protocol::{self, names};
 use crate::trace::format::json_string;
+use crate::trace::format::Payload;
 use crate::trace::{Receipt, SessionTrace};
 use futures_util::{SinkExt, StreamExt};
 use std::cell::RefCell;
@@ -25,6 +26,8 @@ type Ws = WebSocketStream<MaybeTlsStream<TcpStream>>;
 
 /// Send start times of recent packets, for the server-side latencies (20 s at 80 ms).
 const SEND_RING: usize = 256;
+/// Once the run is being stopped, how long a session still waits for each awaited event.
+const STOP_GRACE_S: f64 = 3.0;
 
 /// Everything a session task needs; built by the worker.
 pub struct SessionCtx {
@@ -223,7 +226,6 @@ impl Session {
         let packet_s = settings.packet_s();
         let packets = settings.packets_per_session;
         let mut stop = self.ctx.stop.clone();
-        let mut frame_buf = String::new();
         let sleep = tokio::time::sleep_until(instant_at(gate_s));
         tokio::pin!(sleep);
         let mut seq: u32 = 0;
@@ -235,7 +237,7 @@ impl Session {
                     break;
                 }
                 () = &mut sleep => {
-                    self.send_packet(ws, seq, &mut frame_buf).await?;
+                    self.send_packet(ws, seq).await?;
                     seq += 1;
                     let origin_s = self.origin_s.unwrap_or(gate_s);
                     sleep.as_mut().reset(instant_at(origin_s + f64::from(seq) * packet_s));
@@ -250,7 +252,7 @@ impl Session {
         Ok(())
     }
 
-    async fn send_packet(&mut self, ws: &mut Ws, seq: u32, buf: &mut String) -> Result<(), End> {
+    async fn send_packet(&mut self, ws: &mut Ws, seq: u32) -> Result<(), End> {
         let start_s = monotonic_s();
         let origin_s = *self.origin_s.get_or_insert(start_s);
         let settings = &self.ctx.settings;
@@ -263,8 +265,7 @@ impl Session {
         };
         let event_id = self.event_id(seq);
         let t_start_ms = u64::from(seq) * u64::from(settings.packet_ms);
-        protocol::append_frame(buf, event_id, seq, t_start_ms, audio);
-        let frame = Utf8Bytes::from(std::mem::take(buf));
+        let frame = Utf8Bytes::from(protocol::append_frame(event_id, seq, t_start_ms, audio));
         if let Err(err) = ws.send(Message::Text(frame.clone())).await {
             return Err(End::Failed(format!("sending packet {seq} failed: {err}")));
         }
@@ -325,22 +326,36 @@ impl Session {
             .map_err(|err| End::Failed(format!("sending to the server failed: {err}")))
     }
 
-    /// Takes server events until one satisfies `wanted`, within `--recv-timeout` of each other.
+    /// Takes server events until one satisfies `wanted`. The whole wait is bounded by
+    /// `--recv-timeout` (a server that keeps talking without ever sending it does not extend it),
+    /// and by [`STOP_GRACE_S`] once the run is being stopped.
     async fn expect(
         &mut self,
         ws: &mut Ws,
         what: &str,
         wanted: impl Fn(&Event) -> bool,
     ) -> Result<(), End> {
-        let timeout = Duration::from_secs_f64(self.ctx.settings.recv_timeout_s);
+        let recv_timeout_s = self.ctx.settings.recv_timeout_s;
+        let mut deadline_s = monotonic_s() + recv_timeout_s;
+        let mut stop = self.ctx.stop.clone();
+        let mut stopping = *stop.borrow();
+        if stopping {
+            deadline_s = deadline_s.min(monotonic_s() + STOP_GRACE_S);
+        }
         loop {
-            let msg = match tokio::time::timeout(timeout, ws.next()).await {
-                Ok(msg) => msg,
-                Err(_) => {
-                    return Err(End::Failed(format!(
-                        "no {what} within --recv-timeout {}s",
-                        self.ctx.settings.recv_timeout_s
-                    )))
+            let msg = tokio::select! {
+                msg = ws.next() => msg,
+                _ = tokio::time::sleep_until(instant_at(deadline_s)) => {
+                    return Err(End::Failed(if stopping {
+                        format!("no {what} within {STOP_GRACE_S} s of the stop")
+                    } else {
+                        format!("no {what} within --recv-timeout {recv_timeout_s}s")
+                    }));
+                }
+                _ = stop.wait_for(|s| *s), if !stopping => {
+                    stopping = true;
+                    deadline_s = deadline_s.min(monotonic_s() + STOP_GRACE_S);
+                    continue;
                 }
             };
             let event = self.on_message(msg)?;
@@ -357,10 +372,7 @@ impl Session {
     fn on_message(&mut self, msg: Option<Result<Message, WsError>>) -> Result<Event, End> {
         let now_s = monotonic_s();
         match msg {
-            Some(Ok(Message::Text(text))) => {
-                self.trace.receive(now_s, &text);
-                Ok(self.on_text(&text, now_s))
-            }
+            Some(Ok(Message::Text(text))) => Ok(self.on_text(&text, now_s)),
             Some(Ok(Message::Binary(bytes))) => {
                 self.protocol_error(
                     now_s,
@@ -399,10 +411,22 @@ impl Session {
         }
     }
 
-    fn on_text(&mut self, text: &str, now_s: f64) -> Event {
+    fn on_text(&mut self, frame: &Utf8Bytes, now_s: f64) -> Event {
+        let text = frame.as_str();
         let event = match protocol::parse_server_event(text) {
-            Ok(event) => event,
+            Ok(event) => {
+                let payload = if event.kind == names::AUDIO_DELTA {
+                    Payload::Json {
+                        audio_key: Some("delta"),
+                    }
+                } else {
+                    Payload::Json { audio_key: None }
+                };
+                self.trace.receive(now_s, frame, payload);
+                event
+            }
             Err(err) => {
+                self.trace.receive(now_s, frame, Payload::Text);
                 let prefix: String = text.chars().take(80).collect();
                 self.protocol_error(
                     now_s,

@@ -4,7 +4,9 @@
 #![allow(clippy::unwrap_used)]
 
 mod bad_input;
+mod dashboard;
 mod fake_server;
+mod frozen;
 mod mock_protocol;
 mod orphans;
 mod runs;

@@ -150,9 +150,8 @@ impl Client {
 
     async fn append(&mut self, seq: u32, t_start_ms: u64, pcm_bytes: usize) {
         let audio = base64::engine::general_purpose::STANDARD.encode(vec![0u8; pcm_bytes]);
-        let mut frame = String::new();
         let id = protocol::event_id(0, 0, 100 + seq);
-        protocol::append_frame(&mut frame, id, seq, t_start_ms, &audio);
+        let frame = protocol::append_frame(id, seq, t_start_ms, &audio);
         self.send(frame).await;
     }
 

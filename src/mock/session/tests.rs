@@ -60,8 +60,7 @@ impl Harness {
 
     fn append_at(&mut self, seq: u32, t_start_ms: u64, pcm_bytes: usize, at_s: f64) -> Vec<Value> {
         let audio = base64::engine::general_purpose::STANDARD.encode(vec![0u8; pcm_bytes]);
-        let mut frame = String::new();
-        protocol::append_frame(&mut frame, 100 + u64::from(seq), seq, t_start_ms, &audio);
+        let frame = protocol::append_frame(100 + u64::from(seq), seq, t_start_ms, &audio);
         self.send_at(&frame, at_s).1
     }
 

@@ -1,0 +1,172 @@
+//! The conductor's control loop: gate the workers, follow their telemetry, react to signals,
+//! keys and deadlines, and stop (or, as a last resort, abort and kill) the workers.
+
+use super::children::WorkerChild;
+use super::live::LiveState;
+use super::Event;
+use crate::clock::monotonic_s;
+use crate::headless;
+use crate::options::RunPlan;
+use crate::telemetry::Command as WorkerCommand;
+use std::io::Write as _;
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// How far ahead of "now" the start gate is set, so every worker has the command in time.
+const GATE_LEAD_S: f64 = 0.25;
+/// How long aborted workers get to write their results before they are killed.
+const ABORT_GRACE_S: f64 = 5.0;
+
+/// How the run ended, beyond what the workers' results say.
+#[derive(Debug, Default)]
+pub struct Ending {
+    /// Why the user cancelled it (a signal or `q`), if they did.
+    pub cancelled: Option<String>,
+    /// The exit code the cancel asks for (128 + signal number).
+    pub cancel_exit_code: Option<i32>,
+    /// What else the conductor had to do (a deadline, an abort, a kill).
+    pub notes: Vec<String>,
+}
+
+/// Writes a line to stderr; a closed stderr is not an error (the files are what matter).
+pub fn note(text: &str) {
+    let _ = writeln!(std::io::stderr(), "{text}");
+}
+
+fn signal_name(signal: i32) -> &'static str {
+    match signal {
+        libc::SIGINT => "SIGINT",
+        libc::SIGHUP => "SIGHUP",
+        _ => "SIGTERM",
+    }
+}
+
+/// Runs the gate and the run itself, until every worker is gone.
+pub fn follow(
+    plan: &RunPlan,
+    workers: &mut [WorkerChild],
+    live: &Mutex<LiveState>,
+    rx: &Receiver<Event>,
+) -> Ending {
+    let s = &plan.settings;
+    let setup_budget_s = s.connect_timeout_s * f64::from(s.admission_retries + 1)
+        + f64::from(s.admission_retries) * s.admission_retry_interval_ms as f64 / 1000.0
+        + 2.0 * s.recv_timeout_s
+        + 10.0;
+    let mut deadline_s = monotonic_s() + setup_budget_s;
+    let mut ending = Ending::default();
+    let mut stop_sent = false;
+    let mut abort_at_s: Option<f64> = None;
+    let mut kill_at_s: Option<f64> = None;
+    let mut next_progress_s = f64::INFINITY;
+    let mut next_proc_read_s = monotonic_s();
+    // In the dashboard, messages go to its header instead of over the screen.
+    let say = |live: &mut LiveState, text: String| {
+        if s.tui {
+            live.cancelled = Some(text);
+        } else {
+            note(&text);
+        }
+    };
+
+    loop {
+        let event = rx.recv_timeout(Duration::from_millis(100));
+        let now_s = monotonic_s();
+        let Ok(mut live) = live.lock() else {
+            return ending;
+        };
+        match event {
+            Ok(Event::Telemetry { worker, msg }) => live.apply(worker, msg),
+            Ok(Event::WorkerGone { worker }) => {
+                if let Some(w) = live.workers.get_mut(worker as usize) {
+                    w.gone = true;
+                }
+            }
+            Ok(Event::Signal(signal)) => {
+                let name = signal_name(signal);
+                if ending.cancelled.is_none() {
+                    say(&mut live, format!("{name}: stopping the sessions and writing the summary (again to abort)"));
+                    ending.cancelled = Some(format!("{name} received"));
+                    ending.cancel_exit_code = Some(128 + signal);
+                } else {
+                    say(&mut live, format!("{name} again: aborting the sessions"));
+                    abort_at_s.get_or_insert(now_s);
+                }
+            }
+            Ok(Event::Quit) => {
+                if ending.cancelled.is_none() {
+                    say(
+                        &mut live,
+                        "q: stopping the sessions and writing the summary".to_string(),
+                    );
+                    ending.cancelled = Some("stopped from the dashboard".to_string());
+                    ending.cancel_exit_code = Some(128 + libc::SIGINT);
+                }
+            }
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => return ending,
+        }
+        if live.all_gone() {
+            return ending;
+        }
+        live.cancelled = live.cancelled.take().or(ending.cancelled.clone());
+        if live.start_s.is_none() && live.all_ready() && ending.cancelled.is_none() && !stop_sent {
+            let start_s = monotonic_s() + GATE_LEAD_S;
+            for w in workers.iter_mut() {
+                w.command(WorkerCommand::Go { start_s });
+            }
+            live.start_s = Some(start_s);
+            // Streaming, then ending, draining and closing every session, then writing results.
+            deadline_s = start_s + s.duration_s + 2.0 * s.recv_timeout_s + 30.0;
+            next_progress_s = start_s + headless::PROGRESS_INTERVAL_S;
+        }
+        if (ending.cancelled.is_some() || now_s > deadline_s) && !stop_sent {
+            if ending.cancelled.is_none() {
+                let what = if live.start_s.is_some() {
+                    "the run went past its deadline: stopping the workers"
+                } else {
+                    "the sessions did not all set up in time: stopping the workers"
+                };
+                say(&mut live, what.to_string());
+                ending.notes.push(what.to_string());
+            }
+            for w in workers.iter_mut() {
+                w.command(WorkerCommand::Stop);
+            }
+            stop_sent = true;
+            // Ending a session waits at most STOP_GRACE_S per awaited event; give it room.
+            abort_at_s.get_or_insert(now_s + 2.0 * s.recv_timeout_s.min(10.0) + 10.0);
+        }
+        if abort_at_s.is_some_and(|a| now_s >= a) && kill_at_s.is_none() {
+            say(
+                &mut live,
+                "aborting the sessions that have not ended".to_string(),
+            );
+            ending
+                .notes
+                .push("sessions that had not ended were aborted".to_string());
+            for w in workers.iter_mut() {
+                w.command(WorkerCommand::Abort);
+            }
+            kill_at_s = Some(now_s + ABORT_GRACE_S);
+        }
+        if kill_at_s.is_some_and(|k| now_s >= k) {
+            for w in workers.iter_mut() {
+                let _ = w.guard.child.kill();
+            }
+            ending
+                .notes
+                .push("workers that did not exit after the abort were killed".to_string());
+            return ending;
+        }
+        if now_s >= next_proc_read_s {
+            live.refresh_processes(now_s);
+            next_proc_read_s = now_s + 1.0;
+        }
+        if !s.tui && now_s >= next_progress_s {
+            note(&headless::progress_line(&mut live, now_s));
+            next_progress_s += headless::PROGRESS_INTERVAL_S;
+        }
+    }
+}

@@ -1,0 +1,168 @@
+//! The dashboard in a real terminal: tmux runs the binary, `capture-pane` reads the screen,
+//! `send-keys` presses `q`.
+
+use crate::util::{self, TempDir};
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+/// A tmux server on a private socket, killed when dropped.
+struct Tmux {
+    socket: String,
+}
+
+impl Tmux {
+    fn start(command: &str, width: u16, height: u16) -> Option<Tmux> {
+        let socket = format!("duplexbench-test-{}", std::process::id());
+        let ok = Command::new("tmux")
+            .args(["-L", &socket, "new-session", "-d", "-s", "dash"])
+            .args(["-x", &width.to_string(), "-y", &height.to_string()])
+            .arg(command)
+            .env_remove("TMUX")
+            .status()
+            .is_ok_and(|s| s.success());
+        ok.then_some(Tmux { socket })
+    }
+
+    fn screen(&self) -> String {
+        Command::new("tmux")
+            .args(["-L", &self.socket, "capture-pane", "-p", "-t", "dash"])
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+            .unwrap_or_default()
+    }
+
+    fn keys(&self, keys: &str) {
+        let _ = Command::new("tmux")
+            .args(["-L", &self.socket, "send-keys", "-t", "dash", keys])
+            .status();
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = Command::new("tmux")
+            .args(["-L", &self.socket, "kill-server"])
+            .status();
+    }
+}
+
+fn wait_for(
+    what: &str,
+    limit: Duration,
+    mut check: impl FnMut() -> bool,
+    screen: impl Fn() -> String,
+) {
+    let deadline = Instant::now() + limit;
+    while !check() {
+        assert!(
+            Instant::now() < deadline,
+            "no {what} within {limit:?}; screen:\n{}",
+            screen()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+fn tmux_available() -> bool {
+    let ok = Command::new("tmux")
+        .arg("-V")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        eprintln!("SKIPPED: tmux is not installed here, so the dashboard cannot be driven in a real terminal (.ci/run installs it)");
+    }
+    ok
+}
+
+#[test]
+fn the_dashboard_runs_in_a_real_terminal_and_q_ends_the_run_with_a_summary() {
+    if !tmux_available() {
+        return;
+    }
+    let _serial = util::serial();
+    let dir = TempDir::new("tmux");
+    let out = dir.join("out");
+    let exit_file = dir.join("exit");
+    let command = format!(
+        "{} run -p 2 -s 4 -d 60s --output {}; echo $? > {}; sleep 30",
+        util::bin(),
+        out.display(),
+        exit_file.display()
+    );
+    let tmux = Tmux::start(&command, 120, 40).expect("tmux starts");
+    wait_for(
+        "dashboard with packets flowing",
+        Duration::from_secs(30),
+        || {
+            let s = tmux.screen();
+            s.contains("Deviation heatmap")
+                && s.contains("elapsed 00:0")
+                && !s.contains("packets           0 ")
+        },
+        || tmux.screen(),
+    );
+    let screen = tmux.screen();
+    assert!(screen.contains("QUALIFIED so far"), "{screen}");
+    assert!(screen.contains("2 × 4 sessions"), "{screen}");
+    tmux.keys("q");
+    wait_for(
+        "exit",
+        Duration::from_secs(60),
+        || exit_file.exists(),
+        || tmux.screen(),
+    );
+    let code = std::fs::read_to_string(&exit_file).unwrap();
+    assert_eq!(code.trim(), "130", "q cancels the run");
+    let summary = util::summary(&out);
+    assert_eq!(summary["cancelled"], true);
+    assert_eq!(summary["sessions"]["stopped_early"], 8);
+    // The terminal is restored and the summary path printed on the normal screen.
+    let screen = tmux.screen();
+    assert!(
+        !screen.contains("Deviation heatmap"),
+        "alternate screen left: {screen}"
+    );
+    assert!(
+        screen.contains(&format!(
+            "{}",
+            Path::new(&out).join("summary.json").display()
+        )),
+        "{screen}"
+    );
+}
+
+#[test]
+fn a_finished_run_waits_for_a_key_then_restores_the_terminal() {
+    if !tmux_available() {
+        return;
+    }
+    let _serial = util::serial();
+    let dir = TempDir::new("tmux-finish");
+    let out = dir.join("out");
+    let exit_file = dir.join("exit");
+    let command = format!(
+        "{} run -s 2 -d 2s --output {}; echo $? > {}; sleep 30",
+        util::bin(),
+        out.display(),
+        exit_file.display()
+    );
+    // A small terminal: panels shrink or drop, nothing crashes.
+    let tmux = Tmux::start(&command, 80, 24).expect("tmux starts");
+    wait_for(
+        "the final verdict",
+        Duration::from_secs(60),
+        || tmux.screen().contains("press any key"),
+        || tmux.screen(),
+    );
+    assert!(out.join("summary.json").exists(), "written before the key");
+    assert!(!exit_file.exists(), "the dashboard waits for a key");
+    tmux.keys("Enter");
+    wait_for(
+        "exit",
+        Duration::from_secs(20),
+        || exit_file.exists(),
+        || tmux.screen(),
+    );
+    assert_eq!(std::fs::read_to_string(&exit_file).unwrap().trim(), "0");
+}

@@ -1,0 +1,115 @@
+//! A frozen telemetry consumer cannot stall a worker: the test plays the conductor, starts a
+//! worker on a 4 KiB stdout pipe, and stops reading it for 3 s while the sessions stream.
+
+use crate::util::{self, TempDir};
+use clap::Parser as _;
+use duplexbench_tui::cli::{Cli, Command as CliCommand};
+use duplexbench_tui::worker::results::WorkerResult;
+use duplexbench_tui::worker::WorkerConfig;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::fd::AsRawFd;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+struct Killed(std::process::Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn start_mock() -> (Killed, String) {
+    let mut mock = Killed(
+        Command::new(util::bin())
+            .args(["mock", "--port", "0"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let mut line = String::new();
+    BufReader::new(mock.0.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let addr = line.trim().strip_prefix("listening on ").unwrap().to_string();
+    (mock, format!("ws://{addr}/v1/realtime"))
+}
+
+#[test]
+fn a_worker_keeps_its_pace_while_nobody_reads_its_telemetry() {
+    let _serial = util::serial();
+    let dir = TempDir::new("frozen");
+    let (_mock, url) = start_mock();
+    let cli = Cli::try_parse_from([
+        "duplexbench-tui", "run", "-s", "8", "-d", "6s", "--trace", "meta", "--url", &url,
+    ])
+    .unwrap();
+    let Some(CliCommand::Run(args)) = cli.command else { unreachable!() };
+    let plan = duplexbench_tui::options::validate(&args, "test".to_string(), false).unwrap();
+    let output_dir = dir.join("out");
+    std::fs::create_dir_all(output_dir.join("workers")).unwrap();
+    let config = WorkerConfig {
+        index: 0,
+        settings: plan.settings,
+        output_dir: output_dir.clone(),
+        inject_stall: false,
+    };
+    let config_path = WorkerConfig::config_path(&output_dir, 0);
+    std::fs::write(&config_path, serde_json::to_vec(&config).unwrap()).unwrap();
+
+    let mut worker = Killed(
+        Command::new(util::bin())
+            .args(["worker", "--config"])
+            .arg(&config_path)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let mut stdout = worker.0.stdout.take().unwrap();
+    let fd = stdout.as_raw_fd();
+    // The smallest pipe the kernel allows, so a few telemetry messages fill it.
+    let capacity = unsafe { libc::fcntl(fd, libc::F_SETPIPE_SZ, 4096) };
+    assert!(capacity >= 4096, "F_SETPIPE_SZ failed");
+    let mut stdin = worker.0.stdin.take().unwrap();
+
+    // Read until the worker is ready, then open the gate.
+    let mut reader = BufReader::new(&mut stdout);
+    let mut line = String::new();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !line.contains(r#""type":"ready""#) {
+        line.clear();
+        assert!(reader.read_line(&mut line).unwrap() > 0, "worker ended before ready");
+        assert!(Instant::now() < deadline, "no ready within 30 s");
+    }
+    drop(reader);
+    let start_s = duplexbench_tui::clock::monotonic_s() + 0.2;
+    stdin.write_all(format!("go {start_s:.6}\n").as_bytes()).unwrap();
+
+    // Freeze: read nothing for 3 s while the sessions stream, and check the pipe is full.
+    std::thread::sleep(Duration::from_secs(3));
+    let mut pending: libc::c_int = 0;
+    unsafe { libc::ioctl(fd, libc::FIONREAD, &mut pending) };
+    assert!(
+        pending as i64 >= i64::from(capacity) - 1024,
+        "the pipe should be full while nobody reads it: {pending} of {capacity} bytes"
+    );
+
+    // Thaw: read everything to the end and let the worker finish.
+    let mut rest = Vec::new();
+    stdout.read_to_end(&mut rest).unwrap();
+    let status = worker.0.wait().unwrap();
+    assert!(status.success(), "worker exited with {status}");
+    let result: WorkerResult = serde_json::from_slice(
+        &std::fs::read(WorkerConfig::result_path(&output_dir, 0)).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(result.sessions.len(), 8);
+    assert_eq!(result.packets, 8 * 75, "every packet sent");
+    assert_eq!(result.late_packets, 0, "no packet late while telemetry was frozen");
+    assert_eq!(result.loop_lag.over_80ms, 0, "{:?}", result.loop_lag);
+    assert!(String::from_utf8_lossy(&rest).contains(r#""type":"done""#));
+}
