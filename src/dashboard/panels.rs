@@ -182,28 +182,30 @@ pub fn counters(state: &LiveState, theme: Theme, area: Rect, buf: &mut Buffer) {
         .render(area, buf);
 }
 
-/// A sparkline of `values` scaled to their maximum, `width` characters of the most recent.
-pub fn sparkline(
-    values: impl DoubleEndedIterator<Item = u64> + ExactSizeIterator,
-    width: usize,
-) -> String {
+/// A sparkline of the whole of `values` in `width` characters: each character is the maximum
+/// of its share of the samples (so a short spike stays visible), scaled to `floor` or the
+/// largest value, whichever is larger (so noise on a quiet line stays low).
+pub fn sparkline(values: &std::collections::VecDeque<u64>, width: usize, floor: u64) -> String {
     const BARS: [char; 8] = ['▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'];
-    let recent: Vec<u64> = values
-        .rev()
+    if width == 0 {
+        return String::new();
+    }
+    let per_char = values.len().div_ceil(width).max(1);
+    let samples: Vec<u64> = values.iter().copied().collect();
+    let maxima: Vec<u64> = samples
+        .rchunks(per_char)
+        .map(|chunk| chunk.iter().copied().max().unwrap_or(0))
         .take(width)
         .collect::<Vec<_>>()
         .into_iter()
         .rev()
         .collect();
-    let max = recent.iter().copied().max().unwrap_or(0).max(1);
-    let mut line: String = recent
+    let scale = maxima.iter().copied().max().unwrap_or(0).max(floor).max(1);
+    let line: String = maxima
         .iter()
-        .map(|&v| BARS[((v as f64 / max as f64) * 7.0).round() as usize])
+        .map(|&v| BARS[((v as f64 / scale as f64) * 7.0).round() as usize])
         .collect();
-    while line.chars().count() < width {
-        line.insert(0, ' ');
-    }
-    line
+    format!("{line:>width$}")
 }
 
 /// Per worker: loop lag and writer queue over time.
@@ -234,10 +236,11 @@ pub fn workers(state: &LiveState, theme: Theme, area: Rect, buf: &mut Buffer) {
         };
         let line = Line::from(vec![
             Span::raw(format!("w{i:<3}")),
-            Span::styled(sparkline(w.lag_history.iter().copied(), spark), lag_style),
+            // Lag is scaled to at least 20 ms, the diagnostic threshold: quiet workers stay low.
+            Span::styled(sparkline(&w.lag_history, spark, 20_000), lag_style),
             Span::styled(format!("{:>9}", ms(lag_max)), lag_style),
             Span::raw(" │ "),
-            Span::raw(sparkline(w.queue_history.iter().copied(), spark)),
+            Span::raw(sparkline(&w.queue_history, spark, 1)),
             Span::raw(format!(
                 " {:>5}/{:<5}",
                 w.progress.queue_lines, w.queue_peak_lines
@@ -361,8 +364,16 @@ mod tests {
     use super::*;
 
     #[test]
-    fn sparklines_scale_to_their_maximum_and_pad_left() {
-        assert_eq!(sparkline([0u64, 7, 14].into_iter(), 5), "  ▁▅█");
-        assert_eq!(sparkline(std::iter::empty::<u64>(), 3), "   ");
+    fn sparklines_scale_pad_and_keep_spikes() {
+        let values: std::collections::VecDeque<u64> = [0u64, 7, 14].into_iter().collect();
+        assert_eq!(sparkline(&values, 5, 1), "  ▁▅█");
+        assert_eq!(sparkline(&values, 5, 28), "  ▁▃▅", "scaled to the floor");
+        assert_eq!(sparkline(&std::collections::VecDeque::new(), 3, 1), "   ");
+        // 100 samples in 10 characters: a single spike survives as a full bar.
+        let mut long: std::collections::VecDeque<u64> = std::iter::repeat_n(1, 100).collect();
+        long[42] = 1000;
+        let line = sparkline(&long, 10, 1);
+        assert_eq!(line.chars().count(), 10);
+        assert_eq!(line.chars().filter(|&c| c == '█').count(), 1, "{line}");
     }
 }

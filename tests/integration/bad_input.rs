@@ -200,3 +200,125 @@ fn a_full_mock_rejects_sessions_and_the_run_counts_them() {
     // Each rejected session tried 4 times (1 + 3 retries).
     assert_eq!(mock["mock"]["sessions_rejected"], 8, "{mock}");
 }
+
+#[test]
+fn a_server_that_talks_but_never_drains_is_bounded_by_the_recv_timeout() {
+    let _serial = util::serial();
+    let server = fake_server::start(Misbehaviour::NeverDrains);
+    let dir = TempDir::new("never-drains");
+    let out = dir.join("out");
+    let started = std::time::Instant::now();
+    let output = util::run(
+        &[
+            "run",
+            "--no-tui",
+            "--url",
+            &server.url,
+            "-s",
+            "2",
+            "-d",
+            "1s",
+            "--recv-timeout",
+            "2s",
+            "--output",
+            out.to_str().unwrap(),
+        ],
+        Duration::from_secs(60),
+    );
+    assert_eq!(output.status.code(), Some(1), "{}", describe(&output));
+    assert!(
+        started.elapsed() < Duration::from_secs(45),
+        "the chatter did not extend the wait"
+    );
+    let s = summary(&out);
+    assert_eq!(s["sessions"]["incomplete"], 2);
+    assert_eq!(s["pacing"]["packets"], 2 * 13, "what was measured is kept");
+    let errors = s["sessions"]["errors"].to_string();
+    assert!(
+        errors.contains("no sglang.input_audio.drained within --recv-timeout"),
+        "{errors}"
+    );
+}
+
+#[test]
+fn a_second_sigint_aborts_stuck_sessions_and_keeps_the_measured_packets() {
+    let _serial = util::serial();
+    let server = fake_server::start(Misbehaviour::NeverDrains);
+    let dir = TempDir::new("abort");
+    let out = dir.join("out");
+    let mut child = std::process::Command::new(util::bin())
+        .args([
+            "run",
+            "--no-tui",
+            "--url",
+            &server.url,
+            "-s",
+            "2",
+            "-d",
+            "1s",
+            "--recv-timeout",
+            "60s",
+            "--output",
+        ])
+        .arg(&out)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Wait until both sessions have sent everything and sit waiting for `drained`.
+    let samples = out.join("samples/worker-0.csv");
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while std::fs::read_to_string(&samples).map_or(0, |s| s.lines().count()) < 1 + 2 * 13 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "packets never reached the samples file"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    for _ in 0..2 {
+        unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("the conductor did not exit after two SIGINTs");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(status.code(), Some(130));
+    let s = summary(&out);
+    assert_eq!(s["cancelled"], true);
+    let worker = &crate::util::workers(&s)[0];
+    assert_eq!(
+        worker["result_present"], true,
+        "the aborted worker wrote its result: {worker}"
+    );
+    assert_eq!(s["pacing"]["packets"], 2 * 13);
+    assert_eq!(s["sessions"]["incomplete"], 2);
+}
+
+#[test]
+fn a_closed_stderr_does_not_cost_the_summary() {
+    let _serial = util::serial();
+    let dir = TempDir::new("closed-stderr");
+    let out = dir.join("out");
+    let mut child = std::process::Command::new(util::bin())
+        .args(["run", "--no-tui", "-s", "2", "-d", "6s", "--output"])
+        .arg(&out)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Like `2>&1 | head -c 1`: the reader goes away before the first progress line.
+    drop(child.stderr.take());
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(0));
+    assert_eq!(summary(&out)["sessions"]["completed"], 2);
+}

@@ -14,6 +14,9 @@ pub enum Misbehaviour {
     JunkAfterFirstAppend,
     /// After the first append, send a text frame of this many bytes.
     OversizedAfterFirstAppend(usize),
+    /// After `sglang.input_audio.end`, keep sending transcript deltas every 100 ms and never
+    /// `drained`.
+    NeverDrains,
 }
 
 /// The server; it stops when dropped.
@@ -106,6 +109,17 @@ async fn session(stream: tokio::net::TcpStream, misbehaviour: Misbehaviour) {
                     }
                     _ => {}
                 }
+            }
+            "sglang.input_audio.end" if matches!(misbehaviour, Misbehaviour::NeverDrains) => {
+                // Bounded like everything here: at most 10 minutes of chatter.
+                for _ in 0..6000 {
+                    let delta = r#"{"type":"response.output_audio_transcript.delta","delta":"…"}"#;
+                    if ws.send(send(delta.into())).await.is_err() {
+                        return;
+                    }
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                return;
             }
             "sglang.input_audio.end" => {
                 let end_ms = appends as u64 * 80;

@@ -33,7 +33,11 @@ fn start_mock() -> (Killed, String) {
     BufReader::new(mock.0.stdout.take().unwrap())
         .read_line(&mut line)
         .unwrap();
-    let addr = line.trim().strip_prefix("listening on ").unwrap().to_string();
+    let addr = line
+        .trim()
+        .strip_prefix("listening on ")
+        .unwrap()
+        .to_string();
     (mock, format!("ws://{addr}/v1/realtime"))
 }
 
@@ -43,10 +47,21 @@ fn a_worker_keeps_its_pace_while_nobody_reads_its_telemetry() {
     let dir = TempDir::new("frozen");
     let (_mock, url) = start_mock();
     let cli = Cli::try_parse_from([
-        "duplexbench-tui", "run", "-s", "8", "-d", "6s", "--trace", "meta", "--url", &url,
+        "duplexbench-tui",
+        "run",
+        "-s",
+        "8",
+        "-d",
+        "6s",
+        "--trace",
+        "meta",
+        "--url",
+        &url,
     ])
     .unwrap();
-    let Some(CliCommand::Run(args)) = cli.command else { unreachable!() };
+    let Some(CliCommand::Run(args)) = cli.command else {
+        unreachable!()
+    };
     let plan = duplexbench_tui::options::validate(&args, "test".to_string(), false).unwrap();
     let output_dir = dir.join("out");
     std::fs::create_dir_all(output_dir.join("workers")).unwrap();
@@ -82,12 +97,17 @@ fn a_worker_keeps_its_pace_while_nobody_reads_its_telemetry() {
     let deadline = Instant::now() + Duration::from_secs(30);
     while !line.contains(r#""type":"ready""#) {
         line.clear();
-        assert!(reader.read_line(&mut line).unwrap() > 0, "worker ended before ready");
+        assert!(
+            reader.read_line(&mut line).unwrap() > 0,
+            "worker ended before ready"
+        );
         assert!(Instant::now() < deadline, "no ready within 30 s");
     }
     drop(reader);
     let start_s = duplexbench_tui::clock::monotonic_s() + 0.2;
-    stdin.write_all(format!("go {start_s:.6}\n").as_bytes()).unwrap();
+    stdin
+        .write_all(format!("go {start_s:.6}\n").as_bytes())
+        .unwrap();
 
     // Freeze: read nothing for 3 s while the sessions stream, and check the pipe is full.
     std::thread::sleep(Duration::from_secs(3));
@@ -103,13 +123,15 @@ fn a_worker_keeps_its_pace_while_nobody_reads_its_telemetry() {
     stdout.read_to_end(&mut rest).unwrap();
     let status = worker.0.wait().unwrap();
     assert!(status.success(), "worker exited with {status}");
-    let result: WorkerResult = serde_json::from_slice(
-        &std::fs::read(WorkerConfig::result_path(&output_dir, 0)).unwrap(),
-    )
-    .unwrap();
+    let result: WorkerResult =
+        serde_json::from_slice(&std::fs::read(WorkerConfig::result_path(&output_dir, 0)).unwrap())
+            .unwrap();
     assert_eq!(result.sessions.len(), 8);
     assert_eq!(result.packets, 8 * 75, "every packet sent");
-    assert_eq!(result.late_packets, 0, "no packet late while telemetry was frozen");
+    assert_eq!(
+        result.late_packets, 0,
+        "no packet late while telemetry was frozen"
+    );
     assert_eq!(result.loop_lag.over_80ms, 0, "{:?}", result.loop_lag);
     assert!(String::from_utf8_lossy(&rest).contains(r#""type":"done""#));
 }
