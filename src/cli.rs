@@ -52,6 +52,12 @@ pub struct RunArgs {
     /// Block one worker's runtime once, halfway through the run, for this many ms (busy loop).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=60_000), help_heading = "Load")]
     pub inject_stall_ms: Option<u32>,
+    /// Halfway through, one worker's runtime writes this many MiB and fsyncs them (a disk wait).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=4096), help_heading = "Load")]
+    pub inject_disk_stall_mb: Option<u32>,
+    /// Halfway through, a spinning thread pinned to one worker's CPU starves its runtime for this many ms.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=900), help_heading = "Load")]
+    pub inject_cpu_starvation_ms: Option<u32>,
 
     /// Server to drive (native protocol), e.g. ws://127.0.0.1:8765/v1/realtime [default: start the built-in mock].
     #[arg(long, help_heading = "Server")]
@@ -80,6 +86,13 @@ pub struct RunArgs {
     /// Keep the session traces (deleted at the end otherwise; about 10 MB per 90 s session in full mode).
     #[arg(long, help_heading = "Output")]
     pub keep_traces: bool,
+
+    /// How often the procfs sampler reads every client thread, in ms.
+    #[arg(long, default_value_t = 5.0, value_parser = parse_interval_ms, help_heading = "Sampling")]
+    pub sample_interval_ms: f64,
+    /// Do not run the procfs sampler (stalls are then not classified).
+    #[arg(long, help_heading = "Sampling")]
+    pub no_sampler: bool,
 
     /// Run without the dashboard: progress lines on stderr, the summary on stdout (the default when stdout is not a terminal).
     #[arg(long, help_heading = "Dashboard")]
@@ -146,6 +159,14 @@ pub enum TraceWriterMode {
     Thread,
     /// Line-buffered writes from the async runtime: the seed's original bug, for A/B study.
     Inline,
+}
+
+/// Parses a sampling interval in milliseconds (1 to 1000).
+fn parse_interval_ms(text: &str) -> Result<f64, String> {
+    match text.trim().parse::<f64>() {
+        Ok(ms) if (1.0..=1000.0).contains(&ms) => Ok(ms),
+        _ => Err(format!("`{text}` is not an interval between 1 and 1000 ms")),
+    }
 }
 
 /// Parses `30s`, `1m30s`, `250ms` or a plain number of seconds.

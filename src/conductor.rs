@@ -9,6 +9,8 @@ pub mod live;
 use crate::clock::{monotonic_s, utc_rfc3339, ClockAnchor};
 use crate::dashboard::Dashboard;
 use crate::options::{self, RunPlan};
+use crate::sampler::{Sampler, Target};
+use crate::summary::Role;
 use crate::summary::{RunRecord, Summary};
 use crate::telemetry::Telemetry;
 use crate::trace::files::TRACE_FILE;
@@ -20,6 +22,7 @@ use children::{MockChild, WorkerChild};
 use live::{Finished, LiveState, ProcessLive, RunInfo};
 use std::net::ToSocketAddrs;
 use std::path::Path;
+use std::path::PathBuf;
 use std::sync::mpsc::{self, Sender};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -69,14 +72,16 @@ pub fn run(plan: RunPlan, exit_on_finish: bool) -> Result<i32> {
             index,
             settings: plan.settings.clone(),
             output_dir: output_dir.clone(),
-            inject_stall: index == 0 && plan.settings.inject_stall_ms.is_some(),
+            inject_stall: index == 0 && plan.settings.injects(),
         };
         workers.push(WorkerChild::start(&config, tx.clone())?);
     }
 
+    let sampler = start_sampler(&plan, mock.as_ref(), &workers);
     let live = Arc::new(Mutex::new(LiveState::new(run_info(&plan))));
     if let Ok(mut state) = live.lock() {
         state.mock = mock.as_ref().map(|m| ProcessLive::new(m.guard.pid()));
+        state.sampler = sampler.as_ref().map(|s| s.live.clone());
         for (w, child) in state.workers.iter_mut().zip(&workers) {
             w.process = ProcessLive::new(child.guard.pid());
         }
@@ -87,7 +92,7 @@ pub fn run(plan: RunPlan, exit_on_finish: bool) -> Result<i32> {
         None
     };
     drop(tx);
-    let record = |workers, mock, cancelled, notes| RunRecord {
+    let record = |workers, mock, cancelled, notes, sampler| RunRecord {
         plan: &plan,
         host: host.clone(),
         started_at: started_at.clone(),
@@ -97,6 +102,7 @@ pub fn run(plan: RunPlan, exit_on_finish: bool) -> Result<i32> {
         workers,
         mock,
         notes,
+        sampler,
     };
     // A summary from the start, replaced at the end: a conductor that dies still leaves one.
     let provisional = record(
@@ -104,9 +110,11 @@ pub fn run(plan: RunPlan, exit_on_finish: bool) -> Result<i32> {
         None,
         Some("the run did not finish: this summary was written when it started; receipts and samples hold what was sent".to_string()),
         Vec::new(),
+        None,
     );
     write_summary(&output_dir, &Summary::build(provisional))?;
     let ending = follow::follow(&plan, &mut workers, &live, &rx);
+    let sampled = sampler.map(Sampler::stop);
 
     // Every worker has exited or is killed now; collect what they wrote.
     let mut results = Vec::new();
@@ -127,7 +135,7 @@ pub fn run(plan: RunPlan, exit_on_finish: bool) -> Result<i32> {
             }
         }
     });
-    let summary = Summary::build(record(results, mock, ending.cancelled, notes));
+    let summary = Summary::build(record(results, mock, ending.cancelled, notes, sampled));
     write_summary(&output_dir, &summary)?;
     let exit_code = ending
         .cancel_exit_code
@@ -157,6 +165,40 @@ pub fn run(plan: RunPlan, exit_on_finish: bool) -> Result<i32> {
             std::io::Write::write_all(&mut std::io::stdout(), report::table(&summary).as_bytes());
     }
     Ok(exit_code)
+}
+
+/// Starts the procfs sampler on the workers and the built-in mock, unless `--no-sampler`.
+fn start_sampler(
+    plan: &RunPlan,
+    mock: Option<&MockChild>,
+    workers: &[WorkerChild],
+) -> Option<Sampler> {
+    let interval_ms = plan.settings.sample_interval_ms?;
+    let mut targets: Vec<Target> = workers
+        .iter()
+        .map(|w| Target {
+            role: Role::Worker,
+            index: Some(w.index),
+            pid: w.guard.pid(),
+        })
+        .collect();
+    if let Some(mock) = mock {
+        targets.push(Target {
+            role: Role::Mock,
+            index: None,
+            pid: mock.guard.pid(),
+        });
+    }
+    let interval = Duration::from_secs_f64(interval_ms / 1000.0);
+    match Sampler::start(PathBuf::from("/proc"), targets, interval) {
+        Ok(sampler) => Some(sampler),
+        Err(err) => {
+            follow::note(&format!(
+                "the procfs sampler could not start ({err}); stalls will not be classified"
+            ));
+            None
+        }
+    }
 }
 
 fn run_info(plan: &RunPlan) -> RunInfo {

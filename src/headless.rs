@@ -9,6 +9,11 @@ pub const PROGRESS_INTERVAL_S: f64 = 5.0;
 pub fn progress_line(live: &mut LiveState, now_s: f64) -> String {
     let t = live.totals();
     let window_lag_us = std::mem::take(&mut live.loop_lag_window_max_us);
+    let stalls: Vec<String> = live
+        .take_new_stalls()
+        .iter()
+        .map(crate::conductor::live::describe_stall)
+        .collect();
     format!(
         "[{:>6.1} s / {:.0} s] packets {}  late {}  sessions with violation {}  worst deviation {:.1} ms  loop lag {:.1} ms (max {:.1})  writer queue {} lines{}",
         live.elapsed_s(now_s),
@@ -25,5 +30,9 @@ pub fn progress_line(live: &mut LiveState, now_s: f64) -> String {
         } else {
             String::new()
         }
-    )
+    ) + &match stalls.as_slice() {
+        [] => String::new(),
+        [one] => format!("  stall: {one}"),
+        [.., last] => format!("  {} stalls, latest: {last}", stalls.len()),
+    }
 }

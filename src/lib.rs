@@ -28,6 +28,7 @@ pub mod options;
 pub mod procstat;
 pub mod protocol;
 pub mod report;
+pub mod sampler;
 pub mod stats;
 pub mod summary;
 pub mod sys;

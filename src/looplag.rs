@@ -21,7 +21,12 @@ pub struct LoopLag {
     max_us: AtomicU64,
     /// The largest lag since the live reader last took it (see [`LoopLag::take_window_max_us`]).
     window_max_us: AtomicU64,
+    /// `[due_s, woke_s]` of ticks more than 20 ms late (at most [`MAX_STALL_WINDOWS`]).
+    stall_windows: Mutex<Vec<[f64; 2]>>,
 }
+
+/// The most stall windows kept.
+const MAX_STALL_WINDOWS: usize = 100_000;
 
 /// Loop-lag figures as they appear in result files and the summary.
 #[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
@@ -51,6 +56,27 @@ impl LoopLag {
         }
         self.max_us.fetch_max(lag_us, Ordering::Relaxed);
         self.window_max_us.fetch_max(lag_us, Ordering::Relaxed);
+    }
+
+    /// Records a tick due at `due_s` that woke at `woke_s`.
+    pub fn record_tick(&self, due_s: f64, woke_s: f64) {
+        let lag_us = ((woke_s - due_s) * 1e6).max(0.0) as u64;
+        self.record_us(lag_us);
+        if lag_us > 20_000 {
+            if let Ok(mut windows) = self.stall_windows.lock() {
+                if windows.len() < MAX_STALL_WINDOWS {
+                    windows.push([due_s, woke_s]);
+                }
+            }
+        }
+    }
+
+    /// The windows of ticks more than 20 ms late.
+    pub fn stall_windows(&self) -> Vec<[f64; 2]> {
+        self.stall_windows
+            .lock()
+            .map(|w| w.clone())
+            .unwrap_or_default()
     }
 
     /// The largest lag since the previous call, for live telemetry.
@@ -91,8 +117,7 @@ pub async fn run(
             _ = stop.changed() => return,
         }
         let now_s = clock::monotonic_s();
-        let lag_us = ((now_s - due_s) * 1e6).max(0.0) as u64;
-        lag.record_us(lag_us);
+        lag.record_tick(due_s, now_s);
         on_tick();
         due_s += tick_s;
         if due_s < now_s {

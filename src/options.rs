@@ -28,6 +28,10 @@ pub struct Settings {
     /// The diagnostic threshold of SPEC §5: sends more than this far behind are counted.
     pub slow_send_threshold_ms: u32,
     pub inject_stall_ms: Option<u32>,
+    pub inject_disk_stall_mb: Option<u32>,
+    pub inject_cpu_starvation_ms: Option<u32>,
+    /// The procfs sampler's interval, or `None` with `--no-sampler`.
+    pub sample_interval_ms: Option<f64>,
     pub connect_timeout_s: f64,
     pub recv_timeout_s: f64,
     pub max_message_bytes: u64,
@@ -92,6 +96,13 @@ impl Settings {
         f64::from(self.packet_ms) / 1000.0
     }
 
+    /// Whether any fault is injected (into worker 0, halfway through).
+    pub fn injects(&self) -> bool {
+        self.inject_stall_ms.is_some()
+            || self.inject_disk_stall_mb.is_some()
+            || self.inject_cpu_starvation_ms.is_some()
+    }
+
     pub fn total_sessions(&self) -> u64 {
         u64::from(self.processes) * u64::from(self.sessions_per_process)
     }
@@ -147,6 +158,9 @@ pub fn validate(args: &RunArgs, command_line: String, tui: bool) -> Result<RunPl
         late_threshold_ms: args.late_threshold_ms.unwrap_or(args.packet_ms),
         slow_send_threshold_ms: 20,
         inject_stall_ms: args.inject_stall_ms,
+        inject_disk_stall_mb: args.inject_disk_stall_mb,
+        inject_cpu_starvation_ms: args.inject_cpu_starvation_ms,
+        sample_interval_ms: (!args.no_sampler).then_some(args.sample_interval_ms),
         connect_timeout_s: args.connect_timeout.as_secs_f64(),
         recv_timeout_s: args.recv_timeout.as_secs_f64(),
         max_message_bytes: args.max_message_bytes,

@@ -173,6 +173,7 @@ pub fn markdown(s: &Summary) -> String {
         "\nProtocol errors: {}; server error events: {}.",
         v.protocol_errors, v.error_events
     );
+    stalls_section(&mut out, s);
     let h = &s.host;
     let _ = writeln!(out, "\n## Host\n");
     let _ = writeln!(
@@ -188,6 +189,101 @@ pub fn markdown(s: &Summary) -> String {
     );
     let _ = writeln!(out, "\nCommand: `{}`", s.command_line);
     out
+}
+
+/// What the procfs sampler found, in sentences and a table.
+fn stalls_section(out: &mut String, s: &Summary) {
+    let _ = writeln!(out, "\n## Stalls and their causes\n");
+    let sm = &s.sampler;
+    if !sm.enabled {
+        let _ = writeln!(
+            out,
+            "The procfs sampler was off (`--no-sampler`): stalls are not classified."
+        );
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "The procfs sampler read every thread of the workers and the mock every {} ms ({} ticks, lateness p99 {:.2} ms, {:.4} cores).\n",
+        sm.interval_ms, sm.ticks, sm.lateness_ms.p99, sm.cpu_cores
+    );
+    for i in &s.injections {
+        let _ = writeln!(
+            out,
+            "- Injected into worker {}: {} ({:.0} ms), {}.",
+            i.worker, i.kind, i.duration_ms, i.detail
+        );
+    }
+    for e in &s.attribution.explanations {
+        let _ = writeln!(out, "- {e}.");
+    }
+    let a = &s.attribution;
+    if a.late_packets.total() + a.loop_stalls.total() == 0 {
+        let _ = writeln!(
+            out,
+            "- No late packet and no loop stall over 20 ms to explain."
+        );
+    } else {
+        let _ = writeln!(
+            out,
+            "\n| cause | late packets | loop stalls > 20 ms |\n|---|---|---|"
+        );
+        for (name, l, st) in [
+            (
+                "disk_wait",
+                a.late_packets.disk_wait,
+                a.loop_stalls.disk_wait,
+            ),
+            (
+                "cpu_starvation",
+                a.late_packets.cpu_starvation,
+                a.loop_stalls.cpu_starvation,
+            ),
+            ("busy", a.late_packets.busy, a.loop_stalls.busy),
+            ("unknown", a.late_packets.unknown, a.loop_stalls.unknown),
+        ] {
+            let _ = writeln!(out, "| {name} | {l} | {st} |");
+        }
+    }
+    for n in &sm.notes {
+        let _ = writeln!(out, "\nNote: {n}.");
+    }
+    if !s.stalls.is_empty() {
+        let _ = writeln!(
+            out,
+            "\n| process | thread (tid) | cause | start (s) | duration (ms) | wchan |\n|---|---|---|---|---|---|"
+        );
+        for e in s.stalls.iter().take(20) {
+            let wchan: Vec<String> = e
+                .wchan
+                .iter()
+                .map(|w| format!("{} {:.0}%", w.name, w.share * 100.0))
+                .collect();
+            let _ = writeln!(
+                out,
+                "| {} | {}{} ({}) | {} | {:.3} | {:.0} | {} |",
+                e.process,
+                e.thread,
+                if e.loop_thread { ", loop" } else { "" },
+                e.tid,
+                e.class.as_str(),
+                e.start_s,
+                e.duration_ms,
+                if wchan.is_empty() {
+                    "–".to_string()
+                } else {
+                    wchan.join(", ")
+                }
+            );
+        }
+        if s.stalls.len() > 20 {
+            let _ = writeln!(
+                out,
+                "\n({} stalls in all; see summary.json.)",
+                s.stalls.len()
+            );
+        }
+    }
 }
 
 /// The short table printed on stdout at the end of a headless run.
@@ -236,6 +332,9 @@ pub fn table(s: &Summary) -> String {
             mib(proc.peak_rss_bytes),
             proc.loop_lag_ms.max
         );
+    }
+    for e in &s.attribution.explanations {
+        let _ = writeln!(out, "stall cause        {e}");
     }
     let _ = writeln!(out, "summary            {}/summary.json", s.output_dir);
     out

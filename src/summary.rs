@@ -7,6 +7,8 @@ use crate::host::HostFacts;
 use crate::looplag::LoopLagStats;
 use crate::mock::stats::MockStats;
 use crate::options::{RunPlan, Settings};
+use crate::sampler::attribution::{self, Attribution, WorkerWindows};
+use crate::sampler::{Episode, SamplerSummary, STALL_MS};
 use crate::stats::{FullPercentiles, ShortPercentiles};
 use crate::worker::results::{SessionStatus, WorkerHistograms, WorkerResult};
 use serde::{Deserialize, Serialize};
@@ -32,8 +34,28 @@ pub struct Summary {
     pub peak_overlapping_streams: u64,
     pub processes: Vec<ProcessSummary>,
     pub server: ServerView,
+    /// Episodes of 20 ms or more of any watched thread (at most 200, by start time).
+    pub stalls: Vec<Episode>,
+    /// What the late packets and loop stalls fell into.
+    pub attribution: Attribution,
+    pub sampler: SamplerSummary,
+    /// Faults injected with `--inject-*`.
+    pub injections: Vec<InjectionRecord>,
     pub output_dir: String,
 }
+
+/// A fault injected into a worker.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct InjectionRecord {
+    pub worker: u32,
+    pub kind: String,
+    pub start_s: f64,
+    pub duration_ms: f64,
+    pub detail: String,
+}
+
+/// At most this many stalls are listed in the summary.
+const MAX_STALLS_LISTED: usize = 200;
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Tool {
@@ -161,6 +183,8 @@ pub struct RunRecord<'a> {
     pub mock: Option<(u32, Option<MockStats>)>,
     /// Problems the conductor saw itself (a worker that died, a mock without stats...).
     pub notes: Vec<String>,
+    /// The sampler's episodes and figures (`None` with `--no-sampler`).
+    pub sampler: Option<(Vec<Episode>, SamplerSummary)>,
 }
 
 fn pacing_of(
@@ -374,6 +398,42 @@ impl Summary {
             ));
         }
         reasons.extend(record.notes.iter().cloned());
+        let (episodes, sampler) = record.sampler.unwrap_or_default();
+        let windows: Vec<WorkerWindows<'_>> = record
+            .workers
+            .iter()
+            .filter_map(|(_, r)| r.as_ref())
+            .map(|r| WorkerWindows {
+                index: r.index,
+                pid: r.pid,
+                late_packets: &r.late_packet_windows,
+                loop_stalls: &r.loop_stall_windows,
+            })
+            .collect();
+        let attribution = if sampler.enabled {
+            attribution::attribute(&episodes, &windows)
+        } else {
+            Attribution::default()
+        };
+        let stalls: Vec<Episode> = episodes
+            .into_iter()
+            .filter(|e| e.duration_ms >= STALL_MS)
+            .take(MAX_STALLS_LISTED)
+            .collect();
+        let injections = record
+            .workers
+            .iter()
+            .filter_map(|(_, r)| r.as_ref())
+            .flat_map(|r| {
+                r.injections.iter().map(|i| InjectionRecord {
+                    worker: r.index,
+                    kind: i.kind.clone(),
+                    start_s: i.start_s,
+                    duration_ms: ((i.end_s - i.start_s) * 1e6).round() / 1000.0,
+                    detail: i.detail.clone(),
+                })
+            })
+            .collect();
         let pacing_qualified = pacing.late_packets == 0 && missing == 0;
         let complete = sessions.incomplete == 0
             && sessions.rejected == 0
@@ -410,6 +470,10 @@ impl Summary {
             peak_overlapping_streams: peak,
             processes,
             server,
+            stalls,
+            attribution,
+            sampler,
+            injections,
             output_dir: record.plan.output_dir.display().to_string(),
         }
     }

@@ -3,6 +3,7 @@
 //! monitor), one trace-writer thread, and the telemetry and command threads to the conductor.
 
 mod control;
+mod inject;
 pub mod results;
 pub mod session;
 mod setup;
@@ -115,7 +116,10 @@ pub fn run(args: &WorkerArgs) -> Result<()> {
         protocol_errors: run.stats.protocol_errors,
         error_events: run.stats.error_events,
         histograms: run.stats.hist,
-        stall_injected_at_s: run.stall_at_s,
+        stall_injected_at_s: run.injections.first().map(|i| i.start_s),
+        late_packet_windows: run.stats.late_windows.clone(),
+        loop_stall_windows: run.loop_lag.stall_windows(),
+        injections: run.injections,
         telemetry_dropped: telemetry.dropped(),
         writer_error,
         sessions: run.outcomes,
@@ -136,7 +140,7 @@ struct RunOutput {
     loop_lag: std::sync::Arc<looplag::LoopLag>,
     outcomes: Vec<SessionOutcome>,
     gate_s: Option<f64>,
-    stall_at_s: Option<f64>,
+    injections: Vec<results::Injection>,
 }
 
 async fn drive(
@@ -214,24 +218,42 @@ async fn drive(
                 .await;
         }
     };
-    let stall_ms = config
-        .inject_stall
-        .then_some(settings.inject_stall_ms)
-        .flatten();
-    let stall_at = Rc::new(std::cell::Cell::new(None::<f64>));
+    let injections = Rc::new(RefCell::new(Vec::new()));
+    let inject = config.inject_stall.then(|| {
+        let s = &settings;
+        (
+            s.inject_stall_ms,
+            s.inject_disk_stall_mb,
+            s.inject_cpu_starvation_ms,
+        )
+    });
     let duration_s = settings.duration_s;
-    let stall_cell = stall_at.clone();
+    let injected = injections.clone();
+    let workers_dir = config.output_dir.join("workers");
+    let worker_index = config.index;
     let control = tokio::task::spawn_local(async move {
         ready.await;
         while let Some(command) = commands.recv().await {
             match command {
                 Command::Go { start_s } if gate_tx.borrow().is_none() => {
                     let _ = gate_tx.send(Some(start_s));
-                    if let Some(ms) = stall_ms {
-                        let stall_cell = stall_cell.clone();
+                    if let Some((busy_ms, disk_mb, starve_ms)) = inject {
+                        let injected = injected.clone();
+                        let dir = workers_dir.clone();
+                        // Halfway through, on the runtime thread: each fault in turn.
                         tokio::task::spawn_local(async move {
                             tokio::time::sleep_until(instant_at(start_s + duration_s / 2.0)).await;
-                            stall_cell.set(Some(block_runtime(ms)));
+                            if let Some(ms) = busy_ms {
+                                injected.borrow_mut().push(inject::busy(ms));
+                            }
+                            if let Some(mb) = disk_mb {
+                                injected
+                                    .borrow_mut()
+                                    .push(inject::disk(mb, &dir, worker_index));
+                            }
+                            if let Some(ms) = starve_ms {
+                                injected.borrow_mut().push(inject::cpu_starvation(ms));
+                            }
                         });
                     }
                 }
@@ -306,18 +328,8 @@ async fn drive(
         loop_lag,
         outcomes,
         gate_s,
-        stall_at_s: stall_at.get(),
+        injections: injections.take(),
     }
-}
-
-/// `--inject-stall-ms`: spins on the runtime thread, so nothing else on it runs (a busy stall).
-fn block_runtime(ms: u32) -> f64 {
-    let start_s = monotonic_s();
-    let end_s = start_s + f64::from(ms) / 1000.0;
-    while monotonic_s() < end_s {
-        std::hint::spin_loop();
-    }
-    start_s
 }
 
 /// Live counters and heat for the conductor, five times a second; the histogram once a second.

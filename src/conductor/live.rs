@@ -99,6 +99,10 @@ pub struct LiveState {
     pub heat: Vec<Vec<u32>>,
     pub cancelled: Option<String>,
     pub finished: Option<Finished>,
+    /// Stalls already mentioned in a headless progress line.
+    pub stalls_reported: u64,
+    /// What the procfs sampler sees (absent with `--no-sampler`).
+    pub sampler: Option<std::sync::Arc<std::sync::Mutex<crate::sampler::SamplerLive>>>,
 }
 
 impl LiveState {
@@ -256,6 +260,42 @@ impl LiveState {
         }
         (true, None)
     }
+}
+
+impl LiveState {
+    /// Stalls the sampler saw since the previous call, newest last.
+    pub fn take_new_stalls(&mut self) -> Vec<crate::sampler::Episode> {
+        let Some(sampler) = &self.sampler else {
+            return Vec::new();
+        };
+        let Ok(live) = sampler.lock() else {
+            return Vec::new();
+        };
+        let new = live.stalls.saturating_sub(self.stalls_reported) as usize;
+        self.stalls_reported = live.stalls;
+        let skip = live.recent.len().saturating_sub(new);
+        live.recent.iter().skip(skip).cloned().collect()
+    }
+}
+
+/// One line about a stall: `worker 0 loop thread: disk_wait 120 ms in folio_wait_bit`.
+pub fn describe_stall(e: &crate::sampler::Episode) -> String {
+    let thread = if e.loop_thread {
+        "loop thread".to_string()
+    } else {
+        format!("thread {}", e.thread)
+    };
+    let wchan = e
+        .wchan
+        .first()
+        .map(|w| format!(" in {}", w.name))
+        .unwrap_or_default();
+    format!(
+        "{} {thread}: {} {:.0} ms{wchan}",
+        e.process,
+        e.class.as_str(),
+        e.duration_ms
+    )
 }
 
 fn push_bounded(history: &mut VecDeque<u64>, value: u64) {

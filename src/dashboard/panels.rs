@@ -250,11 +250,17 @@ pub fn workers(state: &LiveState, theme: Theme, area: Rect, buf: &mut Buffer) {
     }
 }
 
-/// Per process: state, CPU, RSS (D-state stalls arrive with the procfs sampler).
+/// Per process: state, CPU, RSS, disk stalls and the latest wchan; then the latest stalls.
 pub fn processes(state: &LiveState, theme: Theme, area: Rect, buf: &mut Buffer) {
-    let block = Block::default().borders(Borders::ALL).title(" Processes ");
+    let block = Block::default()
+        .borders(Borders::ALL)
+        .title(" Processes │ stalls ");
     let inner = block.inner(area);
     block.render(area, buf);
+    let sampler = state
+        .sampler
+        .as_ref()
+        .and_then(|s| s.lock().ok().map(|l| l.clone()));
     let wide = inner.width >= 44;
     let mut lines = vec![Line::from(Span::styled(
         format!(
@@ -269,21 +275,43 @@ pub fn processes(state: &LiveState, theme: Theme, area: Rect, buf: &mut Buffer) 
         theme.dim(),
     ))];
     let row = |name: String, p: &ProcessLive| {
-        let (st, rss) = p.reading.map_or(('-', 0), |r| (r.state, r.rss_bytes));
+        let view = sampler.as_ref().and_then(|s| s.processes.get(&p.pid));
+        let st = view
+            .map(|v| v.state)
+            .filter(|c| *c != '\0')
+            .or(p.reading.map(|r| r.state))
+            .unwrap_or('-');
+        let rss = p.reading.map_or(0, |r| r.rss_bytes);
         let st_style = if st == 'D' {
             theme.bad()
         } else {
             Style::default()
         };
+        let disk = match (view, &sampler) {
+            (_, None) => "off".to_string(),
+            (Some(v), Some(_)) if v.disk_stalls > 0 => format!(
+                "{} {}",
+                v.disk_stalls,
+                v.last_wchan.as_deref().unwrap_or("")
+            ),
+            _ => "0".to_string(),
+        };
         Line::from(vec![
             Span::raw(format!("{name:<6}{:>8} ", p.pid)),
             Span::styled(format!("{st:>2}"), st_style),
-            Span::raw(format!(
-                " {:>6.3} {:>9}{}",
-                p.cpu_cores,
-                mib(rss),
-                if wide { "  –" } else { "" }
-            )),
+            Span::raw(format!(" {:>6.3} {:>9}", p.cpu_cores, mib(rss))),
+            Span::styled(
+                if wide {
+                    format!("  {disk}")
+                } else {
+                    String::new()
+                },
+                if disk.starts_with(|c: char| c.is_ascii_digit() && c != '0') {
+                    theme.bad()
+                } else {
+                    Style::default()
+                },
+            ),
         ])
     };
     for (i, w) in state.workers.iter().enumerate() {
@@ -292,11 +320,31 @@ pub fn processes(state: &LiveState, theme: Theme, area: Rect, buf: &mut Buffer) 
     if let Some(mock) = &state.mock {
         lines.push(row("mock".to_string(), mock));
     }
-    lines.truncate(inner.height.saturating_sub(1) as usize);
-    lines.push(Line::from(Span::styled(
-        "D-state stalls: the procfs sampler is not built yet",
-        theme.dim(),
-    )));
+    let room = (inner.height as usize).saturating_sub(lines.len());
+    match &sampler {
+        None => lines.push(Line::from(Span::styled(
+            "procfs sampler off (--no-sampler)",
+            theme.dim(),
+        ))),
+        Some(s) if s.recent.is_empty() => {
+            lines.push(Line::from(Span::styled(
+                "no stall over 20 ms so far",
+                theme.dim(),
+            )));
+        }
+        Some(s) => {
+            for e in s.recent.iter().rev().take(room) {
+                let when = state.start_s.map_or(0.0, |start| e.start_s - start);
+                lines.push(Line::from(vec![
+                    Span::styled(format!("{when:>6.1}s "), theme.dim()),
+                    Span::styled(crate::conductor::live::describe_stall(e), theme.warn()),
+                ]));
+            }
+        }
+    }
+    if let Some(note) = sampler.as_ref().and_then(|s| s.notes.iter().next()) {
+        lines.push(Line::from(Span::styled(note.clone(), theme.warn())));
+    }
     Paragraph::new(lines).render(inner, buf);
 }
 

@@ -5,11 +5,15 @@ use super::theme::Theme;
 use super::view::{render, ViewState};
 use crate::conductor::live::{Finished, LiveState, ProcessLive, RunInfo};
 use crate::procstat::LiveReading;
+use crate::sampler::episodes::{StallClass, WchanShare};
+use crate::sampler::{Episode, ProcessView, SamplerLive};
 use crate::stats::DurationHistogram;
+use crate::summary::Role;
 use ratatui::backend::TestBackend;
 use ratatui::buffer::Buffer;
 use ratatui::style::{Color, Modifier};
 use ratatui::Terminal;
+use std::sync::{Arc, Mutex};
 
 const COLOR: Theme = Theme { color: true };
 const NO_COLOR: Theme = Theme { color: false };
@@ -87,6 +91,49 @@ fn fixture(
             }
         }
     }
+    let mut sampler = SamplerLive::default();
+    for w in &s.workers {
+        sampler.processes.insert(
+            w.process.pid,
+            ProcessView {
+                state: 'S',
+                ..ProcessView::default()
+            },
+        );
+    }
+    if let Some((worker, bucket)) = stall {
+        let pid = s.workers[worker].process.pid;
+        sampler.processes.insert(
+            pid,
+            ProcessView {
+                state: 'S',
+                current: None,
+                disk_stalls: 1,
+                last_wchan: Some("folio_wait_bit_common".to_string()),
+            },
+        );
+        sampler.stalls = 1;
+        sampler.recent.push_back(Episode {
+            process: format!("worker {worker}"),
+            role: Role::Worker,
+            index: Some(worker as u32),
+            pid,
+            tid: pid,
+            thread: "duplexbench-tui".to_string(),
+            loop_thread: true,
+            class: StallClass::DiskWait,
+            start_s: 100.0 + bucket as f64 + 0.2,
+            end_s: 100.0 + bucket as f64 + 0.4,
+            duration_ms: 200.0,
+            samples: 40,
+            wchan: vec![WchanShare {
+                name: "folio_wait_bit_common".to_string(),
+                samples: 40,
+                share: 1.0,
+            }],
+        });
+    }
+    s.sampler = Some(Arc::new(Mutex::new(sampler)));
     if let Some((worker, _)) = stall {
         let w = &mut s.workers[worker];
         w.progress.late_packets = 3 * u64::from(sessions);

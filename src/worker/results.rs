@@ -41,6 +41,8 @@ pub struct WorkerStats {
     pub sessions_completed: u32,
     pub sessions_incomplete: u32,
     pub sessions_rejected: u32,
+    /// `[scheduled_s, start_s]` of late packets (at most [`MAX_WINDOWS`]), for attribution.
+    pub late_windows: Vec<[f64; 2]>,
     /// Per session, the worst |deviation| (µs + 1) since the last heat telemetry; 0 = no packet.
     pub window_max_deviation_us: Vec<u32>,
     pub queue_peak_lines: u64,
@@ -166,6 +168,11 @@ pub struct WorkerResult {
     pub error_events: u64,
     pub histograms: WorkerHistograms,
     pub stall_injected_at_s: Option<f64>,
+    pub injections: Vec<Injection>,
+    /// `[scheduled_s, start_s]` of late packets, for attribution.
+    pub late_packet_windows: Vec<[f64; 2]>,
+    /// `[due_s, woke_s]` of loop-lag ticks over 20 ms, for attribution.
+    pub loop_stall_windows: Vec<[f64; 2]>,
     pub telemetry_dropped: u64,
     /// An error of the worker's samples file or writer thread.
     pub writer_error: Option<String>,
@@ -173,3 +180,17 @@ pub struct WorkerResult {
 }
 
 pub const RESULT_SCHEMA_VERSION: u32 = 1;
+
+/// The most late-packet or loop-stall windows a worker keeps for attribution.
+pub const MAX_WINDOWS: usize = 100_000;
+
+/// A fault injected into a worker (`--inject-*`), and when.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Injection {
+    /// `busy`, `disk_wait` or `cpu_starvation`: the class the sampler should find.
+    pub kind: String,
+    pub start_s: f64,
+    pub end_s: f64,
+    /// e.g. whether the starving thread got real-time priority.
+    pub detail: String,
+}

@@ -298,6 +298,12 @@ impl Session {
         o.last_send_s = Some(start_s);
         o.max_deviation_ms = o.max_deviation_ms.max(deviation_s * 1000.0);
         o.late_packets += u64::from(late);
+        if late {
+            let mut stats = self.ctx.stats.borrow_mut();
+            if stats.late_windows.len() < super::results::MAX_WINDOWS {
+                stats.late_windows.push([scheduled_s, start_s]);
+            }
+        }
         o.sends_over_20ms += u64::from(slow);
         let new_violation = late && !self.violation;
         self.violation |= late;

@@ -10,5 +10,6 @@ mod frozen;
 mod mock_protocol;
 mod orphans;
 mod runs;
+mod sampler;
 mod traces;
 mod util;

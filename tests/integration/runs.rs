@@ -187,6 +187,8 @@ fn injected_200ms_stall_makes_every_session_of_the_stalled_worker_late() {
     assert!(stalled["pacing"]["deviation_ms"]["max"].as_f64().unwrap() >= 120.0);
     let reasons = s["verdict"]["reasons"].to_string();
     assert!(reasons.contains("late packets"), "{reasons}");
+    // With stalls, attribution and injections filled in, it still matches the schema.
+    validate_against_schema(&s);
 }
 
 #[test]

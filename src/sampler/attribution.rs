@@ -1,0 +1,249 @@
+//! Lining episodes up with what they cost (SPEC §7): every late packet and every loop stall of a
+//! worker is given the class of the episode of that worker's loop thread that overlaps it most
+//! (same monotonic clock), or `unknown` when none does.
+
+use super::episodes::StallClass;
+use super::Episode;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// Counts per class.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClassCounts {
+    pub disk_wait: u64,
+    pub cpu_starvation: u64,
+    pub busy: u64,
+    pub unknown: u64,
+}
+
+impl ClassCounts {
+    fn add(&mut self, class: StallClass) {
+        match class {
+            StallClass::DiskWait => self.disk_wait += 1,
+            StallClass::CpuStarvation => self.cpu_starvation += 1,
+            StallClass::Busy => self.busy += 1,
+            StallClass::Unknown => self.unknown += 1,
+        }
+    }
+
+    pub fn total(&self) -> u64 {
+        self.disk_wait + self.cpu_starvation + self.busy + self.unknown
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Attribution {
+    pub late_packets: ClassCounts,
+    pub loop_stalls: ClassCounts,
+    /// One sentence per (worker, class): what the late packets fell into.
+    pub explanations: Vec<String>,
+}
+
+/// One worker's windows: `[from_s, to_s]` for each late packet (due time to send start) and for
+/// each loop stall over 20 ms (tick due time to wake-up).
+pub struct WorkerWindows<'a> {
+    pub index: u32,
+    pub pid: u32,
+    pub late_packets: &'a [[f64; 2]],
+    pub loop_stalls: &'a [[f64; 2]],
+}
+
+/// The episode of `loop_episodes` that overlaps `[from_s, to_s]` most, if any does.
+fn best_overlap<'e>(
+    loop_episodes: &[&'e Episode],
+    [from_s, to_s]: [f64; 2],
+) -> Option<&'e Episode> {
+    // A window of zero length (a packet that was due exactly when it went) still gets a match
+    // if an episode contains it.
+    let (from_s, to_s) = (from_s.min(to_s), to_s.max(from_s));
+    loop_episodes
+        .iter()
+        .filter(|e| e.start_s <= to_s && e.end_s >= from_s)
+        .max_by(|a, b| {
+            let overlap = |e: &Episode| e.end_s.min(to_s) - e.start_s.max(from_s);
+            overlap(a).total_cmp(&overlap(b))
+        })
+        .copied()
+}
+
+pub fn attribute(episodes: &[Episode], workers: &[WorkerWindows<'_>]) -> Attribution {
+    let mut out = Attribution::default();
+    for w in workers {
+        let loop_episodes: Vec<&Episode> = episodes
+            .iter()
+            .filter(|e| e.pid == w.pid && e.loop_thread)
+            .collect();
+        // (class, episode start) -> late packets in that episode
+        let mut by_episode: BTreeMap<(StallClass, u64), (u64, &Episode)> = BTreeMap::new();
+        let mut unknown = 0u64;
+        for window in w.late_packets {
+            match best_overlap(&loop_episodes, *window) {
+                Some(e) => {
+                    out.late_packets.add(e.class);
+                    let key = (e.class, (e.start_s * 1e6) as u64);
+                    by_episode.entry(key).or_insert((0, e)).0 += 1;
+                }
+                None => {
+                    out.late_packets.add(StallClass::Unknown);
+                    unknown += 1;
+                }
+            }
+        }
+        for window in w.loop_stalls {
+            let class =
+                best_overlap(&loop_episodes, *window).map_or(StallClass::Unknown, |e| e.class);
+            out.loop_stalls.add(class);
+        }
+        let mut per_class: BTreeMap<StallClass, Vec<(u64, &Episode)>> = BTreeMap::new();
+        for ((class, _), (count, e)) in by_episode {
+            per_class.entry(class).or_default().push((count, e));
+        }
+        for (class, hits) in per_class {
+            out.explanations.push(explain(w.index, class, &hits));
+        }
+        if unknown > 0 {
+            out.explanations.push(format!(
+                "{} of worker {} fell outside every episode the sampler saw (unknown cause)",
+                plural(unknown, "late packet"),
+                w.index
+            ));
+        }
+    }
+    out
+}
+
+fn plural(n: u64, word: &str) -> String {
+    if n == 1 {
+        format!("1 {word}")
+    } else {
+        format!("{n} {word}s")
+    }
+}
+
+fn explain(worker: u32, class: StallClass, hits: &[(u64, &Episode)]) -> String {
+    let packets: u64 = hits.iter().map(|h| h.0).sum();
+    let episodes = hits.len() as u64;
+    let longest_ms = hits.iter().map(|h| h.1.duration_ms).fold(0.0, f64::max);
+    match class {
+        StallClass::DiskWait => {
+            let mut wchans: BTreeMap<&str, u32> = BTreeMap::new();
+            for (_, e) in hits {
+                for w in &e.wchan {
+                    *wchans.entry(&w.name).or_default() += w.samples;
+                }
+            }
+            let mut names: Vec<(&str, u32)> = wchans.into_iter().collect();
+            names.sort_by_key(|n| std::cmp::Reverse(n.1));
+            let place = match names.first() {
+                Some((name, _)) => format!(" in {name}"),
+                None => " (wchan hidden)".to_string(),
+            };
+            format!(
+                "{} fell during {} of worker {worker}{place} (longest {longest_ms:.0} ms)",
+                plural(packets, "late packet"),
+                plural(episodes, "D-state stall")
+            )
+        }
+        StallClass::CpuStarvation => format!(
+            "{} fell while worker {worker}'s loop thread waited for a CPU ({}, longest {longest_ms:.0} ms)",
+            plural(packets, "late packet"),
+            plural(episodes, "episode")
+        ),
+        StallClass::Busy => format!(
+            "{} fell during {} of worker {worker} with its loop thread busy on the CPU (longest {longest_ms:.0} ms)",
+            plural(packets, "late packet"),
+            plural(episodes, "stall")
+        ),
+        StallClass::Unknown => format!("{} of worker {worker} are unexplained", plural(packets, "late packet")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sampler::episodes::WchanShare;
+    use crate::summary::Role;
+
+    fn episode(pid: u32, tid: u32, class: StallClass, start_s: f64, end_s: f64) -> Episode {
+        Episode {
+            process: "worker 0".to_string(),
+            role: Role::Worker,
+            index: Some(0),
+            pid,
+            tid,
+            thread: "duplexbench-tui".to_string(),
+            loop_thread: pid == tid,
+            class,
+            start_s,
+            end_s,
+            duration_ms: (end_s - start_s) * 1000.0,
+            samples: 10,
+            wchan: if class == StallClass::DiskWait {
+                vec![WchanShare {
+                    name: "folio_wait_bit_common".to_string(),
+                    samples: 10,
+                    share: 1.0,
+                }]
+            } else {
+                Vec::new()
+            },
+        }
+    }
+
+    #[test]
+    fn late_packets_take_the_class_of_the_loop_thread_episode_they_overlap() {
+        let episodes = vec![
+            episode(10, 10, StallClass::DiskWait, 1.00, 1.40),
+            // The writer thread's disk wait does not stall the loop: it explains nothing.
+            episode(10, 11, StallClass::DiskWait, 2.00, 2.50),
+            episode(10, 10, StallClass::Busy, 3.00, 3.20),
+        ];
+        let late = [[1.05, 1.30], [1.10, 1.35], [2.10, 2.30], [3.01, 3.15]];
+        let stalls = [[1.0, 1.4]];
+        let a = attribute(
+            &episodes,
+            &[WorkerWindows {
+                index: 0,
+                pid: 10,
+                late_packets: &late,
+                loop_stalls: &stalls,
+            }],
+        );
+        assert_eq!(
+            a.late_packets,
+            ClassCounts {
+                disk_wait: 2,
+                cpu_starvation: 0,
+                busy: 1,
+                unknown: 1
+            }
+        );
+        assert_eq!(a.loop_stalls.disk_wait, 1);
+        assert!(
+            a.explanations.iter().any(|e| e == "2 late packets fell during 1 D-state stall of worker 0 in folio_wait_bit_common (longest 400 ms)"),
+            "{:?}",
+            a.explanations
+        );
+        assert!(
+            a.explanations
+                .iter()
+                .any(|e| e.starts_with("1 late packet of worker 0 fell outside")),
+            "{:?}",
+            a.explanations
+        );
+    }
+
+    #[test]
+    fn a_clean_run_attributes_nothing() {
+        let a = attribute(
+            &[],
+            &[WorkerWindows {
+                index: 0,
+                pid: 1,
+                late_packets: &[],
+                loop_stalls: &[],
+            }],
+        );
+        assert_eq!(a, Attribution::default());
+    }
+}

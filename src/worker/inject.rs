@@ -1,0 +1,155 @@
+//! Fault injection (`--inject-stall-ms`, `--inject-disk-stall-mb`, `--inject-cpu-starvation-ms`):
+//! one worker reproduces, once and halfway through the run, each cause the sampler tells apart,
+//! so users and tests can see what each looks like.
+
+use super::results::Injection;
+use crate::clock::monotonic_s;
+use std::io::Write as _;
+use std::path::Path;
+use std::time::Duration;
+
+/// Spins on the runtime thread: nothing else on it runs (a busy stall).
+pub fn busy(ms: u32) -> Injection {
+    let start_s = monotonic_s();
+    let end_s = start_s + f64::from(ms) / 1000.0;
+    while monotonic_s() < end_s {
+        std::hint::spin_loop();
+    }
+    Injection {
+        kind: "busy".to_string(),
+        start_s,
+        end_s: monotonic_s(),
+        detail: format!("{ms} ms busy loop on the runtime thread"),
+    }
+}
+
+/// Writes `mb` MiB from the runtime thread in rounds of 16 MiB, each followed by `fdatasync`, so
+/// the thread waits for writeback in `D` (`folio_wait_bit…` on this kind of machine), as the
+/// seed's trace writes did when the kernel wrote their pages back.
+pub fn disk(mb: u32, dir: &Path, worker: u32) -> Injection {
+    const ROUND_MB: u32 = 16;
+    let start_s = monotonic_s();
+    let path = dir.join(format!("disk-stall-w{worker}.bin"));
+    let chunk = vec![0x5au8; 1 << 20];
+    let written = std::fs::File::create(&path).and_then(|mut f| {
+        let mut left = mb;
+        while left > 0 {
+            for _ in 0..left.min(ROUND_MB) {
+                f.write_all(&chunk)?;
+            }
+            f.sync_data()?;
+            left = left.saturating_sub(ROUND_MB);
+        }
+        Ok(())
+    });
+    let _ = std::fs::remove_file(&path);
+    Injection {
+        kind: "disk_wait".to_string(),
+        start_s,
+        end_s: monotonic_s(),
+        detail: match written {
+            Ok(()) => format!("{mb} MiB written and fsynced from the runtime thread"),
+            Err(err) => format!("{mb} MiB write failed: {err}"),
+        },
+    }
+}
+
+fn cpu_set_of(cpu: usize) -> libc::cpu_set_t {
+    // SAFETY: an all-zero cpu_set_t is the empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `cpu` is a CPU number reported by sched_getcpu, within the set's size.
+    unsafe { libc::CPU_SET(cpu, &mut set) };
+    set
+}
+
+/// Starves the runtime thread of CPU for `ms`: a thread pins itself and the runtime thread to the
+/// runtime's CPU and spins there at real-time priority (or, where that is not allowed, eight
+/// spinning threads at normal priority do). The runtime thread stays runnable but waits in the
+/// run queue. Returns at once; the starving runs beside the runtime.
+pub fn cpu_starvation(ms: u32) -> Injection {
+    // SAFETY: gettid and sched_getcpu have no preconditions.
+    let (runtime_tid, cpu) = unsafe { (libc::gettid(), libc::sched_getcpu()) };
+    let cpu = cpu.max(0) as usize;
+    // SAFETY: an all-zero cpu_set_t is a valid buffer for sched_getaffinity to fill.
+    let mut original: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `original` is a valid, writable cpu_set_t of the size passed.
+    unsafe {
+        libc::sched_getaffinity(
+            runtime_tid,
+            std::mem::size_of::<libc::cpu_set_t>(),
+            &mut original,
+        )
+    };
+    let pinned = cpu_set_of(cpu);
+    let start_s = monotonic_s();
+    let end_s = start_s + f64::from(ms) / 1000.0;
+    let (realtime_tx, realtime_rx) = std::sync::mpsc::channel();
+    let spin = move |realtime: bool| {
+        // SAFETY: pinning this thread (0) to a set holding one valid CPU.
+        unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &pinned) };
+        if realtime {
+            let param = libc::sched_param { sched_priority: 1 };
+            // SAFETY: `param` is valid; failure (no permission) is reported, not fatal.
+            let ok = unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) } == 0;
+            let _ = realtime_tx.send(ok);
+            if !ok {
+                return;
+            }
+        }
+        while monotonic_s() < end_s {
+            std::hint::spin_loop();
+        }
+    };
+    // SAFETY: pinning the runtime thread to the same single CPU.
+    unsafe {
+        libc::sched_setaffinity(runtime_tid, std::mem::size_of::<libc::cpu_set_t>(), &pinned)
+    };
+    let leader = std::thread::Builder::new()
+        .name("starver".to_string())
+        .spawn({
+            let spin = spin.clone();
+            move || spin(true)
+        });
+    let realtime = leader.is_ok()
+        && realtime_rx
+            .recv_timeout(Duration::from_secs(1))
+            .unwrap_or(false);
+    let mut helpers = 0;
+    if !realtime {
+        for _ in 0..8 {
+            let spin = spin.clone();
+            if std::thread::Builder::new()
+                .name("starver".to_string())
+                .spawn(move || spin(false))
+                .is_ok()
+            {
+                helpers += 1;
+            }
+        }
+    }
+    // A thread restores the runtime's CPUs when the starving ends (the runtime cannot do it:
+    // it is the thread being starved).
+    let _ = std::thread::Builder::new()
+        .name("starver-end".to_string())
+        .spawn(move || {
+            std::thread::sleep(Duration::from_secs_f64((end_s - monotonic_s()).max(0.0)));
+            // SAFETY: restoring the mask read above.
+            unsafe {
+                libc::sched_setaffinity(
+                    runtime_tid,
+                    std::mem::size_of::<libc::cpu_set_t>(),
+                    &original,
+                )
+            };
+        });
+    Injection {
+        kind: "cpu_starvation".to_string(),
+        start_s,
+        end_s,
+        detail: if realtime {
+            format!("{ms} ms: a SCHED_FIFO thread spun on CPU {cpu}, the runtime pinned there")
+        } else {
+            format!("{ms} ms: {helpers} spinning threads on CPU {cpu}, the runtime pinned there (no real-time priority allowed)")
+        },
+    }
+}
