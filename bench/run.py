@@ -1,0 +1,728 @@
+#!/usr/bin/env python3
+"""Side-by-side benchmark: duplexbench-tui against the Python reference client (issue #5).
+
+Stdlib only. Started by bench/run.sh (which makes the venv and builds the release binary), or
+directly:  bench/.venv/bin/python bench/run.py [mode] [options]
+
+Every run gets a fresh `duplexbench-tui mock --port 0` on 127.0.0.1, then one client drives it;
+the clients alternate A B A B within each layout so that machine drift hits both. Figures come
+from each client's summary.json and the mock's statistics file.
+
+Modes:
+  --smoke                  1 x 8 for 3 s, one run each, results in a temp folder (CI check)
+  (default)                1 x 64, 1 x 128, 1 x 256 for 30 s, --trace full
+  --knee                   per client and per trace (full, meta): the largest 1 x S, S = 64,
+                           128, ... 2048, that stays pacing-qualified (and complete)
+  --layout PxS [...]       custom layouts (with --duration, --trace)
+
+Results: a Markdown section appended to docs/benchmarks.md and the raw figures appended to the
+list in docs/benchmarks.json (smoke: a temp folder unless --record).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import math
+import os
+import resource
+import shlex
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from array import array
+
+BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(BENCH_DIR)
+OURS = "duplexbench-tui"
+REF = "python-reference"
+CLIENTS = (OURS, REF)
+KNEE_START, KNEE_MAX = 64, 2048
+MOCK_START_TIMEOUT_S = 10.0
+MOCK_STOP_TIMEOUT_S = 15.0
+# A client run may take its duration plus set-up, draining and closing; past this it is killed.
+RUN_SLACK_S = 240.0
+# Full traces: about 110 kB per session-second; keep a margin of free disk on top.
+TRACE_BYTES_PER_SESSION_S = 130_000
+DISK_MARGIN_BYTES = 2 << 30
+
+
+def log(msg: str) -> None:
+    print(f"[bench {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+# --------------------------------------------------------------------------------------------
+# Processes
+# --------------------------------------------------------------------------------------------
+
+
+def kill_group(proc: subprocess.Popen, sig=signal.SIGKILL) -> None:
+    try:
+        os.killpg(proc.pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def wait_with_rusage(proc: subprocess.Popen, timeout_s: float):
+    """Waits for `proc` with wait4, so that its CPU time (and that of the children it reaped)
+    is known. Returns (exit code or None on time-out, cpu_seconds or None)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+        if pid == proc.pid:
+            proc.returncode = os.waitstatus_to_exitcode(status)
+            return proc.returncode, usage.ru_utime + usage.ru_stime
+        if time.monotonic() > deadline:
+            return None, None
+        time.sleep(0.05)
+
+
+class Mock:
+    """`duplexbench-tui mock --port 0 --stats-output FILE` in its own process group."""
+
+    def __init__(self, binary: str, run_dir: str):
+        self.stats_path = os.path.join(run_dir, "mock-stats.json")
+        out_path = os.path.join(run_dir, "mock.out")
+        self.out = open(out_path, "w+")
+        self.err = open(os.path.join(run_dir, "mock.log"), "w")
+        self.proc = subprocess.Popen(
+            [binary, "mock", "--host", "127.0.0.1", "--port", "0", "--stats-output", self.stats_path],
+            stdin=subprocess.DEVNULL,
+            stdout=self.out,
+            stderr=self.err,
+            start_new_session=True,
+        )
+        self.addr = None
+        deadline = time.monotonic() + MOCK_START_TIMEOUT_S
+        while time.monotonic() < deadline:
+            with open(out_path) as f:
+                for line in f:
+                    if line.startswith("listening on "):
+                        self.addr = line[len("listening on "):].strip()
+                        break
+            if self.addr or self.proc.poll() is not None:
+                break
+            time.sleep(0.05)
+        if not self.addr:
+            self.stop()
+            raise RuntimeError(f"the mock did not say `listening on ADDR` (see {run_dir}/mock.log)")
+
+    @property
+    def url(self) -> str:
+        return f"ws://{self.addr}/v1/realtime"
+
+    def stop(self) -> dict | None:
+        if self.proc.poll() is None:
+            try:
+                self.proc.send_signal(signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+            try:
+                self.proc.wait(MOCK_STOP_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                kill_group(self.proc)
+                self.proc.wait()
+        self.out.close()
+        self.err.close()
+        try:
+            with open(self.stats_path) as f:
+                return json.load(f)
+        except (OSError, ValueError):
+            return None
+
+
+# --------------------------------------------------------------------------------------------
+# One run
+# --------------------------------------------------------------------------------------------
+
+
+def pct(sorted_values, p: float) -> float:
+    """Nearest rank, as the reference client and an HdrHistogram report it."""
+    n = len(sorted_values)
+    if not n:
+        return 0.0
+    rank = max(1, math.ceil(p / 100.0 * n))
+    return sorted_values[min(rank, n) - 1]
+
+
+def read_json(path):
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
+def figures_from_ours(summary: dict) -> dict:
+    pacing = summary["pacing"]
+    workers = [p for p in summary.get("processes", []) if p.get("role") == "worker"]
+    return {
+        "qualified": bool(summary["verdict"]["pacing_qualified"]),
+        "complete": bool(summary["verdict"]["complete"]),
+        "packets": pacing["packets"],
+        "late_packets": pacing["late_packets"],
+        "sends_over_20ms": pacing["sends_over_20ms"],
+        "sessions_with_violation": pacing["sessions_with_violation"],
+        "deviation_p50_ms": pacing["deviation_ms"]["p50"],
+        "deviation_p99_ms": pacing["deviation_ms"]["p99"],
+        "deviation_max_ms": pacing["deviation_ms"]["max"],
+        "websocket_send_p99_ms": pacing["websocket_send_ms"]["p99"],
+        "sessions_completed": summary["sessions"]["completed"],
+        "sessions_configured": summary["sessions"]["configured"],
+        "client_cpu_cores": sum(p["cpu_cores"] for p in workers),
+        "client_cpu_seconds": sum(p["cpu_seconds"] for p in workers),
+        "client_peak_rss_bytes": sum(p["peak_rss_bytes"] for p in workers),
+        "loop_lag_max_ms": max((p["loop_lag_ms"]["max"] for p in workers), default=0.0),
+    }
+
+
+def figures_from_reference(summaries: list[dict], dev_files: list[str]) -> dict:
+    """Pools the reference client's processes (one for P = 1): counts add up, percentiles come
+    from every packet's |deviation| (deviations.f64), exactly."""
+    if len(summaries) == 1:
+        s = summaries[0]
+        pacing = s["pacing"]
+        p50, p99, mx = (pacing["deviation_ms"][k] for k in ("p50", "p99", "max"))
+        send_p99 = pacing["websocket_send_ms"]["p99"]
+    else:
+        devs = array("d")
+        for path in dev_files:
+            with open(path, "rb") as f:
+                devs.frombytes(f.read())
+        d = sorted(devs)
+        p50, p99 = (round(pct(d, p) * 1000, 3) for p in (50, 99))
+        mx = round((d[-1] if d else 0.0) * 1000, 3)
+        send_p99 = max(s["pacing"]["websocket_send_ms"]["p99"] for s in summaries)
+    procs = [s["processes"][0] for s in summaries]
+    return {
+        "qualified": all(s["verdict"]["pacing_qualified"] for s in summaries),
+        "complete": all(s["verdict"]["complete"] for s in summaries),
+        "packets": sum(s["pacing"]["packets"] for s in summaries),
+        "late_packets": sum(s["pacing"]["late_packets"] for s in summaries),
+        "sends_over_20ms": sum(s["pacing"]["sends_over_20ms"] for s in summaries),
+        "sessions_with_violation": sum(s["pacing"]["sessions_with_violation"] for s in summaries),
+        "deviation_p50_ms": p50,
+        "deviation_p99_ms": p99,
+        "deviation_max_ms": mx,
+        "websocket_send_p99_ms": send_p99,
+        "sessions_completed": sum(s["sessions"]["completed"] for s in summaries),
+        "sessions_configured": sum(s["sessions"]["configured"] for s in summaries),
+        "client_cpu_cores": sum(p["cpu_cores"] for p in procs),
+        "client_cpu_seconds": sum(p["cpu_seconds"] for p in procs),
+        "client_peak_rss_bytes": sum(p["peak_rss_bytes"] for p in procs),
+        "loop_lag_max_ms": max(p["loop_lag_ms"]["max"] for p in procs),
+    }
+
+
+def delete_traces(run_dir: str) -> None:
+    for root, _dirs, files in os.walk(run_dir):
+        for name in files:
+            if name == "trace.jsonl":
+                try:
+                    os.remove(os.path.join(root, name))
+                except OSError:
+                    pass
+
+
+def run_one(cfg, client: str, processes: int, sessions: int, duration: int, trace: str, run_dir: str) -> dict:
+    os.makedirs(run_dir, exist_ok=True)
+    record = {
+        "client": client,
+        "layout": f"{processes}x{sessions}",
+        "processes": processes,
+        "sessions_per_process": sessions,
+        "duration_s": duration,
+        "trace": trace,
+        "run_dir": run_dir,
+        "started_at": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "ok": False,
+    }
+    if trace == "full":
+        need = processes * sessions * duration * TRACE_BYTES_PER_SESSION_S + DISK_MARGIN_BYTES
+        free = shutil.disk_usage(run_dir).free
+        if free < need:
+            record["error"] = f"not enough free disk for full traces: {free >> 20} MiB free, {need >> 20} MiB needed"
+            log(record["error"])
+            return record
+    mock = Mock(cfg.binary, run_dir)
+    timeout_s = duration + RUN_SLACK_S
+    started = time.monotonic()
+    exit_codes, wait4_cpu, procs = [], 0.0, []
+    try:
+        if client == OURS:
+            out_dir = os.path.join(run_dir, "client")
+            cmd = [
+                cfg.binary, "run", "--no-tui", "--url", mock.url,
+                "-p", str(processes), "-s", str(sessions), "-d", f"{duration}s",
+                "--trace", trace, "--output", out_dir,
+            ]
+            cmds = [(cmd, out_dir)]
+        else:
+            cmds = []
+            for k in range(processes):
+                out_dir = os.path.join(run_dir, f"client-p{k}")
+                cmds.append(([
+                    cfg.python, os.path.join(BENCH_DIR, "reference", "client.py"),
+                    "--url", mock.url, "--sessions", str(sessions), "--duration", str(duration),
+                    "--trace", trace, "--output", out_dir,
+                ], out_dir))
+        record["command"] = [shlex.join(c) for c, _ in cmds]
+        for cmd, out_dir in cmds:
+            os.makedirs(out_dir, exist_ok=True)
+            name = os.path.basename(out_dir)
+            with open(os.path.join(run_dir, f"{name}.stdout"), "w") as out, open(
+                os.path.join(run_dir, f"{name}.stderr"), "w"
+            ) as err:
+                procs.append(subprocess.Popen(
+                    cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=err, start_new_session=True
+                ))
+        for proc in procs:
+            left = max(1.0, timeout_s - (time.monotonic() - started))
+            code, cpu = wait_with_rusage(proc, left)
+            if code is None:
+                log(f"{client} pid {proc.pid} went past {timeout_s:.0f} s: killing it")
+                kill_group(proc)
+                code, cpu = wait_with_rusage(proc, 10.0)
+            exit_codes.append(code)
+            wait4_cpu += cpu or 0.0
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                kill_group(p)
+        mock_stats = mock.stop()
+    record["wall_s"] = round(time.monotonic() - started, 3)
+    record["exit_codes"] = exit_codes
+    # CPU of the client's whole process tree as wait4 saw it (ours: conductor and workers).
+    record["client_tree_cpu_seconds"] = round(wait4_cpu, 4)
+    if client == OURS:
+        summary = read_json(os.path.join(run_dir, "client", "summary.json"))
+        if summary is None:
+            record["error"] = f"no summary.json (exit {exit_codes}); see {run_dir}"
+        else:
+            record.update(figures_from_ours(summary))
+            record["ok"] = True
+    else:
+        summaries, devs = [], []
+        for _cmd, out_dir in cmds:
+            s = read_json(os.path.join(out_dir, "summary.json"))
+            if s is None:
+                break
+            summaries.append(s)
+            devs.append(os.path.join(out_dir, "deviations.f64"))
+        if len(summaries) != len(cmds):
+            record["error"] = f"a reference process left no summary.json (exit {exit_codes}); see {run_dir}"
+        else:
+            record.update(figures_from_reference(summaries, devs))
+            record["ok"] = True
+    if record["ok"]:
+        session_s = processes * sessions * duration
+        record["cpu_s_per_session_s"] = record["client_cpu_seconds"] / session_s
+    if mock_stats:
+        record["mock_cpu_cores"] = mock_stats["usage"]["cpu_cores"]
+        record["mock_arrival_p99_ms"] = mock_stats["arrival_deviation_ms"]["p99"]
+        record["mock_arrival_max_ms"] = mock_stats["arrival_deviation_ms"]["max"]
+        record["mock_appends_received"] = mock_stats["appends_received"]
+    else:
+        record["mock_error"] = "the mock left no statistics file"
+    if not cfg.keep_traces:
+        delete_traces(run_dir)
+    os.sync()  # start the next run with no dirty trace pages left from this one
+    if record["ok"]:
+        log(
+            f"{client:17s} {record['layout']:>7s} {trace:4s} {duration}s: "
+            f"{'qualified' if record['qualified'] else 'UNQUALIFIED'}"
+            f"{'' if record['complete'] else ' INCOMPLETE'}, late {record['late_packets']}, "
+            f"p50 {record['deviation_p50_ms']} p99 {record['deviation_p99_ms']} max {record['deviation_max_ms']} ms, "
+            f"{record['client_cpu_cores']:.3f} cores, {record['client_peak_rss_bytes'] / 2**20:.1f} MiB, "
+            f"mock {record.get('mock_cpu_cores', 0):.3f} cores"
+        )
+    else:
+        log(f"{client} {record['layout']} {trace}: FAILED: {record.get('error')}")
+    time.sleep(cfg.settle_s)
+    return record
+
+
+# --------------------------------------------------------------------------------------------
+# Tables
+# --------------------------------------------------------------------------------------------
+
+ROWS = [
+    # (label, key, format, ratio?)
+    ("late packets (median)", "late_packets", "{:.0f}", False),
+    ("sends over 20 ms (median)", "sends_over_20ms", "{:.0f}", False),
+    ("deviation p50 (ms)", "deviation_p50_ms", "{:.2f}", True),
+    ("deviation p99 (ms)", "deviation_p99_ms", "{:.2f}", True),
+    ("deviation max (ms)", "deviation_max_ms", "{:.2f}", True),
+    ("websocket send p99 (ms)", "websocket_send_p99_ms", "{:.3f}", True),
+    ("client CPU (cores, workers)", "client_cpu_cores", "{:.3f}", True),
+    ("client CPU-s per session-s", "cpu_s_per_session_s", "{:.5f}", True),
+    ("client CPU-s, whole process tree", "client_tree_cpu_seconds", "{:.2f}", True),
+    ("client peak RSS (MiB)", "client_peak_rss_mib", "{:.1f}", True),
+    ("client loop lag max (ms)", "loop_lag_max_ms", "{:.1f}", True),
+    ("mock CPU (cores)", "mock_cpu_cores", "{:.3f}", True),
+    ("mock arrival p99 (ms)", "mock_arrival_p99_ms", "{:.2f}", True),
+]
+
+
+def median_of(runs, key):
+    vals = []
+    for r in runs:
+        if key == "client_peak_rss_mib":
+            if "client_peak_rss_bytes" in r:
+                vals.append(r["client_peak_rss_bytes"] / 2**20)
+        elif r.get(key) is not None:
+            vals.append(r[key])
+    return statistics.median(vals) if vals else None
+
+
+def layout_table(runs_by_client: dict) -> list[str]:
+    out = [
+        f"| figure | {OURS} | {REF} | ours / reference |",
+        "|---|---|---|---|",
+    ]
+    cells = []
+    for c in CLIENTS:
+        rs = runs_by_client.get(c, [])
+        ok = [r for r in rs if r["ok"]]
+        q = sum(1 for r in ok if r["qualified"])
+        comp = sum(1 for r in ok if r["complete"])
+        failed = len(rs) - len(ok)
+        cell = f"{q} of {len(rs)} qualified, {comp} complete"
+        if failed:
+            cell += f", {failed} failed to run"
+        cells.append(cell)
+    out.append(f"| runs | {cells[0]} | {cells[1]} | |")
+    for label, key, fmt, ratio in ROWS:
+        meds = [median_of([r for r in runs_by_client.get(c, []) if r["ok"]], key) for c in CLIENTS]
+        shown = [fmt.format(m) if m is not None else "–" for m in meds]
+        r = "–"
+        if ratio and meds[0] is not None and meds[1]:
+            r = f"{meds[0] / meds[1]:.2f}"
+        out.append(f"| {label} | {shown[0]} | {shown[1]} | {r} |")
+    late_total = [sum(r.get("late_packets", 0) for r in runs_by_client.get(c, [])) for c in CLIENTS]
+    out.append(f"| late packets (all runs) | {late_total[0]} | {late_total[1]} | |")
+    return out
+
+
+def machine_info() -> dict:
+    cpu = None
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    def git(*a):
+        try:
+            return subprocess.run(["git", "-C", REPO, *a], capture_output=True, text=True, timeout=10).stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            return None
+    ref_version = None
+    try:
+        ref_version = subprocess.run(
+            [CFG.python, "-c", "import sys, websockets; print(sys.version.split()[0], websockets.__version__)"],
+            capture_output=True, text=True, timeout=30,
+        ).stdout.split()
+    except (OSError, subprocess.SubprocessError):
+        pass
+    ours_version = None
+    try:
+        ours_version = subprocess.run([CFG.binary, "--version"], capture_output=True, text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        pass
+    mem = None
+    try:
+        with open("/proc/meminfo") as f:
+            mem = int(f.readline().split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return {
+        "cpu_model": cpu,
+        "logical_cpus": os.cpu_count(),
+        "kernel": os.uname().release,
+        "memory_total_bytes": mem,
+        "git": git("describe", "--always", "--dirty"),
+        "duplexbench_tui": ours_version,
+        "python": ref_version[0] if ref_version and len(ref_version) == 2 else None,
+        "websockets": ref_version[1] if ref_version and len(ref_version) == 2 else None,
+    }
+
+
+# --------------------------------------------------------------------------------------------
+# Modes
+# --------------------------------------------------------------------------------------------
+
+
+def compare(cfg, layouts, duration, trace, repeats, work) -> tuple[list, list[str]]:
+    records, md = [], []
+    for (p, s) in layouts:
+        by_client = {c: [] for c in CLIENTS}
+        for rep in range(repeats):
+            for client in CLIENTS:  # A B A B
+                run_dir = os.path.join(work, f"{p}x{s}-{trace}-{duration}s", f"r{rep + 1}-{client}")
+                r = run_one(cfg, client, p, s, duration, trace, run_dir)
+                r["repeat"] = rep + 1
+                by_client[client].append(r)
+                records.append(r)
+        md.append("")
+        md.append(f"### {p} × {s}, {duration} s, trace {trace}, {repeats} run{'s' if repeats > 1 else ''} per client")
+        md.append("")
+        md.extend(layout_table(by_client))
+    return records, md
+
+
+def knee_sizes(cfg) -> list[int]:
+    sizes, s = [], cfg.knee_start
+    while s <= cfg.knee_max:
+        sizes.append(s)
+        s *= 2
+    return sizes
+
+
+def knee(cfg, duration, traces, repeats, work) -> tuple[list, list[str]]:
+    records = []
+    sizes = knee_sizes(cfg)
+    alive = {(c, t): True for c in CLIENTS for t in traces}
+    best = {(c, t): None for c in CLIENTS for t in traces}
+    first_bad = {(c, t): None for c in CLIENTS for t in traces}
+    steps = []  # (client, trace, S, runs)
+    for s in sizes:
+        if not any(alive.values()):
+            break
+        step_runs = {k: [] for k in alive if alive[k]}
+        for rep in range(repeats):
+            for t in traces:
+                for c in CLIENTS:  # interleaved at each size
+                    if not alive[(c, t)]:
+                        continue
+                    run_dir = os.path.join(work, f"knee-1x{s}-{t}", f"r{rep + 1}-{c}")
+                    r = run_one(cfg, c, 1, s, duration, t, run_dir)
+                    r["repeat"] = rep + 1
+                    r["knee_step"] = s
+                    step_runs[(c, t)].append(r)
+                    records.append(r)
+        for k, rs in step_runs.items():
+            good = all(r["ok"] and r["qualified"] and r["complete"] for r in rs)
+            steps.append((k[0], k[1], s, rs))
+            if good:
+                best[k] = s
+            else:
+                alive[k] = False
+                first_bad[k] = s
+    md = ["", f"### Knee: the largest 1 × S that stays pacing-qualified and complete for {duration} s "
+              f"({repeats} run{'s' if repeats > 1 else ''} per step, S doubling from {sizes[0]}, at most {sizes[-1]})", ""]
+    md.append("| client | trace | largest qualified S | first unqualified S | there: late packets, deviation max (ms), client cores | CPU cores at the largest qualified S |")
+    md.append("|---|---|---|---|---|---|")
+    for t in traces:
+        for c in CLIENTS:
+            k = (c, t)
+            there = "–"
+            if first_bad[k] is not None:
+                rs = [st for st in steps if st[0] == c and st[1] == t and st[2] == first_bad[k]][0][3]
+                ok = [r for r in rs if r["ok"]]
+                if ok:
+                    there = "; ".join(
+                        f"{r['late_packets']}, {r['deviation_max_ms']:.1f}, {r['client_cpu_cores']:.2f}"
+                        + ("" if r["complete"] else " (incomplete)")
+                        for r in ok
+                    )
+                else:
+                    there = "failed to run: " + "; ".join(r.get("error", "?") for r in rs)
+            cores = "–"
+            if best[k] is not None:
+                rs = [st for st in steps if st[0] == c and st[1] == t and st[2] == best[k]][0][3]
+                cores = f"{statistics.median(r['client_cpu_cores'] for r in rs):.3f}"
+            largest = str(best[k]) if best[k] is not None else f"none ({sizes[0]} failed)"
+            if best[k] == sizes[-1]:
+                largest += " (the cap)"
+            md.append(f"| {c} | {t} | {largest} | {first_bad[k] or '–'} | {there} | {cores} |")
+    md.append("")
+    md.append("Every step:")
+    md.append("")
+    md.append("| client | trace | S | qualified runs | late packets | deviation p99 (ms) | max (ms) | client cores | CPU-s per session-s | peak RSS (MiB) | mock cores |")
+    md.append("|---|---|---|---|---|---|---|---|---|---|---|")
+    for c, t, s, rs in steps:
+        ok = [r for r in rs if r["ok"]]
+        q = sum(1 for r in ok if r["qualified"] and r["complete"])
+        def m(key, fmt):
+            v = median_of(ok, key)
+            return fmt.format(v) if v is not None else "–"
+        md.append(
+            f"| {c} | {t} | {s} | {q} of {len(rs)} | {m('late_packets', '{:.0f}')} | {m('deviation_p99_ms', '{:.2f}')} | "
+            f"{m('deviation_max_ms', '{:.2f}')} | {m('client_cpu_cores', '{:.3f}')} | {m('cpu_s_per_session_s', '{:.5f}')} | "
+            f"{m('client_peak_rss_mib', '{:.1f}')} | {m('mock_cpu_cores', '{:.3f}')} |"
+        )
+    return records, md
+
+
+def parse_layout(text: str):
+    try:
+        p, s = text.lower().replace("×", "x").split("x")
+        p, s = int(p), int(s)
+        if p < 1 or s < 1:
+            raise ValueError
+        return p, s
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"`{text}` is not a layout like 1x64 (processes x sessions)")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description="duplexbench-tui vs the Python reference client")
+    mode = ap.add_mutually_exclusive_group()
+    mode.add_argument("--smoke", action="store_true", help="1 x 8 for 3 s, one run each (CI check)")
+    mode.add_argument("--knee", action="store_true", help="the largest qualified 1 x S per client and trace")
+    ap.add_argument("--layout", type=parse_layout, action="append", help="PxS, e.g. 1x64 (repeatable)")
+    ap.add_argument("--duration", type=int, help="seconds of audio per session (default 30; smoke 3)")
+    ap.add_argument("--trace", choices=("full", "meta", "off"), help="trace mode (default full; knee: full and meta)")
+    ap.add_argument("--repeats", type=int, help="runs per client per layout or knee step (default 2; smoke 1)")
+    ap.add_argument("--knee-start", type=int, default=KNEE_START, help="knee: first S (default 64)")
+    ap.add_argument("--knee-max", type=int, default=KNEE_MAX, help="knee: largest S tried (default 2048)")
+    ap.add_argument("--record", action="store_true", help="smoke: write to docs/ as well")
+    ap.add_argument("--results-dir", help="write benchmarks.md/.json here instead of docs/")
+    ap.add_argument("--keep-traces", action="store_true", help="keep every trace.jsonl")
+    ap.add_argument("--work-dir", help="where run folders go (default bench/runs/<time>; smoke: a temp folder)")
+    ap.add_argument("--binary", default=os.path.join(REPO, "target", "release", "duplexbench-tui"))
+    ap.add_argument("--python", default=sys.executable, help="Python for the reference client (with websockets)")
+    ap.add_argument("--settle-s", type=float, default=2.0, help="pause between runs (default 2 s)")
+    ap.add_argument("--title", help="text for the results heading")
+    global CFG
+    cfg = CFG = ap.parse_args()
+    if cfg.layout and (cfg.smoke or cfg.knee):
+        ap.error("--layout is for custom comparisons, not with --smoke or --knee")
+    if not os.access(cfg.binary, os.X_OK):
+        ap.error(f"{cfg.binary} is not an executable; build it with `cargo build --release`")
+    if cfg.smoke:
+        mode_name, duration, repeats = "smoke", cfg.duration or 3, cfg.repeats or 1
+        layouts, traces = [(1, 8)], [cfg.trace or "full"]
+        cfg.settle_s = min(cfg.settle_s, 0.5)
+    elif cfg.knee:
+        mode_name, duration, repeats = "knee", cfg.duration or 30, cfg.repeats or 2
+        layouts, traces = None, [cfg.trace] if cfg.trace else ["full", "meta"]
+    elif cfg.layout:
+        mode_name, duration, repeats = "custom", cfg.duration or 30, cfg.repeats or 2
+        layouts, traces = cfg.layout, [cfg.trace or "full"]
+    else:
+        mode_name, duration, repeats = "default", cfg.duration or 30, cfg.repeats or 2
+        layouts, traces = [(1, 64), (1, 128), (1, 256)], [cfg.trace or "full"]
+    if duration < 1 or repeats < 1:
+        ap.error("--duration and --repeats must be at least 1")
+    if cfg.knee and not (1 <= cfg.knee_start <= cfg.knee_max):
+        ap.error("--knee-start must be between 1 and --knee-max")
+
+    to_docs = not cfg.smoke or cfg.record
+    stamp = dt.datetime.now(dt.timezone.utc)
+    if cfg.work_dir:
+        work = os.path.abspath(cfg.work_dir)
+    elif cfg.smoke:
+        work = tempfile.mkdtemp(prefix="duplexbench-smoke-")
+    else:
+        work = os.path.join(BENCH_DIR, "runs", stamp.strftime("%Y%m%d-%H%M%S"))
+    os.makedirs(work, exist_ok=True)
+    if cfg.results_dir:
+        docs = os.path.abspath(cfg.results_dir)
+        os.makedirs(docs, exist_ok=True)
+    else:
+        docs = os.path.join(REPO, "docs") if to_docs else work
+    # Many sessions need many descriptors (sockets, trace files) in clients and mock alike.
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or hard > soft:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard if hard != resource.RLIM_INFINITY else max(soft, 65536), hard))
+
+    command = os.environ.get("BENCH_COMMAND") or shlex.join([sys.executable, *sys.argv])
+    machine = machine_info()
+    log(f"mode {mode_name}, work folder {work}, results to {docs}")
+    t0 = time.monotonic()
+    records, md_body = [], []
+    if cfg.knee:
+        r, m = knee(cfg, duration, traces, repeats, work)
+        records += r
+        md_body += m
+    else:
+        for t in traces:
+            r, m = compare(cfg, layouts, duration, t, repeats, work)
+            records += r
+            md_body += m
+    elapsed = time.monotonic() - t0
+
+    title = cfg.title or {
+        "smoke": "smoke check",
+        "default": "duplexbench-tui vs the Python reference client",
+        "knee": "knee search: duplexbench-tui vs the Python reference client",
+        "custom": "duplexbench-tui vs the Python reference client, custom layout",
+    }[mode_name]
+    md = [
+        "",
+        f"## {stamp.strftime('%Y-%m-%d %H:%M')} UTC — {title} (issue #5, bench/run.py)",
+        "",
+        f"Machine: {machine['cpu_model']}, {machine['logical_cpus']} logical CPUs, "
+        f"{(machine['memory_total_bytes'] or 0) / 2**30:.0f} GiB, kernel {machine['kernel']}. "
+        f"{machine['duplexbench_tui'] or OURS} (git {machine['git']}), release build; reference client: "
+        f"Python {machine['python']}, websockets {machine['websockets']} "
+        "(`bench/reference/client.py`, the seed's fixed client: one trace-writer thread per process).",
+        f"Every run: a fresh `duplexbench-tui mock` on 127.0.0.1 (3 replies per append), then one "
+        f"client on the same machine; clients interleaved A B A B; medians over runs; figures from "
+        f"each client's `summary.json` and the mock's statistics. Took {elapsed / 60:.1f} min.",
+        "",
+        "```sh",
+        command,
+        "```",
+    ] + md_body + [
+        "",
+        "Client CPU: the sum over the client's worker processes (the reference runs one per P) "
+        "(`getrusage` over the process's wall time); CPU-s per session-s is that CPU time / "
+        "(sessions × duration); the whole process tree (ours: conductor and workers) is what "
+        "`wait4` reported for the client command. RSS: the sum of the client processes' peaks. "
+        "A ratio below 1 means duplexbench-tui's figure is lower.",
+    ]
+    md_path = os.path.join(docs, "benchmarks.md")
+    json_path = os.path.join(docs, "benchmarks.json")
+    with open(md_path, "a") as f:
+        f.write("\n".join(md) + "\n")
+    existing = []
+    if os.path.exists(json_path):
+        try:
+            with open(json_path) as f:
+                existing = json.load(f)
+            if not isinstance(existing, list):
+                existing = [existing]
+        except ValueError:
+            log(f"{json_path} is not valid JSON: keeping it as {json_path}.bad")
+            shutil.copy(json_path, json_path + ".bad")
+            existing = []
+    existing.append({
+        "date": stamp.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "mode": mode_name,
+        "command": command,
+        "machine": machine,
+        "duration_s": duration,
+        "repeats": repeats,
+        "traces": traces,
+        "layouts": [f"{p}x{s}" for p, s in layouts] if layouts else [f"1x{s}" for s in knee_sizes(cfg)],
+        "elapsed_s": round(elapsed, 1),
+        "runs": records,
+    })
+    tmp = json_path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(existing, f, indent=1)
+        f.write("\n")
+    os.replace(tmp, json_path)
+    print("\n".join(md))
+    log(f"results appended to {md_path} and {json_path} ({elapsed:.0f} s)")
+    failed = [r for r in records if not r["ok"]]
+    if failed:
+        log(f"{len(failed)} run(s) failed to produce figures")
+        return 1
+    return 0
+
+
+CFG = None
+
+if __name__ == "__main__":
+    sys.exit(main())
