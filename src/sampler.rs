@@ -100,6 +100,8 @@ struct Thread {
     target: usize,
     /// The index of this thread's latest kept episode, for merging.
     last_kept: Option<usize>,
+    /// The previous sample's schedstat and stat.
+    last: Option<(procfs::SchedStat, procfs::Stat)>,
 }
 
 /// Extends `into` by `span` (same thread, same class), pooling their wchan counts.
@@ -134,6 +136,8 @@ pub struct SamplerCore {
     malformed: u64,
     hidden_wchan: u64,
     threads_seen: u64,
+    /// `stat` reads skipped because the thread provably still slept.
+    stat_reads_saved: u64,
     live: Arc<Mutex<SamplerLive>>,
 }
 
@@ -150,6 +154,7 @@ impl SamplerCore {
             malformed: 0,
             hidden_wchan: 0,
             threads_seen: 0,
+            stat_reads_saved: 0,
             live,
         }
     }
@@ -181,6 +186,7 @@ impl SamplerCore {
                                 comm: String::new(),
                                 target: t,
                                 last_kept: None,
+                                last: None,
                             },
                         );
                     }
@@ -254,12 +260,22 @@ impl SamplerCore {
             let Some(mut thread) = self.threads.remove(&tid) else {
                 continue;
             };
+            // schedstat first: it is cheap. A thread that slept through the last interval and
+            // whose schedstat has not moved still sleeps (to get into `D` it has to run), so its
+            // `stat`, the costlier read, is skipped; threads in `R` or `D` are always read.
             let sample = thread
                 .files
-                .stat()
-                .and_then(|stat| thread.files.schedstat().map(|sched| (stat, sched)));
+                .schedstat()
+                .and_then(|sched| match &thread.last {
+                    Some((last_sched, stat)) if *last_sched == sched && stat.state == 'S' => {
+                        self.stat_reads_saved += 1;
+                        Ok((stat.clone(), sched))
+                    }
+                    _ => thread.files.stat().map(|stat| (stat, sched)),
+                });
             match sample {
                 Ok((stat, sched)) => {
+                    thread.last = Some((sched, stat.clone()));
                     let wchan = if stat.state == 'D' {
                         thread.files.wchan().unwrap_or(None)
                     } else {
@@ -559,16 +575,17 @@ mod tests {
         let mut c = core(&fake);
         c.tick(1.000);
         for i in 1..=8 {
+            // Getting into D takes a moment on the CPU: on-CPU time moves from 10 to 11 ms.
             fake.thread(
                 (100, 100),
                 "duplexbench-tui",
                 'D',
-                (10, 0),
+                (11, 0),
                 "folio_wait_bit_common",
             );
             c.tick(1.0 + 0.005 * f64::from(i));
         }
-        fake.thread((100, 100), "duplexbench-tui", 'S', (10, 0), "0");
+        fake.thread((100, 100), "duplexbench-tui", 'S', (11, 0), "0");
         c.tick(1.045);
         let live = c.live.clone();
         let report = c.finish();
@@ -635,11 +652,9 @@ mod tests {
         fake.thread((100, 100), "duplexbench-tui", 'S', (0, 0), "0");
         let mut c = core(&fake);
         c.tick(4.000);
-        std::fs::write(
-            procfs::task_dir(fake.path(), 100, 100).join("stat"),
-            "100 (dup",
-        )
-        .unwrap();
+        let dir = procfs::task_dir(fake.path(), 100, 100);
+        std::fs::write(dir.join("stat"), "100 (dup").unwrap();
+        std::fs::write(dir.join("schedstat"), "12").unwrap();
         c.tick(4.005);
         fake.thread((100, 100), "duplexbench-tui", 'S', (0, 0), "0");
         c.tick(4.010);
@@ -655,7 +670,7 @@ mod tests {
         let mut c = core(&fake);
         c.tick(5.000);
         for i in 1..=4 {
-            fake.thread((100, 100), "duplexbench-tui", 'D', (0, 0), "0");
+            fake.thread((100, 100), "duplexbench-tui", 'D', (1, 0), "0");
             c.tick(5.0 + 0.005 * f64::from(i));
         }
         let report = c.finish();

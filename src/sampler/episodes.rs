@@ -127,7 +127,11 @@ impl Tracker {
         sched: SchedStat,
         wchan: Option<String>,
     ) -> Option<Span> {
-        let (prev_s, prev) = self.prev.replace((time_s, sched))?;
+        let Some((prev_s, prev)) = self.prev.replace((time_s, sched)) else {
+            // Nothing is dated back to before the thread was first seen.
+            self.last_end_s = time_s;
+            return None;
+        };
         let interval_ns = (time_s - prev_s) * 1e9;
         if interval_ns <= 0.0 {
             return None;
