@@ -50,7 +50,8 @@ pub fn trace_line(
     let event: Cow<'_, str> = match kind {
         Payload::Text => Cow::Owned(json_string(payload)),
         Payload::Json { audio_key } => {
-            let event = if payload.contains(['\n', '\r']) {
+            // memchr: this runs over every byte of every frame, audio included.
+            let event = if memchr::memchr2(b'\n', b'\r', payload.as_bytes()).is_some() {
                 match serde_json::from_str::<serde_json::Value>(payload) {
                     Ok(value) => Cow::Owned(value.to_string()),
                     Err(_) => Cow::Owned(json_string(payload)),
@@ -67,13 +68,23 @@ pub fn trace_line(
             }
         }
     };
-    let _ = write!(
-        out,
-        r#"{{"direction":"{}","time_s":{time_s:.6},"event":"#,
-        direction.as_str()
-    );
+    out.extend_from_slice(br#"{"direction":""#);
+    out.extend_from_slice(direction.as_str().as_bytes());
+    out.extend_from_slice(br#"","time_s":"#);
+    push_seconds(out, time_s);
+    out.extend_from_slice(br#","event":"#);
     out.extend_from_slice(event.as_bytes());
     out.extend_from_slice(b"}\n");
+}
+
+/// Writes seconds with six decimals, as integers: float formatting showed up in profiles.
+pub fn push_seconds(out: &mut Vec<u8>, seconds: f64) {
+    if !seconds.is_finite() || seconds < 0.0 {
+        let _ = write!(out, "{seconds:.6}");
+        return;
+    }
+    let us = (seconds * 1e6).round() as u64;
+    let _ = write!(out, "{}.{:06}", us / 1_000_000, us % 1_000_000);
 }
 
 /// A JSON string literal (for error messages that go into trace lines).
@@ -113,10 +124,9 @@ pub fn strip_audio<'a>(payload: &'a str, key: &str) -> Cow<'a, str> {
 
 /// The opening of a receipts file, written with the first append.
 pub fn receipts_open(out: &mut Vec<u8>, session_start_s: f64) {
-    let _ = write!(
-        out,
-        r#"{{"session_start_s":{session_start_s:.6},"appends":["#
-    );
+    out.extend_from_slice(br#"{"session_start_s":"#);
+    push_seconds(out, session_start_s);
+    out.extend_from_slice(br#","appends":["#);
 }
 
 /// One entry of a receipts file's `appends` (preceded by a comma unless it is the first).
@@ -126,9 +136,15 @@ pub fn receipt_entry(out: &mut Vec<u8>, r: &Receipt, first: bool) {
     }
     let _ = write!(
         out,
-        r#"{{"event_id":"{:016x}","seq":{},"scheduled_s":{:.6},"start_s":{:.6},"completed_s":{:.6}}}"#,
-        r.event_id, r.seq, r.scheduled_s, r.start_s, r.completed_s
+        r#"{{"event_id":"{:016x}","seq":{},"scheduled_s":"#,
+        r.event_id, r.seq
     );
+    push_seconds(out, r.scheduled_s);
+    out.extend_from_slice(br#","start_s":"#);
+    push_seconds(out, r.start_s);
+    out.extend_from_slice(br#","completed_s":"#);
+    push_seconds(out, r.completed_s);
+    out.push(b'}');
 }
 
 /// The end of a receipts file; `empty` when the session sent no append.
@@ -150,11 +166,13 @@ pub fn sample_line(out: &mut Vec<u8>, worker: u32, session: u32, r: &Receipt) {
     let deviation_us = ((r.start_s - r.scheduled_s) * 1e6).round() as i64;
     let send_us = ((r.completed_s - r.start_s) * 1e6).round() as i64;
     let span_us = ((r.completed_s - r.scheduled_s) * 1e6).round() as i64;
-    let _ = writeln!(
-        out,
-        "{worker},{session},{},{:.6},{:.6},{:.6},{deviation_us},{send_us},{span_us}",
-        r.seq, r.scheduled_s, r.start_s, r.completed_s
-    );
+    let _ = write!(out, "{worker},{session},{},", r.seq);
+    push_seconds(out, r.scheduled_s);
+    out.push(b',');
+    push_seconds(out, r.start_s);
+    out.push(b',');
+    push_seconds(out, r.completed_s);
+    let _ = writeln!(out, ",{deviation_us},{send_us},{span_us}");
 }
 
 #[cfg(test)]
@@ -211,6 +229,15 @@ mod tests {
         );
         let junk = "not json\nat all";
         assert_eq!(line(junk, Payload::Text, false)["event"], junk);
+    }
+
+    #[test]
+    fn seconds_are_written_with_six_decimals() {
+        let mut out = Vec::new();
+        push_seconds(&mut out, 81234.5678904);
+        out.push(b' ');
+        push_seconds(&mut out, 0.0000004);
+        assert_eq!(String::from_utf8(out).unwrap(), "81234.567890 0.000000");
     }
 
     #[test]
