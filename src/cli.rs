@@ -49,6 +49,9 @@ pub struct RunArgs {
     /// A packet further than this from its schedule is late, in ms [default: one packet].
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..), help_heading = "Load")]
     pub late_threshold_ms: Option<u32>,
+    /// Spread the sessions' first packets evenly over one packet interval after the start gate, instead of starting every session at the gate.
+    #[arg(long, help_heading = "Load")]
+    pub stagger: bool,
     /// Block one worker's runtime once, halfway through the run, for this many ms (busy loop).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=60_000), help_heading = "Load")]
     pub inject_stall_ms: Option<u32>,

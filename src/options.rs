@@ -25,6 +25,8 @@ pub struct Settings {
     /// Packets each session sends: `ceil(duration / packet)`; the last one may be short.
     pub packets_per_session: u32,
     pub late_threshold_ms: u32,
+    /// Packet 0 of session k (of all N, worker-major) is due at the gate plus k/N of a packet.
+    pub stagger: bool,
     /// The diagnostic threshold of SPEC §5: sends more than this far behind are counted.
     pub slow_send_threshold_ms: u32,
     pub inject_stall_ms: Option<u32>,
@@ -156,6 +158,7 @@ pub fn validate(args: &RunArgs, command_line: String, tui: bool) -> Result<RunPl
         packet_ms: args.packet_ms,
         packets_per_session: packets as u32,
         late_threshold_ms: args.late_threshold_ms.unwrap_or(args.packet_ms),
+        stagger: args.stagger,
         slow_send_threshold_ms: 20,
         inject_stall_ms: args.inject_stall_ms,
         inject_disk_stall_mb: args.inject_disk_stall_mb,

@@ -192,6 +192,7 @@ impl Session {
             _ = stop.wait_for(|s| *s) => None,
         };
         if let Some(gate_s) = gate_s {
+            let gate_s = gate_s + self.stagger_s();
             self.ctx.stats.borrow_mut().sessions_streaming += 1;
             let streamed = self.stream(ws, gate_s).await;
             self.ctx.stats.borrow_mut().sessions_streaming -= 1;
@@ -524,6 +525,17 @@ impl Session {
         self.ctx.stats.borrow_mut().protocol_errors += 1;
         self.trace
             .error(now_s, format!(r#"{{"message":{}}}"#, json_string(why)));
+    }
+
+    /// With `--stagger`, this session's share of one packet interval after the gate.
+    fn stagger_s(&self) -> f64 {
+        let s = &self.ctx.settings;
+        if !s.stagger {
+            return 0.0;
+        }
+        let k = u64::from(self.ctx.worker) * u64::from(s.sessions_per_process)
+            + u64::from(self.ctx.index);
+        k as f64 / s.total_sessions().max(1) as f64 * s.packet_s()
     }
 
     fn event_id(&self, seq: u32) -> u64 {

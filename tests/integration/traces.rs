@@ -148,3 +148,33 @@ fn the_inline_writer_writes_the_same_files_from_the_runtime() {
     let samples = std::fs::read_to_string(out.join("samples/worker-0.csv")).unwrap();
     assert_eq!(samples.lines().count(), 1 + 2 * 25);
 }
+
+#[test]
+fn stagger_spreads_the_first_packets_over_one_interval() {
+    let _serial = util::serial();
+    let dir = TempDir::new("stagger");
+    let out = dir.join("out");
+    run_two_sessions_with(&["--stagger", "-p", "2"], &out);
+    // 2 workers x 2 sessions: session k of 4 starts k/4 of 80 ms after the gate.
+    let start = |name: &str| -> f64 {
+        let text = std::fs::read_to_string(
+            out.join("sessions")
+                .join(name)
+                .join("input-send-receipts.json"),
+        )
+        .unwrap();
+        serde_json::from_str::<serde_json::Value>(&text).unwrap()["session_start_s"]
+            .as_f64()
+            .unwrap()
+    };
+    let first = start("w0-s0000");
+    for (name, k) in [("w0-s0001", 1.0), ("w1-s0000", 2.0), ("w1-s0001", 3.0)] {
+        let offset_ms = (start(name) - first) * 1000.0;
+        // The offsets are scheduled exactly; a loaded machine can only delay a start a little
+        // (and it would show as that session's own packet 0, not as a deviation).
+        assert!(
+            (offset_ms - k * 20.0).abs() < 15.0,
+            "{name}: {offset_ms:.1} ms after the first"
+        );
+    }
+}
