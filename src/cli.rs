@@ -55,7 +55,7 @@ pub struct RunArgs {
     /// Block one worker's runtime once, halfway through the run, for this many ms (busy loop).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=60_000), help_heading = "Load")]
     pub inject_stall_ms: Option<u32>,
-    /// Halfway through, one worker's runtime writes this many MiB and fsyncs them (a disk wait).
+    /// Halfway through, this many MiB are dirtied and one worker's runtime fsyncs them (a disk wait).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=4096), help_heading = "Load")]
     pub inject_disk_stall_mb: Option<u32>,
     /// Halfway through, a spinning thread pinned to one worker's CPU starves its runtime for this many ms.

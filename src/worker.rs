@@ -247,9 +247,8 @@ async fn drive(
                                 injected.borrow_mut().push(inject::busy(ms));
                             }
                             if let Some(mb) = disk_mb {
-                                injected
-                                    .borrow_mut()
-                                    .push(inject::disk(mb, &dir, worker_index));
+                                let injection = inject::disk(mb, &dir, worker_index).await;
+                                injected.borrow_mut().push(injection);
                             }
                             if let Some(ms) = starve_ms {
                                 injected.borrow_mut().push(inject::cpu_starvation(ms));

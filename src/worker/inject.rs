@@ -23,33 +23,51 @@ pub fn busy(ms: u32) -> Injection {
     }
 }
 
-/// Writes `mb` MiB from the runtime thread in rounds of 16 MiB, each followed by `fdatasync`, so
-/// the thread waits for writeback in `D` (`folio_wait_bit…` on this kind of machine), as the
-/// seed's trace writes did when the kernel wrote their pages back.
-pub fn disk(mb: u32, dir: &Path, worker: u32) -> Injection {
-    const ROUND_MB: u32 = 16;
-    let start_s = monotonic_s();
+/// Makes the runtime thread wait on the disk in `D`, as the seed's trace writes did when the
+/// kernel wrote their pages back: a helper thread dirties `mb` MiB of page cache (the runtime runs
+/// on meanwhile), then the runtime thread itself calls `fsync` on them and waits for their
+/// writeback (`folio_wait_bit…`, `ext4_wait_block_bitmap`, `rq_qos_wait` on this kind of machine).
+/// Copying the data is kept off the runtime thread so that the stall it sees is the disk's.
+pub async fn disk(mb: u32, dir: &Path, worker: u32) -> Injection {
     let path = dir.join(format!("disk-stall-w{worker}.bin"));
-    let chunk = vec![0x5au8; 1 << 20];
-    let written = std::fs::File::create(&path).and_then(|mut f| {
-        let mut left = mb;
-        while left > 0 {
-            for _ in 0..left.min(ROUND_MB) {
-                f.write_all(&chunk)?;
-            }
-            f.sync_data()?;
-            left = left.saturating_sub(ROUND_MB);
-        }
-        Ok(())
+    let (done_tx, done_rx) = tokio::sync::oneshot::channel();
+    let dirty_path = path.clone();
+    let spawned = std::thread::Builder::new()
+        .name("disk-dirtier".to_string())
+        .spawn(move || {
+            let chunk = vec![0x5au8; 1 << 20];
+            let written = std::fs::File::create(&dirty_path).and_then(|mut f| {
+                for _ in 0..mb {
+                    f.write_all(&chunk)?;
+                }
+                Ok(())
+            });
+            let _ = done_tx.send(written);
+        });
+    let dirtied = match spawned {
+        Ok(_) => done_rx
+            .await
+            .unwrap_or_else(|_| Err(std::io::Error::other("the dirtying thread died"))),
+        Err(err) => Err(err),
+    };
+    let start_s = monotonic_s();
+    let synced = dirtied.and_then(|()| {
+        std::fs::File::options()
+            .write(true)
+            .open(&path)
+            .and_then(|f| f.sync_all())
     });
+    let end_s = monotonic_s();
     let _ = std::fs::remove_file(&path);
     Injection {
         kind: "disk_wait".to_string(),
         start_s,
-        end_s: monotonic_s(),
-        detail: match written {
-            Ok(()) => format!("{mb} MiB written and fsynced from the runtime thread"),
-            Err(err) => format!("{mb} MiB write failed: {err}"),
+        end_s,
+        detail: match synced {
+            Ok(()) => {
+                format!("{mb} MiB dirtied by a helper thread, then fsynced from the runtime thread")
+            }
+            Err(err) => format!("{mb} MiB disk stall failed: {err}"),
         },
     }
 }
