@@ -24,7 +24,7 @@ use std::net::ToSocketAddrs;
 use std::path::Path;
 use std::path::PathBuf;
 use std::sync::mpsc::{self, Sender};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 /// Everything the conductor's loop reacts to.
@@ -79,7 +79,9 @@ pub fn run(plan: RunPlan, exit_on_finish: bool) -> Result<i32> {
 
     let sampler = start_sampler(&plan, mock.as_ref(), &workers);
     let live = Arc::new(Mutex::new(LiveState::new(run_info(&plan))));
-    if let Ok(mut state) = live.lock() {
+    // A panic while the dashboard drew poisons the lock; the state itself is still good.
+    {
+        let mut state = live.lock().unwrap_or_else(PoisonError::into_inner);
         state.mock = mock.as_ref().map(|m| ProcessLive::new(m.guard.pid()));
         state.sampler = sampler.as_ref().map(|s| s.live.clone());
         for (w, child) in state.workers.iter_mut().zip(&workers) {
@@ -146,7 +148,8 @@ pub fn run(plan: RunPlan, exit_on_finish: bool) -> Result<i32> {
     }
     let summary_path = output_dir.join("summary.json").display().to_string();
     if let Some(dashboard) = dashboard {
-        if let Ok(mut state) = live.lock() {
+        {
+            let mut state = live.lock().unwrap_or_else(PoisonError::into_inner);
             state.finished = Some(Finished {
                 verdict: report::verdict_line(&summary),
                 reasons: summary.verdict.reasons.clone(),
@@ -158,7 +161,10 @@ pub fn run(plan: RunPlan, exit_on_finish: bool) -> Result<i32> {
         // The terminal is restored: say where the results are.
         let line = format!("{}: {summary_path}\n", report::verdict_line(&summary));
         let _ = std::io::Write::write_all(&mut std::io::stdout(), line.as_bytes());
-        shown?;
+        if let Err(err) = shown {
+            // The run and its files are fine; the exit code stays the run's.
+            follow::note(&format!("the dashboard failed: {err:#}"));
+        }
     } else {
         // A closed stdout (e.g. piped into `head`) is not an error: the files are written.
         let _ =

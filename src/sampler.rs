@@ -207,7 +207,12 @@ impl SamplerCore {
         }
         if let Some(last) = thread.last_kept.and_then(|i| self.episodes.get_mut(i)) {
             if last.class == span.class && (span.start_s - last.end_s) * 1000.0 <= MERGE_GAP_MS {
+                let was_stall = last.duration_ms >= STALL_MS;
                 merge(last, &span);
+                if !was_stall && last.duration_ms >= STALL_MS {
+                    let merged = last.clone();
+                    self.count_stall(merged);
+                }
                 return;
             }
         }
@@ -231,19 +236,30 @@ impl SamplerCore {
             live.processes.entry(episode.pid).or_default().disk_stalls += 1;
         }
         if episode.duration_ms >= STALL_MS {
-            if let Ok(mut live) = self.live.lock() {
-                live.stalls += 1;
-                if live.recent.len() == 50 {
-                    live.recent.pop_front();
-                }
-                live.recent.push_back(episode.clone());
-            }
+            self.count_stall(episode.clone());
         }
-        if self.episodes.len() < MAX_EPISODES {
+        // Half the room is kept for loop threads: only their episodes explain late packets.
+        let cap = if episode.loop_thread {
+            MAX_EPISODES
+        } else {
+            MAX_EPISODES / 2
+        };
+        if self.episodes.len() < cap {
             thread.last_kept = Some(self.episodes.len());
             self.episodes.push(episode);
         } else {
             self.episodes_dropped += 1;
+        }
+    }
+
+    /// Counts a stall for the live views.
+    fn count_stall(&self, episode: Episode) {
+        if let Ok(mut live) = self.live.lock() {
+            live.stalls += 1;
+            if live.recent.len() == 50 {
+                live.recent.pop_front();
+            }
+            live.recent.push_back(episode);
         }
     }
 
@@ -263,11 +279,17 @@ impl SamplerCore {
             // schedstat first: it is cheap. A thread that slept through the last interval and
             // whose schedstat has not moved still sleeps (to get into `D` it has to run), so its
             // `stat`, the costlier read, is skipped; threads in `R` or `D` are always read.
+            // Never for the loop thread, whose state the dashboard shows, and not every
+            // RELIST_TICKS for the others: a thread woken but still waiting for a CPU has not
+            // moved its schedstat yet.
+            let may_skip = tid != thread.pid && self.ticks % RELIST_TICKS != 0;
             let sample = thread
                 .files
                 .schedstat()
                 .and_then(|sched| match &thread.last {
-                    Some((last_sched, stat)) if *last_sched == sched && stat.state == 'S' => {
+                    Some((last_sched, stat))
+                        if may_skip && *last_sched == sched && stat.state == 'S' =>
+                    {
                         self.stat_reads_saved += 1;
                         Ok((stat.clone(), sched))
                     }

@@ -10,7 +10,7 @@ use crate::options::RunPlan;
 use crate::telemetry::Command as WorkerCommand;
 use std::io::Write as _;
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
-use std::sync::Mutex;
+use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 /// How far ahead of "now" the start gate is set, so every worker has the command in time.
@@ -42,6 +42,15 @@ fn signal_name(signal: i32) -> &'static str {
     }
 }
 
+/// Shows a message: in the dashboard's header, or (headless) on stderr once the lock is released.
+fn say(tui: bool, live: &mut LiveState, notes: &mut Vec<String>, text: String) {
+    if tui {
+        live.cancelled = Some(text);
+    } else {
+        notes.push(text);
+    }
+}
+
 /// Runs the gate and the run itself, until every worker is gone.
 pub fn follow(
     plan: &RunPlan,
@@ -61,21 +70,15 @@ pub fn follow(
     let mut kill_at_s: Option<f64> = None;
     let mut next_progress_s = f64::INFINITY;
     let mut next_proc_read_s = monotonic_s();
-    // In the dashboard, messages go to its header instead of over the screen.
-    let say = |live: &mut LiveState, text: String| {
-        if s.tui {
-            live.cancelled = Some(text);
-        } else {
-            note(&text);
-        }
-    };
+    // In the dashboard, messages go to its header instead of over the screen; headless, they
+    // go to stderr after the state's lock is released (a stalled stderr must not hold the loop).
+    let mut notes: Vec<String> = Vec::new();
 
     loop {
         let event = rx.recv_timeout(Duration::from_millis(100));
         let now_s = monotonic_s();
-        let Ok(mut live) = live.lock() else {
-            return ending;
-        };
+        // A panic while the dashboard drew poisons the lock; the run goes on without it.
+        let mut live = live.lock().unwrap_or_else(PoisonError::into_inner);
         match event {
             Ok(Event::Telemetry { worker, msg }) => live.apply(worker, msg),
             Ok(Event::WorkerGone { worker }) => {
@@ -86,18 +89,25 @@ pub fn follow(
             Ok(Event::Signal(signal)) => {
                 let name = signal_name(signal);
                 if ending.cancelled.is_none() {
-                    say(&mut live, format!("{name}: stopping the sessions and writing the summary (again to abort)"));
+                    say(s.tui, &mut live, &mut notes, format!("{name}: stopping the sessions and writing the summary (again to abort)"));
                     ending.cancelled = Some(format!("{name} received"));
                     ending.cancel_exit_code = Some(128 + signal);
                 } else {
-                    say(&mut live, format!("{name} again: aborting the sessions"));
+                    say(
+                        s.tui,
+                        &mut live,
+                        &mut notes,
+                        format!("{name} again: aborting the sessions"),
+                    );
                     abort_at_s.get_or_insert(now_s);
                 }
             }
             Ok(Event::Quit) => {
                 if ending.cancelled.is_none() {
                     say(
+                        s.tui,
                         &mut live,
+                        &mut notes,
                         "q: stopping the sessions and writing the summary".to_string(),
                     );
                     ending.cancelled = Some("stopped from the dashboard".to_string());
@@ -128,7 +138,7 @@ pub fn follow(
                 } else {
                     "the sessions did not all set up in time: stopping the workers"
                 };
-                say(&mut live, what.to_string());
+                say(s.tui, &mut live, &mut notes, what.to_string());
                 ending.notes.push(what.to_string());
             }
             for w in workers.iter_mut() {
@@ -140,7 +150,9 @@ pub fn follow(
         }
         if abort_at_s.is_some_and(|a| now_s >= a) && kill_at_s.is_none() {
             say(
+                s.tui,
                 &mut live,
+                &mut notes,
                 "aborting the sessions that have not ended".to_string(),
             );
             ending
@@ -165,8 +177,13 @@ pub fn follow(
             next_proc_read_s = now_s + 1.0;
         }
         if !s.tui && now_s >= next_progress_s {
-            note(&headless::progress_line(&mut live, now_s));
+            let line = headless::progress_line(&mut live, now_s);
+            notes.push(line);
             next_progress_s += headless::PROGRESS_INTERVAL_S;
+        }
+        drop(live);
+        for text in notes.drain(..) {
+            note(&text);
         }
     }
 }

@@ -138,7 +138,15 @@ impl Tracker {
         }
         let on_cpu = sched.on_cpu_ns.saturating_sub(prev.on_cpu_ns) as f64 / interval_ns;
         let wait = sched.wait_ns.saturating_sub(prev.wait_ns) as f64 / interval_ns;
-        let class = classify(state, on_cpu, wait);
+        let mut class = classify(state, on_cpu, wait);
+        // The kernel moves a running thread's on-CPU time only at scheduler ticks, so an interval
+        // without one shows a spinning thread as `R` with nothing moved: that continues whatever
+        // episode is under way rather than starting a starvation one.
+        if state == 'R' && on_cpu == 0.0 && wait == 0.0 {
+            if let Some(open) = &self.open {
+                class = Some(open.class);
+            }
+        }
         if state == 'D' && wchan.is_none() {
             self.hidden_wchan += 1;
         }
@@ -259,6 +267,19 @@ mod tests {
             "dated back, not before the last episode: {span:?}"
         );
         assert!((span.end_s - 1.305).abs() < 1e-9);
+    }
+
+    #[test]
+    fn a_busy_thread_between_scheduler_ticks_stays_busy() {
+        let mut t = Tracker::default();
+        t.observe(0.000, 'R', sched(0, 0), None);
+        t.observe(0.005, 'R', sched(5, 0), None);
+        // No tick in this interval: on-CPU time did not move.
+        t.observe(0.007, 'R', sched(5, 0), None);
+        t.observe(0.012, 'R', sched(10, 0), None);
+        let span = t.observe(0.017, 'S', sched(10, 0), None).unwrap();
+        assert_eq!(span.class, StallClass::Busy);
+        assert!((span.duration_ms() - 12.0).abs() < 1e-6, "{span:?}");
     }
 
     #[test]

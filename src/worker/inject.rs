@@ -150,6 +150,12 @@ pub fn cpu_starvation(ms: u32) -> Injection {
     let _ = std::thread::Builder::new()
         .name("starver-end".to_string())
         .spawn(move || {
+            // This thread inherited the runtime's pin: leave it first, so that the restore is
+            // not itself starved by the spinners.
+            // SAFETY: setting this thread's mask to the runtime's original one.
+            unsafe {
+                libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &original)
+            };
             std::thread::sleep(Duration::from_secs_f64((end_s - monotonic_s()).max(0.0)));
             // SAFETY: restoring the mask read above.
             unsafe {
