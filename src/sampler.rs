@@ -135,6 +135,8 @@ pub struct SamplerCore {
     ticks: u64,
     malformed: u64,
     hidden_wchan: u64,
+    /// Samples of any thread in `D`.
+    d_samples: u64,
     threads_seen: u64,
     /// `stat` reads skipped because the thread provably still slept.
     stat_reads_saved: u64,
@@ -153,6 +155,7 @@ impl SamplerCore {
             ticks: 0,
             malformed: 0,
             hidden_wchan: 0,
+            d_samples: 0,
             threads_seen: 0,
             stat_reads_saved: 0,
             live,
@@ -304,6 +307,7 @@ impl SamplerCore {
                         None
                     };
                     thread.comm = stat.comm;
+                    self.d_samples += u64::from(stat.state == 'D');
                     let hidden_before = thread.tracker.hidden_wchan;
                     if let Some(span) =
                         thread
@@ -358,10 +362,12 @@ impl SamplerCore {
                 }
             }
         }
-        if self.hidden_wchan > 0 {
+        // A thread caught on its way into or out of D reads 0 now and then; only when most D
+        // samples do is the kernel hiding wchan (kptr_restrict, permissions).
+        if self.hidden_wchan >= 3 && self.hidden_wchan * 2 > self.d_samples {
             self.note(format!(
-                "wchan read as 0 in {} samples of threads in D state: the kernel hides it here, so those disk waits are reported without their function",
-                self.hidden_wchan
+                "wchan read as 0 in {} of {} samples of threads in D state: the kernel hides it here, so those disk waits are reported without their function",
+                self.hidden_wchan, self.d_samples
             ));
         }
         self.episodes
