@@ -68,19 +68,9 @@ fn a_server_that_closes_mid_session_leaves_incomplete_sessions_and_a_summary() {
     let server = fake_server::start(Misbehaviour::CloseAfterAppends(5));
     let dir = TempDir::new("closes");
     let out = dir.join("out");
-    let output = util::run(
-        &[
-            "run",
-            "--no-tui",
-            "--url",
-            &server.url,
-            "-s",
-            "2",
-            "-d",
-            "3s",
-            "--output",
-            out.to_str().unwrap(),
-        ],
+    let output = util::run_to(
+        &out,
+        &["--url", &server.url, "-s", "2", "-d", "3s"],
         Duration::from_secs(60),
     );
     assert_eq!(output.status.code(), Some(1), "{}", describe(&output));
@@ -105,19 +95,9 @@ fn non_json_and_binary_frames_are_counted_as_protocol_errors() {
     let server = fake_server::start(Misbehaviour::JunkAfterFirstAppend);
     let dir = TempDir::new("junk");
     let out = dir.join("out");
-    let output = util::run(
-        &[
-            "run",
-            "--no-tui",
-            "--url",
-            &server.url,
-            "-s",
-            "2",
-            "-d",
-            "2s",
-            "--output",
-            out.to_str().unwrap(),
-        ],
+    let output = util::run_to(
+        &out,
+        &["--url", &server.url, "-s", "2", "-d", "2s"],
         Duration::from_secs(60),
     );
     let s = summary(&out);
@@ -133,10 +113,9 @@ fn an_oversized_server_message_fails_the_session_without_a_panic() {
     let server = fake_server::start(Misbehaviour::OversizedAfterFirstAppend(64 * 1024));
     let dir = TempDir::new("oversized");
     let out = dir.join("out");
-    let output = util::run(
+    let output = util::run_to(
+        &out,
         &[
-            "run",
-            "--no-tui",
             "--url",
             &server.url,
             "-s",
@@ -145,8 +124,6 @@ fn an_oversized_server_message_fails_the_session_without_a_panic() {
             "2s",
             "--max-message-bytes",
             "16384",
-            "--output",
-            out.to_str().unwrap(),
         ],
         Duration::from_secs(60),
     );
@@ -168,19 +145,9 @@ fn a_full_mock_rejects_sessions_and_the_run_counts_them() {
     let _serial = util::serial();
     let dir = TempDir::new("full");
     let out = dir.join("out");
-    let output = util::run(
-        &[
-            "run",
-            "--no-tui",
-            "-s",
-            "4",
-            "-d",
-            "2s",
-            "--max-sessions",
-            "2",
-            "--output",
-            out.to_str().unwrap(),
-        ],
+    let output = util::run_to(
+        &out,
+        &["-s", "4", "-d", "2s", "--max-sessions", "2"],
         Duration::from_secs(60),
     );
     assert_eq!(output.status.code(), Some(1), "{}", describe(&output));
@@ -208,10 +175,9 @@ fn a_server_that_talks_but_never_drains_is_bounded_by_the_recv_timeout() {
     let dir = TempDir::new("never-drains");
     let out = dir.join("out");
     let started = std::time::Instant::now();
-    let output = util::run(
+    let output = util::run_to(
+        &out,
         &[
-            "run",
-            "--no-tui",
             "--url",
             &server.url,
             "-s",
@@ -220,8 +186,6 @@ fn a_server_that_talks_but_never_drains_is_bounded_by_the_recv_timeout() {
             "1s",
             "--recv-timeout",
             "2s",
-            "--output",
-            out.to_str().unwrap(),
         ],
         Duration::from_secs(60),
     );
@@ -246,26 +210,17 @@ fn a_second_sigint_aborts_stuck_sessions_and_keeps_the_measured_packets() {
     let server = fake_server::start(Misbehaviour::NeverDrains);
     let dir = TempDir::new("abort");
     let out = dir.join("out");
-    let mut child = std::process::Command::new(util::bin())
-        .args([
-            "run",
-            "--no-tui",
-            "--url",
-            &server.url,
-            "-s",
-            "2",
-            "-d",
-            "1s",
-            "--recv-timeout",
-            "60s",
-            "--output",
-        ])
-        .arg(&out)
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+    let args = [
+        "--url",
+        &server.url,
+        "-s",
+        "2",
+        "-d",
+        "1s",
+        "--recv-timeout",
+        "60s",
+    ];
+    let mut child = util::spawn_run(&out, &args);
     // Wait until both sessions have sent everything and sit waiting for `drained`.
     let samples = out.join("samples/worker-0.csv");
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
@@ -280,18 +235,8 @@ fn a_second_sigint_aborts_stuck_sessions_and_keeps_the_measured_packets() {
         unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
         std::thread::sleep(Duration::from_millis(300));
     }
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if std::time::Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("the conductor did not exit after two SIGINTs");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    assert_eq!(status.code(), Some(130));
+    let code = util::wait_with_limit(&mut child, Duration::from_secs(30));
+    assert_eq!(code, Some(130), "two SIGINTs end the run");
     let s = summary(&out);
     assert_eq!(s["cancelled"], true);
     let worker = &crate::util::workers(&s)[0];

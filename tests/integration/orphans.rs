@@ -25,16 +25,7 @@ fn is_dead(pid: u32) -> bool {
 fn sigkill_of_the_conductor_leaves_no_worker_or_mock_behind() {
     let _serial = util::serial();
     let dir = TempDir::new("orphans");
-    let mut conductor = std::process::Command::new(util::bin())
-        .args([
-            "run", "--no-tui", "-p", "2", "-s", "2", "-d", "60s", "--output",
-        ])
-        .arg(dir.join("out"))
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut conductor = util::spawn_run(&dir.join("out"), &["-p", "2", "-s", "2", "-d", "60s"]);
     let pid = conductor.id();
     // The mock and two workers.
     let deadline = Instant::now() + Duration::from_secs(30);

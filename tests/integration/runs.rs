@@ -89,19 +89,9 @@ fn short_2x4_run_completes_with_every_summary_key_and_a_valid_schema() {
     let _serial = util::serial();
     let dir = TempDir::new("2x4");
     let out = dir.join("out");
-    let output = util::run(
-        &[
-            "run",
-            "--no-tui",
-            "-p",
-            "2",
-            "-s",
-            "4",
-            "-d",
-            "3s",
-            "--output",
-            out.to_str().unwrap(),
-        ],
+    let output = util::run_to(
+        &out,
+        &["-p", "2", "-s", "4", "-d", "3s"],
         Duration::from_secs(90),
     );
     assert_eq!(output.status.code(), Some(0), "{}", describe(&output));
@@ -149,10 +139,9 @@ fn injected_200ms_stall_makes_every_session_of_the_stalled_worker_late() {
     let _serial = util::serial();
     let dir = TempDir::new("stall");
     let out = dir.join("out");
-    let output = util::run(
+    let output = util::run_to(
+        &out,
         &[
-            "run",
-            "--no-tui",
             "-p",
             "2",
             "-s",
@@ -163,8 +152,6 @@ fn injected_200ms_stall_makes_every_session_of_the_stalled_worker_late() {
             "meta",
             "--inject-stall-ms",
             "200",
-            "--output",
-            out.to_str().unwrap(),
         ],
         Duration::from_secs(90),
     );
@@ -196,16 +183,7 @@ fn sigint_stops_the_run_and_still_writes_a_cancelled_summary() {
     let _serial = util::serial();
     let dir = TempDir::new("sigint");
     let out = dir.join("out");
-    let mut child = std::process::Command::new(util::bin())
-        .args([
-            "run", "--no-tui", "-p", "1", "-s", "2", "-d", "60s", "--output",
-        ])
-        .arg(&out)
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = util::spawn_run(&out, &["-p", "1", "-s", "2", "-d", "60s"]);
     // Wait until packets flow (the samples file grows), then interrupt.
     let samples = out.join("samples/worker-0.csv");
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
@@ -217,7 +195,7 @@ fn sigint_stops_the_run_and_still_writes_a_cancelled_summary() {
         std::thread::sleep(Duration::from_millis(100));
     }
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
-    let status = wait_with_limit(&mut child, Duration::from_secs(30));
+    let status = util::wait_with_limit(&mut child, Duration::from_secs(30));
     assert_eq!(status, Some(130));
     let s = summary(&out);
     assert_eq!(s["cancelled"], true);
@@ -226,19 +204,4 @@ fn sigint_stops_the_run_and_still_writes_a_cancelled_summary() {
     assert_eq!(s["sessions"]["stopped_early"], 2);
     // The sessions still ended properly with the server.
     assert_eq!(s["sessions"]["completed"], 2);
-}
-
-fn wait_with_limit(child: &mut std::process::Child, limit: Duration) -> Option<i32> {
-    let deadline = std::time::Instant::now() + limit;
-    loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            return status.code();
-        }
-        if std::time::Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("the run did not exit within {limit:?}");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }

@@ -9,22 +9,9 @@ fn run_with(extra: &[&str], name: &str) -> (Value, TempDir) {
     let _serial = util::serial();
     let dir = TempDir::new(name);
     let out = dir.join("out");
-    let mut args = vec![
-        "run",
-        "--no-tui",
-        "-p",
-        "2",
-        "-s",
-        "4",
-        "-d",
-        "6s",
-        "--trace",
-        "meta",
-        "--output",
-        out.to_str().unwrap(),
-    ];
+    let mut args = vec!["-p", "2", "-s", "4", "-d", "6s", "--trace", "meta"];
     args.extend_from_slice(extra);
-    let output = util::run(&args, Duration::from_secs(90));
+    let output = util::run_to(&out, &args, Duration::from_secs(90));
     assert!(
         matches!(output.status.code(), Some(0 | 1)),
         "{}",

@@ -18,20 +18,9 @@ fn run_two_sessions(trace: &str, out: &Path) {
 }
 
 fn run_two_sessions_with(extra: &[&str], out: &Path) {
-    let out = out.to_str().unwrap();
-    let mut args = vec![
-        "run",
-        "--no-tui",
-        "-s",
-        "2",
-        "-d",
-        "2s",
-        "--keep-traces",
-        "--output",
-        out,
-    ];
+    let mut args = vec!["-s", "2", "-d", "2s", "--keep-traces"];
     args.extend_from_slice(extra);
-    let output = util::run(&args, Duration::from_secs(60));
+    let output = util::run_to(out, &args, Duration::from_secs(60));
     assert_eq!(output.status.code(), Some(0), "{}", describe(&output));
 }
 

@@ -79,3 +79,40 @@ pub fn workers(summary: &serde_json::Value) -> Vec<serde_json::Value> {
         .cloned()
         .collect()
 }
+
+/// `run --no-tui --output OUT ARGS…` with a time limit.
+pub fn run_to(out: &Path, args: &[&str], limit: Duration) -> Output {
+    let out = out.to_str().unwrap();
+    let mut all = vec!["run", "--no-tui", "--output", out];
+    all.extend_from_slice(args);
+    run(&all, limit)
+}
+
+/// The same, in the background, for tests that signal or kill the conductor.
+pub fn spawn_run(out: &Path, args: &[&str]) -> std::process::Child {
+    std::process::Command::new(bin())
+        .args(["run", "--no-tui", "--output"])
+        .arg(out)
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+/// Waits for `child` at most `limit` and returns its exit code; kills it and fails after that.
+pub fn wait_with_limit(child: &mut std::process::Child, limit: Duration) -> Option<i32> {
+    let deadline = std::time::Instant::now() + limit;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status.code();
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the run did not exit within {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
