@@ -171,35 +171,48 @@ fn is_quit(key: &KeyEvent) -> bool {
 /// What every other key does to the view.
 pub fn on_key(view: &mut ViewState, code: KeyCode) {
     const PAGE: usize = 20;
+    // Rows change with these toggles: how far one can scroll is known again after the next frame.
+    let relayout = |view: &mut ViewState| view.max_scroll.set(usize::MAX);
+    let ungroup = |view: &mut ViewState| {
+        if view.grouped {
+            view.grouped = false;
+            view.max_scroll.set(usize::MAX);
+        }
+    };
     match code {
         KeyCode::Char('?') | KeyCode::Char('h') => view.help = !view.help,
         KeyCode::Esc => view.help = false,
         KeyCode::Char('v') => {
             view.violations_only = !view.violations_only;
             view.scroll = 0;
+            relayout(view);
         }
         KeyCode::Char('g') => {
             view.grouped = !view.grouped;
             view.scroll = 0;
+            relayout(view);
         }
         KeyCode::Down | KeyCode::Char('j') => {
-            view.grouped = false;
-            view.scroll += 1;
+            ungroup(view);
+            view.scroll = (view.scroll + 1).min(view.max_scroll.get());
         }
         KeyCode::Up | KeyCode::Char('k') => {
-            view.grouped = false;
-            view.scroll = view.scroll.saturating_sub(1);
+            ungroup(view);
+            view.scroll = view.scroll.min(view.max_scroll.get()).saturating_sub(1);
         }
         KeyCode::PageDown => {
-            view.grouped = false;
-            view.scroll += PAGE;
+            ungroup(view);
+            view.scroll = (view.scroll + PAGE).min(view.max_scroll.get());
         }
         KeyCode::PageUp => {
-            view.grouped = false;
-            view.scroll = view.scroll.saturating_sub(PAGE);
+            ungroup(view);
+            view.scroll = view.scroll.min(view.max_scroll.get()).saturating_sub(PAGE);
         }
         KeyCode::Home => view.scroll = 0,
-        KeyCode::End => view.scroll = usize::MAX / 2,
+        KeyCode::End => {
+            ungroup(view);
+            view.scroll = view.max_scroll.get().min(usize::MAX / 2);
+        }
         _ => {}
     }
 }

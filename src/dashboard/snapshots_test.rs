@@ -295,4 +295,12 @@ fn keys_toggle_the_filter_and_scroll_ungrouped_rows() {
     super::on_key(&mut view, crossterm::event::KeyCode::PageDown);
     let screen = text(&draw(&state, &view, NO_COLOR, 120, 40));
     assert!(screen.contains("lines 21-"), "{screen}");
+    // End goes to the last page, and Up moves from there at once.
+    let _ = draw(&state, &view, NO_COLOR, 120, 40); // a frame tells how far one can scroll
+    super::on_key(&mut view, crossterm::event::KeyCode::End);
+    let last = view.scroll;
+    let screen = text(&draw(&state, &view, NO_COLOR, 120, 40));
+    assert!(screen.contains("of 128"), "{screen}");
+    super::on_key(&mut view, crossterm::event::KeyCode::Up);
+    assert_eq!(view.scroll, last - 1);
 }

@@ -17,6 +17,8 @@ pub struct ViewState {
     /// Group sessions so every one fits (default), or one row per session with scrolling.
     pub grouped: bool,
     pub help: bool,
+    /// The largest useful `scroll`, as the last frame found it (the keys do not know the rows).
+    pub max_scroll: std::cell::Cell<usize>,
 }
 
 impl Default for ViewState {
@@ -26,6 +28,7 @@ impl Default for ViewState {
             violations_only: false,
             grouped: true,
             help: false,
+            max_scroll: std::cell::Cell::new(usize::MAX),
         }
     }
 }
