@@ -72,7 +72,7 @@ pub fn run(plan: RunPlan, exit_on_finish: bool) -> Result<i32> {
             index,
             settings: plan.settings.clone(),
             output_dir: output_dir.clone(),
-            inject_stall: index == 0 && plan.settings.injects(),
+            inject_faults: index == 0 && plan.settings.injects(),
         };
         workers.push(WorkerChild::start(&config, tx.clone())?);
     }

@@ -94,7 +94,7 @@ impl LoopLag {
             p50: short.p50,
             p99: short.p99,
             // Exact, unlike the histogram's bucket-wide max.
-            max: (self.max_us() as f64 / 1000.0 * 1000.0).round() / 1000.0,
+            max: self.max_us() as f64 / 1000.0,
             over_80ms: self.over_80ms.load(Ordering::Relaxed),
             over_20ms: self.over_20ms.load(Ordering::Relaxed),
         }

@@ -66,12 +66,7 @@ fn clock_ticks_per_second() -> f64 {
 }
 
 fn parse_live(stat: &str, status: &str, ticks_per_s: f64) -> Option<LiveReading> {
-    // The command name (field 2) may contain spaces and parentheses: split after the last ')'.
-    let rest = &stat[stat.rfind(')')? + 1..];
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    let state = fields.first()?.chars().next()?;
-    let utime: f64 = fields.get(11)?.parse().ok()?;
-    let stime: f64 = fields.get(12)?.parse().ok()?;
+    let stat = crate::sampler::procfs::parse_stat(stat)?;
     let kb = |key: &str| {
         status
             .lines()
@@ -82,8 +77,8 @@ fn parse_live(stat: &str, status: &str, ticks_per_s: f64) -> Option<LiveReading>
             * 1024
     };
     Some(LiveReading {
-        state,
-        cpu_seconds: (utime + stime) / ticks_per_s,
+        state: stat.state,
+        cpu_seconds: (stat.utime + stat.stime) as f64 / ticks_per_s,
         rss_bytes: kb("VmRSS:"),
         peak_rss_bytes: kb("VmHWM:"),
     })

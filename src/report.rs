@@ -1,7 +1,7 @@
 //! Renderings of a [`Summary`]: `summary.md` for issues, and the short table printed at the end
 //! of a headless run.
 
-use crate::summary::{Role, Summary};
+use crate::summary::{process_name, Summary};
 use std::fmt::Write as _;
 
 /// "pacing-qualified, complete" and its negatives.
@@ -114,11 +114,7 @@ pub fn markdown(s: &Summary) -> String {
         "| process | pid | CPU (cores) | peak RSS (MiB) | loop lag p99 / max (ms) | lags > 20 / > 80 ms | late packets | deviation p99 / max (ms) | writer queue peak |\n|---|---|---|---|---|---|---|---|---|"
     );
     for proc in &s.processes {
-        let name = match (proc.role, proc.index) {
-            (Role::Worker, Some(i)) => format!("worker {i}"),
-            (Role::Worker, None) => "worker".to_string(),
-            (Role::Mock, _) => "mock".to_string(),
-        };
+        let name = process_name(proc.role, proc.index);
         let (late, dev) =
             proc.pacing
                 .as_ref()
@@ -320,11 +316,7 @@ pub fn table(s: &Summary) -> String {
         d.p50, d.p90, d.p99, d.p999, d.max
     );
     for proc in &s.processes {
-        let name = match (proc.role, proc.index) {
-            (Role::Worker, Some(i)) => format!("worker {i}"),
-            (Role::Worker, None) => "worker".to_string(),
-            (Role::Mock, _) => "mock".to_string(),
-        };
+        let name = process_name(proc.role, proc.index);
         let _ = writeln!(
             out,
             "{name:<18} {:.3} cores, {:.1} MiB peak RSS, loop lag max {:.1} ms",

@@ -43,11 +43,7 @@ pub struct Target {
 
 impl Target {
     pub fn name(&self) -> String {
-        match (self.role, self.index) {
-            (Role::Worker, Some(i)) => format!("worker {i}"),
-            (Role::Worker, None) => "worker".to_string(),
-            (Role::Mock, _) => "mock".to_string(),
-        }
+        crate::summary::process_name(self.role, self.index)
     }
 }
 
@@ -100,8 +96,8 @@ struct Thread {
     target: usize,
     /// The index of this thread's latest kept episode, for merging.
     last_kept: Option<usize>,
-    /// The previous sample's schedstat and stat.
-    last: Option<(procfs::SchedStat, procfs::Stat)>,
+    /// The previous sample's schedstat and state letter.
+    last: Option<(procfs::SchedStat, char)>,
 }
 
 /// Extends `into` by `span` (same thread, same class), pooling their wchan counts.
@@ -109,18 +105,11 @@ fn merge(into: &mut Episode, span: &Span) {
     into.end_s = span.end_s;
     into.duration_ms = ((into.end_s - into.start_s) * 1e6).round() / 1000.0;
     into.samples += span.samples;
-    for w in &span.wchan {
-        match into.wchan.iter_mut().find(|x| x.name == w.name) {
-            Some(x) => x.samples += w.samples,
-            None => into.wchan.push(w.clone()),
-        }
+    let mut counts: BTreeMap<String, u32> = BTreeMap::new();
+    for w in into.wchan.drain(..).chain(span.wchan.iter().cloned()) {
+        *counts.entry(w.name).or_default() += w.samples;
     }
-    let total: u32 = into.wchan.iter().map(|w| w.samples).sum();
-    for w in &mut into.wchan {
-        w.share = (f64::from(w.samples) / f64::from(total.max(1)) * 1000.0).round() / 1000.0;
-    }
-    into.wchan
-        .sort_by(|a, b| b.samples.cmp(&a.samples).then(a.name.cmp(&b.name)));
+    into.wchan = episodes::shares(counts);
 }
 
 /// The sampling itself, without the thread and the clock: [`SamplerCore::tick`] takes one sample
@@ -274,11 +263,9 @@ impl SamplerCore {
         self.ticks += 1;
         let mut ended = Vec::new();
         let mut views: BTreeMap<u32, ProcessView> = BTreeMap::new();
-        let tids: Vec<u32> = self.threads.keys().copied().collect();
-        for tid in tids {
-            let Some(mut thread) = self.threads.remove(&tid) else {
-                continue;
-            };
+        // Taken out for the loop, so that `keep` may borrow the rest of `self`.
+        let mut threads = std::mem::take(&mut self.threads);
+        for (&tid, thread) in threads.iter_mut() {
             // schedstat first: it is cheap. A thread that slept through the last interval and
             // whose schedstat has not moved still sleeps (to get into `D` it has to run), so its
             // `stat`, the costlier read, is skipped; threads in `R` or `D` are always read.
@@ -289,56 +276,52 @@ impl SamplerCore {
             let sample = thread
                 .files
                 .schedstat()
-                .and_then(|sched| match &thread.last {
-                    Some((last_sched, stat))
-                        if may_skip && *last_sched == sched && stat.state == 'S' =>
-                    {
+                .and_then(|sched| match thread.last {
+                    Some((last_sched, 'S')) if may_skip && last_sched == sched => {
                         self.stat_reads_saved += 1;
-                        Ok((stat.clone(), sched))
+                        Ok(('S', sched))
                     }
-                    _ => thread.files.stat().map(|stat| (stat, sched)),
+                    _ => thread.files.stat().map(|stat| {
+                        thread.comm = stat.comm;
+                        (stat.state, sched)
+                    }),
                 });
             match sample {
-                Ok((stat, sched)) => {
-                    thread.last = Some((sched, stat.clone()));
-                    let wchan = if stat.state == 'D' {
+                Ok((state, sched)) => {
+                    thread.last = Some((sched, state));
+                    let wchan = if state == 'D' {
                         thread.files.wchan().unwrap_or(None)
                     } else {
                         None
                     };
-                    thread.comm = stat.comm;
-                    self.d_samples += u64::from(stat.state == 'D');
+                    self.d_samples += u64::from(state == 'D');
                     let hidden_before = thread.tracker.hidden_wchan;
-                    if let Some(span) =
-                        thread
-                            .tracker
-                            .observe(now_s, stat.state, sched, wchan.clone())
-                    {
-                        self.keep(&mut thread, tid, span);
+                    if let Some(span) = thread.tracker.observe(now_s, state, sched, wchan.clone()) {
+                        self.keep(thread, tid, span);
                     }
                     self.hidden_wchan += thread.tracker.hidden_wchan - hidden_before;
                     if tid == thread.pid {
                         let view = views.entry(thread.pid).or_default();
-                        view.state = stat.state;
+                        view.state = state;
                         view.current = thread.tracker.current().map(|c| c.0);
                         if wchan.is_some() {
                             view.last_wchan = wchan;
                         }
                     }
-                    self.threads.insert(tid, thread);
                 }
-                Err(ReadError::Malformed) => {
-                    self.malformed += 1;
-                    self.threads.insert(tid, thread);
-                }
+                Err(ReadError::Malformed) => self.malformed += 1,
                 Err(ReadError::Gone | ReadError::Denied) => {
                     if let Some(span) = thread.tracker.finish() {
-                        self.keep(&mut thread, tid, span);
+                        self.keep(thread, tid, span);
                     }
                     ended.push(tid);
                 }
             }
         }
+        for tid in &ended {
+            threads.remove(tid);
+        }
+        self.threads = threads;
         self.gone.extend(ended);
         if let Ok(mut live) = self.live.lock() {
             for (pid, view) in views {

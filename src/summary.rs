@@ -117,6 +117,15 @@ pub enum Role {
     Mock,
 }
 
+/// `worker 3` or `mock`: how every output names a process.
+pub fn process_name(role: Role, index: Option<u32>) -> String {
+    match (role, index) {
+        (Role::Worker, Some(i)) => format!("worker {i}"),
+        (Role::Worker, None) => "worker".to_string(),
+        (Role::Mock, _) => "mock".to_string(),
+    }
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ProcessSummary {
     pub role: Role,
@@ -255,22 +264,11 @@ impl Summary {
                 reasons.push(format!(
                     "worker {index} (pid {pid}) left no result file; see workers/worker-{index}.log"
                 ));
-                processes.push(ProcessSummary {
-                    role: Role::Worker,
-                    index: Some(index as u32),
-                    pid: *pid,
-                    cpu_cores: 0.0,
-                    cpu_seconds: 0.0,
-                    peak_rss_bytes: 0,
-                    loop_lag_ms: LoopLagStats::default(),
-                    result_present: false,
-                    writer_queue_peak_lines: None,
-                    writer_queue_peak_bytes: None,
-                    pacing: None,
-                    stall_injected_at_s: None,
-                    telemetry_dropped: None,
-                    mock: None,
-                });
+                processes.push(ProcessSummary::without_result(
+                    Role::Worker,
+                    Some(index as u32),
+                    *pid,
+                ));
                 continue;
             };
             let counts = (
@@ -489,29 +487,45 @@ impl Summary {
     }
 }
 
+impl ProcessSummary {
+    /// A process that left no result: its figures are zero.
+    fn without_result(role: Role, index: Option<u32>, pid: u32) -> Self {
+        ProcessSummary {
+            role,
+            index,
+            pid,
+            cpu_cores: 0.0,
+            cpu_seconds: 0.0,
+            peak_rss_bytes: 0,
+            loop_lag_ms: LoopLagStats::default(),
+            result_present: false,
+            writer_queue_peak_lines: None,
+            writer_queue_peak_bytes: None,
+            pacing: None,
+            stall_injected_at_s: None,
+            telemetry_dropped: None,
+            mock: None,
+        }
+    }
+}
+
 fn mock_process(pid: u32, stats: Option<&MockStats>) -> ProcessSummary {
-    ProcessSummary {
-        role: Role::Mock,
-        index: None,
-        pid,
-        cpu_cores: stats.map_or(0.0, |s| s.usage.cpu_cores),
-        cpu_seconds: stats.map_or(0.0, |s| s.usage.cpu_seconds),
-        peak_rss_bytes: stats.map_or(0, |s| s.usage.peak_rss_bytes),
-        loop_lag_ms: stats.map(|s| s.loop_lag_ms).unwrap_or_default(),
-        result_present: stats.is_some(),
-        writer_queue_peak_lines: None,
-        writer_queue_peak_bytes: None,
-        pacing: None,
-        stall_injected_at_s: None,
-        telemetry_dropped: None,
-        mock: stats.map(|s| MockFigures {
+    let mut process = ProcessSummary::without_result(Role::Mock, None, pid);
+    if let Some(s) = stats {
+        process.cpu_cores = s.usage.cpu_cores;
+        process.cpu_seconds = s.usage.cpu_seconds;
+        process.peak_rss_bytes = s.usage.peak_rss_bytes;
+        process.loop_lag_ms = s.loop_lag_ms;
+        process.result_present = true;
+        process.mock = Some(MockFigures {
             sessions_served: s.sessions_served,
             sessions_rejected: s.sessions_rejected,
             appends_received: s.appends_received,
             protocol_errors: s.protocol_errors,
             arrival_deviation_ms: s.arrival_deviation_ms,
-        }),
+        });
     }
+    process
 }
 
 #[cfg(test)]

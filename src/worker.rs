@@ -31,8 +31,8 @@ pub struct WorkerConfig {
     pub index: u32,
     pub settings: Settings,
     pub output_dir: PathBuf,
-    /// This worker blocks its runtime once, halfway through (`--inject-stall-ms`).
-    pub inject_stall: bool,
+    /// This worker injects the `--inject-*` faults, once each, halfway through the run.
+    pub inject_faults: bool,
 }
 
 impl WorkerConfig {
@@ -219,7 +219,7 @@ async fn drive(
         }
     };
     let injections = Rc::new(RefCell::new(Vec::new()));
-    let inject = config.inject_stall.then(|| {
+    let inject = config.inject_faults.then(|| {
         let s = &settings;
         (
             s.inject_stall_ms,

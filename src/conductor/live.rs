@@ -231,6 +231,16 @@ impl LiveState {
         self.start_s.map_or(0.0, |s| (now_s - s).max(0.0))
     }
 
+    /// Sessions the server refused: reported at set-up, and again when they end.
+    pub fn rejected(&self) -> u32 {
+        let at_setup: u32 = self
+            .workers
+            .iter()
+            .filter_map(|w| w.ready.map(|r| r.1))
+            .sum();
+        at_setup.max(self.totals().sessions_rejected)
+    }
+
     /// The live verdict: (qualified so far, reason when not).
     pub fn verdict(&self) -> (bool, Option<String>) {
         let t = self.totals();
@@ -243,12 +253,7 @@ impl LiveState {
                 )),
             );
         }
-        let rejected: u32 = self
-            .workers
-            .iter()
-            .filter_map(|w| w.ready.map(|r| r.1))
-            .sum::<u32>()
-            .max(t.sessions_rejected);
+        let rejected = self.rejected();
         if t.sessions_incomplete > 0 || rejected > 0 {
             return (
                 true,

@@ -201,7 +201,8 @@ pub fn draw(state: &LiveState, view: &ViewState, theme: Theme, area: Rect, buf: 
         .render(Rect::new(inner.x, legend_y, inner.width, 1), buf);
 }
 
-fn legend(theme: Theme, late_us: u32) -> Line<'static> {
+/// The colour (or glyph) scale, shared by the heatmap and the help.
+pub fn legend(theme: Theme, late_us: u32) -> Line<'static> {
     let late_ms = late_us / 1000;
     let mut spans = vec![Span::styled(
         format!("1 col = {BUCKET_S:.0} s  "),

@@ -97,12 +97,7 @@ pub fn header(state: &LiveState, theme: Theme, area: Rect, buf: &mut Buffer) {
 pub fn counters(state: &LiveState, theme: Theme, area: Rect, buf: &mut Buffer) {
     let t = state.totals();
     let pooled = state.pooled_deviation();
-    let rejected: u32 = state
-        .workers
-        .iter()
-        .filter_map(|w| w.ready.map(|r| r.1))
-        .sum::<u32>()
-        .max(t.sessions_rejected);
+    let rejected = state.rejected();
     let total = state.info.processes * state.info.sessions_per_process;
     let late_style = if t.late_packets > 0 {
         theme.bad()
@@ -257,10 +252,9 @@ pub fn processes(state: &LiveState, theme: Theme, area: Rect, buf: &mut Buffer) 
         .title(" Processes │ stalls ");
     let inner = block.inner(area);
     block.render(area, buf);
-    let sampler = state
-        .sampler
-        .as_ref()
-        .and_then(|s| s.lock().ok().map(|l| l.clone()));
+    // Read in place, not copied: this runs ten times a second.
+    let guard = state.sampler.as_ref().and_then(|s| s.lock().ok());
+    let sampler = guard.as_deref();
     let wide = inner.width >= 44;
     let mut lines = vec![Line::from(Span::styled(
         format!(
@@ -275,7 +269,7 @@ pub fn processes(state: &LiveState, theme: Theme, area: Rect, buf: &mut Buffer) 
         theme.dim(),
     ))];
     let row = |name: String, p: &ProcessLive| {
-        let view = sampler.as_ref().and_then(|s| s.processes.get(&p.pid));
+        let view = sampler.and_then(|s| s.processes.get(&p.pid));
         let st = view
             .map(|v| v.state)
             .filter(|c| *c != '\0')
@@ -287,7 +281,7 @@ pub fn processes(state: &LiveState, theme: Theme, area: Rect, buf: &mut Buffer) 
         } else {
             Style::default()
         };
-        let disk = match (view, &sampler) {
+        let disk = match (view, sampler) {
             (_, None) => "off".to_string(),
             (Some(v), Some(_)) if v.disk_stalls > 0 => format!(
                 "{} {}",
@@ -321,7 +315,7 @@ pub fn processes(state: &LiveState, theme: Theme, area: Rect, buf: &mut Buffer) 
         lines.push(row("mock".to_string(), mock));
     }
     let room = (inner.height as usize).saturating_sub(lines.len());
-    match &sampler {
+    match sampler {
         None => lines.push(Line::from(Span::styled(
             "procfs sampler off (--no-sampler)",
             theme.dim(),
@@ -342,7 +336,7 @@ pub fn processes(state: &LiveState, theme: Theme, area: Rect, buf: &mut Buffer) 
             }
         }
     }
-    if let Some(note) = sampler.as_ref().and_then(|s| s.notes.iter().next()) {
+    if let Some(note) = sampler.and_then(|s| s.notes.iter().next()) {
         lines.push(Line::from(Span::styled(note.clone(), theme.warn())));
     }
     Paragraph::new(lines).render(inner, buf);
@@ -357,7 +351,7 @@ pub fn footer(state: &LiveState, theme: Theme, area: Rect, buf: &mut Buffer) {
     Paragraph::new(Line::from(Span::styled(text, theme.dim()))).render(area, buf);
 }
 
-pub fn help(theme: Theme, area: Rect, buf: &mut Buffer) {
+pub fn help(theme: Theme, late_us: u32, area: Rect, buf: &mut Buffer) {
     let lines = vec![
         Line::from("q, Ctrl-C    end the run gracefully: sessions stop and end,"),
         Line::from("             the summary is written, its path printed"),
@@ -369,23 +363,7 @@ pub fn help(theme: Theme, area: Rect, buf: &mut Buffer) {
         Line::from(""),
         Line::from("Heatmap: a row per session (or group), a column per second,"),
         Line::from("each cell the worst |deviation| from schedule in it:"),
-        Line::from(vec![
-            Span::styled(
-                if theme.color { "█" } else { "·" },
-                theme.heat_style(super::theme::Heat::Ok),
-            ),
-            Span::raw(" ≤20 ms   "),
-            Span::styled(
-                if theme.color { "█" } else { "+" },
-                theme.heat_style(super::theme::Heat::Slow),
-            ),
-            Span::raw(" >20 ms   "),
-            Span::styled(
-                if theme.color { "█" } else { "X" },
-                theme.heat_style(super::theme::Heat::Late),
-            ),
-            Span::raw(" late"),
-        ]),
+        super::heatmap::legend(theme, late_us),
         Line::from("A stall of a whole worker shows as a vertical band."),
     ];
     Clear.render(area, buf);

@@ -70,7 +70,13 @@ pub fn render(frame: &mut Frame<'_>, state: &LiveState, view: &ViewState, theme:
     }
     panels::footer(state, theme, footer, buf);
     if view.help {
-        panels::help(theme, centered(area, 64, 18), buf);
+        let width = 64.max(area.width.min(80));
+        panels::help(
+            theme,
+            state.info.late_threshold_us,
+            centered(area, width, 18),
+            buf,
+        );
     }
 }
 

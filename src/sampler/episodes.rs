@@ -84,19 +84,24 @@ struct Open {
     wchans: BTreeMap<String, u32>,
 }
 
+/// Sample counts per wchan name as shares, most frequent first.
+pub fn shares(counts: BTreeMap<String, u32>) -> Vec<WchanShare> {
+    let total: u32 = counts.values().sum();
+    let mut wchan: Vec<WchanShare> = counts
+        .into_iter()
+        .map(|(name, samples)| WchanShare {
+            name,
+            samples,
+            share: (f64::from(samples) / f64::from(total.max(1)) * 1000.0).round() / 1000.0,
+        })
+        .collect();
+    wchan.sort_by(|a, b| b.samples.cmp(&a.samples).then(a.name.cmp(&b.name)));
+    wchan
+}
+
 impl Open {
     fn close(self) -> Span {
-        let total: u32 = self.wchans.values().sum();
-        let mut wchan: Vec<WchanShare> = self
-            .wchans
-            .into_iter()
-            .map(|(name, samples)| WchanShare {
-                name,
-                samples,
-                share: (f64::from(samples) / f64::from(total.max(1)) * 1000.0).round() / 1000.0,
-            })
-            .collect();
-        wchan.sort_by(|a, b| b.samples.cmp(&a.samples).then(a.name.cmp(&b.name)));
+        let wchan = shares(self.wchans);
         Span {
             class: self.class,
             start_s: self.start_s,

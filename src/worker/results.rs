@@ -138,10 +138,6 @@ impl SessionOutcome {
             last_send_s: None,
         }
     }
-
-    pub fn has_violation(&self) -> bool {
-        self.late_packets > 0
-    }
 }
 
 /// `workers/worker-K.json`: everything the conductor needs from a worker.

@@ -66,7 +66,6 @@ struct Session {
     send_ring: [(u32, f64); SEND_RING],
     last_seq: Option<u32>,
     first_audio_seen: bool,
-    violation: bool,
 }
 
 /// Runs one session to its end and says how it went.
@@ -80,7 +79,6 @@ pub async fn run(ctx: SessionCtx, trace: SessionTrace) -> SessionOutcome {
         send_ring: [(u32::MAX, 0.0); SEND_RING],
         last_seq: None,
         first_audio_seen: false,
-        violation: false,
     };
     let result = session.drive().await;
     let Session {
@@ -299,16 +297,12 @@ impl Session {
         o.last_send_s = Some(start_s);
         o.max_deviation_ms = o.max_deviation_ms.max(deviation_s * 1000.0);
         o.late_packets += u64::from(late);
-        if late {
-            let mut stats = self.ctx.stats.borrow_mut();
-            if stats.late_windows.len() < super::results::MAX_WINDOWS {
-                stats.late_windows.push([scheduled_s, start_s]);
-            }
-        }
         o.sends_over_20ms += u64::from(slow);
-        let new_violation = late && !self.violation;
-        self.violation |= late;
+        let new_violation = late && o.late_packets == 1;
         let mut stats = self.ctx.stats.borrow_mut();
+        if late && stats.late_windows.len() < super::results::MAX_WINDOWS {
+            stats.late_windows.push([scheduled_s, start_s]);
+        }
         stats.hist.deviation.record_us(deviation_us as i64);
         stats.hist.websocket_send.record_s(completed_s - start_s);
         stats.hist.append_span.record_s(completed_s - scheduled_s);

@@ -69,7 +69,7 @@ fn a_worker_keeps_its_pace_while_nobody_reads_its_telemetry() {
         index: 0,
         settings: plan.settings,
         output_dir: output_dir.clone(),
-        inject_stall: false,
+        inject_faults: false,
     };
     let config_path = WorkerConfig::config_path(&output_dir, 0);
     std::fs::write(&config_path, serde_json::to_vec(&config).unwrap()).unwrap();
