@@ -50,21 +50,19 @@ pub fn trace_line(
     let event: Cow<'_, str> = match kind {
         Payload::Text => Cow::Owned(json_string(payload)),
         Payload::Json { audio_key } => {
-            // memchr: this runs over every byte of every frame, audio included.
-            let event = if memchr::memchr2(b'\n', b'\r', payload.as_bytes()).is_some() {
-                match serde_json::from_str::<serde_json::Value>(payload) {
+            // With `meta`, the audio goes first, so that the scan below does not run over it.
+            let event = match (meta, audio_key) {
+                (true, Some(key)) => strip_audio(payload, key),
+                _ => Cow::Borrowed(payload),
+            };
+            // memchr: in full traces this runs over every byte of every frame, audio included.
+            if memchr::memchr2(b'\n', b'\r', event.as_bytes()).is_some() {
+                match serde_json::from_str::<serde_json::Value>(&event) {
                     Ok(value) => Cow::Owned(value.to_string()),
-                    Err(_) => Cow::Owned(json_string(payload)),
+                    Err(_) => Cow::Owned(json_string(&event)),
                 }
             } else {
-                Cow::Borrowed(payload)
-            };
-            match (meta, audio_key) {
-                (true, Some(key)) => match strip_audio(&event, key) {
-                    Cow::Owned(stripped) => Cow::Owned(stripped),
-                    Cow::Borrowed(_) => event,
-                },
-                _ => event,
+                event
             }
         }
     };

@@ -15,14 +15,24 @@ use futures_util::{SinkExt, StreamExt};
 use std::cell::RefCell;
 use std::rc::Rc;
 use std::time::Duration;
+use tokio::io::BufReader;
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 use tokio_tungstenite::tungstenite::error::ProtocolError;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tokio_tungstenite::tungstenite::{Error as WsError, Message, Utf8Bytes};
-use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
+use tokio_tungstenite::WebSocketStream;
 
-type Ws = WebSocketStream<MaybeTlsStream<TcpStream>>;
+type Ws = WebSocketStream<BufReader<TcpStream>>;
+
+/// What one read from the socket may take. The replies to one packet are about 10 kB and arrive
+/// together; read straight into tungstenite's frame buffer, they took two reads a packet (it
+/// reads only into what is left of that buffer), two-thirds of the receive path's system calls.
+const SOCKET_READ_BYTES: usize = 64 << 10;
+/// tungstenite's frame buffer. Before each read it zero-fills the room it reads into, and the
+/// frames it hands out (kept by the trace writer for up to 0.5 s) pin it, so the default of
+/// 128 KiB cost a large memset per read and a fresh allocation whenever it was pinned.
+const FRAME_BUFFER_BYTES: usize = 16 << 10;
 
 /// Send start times of recent packets, for the server-side latencies (20 s at 80 ms).
 const SEND_RING: usize = 256;
@@ -138,16 +148,16 @@ impl Session {
     async fn connect(&mut self) -> Result<Ws, End> {
         let s = &self.ctx.settings;
         let config = WebSocketConfig::default()
+            .read_buffer_size(FRAME_BUFFER_BYTES)
             .max_message_size(Some(s.max_message_bytes as usize))
             .max_frame_size(Some(s.max_message_bytes as usize));
         let timeout = Duration::from_secs_f64(s.connect_timeout_s);
         let attempts = s.admission_retries + 1;
         for attempt in 1..=attempts {
             let t_s = monotonic_s();
-            let connecting =
-                tokio_tungstenite::connect_async_with_config(&*self.ctx.url, Some(config), true);
+            let connecting = connect_ws(&self.ctx.url, config);
             let outcome = match tokio::time::timeout(timeout, connecting).await {
-                Ok(Ok((ws, _response))) => Ok(ws),
+                Ok(Ok(ws)) => Ok(ws),
                 Ok(Err(WsError::Http(response))) if response.status().as_u16() == 503 => Err(None),
                 Ok(Err(err)) => Err(Some(format!("cannot connect to {}: {err}", self.ctx.url))),
                 Err(_) => Err(Some(format!(
@@ -535,4 +545,18 @@ impl Session {
     fn event_id(&self, seq: u32) -> u64 {
         protocol::event_id(self.ctx.worker, self.ctx.index, seq)
     }
+}
+
+/// Opens the TCP connection (without Nagle's delay: every packet leaves when it is due) and
+/// makes the WebSocket handshake over a read buffer of [`SOCKET_READ_BYTES`].
+async fn connect_ws(url: &str, config: WebSocketConfig) -> Result<Ws, WsError> {
+    let addr = crate::options::url_authority(url).ok_or(WsError::Url(
+        tokio_tungstenite::tungstenite::error::UrlError::NoHostName,
+    ))?;
+    let socket = TcpStream::connect(addr).await.map_err(WsError::Io)?;
+    socket.set_nodelay(true).map_err(WsError::Io)?;
+    let stream = BufReader::with_capacity(SOCKET_READ_BYTES, socket);
+    let (ws, _response) =
+        tokio_tungstenite::client_async_with_config(url, stream, Some(config)).await?;
+    Ok(ws)
 }
