@@ -15,6 +15,10 @@ Modes:
                            128, ... 2048, that stays pacing-qualified (and complete)
   --layout PxS [...]       custom layouts (with --duration, --trace)
 
+Default, custom and smoke comparisons also run the floor client (bench/floor.rs, built by
+run.sh; --no-floor leaves it out): per packet one read that discards the replies and one write
+of the append, nothing else. Its CPU is the least any client of this protocol can spend here.
+
 Results: a Markdown section appended to docs/benchmarks.md and the raw figures appended to the
 list in docs/benchmarks.json (smoke: a temp folder unless --record).
 """
@@ -41,6 +45,8 @@ BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(BENCH_DIR)
 OURS = "duplexbench-tui"
 REF = "python-reference"
+# bench/floor.rs: only the system calls every client must make (one read, one write per packet).
+FLOOR = "floor"
 CLIENTS = (OURS, REF)
 KNEE_START, KNEE_MAX = 64, 2048
 MOCK_START_TIMEOUT_S = 10.0
@@ -158,6 +164,29 @@ def read_json(path):
         return None
 
 
+def read_json_line(path):
+    """The last line of a file that parses as JSON, or None."""
+    try:
+        with open(path) as f:
+            lines = [line for line in f if line.strip()]
+        return json.loads(lines[-1]) if lines else None
+    except (OSError, ValueError):
+        return None
+
+
+def figures_from_floor(outs: list[dict]) -> dict:
+    cpu = sum(o["cpu_s"] for o in outs)
+    sys_s = sum(o["sys_s"] for o in outs)
+    return {
+        "client_cpu_seconds": round(cpu, 4),
+        "client_cpu_cores": sum(o["cores"] for o in outs),
+        "floor_sys_share": sys_s / cpu if cpu else 0.0,
+        "floor_streaming_cpu_seconds": round(sum(o["streaming_cpu_s"] for o in outs), 4),
+        "floor_appends": sum(o["appends"] for o in outs),
+        "floor_max_lateness_ms": max(o["max_lateness_ms"] for o in outs),
+    }
+
+
 def figures_from_ours(summary: dict) -> dict:
     pacing = summary["pacing"]
     workers = [p for p in summary.get("processes", []) if p.get("role") == "worker"]
@@ -262,6 +291,11 @@ def run_one(cfg, client: str, processes: int, sessions: int, duration: int, trac
                 "--trace", trace, "--output", out_dir,
             ]
             cmds = [(cmd, out_dir)]
+        elif client == FLOOR:
+            cmds = []
+            for k in range(processes):
+                out_dir = os.path.join(run_dir, f"floor-p{k}")
+                cmds.append(([cfg.floor_binary, mock.url, str(sessions), str(duration)], out_dir))
         else:
             cmds = []
             for k in range(processes):
@@ -306,6 +340,18 @@ def run_one(cfg, client: str, processes: int, sessions: int, duration: int, trac
         else:
             record.update(figures_from_ours(summary))
             record["ok"] = True
+    elif client == FLOOR:
+        outs = []
+        for _cmd, out_dir in cmds:
+            o = read_json_line(os.path.join(run_dir, f"{os.path.basename(out_dir)}.stdout"))
+            if o is None:
+                break
+            outs.append(o)
+        if len(outs) != len(cmds) or any(c != 0 for c in exit_codes):
+            record["error"] = f"a floor process failed (exit {exit_codes}); see {run_dir}"
+        else:
+            record.update(figures_from_floor(outs))
+            record["ok"] = True
     else:
         summaries, devs = [], []
         for _cmd, out_dir in cmds:
@@ -332,7 +378,13 @@ def run_one(cfg, client: str, processes: int, sessions: int, duration: int, trac
     if not cfg.keep_traces:
         delete_traces(run_dir)
     os.sync()  # start the next run with no dirty trace pages left from this one
-    if record["ok"]:
+    if record["ok"] and client == FLOOR:
+        log(
+            f"{client:17s} {record['layout']:>7s} {duration}s: {record['floor_appends']} appends, "
+            f"{record['client_cpu_cores']:.3f} cores ({record['floor_sys_share']:.0%} system), "
+            f"max lateness {record['floor_max_lateness_ms']:.1f} ms, mock {record.get('mock_cpu_cores', 0):.3f} cores"
+        )
+    elif record["ok"]:
         log(
             f"{client:17s} {record['layout']:>7s} {trace:4s} {duration}s: "
             f"{'qualified' if record['qualified'] else 'UNQUALIFIED'}"
@@ -380,10 +432,17 @@ def median_of(runs, key):
     return statistics.median(vals) if vals else None
 
 
+# Rows the floor client has a figure for.
+FLOOR_ROWS = {"client_cpu_cores", "cpu_s_per_session_s", "client_tree_cpu_seconds", "mock_cpu_cores", "mock_arrival_p99_ms"}
+
+
 def layout_table(runs_by_client: dict) -> list[str]:
+    floor_runs = [r for r in runs_by_client.get(FLOOR, []) if r["ok"]]
+    with_floor = FLOOR in runs_by_client
+    extra_head = f" {FLOOR} | {FLOOR} / reference | ours / {FLOOR} |" if with_floor else ""
     out = [
-        f"| figure | {OURS} | {REF} | ours / reference |",
-        "|---|---|---|---|",
+        f"| figure | {OURS} | {REF} | ours / reference |{extra_head}",
+        "|---|---|---|---|" + ("---|---|---|" if with_floor else ""),
     ]
     cells = []
     for c in CLIENTS:
@@ -396,16 +455,26 @@ def layout_table(runs_by_client: dict) -> list[str]:
         if failed:
             cell += f", {failed} failed to run"
         cells.append(cell)
-    out.append(f"| runs | {cells[0]} | {cells[1]} | |")
+    floor_cell = ""
+    if with_floor:
+        n = len(runs_by_client[FLOOR])
+        floor_cell = f" {len(floor_runs)} of {n} ran | | |"
+    out.append(f"| runs | {cells[0]} | {cells[1]} | |{floor_cell}")
     for label, key, fmt, ratio in ROWS:
         meds = [median_of([r for r in runs_by_client.get(c, []) if r["ok"]], key) for c in CLIENTS]
         shown = [fmt.format(m) if m is not None else "–" for m in meds]
         r = "–"
         if ratio and meds[0] is not None and meds[1]:
             r = f"{meds[0] / meds[1]:.2f}"
-        out.append(f"| {label} | {shown[0]} | {shown[1]} | {r} |")
+        extra = ""
+        if with_floor:
+            f = median_of(floor_runs, key) if key in FLOOR_ROWS else None
+            fr = f"{f / meds[1]:.2f}" if f is not None and meds[1] else "–"
+            of = f"{meds[0] / f:.2f}" if f and meds[0] is not None else "–"
+            extra = f" {fmt.format(f) if f is not None else '–'} | {fr} | {of} |"
+        out.append(f"| {label} | {shown[0]} | {shown[1]} | {r} |{extra}")
     late_total = [sum(r.get("late_packets", 0) for r in runs_by_client.get(c, [])) for c in CLIENTS]
-    out.append(f"| late packets (all runs) | {late_total[0]} | {late_total[1]} | |")
+    out.append(f"| late packets (all runs) | {late_total[0]} | {late_total[1]} | |{' – | | |' if with_floor else ''}")
     return out
 
 
@@ -462,10 +531,11 @@ def machine_info() -> dict:
 
 def compare(cfg, layouts, duration, trace, repeats, work) -> tuple[list, list[str]]:
     records, md = [], []
+    clients = CLIENTS + ((FLOOR,) if cfg.floor else ())
     for (p, s) in layouts:
-        by_client = {c: [] for c in CLIENTS}
+        by_client = {c: [] for c in clients}
         for rep in range(repeats):
-            for client in CLIENTS:  # A B A B
+            for client in clients:  # A B F A B F
                 run_dir = os.path.join(work, f"{p}x{s}-{trace}-{duration}s", f"r{rep + 1}-{client}")
                 r = run_one(cfg, client, p, s, duration, trace, run_dir)
                 r["repeat"] = rep + 1
@@ -590,6 +660,8 @@ def main() -> int:
     ap.add_argument("--work-dir", help="where run folders go (default bench/runs/<time>; smoke: a temp folder)")
     ap.add_argument("--binary", default=os.path.join(REPO, "target", "release", "duplexbench-tui"))
     ap.add_argument("--python", default=sys.executable, help="Python for the reference client (with websockets)")
+    ap.add_argument("--floor-binary", default=os.path.join(REPO, "target", "release", "examples", "floor"))
+    ap.add_argument("--no-floor", dest="floor", action="store_false", help="leave out the floor client (bench/floor.rs)")
     ap.add_argument("--settle-s", type=float, default=2.0, help="pause between runs (default 2 s)")
     ap.add_argument("--title", help="text for the results heading")
     global CFG
@@ -598,6 +670,10 @@ def main() -> int:
         ap.error("--layout is for custom comparisons, not with --smoke or --knee")
     if not os.access(cfg.binary, os.X_OK):
         ap.error(f"{cfg.binary} is not an executable; build it with `cargo build --release`")
+    if cfg.knee:
+        cfg.floor = False
+    if cfg.floor and not os.access(cfg.floor_binary, os.X_OK):
+        ap.error(f"{cfg.floor_binary} is not an executable; build it with `cargo build --release --example floor` (or pass --no-floor)")
     if cfg.smoke:
         mode_name, duration, repeats = "smoke", cfg.duration or 3, cfg.repeats or 1
         layouts, traces = [(1, 8)], [cfg.trace or "full"]
@@ -667,8 +743,9 @@ def main() -> int:
         f"Python {machine['python']}, websockets {machine['websockets']} "
         "(`bench/reference/client.py`, the seed's fixed client: one trace-writer thread per process).",
         f"Every run: a fresh `duplexbench-tui mock` on 127.0.0.1 (3 replies per append), then one "
-        f"client on the same machine; clients interleaved A B A B; medians over runs; figures from "
-        f"each client's `summary.json` and the mock's statistics. Took {elapsed / 60:.1f} min.",
+        f"client on the same machine; clients interleaved A B A B (A B F A B F with the floor client); "
+        f"medians over runs; figures from each client's `summary.json` (the floor's own output) and "
+        f"the mock's statistics. Took {elapsed / 60:.1f} min.",
         "",
         "```sh",
         command,
@@ -679,7 +756,11 @@ def main() -> int:
         "(`getrusage` over the process's wall time); CPU-s per session-s is that CPU time / "
         "(sessions × duration); the whole process tree (ours: conductor and workers) is what "
         "`wait4` reported for the client command. RSS: the sum of the client processes' peaks. "
-        "A ratio below 1 means duplexbench-tui's figure is lower.",
+        "A ratio below 1 means duplexbench-tui's figure is lower. "
+        "The floor (`bench/floor.rs`) is no benchmark client: per packet it makes one `read` that "
+        "discards the replies and one `write` of the append, and nothing else (no parsing, no "
+        "timestamps, no traces); its CPU is the least any client of this protocol spends here, "
+        "and most of it is the kernel's loopback TCP path.",
     ]
     md_path = os.path.join(docs, "benchmarks.md")
     json_path = os.path.join(docs, "benchmarks.json")

@@ -30,8 +30,8 @@ fi
 if [[ "${BENCH_SKIP_BUILD:-}" == 1 ]]; then
   echo "[bench] BENCH_SKIP_BUILD=1: using the binary already in target/release" >&2
 else
-  echo "[bench] cargo build --release" >&2
-  (cd "$repo" && cargo build --release --quiet)
+  echo "[bench] cargo build --release (and the floor client, bench/floor.rs)" >&2
+  (cd "$repo" && cargo build --release --quiet && cargo build --release --quiet --example floor)
 fi
 
 BENCH_COMMAND="bash bench/run.sh"

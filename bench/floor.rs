@@ -1,0 +1,197 @@
+//! The floor: the least CPU a client can spend to keep S sessions of the native protocol streaming.
+//!
+//! It connects S sessions to a server (normally a fresh `duplexbench-tui mock`), sets each up
+//! (`session.created` → `session.update` → `session.updated`), then on one thread, for each packet
+//! that is due: one `read` that drains (and discards) whatever the server sent, and one `write` of
+//! the append frame, built in place with a zero mask key. No JSON parsing, no UTF-8 checks, no
+//! timestamps kept, no traces, no histograms: only the system calls every client has to make.
+//! Sessions are spread evenly over one packet interval and due packets are sent in 1 ms groups
+//! (the granularity of tokio's timer). At the end the sockets are dropped; the mock counts those
+//! sessions as incomplete, which does not matter here.
+//!
+//! It prints one JSON line: `sessions`, `appends`, `max_lateness_ms`; `cpu_s`, `user_s`, `sys_s`
+//! and `wall_s` of the whole process (set-up included, as for the clients' workers), `cores` =
+//! `cpu_s / wall_s`; and `streaming_cpu_s` over the `streaming_s` of paced sending alone.
+//!
+//! ```sh
+//! cargo build --release --example floor
+//! ./target/release/examples/floor ws://127.0.0.1:PORT/v1/realtime 128 30
+//! ```
+//! `bench/run.py --floor` does this against a fresh mock, beside both clients.
+
+use std::io::{ErrorKind, Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+use base64::Engine as _;
+use duplexbench_tui::protocol;
+use tokio_tungstenite::tungstenite::{self, Message};
+
+const PACKET: Duration = Duration::from_millis(80);
+const GROUP: Duration = Duration::from_millis(1);
+
+struct Conn {
+    // Kept so that the handshake state lives as long as the socket; not used after set-up.
+    ws: tungstenite::WebSocket<TcpStream>,
+    seq: u32,
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let born = Instant::now();
+    let args: Vec<String> = std::env::args().collect();
+    let [_, url, sessions, duration_s] = args.as_slice() else {
+        return Err("usage: floor WS_URL SESSIONS DURATION_S".into());
+    };
+    let sessions: usize = sessions.parse()?;
+    let duration = Duration::from_secs_f64(duration_s.parse()?);
+    let addr = url
+        .strip_prefix("ws://")
+        .and_then(|rest| rest.split('/').next())
+        .ok_or("the URL must be ws://HOST:PORT/...")?
+        .to_owned();
+
+    let mut conns = Vec::with_capacity(sessions);
+    for k in 0..sessions {
+        let stream = TcpStream::connect(&addr)?;
+        stream.set_nodelay(true)?;
+        let (mut ws, _) = tungstenite::client(url.as_str(), stream)?;
+        wait_for(&mut ws, protocol::names::SESSION_CREATED)?;
+        let update = protocol::session_update(protocol::event_id(0, k as u32, u32::MAX));
+        ws.send(Message::text(update))?;
+        wait_for(&mut ws, protocol::names::SESSION_UPDATED)?;
+        ws.get_ref().set_nonblocking(true)?;
+        conns.push(Conn { ws, seq: 0 });
+    }
+
+    let audio_b64 = base64::engine::general_purpose::STANDARD
+        .encode(vec![0u8; protocol::input_packet_bytes(80)]);
+    let mut frame = Vec::with_capacity(16 << 10);
+    let mut sink = vec![0u8; 256 << 10];
+    let slot = PACKET / sessions as u32;
+    // FLOOR_READ_EVERY=N reads a session's socket only before every N-th packet: with a large N,
+    // what is left is the cost of the sends alone (replies wait in the socket buffer).
+    let read_every: u32 = std::env::var("FLOOR_READ_EVERY")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1)
+        .max(1);
+
+    let usage_start = rusage();
+    let t0 = Instant::now() + Duration::from_millis(20);
+    let end = t0 + duration;
+    let mut appends = 0u64;
+    let mut max_lateness = Duration::ZERO;
+    let mut next = 0usize; // the next packet in due order: session next % S, packet next / S
+    loop {
+        let due = t0 + slot * (next % sessions) as u32 + PACKET * (next / sessions) as u32;
+        if due >= end {
+            break;
+        }
+        let now = Instant::now();
+        if due > now {
+            std::thread::sleep(due - now);
+        }
+        let group_end = Instant::now() + GROUP;
+        loop {
+            let due = t0 + slot * (next % sessions) as u32 + PACKET * (next / sessions) as u32;
+            if due > group_end || due >= end {
+                break;
+            }
+            max_lateness = max_lateness.max(Instant::now().saturating_duration_since(due));
+            let conn = &mut conns[next % sessions];
+            let mut stream = conn.ws.get_ref();
+            if conn.seq % read_every == 0 {
+                drain(&mut stream, &mut sink)?;
+            }
+            let id = protocol::event_id(0, (next % sessions) as u32, conn.seq);
+            let payload =
+                protocol::append_frame(id, conn.seq, u64::from(conn.seq) * 80, &audio_b64);
+            frame.clear();
+            frame.push(0x81); // FIN + text
+            frame.push(0x80 | 126); // masked, 16-bit length
+            frame.extend_from_slice(&(payload.len() as u16).to_be_bytes());
+            frame.extend_from_slice(&[0, 0, 0, 0]); // zero mask key: the payload goes as it is
+            frame.extend_from_slice(payload.as_bytes());
+            write_all(&mut stream, &frame)?;
+            conn.seq += 1;
+            appends += 1;
+            next += 1;
+        }
+    }
+    let streaming_s = Instant::now().duration_since(t0).as_secs_f64();
+    let (user, sys) = cpu_of(&rusage());
+    let (user0, sys0) = cpu_of(&usage_start);
+    let (s_user, s_sys) = (user - user0, sys - sys0);
+    let wall_s = born.elapsed().as_secs_f64();
+    println!(
+        "{}",
+        serde_json::json!({
+            "sessions": sessions,
+            "appends": appends,
+            "max_lateness_ms": max_lateness.as_secs_f64() * 1e3,
+            "cpu_s": user + sys,
+            "user_s": user,
+            "sys_s": sys,
+            "wall_s": wall_s,
+            "cores": (user + sys) / wall_s,
+            "streaming_s": streaming_s,
+            "streaming_cpu_s": s_user + s_sys,
+        })
+    );
+    Ok(())
+}
+
+fn wait_for(
+    ws: &mut tungstenite::WebSocket<TcpStream>,
+    kind: &str,
+) -> Result<(), Box<dyn std::error::Error>> {
+    loop {
+        if let Message::Text(text) = ws.read()? {
+            let event = protocol::parse_server_event(&text)?;
+            if event.kind == kind {
+                return Ok(());
+            }
+        }
+    }
+}
+
+/// One read, plus more only while the buffer came back full.
+fn drain(stream: &mut &TcpStream, sink: &mut [u8]) -> std::io::Result<()> {
+    loop {
+        match stream.read(sink) {
+            Ok(0) => return Err(ErrorKind::UnexpectedEof.into()),
+            Ok(n) if n == sink.len() => continue,
+            Ok(_) => return Ok(()),
+            Err(e) if e.kind() == ErrorKind::WouldBlock => return Ok(()),
+            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+fn write_all(stream: &mut &TcpStream, mut buf: &[u8]) -> std::io::Result<()> {
+    while !buf.is_empty() {
+        match stream.write(buf) {
+            Ok(n) => buf = &buf[n..],
+            Err(e) if e.kind() == ErrorKind::WouldBlock => std::thread::yield_now(),
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+fn rusage() -> libc::rusage {
+    // SAFETY: getrusage fills the struct it is given; zeroed is a valid rusage.
+    unsafe {
+        let mut usage: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_SELF, &mut usage);
+        usage
+    }
+}
+
+/// (user, system) seconds.
+fn cpu_of(usage: &libc::rusage) -> (f64, f64) {
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
+    (secs(usage.ru_utime), secs(usage.ru_stime))
+}
