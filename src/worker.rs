@@ -4,6 +4,7 @@
 
 mod control;
 mod inject;
+mod pace;
 pub mod results;
 pub mod session;
 mod setup;

@@ -136,25 +136,34 @@ fn short_2x4_run_completes_with_every_summary_key_and_a_valid_schema() {
 
 #[test]
 fn injected_200ms_stall_makes_every_session_of_the_stalled_worker_late() {
+    stall_makes_every_session_of_the_stalled_worker_late(&[]);
+}
+
+/// With `--stagger` the sends wait on per-session timerfds instead of tokio's timer; a stalled
+/// loop must make them late all the same (and the late ones go at once, not a period later).
+#[test]
+fn injected_stall_makes_staggered_sessions_late_too() {
+    stall_makes_every_session_of_the_stalled_worker_late(&["--stagger"]);
+}
+
+fn stall_makes_every_session_of_the_stalled_worker_late(extra: &[&str]) {
     let _serial = util::serial();
     let dir = TempDir::new("stall");
     let out = dir.join("out");
-    let output = util::run_to(
-        &out,
-        &[
-            "-p",
-            "2",
-            "-s",
-            "4",
-            "-d",
-            "4s",
-            "--trace",
-            "meta",
-            "--inject-stall-ms",
-            "200",
-        ],
-        Duration::from_secs(90),
-    );
+    let mut args = vec![
+        "-p",
+        "2",
+        "-s",
+        "4",
+        "-d",
+        "4s",
+        "--trace",
+        "meta",
+        "--inject-stall-ms",
+        "200",
+    ];
+    args.extend_from_slice(extra);
+    let output = util::run_to(&out, &args, Duration::from_secs(90));
     assert_eq!(output.status.code(), Some(1), "{}", describe(&output));
     let s = summary(&out);
     assert_eq!(s["verdict"]["pacing_qualified"], false);
