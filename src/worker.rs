@@ -4,7 +4,6 @@
 
 mod control;
 mod inject;
-mod pace;
 pub mod results;
 pub mod session;
 mod setup;

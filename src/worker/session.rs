@@ -2,7 +2,6 @@
 //! send packets on the absolute schedule of SPEC §5 while taking every server event → end →
 //! drained → close → closed. All on the worker's single runtime thread.
 
-use super::pace::PaceTimer;
 use super::results::{SessionOutcome, SessionStatus, WorkerStats};
 use super::setup::SetupTally;
 use super::Audio;
@@ -236,13 +235,8 @@ impl Session {
         let packet_s = settings.packet_s();
         let packets = settings.packets_per_session;
         let mut stop = self.ctx.stop.clone();
-        let timer_failed = |err| End::Failed(format!("the send timer failed: {err}"));
-        let mut timer = if settings.stagger {
-            SendTimer::precise(gate_s).map_err(timer_failed)?
-        } else {
-            SendTimer::tokio(gate_s)
-        };
-        let mut due_s = gate_s;
+        let sleep = tokio::time::sleep_until(instant_at(gate_s));
+        tokio::pin!(sleep);
         let mut seq: u32 = 0;
         while seq < packets {
             tokio::select! {
@@ -251,13 +245,11 @@ impl Session {
                     self.outcome.stopped_early = true;
                     break;
                 }
-                due = timer.wait_until(due_s) => {
-                    due.map_err(timer_failed)?;
+                () = &mut sleep => {
                     self.send_packet(ws, seq).await?;
                     seq += 1;
                     let origin_s = self.origin_s.unwrap_or(gate_s);
-                    due_s = origin_s + f64::from(seq) * packet_s;
-                    timer.next(seq, due_s, packet_s).map_err(timer_failed)?;
+                    sleep.as_mut().reset(instant_at(origin_s + f64::from(seq) * packet_s));
                 }
                 msg = ws.next() => {
                     if let Event::FatalError(why) = self.on_message(msg)? {
@@ -567,50 +559,4 @@ async fn connect_ws(url: &str, config: WebSocketConfig) -> Result<Ws, WsError> {
     let (ws, _response) =
         tokio_tungstenite::client_async_with_config(url, stream, Some(config)).await?;
     Ok(ws)
-}
-
-/// When a session's next packet is due. With `--stagger` the sessions' deadlines are spread
-/// over the packet interval, so tokio's millisecond timer was what made a packet late (p50
-/// 1.1 ms at 1 × 64, 0.02 ms with a timerfd); with one start gate they come in bursts, where
-/// sending the burst is what takes time and a wake-up per session cost a third more CPU (at
-/// 1 × 128) than tokio waking them all in one tick.
-enum SendTimer {
-    Tokio(std::pin::Pin<Box<tokio::time::Sleep>>),
-    Precise(PaceTimer),
-}
-
-impl SendTimer {
-    fn tokio(first_s: f64) -> SendTimer {
-        SendTimer::Tokio(Box::pin(tokio::time::sleep_until(instant_at(first_s))))
-    }
-
-    fn precise(first_s: f64) -> std::io::Result<SendTimer> {
-        let timer = PaceTimer::new()?;
-        timer.arm_once(first_s)?;
-        Ok(SendTimer::Precise(timer))
-    }
-
-    /// Waits for `due_s`, the deadline the timer was last set for.
-    async fn wait_until(&mut self, due_s: f64) -> std::io::Result<()> {
-        match self {
-            SendTimer::Tokio(sleep) => {
-                sleep.as_mut().await;
-                Ok(())
-            }
-            SendTimer::Precise(timer) => timer.wait_until(due_s).await,
-        }
-    }
-
-    /// Packet `seq` is due next, at `due_s`.
-    fn next(&mut self, seq: u32, due_s: f64, packet_s: f64) -> std::io::Result<()> {
-        match self {
-            SendTimer::Tokio(sleep) => {
-                sleep.as_mut().reset(instant_at(due_s));
-                Ok(())
-            }
-            // From packet 0's actual start on, the schedule is periodic: armed once.
-            SendTimer::Precise(timer) if seq == 1 => timer.arm_periodic(due_s, packet_s),
-            SendTimer::Precise(_) => Ok(()),
-        }
-    }
 }

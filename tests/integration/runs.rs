@@ -139,8 +139,8 @@ fn injected_200ms_stall_makes_every_session_of_the_stalled_worker_late() {
     stall_makes_every_session_of_the_stalled_worker_late(&[]);
 }
 
-/// With `--stagger` the sends wait on per-session timerfds instead of tokio's timer; a stalled
-/// loop must make them late all the same (and the late ones go at once, not a period later).
+/// With `--stagger` every session has its own deadlines within the interval; a stalled
+/// loop must make them late all the same.
 #[test]
 fn injected_stall_makes_staggered_sessions_late_too() {
     stall_makes_every_session_of_the_stalled_worker_late(&["--stagger"]);
