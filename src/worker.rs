@@ -4,6 +4,7 @@
 
 mod control;
 mod inject;
+mod pacer;
 pub mod results;
 pub mod session;
 mod setup;
@@ -93,7 +94,14 @@ pub fn run(args: &WorkerArgs) -> Result<()> {
         .build()
         .context("cannot build the worker's runtime")?;
     let local = tokio::task::LocalSet::new();
-    let run = local.block_on(&runtime, drive(&config, &tracer, &telemetry, commands));
+    // The timerfd registers with the runtime's reactor, so it is made inside the runtime.
+    let pacer = runtime
+        .block_on(async { pacer::Pacer::new(config.settings.sessions_per_process) })
+        .context("cannot create the worker's send timer (a timerfd)")?;
+    let run = local.block_on(
+        &runtime,
+        drive(&config, &tracer, &telemetry, commands, Rc::new(pacer)),
+    );
     let writer_error = tracer.shutdown().err();
     let ended_s = monotonic_s();
     let result = WorkerResult {
@@ -148,6 +156,7 @@ async fn drive(
     tracer: &Tracer,
     telemetry: &control::TelemetrySender,
     mut commands: tokio::sync::mpsc::UnboundedReceiver<Command>,
+    pacer: Rc<pacer::Pacer>,
 ) -> RunOutput {
     let settings = Rc::new(config.settings.clone());
     let stats = Rc::new(RefCell::new(WorkerStats::new(
@@ -181,6 +190,11 @@ async fn drive(
         monitors_stop_rx,
     ));
 
+    let pacer_task = tokio::task::spawn_local({
+        let pacer = pacer.clone();
+        async move { pacer.run().await }
+    });
+
     let url: Rc<str> = Rc::from(settings.url.as_str());
     let audio = Rc::new(Audio::silence(&settings));
     let sessions: Vec<_> = (0..settings.sessions_per_process)
@@ -193,6 +207,7 @@ async fn drive(
                 audio: audio.clone(),
                 stats: stats.clone(),
                 tally: tally.clone(),
+                pacer: pacer.clone(),
                 gate: gate_rx.clone(),
                 stop: stop_rx.clone(),
             };
@@ -319,6 +334,7 @@ async fn drive(
     let _ = monitors_stop_tx.send(true);
     let _ = lag_task.await;
     let _ = progress_task.await;
+    pacer_task.abort();
     let stats = Rc::try_unwrap(stats)
         .map(RefCell::into_inner)
         .unwrap_or_else(|rc| std::mem::take(&mut *rc.borrow_mut()));

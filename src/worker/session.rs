@@ -2,6 +2,7 @@
 //! send packets on the absolute schedule of SPEC §5 while taking every server event → end →
 //! drained → close → closed. All on the worker's single runtime thread.
 
+use super::pacer::Pacer;
 use super::results::{SessionOutcome, SessionStatus, WorkerStats};
 use super::setup::SetupTally;
 use super::Audio;
@@ -48,6 +49,8 @@ pub struct SessionCtx {
     pub audio: Rc<Audio>,
     pub stats: Rc<RefCell<WorkerStats>>,
     pub tally: Rc<SetupTally>,
+    /// The worker's send timer.
+    pub pacer: Rc<Pacer>,
     pub gate: watch::Receiver<Option<f64>>,
     pub stop: watch::Receiver<bool>,
 }
@@ -231,12 +234,18 @@ impl Session {
     /// The paced send loop of SPEC §5: packet N is due at `start_s(0) + N × packet_s`, where
     /// `start_s(0)` is the actual send of packet 0; a late packet does not move later deadlines.
     async fn stream(&mut self, ws: &mut Ws, gate_s: f64) -> Result<(), End> {
+        let streamed = self.stream_packets(ws, gate_s).await;
+        self.ctx.pacer.forget(self.ctx.index);
+        streamed
+    }
+
+    async fn stream_packets(&mut self, ws: &mut Ws, gate_s: f64) -> Result<(), End> {
         let settings = self.ctx.settings.clone();
         let packet_s = settings.packet_s();
         let packets = settings.packets_per_session;
         let mut stop = self.ctx.stop.clone();
-        let sleep = tokio::time::sleep_until(instant_at(gate_s));
-        tokio::pin!(sleep);
+        let pacer = self.ctx.pacer.clone();
+        let mut due_s = gate_s;
         let mut seq: u32 = 0;
         while seq < packets {
             tokio::select! {
@@ -245,11 +254,11 @@ impl Session {
                     self.outcome.stopped_early = true;
                     break;
                 }
-                () = &mut sleep => {
+                () = pacer.sleep_until(self.ctx.index, due_s) => {
                     self.send_packet(ws, seq).await?;
                     seq += 1;
                     let origin_s = self.origin_s.unwrap_or(gate_s);
-                    sleep.as_mut().reset(instant_at(origin_s + f64::from(seq) * packet_s));
+                    due_s = origin_s + f64::from(seq) * packet_s;
                 }
                 msg = ws.next() => {
                     if let Event::FatalError(why) = self.on_message(msg)? {
