@@ -112,18 +112,20 @@ impl Pacer {
     }
 
     /// Wakes the sessions whose deadlines pass, for as long as the worker runs. A tokio sleep
-    /// a millisecond past the armed time backs the timerfd up, so a pacer whose timer failed
-    /// still works like tokio's timer.
+    /// a millisecond past the armed time (or 50 ms ahead while nothing is armed, since a
+    /// session may arm the timer while this waits) backs the timerfd up, so a pacer whose timer
+    /// failed would still work, like tokio's timer.
     pub async fn run(&self) {
         let backstop = tokio::time::sleep(std::time::Duration::from_secs(3600));
         tokio::pin!(backstop);
         loop {
-            let armed_ns = self.armed_ns.get();
-            if armed_ns != NEVER {
-                let at = crate::clock::instant_at(armed_ns as f64 * 1e-9 + 0.001);
-                if backstop.deadline() != at {
-                    backstop.as_mut().reset(at);
-                }
+            let at_s = match self.armed_ns.get() {
+                NEVER => monotonic_s() + 0.05,
+                armed_ns => armed_ns as f64 * 1e-9 + 0.001,
+            };
+            let at = crate::clock::instant_at(at_s);
+            if backstop.deadline() != at {
+                backstop.as_mut().reset(at);
             }
             tokio::select! {
                 ready = self.fd.readable() => {
@@ -134,7 +136,7 @@ impl Pacer {
                         guard.clear_ready();
                     }
                 }
-                () = &mut backstop, if armed_ns != NEVER => {}
+                () = &mut backstop => {}
             }
             self.fire();
         }
