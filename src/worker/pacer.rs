@@ -79,14 +79,12 @@ impl Pacer {
     pub async fn sleep_until(&self, session: u32, due_s: f64) {
         let due_ns = to_ns(due_s);
         poll_fn(|cx| {
-            let now_ns = to_ns(monotonic_s());
-            let mut state = self.state.borrow_mut();
-            let i = session as usize;
-            if now_ns >= due_ns {
-                state.due_ns[i] = NEVER;
-                state.wakers[i] = None;
+            if to_ns(monotonic_s()) >= due_ns {
+                self.forget(session);
                 return Poll::Ready(());
             }
+            let mut state = self.state.borrow_mut();
+            let i = session as usize;
             match &mut state.wakers[i] {
                 Some(w) if w.will_wake(cx.waker()) => {}
                 slot => *slot = Some(cx.waker().clone()),
@@ -104,7 +102,8 @@ impl Pacer {
         .await
     }
 
-    /// The session no longer waits (it ended): its queued deadline is skipped.
+    /// The session no longer waits (its deadline passed, or it ended): a queued entry for it
+    /// is skipped when it comes up.
     pub fn forget(&self, session: u32) {
         let mut state = self.state.borrow_mut();
         state.due_ns[session as usize] = NEVER;
