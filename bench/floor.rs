@@ -24,7 +24,8 @@ use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
-use duplexbench_tui::protocol;
+use duplexbench_tui::protocol::native::Native;
+use duplexbench_tui::protocol::{self, ClientProtocol as _, EventIds, Meaning, Milestone};
 use tokio_tungstenite::tungstenite::{self, Message};
 
 const PACKET: Duration = Duration::from_millis(80);
@@ -55,10 +56,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let stream = TcpStream::connect(&addr)?;
         stream.set_nodelay(true)?;
         let (mut ws, _) = tungstenite::client(url.as_str(), stream)?;
-        wait_for(&mut ws, protocol::names::SESSION_CREATED)?;
-        let update = protocol::session_update(protocol::event_id(0, k as u32, u32::MAX));
+        wait_for(&mut ws, Milestone::Created)?;
+        let ids = EventIds {
+            worker: 0,
+            session: k as u32,
+        };
+        let update = protocol::session_update(ids.control(0));
         ws.send(Message::text(update))?;
-        wait_for(&mut ws, protocol::names::SESSION_UPDATED)?;
+        wait_for(&mut ws, Milestone::Ready)?;
         ws.get_ref().set_nonblocking(true)?;
         conns.push(Conn { ws, seq: 0 });
     }
@@ -103,7 +108,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             if conn.seq % read_every == 0 {
                 drain(&mut stream, &mut sink)?;
             }
-            let id = protocol::event_id(0, (next % sessions) as u32, conn.seq);
+            let id = EventIds {
+                worker: 0,
+                session: (next % sessions) as u32,
+            }
+            .id(conn.seq);
             let payload =
                 protocol::append_frame(id, conn.seq, u64::from(conn.seq) * 80, &audio_b64);
             frame.clear();
@@ -143,12 +152,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
 fn wait_for(
     ws: &mut tungstenite::WebSocket<TcpStream>,
-    kind: &str,
+    milestone: Milestone,
 ) -> Result<(), Box<dyn std::error::Error>> {
     loop {
         if let Message::Text(text) = ws.read()? {
-            let event = protocol::parse_server_event(&text)?;
-            if event.kind == kind {
+            let received = Native.classify(&text)?;
+            if received.meaning == Meaning::Milestone(milestone) {
                 return Ok(());
             }
         }

@@ -71,6 +71,12 @@ pub struct RunArgs {
     /// Time allowed for an awaited server event (setup, drained, closed).
     #[arg(long, default_value = "30s", value_parser = parse_duration, help_heading = "Server")]
     pub recv_timeout: Duration,
+    /// Time one send may block before the session ends as "the server stopped reading" [default: 4 packets].
+    #[arg(long, value_parser = parse_duration, help_heading = "Server")]
+    pub send_timeout: Option<Duration>,
+    /// Kernel send buffer of each connection (SO_SNDBUF), in bytes [default: the OS's, autotuned up to megabytes]; a small one shows a server that stops reading within a few packets.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(4096..), help_heading = "Server")]
+    pub send_buffer_bytes: Option<u32>,
     /// Largest server message accepted, in bytes; a larger one is a protocol error.
     #[arg(long, default_value_t = 16 << 20, value_parser = clap::value_parser!(u64).range(1024..), help_heading = "Server")]
     pub max_message_bytes: u64,

@@ -11,6 +11,9 @@ pub const ADMISSION_RETRIES: u32 = 3;
 /// ...this far apart.
 pub const ADMISSION_RETRY_INTERVAL_MS: u64 = 250;
 
+/// A send blocked this many packet intervals means the server stopped reading.
+pub const SEND_TIMEOUT_PACKETS: u32 = 4;
+
 /// Every setting that shapes the load, as validated. Serialised as `settings` in the summary
 /// and handed to each worker.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -36,6 +39,11 @@ pub struct Settings {
     pub sample_interval_ms: Option<f64>,
     pub connect_timeout_s: f64,
     pub recv_timeout_s: f64,
+    /// How long one send may block before the session ends: the server stopped reading.
+    pub send_timeout_s: f64,
+    /// SO_SNDBUF of each connection, or the OS's default.
+    #[serde(default)]
+    pub send_buffer_bytes: Option<u32>,
     pub max_message_bytes: u64,
     pub admission_retries: u32,
     pub admission_retry_interval_ms: u64,
@@ -134,6 +142,9 @@ pub fn validate(args: &RunArgs, command_line: String, tui: bool) -> Result<RunPl
     if args.recv_timeout.is_zero() {
         bail!("--recv-timeout must be more than zero");
     }
+    if args.send_timeout.is_some_and(|t| t.is_zero()) {
+        bail!("--send-timeout must be more than zero");
+    }
     let total = u64::from(args.processes) * u64::from(args.sessions);
     if total > 65_535 {
         bail!("--processes × --sessions is {total}; at most 65535 sessions per run are supported");
@@ -166,6 +177,11 @@ pub fn validate(args: &RunArgs, command_line: String, tui: bool) -> Result<RunPl
         sample_interval_ms: (!args.no_sampler).then_some(args.sample_interval_ms),
         connect_timeout_s: args.connect_timeout.as_secs_f64(),
         recv_timeout_s: args.recv_timeout.as_secs_f64(),
+        send_buffer_bytes: args.send_buffer_bytes,
+        send_timeout_s: args.send_timeout.map_or(
+            f64::from(SEND_TIMEOUT_PACKETS * args.packet_ms) / 1000.0,
+            |t| t.as_secs_f64(),
+        ),
         max_message_bytes: args.max_message_bytes,
         admission_retries: ADMISSION_RETRIES,
         admission_retry_interval_ms: ADMISSION_RETRY_INTERVAL_MS,

@@ -56,6 +56,9 @@ pub fn markdown(s: &Summary) -> String {
         "| late packets (> {} ms) | {} |",
         p.late_threshold_ms, p.late_packets
     );
+    if p.unsent_packets > 0 {
+        let _ = writeln!(out, "| packets never sent | {} |", p.unsent_packets);
+    }
     let _ = writeln!(
         out,
         "| sessions with a violation | {} |",
@@ -236,6 +239,11 @@ fn stalls_section(out: &mut String, s: &Summary) {
                 a.loop_stalls.cpu_starvation,
             ),
             ("busy", a.late_packets.busy, a.loop_stalls.busy),
+            (
+                "send_backpressure",
+                a.late_packets.send_backpressure,
+                a.loop_stalls.send_backpressure,
+            ),
             ("unknown", a.late_packets.unknown, a.loop_stalls.unknown),
         ] {
             let _ = writeln!(out, "| {name} | {l} | {st} |");
@@ -310,6 +318,13 @@ pub fn table(s: &Summary) -> String {
         "packets            {} sent, {} late (> {} ms), {} over 20 ms, {} sessions with a violation",
         p.packets, p.late_packets, p.late_threshold_ms, p.sends_over_20ms, p.sessions_with_violation
     );
+    if p.unsent_packets > 0 {
+        let _ = writeln!(
+            out,
+            "never sent         {} packets (their sessions failed while streaming)",
+            p.unsent_packets
+        );
+    }
     let _ = writeln!(
         out,
         "deviation (ms)     p50 {:.2}  p90 {:.2}  p99 {:.2}  p99.9 {:.2}  max {:.2}",

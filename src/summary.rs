@@ -83,6 +83,9 @@ pub struct Layout {
 pub struct Pacing {
     pub packets: u64,
     pub late_packets: u64,
+    /// Packets never sent because their session failed while streaming (e.g. the server
+    /// stopped reading); those that fell due while the session still waited are also late.
+    pub unsent_packets: u64,
     pub late_threshold_ms: u32,
     pub sends_over_20ms: u64,
     pub sessions_with_violation: u64,
@@ -198,17 +201,18 @@ pub struct RunRecord<'a> {
 
 fn pacing_of(
     h: &WorkerHistograms,
-    counts: (u64, u64, u64, u64),
+    counts: (u64, u64, u64, u64, u64),
     late_threshold_ms: u32,
     max_deviation_us: u64,
 ) -> Pacing {
-    let (packets, late_packets, sends_over_20ms, sessions_with_violation) = counts;
+    let (packets, late_packets, sends_over_20ms, sessions_with_violation, unsent_packets) = counts;
     let mut deviation_ms = h.deviation.full();
     // The exact maximum, not the top of its histogram bucket.
     deviation_ms.max = max_deviation_us as f64 / 1000.0;
     Pacing {
         packets,
         late_packets,
+        unsent_packets,
         late_threshold_ms,
         sends_over_20ms,
         sessions_with_violation,
@@ -245,7 +249,7 @@ impl Summary {
         let settings = &record.plan.settings;
         let threshold = settings.late_threshold_ms;
         let mut pooled = WorkerHistograms::default();
-        let mut totals = (0u64, 0u64, 0u64, 0u64);
+        let mut totals = (0u64, 0u64, 0u64, 0u64, 0u64);
         let mut sessions = Sessions {
             configured: settings.total_sessions(),
             ..Sessions::default()
@@ -276,12 +280,14 @@ impl Summary {
                 r.late_packets,
                 r.sends_over_20ms,
                 u64::from(r.sessions_with_violation),
+                r.unsent_packets,
             );
             pool(&mut pooled, &r.histograms);
             totals.0 += counts.0;
             totals.1 += counts.1;
             totals.2 += counts.2;
             totals.3 += counts.3;
+            totals.4 += counts.4;
             server.protocol_errors += r.protocol_errors;
             server.error_events += r.error_events;
             for s in &r.sessions {
@@ -367,6 +373,12 @@ impl Summary {
                 ),
             );
         }
+        if pacing.unsent_packets > 0 {
+            reasons.push(format!(
+                "{} packets were never sent: their sessions failed while streaming",
+                pacing.unsent_packets
+            ));
+        }
         if sessions.incomplete > 0 {
             let first = sessions
                 .errors
@@ -406,13 +418,11 @@ impl Summary {
                 pid: r.pid,
                 late_packets: &r.late_packet_windows,
                 loop_stalls: &r.loop_stall_windows,
+                send_blocked: &r.send_blocked_windows,
             })
             .collect();
-        let attribution = if sampler.enabled {
-            attribution::attribute(&episodes, &windows)
-        } else {
-            Attribution::default()
-        };
+        let attribution =
+            attribution::attribute(sampler.enabled.then_some(&episodes[..]), &windows);
         let stalls: Vec<Episode> = episodes
             .into_iter()
             .filter(|e| e.duration_ms >= STALL_MS)

@@ -184,6 +184,11 @@ impl SessionTrace {
         self.line(Direction::Admission, time_s, &Utf8Bytes::from(event), JSON);
     }
 
+    /// The server's close frame. `event` is a JSON object (`code`, `reason`).
+    pub fn close(&mut self, time_s: f64, event: String) {
+        self.line(Direction::Close, time_s, &Utf8Bytes::from(event), JSON);
+    }
+
     fn line(&mut self, direction: Direction, time_s: f64, payload: &Utf8Bytes, kind: Payload) {
         if !self.traced {
             return;
@@ -206,9 +211,9 @@ impl SessionTrace {
         }
     }
 
-    /// A sent packet: trace line, receipt and sample.
-    pub fn append(&mut self, receipt: Receipt, frame: &Utf8Bytes) {
-        let frame = self.traced.then_some(frame);
+    /// A sent packet: trace line (of a text frame), receipt and sample.
+    pub fn append(&mut self, receipt: Receipt, frame: Option<&Utf8Bytes>) {
+        let frame = frame.filter(|_| self.traced);
         match &mut self.sink {
             Sink::Thread(handle) => {
                 self.depth.add(1, frame.map_or(0, |f| f.len() as u64));

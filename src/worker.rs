@@ -50,10 +50,13 @@ impl WorkerConfig {
     }
 }
 
-/// The input audio, base64-encoded once: a full packet and the (possibly short) last one.
+/// The input audio, held once and base64-encoded once: a full packet and the (possibly short)
+/// last one.
 pub struct Audio {
-    pub full_b64: String,
-    pub last_b64: String,
+    full_pcm: Vec<u8>,
+    last_pcm: Vec<u8>,
+    full_b64: String,
+    last_b64: String,
 }
 
 impl Audio {
@@ -65,10 +68,28 @@ impl Audio {
             total_ms - u64::from(settings.packets_per_session - 1) * u64::from(settings.packet_ms);
         let last =
             protocol::input_packet_bytes(last_ms.clamp(1, u64::from(settings.packet_ms)) as u32);
-        let b64 = |n: usize| base64::engine::general_purpose::STANDARD.encode(vec![0u8; n]);
+        let b64 = |pcm: &[u8]| base64::engine::general_purpose::STANDARD.encode(pcm);
+        let (full_pcm, last_pcm) = (vec![0u8; full], vec![0u8; last]);
         Audio {
-            full_b64: b64(full),
-            last_b64: b64(last),
+            full_b64: b64(&full_pcm),
+            last_b64: b64(&last_pcm),
+            full_pcm,
+            last_pcm,
+        }
+    }
+
+    /// A full packet, or the last one.
+    pub fn packet(&self, last: bool) -> protocol::AudioPacket<'_> {
+        if last {
+            protocol::AudioPacket {
+                pcm: &self.last_pcm,
+                b64: &self.last_b64,
+            }
+        } else {
+            protocol::AudioPacket {
+                pcm: &self.full_pcm,
+                b64: &self.full_b64,
+            }
         }
     }
 }
@@ -125,7 +146,9 @@ pub fn run(args: &WorkerArgs) -> Result<()> {
         error_events: run.stats.error_events,
         histograms: run.stats.hist,
         stall_injected_at_s: run.injections.first().map(|i| i.start_s),
+        unsent_packets: run.stats.unsent_packets,
         late_packet_windows: run.stats.late_windows.clone(),
+        send_blocked_windows: run.stats.send_blocked_windows.clone(),
         loop_stall_windows: run.loop_lag.stall_windows(),
         injections: run.injections,
         telemetry_dropped: telemetry.dropped(),
@@ -197,12 +220,14 @@ async fn drive(
 
     let url: Rc<str> = Rc::from(settings.url.as_str());
     let audio = Rc::new(Audio::silence(&settings));
+    let protocol: Rc<dyn protocol::ClientProtocol> = Rc::new(protocol::native::Native);
     let sessions: Vec<_> = (0..settings.sessions_per_process)
         .map(|index| {
             let ctx = session::SessionCtx {
                 worker: config.index,
                 index,
                 settings: settings.clone(),
+                protocol: protocol.clone(),
                 url: url.clone(),
                 audio: audio.clone(),
                 stats: stats.clone(),

@@ -1,6 +1,8 @@
-//! Lining episodes up with what they cost (SPEC §7): every late packet and every loop stall of a
-//! worker is given the class of the episode of that worker's loop thread that overlaps it most
-//! (same monotonic clock), or `unknown` when none does.
+//! Lining episodes up with what they cost: every late packet and every loop stall of a worker is
+//! given the class of the episode of that worker's loop thread that overlaps it most (same
+//! monotonic clock), or `unknown` when none does. A late packet that fell due while one of its
+//! worker's sends was blocked by the server (the worker records those windows itself) is
+//! `send_backpressure`, whatever the sampler saw: the client was waiting for the server.
 
 use super::episodes::StallClass;
 use super::Episode;
@@ -13,6 +15,9 @@ pub struct ClassCounts {
     pub disk_wait: u64,
     pub cpu_starvation: u64,
     pub busy: u64,
+    /// A send blocked because the server stopped reading (not a sampler episode).
+    #[serde(default)]
+    pub send_backpressure: u64,
     pub unknown: u64,
 }
 
@@ -27,7 +32,7 @@ impl ClassCounts {
     }
 
     pub fn total(&self) -> u64 {
-        self.disk_wait + self.cpu_starvation + self.busy + self.unknown
+        self.disk_wait + self.cpu_starvation + self.busy + self.send_backpressure + self.unknown
     }
 }
 
@@ -46,6 +51,14 @@ pub struct WorkerWindows<'a> {
     pub pid: u32,
     pub late_packets: &'a [[f64; 2]],
     pub loop_stalls: &'a [[f64; 2]],
+    /// Sends that blocked for more than a late threshold: `[start_s, end_s]`.
+    pub send_blocked: &'a [[f64; 2]],
+}
+
+/// Whether `[from_s, to_s]` overlaps one of `windows`.
+fn overlaps_any(windows: &[[f64; 2]], [from_s, to_s]: [f64; 2]) -> bool {
+    let (from_s, to_s) = (from_s.min(to_s), to_s.max(from_s));
+    windows.iter().any(|w| w[0] <= to_s && w[1] >= from_s)
 }
 
 /// The episode of `loop_episodes` that overlaps `[from_s, to_s]` most, if any does.
@@ -66,9 +79,27 @@ fn best_overlap<'e>(
         .copied()
 }
 
-pub fn attribute(episodes: &[Episode], workers: &[WorkerWindows<'_>]) -> Attribution {
+/// Attributes late packets and loop stalls; `episodes` is `None` when the sampler did not run,
+/// and then only what the workers saw themselves (send backpressure) is attributed.
+pub fn attribute(episodes: Option<&[Episode]>, workers: &[WorkerWindows<'_>]) -> Attribution {
     let mut out = Attribution::default();
     for w in workers {
+        let blocked = w
+            .late_packets
+            .iter()
+            .filter(|l| overlaps_any(w.send_blocked, **l))
+            .count() as u64;
+        if blocked > 0 {
+            out.late_packets.send_backpressure += blocked;
+            out.explanations.push(format!(
+                "{} of worker {} fell due while a send was blocked: the server stopped reading",
+                plural(blocked, "late packet"),
+                w.index
+            ));
+        }
+        let Some(episodes) = episodes else {
+            continue;
+        };
         let loop_episodes: Vec<&Episode> = episodes
             .iter()
             .filter(|e| e.pid == w.pid && e.loop_thread)
@@ -77,6 +108,9 @@ pub fn attribute(episodes: &[Episode], workers: &[WorkerWindows<'_>]) -> Attribu
         let mut by_episode: BTreeMap<(StallClass, u64), (u64, &Episode)> = BTreeMap::new();
         let mut unknown = 0u64;
         for window in w.late_packets {
+            if overlaps_any(w.send_blocked, *window) {
+                continue;
+            }
             match best_overlap(&loop_episodes, *window) {
                 Some(e) => {
                     out.late_packets.add(e.class);
@@ -201,12 +235,13 @@ mod tests {
         let late = [[1.05, 1.30], [1.10, 1.35], [2.10, 2.30], [3.01, 3.15]];
         let stalls = [[1.0, 1.4]];
         let a = attribute(
-            &episodes,
+            Some(&episodes),
             &[WorkerWindows {
                 index: 0,
                 pid: 10,
                 late_packets: &late,
                 loop_stalls: &stalls,
+                send_blocked: &[],
             }],
         );
         assert_eq!(
@@ -215,6 +250,7 @@ mod tests {
                 disk_wait: 2,
                 cpu_starvation: 0,
                 busy: 1,
+                send_backpressure: 0,
                 unknown: 1
             }
         );
@@ -236,14 +272,46 @@ mod tests {
     #[test]
     fn a_clean_run_attributes_nothing() {
         let a = attribute(
-            &[],
+            Some(&[]),
             &[WorkerWindows {
                 index: 0,
                 pid: 1,
                 late_packets: &[],
                 loop_stalls: &[],
+                send_blocked: &[],
             }],
         );
         assert_eq!(a, Attribution::default());
+    }
+
+    #[test]
+    fn late_packets_during_a_blocked_send_are_send_backpressure_with_or_without_the_sampler() {
+        // The loop was also "busy" then (it was not: it waited), but the blocked send explains it.
+        let episodes = vec![episode(10, 10, StallClass::Busy, 1.0, 1.5)];
+        let late = [[1.1, 1.3], [1.2, 1.4], [5.0, 5.2]];
+        let blocked = [[1.0, 1.45]];
+        let windows = [WorkerWindows {
+            index: 0,
+            pid: 10,
+            late_packets: &late,
+            loop_stalls: &[],
+            send_blocked: &blocked,
+        }];
+        let a = attribute(Some(&episodes), &windows);
+        assert_eq!(a.late_packets.send_backpressure, 2);
+        assert_eq!(a.late_packets.busy, 0);
+        assert_eq!(a.late_packets.unknown, 1);
+        assert!(
+            a.explanations[0].ends_with("the server stopped reading"),
+            "{:?}",
+            a.explanations
+        );
+        let without = attribute(None, &windows);
+        assert_eq!(without.late_packets.send_backpressure, 2);
+        assert_eq!(
+            without.late_packets.total(),
+            2,
+            "nothing else is guessed without the sampler"
+        );
     }
 }

@@ -13,6 +13,8 @@ pub enum Direction {
     Receive,
     Error,
     Admission,
+    /// The server's close frame.
+    Close,
 }
 
 impl Direction {
@@ -22,6 +24,7 @@ impl Direction {
             Direction::Receive => "receive",
             Direction::Error => "error",
             Direction::Admission => "admission",
+            Direction::Close => "close",
         }
     }
 }

@@ -41,8 +41,13 @@ pub struct WorkerStats {
     pub sessions_completed: u32,
     pub sessions_incomplete: u32,
     pub sessions_rejected: u32,
-    /// `[scheduled_s, start_s]` of late packets (at most [`MAX_WINDOWS`]), for attribution.
+    /// Packets never sent because their session failed while streaming.
+    pub unsent_packets: u64,
+    /// `[scheduled_s, start_s]` of late packets (at most [`MAX_WINDOWS`]), for attribution;
+    /// a packet counted late while still unsent ends its window when it was counted.
     pub late_windows: Vec<[f64; 2]>,
+    /// `[start_s, end_s]` of sends that blocked for more than a late threshold.
+    pub send_blocked_windows: Vec<[f64; 2]>,
     /// Per session, the worst |deviation| (µs + 1) since the last heat telemetry; 0 = no packet.
     pub window_max_deviation_us: Vec<u32>,
     pub queue_peak_lines: u64,
@@ -114,6 +119,9 @@ pub struct SessionOutcome {
     pub stopped_early: bool,
     pub packets: u64,
     pub late_packets: u64,
+    /// Packets never sent because the session failed while streaming.
+    #[serde(default)]
+    pub unsent_packets: u64,
     pub sends_over_20ms: u64,
     pub max_deviation_ms: f64,
     pub protocol_errors: u64,
@@ -131,6 +139,7 @@ impl SessionOutcome {
             stopped_early: false,
             packets: 0,
             late_packets: 0,
+            unsent_packets: 0,
             sends_over_20ms: 0,
             max_deviation_ms: 0.0,
             protocol_errors: 0,
@@ -165,8 +174,14 @@ pub struct WorkerResult {
     pub histograms: WorkerHistograms,
     pub stall_injected_at_s: Option<f64>,
     pub injections: Vec<Injection>,
+    /// Packets never sent because their session failed while streaming.
+    #[serde(default)]
+    pub unsent_packets: u64,
     /// `[scheduled_s, start_s]` of late packets, for attribution.
     pub late_packet_windows: Vec<[f64; 2]>,
+    /// `[start_s, end_s]` of sends that blocked for more than a late threshold.
+    #[serde(default)]
+    pub send_blocked_windows: Vec<[f64; 2]>,
     /// `[due_s, woke_s]` of loop-lag ticks over 20 ms, for attribution.
     pub loop_stall_windows: Vec<[f64; 2]>,
     pub telemetry_dropped: u64,

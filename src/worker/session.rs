@@ -1,42 +1,30 @@
-//! One paced session: connect (with admission retries) → set up → wait at the start gate →
-//! send packets on the absolute schedule of SPEC §5 while taking every server event → end →
-//! drained → close → closed. All on the worker's single runtime thread.
+//! One paced session's I/O: connect (with admission retries), then do what the session's
+//! [`machine`] says — send a frame, wait for a milestone, stream packets on the absolute
+//! schedule — and close. All on the worker's single runtime thread. What each frame means and
+//! what each packet counts for is decided by the machine, without I/O.
+
+mod connect;
+pub mod machine;
 
 use super::pacer::Pacer;
-use super::results::{SessionOutcome, SessionStatus, WorkerStats};
+use super::results::{SessionOutcome, SessionStatus, WorkerStats, MAX_WINDOWS};
 use super::setup::SetupTally;
 use super::Audio;
 use crate::clock::{instant_at, monotonic_s};
 use crate::options::Settings;
-use crate::protocol::{self, names};
+use crate::protocol::{ClientProtocol, EventIds, Outgoing};
 use crate::trace::format::json_string;
-use crate::trace::format::Payload;
 use crate::trace::{Receipt, SessionTrace};
+use connect::Ws;
 use futures_util::{SinkExt, StreamExt};
+use machine::{Action, Flow, Heard, Incoming, Machine};
 use std::cell::RefCell;
 use std::rc::Rc;
 use std::time::Duration;
-use tokio::io::BufReader;
-use tokio::net::TcpStream;
 use tokio::sync::watch;
 use tokio_tungstenite::tungstenite::error::ProtocolError;
-use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
-use tokio_tungstenite::tungstenite::{Error as WsError, Message, Utf8Bytes};
-use tokio_tungstenite::WebSocketStream;
+use tokio_tungstenite::tungstenite::{Bytes, Error as WsError, Message, Utf8Bytes};
 
-type Ws = WebSocketStream<BufReader<TcpStream>>;
-
-/// What one read from the socket may take. The replies to one packet are about 10 kB and arrive
-/// together; read straight into tungstenite's frame buffer, they took two reads a packet (it
-/// reads only into what is left of that buffer), two-thirds of the receive path's system calls.
-const SOCKET_READ_BYTES: usize = 64 << 10;
-/// tungstenite's frame buffer. Before each read it zero-fills the room it reads into, and the
-/// frames it hands out (kept by the trace writer for up to 0.5 s) pin it, so the default of
-/// 128 KiB cost a large memset per read and a fresh allocation whenever it was pinned.
-const FRAME_BUFFER_BYTES: usize = 16 << 10;
-
-/// Send start times of recent packets, for the server-side latencies (20 s at 80 ms).
-const SEND_RING: usize = 256;
 /// Once the run is being stopped, how long a session still waits for each awaited event.
 const STOP_GRACE_S: f64 = 3.0;
 
@@ -45,6 +33,7 @@ pub struct SessionCtx {
     pub worker: u32,
     pub index: u32,
     pub settings: Rc<Settings>,
+    pub protocol: Rc<dyn ClientProtocol>,
     pub url: Rc<str>,
     pub audio: Rc<Audio>,
     pub stats: Rc<RefCell<WorkerStats>>,
@@ -61,45 +50,48 @@ enum End {
     Failed(String),
 }
 
-/// What a received frame was, as far as the session's progress goes.
-enum Event {
-    Created,
-    Updated,
-    Drained,
-    Closed,
-    FatalError(String),
-    Other,
-}
-
 struct Session {
     ctx: SessionCtx,
     trace: SessionTrace,
-    outcome: SessionOutcome,
-    origin_s: Option<f64>,
-    send_ring: [(u32, f64); SEND_RING],
-    last_seq: Option<u32>,
-    first_audio_seen: bool,
+    machine: Machine,
+}
+
+/// A frame as the WebSocket takes it, and the same bytes for the trace.
+fn message(frame: Outgoing) -> (Message, Option<Utf8Bytes>) {
+    match frame {
+        Outgoing::Text(text) => {
+            let text = Utf8Bytes::from(text);
+            (Message::Text(text.clone()), Some(text))
+        }
+        Outgoing::Binary(bytes) => (Message::Binary(Bytes::from(bytes)), None),
+    }
 }
 
 /// Runs one session to its end and says how it went.
 pub async fn run(ctx: SessionCtx, trace: SessionTrace) -> SessionOutcome {
-    let outcome = SessionOutcome::new(ctx.index);
+    let ids = EventIds {
+        worker: ctx.worker,
+        session: ctx.index,
+    };
+    let machine = Machine::new(
+        ctx.protocol.clone(),
+        ids,
+        ctx.settings.clone(),
+        ctx.audio.clone(),
+        ctx.stats.clone(),
+    );
     let mut session = Session {
         ctx,
         trace,
-        outcome,
-        origin_s: None,
-        send_ring: [(u32::MAX, 0.0); SEND_RING],
-        last_seq: None,
-        first_audio_seen: false,
+        machine,
     };
     let result = session.drive().await;
     let Session {
         ctx,
         trace,
-        mut outcome,
-        ..
+        machine,
     } = session;
+    let mut outcome = machine.outcome;
     match result {
         Ok(()) => outcome.status = SessionStatus::Completed,
         Err(End::Rejected(why)) => {
@@ -121,15 +113,27 @@ pub async fn run(ctx: SessionCtx, trace: SessionTrace) -> SessionOutcome {
 
 impl Session {
     async fn drive(&mut self) -> Result<(), End> {
-        let setup = self.connect_and_set_up().await;
-        self.ctx
-            .tally
-            .report(&setup.as_ref().map(|_| ()).map_err(|e| match e {
-                End::Rejected(_) => None,
-                End::Failed(why) => Some(why.clone()),
-            }));
-        let mut ws = setup?;
-        let result = self.stream_and_close(&mut ws).await;
+        let connected = connect::connect(&self.ctx, &mut self.trace).await;
+        let mut ws = match connected {
+            Ok(ws) => ws,
+            Err(end) => {
+                self.ctx.tally.report(&Err(match &end {
+                    End::Rejected(_) => None,
+                    End::Failed(why) => Some(why.clone()),
+                }));
+                return Err(end);
+            }
+        };
+        let mut reported = false;
+        let result = self.follow_machine(&mut ws, &mut reported).await;
+        if !reported {
+            // Set-up failed before streaming was reached.
+            let why = match &result {
+                Err(End::Failed(why) | End::Rejected(why)) => why.clone(),
+                Ok(()) => "the session ended during set-up".to_string(),
+            };
+            self.ctx.tally.report(&Err(Some(why)));
+        }
         if result.is_err() {
             // Best effort: tell the server we are gone; the session is already failed.
             let _ = tokio::time::timeout(Duration::from_millis(200), ws.close(None)).await;
@@ -137,132 +141,85 @@ impl Session {
         result
     }
 
-    async fn connect_and_set_up(&mut self) -> Result<Ws, End> {
-        let mut ws = self.connect().await?;
-        self.expect(&mut ws, "session.created", |e| matches!(e, Event::Created))
-            .await?;
-        let update = Utf8Bytes::from(protocol::session_update(self.event_id(u32::MAX)));
-        self.send_control(&mut ws, update).await?;
-        self.expect(&mut ws, "session.updated", |e| matches!(e, Event::Updated))
-            .await?;
-        Ok(ws)
-    }
-
-    async fn connect(&mut self) -> Result<Ws, End> {
-        let s = &self.ctx.settings;
-        let config = WebSocketConfig::default()
-            .read_buffer_size(FRAME_BUFFER_BYTES)
-            .max_message_size(Some(s.max_message_bytes as usize))
-            .max_frame_size(Some(s.max_message_bytes as usize));
-        let timeout = Duration::from_secs_f64(s.connect_timeout_s);
-        let attempts = s.admission_retries + 1;
-        for attempt in 1..=attempts {
-            let t_s = monotonic_s();
-            let connecting = connect_ws(&self.ctx.url, config);
-            let outcome = match tokio::time::timeout(timeout, connecting).await {
-                Ok(Ok(ws)) => Ok(ws),
-                Ok(Err(WsError::Http(response))) if response.status().as_u16() == 503 => Err(None),
-                Ok(Err(err)) => Err(Some(format!("cannot connect to {}: {err}", self.ctx.url))),
-                Err(_) => Err(Some(format!(
-                    "connecting to {} took longer than --connect-timeout {}s",
-                    self.ctx.url, s.connect_timeout_s
-                ))),
-            };
-            let label = match &outcome {
-                Ok(_) => "connected".to_string(),
-                Err(None) => "http_503".to_string(),
-                Err(Some(why)) => why.clone(),
-            };
-            self.trace.admission(
-                t_s,
-                format!(
-                    r#"{{"attempt":{attempt},"outcome":{}}}"#,
-                    json_string(&label)
-                ),
-            );
-            match outcome {
-                Ok(ws) => return Ok(ws),
-                Err(Some(why)) => return Err(End::Failed(why)),
-                Err(None) if attempt < attempts => {
-                    tokio::time::sleep(Duration::from_millis(s.admission_retry_interval_ms)).await;
+    /// Does what the machine says until it says the session is over.
+    async fn follow_machine(&mut self, ws: &mut Ws, reported: &mut bool) -> Result<(), End> {
+        loop {
+            match self.machine.next_action() {
+                Action::Send(frame) => self.send_control(ws, frame).await?,
+                Action::Await(what) => self.await_milestone(ws, what).await?,
+                Action::Stream => {
+                    self.ctx.tally.report(&Ok(()));
+                    *reported = true;
+                    self.stream_at_gate(ws).await?;
+                    self.machine.streamed();
                 }
-                Err(None) => {}
+                Action::Done => break,
             }
         }
-        Err(End::Rejected(format!(
-            "the server refused the connection with HTTP 503 on all {attempts} attempts"
-        )))
+        // The server closes the socket after the session ends; answer its close frame.
+        let _ = tokio::time::timeout(Duration::from_secs(1), async {
+            while let Some(Ok(msg)) = ws.next().await {
+                if let Message::Close(frame) = msg {
+                    self.trace_close(
+                        frame
+                            .as_ref()
+                            .map(|f| (u16::from(f.code), f.reason.as_str())),
+                    );
+                }
+            }
+        })
+        .await;
+        Ok(())
     }
 
-    /// Streams every packet (or until stopped), then ends, drains and closes the session.
-    async fn stream_and_close(&mut self, ws: &mut Ws) -> Result<(), End> {
+    /// Waits at the start gate, then streams (unless the run stops first).
+    async fn stream_at_gate(&mut self, ws: &mut Ws) -> Result<(), End> {
         let mut gate = self.ctx.gate.clone();
         let mut stop = self.ctx.stop.clone();
         let gate_s = tokio::select! {
             g = gate.wait_for(|g| g.is_some()) => g.ok().and_then(|g| *g),
             _ = stop.wait_for(|s| *s) => None,
         };
-        if let Some(gate_s) = gate_s {
-            let gate_s = gate_s + self.stagger_s();
-            self.ctx.stats.borrow_mut().sessions_streaming += 1;
-            let streamed = self.stream(ws, gate_s).await;
-            self.ctx.stats.borrow_mut().sessions_streaming -= 1;
-            streamed?;
-        } else {
-            self.outcome.stopped_early = true;
-        }
-        if self.outcome.packets > 0 {
-            let end = Utf8Bytes::from(protocol::input_end(self.event_id(u32::MAX - 1)));
-            self.send_control(ws, end).await?;
-            self.expect(ws, "sglang.input_audio.drained", |e| {
-                matches!(e, Event::Drained)
-            })
-            .await?;
-        }
-        let close = Utf8Bytes::from(protocol::session_close(self.event_id(u32::MAX - 2)));
-        self.send_control(ws, close).await?;
-        self.expect(ws, "session.closed", |e| matches!(e, Event::Closed))
-            .await?;
-        // The server closes the socket after session.closed; answer its close frame.
-        let _ = tokio::time::timeout(Duration::from_secs(1), async {
-            while let Some(Ok(_)) = ws.next().await {}
-        })
-        .await;
-        Ok(())
-    }
-
-    /// The paced send loop of SPEC §5: packet N is due at `start_s(0) + N × packet_s`, where
-    /// `start_s(0)` is the actual send of packet 0; a late packet does not move later deadlines.
-    async fn stream(&mut self, ws: &mut Ws, gate_s: f64) -> Result<(), End> {
-        let streamed = self.stream_packets(ws, gate_s).await;
+        let Some(gate_s) = gate_s else {
+            self.machine.outcome.stopped_early = true;
+            return Ok(());
+        };
+        let gate_s = gate_s + self.stagger_s();
+        self.ctx.stats.borrow_mut().sessions_streaming += 1;
+        let streamed = self.stream(ws, gate_s).await;
+        self.ctx.stats.borrow_mut().sessions_streaming -= 1;
         self.ctx.pacer.forget(self.ctx.index);
         streamed
     }
 
-    async fn stream_packets(&mut self, ws: &mut Ws, gate_s: f64) -> Result<(), End> {
-        let settings = self.ctx.settings.clone();
-        let packet_s = settings.packet_s();
-        let packets = settings.packets_per_session;
+    /// The paced send loop: packet N is due at packet 0's actual send plus N packet intervals,
+    /// and is late once it is a late threshold past that, sent or not.
+    async fn stream(&mut self, ws: &mut Ws, gate_s: f64) -> Result<(), End> {
+        let packets = self.ctx.settings.packets_per_session;
         let mut stop = self.ctx.stop.clone();
         let pacer = self.ctx.pacer.clone();
-        let mut due_s = gate_s;
         let mut seq: u32 = 0;
         while seq < packets {
+            let due_s = self.machine.due_s(seq, gate_s);
             tokio::select! {
                 biased;
                 _ = stop.wait_for(|s| *s) => {
-                    self.outcome.stopped_early = true;
+                    self.machine.outcome.stopped_early = true;
                     break;
                 }
                 () = pacer.sleep_until(self.ctx.index, due_s) => {
-                    self.send_packet(ws, seq).await?;
+                    if let Err(end) = self.send_packet(ws, seq, gate_s).await {
+                        // Packet `seq` never finished sending: it is unsent too.
+                        self.machine.abandon(seq);
+                        return Err(end);
+                    }
                     seq += 1;
-                    let origin_s = self.origin_s.unwrap_or(gate_s);
-                    due_s = origin_s + f64::from(seq) * packet_s;
                 }
                 msg = ws.next() => {
-                    if let Event::FatalError(why) = self.on_message(msg)? {
-                        return Err(End::Failed(why));
+                    if let Err(end) = self.on_message(msg) {
+                        self.machine.count_overdue(seq, gate_s, monotonic_s());
+                        self.machine.abandon(seq);
+                        return Err(end);
                     }
                 }
             }
@@ -270,91 +227,97 @@ impl Session {
         Ok(())
     }
 
-    async fn send_packet(&mut self, ws: &mut Ws, seq: u32) -> Result<(), End> {
+    async fn send_packet(&mut self, ws: &mut Ws, seq: u32, gate_s: f64) -> Result<(), End> {
         let start_s = monotonic_s();
-        let origin_s = *self.origin_s.get_or_insert(start_s);
-        let settings = &self.ctx.settings;
-        let scheduled_s = origin_s + f64::from(seq) * settings.packet_s();
-        let last = seq + 1 == settings.packets_per_session;
-        let audio = if last {
-            &self.ctx.audio.last_b64
-        } else {
-            &self.ctx.audio.full_b64
-        };
-        let event_id = self.event_id(seq);
-        let t_start_ms = u64::from(seq) * u64::from(settings.packet_ms);
-        let frame = Utf8Bytes::from(protocol::append_frame(event_id, seq, t_start_ms, audio));
-        if let Err(err) = ws.send(Message::Text(frame.clone())).await {
-            return Err(End::Failed(format!("sending packet {seq} failed: {err}")));
-        }
+        let (frame, scheduled_s) = self.machine.packet(seq, start_s);
+        let (msg, text) = message(frame);
+        self.send_bounded(ws, msg, Some((seq + 1, gate_s)))
+            .await
+            .map_err(End::Failed)?;
         let completed_s = monotonic_s();
-        self.record_packet(seq, scheduled_s, start_s, completed_s);
-        self.trace.append(
-            Receipt {
-                event_id,
-                seq,
-                scheduled_s,
-                start_s,
-                completed_s,
-            },
-            &frame,
-        );
+        self.machine.sent(seq, scheduled_s, start_s, completed_s);
+        let receipt = Receipt {
+            event_id: EventIds {
+                worker: self.ctx.worker,
+                session: self.ctx.index,
+            }
+            .id(seq),
+            seq,
+            scheduled_s,
+            start_s,
+            completed_s,
+        };
+        self.trace.append(receipt, text.as_ref());
         Ok(())
     }
 
-    fn record_packet(&mut self, seq: u32, scheduled_s: f64, start_s: f64, completed_s: f64) {
-        let settings = &self.ctx.settings;
-        let deviation_s = (start_s - scheduled_s).abs();
-        let deviation_us = (deviation_s * 1e6) as u64;
-        let late = deviation_s * 1000.0 > f64::from(settings.late_threshold_ms);
-        let slow = deviation_s * 1000.0 > f64::from(settings.slow_send_threshold_ms);
-        self.send_ring[seq as usize % SEND_RING] = (seq, start_s);
-        self.last_seq = Some(seq);
-        let o = &mut self.outcome;
-        o.packets += 1;
-        o.first_send_s.get_or_insert(start_s);
-        o.last_send_s = Some(start_s);
-        o.max_deviation_ms = o.max_deviation_ms.max(deviation_s * 1000.0);
-        o.late_packets += u64::from(late);
-        o.sends_over_20ms += u64::from(slow);
-        let new_violation = late && o.late_packets == 1;
-        let mut stats = self.ctx.stats.borrow_mut();
-        if late && stats.late_windows.len() < super::results::MAX_WINDOWS {
-            stats.late_windows.push([scheduled_s, start_s]);
+    async fn send_control(&mut self, ws: &mut Ws, frame: Outgoing) -> Result<(), End> {
+        let (msg, text) = message(frame);
+        if let Some(text) = &text {
+            self.trace.send(monotonic_s(), text);
         }
-        stats.hist.deviation.record_us(deviation_us as i64);
-        stats.hist.websocket_send.record_s(completed_s - start_s);
-        stats.hist.append_span.record_s(completed_s - scheduled_s);
-        stats.packets += 1;
-        stats.late_packets += u64::from(late);
-        stats.sends_over_20ms += u64::from(slow);
-        stats.sessions_with_violation += u32::from(new_violation);
-        stats.max_deviation_us = stats.max_deviation_us.max(deviation_us);
-        if let Some(cell) = stats
-            .window_max_deviation_us
-            .get_mut(self.ctx.index as usize)
-        {
-            let heat = u32::try_from(deviation_us).unwrap_or(u32::MAX - 1) + 1;
-            *cell = (*cell).max(heat);
-        }
+        self.send_bounded(ws, msg, None).await.map_err(End::Failed)
     }
 
-    async fn send_control(&mut self, ws: &mut Ws, frame: Utf8Bytes) -> Result<(), End> {
-        self.trace.send(monotonic_s(), &frame);
-        ws.send(Message::Text(frame))
-            .await
-            .map_err(|err| End::Failed(format!("sending to the server failed: {err}")))
-    }
-
-    /// Takes server events until one satisfies `wanted`. The whole wait is bounded by
-    /// `--recv-timeout` (a server that keeps talking without ever sending it does not extend it),
-    /// and by [`STOP_GRACE_S`] once the run is being stopped.
-    async fn expect(
+    /// Sends one frame, bounded by `--send-timeout`: a server that stops reading fills the
+    /// socket's buffers and would block the send for ever. While it is blocked, the packets
+    /// that fall due (`overdue`: the next packet and the gate) are counted late as they pass
+    /// their threshold, and a stop of the run ends the wait at once.
+    async fn send_bounded(
         &mut self,
         ws: &mut Ws,
-        what: &str,
-        wanted: impl Fn(&Event) -> bool,
-    ) -> Result<(), End> {
+        msg: Message,
+        overdue: Option<(u32, f64)>,
+    ) -> Result<(), String> {
+        let started_s = monotonic_s();
+        let timeout_s = self.ctx.settings.send_timeout_s;
+        let mut stop = self.ctx.stop.clone();
+        let stopped_before = *stop.borrow();
+        let sending = ws.send(msg);
+        tokio::pin!(sending);
+        let mut next_late_s =
+            overdue.and_then(|(seq, gate_s)| self.machine.count_overdue(seq, gate_s, started_s));
+        let result = loop {
+            let late_at = instant_at(next_late_s.unwrap_or(started_s + timeout_s));
+            tokio::select! {
+                biased;
+                sent = &mut sending => break sent.map_err(|err| err.to_string()),
+                () = tokio::time::sleep_until(instant_at(started_s + timeout_s)) => {
+                    break Err(format!(
+                        "the server stopped reading: a send blocked for more than --send-timeout {:.0} ms",
+                        timeout_s * 1000.0
+                    ));
+                }
+                _ = stop.wait_for(|s| *s), if !stopped_before => {
+                    break Err("the run was stopped while a send was blocked".to_string());
+                }
+                () = tokio::time::sleep_until(late_at), if next_late_s.is_some() => {
+                    let (seq, gate_s) = overdue.unwrap_or_default();
+                    next_late_s = self.machine.count_overdue(seq, gate_s, monotonic_s());
+                }
+            }
+        };
+        let ended_s = monotonic_s();
+        if let Some((seq, gate_s)) = overdue {
+            if result.is_err() {
+                self.machine.count_overdue(seq, gate_s, ended_s);
+            }
+        }
+        // A send that blocked for more than a threshold is the server's backpressure: its
+        // window lets the attribution name the late packets it caused.
+        if (ended_s - started_s) * 1000.0 > f64::from(self.ctx.settings.late_threshold_ms) {
+            let mut stats = self.ctx.stats.borrow_mut();
+            if stats.send_blocked_windows.len() < MAX_WINDOWS {
+                stats.send_blocked_windows.push([started_s, ended_s]);
+            }
+        }
+        result
+    }
+
+    /// Takes server frames until the awaited milestone arrives. The whole wait is bounded by
+    /// `--recv-timeout` (a server that keeps talking without ever sending it does not extend
+    /// it), and by [`STOP_GRACE_S`] once the run is being stopped.
+    async fn await_milestone(&mut self, ws: &mut Ws, what: &str) -> Result<(), End> {
         let recv_timeout_s = self.ctx.settings.recv_timeout_s;
         let mut deadline_s = monotonic_s() + recv_timeout_s;
         let mut stop = self.ctx.stop.clone();
@@ -378,166 +341,91 @@ impl Session {
                     continue;
                 }
             };
-            let event = self.on_message(msg)?;
-            if wanted(&event) {
+            if self.on_message(msg)? {
                 return Ok(());
-            }
-            if let Event::FatalError(why) = event {
-                return Err(End::Failed(why));
             }
         }
     }
 
-    /// Traces and interprets one item of the WebSocket stream.
-    fn on_message(&mut self, msg: Option<Result<Message, WsError>>) -> Result<Event, End> {
+    /// Traces one item of the WebSocket stream and hands it to the machine; `Ok(true)` when it
+    /// was the awaited milestone.
+    fn on_message(&mut self, msg: Option<Result<Message, WsError>>) -> Result<bool, End> {
         let now_s = monotonic_s();
-        match msg {
-            Some(Ok(Message::Text(text))) => Ok(self.on_text(&text, now_s)),
+        let heard = match &msg {
+            Some(Ok(Message::Text(text))) => self.machine.on_frame(Incoming::Text(text), now_s),
             Some(Ok(Message::Binary(bytes))) => {
-                self.protocol_error(
-                    now_s,
-                    &format!("unexpected binary frame of {} bytes", bytes.len()),
-                );
-                Ok(Event::Other)
+                self.machine.on_frame(Incoming::Binary(bytes), now_s)
             }
-            Some(Ok(Message::Close(frame))) => Err(End::Failed(format!(
-                "the server closed the connection mid-session{}",
-                frame
-                    .map(|f| format!(" (code {}, {:?})", u16::from(f.code), f.reason.as_str()))
-                    .unwrap_or_default()
-            ))),
-            Some(Ok(_)) => Ok(Event::Other), // ping/pong: tungstenite answers pings itself
-            Some(Err(WsError::Capacity(err))) => {
-                let why = format!(
+            Some(Ok(Message::Close(frame))) => {
+                let frame = frame
+                    .as_ref()
+                    .map(|f| (u16::from(f.code), f.reason.as_str()));
+                self.trace_close(frame);
+                self.machine.on_frame(Incoming::Close(frame), now_s)
+            }
+            // Ping and pong: tungstenite answers pings itself.
+            Some(Ok(_)) => return Ok(false),
+            Some(Err(WsError::Capacity(err))) => self.machine.on_frame(
+                Incoming::TooLarge(format!(
                     "the server sent a message over --max-message-bytes {} ({err})",
                     self.ctx.settings.max_message_bytes
-                );
-                self.protocol_error(now_s, &why);
-                Err(End::Failed(why))
-            }
+                )),
+                now_s,
+            ),
+            Some(Err(WsError::Utf8(_))) => self.machine.on_frame(Incoming::InvalidUtf8, now_s),
             Some(Err(
                 WsError::Protocol(ProtocolError::ResetWithoutClosingHandshake)
                 | WsError::ConnectionClosed
                 | WsError::AlreadyClosed,
-            )) => Err(End::Failed(
-                "the server closed the connection mid-session (without a close frame)".to_string(),
-            )),
-            Some(Err(err)) => Err(End::Failed(format!(
-                "connection to the server failed: {err}"
-            ))),
-            None => Err(End::Failed(
-                "the server closed the connection mid-session".to_string(),
-            )),
-        }
-    }
-
-    fn on_text(&mut self, frame: &Utf8Bytes, now_s: f64) -> Event {
-        let text = frame.as_str();
-        let event = match protocol::parse_server_event(text) {
-            Ok(event) => {
-                let payload = if event.kind == names::AUDIO_DELTA {
-                    Payload::Json {
-                        audio_key: Some("delta"),
-                    }
-                } else {
-                    Payload::Json { audio_key: None }
-                };
-                self.trace.receive(now_s, frame, payload);
-                event
+            )) => {
+                return Err(End::Failed(
+                    "the server closed the connection mid-session (without a close frame)"
+                        .to_string(),
+                ))
             }
-            Err(err) => {
-                self.trace.receive(now_s, frame, Payload::Text);
-                let prefix: String = text.chars().take(80).collect();
-                self.protocol_error(
-                    now_s,
-                    &format!("server frame is not a JSON event ({err}): {prefix:?}"),
-                );
-                return Event::Other;
+            Some(Err(err)) => {
+                return Err(End::Failed(format!(
+                    "connection to the server failed: {err}"
+                )))
+            }
+            None => {
+                return Err(End::Failed(
+                    "the server closed the connection mid-session".to_string(),
+                ))
             }
         };
-        match &*event.kind {
-            names::ACCEPTED => {
-                if let Some(start_s) = event.seq.and_then(|seq| self.sent_at(seq)) {
-                    self.ctx
-                        .stats
-                        .borrow_mut()
-                        .hist
-                        .accepted
-                        .record_s(now_s - start_s);
-                }
-                Event::Other
-            }
-            names::AUDIO_DELTA => {
-                if !self.first_audio_seen {
-                    if let Some(origin_s) = self.origin_s {
-                        self.first_audio_seen = true;
-                        self.ctx
-                            .stats
-                            .borrow_mut()
-                            .hist
-                            .first_audio
-                            .record_s(now_s - origin_s);
-                    }
-                }
-                Event::Other
-            }
-            names::UNIT_DONE => {
-                let media = event.sglang.as_ref().and_then(|s| s.media_time);
-                if let (Some(media), Some(last_seq)) = (media, self.last_seq) {
-                    let end_ms = media.t_start_ms + media.duration_ms;
-                    let packet_ms = f64::from(self.ctx.settings.packet_ms);
-                    let seq =
-                        ((end_ms / packet_ms).ceil() as i64 - 1).clamp(0, i64::from(last_seq));
-                    if let Some(start_s) = self.sent_at(seq as u64) {
-                        self.ctx
-                            .stats
-                            .borrow_mut()
-                            .hist
-                            .unit_lag
-                            .record_s(now_s - start_s);
-                    }
-                }
-                Event::Other
-            }
-            names::SESSION_CREATED => Event::Created,
-            names::SESSION_UPDATED => Event::Updated,
-            names::INPUT_DRAINED => Event::Drained,
-            names::SESSION_CLOSED => Event::Closed,
-            names::ERROR => {
-                self.ctx.stats.borrow_mut().error_events += 1;
-                let fatal = event.sglang.as_ref().and_then(|s| s.fatal).unwrap_or(false);
-                let (code, message) = event
-                    .error
-                    .as_ref()
-                    .map(|e| {
-                        (
-                            e.code.as_deref().unwrap_or("?"),
-                            e.message.as_deref().unwrap_or(""),
-                        )
-                    })
-                    .unwrap_or(("?", ""));
-                if fatal {
-                    Event::FatalError(format!(
-                        "the server ended the session with error {code}: {message}"
-                    ))
-                } else {
-                    Event::Other
-                }
-            }
-            _ => Event::Other,
+        self.record(&msg, heard, now_s)
+    }
+
+    fn record(
+        &mut self,
+        msg: &Option<Result<Message, WsError>>,
+        heard: Heard,
+        now_s: f64,
+    ) -> Result<bool, End> {
+        if let (Some(payload), Some(Ok(Message::Text(text)))) = (heard.payload, msg) {
+            self.trace.receive(now_s, text, payload);
+        }
+        if let Some(why) = &heard.error {
+            self.trace
+                .error(now_s, format!(r#"{{"message":{}}}"#, json_string(why)));
+        }
+        match heard.flow {
+            Flow::Continue => Ok(false),
+            Flow::Reached => Ok(true),
+            Flow::End(why) => Err(End::Failed(why)),
         }
     }
 
-    fn sent_at(&self, seq: u64) -> Option<f64> {
-        let (ring_seq, start_s) = self.send_ring[seq as usize % SEND_RING];
-        (u64::from(ring_seq) == seq).then_some(start_s)
-    }
-
-    fn protocol_error(&mut self, now_s: f64, why: &str) {
-        self.outcome.protocol_errors += 1;
-        self.ctx.stats.borrow_mut().protocol_errors += 1;
-        self.trace
-            .error(now_s, format!(r#"{{"message":{}}}"#, json_string(why)));
+    /// The server's close frame, as a `close` line of the trace (conformance checks its code).
+    fn trace_close(&mut self, frame: Option<(u16, &str)>) {
+        let event = match frame {
+            Some((code, reason)) => {
+                format!(r#"{{"code":{code},"reason":{}}}"#, json_string(reason))
+            }
+            None => r#"{"code":null,"reason":""}"#.to_string(),
+        };
+        self.trace.close(monotonic_s(), event);
     }
 
     /// With `--stagger`, this session's share of one packet interval after the gate.
@@ -550,22 +438,4 @@ impl Session {
             + u64::from(self.ctx.index);
         k as f64 / s.total_sessions().max(1) as f64 * s.packet_s()
     }
-
-    fn event_id(&self, seq: u32) -> u64 {
-        protocol::event_id(self.ctx.worker, self.ctx.index, seq)
-    }
-}
-
-/// Opens the TCP connection (without Nagle's delay: every packet leaves when it is due) and
-/// makes the WebSocket handshake over a read buffer of [`SOCKET_READ_BYTES`].
-async fn connect_ws(url: &str, config: WebSocketConfig) -> Result<Ws, WsError> {
-    let addr = crate::options::url_authority(url).ok_or(WsError::Url(
-        tokio_tungstenite::tungstenite::error::UrlError::NoHostName,
-    ))?;
-    let socket = TcpStream::connect(addr).await.map_err(WsError::Io)?;
-    socket.set_nodelay(true).map_err(WsError::Io)?;
-    let stream = BufReader::with_capacity(SOCKET_READ_BYTES, socket);
-    let (ws, _response) =
-        tokio_tungstenite::client_async_with_config(url, stream, Some(config)).await?;
-    Ok(ws)
 }

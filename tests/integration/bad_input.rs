@@ -147,12 +147,44 @@ fn a_full_mock_rejects_sessions_and_the_run_counts_them() {
     let out = dir.join("out");
     let output = util::run_to(
         &out,
-        &["-s", "4", "-d", "2s", "--max-sessions", "2"],
+        &[
+            "-s",
+            "4",
+            "-d",
+            "2s",
+            "--max-sessions",
+            "2",
+            "--keep-traces",
+        ],
         Duration::from_secs(60),
     );
     assert_eq!(output.status.code(), Some(1), "{}", describe(&output));
     let s = summary(&out);
     assert_eq!(s["sessions"]["rejected"], 2);
+    // The refusals are traced in sglang-omni's client's shape, the last one marked exhausted.
+    let mut refused = 0;
+    for k in 0..4 {
+        let path = out.join(format!("sessions/w0-s{k:04}/trace.jsonl"));
+        let text = std::fs::read_to_string(&path).unwrap_or_default();
+        let admissions: Vec<serde_json::Value> = text
+            .lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+            .filter(|l| l["direction"] == "admission")
+            .map(|l| l["event"].clone())
+            .collect();
+        if admissions.is_empty() {
+            continue;
+        }
+        refused += 1;
+        assert_eq!(admissions.len(), 4, "{admissions:?}");
+        for (n, a) in admissions.iter().enumerate() {
+            assert_eq!(a["type"], "connection_denied");
+            assert_eq!(a["http_status"], 503);
+            assert_eq!(a["attempt"], n + 1);
+            assert_eq!(a.get("exhausted").is_some(), n == 3, "{a}");
+        }
+    }
+    assert_eq!(refused, 2);
     assert_eq!(s["sessions"]["completed"], 2);
     assert_eq!(s["sessions"]["incomplete"], 0);
     let reasons = s["verdict"]["reasons"].to_string();

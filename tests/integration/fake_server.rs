@@ -14,6 +14,9 @@ pub enum Misbehaviour {
     JunkAfterFirstAppend,
     /// After the first append, send a text frame of this many bytes.
     OversizedAfterFirstAppend(usize),
+    /// After `session.updated`, never read again (the socket stays open for at most 60 s), on
+    /// a small receive buffer so the client's sends block within seconds.
+    StopsReadingAfterSetup,
     /// After `sglang.input_audio.end`, keep sending transcript deltas every 100 ms and never
     /// `drained`.
     NeverDrains,
@@ -38,7 +41,21 @@ impl Drop for FakeServer {
 }
 
 pub fn start(misbehaviour: Misbehaviour) -> FakeServer {
-    let std_listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    // A receive buffer set on the listener is inherited by the connections it accepts.
+    let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    if matches!(misbehaviour, Misbehaviour::StopsReadingAfterSetup) {
+        socket.set_recv_buffer_size(4096).unwrap();
+    }
+    socket
+        .bind(
+            &"127.0.0.1:0"
+                .parse::<std::net::SocketAddr>()
+                .unwrap()
+                .into(),
+        )
+        .unwrap();
+    socket.listen(128).unwrap();
+    let std_listener: std::net::TcpListener = socket.into();
     std_listener.set_nonblocking(true).unwrap();
     let addr = std_listener.local_addr().unwrap();
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
@@ -87,6 +104,10 @@ async fn session(stream: tokio::net::TcpStream, misbehaviour: Misbehaviour) {
         match v["type"].as_str().unwrap_or("") {
             "session.update" => {
                 let _ = ws.send(send(r#"{"type":"session.updated","session":{"sglang":{"granted":{"interaction":"native"}}}}"#.into())).await;
+                if matches!(misbehaviour, Misbehaviour::StopsReadingAfterSetup) {
+                    tokio::time::sleep(Duration::from_secs(60)).await;
+                    return;
+                }
             }
             "input_audio_buffer.append" => {
                 appends += 1;

@@ -150,7 +150,11 @@ impl Client {
 
     async fn append(&mut self, seq: u32, t_start_ms: u64, pcm_bytes: usize) {
         let audio = base64::engine::general_purpose::STANDARD.encode(vec![0u8; pcm_bytes]);
-        let id = protocol::event_id(0, 0, 100 + seq);
+        let id = protocol::EventIds {
+            worker: 0,
+            session: 0,
+        }
+        .id(100 + seq);
         let frame = protocol::append_frame(id, seq, t_start_ms, &audio);
         self.send(frame).await;
     }
@@ -224,7 +228,11 @@ async fn full_session_gets_every_event_in_order() {
         let accepted = client.expect(names::ACCEPTED).await;
         assert_eq!(accepted["seq"], seq);
         assert_eq!(accepted["accepted_end_ms"], t_start_ms + duration_ms);
-        let id = protocol::event_id(0, 0, 100 + seq);
+        let id = protocol::EventIds {
+            worker: 0,
+            session: 0,
+        }
+        .id(100 + seq);
         assert_eq!(accepted["client_event_id"], format!("{id:016x}"));
         if seq == 0 {
             client.expect(names::RESPONSE_CREATED).await;

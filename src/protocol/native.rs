@@ -1,0 +1,397 @@
+//! The native full-duplex session protocol: sglang-omni's `/v1/realtime`, as its benchmark
+//! client and server speak it (docs/protocol-native.md). Text JSON frames only.
+//!
+//! Set-up: `session.created` → `session.update` → `session.updated`. Streaming: one
+//! `input_audio_buffer.append` per packet. Ending: `sglang.input_audio.end` →
+//! `sglang.input_audio.drained`, then `session.close` → `session.closed`.
+
+use super::{AudioPacket, ClientProtocol, EventIds, Meaning, Milestone, Outgoing, Received, Step};
+use crate::trace::format::Payload;
+use serde::{Deserialize, Deserializer};
+use std::borrow::Cow;
+use std::fmt::Write as _;
+
+/// The path the native protocol is served on.
+pub const PATH: &str = "/v1/realtime";
+
+pub mod names {
+    pub const SESSION_CREATED: &str = "session.created";
+    pub const SESSION_UPDATE: &str = "session.update";
+    pub const SESSION_UPDATED: &str = "session.updated";
+    pub const APPEND: &str = "input_audio_buffer.append";
+    pub const ACCEPTED: &str = "sglang.input_audio.accepted";
+    pub const AUDIO_DELTA: &str = "response.output_audio.delta";
+    pub const TRANSCRIPT_DELTA: &str = "response.output_audio_transcript.delta";
+    pub const TEXT_DELTA: &str = "response.output_text.delta";
+    pub const UNIT_DONE: &str = "sglang.unit.done";
+    pub const RESPONSE_CREATED: &str = "response.created";
+    pub const AUDIO_DONE: &str = "response.output_audio.done";
+    pub const RESPONSE_DONE: &str = "response.done";
+    pub const INPUT_END: &str = "sglang.input_audio.end";
+    pub const INPUT_ENDED: &str = "sglang.input_audio.ended";
+    pub const INPUT_DRAINED: &str = "sglang.input_audio.drained";
+    pub const SESSION_CLOSE: &str = "session.close";
+    pub const SESSION_CLOSED: &str = "session.closed";
+    pub const ERROR: &str = "error";
+}
+
+/// Input audio format of the native protocol: 16 kHz mono PCM16 little-endian.
+pub const INPUT_SAMPLE_RATE: u32 = 16_000;
+pub const BYTES_PER_SAMPLE: usize = 2;
+
+/// Bytes of PCM16 input audio in a packet of `packet_ms`.
+pub fn input_packet_bytes(packet_ms: u32) -> usize {
+    (INPUT_SAMPLE_RATE as usize * packet_ms as usize / 1000) * BYTES_PER_SAMPLE
+}
+
+/// The native protocol's client side.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Native;
+
+/// Which control command an id stands for (see [`EventIds::control`]).
+const UPDATE_ID: u32 = 0;
+const END_ID: u32 = 1;
+const CLOSE_ID: u32 = 2;
+
+impl ClientProtocol for Native {
+    fn set_up(&self, ids: EventIds) -> Vec<Step> {
+        vec![
+            Step {
+                send: None,
+                until: Milestone::Created,
+                awaiting: names::SESSION_CREATED,
+            },
+            Step {
+                send: Some(Outgoing::Text(session_update(ids.control(UPDATE_ID)))),
+                until: Milestone::Ready,
+                awaiting: names::SESSION_UPDATED,
+            },
+        ]
+    }
+
+    fn packet(&self, ids: EventIds, seq: u32, t_start_ms: u64, audio: AudioPacket<'_>) -> Outgoing {
+        Outgoing::Text(append_frame(ids.id(seq), seq, t_start_ms, audio.b64))
+    }
+
+    fn finish(&self, ids: EventIds, streamed: bool) -> Vec<Step> {
+        let mut steps = Vec::with_capacity(2);
+        if streamed {
+            steps.push(Step {
+                send: Some(Outgoing::Text(input_end(ids.control(END_ID)))),
+                until: Milestone::Drained,
+                awaiting: names::INPUT_DRAINED,
+            });
+        }
+        steps.push(Step {
+            send: Some(Outgoing::Text(session_close(ids.control(CLOSE_ID)))),
+            until: Milestone::Closed,
+            awaiting: names::SESSION_CLOSED,
+        });
+        steps
+    }
+
+    fn classify<'a>(&self, text: &'a str) -> Result<Received<'a>, String> {
+        let event: ServerEvent<'a> = serde_json::from_str(text)
+            .map_err(|err| format!("server frame is not a JSON event ({err})"))?;
+        let mut payload = Payload::Json { audio_key: None };
+        let meaning = match &*event.kind {
+            names::SESSION_CREATED => Meaning::Milestone(Milestone::Created),
+            names::SESSION_UPDATED => Meaning::Milestone(Milestone::Ready),
+            names::INPUT_DRAINED => Meaning::Milestone(Milestone::Drained),
+            names::SESSION_CLOSED => Meaning::Milestone(Milestone::Closed),
+            names::ACCEPTED => match event.seq.or(event.sglang.as_ref().and_then(|s| s.seq)) {
+                Some(seq) if seq >= 0.0 => Meaning::Accepted { seq: seq as u64 },
+                _ => Meaning::Other,
+            },
+            names::AUDIO_DELTA => {
+                payload = Payload::Json {
+                    audio_key: Some("delta"),
+                };
+                Meaning::AudioDelta
+            }
+            names::TRANSCRIPT_DELTA | names::TEXT_DELTA => Meaning::TextDelta,
+            names::UNIT_DONE => match event.sglang.as_ref().and_then(|s| s.media_time) {
+                Some(media) => Meaning::UnitDone {
+                    input_end_ms: media.t_start_ms + media.duration_ms,
+                },
+                None => Meaning::Other,
+            },
+            names::ERROR => {
+                let fatal = event.sglang.as_ref().and_then(|s| s.fatal).unwrap_or(false);
+                let (code, message) = match event.error {
+                    Some(e) => (
+                        e.code.unwrap_or(Cow::Borrowed("?")),
+                        e.message.unwrap_or_default(),
+                    ),
+                    None => (Cow::Borrowed("?"), Cow::Borrowed("")),
+                };
+                Meaning::Error {
+                    fatal,
+                    code,
+                    message,
+                }
+            }
+            _ => Meaning::Other,
+        };
+        Ok(Received { meaning, payload })
+    }
+}
+
+/// The `session.update` a client sends after `session.created`.
+pub fn session_update(event_id: u64) -> String {
+    format!(
+        r#"{{"type":"{}","event_id":"{event_id:016x}","session":{{"output_modalities":["audio"]}}}}"#,
+        names::SESSION_UPDATE
+    )
+}
+
+/// An `input_audio_buffer.append` frame. `audio_b64` is the already-encoded packet, so a frame
+/// costs no JSON serialisation, and exactly one allocation: the buffer is sized to the frame, so
+/// that handing it to the WebSocket (as `Bytes`) does not copy it again.
+pub fn append_frame(event_id: u64, seq: u32, t_start_ms: u64, audio_b64: &str) -> String {
+    const HEAD: &str = concat!(
+        r#"{"type":""#,
+        "input_audio_buffer.append",
+        r#"","event_id":""#
+    );
+    const AUDIO: &str = r#"","audio":""#;
+    const SEQ: &str = r#"","sglang":{"seq":"#;
+    const T_START: &str = r#","t_start_ms":"#;
+    const TAIL: &str = "}}";
+    let len = HEAD.len()
+        + 16
+        + AUDIO.len()
+        + audio_b64.len()
+        + SEQ.len()
+        + decimal_digits(u64::from(seq))
+        + T_START.len()
+        + decimal_digits(t_start_ms)
+        + TAIL.len();
+    let mut out = String::with_capacity(len);
+    out.push_str(HEAD);
+    // Writing into a String cannot fail.
+    let _ = write!(out, "{event_id:016x}");
+    out.push_str(AUDIO);
+    out.push_str(audio_b64);
+    out.push_str(SEQ);
+    let _ = write!(out, "{seq}");
+    out.push_str(T_START);
+    let _ = write!(out, "{t_start_ms}");
+    out.push_str(TAIL);
+    debug_assert_eq!(out.len(), len);
+    out
+}
+
+fn decimal_digits(n: u64) -> usize {
+    n.checked_ilog10().map_or(1, |d| d as usize + 1)
+}
+
+/// The `sglang.input_audio.end` a client sends after its last packet.
+pub fn input_end(event_id: u64) -> String {
+    format!(
+        r#"{{"type":"{}","event_id":"{event_id:016x}"}}"#,
+        names::INPUT_END
+    )
+}
+
+/// The `session.close` a client sends after `drained`.
+pub fn session_close(event_id: u64) -> String {
+    format!(
+        r#"{{"type":"{}","event_id":"{event_id:016x}"}}"#,
+        names::SESSION_CLOSE
+    )
+}
+
+/// The fields of a server event the client reads. Everything else, audio payloads included, is
+/// skipped without being copied; numbers may be integers or floats.
+#[derive(Debug, Deserialize)]
+struct ServerEvent<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: Cow<'a, str>,
+    /// `sglang.input_audio.accepted`: the sequence number accepted.
+    #[serde(default, deserialize_with = "lenient_number")]
+    seq: Option<f64>,
+    #[serde(default)]
+    sglang: Option<ServerSglang>,
+    #[serde(default, borrow)]
+    error: Option<ErrorBody<'a>>,
+}
+
+#[derive(Debug, Deserialize)]
+struct ServerSglang {
+    #[serde(default, deserialize_with = "lenient_number")]
+    seq: Option<f64>,
+    /// `sglang.unit.done`: the input span the unit covers.
+    #[serde(default)]
+    media_time: Option<MediaTime>,
+    /// `error`: whether the server ends the session.
+    #[serde(default)]
+    fatal: Option<bool>,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize)]
+struct MediaTime {
+    t_start_ms: f64,
+    duration_ms: f64,
+}
+
+#[derive(Debug, Deserialize)]
+struct ErrorBody<'a> {
+    #[serde(default, borrow)]
+    code: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    message: Option<Cow<'a, str>>,
+}
+
+/// The fields of a client event the mock reads.
+#[derive(Debug, Deserialize)]
+pub struct ClientEvent<'a> {
+    #[serde(rename = "type", borrow)]
+    pub kind: Cow<'a, str>,
+    #[serde(default, borrow)]
+    pub event_id: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    pub audio: Option<Cow<'a, str>>,
+    #[serde(default)]
+    pub sglang: Option<ClientSglang>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct ClientSglang {
+    #[serde(default)]
+    pub seq: Option<u64>,
+    #[serde(default)]
+    pub t_start_ms: Option<u64>,
+}
+
+/// Parses the parts of a client event the mock needs.
+pub fn parse_client_event(text: &str) -> Result<ClientEvent<'_>, serde_json::Error> {
+    serde_json::from_str(text)
+}
+
+/// A number where one is expected, `None` for anything else (a string, `null`): a field the
+/// client cannot read is not worth failing the whole event for.
+fn lenient_number<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<f64>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum NumberOrNot {
+        Number(f64),
+        Not(serde::de::IgnoredAny),
+    }
+    Ok(match NumberOrNot::deserialize(deserializer)? {
+        NumberOrNot::Number(n) => Some(n),
+        NumberOrNot::Not(_) => None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn classify(text: &str) -> Meaning<'_> {
+        Native.classify(text).unwrap().meaning
+    }
+
+    #[test]
+    fn append_frame_is_valid_json_with_the_protocol_fields() {
+        let ids = EventIds {
+            worker: 1,
+            session: 2,
+        };
+        let out = append_frame(ids.id(3), 3, 240, "AAAA");
+        assert_eq!(
+            out.capacity(),
+            out.len(),
+            "sized exactly, so Bytes can take it as it is"
+        );
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(v["type"], names::APPEND);
+        assert_eq!(v["event_id"], "0001000200000003");
+        assert_eq!(v["audio"], "AAAA");
+        assert_eq!(v["sglang"]["seq"], 3);
+        assert_eq!(v["sglang"]["t_start_ms"], 240);
+    }
+
+    #[test]
+    fn unit_done_gives_the_end_of_the_input_it_answers() {
+        let text = r#"{"type":"sglang.unit.done","unit_id":"unit_4","sglang":{"unit_id":"unit_4","chunk_seq":4,"media_time":{"t_start_ms":320,"duration_ms":80}}}"#;
+        assert_eq!(
+            classify(text),
+            Meaning::UnitDone {
+                input_end_ms: 400.0
+            }
+        );
+    }
+
+    #[test]
+    fn accepted_seq_may_be_a_float_or_inside_sglang() {
+        let top = r#"{"type":"sglang.input_audio.accepted","seq":3.0,"accepted_end_ms":320.0}"#;
+        assert_eq!(classify(top), Meaning::Accepted { seq: 3 });
+        let inner = r#"{"type":"sglang.input_audio.accepted","sglang":{"seq":7}}"#;
+        assert_eq!(classify(inner), Meaning::Accepted { seq: 7 });
+        let odd = r#"{"type":"sglang.input_audio.accepted","seq":"x"}"#;
+        assert_eq!(classify(odd), Meaning::Other);
+    }
+
+    #[test]
+    fn audio_deltas_say_where_their_audio_is_for_the_trace() {
+        let r = Native
+            .classify(r#"{"type":"response.output_audio.delta","delta":"AAAA","extra":1}"#)
+            .unwrap();
+        assert_eq!(r.meaning, Meaning::AudioDelta);
+        assert_eq!(
+            r.payload,
+            Payload::Json {
+                audio_key: Some("delta")
+            }
+        );
+    }
+
+    #[test]
+    fn error_reads_fatal_code_and_message() {
+        let text = r#"{"type":"error","sglang":{"fatal":true},"error":{"type":"x","code":"too_fast","message":"slow down"}}"#;
+        assert_eq!(
+            classify(text),
+            Meaning::Error {
+                fatal: true,
+                code: "too_fast".into(),
+                message: "slow down".into()
+            }
+        );
+    }
+
+    #[test]
+    fn a_frame_without_a_type_is_refused_with_the_reason() {
+        let err = Native.classify(r#"{"hello":1}"#).unwrap_err();
+        assert!(err.contains("missing field `type`"), "{err}");
+    }
+
+    #[test]
+    fn set_up_waits_for_created_then_sends_the_update_and_waits_for_updated() {
+        let ids = EventIds {
+            worker: 0,
+            session: 1,
+        };
+        let steps = Native.set_up(ids);
+        assert_eq!(steps.len(), 2);
+        assert_eq!(
+            (steps[0].send.as_ref(), steps[0].until),
+            (None, Milestone::Created)
+        );
+        let Some(Outgoing::Text(update)) = &steps[1].send else {
+            panic!("the update is a text frame")
+        };
+        let v: serde_json::Value = serde_json::from_str(update).unwrap();
+        assert_eq!(v["type"], names::SESSION_UPDATE);
+        assert_eq!(steps[1].until, Milestone::Ready);
+        let ends: Vec<_> = Native.finish(ids, true).iter().map(|s| s.until).collect();
+        assert_eq!(ends, [Milestone::Drained, Milestone::Closed]);
+        let ends: Vec<_> = Native.finish(ids, false).iter().map(|s| s.until).collect();
+        assert_eq!(ends, [Milestone::Closed], "no input, nothing to drain");
+    }
+
+    #[test]
+    fn packet_of_80ms_is_2560_bytes() {
+        assert_eq!(input_packet_bytes(80), 2560);
+    }
+}

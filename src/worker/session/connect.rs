@@ -1,0 +1,108 @@
+//! Connecting a session: the TCP connection, the WebSocket handshake, and admission — a full
+//! server refuses the handshake with HTTP 503, and the session retries a few times before it
+//! counts as rejected.
+
+use super::{End, SessionCtx};
+use crate::clock::monotonic_s;
+use crate::trace::format::json_string;
+use crate::trace::SessionTrace;
+use std::time::Duration;
+use tokio::io::BufReader;
+use tokio::net::{TcpSocket, TcpStream};
+use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
+use tokio_tungstenite::tungstenite::Error as WsError;
+use tokio_tungstenite::WebSocketStream;
+
+pub type Ws = WebSocketStream<BufReader<TcpStream>>;
+
+/// What one read from the socket may take. The replies to one packet are about 10 kB and arrive
+/// together; read straight into tungstenite's frame buffer, they took two reads a packet (it
+/// reads only into what is left of that buffer), two-thirds of the receive path's system calls.
+const SOCKET_READ_BYTES: usize = 64 << 10;
+/// tungstenite's frame buffer. Before each read it zero-fills the room it reads into, and the
+/// frames it hands out (kept by the trace writer for up to 0.5 s) pin it, so the default of
+/// 128 KiB cost a large memset per read and a fresh allocation whenever it was pinned.
+const FRAME_BUFFER_BYTES: usize = 16 << 10;
+
+/// Connects, retrying refusals with HTTP 503. The trace gets an `admission` line for each
+/// refusal, in the shape sglang-omni's client writes (`connection_denied`, `exhausted` on the
+/// last); an admitted session needs none (its receipts say `admitted`).
+pub(super) async fn connect(ctx: &SessionCtx, trace: &mut SessionTrace) -> Result<Ws, End> {
+    let s = &ctx.settings;
+    let config = WebSocketConfig::default()
+        .read_buffer_size(FRAME_BUFFER_BYTES)
+        .max_message_size(Some(s.max_message_bytes as usize))
+        .max_frame_size(Some(s.max_message_bytes as usize));
+    let timeout = Duration::from_secs_f64(s.connect_timeout_s);
+    let attempts = s.admission_retries + 1;
+    for attempt in 1..=attempts {
+        let t_s = monotonic_s();
+        let connecting = connect_ws(&ctx.url, config, s.send_buffer_bytes);
+        let why = match tokio::time::timeout(timeout, connecting).await {
+            Ok(Ok(ws)) => return Ok(ws),
+            Ok(Err(WsError::Http(response))) if response.status().as_u16() == 503 => {
+                let exhausted = if attempt == attempts {
+                    r#","exhausted":true"#
+                } else {
+                    ""
+                };
+                trace.admission(
+                    t_s,
+                    format!(
+                        r#"{{"type":"connection_denied","http_status":503,"attempt":{attempt}{exhausted}}}"#
+                    ),
+                );
+                if attempt < attempts {
+                    tokio::time::sleep(Duration::from_millis(s.admission_retry_interval_ms)).await;
+                }
+                continue;
+            }
+            Ok(Err(err)) => format!("cannot connect to {}: {err}", ctx.url),
+            Err(_) => format!(
+                "connecting to {} took longer than --connect-timeout {}s",
+                ctx.url, s.connect_timeout_s
+            ),
+        };
+        trace.error(t_s, format!(r#"{{"message":{}}}"#, json_string(&why)));
+        return Err(End::Failed(why));
+    }
+    Err(End::Rejected(format!(
+        "the server refused the connection with HTTP 503 on all {attempts} attempts"
+    )))
+}
+
+/// Opens the TCP connection (without Nagle's delay: every packet leaves when it is due; with
+/// `--send-buffer-bytes`, on a send buffer of that size) and makes the WebSocket handshake over
+/// a read buffer of [`SOCKET_READ_BYTES`].
+async fn connect_ws(
+    url: &str,
+    config: WebSocketConfig,
+    send_buffer_bytes: Option<u32>,
+) -> Result<Ws, WsError> {
+    let authority = crate::options::url_authority(url).ok_or(WsError::Url(
+        tokio_tungstenite::tungstenite::error::UrlError::NoHostName,
+    ))?;
+    let socket = match send_buffer_bytes {
+        None => TcpStream::connect(authority).await.map_err(WsError::Io)?,
+        Some(bytes) => {
+            let addr = tokio::net::lookup_host(authority)
+                .await
+                .map_err(WsError::Io)?
+                .next()
+                .ok_or_else(|| WsError::Io(std::io::Error::other("the host has no address")))?;
+            let socket = if addr.is_ipv4() {
+                TcpSocket::new_v4()
+            } else {
+                TcpSocket::new_v6()
+            }
+            .map_err(WsError::Io)?;
+            socket.set_send_buffer_size(bytes).map_err(WsError::Io)?;
+            socket.connect(addr).await.map_err(WsError::Io)?
+        }
+    };
+    socket.set_nodelay(true).map_err(WsError::Io)?;
+    let stream = BufReader::with_capacity(SOCKET_READ_BYTES, socket);
+    let (ws, _response) =
+        tokio_tungstenite::client_async_with_config(url, stream, Some(config)).await?;
+    Ok(ws)
+}

@@ -1,0 +1,382 @@
+//! The client session as a state machine without I/O: fed server frames and the clock, it
+//! returns the frames to send and decides what every packet and every event counts for.
+//!
+//! The I/O around it (`worker::session`) connects, waits, sends and reads; this part is the same
+//! for every protocol, because it sees a server frame only through the protocol's
+//! [`Meaning`], and it is tested without sockets.
+
+use super::super::results::{SessionOutcome, WorkerStats, MAX_WINDOWS};
+use super::super::Audio;
+use crate::options::Settings;
+use crate::protocol::{ClientProtocol, EventIds, Meaning, Outgoing, Received, Step};
+use crate::trace::format::Payload;
+use std::cell::RefCell;
+use std::collections::VecDeque;
+use std::rc::Rc;
+
+/// Send start times of recent packets, for the server-side latencies (20 s at 80 ms).
+const SEND_RING: usize = 256;
+
+/// What the I/O around the machine does next.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Action {
+    /// Send this frame (and trace it), then ask again.
+    Send(Outgoing),
+    /// Read frames into [`Machine::on_frame`] until it says [`Flow::Reached`]; the name is the
+    /// awaited event, for messages.
+    Await(&'static str),
+    /// Wait for the start gate, then stream every packet ([`Machine::packet`]), then call
+    /// [`Machine::streamed`].
+    Stream,
+    /// The session is over by the protocol; close the socket.
+    Done,
+}
+
+/// What a received frame did to the session.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Flow {
+    /// Nothing the session waits for.
+    Continue,
+    /// The awaited milestone arrived.
+    Reached,
+    /// The session cannot go on: why.
+    End(String),
+}
+
+/// A received frame, as the I/O should record it.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Heard {
+    /// How the frame goes into the trace (`None`: it is not traced as a frame, e.g. a close).
+    pub payload: Option<Payload>,
+    /// A protocol error to trace beside it.
+    pub error: Option<String>,
+    pub flow: Flow,
+}
+
+/// An item of the WebSocket stream, without the socket.
+#[derive(Debug)]
+pub enum Incoming<'a> {
+    Text(&'a str),
+    Binary(&'a [u8]),
+    /// A close frame, with its code and reason when it had them.
+    Close(Option<(u16, &'a str)>),
+    /// A frame over `--max-message-bytes`.
+    TooLarge(String),
+    /// A text frame that is not valid UTF-8.
+    InvalidUtf8,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    SettingUp,
+    Streaming,
+    Finishing,
+    Done,
+}
+
+pub struct Machine {
+    protocol: Rc<dyn ClientProtocol>,
+    ids: EventIds,
+    settings: Rc<Settings>,
+    audio: Rc<Audio>,
+    stats: Rc<RefCell<WorkerStats>>,
+    pub outcome: SessionOutcome,
+    phase: Phase,
+    steps: VecDeque<Step>,
+    current: Option<Step>,
+    /// Send start of packet 0: the origin of the schedule.
+    origin_s: Option<f64>,
+    send_ring: [(u32, f64); SEND_RING],
+    last_seq: Option<u32>,
+    first_audio_seen: bool,
+    /// Packets below this sequence number were counted late while still unsent.
+    counted_late_below: u32,
+}
+
+impl Machine {
+    pub fn new(
+        protocol: Rc<dyn ClientProtocol>,
+        ids: EventIds,
+        settings: Rc<Settings>,
+        audio: Rc<Audio>,
+        stats: Rc<RefCell<WorkerStats>>,
+    ) -> Machine {
+        let steps = protocol.set_up(ids).into();
+        Machine {
+            protocol,
+            ids,
+            settings,
+            audio,
+            stats,
+            outcome: SessionOutcome::new(ids.session),
+            phase: Phase::SettingUp,
+            steps,
+            current: None,
+            origin_s: None,
+            send_ring: [(u32::MAX, 0.0); SEND_RING],
+            last_seq: None,
+            first_audio_seen: false,
+            counted_late_below: 0,
+        }
+    }
+
+    /// What to do next.
+    pub fn next_action(&mut self) -> Action {
+        loop {
+            if let Some(step) = &mut self.current {
+                return match step.send.take() {
+                    Some(frame) => Action::Send(frame),
+                    None => Action::Await(step.awaiting),
+                };
+            }
+            if let Some(step) = self.steps.pop_front() {
+                self.current = Some(step);
+                continue;
+            }
+            return match self.phase {
+                Phase::SettingUp => {
+                    self.phase = Phase::Streaming;
+                    Action::Stream
+                }
+                // The I/O streams until it calls `streamed`.
+                Phase::Streaming => Action::Stream,
+                Phase::Finishing | Phase::Done => {
+                    self.phase = Phase::Done;
+                    Action::Done
+                }
+            };
+        }
+    }
+
+    /// Streaming is over (every packet sent, or the run stopped): the ending steps follow.
+    pub fn streamed(&mut self) {
+        self.phase = Phase::Finishing;
+        self.steps = self
+            .protocol
+            .finish(self.ids, self.outcome.packets > 0)
+            .into();
+    }
+
+    /// When packet `seq` is due: the gate for packet 0, then packet 0's actual send plus `seq`
+    /// packet intervals (a late packet does not move later deadlines).
+    pub fn due_s(&self, seq: u32, gate_s: f64) -> f64 {
+        self.origin_s.unwrap_or(gate_s) + f64::from(seq) * self.settings.packet_s()
+    }
+
+    /// The frame of packet `seq`, whose send starts at `start_s`, and when it was scheduled.
+    pub fn packet(&mut self, seq: u32, start_s: f64) -> (Outgoing, f64) {
+        let origin_s = *self.origin_s.get_or_insert(start_s);
+        let scheduled_s = origin_s + f64::from(seq) * self.settings.packet_s();
+        let last = seq + 1 == self.settings.packets_per_session;
+        let audio = self.audio.packet(last);
+        let t_start_ms = u64::from(seq) * u64::from(self.settings.packet_ms);
+        let frame = self.protocol.packet(self.ids, seq, t_start_ms, audio);
+        (frame, scheduled_s)
+    }
+
+    /// Packet `seq` was sent: its send started at `start_s` and returned at `completed_s`.
+    pub fn sent(&mut self, seq: u32, scheduled_s: f64, start_s: f64, completed_s: f64) {
+        let settings = &self.settings;
+        let deviation_s = (start_s - scheduled_s).abs();
+        let deviation_us = (deviation_s * 1e6) as u64;
+        let late = deviation_s * 1000.0 > f64::from(settings.late_threshold_ms);
+        let slow = deviation_s * 1000.0 > f64::from(settings.slow_send_threshold_ms);
+        self.send_ring[seq as usize % SEND_RING] = (seq, start_s);
+        self.last_seq = Some(seq);
+        let o = &mut self.outcome;
+        o.packets += 1;
+        o.first_send_s.get_or_insert(start_s);
+        o.last_send_s = Some(start_s);
+        o.max_deviation_ms = o.max_deviation_ms.max(deviation_s * 1000.0);
+        o.sends_over_20ms += u64::from(slow);
+        let mut stats = self.stats.borrow_mut();
+        stats.hist.deviation.record_us(deviation_us as i64);
+        stats.hist.websocket_send.record_s(completed_s - start_s);
+        stats.hist.append_span.record_s(completed_s - scheduled_s);
+        stats.packets += 1;
+        stats.sends_over_20ms += u64::from(slow);
+        stats.max_deviation_us = stats.max_deviation_us.max(deviation_us);
+        if let Some(cell) = stats
+            .window_max_deviation_us
+            .get_mut(self.ids.session as usize)
+        {
+            let heat = u32::try_from(deviation_us).unwrap_or(u32::MAX - 1) + 1;
+            *cell = (*cell).max(heat);
+        }
+        drop(stats);
+        // A packet already counted while it waited to be sent is not counted twice.
+        if late && seq >= self.counted_late_below {
+            self.count_late(scheduled_s, start_s);
+        }
+        self.counted_late_below = self.counted_late_below.max(seq + 1);
+    }
+
+    /// Counts as late every packet from `next_seq` on that is still unsent one late threshold
+    /// after its due time: a packet is late when it is due, not when (or if) it is sent, so a
+    /// server that stops reading cannot hide late packets behind a send that never returns.
+    /// Returns when the next unsent packet becomes late, if it is due at all.
+    pub fn count_overdue(&mut self, next_seq: u32, gate_s: f64, now_s: f64) -> Option<f64> {
+        let threshold_s = f64::from(self.settings.late_threshold_ms) / 1000.0;
+        let packets = self.settings.packets_per_session;
+        let mut seq = next_seq.max(self.counted_late_below);
+        while seq < packets {
+            let due_s = self.due_s(seq, gate_s);
+            if now_s <= due_s + threshold_s {
+                return Some(due_s + threshold_s);
+            }
+            self.count_late(due_s, now_s);
+            seq += 1;
+            self.counted_late_below = seq;
+        }
+        None
+    }
+
+    /// The session stopped streaming at `next_seq` through a failure: the packets it never
+    /// sent are counted.
+    pub fn abandon(&mut self, next_seq: u32) {
+        let unsent = u64::from(self.settings.packets_per_session.saturating_sub(next_seq));
+        self.outcome.unsent_packets += unsent;
+        self.stats.borrow_mut().unsent_packets += unsent;
+    }
+
+    fn count_late(&mut self, due_s: f64, at_s: f64) {
+        self.outcome.late_packets += 1;
+        let mut stats = self.stats.borrow_mut();
+        stats.late_packets += 1;
+        stats.sessions_with_violation += u32::from(self.outcome.late_packets == 1);
+        if stats.late_windows.len() < MAX_WINDOWS {
+            stats.late_windows.push([due_s, at_s]);
+        }
+    }
+
+    /// Takes one item of the WebSocket stream, received at `now_s`.
+    pub fn on_frame(&mut self, frame: Incoming<'_>, now_s: f64) -> Heard {
+        match frame {
+            Incoming::Text(text) => match self.protocol.classify(text) {
+                Ok(Received { meaning, payload }) => Heard {
+                    payload: Some(payload),
+                    error: None,
+                    flow: self.on_meaning(meaning, now_s),
+                },
+                Err(why) => {
+                    let prefix: String = text.chars().take(80).collect();
+                    self.protocol_error(format!("{why}: {prefix:?}"), Some(Payload::Text))
+                }
+            },
+            Incoming::Binary(bytes) => match self.protocol.classify_binary(bytes) {
+                Ok(meaning) => Heard {
+                    payload: None,
+                    error: None,
+                    flow: self.on_meaning(meaning, now_s),
+                },
+                Err(why) => self.protocol_error(why, None),
+            },
+            Incoming::InvalidUtf8 => self.protocol_error(
+                "the server sent a text frame that is not valid UTF-8".to_string(),
+                None,
+            ),
+            Incoming::TooLarge(why) => {
+                let mut heard = self.protocol_error(why.clone(), None);
+                heard.flow = Flow::End(why);
+                heard
+            }
+            Incoming::Close(frame) => Heard {
+                payload: None,
+                error: None,
+                flow: Flow::End(format!(
+                    "the server closed the connection mid-session{}",
+                    frame
+                        .map(|(code, reason)| format!(" (code {code}, {reason:?})"))
+                        .unwrap_or_default()
+                )),
+            },
+        }
+    }
+
+    /// A frame that does not fit the protocol: counted and traced; while the session is being
+    /// set up it ends the set-up at once with that reason (waiting on would only hide it).
+    fn protocol_error(&mut self, why: String, payload: Option<Payload>) -> Heard {
+        self.outcome.protocol_errors += 1;
+        self.stats.borrow_mut().protocol_errors += 1;
+        let flow = if self.phase == Phase::SettingUp {
+            Flow::End(format!("set-up failed: {why}"))
+        } else {
+            Flow::Continue
+        };
+        Heard {
+            payload,
+            error: Some(why),
+            flow,
+        }
+    }
+
+    fn on_meaning(&mut self, meaning: Meaning<'_>, now_s: f64) -> Flow {
+        match meaning {
+            Meaning::Milestone(reached) => {
+                if self
+                    .current
+                    .as_ref()
+                    .is_some_and(|s| s.send.is_none() && s.until == reached)
+                {
+                    self.current = None;
+                    return Flow::Reached;
+                }
+            }
+            Meaning::Accepted { seq } => {
+                if let Some(start_s) = self.sent_at(seq) {
+                    self.stats
+                        .borrow_mut()
+                        .hist
+                        .accepted
+                        .record_s(now_s - start_s);
+                }
+            }
+            Meaning::AudioDelta => {
+                if let (false, Some(origin_s)) = (self.first_audio_seen, self.origin_s) {
+                    self.first_audio_seen = true;
+                    self.stats
+                        .borrow_mut()
+                        .hist
+                        .first_audio
+                        .record_s(now_s - origin_s);
+                }
+            }
+            Meaning::UnitDone { input_end_ms } => {
+                if let Some(last_seq) = self.last_seq {
+                    let packet_ms = f64::from(self.settings.packet_ms);
+                    let seq = ((input_end_ms / packet_ms).ceil() as i64 - 1)
+                        .clamp(0, i64::from(last_seq));
+                    if let Some(start_s) = self.sent_at(seq as u64) {
+                        self.stats
+                            .borrow_mut()
+                            .hist
+                            .unit_lag
+                            .record_s(now_s - start_s);
+                    }
+                }
+            }
+            Meaning::Error {
+                fatal,
+                code,
+                message,
+            } => {
+                self.stats.borrow_mut().error_events += 1;
+                if fatal {
+                    return Flow::End(format!(
+                        "the server ended the session with error {code}: {message}"
+                    ));
+                }
+            }
+            Meaning::TextDelta | Meaning::Other => {}
+        }
+        Flow::Continue
+    }
+
+    fn sent_at(&self, seq: u64) -> Option<f64> {
+        let (ring_seq, start_s) = self.send_ring[seq as usize % SEND_RING];
+        (u64::from(ring_seq) == seq).then_some(start_s)
+    }
+}
+
+#[cfg(test)]
+mod tests;

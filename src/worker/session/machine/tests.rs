@@ -1,0 +1,251 @@
+//! The client session machine on the native protocol, fed frames by hand: no sockets, and the
+//! clock is whatever the test says it is.
+
+use super::*;
+use crate::cli::{Cli, Command};
+use crate::protocol::native::{names, Native};
+use clap::Parser;
+
+struct Harness {
+    m: Machine,
+    stats: Rc<RefCell<WorkerStats>>,
+    settings: Rc<Settings>,
+}
+
+/// A machine for session 1 of worker 0 with `args` as `run` flags (1 s of 80 ms packets).
+fn harness(args: &[&str]) -> Harness {
+    let mut argv = vec!["duplexbench-tui", "run", "-d", "1s", "-s", "2"];
+    argv.extend_from_slice(args);
+    let Some(Command::Run(run)) = Cli::try_parse_from(argv).unwrap().command else {
+        unreachable!()
+    };
+    let settings = Rc::new(
+        crate::options::validate(&run, String::new(), false)
+            .unwrap()
+            .settings,
+    );
+    let stats = Rc::new(RefCell::new(WorkerStats::new(2)));
+    let audio = Rc::new(Audio::silence(&settings));
+    let ids = EventIds {
+        worker: 0,
+        session: 1,
+    };
+    let m = Machine::new(Rc::new(Native), ids, settings.clone(), audio, stats.clone());
+    Harness { m, stats, settings }
+}
+
+fn event(kind: &str) -> String {
+    format!(r#"{{"type":"{kind}","event_id":"e1"}}"#)
+}
+
+fn text_type(frame: &Outgoing) -> String {
+    let Outgoing::Text(text) = frame else {
+        panic!("the native protocol sends text frames")
+    };
+    let v: serde_json::Value = serde_json::from_str(text).unwrap();
+    v["type"].as_str().unwrap().to_string()
+}
+
+impl Harness {
+    fn hear(&mut self, text: &str, now_s: f64) -> Flow {
+        self.m.on_frame(Incoming::Text(text), now_s).flow
+    }
+
+    /// Drives set-up to the point where streaming starts.
+    fn set_up(&mut self) {
+        assert_eq!(self.m.next_action(), Action::Await(names::SESSION_CREATED));
+        assert_eq!(
+            self.hear(&event(names::SESSION_CREATED), 0.0),
+            Flow::Reached
+        );
+        let Action::Send(update) = self.m.next_action() else {
+            panic!("session.update comes next")
+        };
+        assert_eq!(text_type(&update), names::SESSION_UPDATE);
+        assert_eq!(self.m.next_action(), Action::Await(names::SESSION_UPDATED));
+        assert_eq!(
+            self.hear(&event(names::SESSION_UPDATED), 0.0),
+            Flow::Reached
+        );
+        assert_eq!(self.m.next_action(), Action::Stream);
+    }
+
+    /// Sends packets `from..to` exactly on time from a gate at 10 s.
+    fn send_on_time(&mut self, from: u32, to: u32) {
+        for seq in from..to {
+            let due_s = self.m.due_s(seq, 10.0);
+            let (frame, scheduled_s) = self.m.packet(seq, due_s);
+            assert_eq!(text_type(&frame), names::APPEND);
+            self.m.sent(seq, scheduled_s, due_s, due_s + 0.0001);
+        }
+    }
+}
+
+#[test]
+fn the_whole_native_sequence_completes_and_measures_the_server() {
+    let mut h = harness(&[]);
+    h.set_up();
+    let packets = h.settings.packets_per_session;
+    assert_eq!(packets, 13, "1 s of 80 ms packets, the last one short");
+    h.send_on_time(0, packets);
+    let accepted =
+        r#"{"type":"sglang.input_audio.accepted","event_id":"e","seq":2,"accepted_end_ms":240.0}"#;
+    assert_eq!(h.hear(accepted, 10.16 + 0.005), Flow::Continue);
+    let delta = r#"{"type":"response.output_audio.delta","event_id":"e","delta":"AAAA"}"#;
+    assert_eq!(h.hear(delta, 10.05), Flow::Continue);
+    let unit = r#"{"type":"sglang.unit.done","event_id":"e","sglang":{"media_time":{"t_start_ms":80.0,"duration_ms":80.0}}}"#;
+    assert_eq!(h.hear(unit, 10.09), Flow::Continue);
+    h.m.streamed();
+    let Action::Send(end) = h.m.next_action() else {
+        panic!("input end comes after the last packet")
+    };
+    assert_eq!(text_type(&end), names::INPUT_END);
+    assert_eq!(h.m.next_action(), Action::Await(names::INPUT_DRAINED));
+    // Events on the way that are not the awaited one do not end the wait.
+    assert_eq!(h.hear(&event(names::RESPONSE_DONE), 11.0), Flow::Continue);
+    assert_eq!(h.hear(&event(names::INPUT_DRAINED), 11.1), Flow::Reached);
+    let Action::Send(close) = h.m.next_action() else {
+        panic!("session.close follows drained")
+    };
+    assert_eq!(text_type(&close), names::SESSION_CLOSE);
+    assert_eq!(h.m.next_action(), Action::Await(names::SESSION_CLOSED));
+    assert_eq!(h.hear(&event(names::SESSION_CLOSED), 11.2), Flow::Reached);
+    assert_eq!(h.m.next_action(), Action::Done);
+
+    let o = &h.m.outcome;
+    assert_eq!((o.packets, o.late_packets, o.protocol_errors), (13, 0, 0));
+    let stats = h.stats.borrow();
+    assert_eq!(stats.packets, 13);
+    assert_eq!(stats.hist.accepted.count(), 1);
+    assert!((stats.hist.accepted.max_ms() - 5.0).abs() < 0.1);
+    // Unit 1 ends at 160 ms: it completes packet 1, sent at 10.08.
+    assert_eq!(stats.hist.unit_lag.count(), 1);
+    assert!((stats.hist.unit_lag.max_ms() - 10.0).abs() < 0.1);
+    assert_eq!(stats.hist.first_audio.count(), 1);
+}
+
+#[test]
+fn a_late_send_is_late_and_a_lost_one_is_not_moved_later() {
+    let mut h = harness(&[]);
+    h.set_up();
+    h.send_on_time(0, 3);
+    // Packet 3 leaves 150 ms late; packet 4 is still due on the original schedule.
+    let (_, scheduled_s) = h.m.packet(3, 10.24 + 0.15);
+    assert!((scheduled_s - 10.24).abs() < 1e-9);
+    h.m.sent(3, scheduled_s, 10.39, 10.3901);
+    assert!((h.m.due_s(4, 10.0) - 10.32).abs() < 1e-9);
+    assert_eq!(h.m.outcome.late_packets, 1);
+    assert_eq!(h.stats.borrow().sessions_with_violation, 1);
+}
+
+#[test]
+fn unsent_packets_are_late_when_due_and_not_counted_twice_when_sent() {
+    let mut h = harness(&[]);
+    h.set_up();
+    h.send_on_time(0, 2);
+    // Packet 2 (due 10.16) is still unsent at 10.25: not yet past 80 ms.
+    let next = h.m.count_overdue(2, 10.0, 10.23);
+    assert_eq!(h.m.outcome.late_packets, 0);
+    assert!((next.unwrap() - 10.24).abs() < 1e-9);
+    // At 10.39 packets 2 (due 10.16) and 3 (due 10.24) are over the threshold, 4 (due 10.32)
+    // not yet.
+    h.m.count_overdue(2, 10.0, 10.39);
+    assert_eq!(h.m.outcome.late_packets, 2);
+    assert_eq!(h.stats.borrow().late_windows.len(), 2);
+    // When packet 2 finally leaves, it is not counted again.
+    let (_, scheduled_s) = h.m.packet(2, 10.42);
+    h.m.sent(2, scheduled_s, 10.42, 10.43);
+    assert_eq!(h.m.outcome.late_packets, 2);
+    assert_eq!(h.stats.borrow().sessions_with_violation, 1);
+    // A session that fails at packet 4 never sends 4..13.
+    h.m.abandon(4);
+    assert_eq!(h.m.outcome.unsent_packets, 9);
+    assert_eq!(h.stats.borrow().unsent_packets, 9);
+}
+
+#[test]
+fn a_fatal_error_ends_the_session_with_its_code_and_message() {
+    let mut h = harness(&[]);
+    h.set_up();
+    h.send_on_time(0, 2);
+    let warning =
+        r#"{"type":"error","sglang":{"fatal":false},"error":{"code":"slow","message":"x"}}"#;
+    assert_eq!(h.hear(warning, 10.1), Flow::Continue);
+    let fatal = r#"{"type":"error","event_id":"e","sglang":{"fatal":true},"error":{"type":"server_error","code":"overloaded","message":"too many sessions"}}"#;
+    assert_eq!(
+        h.hear(fatal, 10.2),
+        Flow::End("the server ended the session with error overloaded: too many sessions".into())
+    );
+    assert_eq!(h.stats.borrow().error_events, 2);
+}
+
+#[test]
+fn an_unexpected_close_ends_the_session_naming_its_code() {
+    let mut h = harness(&[]);
+    h.set_up();
+    let heard =
+        h.m.on_frame(Incoming::Close(Some((1011, "restarting"))), 10.0);
+    assert_eq!(
+        heard.flow,
+        Flow::End(
+            "the server closed the connection mid-session (code 1011, \"restarting\")".into()
+        )
+    );
+    assert_eq!(heard.payload, None);
+}
+
+#[test]
+fn an_oversized_frame_is_a_protocol_error_that_ends_the_session() {
+    let mut h = harness(&[]);
+    h.set_up();
+    let why = "the server sent a message over --max-message-bytes 1024".to_string();
+    let heard = h.m.on_frame(Incoming::TooLarge(why.clone()), 10.0);
+    assert_eq!(heard.flow, Flow::End(why.clone()));
+    assert_eq!(heard.error, Some(why));
+    assert_eq!(h.m.outcome.protocol_errors, 1);
+}
+
+#[test]
+fn a_frame_that_does_not_fit_ends_set_up_at_once_with_the_reason_issue_14() {
+    let mut h = harness(&[]);
+    assert_eq!(h.m.next_action(), Action::Await(names::SESSION_CREATED));
+    let heard = h.m.on_frame(Incoming::Text(r#"{"hello":"world"}"#), 0.1);
+    let Flow::End(why) = heard.flow else {
+        panic!("set-up must end at once")
+    };
+    assert!(why.contains("missing field `type`"), "{why}");
+    assert_eq!(heard.payload, Some(Payload::Text), "traced as it came");
+    assert_eq!(h.m.outcome.protocol_errors, 1);
+}
+
+#[test]
+fn while_streaming_a_garbage_frame_is_counted_and_traced_but_not_fatal() {
+    let mut h = harness(&[]);
+    h.set_up();
+    let heard = h.m.on_frame(Incoming::Text("not json"), 10.0);
+    assert_eq!(heard.flow, Flow::Continue);
+    assert!(heard.error.is_some());
+    let heard = h.m.on_frame(Incoming::InvalidUtf8, 10.1);
+    assert_eq!(
+        heard.error.as_deref(),
+        Some("the server sent a text frame that is not valid UTF-8")
+    );
+    let heard = h.m.on_frame(Incoming::Binary(&[1, 2, 3]), 10.2);
+    assert_eq!(
+        heard.error.as_deref(),
+        Some("unexpected binary frame of 3 bytes")
+    );
+    assert_eq!(h.m.outcome.protocol_errors, 3);
+    assert_eq!(h.stats.borrow().protocol_errors, 3);
+}
+
+#[test]
+fn a_session_stopped_at_the_gate_sends_no_end_but_closes() {
+    let mut h = harness(&[]);
+    h.set_up();
+    h.m.streamed();
+    let Action::Send(close) = h.m.next_action() else {
+        panic!("close comes next")
+    };
+    assert_eq!(text_type(&close), names::SESSION_CLOSE);
+}
