@@ -9,6 +9,7 @@ mod fake_server;
 mod frozen;
 mod mock_protocol;
 mod orphans;
+mod run_folder;
 mod runs;
 mod sampler;
 mod traces;
