@@ -86,6 +86,9 @@ pub struct RunArgs {
     /// Output folder [default: a new time-stamped folder under runs/].
     #[arg(long, short = 'o', help_heading = "Output")]
     pub output: Option<PathBuf>,
+    /// Reuse an --output folder that holds a finished run, deleting that run's files (and no others) first.
+    #[arg(long, help_heading = "Output")]
+    pub force: bool,
     /// What session traces record.
     #[arg(long, value_enum, default_value_t = TraceMode::Full, help_heading = "Output")]
     pub trace: TraceMode,

@@ -5,6 +5,7 @@
 mod children;
 mod follow;
 pub mod live;
+mod run_folder;
 
 use crate::clock::{monotonic_s, utc_rfc3339, ClockAnchor};
 use crate::dashboard::Dashboard;
@@ -48,7 +49,9 @@ pub fn run(plan: RunPlan, exit_on_finish: bool) -> Result<i32> {
     let (tx, rx) = mpsc::channel();
     install_signal_thread(tx.clone())?;
     let output_dir = plan.output_dir.clone();
-    prepare_output(&output_dir)?;
+    // Held until the run ends; dropped after a start-up error that wrote nothing, it leaves
+    // no empty folder behind.
+    let _folder = run_folder::RunFolder::claim(&output_dir, plan.force)?;
     let started_at = utc_rfc3339();
     let anchor = ClockAnchor::now();
     let host = host::collect(&output_dir);
@@ -242,15 +245,6 @@ fn install_signal_thread(tx: Sender<Event>) -> Result<()> {
         })
         .context("cannot start the signal thread")?;
     Ok(())
-}
-
-fn prepare_output(output_dir: &Path) -> Result<()> {
-    std::fs::create_dir_all(output_dir.join("workers")).with_context(|| {
-        format!(
-            "cannot create the output folder {}; choose another with --output",
-            output_dir.display()
-        )
-    })
 }
 
 /// Fails early, with a message that says what to do, when `--url` cannot be reached at all.

@@ -98,6 +98,8 @@ impl MockBehaviour {
 pub struct RunPlan {
     pub settings: Settings,
     pub output_dir: PathBuf,
+    /// `--force`: an output folder that holds a finished run is cleared of its files, not refused.
+    pub force: bool,
     pub command_line: String,
 }
 
@@ -198,6 +200,7 @@ pub fn validate(args: &RunArgs, command_line: String, tui: bool) -> Result<RunPl
     Ok(RunPlan {
         settings,
         output_dir,
+        force: args.force,
         command_line,
     })
 }

@@ -10,6 +10,7 @@ mod frozen;
 mod mock_protocol;
 mod orphans;
 mod reliability;
+mod run_folder;
 mod runs;
 mod sampler;
 mod traces;

@@ -1,0 +1,356 @@
+//! The output folder of a run, claimed for the run's whole life (issue #13): an advisory lock
+//! (`flock` on `<output>/.lock`, which holds the owner's pid) refuses a second run into the same
+//! folder, and a folder that already holds a finished run is refused unless `--force` clears
+//! that run's own files. The kernel drops the lock when the conductor exits in any way, so a
+//! run killed with SIGKILL does not block the next one.
+
+use anyhow::{bail, Context, Result};
+use rustix::fs::{flock, FlockOperation};
+use std::fs::{self, File};
+use std::io::{Read as _, Write as _};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// The lock file inside the output folder; it stays there after the run.
+pub const LOCK_FILE: &str = ".lock";
+
+/// The files a run writes at the top of its folder.
+const RUN_FILES: &[&str] = &[
+    "summary.json",
+    "summary.md",
+    "mock-stats.json",
+    "mock-stats.json.partial",
+    "mock.log",
+];
+
+/// The folders a run writes into; see [`is_run_entry`] for which of their entries are its own.
+const RUN_FOLDERS: &[&str] = &["workers", "samples", "sessions"];
+
+/// A claimed output folder. Dropped after a start-up failure that wrote nothing, it removes
+/// what the claim made (the lock file, `workers/`, and the folders it created), so an
+/// unreachable `--url` leaves no empty folder behind.
+#[derive(Debug)]
+pub struct RunFolder {
+    dir: PathBuf,
+    /// The folders the claim created (the output folder and missing parents), deepest first.
+    created: Vec<PathBuf>,
+    /// The locked lock file; closing it releases the lock.
+    lock: Option<File>,
+}
+
+impl RunFolder {
+    /// Creates `dir` if needed and locks it. Refuses a folder another run is writing to, and
+    /// one that holds a finished run unless `force`, in which case that run's files go first.
+    pub fn claim(dir: &Path, force: bool) -> Result<RunFolder> {
+        let created = dir
+            .ancestors()
+            .take_while(|d| !d.as_os_str().is_empty() && !d.exists())
+            .map(Path::to_path_buf)
+            .collect();
+        let cannot_create = || {
+            format!(
+                "cannot create the output folder {}; choose another with --output",
+                dir.display()
+            )
+        };
+        fs::create_dir_all(dir).with_context(cannot_create)?;
+        let mut folder = RunFolder {
+            dir: dir.to_path_buf(),
+            created,
+            lock: None,
+        };
+        folder.lock = Some(lock(dir)?);
+        let found = run_entries(dir);
+        if !found.is_empty() {
+            if !force {
+                bail!(
+                    "{} already holds the files of a run ({}); choose another --output, or give --force to delete that run's files first",
+                    dir.display(),
+                    found.join(", ")
+                );
+            }
+            let kept = clear_run(dir)?;
+            let kept = match kept {
+                0 => String::new(),
+                n => format!("; kept {n} files that a run does not write"),
+            };
+            super::follow::note(&format!(
+                "--force: deleted the files of the previous run in {}{kept}",
+                dir.display()
+            ));
+        }
+        fs::create_dir_all(dir.join("workers")).with_context(cannot_create)?;
+        Ok(folder)
+    }
+}
+
+impl Drop for RunFolder {
+    fn drop(&mut self) {
+        // Only a folder this run holds, and only when the run wrote nothing in it.
+        if self.lock.is_some() && run_entries(&self.dir).is_empty() {
+            let _ = fs::remove_dir(self.dir.join("workers"));
+            let _ = fs::remove_file(self.dir.join(LOCK_FILE));
+        }
+        for dir in &self.created {
+            // `remove_dir` removes only empty folders: anything written stays.
+            if fs::remove_dir(dir).is_err() {
+                break;
+            }
+        }
+    }
+}
+
+/// Opens and locks `dir/.lock`, then writes this process's pid into it.
+fn lock(dir: &Path) -> Result<File> {
+    let path = dir.join(LOCK_FILE);
+    let mut file = File::options()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)
+        .with_context(|| {
+            format!(
+                "cannot open the lock file {}; choose another --output",
+                path.display()
+            )
+        })?;
+    match flock(&file, FlockOperation::NonBlockingLockExclusive) {
+        Ok(()) => {}
+        Err(rustix::io::Errno::WOULDBLOCK) => {
+            let owner = match owner_pid(&mut file) {
+                Some(pid) => format!("another run (pid {pid})"),
+                None => "another run".to_string(),
+            };
+            bail!(
+                "{owner} is writing to {}; wait for it or choose another --output",
+                dir.display()
+            );
+        }
+        Err(err) => {
+            return Err(std::io::Error::from(err))
+                .with_context(|| format!("cannot lock {}", path.display()))
+        }
+    }
+    file.set_len(0)
+        .and_then(|()| writeln!(file, "{}", std::process::id()))
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    Ok(file)
+}
+
+/// The pid in a lock file another run holds. It writes it just after locking, so an empty file
+/// is read again for a moment.
+fn owner_pid(file: &mut File) -> Option<u32> {
+    for _ in 0..20 {
+        let mut text = String::new();
+        let read = std::io::Seek::rewind(file).and_then(|()| file.read_to_string(&mut text));
+        if let Ok(pid) = text.trim().parse() {
+            return Some(pid);
+        }
+        if read.is_err() {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    None
+}
+
+/// The entries of `dir` that show a run was there: its files, and its folders when they hold
+/// one of its files.
+fn run_entries(dir: &Path) -> Vec<String> {
+    let mut found: Vec<String> = RUN_FILES
+        .iter()
+        .filter(|name| dir.join(name).exists())
+        .map(|name| name.to_string())
+        .collect();
+    for folder in RUN_FOLDERS {
+        let Ok(mut entries) = fs::read_dir(dir.join(folder)) else {
+            continue;
+        };
+        if entries.any(|entry| {
+            entry.is_ok_and(|entry| {
+                let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
+                is_run_entry(folder, &entry.file_name().to_string_lossy(), is_dir)
+            })
+        }) {
+            found.push(format!("{folder}/"));
+        }
+    }
+    found
+}
+
+/// Deletes the files a run writes, and its folders once empty; returns how many other entries
+/// were kept in those folders.
+fn clear_run(dir: &Path) -> Result<usize> {
+    let context = |path: &Path| format!("--force: cannot delete {}", path.display());
+    for name in RUN_FILES {
+        let path = dir.join(name);
+        if path.exists() {
+            fs::remove_file(&path).with_context(|| context(&path))?;
+        }
+    }
+    let mut kept = 0;
+    for folder in RUN_FOLDERS {
+        let Ok(entries) = fs::read_dir(dir.join(folder)) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
+            if !is_run_entry(folder, &name, is_dir) {
+                kept += 1;
+            } else if is_dir {
+                // A session folder: its two files, then the folder if nothing else is in it.
+                for file in [
+                    crate::trace::files::TRACE_FILE,
+                    crate::trace::files::RECEIPTS_FILE,
+                ] {
+                    let file = path.join(file);
+                    if file.exists() {
+                        fs::remove_file(&file).with_context(|| context(&file))?;
+                    }
+                }
+                if fs::remove_dir(&path).is_err() {
+                    kept += 1;
+                }
+            } else {
+                fs::remove_file(&path).with_context(|| context(&path))?;
+            }
+        }
+        let _ = fs::remove_dir(dir.join(folder));
+    }
+    Ok(kept)
+}
+
+/// Whether `name` in the run folder `folder` is one a run writes (see docs/files.md).
+fn is_run_entry(folder: &str, name: &str, is_dir: bool) -> bool {
+    match (folder, is_dir) {
+        ("workers", false) => {
+            ["worker-{}.config.json", "worker-{}.json", "worker-{}.log"]
+                .iter()
+                .any(|pattern| numbered(name, pattern))
+                || numbered(name, "disk-stall-w{}.bin")
+        }
+        ("samples", false) => numbered(name, "worker-{}.csv"),
+        ("sessions", true) => name
+            .strip_prefix('w')
+            .and_then(|rest| rest.split_once("-s"))
+            .is_some_and(|(worker, session)| is_number(worker) && is_number(session)),
+        _ => false,
+    }
+}
+
+/// Whether `name` is `pattern` with a number in place of its `{}`.
+fn numbered(name: &str, pattern: &str) -> bool {
+    let Some((prefix, suffix)) = pattern.split_once("{}") else {
+        return false;
+    };
+    name.strip_prefix(prefix)
+        .and_then(|rest| rest.strip_suffix(suffix))
+        .is_some_and(is_number)
+}
+
+fn is_number(text: &str) -> bool {
+    !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn temp_dir(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!(
+            "duplexbench-run-folder-{}-{name}",
+            std::process::id()
+        ));
+        let _ = fs::remove_dir_all(&dir);
+        dir
+    }
+
+    fn touch(path: PathBuf) {
+        fs::create_dir_all(path.parent().unwrap()).unwrap();
+        fs::write(path, "x").unwrap();
+    }
+
+    #[test]
+    fn only_the_names_a_run_writes_are_its_own() {
+        assert!(is_run_entry("workers", "worker-12.config.json", false));
+        assert!(is_run_entry("workers", "worker-0.json", false));
+        assert!(is_run_entry("workers", "disk-stall-w3.bin", false));
+        assert!(is_run_entry("samples", "worker-1.csv", false));
+        assert!(is_run_entry("sessions", "w0-s0003", true));
+        assert!(!is_run_entry("workers", "worker-.json", false));
+        assert!(!is_run_entry("workers", "notes.txt", false));
+        assert!(!is_run_entry("sessions", "w0-s0003", false));
+        assert!(!is_run_entry("sessions", "wx-s1", true));
+    }
+
+    #[test]
+    fn a_second_claim_is_refused_and_a_dropped_claim_that_wrote_nothing_leaves_no_folder() {
+        let dir = temp_dir("claim").join("out");
+        let first = RunFolder::claim(&dir, false).unwrap();
+        let lock_text = fs::read_to_string(dir.join(LOCK_FILE)).unwrap();
+        assert_eq!(lock_text.trim(), std::process::id().to_string());
+        // A second open file description of the same file conflicts, as another process would.
+        let err = RunFolder::claim(&dir, true).unwrap_err().to_string();
+        assert!(
+            err.contains(&format!("another run (pid {})", std::process::id())),
+            "{err}"
+        );
+        assert!(
+            dir.join(LOCK_FILE).exists(),
+            "a refused claim keeps the lock"
+        );
+        drop(first);
+        assert!(!dir.exists(), "nothing was written, so nothing is left");
+        assert!(!dir.parent().unwrap().exists(), "nor the parent it created");
+    }
+
+    #[test]
+    fn force_deletes_a_runs_files_and_keeps_everything_else() {
+        let dir = temp_dir("force");
+        for name in [
+            "summary.json",
+            "mock.log",
+            "workers/worker-0.json",
+            "samples/worker-0.csv",
+            "sessions/w0-s0000/trace.jsonl",
+            "sessions/w0-s0000/input-send-receipts.json",
+            "sessions/w0-s0001/input-send-receipts.json",
+            "sessions/w0-s0001/my-notes.txt",
+            "workers/README",
+            "results.ods",
+        ] {
+            touch(dir.join(name));
+        }
+        let err = RunFolder::claim(&dir, false).unwrap_err().to_string();
+        assert!(err.contains("--force"), "{err}");
+        assert!(err.contains("summary.json"), "{err}");
+        assert!(
+            dir.join("summary.json").exists(),
+            "a refusal deletes nothing"
+        );
+
+        let folder = RunFolder::claim(&dir, true).unwrap();
+        for gone in ["summary.json", "mock.log", "samples", "sessions/w0-s0000"] {
+            assert!(!dir.join(gone).exists(), "{gone} is a run's");
+        }
+        for kept in [
+            "results.ods",
+            "workers/README",
+            "sessions/w0-s0001/my-notes.txt",
+        ] {
+            assert!(dir.join(kept).exists(), "{kept} is not a run's");
+        }
+        assert!(!dir
+            .join("sessions/w0-s0001/input-send-receipts.json")
+            .exists());
+        drop(folder);
+        assert!(
+            dir.join("results.ods").exists(),
+            "a folder that existed stays"
+        );
+        let _ = fs::remove_dir_all(&dir);
+    }
+}
