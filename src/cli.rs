@@ -1,7 +1,8 @@
 //! The command line as parsed (stage one of two, as in ripgrep): clap derive types only.
 //! [`crate::options`] validates them into the settings the rest of the program uses.
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+pub use crate::trace::{TraceMode, TraceWriterMode};
+use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -151,26 +152,6 @@ pub struct WorkerArgs {
     /// The worker's configuration, written by the conductor.
     #[arg(long)]
     pub config: PathBuf,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum TraceMode {
-    /// Every event, base64 audio included (the load the seed's client put on the disk).
-    Full,
-    /// Every event without audio payloads.
-    Meta,
-    /// No traces (receipts and samples are still written).
-    Off,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum TraceWriterMode {
-    /// One writer thread per worker does every file write, in 0.5 s batches.
-    Thread,
-    /// Line-buffered writes from the async runtime: the seed's original bug, for A/B study.
-    Inline,
 }
 
 /// Parses a sampling interval in milliseconds (1 to 1000).

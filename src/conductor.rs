@@ -4,23 +4,23 @@
 
 mod children;
 mod follow;
-pub mod live;
 mod run_folder;
 
 use crate::clock::{monotonic_s, utc_rfc3339, ClockAnchor};
-use crate::dashboard::Dashboard;
+use crate::contract::telemetry::Telemetry;
+use crate::contract::worker::WorkerConfig;
+use crate::contract::worker::WorkerResult;
+use crate::contract::Role;
+use crate::contract::RunPaths;
+use crate::live::{Finished, LiveState, ProcessLive, RunInfo};
 use crate::options::{self, RunPlan};
 use crate::sampler::{Sampler, Target};
-use crate::summary::Role;
 use crate::summary::{RunRecord, Summary};
-use crate::telemetry::Telemetry;
 use crate::trace::files::TRACE_FILE;
-use crate::worker::results::WorkerResult;
-use crate::worker::WorkerConfig;
+use crate::ui::dashboard::Dashboard;
 use crate::{host, report};
 use anyhow::{anyhow, Context, Result};
 use children::{MockChild, WorkerChild};
-use live::{Finished, LiveState, ProcessLive, RunInfo};
 use std::net::ToSocketAddrs;
 use std::path::Path;
 use std::path::PathBuf;
@@ -92,7 +92,15 @@ pub fn run(plan: RunPlan, exit_on_finish: bool) -> Result<i32> {
         }
     }
     let dashboard = if plan.settings.tui {
-        Some(Dashboard::start(live.clone(), tx.clone(), exit_on_finish)?)
+        let quit = tx.clone();
+        let on_quit = move || {
+            let _ = quit.send(Event::Quit);
+        };
+        Some(Dashboard::start(
+            live.clone(),
+            Box::new(on_quit),
+            exit_on_finish,
+        )?)
     } else {
         None
     };
@@ -149,7 +157,10 @@ pub fn run(plan: RunPlan, exit_on_finish: bool) -> Result<i32> {
     if !plan.settings.keep_traces && exit_code == 0 {
         delete_traces(&output_dir);
     }
-    let summary_path = output_dir.join("summary.json").display().to_string();
+    let summary_path = RunPaths::new(&output_dir)
+        .summary_json()
+        .display()
+        .to_string();
     if let Some(dashboard) = dashboard {
         {
             let mut state = live.lock().unwrap_or_else(PoisonError::into_inner);
@@ -218,7 +229,7 @@ fn run_info(plan: &RunPlan) -> RunInfo {
         duration_s: s.duration_s,
         url: s.url.clone(),
         trace: format!("{}/{}", enum_name(&s.trace), enum_name(&s.trace_writer)),
-        late_threshold_us: s.late_threshold_ms.saturating_mul(1000),
+        thresholds: s.thresholds(),
         output_dir: plan.output_dir.display().to_string(),
     }
 }
@@ -270,23 +281,24 @@ fn check_reachable(url: &str, timeout_s: f64) -> Result<()> {
 }
 
 fn read_result(output_dir: &Path, index: u32) -> Option<WorkerResult> {
-    let text = std::fs::read_to_string(WorkerConfig::result_path(output_dir, index)).ok()?;
+    let text = std::fs::read_to_string(RunPaths::new(output_dir).worker_result(index)).ok()?;
     serde_json::from_str(&text).ok()
 }
 
 fn write_summary(output_dir: &Path, summary: &Summary) -> Result<()> {
     let json = serde_json::to_string_pretty(summary).context("cannot encode the summary")?;
-    let path = output_dir.join("summary.json");
+    let paths = RunPaths::new(output_dir);
+    let path = paths.summary_json();
     std::fs::write(&path, json + "\n")
         .with_context(|| format!("cannot write {}", path.display()))?;
-    let path = output_dir.join("summary.md");
+    let path = paths.summary_md();
     std::fs::write(&path, report::markdown(summary))
         .with_context(|| format!("cannot write {}", path.display()))
 }
 
 /// Deletes the session traces (about 10 MB per 90 s session in full mode); receipts stay.
 fn delete_traces(output_dir: &Path) {
-    let Ok(entries) = std::fs::read_dir(output_dir.join("sessions")) else {
+    let Ok(entries) = std::fs::read_dir(RunPaths::new(output_dir).sessions_dir()) else {
         return;
     };
     for entry in entries.flatten() {

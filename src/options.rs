@@ -1,7 +1,8 @@
 //! The command line validated (stage two): the settings a run is made of, in the form the
 //! conductor, the workers and the summary share. Every error here names the flag at fault.
 
-use crate::cli::{MockBehaviourArgs, RunArgs, TraceMode, TraceWriterMode};
+use crate::cli::{MockBehaviourArgs, RunArgs};
+use crate::trace::{TraceMode, TraceWriterMode};
 use anyhow::{bail, Result};
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
@@ -30,7 +31,7 @@ pub struct Settings {
     pub late_threshold_ms: u32,
     /// Packet 0 of session k (of all N, worker-major) is due at the gate plus k/N of a packet.
     pub stagger: bool,
-    /// The diagnostic threshold of SPEC §5: sends more than this far behind are counted.
+    /// Sends more than this far behind are counted as slow (the serving benchmark's diagnostic).
     pub slow_send_threshold_ms: u32,
     pub inject_stall_ms: Option<u32>,
     pub inject_disk_stall_mb: Option<u32>,
@@ -104,6 +105,11 @@ pub struct RunPlan {
 }
 
 impl Settings {
+    /// The thresholds every packet is judged by.
+    pub fn thresholds(&self) -> crate::pacing::Thresholds {
+        crate::pacing::Thresholds::from_ms(self.late_threshold_ms, self.slow_send_threshold_ms)
+    }
+
     pub fn packet_s(&self) -> f64 {
         f64::from(self.packet_ms) / 1000.0
     }
@@ -172,7 +178,7 @@ pub fn validate(args: &RunArgs, command_line: String, tui: bool) -> Result<RunPl
         packets_per_session: packets as u32,
         late_threshold_ms: args.late_threshold_ms.unwrap_or(args.packet_ms),
         stagger: args.stagger,
-        slow_send_threshold_ms: 20,
+        slow_send_threshold_ms: crate::pacing::DEFAULT_SLOW_SEND_THRESHOLD_MS,
         inject_stall_ms: args.inject_stall_ms,
         inject_disk_stall_mb: args.inject_disk_stall_mb,
         inject_cpu_starvation_ms: args.inject_cpu_starvation_ms,

@@ -3,20 +3,7 @@
 //! A process measures itself with `getrusage(2)` at its end; the conductor reads children it
 //! watches live from `/proc/<pid>/stat` and `/proc/<pid>/status` (see proc(5)).
 
-use serde::{Deserialize, Serialize};
-
-/// CPU and memory a process used, as reported in result files.
-#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
-pub struct ProcessUsage {
-    /// User plus system CPU time in seconds.
-    pub cpu_seconds: f64,
-    /// Wall time the CPU time is divided by.
-    pub wall_seconds: f64,
-    /// `cpu_seconds / wall_seconds`.
-    pub cpu_cores: f64,
-    /// Peak resident set size (`ru_maxrss`).
-    pub peak_rss_bytes: u64,
-}
+use crate::contract::ProcessUsage;
 
 /// The calling process's CPU time and peak RSS so far.
 pub fn self_usage(wall_seconds: f64) -> ProcessUsage {

@@ -8,8 +8,8 @@ pub mod episodes;
 pub mod procfs;
 
 use crate::clock::monotonic_s;
+use crate::contract::Role;
 use crate::stats::{DurationHistogram, ShortPercentiles};
-use crate::summary::Role;
 use episodes::{Span, StallClass, Tracker};
 use procfs::{ReadError, ThreadFiles};
 use serde::{Deserialize, Serialize};
@@ -43,7 +43,7 @@ pub struct Target {
 
 impl Target {
     pub fn name(&self) -> String {
-        crate::summary::process_name(self.role, self.index)
+        crate::contract::process_name(self.role, self.index)
     }
 }
 

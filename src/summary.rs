@@ -1,20 +1,27 @@
-//! The result model of a run (SPEC §9): one struct that feeds `summary.json`, `summary.md`, the
-//! final table and the exit code, built from the workers' result files and the mock's stats.
+//! The result model of a run: one struct that feeds `summary.json`, `summary.md`, the final
+//! table and the exit code, built from the workers' result files and the mock's stats.
 //! docs/summary.md documents every key; docs/summary.schema.json is its JSON Schema.
 
 use crate::clock::ClockAnchor;
+use crate::contract::worker::{SessionStatus, WorkerHistograms, WorkerResult};
+use crate::contract::Role;
 use crate::host::HostFacts;
 use crate::looplag::LoopLagStats;
 use crate::mock::stats::MockStats;
 use crate::options::{RunPlan, Settings};
+use crate::pacing::PacketCounts;
 use crate::sampler::attribution::{self, Attribution, WorkerWindows};
 use crate::sampler::{Episode, SamplerSummary, STALL_MS};
-use crate::stats::{FullPercentiles, ShortPercentiles};
-use crate::worker::results::{SessionStatus, WorkerHistograms, WorkerResult};
+use crate::stats::{DurationHistogram, FullPercentiles, ShortPercentiles};
+pub use crate::verdict::Verdict;
+use crate::verdict::{self, Facts};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
-pub const SCHEMA_VERSION: u32 = 1;
+/// 2: the pacing vocabulary (`slow_sends` beside `slow_send_threshold_ms`,
+/// `sessions_with_late_packets`, `unsent_packets`, `max_deviation_us`), server percentiles
+/// `null` without samples, `send_backpressure` in the attribution.
+pub const SCHEMA_VERSION: u32 = 2;
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Summary {
@@ -64,15 +71,6 @@ pub struct Tool {
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Verdict {
-    /// No packet was late (and every worker's figures are present).
-    pub pacing_qualified: bool,
-    /// Every session completed, none was rejected, and the run was not cancelled.
-    pub complete: bool,
-    pub reasons: Vec<String>,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Layout {
     pub processes: u32,
     pub sessions_per_process: u32,
@@ -81,15 +79,13 @@ pub struct Layout {
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Pacing {
-    pub packets: u64,
-    pub late_packets: u64,
-    /// Packets never sent because their session failed while streaming (e.g. the server
-    /// stopped reading); those that fell due while the session still waited are also late.
-    pub unsent_packets: u64,
+    /// `packets`, `late_packets`, `slow_sends`, `unsent_packets`, `max_deviation_us`.
+    #[serde(flatten)]
+    pub counts: PacketCounts,
     pub late_threshold_ms: u32,
-    pub sends_over_20ms: u64,
-    pub sessions_with_violation: u64,
-    /// |deviation| of every packet from its schedule.
+    pub slow_send_threshold_ms: u32,
+    pub sessions_with_late_packets: u64,
+    /// |deviation| of every packet from its schedule; `max` is exact.
     pub deviation_ms: FullPercentiles,
     pub websocket_send_ms: ShortPercentiles,
     pub append_span_ms: ShortPercentiles,
@@ -111,22 +107,6 @@ pub struct Sessions {
 pub struct ErrorCount {
     pub message: String,
     pub count: u64,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Role {
-    Worker,
-    Mock,
-}
-
-/// `worker 3` or `mock`: how every output names a process.
-pub fn process_name(role: Role, index: Option<u32>) -> String {
-    match (role, index) {
-        (Role::Worker, Some(i)) => format!("worker {i}"),
-        (Role::Worker, None) => "worker".to_string(),
-        (Role::Mock, _) => "mock".to_string(),
-    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -167,15 +147,15 @@ pub struct MockFigures {
     pub arrival_deviation_ms: ShortPercentiles,
 }
 
-/// The server as the client saw it.
+/// The server as the client saw it; a figure with no sample is `null`, not zero.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct ServerView {
     /// From a packet's send start to its `sglang.input_audio.accepted`.
-    pub accepted_ms: ShortPercentiles,
+    pub accepted_ms: Option<ShortPercentiles>,
     /// From the send start of the packet completing a unit to its `sglang.unit.done`.
-    pub unit_lag_ms: ShortPercentiles,
+    pub unit_lag_ms: Option<ShortPercentiles>,
     /// From packet 0's send start to the first audio delta.
-    pub first_audio_ms: ShortPercentiles,
+    pub first_audio_ms: Option<ShortPercentiles>,
     /// Frames that were not JSON events, binary frames, oversized messages.
     pub protocol_errors: u64,
     /// `error` events the server sent.
@@ -201,21 +181,18 @@ pub struct RunRecord<'a> {
 
 fn pacing_of(
     h: &WorkerHistograms,
-    counts: (u64, u64, u64, u64, u64),
-    late_threshold_ms: u32,
-    max_deviation_us: u64,
+    counts: PacketCounts,
+    sessions_with_late_packets: u64,
+    settings: &Settings,
 ) -> Pacing {
-    let (packets, late_packets, sends_over_20ms, sessions_with_violation, unsent_packets) = counts;
     let mut deviation_ms = h.deviation.full();
     // The exact maximum, not the top of its histogram bucket.
-    deviation_ms.max = max_deviation_us as f64 / 1000.0;
+    deviation_ms.max = counts.max_deviation_us as f64 / 1000.0;
     Pacing {
-        packets,
-        late_packets,
-        unsent_packets,
-        late_threshold_ms,
-        sends_over_20ms,
-        sessions_with_violation,
+        counts,
+        late_threshold_ms: settings.late_threshold_ms,
+        slow_send_threshold_ms: settings.slow_send_threshold_ms,
+        sessions_with_late_packets,
         deviation_ms,
         websocket_send_ms: h.websocket_send.short(),
         append_span_ms: h.append_span.short(),
@@ -231,7 +208,12 @@ fn pool(into: &mut WorkerHistograms, from: &WorkerHistograms) {
     into.first_audio.add(&from.first_audio);
 }
 
-/// The largest number of sessions streaming at once, over every worker (SPEC §5).
+/// Percentiles of `h`, or `None` when it holds no sample.
+fn sampled(h: &DurationHistogram) -> Option<ShortPercentiles> {
+    (h.count() > 0).then(|| h.short())
+}
+
+/// The largest number of sessions streaming at once, over every worker.
 pub fn peak_overlap(intervals: impl Iterator<Item = (f64, f64)>) -> u64 {
     let mut edges: Vec<(f64, i64)> = intervals.flat_map(|(a, b)| [(a, 1), (b, -1)]).collect();
     // At equal times, a start counts before an end: touching streams overlap.
@@ -244,212 +226,195 @@ pub fn peak_overlap(intervals: impl Iterator<Item = (f64, f64)>) -> u64 {
     peak as u64
 }
 
+/// What the workers' result files add up to.
+#[derive(Default)]
+struct Pooled {
+    histograms: WorkerHistograms,
+    counts: PacketCounts,
+    sessions_with_late_packets: u64,
+    sessions: Sessions,
+    server: ServerView,
+    processes: Vec<ProcessSummary>,
+    /// Reasons that name one worker (a missing result, a writer error).
+    reasons: Vec<String>,
+    missing: u64,
+    writer_errors: u64,
+}
+
+impl Pooled {
+    fn of(record: &RunRecord<'_>) -> Pooled {
+        let settings = &record.plan.settings;
+        let mut p = Pooled {
+            sessions: Sessions {
+                configured: settings.total_sessions(),
+                ..Sessions::default()
+            },
+            ..Pooled::default()
+        };
+        let mut errors: BTreeMap<String, u64> = BTreeMap::new();
+        for (index, (pid, result)) in record.workers.iter().enumerate() {
+            match result {
+                Some(r) => p.add_worker(r, settings, &mut errors),
+                None => p.add_missing(index as u32, *pid, settings),
+            }
+        }
+        p.sessions.errors = most_frequent(errors);
+        p.server.accepted_ms = sampled(&p.histograms.accepted);
+        p.server.unit_lag_ms = sampled(&p.histograms.unit_lag);
+        p.server.first_audio_ms = sampled(&p.histograms.first_audio);
+        p
+    }
+
+    fn add_missing(&mut self, index: u32, pid: u32, settings: &Settings) {
+        self.missing += 1;
+        self.sessions.incomplete += u64::from(settings.sessions_per_process);
+        self.reasons.push(format!(
+            "worker {index} (pid {pid}) left no result file; see workers/worker-{index}.log"
+        ));
+        self.processes.push(ProcessSummary::without_result(
+            Role::Worker,
+            Some(index),
+            pid,
+        ));
+    }
+
+    fn add_worker(
+        &mut self,
+        r: &WorkerResult,
+        settings: &Settings,
+        errors: &mut BTreeMap<String, u64>,
+    ) {
+        pool(&mut self.histograms, &r.histograms);
+        self.counts.add(&r.counts);
+        self.sessions_with_late_packets += u64::from(r.sessions_with_late_packets);
+        self.server.protocol_errors += r.protocol_errors;
+        self.server.error_events += r.error_events;
+        for s in &r.sessions {
+            match s.status {
+                SessionStatus::Completed => self.sessions.completed += 1,
+                SessionStatus::Incomplete => self.sessions.incomplete += 1,
+                SessionStatus::Rejected => self.sessions.rejected += 1,
+            }
+            self.sessions.stopped_early += u64::from(s.stopped_early);
+            if let Some(err) = &s.error {
+                *errors.entry(err.clone()).or_default() += 1;
+            }
+        }
+        if let Some(err) = &r.writer_error {
+            self.writer_errors += 1;
+            self.reasons.push(format!(
+                "worker {}: {err}; its samples are incomplete",
+                r.index
+            ));
+        }
+        self.processes.push(ProcessSummary {
+            role: Role::Worker,
+            index: Some(r.index),
+            pid: r.pid,
+            cpu_cores: r.usage.cpu_cores,
+            cpu_seconds: r.usage.cpu_seconds,
+            peak_rss_bytes: r.usage.peak_rss_bytes,
+            loop_lag_ms: r.loop_lag,
+            result_present: true,
+            writer_queue_peak_lines: Some(r.writer_queue_peak_lines),
+            writer_queue_peak_bytes: Some(r.writer_queue_peak_bytes),
+            pacing: Some(pacing_of(
+                &r.histograms,
+                r.counts,
+                u64::from(r.sessions_with_late_packets),
+                settings,
+            )),
+            stall_injected_at_s: r.stall_injected_at_s,
+            telemetry_dropped: Some(r.telemetry_dropped),
+            mock: None,
+        });
+    }
+}
+
+/// Why sessions did not complete, most frequent first (at most 10).
+fn most_frequent(errors: BTreeMap<String, u64>) -> Vec<ErrorCount> {
+    let mut errors: Vec<ErrorCount> = errors
+        .into_iter()
+        .map(|(message, count)| ErrorCount { message, count })
+        .collect();
+    errors.sort_by(|a, b| b.count.cmp(&a.count).then(a.message.cmp(&b.message)));
+    errors.truncate(10);
+    errors
+}
+
+/// The worker results that exist.
+fn results<'r>(record: &'r RunRecord<'_>) -> impl Iterator<Item = &'r WorkerResult> {
+    record.workers.iter().filter_map(|(_, r)| r.as_ref())
+}
+
+fn attribution_of(record: &RunRecord<'_>, episodes: &[Episode], sampled: bool) -> Attribution {
+    let windows: Vec<WorkerWindows<'_>> = results(record)
+        .map(|r| WorkerWindows {
+            index: r.index,
+            pid: r.pid,
+            late_packets: &r.late_packet_windows,
+            loop_stalls: &r.loop_stall_windows,
+            send_blocked: &r.send_blocked_windows,
+        })
+        .collect();
+    attribution::attribute(sampled.then_some(episodes), &windows)
+}
+
+fn injections_of(record: &RunRecord<'_>) -> Vec<InjectionRecord> {
+    results(record)
+        .flat_map(|r| {
+            r.injections.iter().map(|i| InjectionRecord {
+                worker: r.index,
+                kind: i.kind.clone(),
+                start_s: i.start_s,
+                duration_ms: ((i.end_s - i.start_s) * 1e6).round() / 1000.0,
+                detail: i.detail.clone(),
+            })
+        })
+        .collect()
+}
+
 impl Summary {
     pub fn build(record: RunRecord<'_>) -> Summary {
         let settings = &record.plan.settings;
-        let threshold = settings.late_threshold_ms;
-        let mut pooled = WorkerHistograms::default();
-        let mut totals = (0u64, 0u64, 0u64, 0u64, 0u64);
-        let mut sessions = Sessions {
-            configured: settings.total_sessions(),
-            ..Sessions::default()
-        };
-        let mut errors: BTreeMap<String, u64> = BTreeMap::new();
-        let mut processes = Vec::new();
-        let mut server = ServerView::default();
-        let mut reasons = Vec::new();
-        let mut missing = 0u64;
-        let mut writer_errors = 0u64;
-
-        for (index, (pid, result)) in record.workers.iter().enumerate() {
-            let Some(r) = result else {
-                missing += 1;
-                sessions.incomplete += u64::from(settings.sessions_per_process);
-                reasons.push(format!(
-                    "worker {index} (pid {pid}) left no result file; see workers/worker-{index}.log"
-                ));
-                processes.push(ProcessSummary::without_result(
-                    Role::Worker,
-                    Some(index as u32),
-                    *pid,
-                ));
-                continue;
-            };
-            let counts = (
-                r.packets,
-                r.late_packets,
-                r.sends_over_20ms,
-                u64::from(r.sessions_with_violation),
-                r.unsent_packets,
-            );
-            pool(&mut pooled, &r.histograms);
-            totals.0 += counts.0;
-            totals.1 += counts.1;
-            totals.2 += counts.2;
-            totals.3 += counts.3;
-            totals.4 += counts.4;
-            server.protocol_errors += r.protocol_errors;
-            server.error_events += r.error_events;
-            for s in &r.sessions {
-                match s.status {
-                    SessionStatus::Completed => sessions.completed += 1,
-                    SessionStatus::Incomplete => sessions.incomplete += 1,
-                    SessionStatus::Rejected => sessions.rejected += 1,
-                }
-                sessions.stopped_early += u64::from(s.stopped_early);
-                if let Some(err) = &s.error {
-                    *errors.entry(err.clone()).or_default() += 1;
-                }
-            }
-            if let Some(err) = &r.writer_error {
-                writer_errors += 1;
-                reasons.push(format!("worker {index}: {err}; its samples are incomplete"));
-            }
-            processes.push(ProcessSummary {
-                role: Role::Worker,
-                index: Some(r.index),
-                pid: r.pid,
-                cpu_cores: r.usage.cpu_cores,
-                cpu_seconds: r.usage.cpu_seconds,
-                peak_rss_bytes: r.usage.peak_rss_bytes,
-                loop_lag_ms: r.loop_lag,
-                result_present: true,
-                writer_queue_peak_lines: Some(r.writer_queue_peak_lines),
-                writer_queue_peak_bytes: Some(r.writer_queue_peak_bytes),
-                pacing: Some(pacing_of(
-                    &r.histograms,
-                    counts,
-                    threshold,
-                    r.max_deviation_us,
-                )),
-                stall_injected_at_s: r.stall_injected_at_s,
-                telemetry_dropped: Some(r.telemetry_dropped),
-                mock: None,
-            });
-        }
+        let mut pooled = Pooled::of(&record);
         if let Some((pid, stats)) = &record.mock {
-            processes.push(mock_process(*pid, stats.as_ref()));
+            pooled.processes.push(mock_process(*pid, stats.as_ref()));
         }
-
-        let peak = peak_overlap(
-            record
-                .workers
+        let peak = peak_overlap(results(&record).flat_map(|r| {
+            r.sessions
                 .iter()
-                .filter_map(|(_, r)| r.as_ref())
-                .flat_map(|r| {
-                    r.sessions
-                        .iter()
-                        .filter_map(|s| Some((s.first_send_s?, s.last_send_s?)))
-                }),
+                .filter_map(|s| Some((s.first_send_s?, s.last_send_s?)))
+        }));
+        let pacing = pacing_of(
+            &pooled.histograms,
+            pooled.counts,
+            pooled.sessions_with_late_packets,
+            settings,
         );
-        let max_deviation_us = record
-            .workers
-            .iter()
-            .filter_map(|(_, r)| r.as_ref().map(|r| r.max_deviation_us))
-            .max()
-            .unwrap_or(0);
-        let pacing = pacing_of(&pooled, totals, threshold, max_deviation_us);
-        server.accepted_ms = pooled.accepted.short();
-        server.unit_lag_ms = pooled.unit_lag.short();
-        server.first_audio_ms = pooled.first_audio.short();
-
-        let mut errors: Vec<ErrorCount> = errors
-            .into_iter()
-            .map(|(message, count)| ErrorCount { message, count })
-            .collect();
-        errors.sort_by(|a, b| b.count.cmp(&a.count).then(a.message.cmp(&b.message)));
-        errors.truncate(10);
-        sessions.errors = errors;
-
-        if pacing.late_packets > 0 {
-            reasons.insert(
-                0,
-                format!(
-                    "{} late packets (|deviation| > {} ms) in {} sessions; worst {:.1} ms",
-                    pacing.late_packets,
-                    threshold,
-                    pacing.sessions_with_violation,
-                    pacing.deviation_ms.max
-                ),
-            );
-        }
-        if pacing.unsent_packets > 0 {
-            reasons.push(format!(
-                "{} packets were never sent: their sessions failed while streaming",
-                pacing.unsent_packets
-            ));
-        }
-        if sessions.incomplete > 0 {
-            let first = sessions
-                .errors
-                .first()
-                .map(|e| format!("; most common: {}", e.message))
-                .unwrap_or_default();
-            reasons.push(format!(
-                "{} of {} sessions incomplete{first}",
-                sessions.incomplete, sessions.configured
-            ));
-        }
-        if sessions.rejected > 0 {
-            reasons.push(format!(
-                "{} sessions rejected by the server (HTTP 503 on every attempt)",
-                sessions.rejected
-            ));
-        }
-        if sessions.stopped_early > 0 && record.cancelled.is_none() {
-            reasons.push(format!(
-                "{} sessions were stopped before their last packet",
-                sessions.stopped_early
-            ));
-        }
-        if let Some(why) = &record.cancelled {
-            reasons.push(format!(
-                "cancelled ({why}); figures cover the run until then"
-            ));
-        }
-        reasons.extend(record.notes.iter().cloned());
-        let (episodes, sampler) = record.sampler.unwrap_or_default();
-        let windows: Vec<WorkerWindows<'_>> = record
-            .workers
-            .iter()
-            .filter_map(|(_, r)| r.as_ref())
-            .map(|r| WorkerWindows {
-                index: r.index,
-                pid: r.pid,
-                late_packets: &r.late_packet_windows,
-                loop_stalls: &r.loop_stall_windows,
-                send_blocked: &r.send_blocked_windows,
-            })
-            .collect();
-        let attribution =
-            attribution::attribute(sampler.enabled.then_some(&episodes[..]), &windows);
+        let mut verdict = verdict::judge(&Facts {
+            counts: pooled.counts,
+            sessions_with_late_packets: pooled.sessions_with_late_packets,
+            late_threshold_ms: settings.late_threshold_ms,
+            sessions_configured: pooled.sessions.configured,
+            incomplete: pooled.sessions.incomplete,
+            rejected: pooled.sessions.rejected,
+            stopped_early: pooled.sessions.stopped_early,
+            protocol_errors: pooled.server.protocol_errors,
+            most_common_error: pooled.sessions.errors.first().map(|e| e.message.as_str()),
+            cancelled: record.cancelled.as_deref(),
+            missing_results: pooled.missing,
+            writer_errors: pooled.writer_errors,
+        });
+        verdict.reasons.append(&mut pooled.reasons);
+        verdict.reasons.extend(record.notes.iter().cloned());
+        let (episodes, sampler) = record.sampler.clone().unwrap_or_default();
+        let attribution = attribution_of(&record, &episodes, sampler.enabled);
         let stalls: Vec<Episode> = episodes
             .into_iter()
             .filter(|e| e.duration_ms >= STALL_MS)
             .take(MAX_STALLS_LISTED)
             .collect();
-        let injections = record
-            .workers
-            .iter()
-            .filter_map(|(_, r)| r.as_ref())
-            .flat_map(|r| {
-                r.injections.iter().map(|i| InjectionRecord {
-                    worker: r.index,
-                    kind: i.kind.clone(),
-                    start_s: i.start_s,
-                    duration_ms: ((i.end_s - i.start_s) * 1e6).round() / 1000.0,
-                    detail: i.detail.clone(),
-                })
-            })
-            .collect();
-        let pacing_qualified = pacing.late_packets == 0 && missing == 0;
-        let complete = sessions.incomplete == 0
-            && sessions.rejected == 0
-            && sessions.stopped_early == 0
-            && record.cancelled.is_none()
-            && missing == 0
-            && writer_errors == 0;
-
         Summary {
             schema_version: SCHEMA_VERSION,
             tool: Tool {
@@ -458,30 +423,26 @@ impl Summary {
             },
             command_line: record.plan.command_line.clone(),
             cancelled: record.cancelled.is_some(),
-            started_at: record.started_at,
+            started_at: record.started_at.clone(),
             wall_seconds: (record.wall_seconds * 1000.0).round() / 1000.0,
             clock_anchor: record.anchor,
-            verdict: Verdict {
-                pacing_qualified,
-                complete,
-                reasons,
-            },
+            verdict,
             layout: Layout {
                 processes: settings.processes,
                 sessions_per_process: settings.sessions_per_process,
                 sessions_total: settings.total_sessions(),
             },
             settings: settings.clone(),
-            host: record.host,
+            host: record.host.clone(),
             pacing,
-            sessions,
+            sessions: pooled.sessions,
             peak_overlapping_streams: peak,
-            processes,
-            server,
+            processes: pooled.processes,
+            server: pooled.server,
             stalls,
             attribution,
             sampler,
-            injections,
+            injections: injections_of(&record),
             output_dir: record.plan.output_dir.display().to_string(),
         }
     }

@@ -10,7 +10,7 @@ pub mod files;
 pub mod format;
 mod writer;
 
-use crate::cli::{TraceMode, TraceWriterMode};
+use crate::contract::RunPaths;
 use anyhow::Result;
 use files::{SamplesFile, SessionFiles};
 use format::{Direction, Payload};
@@ -25,6 +25,50 @@ use tokio_tungstenite::tungstenite::Utf8Bytes;
 const JSON: Payload = Payload::Json { audio_key: None };
 
 /// One sent packet, as recorded in `input-send-receipts.json` and the samples file.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum TraceMode {
+    /// Every event, base64 audio included (the load the seed's client put on the disk).
+    Full,
+    /// Every event without audio payloads.
+    Meta,
+    /// No traces (receipts and samples are still written).
+    Off,
+}
+
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum TraceWriterMode {
+    /// One writer thread per worker does every file write, in 0.5 s batches.
+    Thread,
+    /// Line-buffered writes from the async runtime, for A/B study: how the study's Python client
+    /// wrote its traces, which made its sends wait on page-cache writeback.
+    Inline,
+}
+
+impl TraceMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TraceMode::Full => "full",
+            TraceMode::Meta => "meta",
+            TraceMode::Off => "off",
+        }
+    }
+}
+
+impl TraceWriterMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TraceWriterMode::Thread => "thread",
+            TraceWriterMode::Inline => "inline",
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Receipt {
     pub event_id: u64,
@@ -90,7 +134,7 @@ impl Tracer {
                 TracerKind::Thread(writer::spawn(config.clone(), depth.clone())?)
             }
             TraceWriterMode::Inline => TracerKind::Inline(Rc::new(RefCell::new(
-                SamplesFile::create(&config.output_dir, config.worker),
+                SamplesFile::create(&RunPaths::new(&config.output_dir), config.worker),
             ))),
         };
         Ok(Tracer {
@@ -113,7 +157,8 @@ impl Tracer {
                 Sink::Thread(handle.clone())
             }
             TracerKind::Inline(samples) => {
-                let dir = files::session_dir(&self.config.output_dir, self.config.worker, session);
+                let dir =
+                    RunPaths::new(&self.config.output_dir).session_dir(self.config.worker, session);
                 let files = SessionFiles::open(
                     &dir,
                     traced,

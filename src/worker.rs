@@ -3,52 +3,30 @@
 //! monitor), one trace-writer thread, and the telemetry and command threads to the conductor.
 
 mod control;
+mod counters;
 mod inject;
 mod pacer;
-pub mod results;
 pub mod session;
 mod setup;
 
 use crate::cli::WorkerArgs;
 use crate::clock::{instant_at, monotonic_s, ClockAnchor};
+use crate::contract::telemetry::{Command, Telemetry};
+use crate::contract::worker::{
+    Injection, SessionOutcome, WorkerConfig, WorkerResult, RESULT_SCHEMA_VERSION,
+};
+use crate::contract::RunPaths;
 use crate::options::Settings;
 use crate::protocol;
-use crate::telemetry::{Command, Telemetry};
 use crate::trace::{TraceConfig, Tracer};
 use crate::{looplag, procstat, sys};
 use anyhow::{Context, Result};
 use base64::Engine as _;
-use results::{SessionOutcome, WorkerResult, WorkerStats, RESULT_SCHEMA_VERSION};
-use serde::{Deserialize, Serialize};
+use counters::WorkerStats;
 use std::cell::RefCell;
-use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use std::time::Duration;
 use tokio::sync::watch;
-
-/// What the conductor tells a worker (written to `workers/worker-K.config.json`).
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct WorkerConfig {
-    pub index: u32,
-    pub settings: Settings,
-    pub output_dir: PathBuf,
-    /// This worker injects the `--inject-*` faults, once each, halfway through the run.
-    pub inject_faults: bool,
-}
-
-impl WorkerConfig {
-    pub fn config_path(output_dir: &Path, index: u32) -> PathBuf {
-        output_dir
-            .join("workers")
-            .join(format!("worker-{index}.config.json"))
-    }
-
-    pub fn result_path(output_dir: &Path, index: u32) -> PathBuf {
-        output_dir
-            .join("workers")
-            .join(format!("worker-{index}.json"))
-    }
-}
 
 /// The input audio, held once and base64-encoded once: a full packet and the (possibly short)
 /// last one.
@@ -137,16 +115,12 @@ pub fn run(args: &WorkerArgs) -> Result<()> {
         loop_lag: run.loop_lag.stats(),
         writer_queue_peak_lines: run.stats.queue_peak_lines,
         writer_queue_peak_bytes: run.stats.queue_peak_bytes,
-        packets: run.stats.packets,
-        late_packets: run.stats.late_packets,
-        sends_over_20ms: run.stats.sends_over_20ms,
-        sessions_with_violation: run.stats.sessions_with_violation,
-        max_deviation_us: run.stats.max_deviation_us,
+        counts: run.stats.counts,
+        sessions_with_late_packets: run.stats.sessions_with_late_packets,
         protocol_errors: run.stats.protocol_errors,
         error_events: run.stats.error_events,
         histograms: run.stats.hist,
         stall_injected_at_s: run.injections.first().map(|i| i.start_s),
-        unsent_packets: run.stats.unsent_packets,
         late_packet_windows: run.stats.late_windows.clone(),
         send_blocked_windows: run.stats.send_blocked_windows.clone(),
         loop_stall_windows: run.loop_lag.stall_windows(),
@@ -155,7 +129,7 @@ pub fn run(args: &WorkerArgs) -> Result<()> {
         writer_error,
         sessions: run.outcomes,
     };
-    let path = WorkerConfig::result_path(&config.output_dir, config.index);
+    let path = RunPaths::new(&config.output_dir).worker_result(config.index);
     let json = serde_json::to_vec(&result).context("cannot encode the worker result")?;
     std::fs::write(&path, json).with_context(|| format!("cannot write {}", path.display()))?;
     telemetry.send_blocking(Telemetry::Done {
@@ -171,7 +145,7 @@ struct RunOutput {
     loop_lag: std::sync::Arc<looplag::LoopLag>,
     outcomes: Vec<SessionOutcome>,
     gate_s: Option<f64>,
-    injections: Vec<results::Injection>,
+    injections: Vec<Injection>,
 }
 
 async fn drive(
@@ -269,7 +243,7 @@ async fn drive(
     });
     let duration_s = settings.duration_s;
     let injected = injections.clone();
-    let workers_dir = config.output_dir.join("workers");
+    let run_paths = RunPaths::new(&config.output_dir);
     let worker_index = config.index;
     let control = tokio::task::spawn_local(async move {
         ready.await;
@@ -279,7 +253,7 @@ async fn drive(
                     let _ = gate_tx.send(Some(start_s));
                     if let Some((busy_ms, disk_mb, starve_ms)) = inject {
                         let injected = injected.clone();
-                        let dir = workers_dir.clone();
+                        let dir = run_paths.clone();
                         // Halfway through, on the runtime thread: each fault in turn.
                         tokio::task::spawn_local(async move {
                             tokio::time::sleep_until(instant_at(start_s + duration_s / 2.0)).await;
@@ -400,7 +374,7 @@ async fn report_progress(
         telemetry.send(Telemetry::Progress(progress));
         telemetry.send(Telemetry::Heat {
             time_s,
-            max_deviation_us: heat,
+            cells: heat,
         });
         if let Some(deviation) = histogram {
             telemetry.send(Telemetry::Histogram { deviation });

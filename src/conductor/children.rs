@@ -4,11 +4,12 @@
 
 use super::Event;
 use crate::clock::monotonic_s;
+use crate::contract::telemetry::{Command as WorkerCommand, Telemetry};
+use crate::contract::worker::WorkerConfig;
+use crate::contract::RunPaths;
 use crate::mock::stats::MockStats;
 use crate::options::MockBehaviour;
 use crate::sys;
-use crate::telemetry::{Command as WorkerCommand, Telemetry};
-use crate::worker::WorkerConfig;
 use anyhow::{anyhow, bail, Context, Result};
 use std::fs::File;
 use std::io::{BufRead as _, BufReader, Write as _};
@@ -68,7 +69,8 @@ pub struct MockChild {
 
 impl MockChild {
     pub fn start(output_dir: &Path, behaviour: &MockBehaviour) -> Result<MockChild> {
-        let stats_path = output_dir.join("mock-stats.json");
+        let paths = RunPaths::new(output_dir);
+        let stats_path = paths.mock_stats();
         let mut command = Command::new(own_binary()?);
         command
             .args([
@@ -83,7 +85,7 @@ impl MockChild {
             .args(behaviour.to_flags())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
-            .stderr(log_file(&output_dir.join("mock.log"))?);
+            .stderr(log_file(&paths.mock_log())?);
         sys::die_with_parent(&mut command);
         let mut child = command.spawn().context("cannot start the built-in mock")?;
         let stdout = child
@@ -103,7 +105,7 @@ impl MockChild {
         let line = rx.recv_timeout(Duration::from_secs(10)).map_err(|_| {
             anyhow!(
                 "the built-in mock did not start within 10 s; see {}",
-                output_dir.join("mock.log").display()
+                paths.mock_log().display()
             )
         })?;
         let addr = line
@@ -140,14 +142,12 @@ pub struct WorkerChild {
 impl WorkerChild {
     /// Starts worker `config.index`; its telemetry lines arrive on `events`.
     pub fn start(config: &WorkerConfig, events: Sender<Event>) -> Result<WorkerChild> {
-        let output_dir = &config.output_dir;
-        let config_path = WorkerConfig::config_path(output_dir, config.index);
+        let paths = RunPaths::new(&config.output_dir);
+        let config_path = paths.worker_config(config.index);
         let json = serde_json::to_vec_pretty(config).context("cannot encode a worker config")?;
         std::fs::write(&config_path, json)
             .with_context(|| format!("cannot write {}", config_path.display()))?;
-        let log = output_dir
-            .join("workers")
-            .join(format!("worker-{}.log", config.index));
+        let log = paths.worker_log(config.index);
         let mut command = Command::new(own_binary()?);
         command
             .arg("worker")

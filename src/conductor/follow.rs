@@ -2,12 +2,12 @@
 //! keys and deadlines, and stop (or, as a last resort, abort and kill) the workers.
 
 use super::children::WorkerChild;
-use super::live::LiveState;
 use super::Event;
 use crate::clock::monotonic_s;
-use crate::headless;
+use crate::contract::telemetry::Command as WorkerCommand;
+use crate::live::LiveState;
 use crate::options::RunPlan;
-use crate::telemetry::Command as WorkerCommand;
+use crate::ui::headless;
 use std::io::Write as _;
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::{Mutex, PoisonError};

@@ -4,15 +4,13 @@
 //! that run's own files. The kernel drops the lock when the conductor exits in any way, so a
 //! run killed with SIGKILL does not block the next one.
 
+use crate::contract::RunPaths;
 use anyhow::{bail, Context, Result};
 use rustix::fs::{flock, FlockOperation};
 use std::fs::{self, File};
 use std::io::{Read as _, Write as _};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-
-/// The lock file inside the output folder; it stays there after the run.
-pub const LOCK_FILE: &str = ".lock";
 
 /// The files a run writes at the top of its folder.
 const RUN_FILES: &[&str] = &[
@@ -79,7 +77,7 @@ impl RunFolder {
                 dir.display()
             ));
         }
-        fs::create_dir_all(dir.join("workers")).with_context(cannot_create)?;
+        fs::create_dir_all(RunPaths::new(dir).workers_dir()).with_context(cannot_create)?;
         Ok(folder)
     }
 }
@@ -88,8 +86,9 @@ impl Drop for RunFolder {
     fn drop(&mut self) {
         // Only a folder this run holds, and only when the run wrote nothing in it.
         if self.lock.is_some() && run_entries(&self.dir).is_empty() {
-            let _ = fs::remove_dir(self.dir.join("workers"));
-            let _ = fs::remove_file(self.dir.join(LOCK_FILE));
+            let paths = RunPaths::new(&self.dir);
+            let _ = fs::remove_dir(paths.workers_dir());
+            let _ = fs::remove_file(paths.lock());
         }
         for dir in &self.created {
             // `remove_dir` removes only empty folders: anything written stays.
@@ -102,7 +101,7 @@ impl Drop for RunFolder {
 
 /// Opens and locks `dir/.lock`, then writes this process's pid into it.
 fn lock(dir: &Path) -> Result<File> {
-    let path = dir.join(LOCK_FILE);
+    let path = RunPaths::new(dir).lock();
     let mut file = File::options()
         .read(true)
         .write(true)
@@ -290,7 +289,7 @@ mod tests {
     fn a_second_claim_is_refused_and_a_dropped_claim_that_wrote_nothing_leaves_no_folder() {
         let dir = temp_dir("claim").join("out");
         let first = RunFolder::claim(&dir, false).unwrap();
-        let lock_text = fs::read_to_string(dir.join(LOCK_FILE)).unwrap();
+        let lock_text = fs::read_to_string(RunPaths::new(&dir).lock()).unwrap();
         assert_eq!(lock_text.trim(), std::process::id().to_string());
         // A second open file description of the same file conflicts, as another process would.
         let err = RunFolder::claim(&dir, true).unwrap_err().to_string();
@@ -299,7 +298,7 @@ mod tests {
             "{err}"
         );
         assert!(
-            dir.join(LOCK_FILE).exists(),
+            RunPaths::new(&dir).lock().exists(),
             "a refused claim keeps the lock"
         );
         drop(first);

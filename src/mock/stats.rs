@@ -4,8 +4,8 @@
 //! the arrival-deviation histogram is one pooled histogram, not one per session, so memory stays
 //! flat however many sessions come and go.
 
+use crate::contract::ProcessUsage;
 use crate::looplag::LoopLagStats;
-use crate::procstat::ProcessUsage;
 use crate::stats::{DurationHistogram, ShortPercentiles};
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};

@@ -195,8 +195,8 @@ fn explain(worker: u32, class: StallClass, hits: &[(u64, &Episode)]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::contract::Role;
     use crate::sampler::episodes::WchanShare;
-    use crate::summary::Role;
 
     fn episode(pid: u32, tid: u32, class: StallClass, start_s: f64, end_s: f64) -> Episode {
         Episode {

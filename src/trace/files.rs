@@ -4,16 +4,10 @@
 
 use super::format::{self, Direction, Payload};
 use super::Receipt;
+use crate::contract::RunPaths;
 use std::fs::File;
 use std::io::Write as _;
-use std::path::{Path, PathBuf};
-
-/// The folder of one session's files.
-pub fn session_dir(output_dir: &Path, worker: u32, session: u32) -> PathBuf {
-    output_dir
-        .join("sessions")
-        .join(format!("w{worker}-s{session:04}"))
-}
+use std::path::Path;
 
 pub const TRACE_FILE: &str = "trace.jsonl";
 pub const RECEIPTS_FILE: &str = "input-send-receipts.json";
@@ -160,9 +154,9 @@ pub struct SamplesFile {
 }
 
 impl SamplesFile {
-    pub fn create(output_dir: &Path, worker: u32) -> SamplesFile {
-        let dir = output_dir.join("samples");
-        let path = dir.join(format!("worker-{worker}.csv"));
+    pub fn create(paths: &RunPaths, worker: u32) -> SamplesFile {
+        let dir = paths.samples_dir();
+        let path = paths.samples(worker);
         let mut samples = SamplesFile {
             file: None,
             buf: format::SAMPLES_HEADER.as_bytes().to_vec(),
@@ -194,7 +188,7 @@ mod tests {
     use super::*;
     use crate::trace::Receipt;
 
-    fn temp_dir(name: &str) -> PathBuf {
+    fn temp_dir(name: &str) -> std::path::PathBuf {
         let dir =
             std::env::temp_dir().join(format!("duplexbench-files-{}-{name}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);

@@ -2,11 +2,12 @@
 //! (in `thread` mode). It batches each session's lines for 0.5 s and gathers sessions that end
 //! within 50 ms of each other, so the runtime never waits for the disk.
 
-use super::files::{self, SamplesFile, SessionFiles};
+use super::files::{SamplesFile, SessionFiles};
 use super::format::{Direction, Payload};
 use super::{QueueDepth, Receipt, TraceConfig};
-use crate::cli::TraceMode;
 use crate::clock::monotonic_s;
+use crate::contract::RunPaths;
+use crate::trace::TraceMode;
 use anyhow::{Context, Result};
 use std::sync::mpsc::{self, TryRecvError};
 use std::sync::Arc;
@@ -92,7 +93,7 @@ struct Writer {
 
 impl Writer {
     fn new(config: TraceConfig, depth: Arc<QueueDepth>) -> Writer {
-        let samples = SamplesFile::create(&config.output_dir, config.worker);
+        let samples = SamplesFile::create(&RunPaths::new(&config.output_dir), config.worker);
         Writer {
             config,
             depth,
@@ -157,7 +158,8 @@ impl Writer {
     fn handle(&mut self, msg: WriterMsg) {
         match msg {
             WriterMsg::Open { session } => {
-                let dir = files::session_dir(&self.config.output_dir, self.config.worker, session);
+                let dir =
+                    RunPaths::new(&self.config.output_dir).session_dir(self.config.worker, session);
                 let traced = self.config.mode != TraceMode::Off;
                 let meta = self.config.mode == TraceMode::Meta;
                 *self.slot(session) = Some(SessionFiles::open(&dir, traced, meta, monotonic_s()));

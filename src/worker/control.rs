@@ -2,7 +2,7 @@
 //! waits: telemetry out on stdout through a bounded queue (full → dropped and counted), and
 //! commands in from stdin.
 
-use crate::telemetry::{Command, Telemetry};
+use crate::contract::telemetry::{Command, Telemetry};
 use std::io::{BufRead as _, Write as _};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{sync_channel, SyncSender, TrySendError};

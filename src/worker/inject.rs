@@ -2,10 +2,10 @@
 //! one worker reproduces, once and halfway through the run, each cause the sampler tells apart,
 //! so users and tests can see what each looks like.
 
-use super::results::Injection;
 use crate::clock::monotonic_s;
+use crate::contract::worker::Injection;
+use crate::contract::RunPaths;
 use std::io::Write as _;
-use std::path::Path;
 use std::time::Duration;
 
 /// Spins on the runtime thread: nothing else on it runs (a busy stall).
@@ -28,8 +28,8 @@ pub fn busy(ms: u32) -> Injection {
 /// on meanwhile), then the runtime thread itself calls `fsync` on them and waits for their
 /// writeback (`folio_wait_bit…`, `ext4_wait_block_bitmap`, `rq_qos_wait` on this kind of machine).
 /// Copying the data is kept off the runtime thread so that the stall it sees is the disk's.
-pub async fn disk(mb: u32, dir: &Path, worker: u32) -> Injection {
-    let path = dir.join(format!("disk-stall-w{worker}.bin"));
+pub async fn disk(mb: u32, paths: &RunPaths, worker: u32) -> Injection {
+    let path = paths.disk_stall(worker);
     let (done_tx, done_rx) = tokio::sync::oneshot::channel();
     let dirty_path = path.clone();
     let spawned = std::thread::Builder::new()

@@ -6,11 +6,12 @@
 mod connect;
 pub mod machine;
 
+use super::counters::WorkerStats;
 use super::pacer::Pacer;
-use super::results::{SessionOutcome, SessionStatus, WorkerStats, MAX_WINDOWS};
 use super::setup::SetupTally;
 use super::Audio;
 use crate::clock::{instant_at, monotonic_s};
+use crate::contract::worker::{SessionOutcome, SessionStatus, MAX_WINDOWS};
 use crate::options::Settings;
 use crate::protocol::{ClientProtocol, EventIds, Outgoing};
 use crate::trace::format::json_string;

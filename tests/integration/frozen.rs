@@ -4,8 +4,9 @@
 use crate::util::{self, TempDir};
 use clap::Parser as _;
 use duplexbench_tui::cli::{Cli, Command as CliCommand};
-use duplexbench_tui::worker::results::WorkerResult;
-use duplexbench_tui::worker::WorkerConfig;
+use duplexbench_tui::contract::worker::WorkerConfig;
+use duplexbench_tui::contract::worker::WorkerResult;
+use duplexbench_tui::contract::RunPaths;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::fd::AsRawFd;
 use std::process::{Command, Stdio};
@@ -71,7 +72,8 @@ fn a_worker_keeps_its_pace_while_nobody_reads_its_telemetry() {
         output_dir: output_dir.clone(),
         inject_faults: false,
     };
-    let config_path = WorkerConfig::config_path(&output_dir, 0);
+    let paths = RunPaths::new(&output_dir);
+    let config_path = paths.worker_config(0);
     std::fs::write(&config_path, serde_json::to_vec(&config).unwrap()).unwrap();
 
     let mut worker = Killed(
@@ -124,14 +126,20 @@ fn a_worker_keeps_its_pace_while_nobody_reads_its_telemetry() {
     let status = worker.0.wait().unwrap();
     assert!(status.success(), "worker exited with {status}");
     let result: WorkerResult =
-        serde_json::from_slice(&std::fs::read(WorkerConfig::result_path(&output_dir, 0)).unwrap())
-            .unwrap();
+        serde_json::from_slice(&std::fs::read(paths.worker_result(0)).unwrap()).unwrap();
     assert_eq!(result.sessions.len(), 8);
-    assert_eq!(result.packets, 8 * 75, "every packet sent");
-    assert_eq!(
-        result.late_packets, 0,
-        "no packet late while telemetry was frozen"
+    assert_eq!(result.counts.packets, 8 * 75, "every packet sent");
+    // A worker that waited for its telemetry reader would have stood still for the whole 3 s
+    // freeze; a busy machine perturbs it by milliseconds, not by seconds.
+    assert!(
+        result.counts.max_deviation_us < 1_500_000,
+        "the worker waited for its telemetry: {:?}",
+        result.counts
     );
-    assert_eq!(result.loop_lag.over_80ms, 0, "{:?}", result.loop_lag);
+    assert!(result.loop_lag.max < 1_500.0, "{:?}", result.loop_lag);
+    assert!(
+        result.telemetry_dropped > 0,
+        "the full pipe made it drop telemetry"
+    );
     assert!(String::from_utf8_lossy(&rest).contains(r#""type":"done""#));
 }

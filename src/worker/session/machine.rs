@@ -5,9 +5,11 @@
 //! for every protocol, because it sees a server frame only through the protocol's
 //! [`Meaning`], and it is tested without sockets.
 
-use super::super::results::{SessionOutcome, WorkerStats, MAX_WINDOWS};
+use super::super::counters::WorkerStats;
 use super::super::Audio;
+use crate::contract::worker::{SessionOutcome, MAX_WINDOWS};
 use crate::options::Settings;
+use crate::pacing::{self, PacketClass, Thresholds};
 use crate::protocol::{ClientProtocol, EventIds, Meaning, Outgoing, Received, Step};
 use crate::trace::format::Payload;
 use std::cell::RefCell;
@@ -78,6 +80,7 @@ pub struct Machine {
     protocol: Rc<dyn ClientProtocol>,
     ids: EventIds,
     settings: Rc<Settings>,
+    thresholds: Thresholds,
     audio: Rc<Audio>,
     stats: Rc<RefCell<WorkerStats>>,
     pub outcome: SessionOutcome,
@@ -105,6 +108,7 @@ impl Machine {
         Machine {
             protocol,
             ids,
+            thresholds: settings.thresholds(),
             settings,
             audio,
             stats,
@@ -153,7 +157,7 @@ impl Machine {
         self.phase = Phase::Finishing;
         self.steps = self
             .protocol
-            .finish(self.ids, self.outcome.packets > 0)
+            .finish(self.ids, self.outcome.counts.packets > 0)
             .into();
     }
 
@@ -176,39 +180,29 @@ impl Machine {
 
     /// Packet `seq` was sent: its send started at `start_s` and returned at `completed_s`.
     pub fn sent(&mut self, seq: u32, scheduled_s: f64, start_s: f64, completed_s: f64) {
-        let settings = &self.settings;
-        let deviation_s = (start_s - scheduled_s).abs();
-        let deviation_us = (deviation_s * 1e6) as u64;
-        let late = deviation_s * 1000.0 > f64::from(settings.late_threshold_ms);
-        let slow = deviation_s * 1000.0 > f64::from(settings.slow_send_threshold_ms);
+        let deviation_us = pacing::deviation_us(start_s, scheduled_s);
+        let class = self.thresholds.classify(deviation_us);
+        // A packet already counted late while it waited to be sent is not counted twice.
+        let late_counted = seq < self.counted_late_below;
+        self.counted_late_below = self.counted_late_below.max(seq + 1);
         self.send_ring[seq as usize % SEND_RING] = (seq, start_s);
         self.last_seq = Some(seq);
         let o = &mut self.outcome;
-        o.packets += 1;
+        o.counts.sent(deviation_us, class, late_counted);
         o.first_send_s.get_or_insert(start_s);
         o.last_send_s = Some(start_s);
-        o.max_deviation_ms = o.max_deviation_ms.max(deviation_s * 1000.0);
-        o.sends_over_20ms += u64::from(slow);
         let mut stats = self.stats.borrow_mut();
+        stats.counts.sent(deviation_us, class, late_counted);
         stats.hist.deviation.record_us(deviation_us as i64);
         stats.hist.websocket_send.record_s(completed_s - start_s);
         stats.hist.append_span.record_s(completed_s - scheduled_s);
-        stats.packets += 1;
-        stats.sends_over_20ms += u64::from(slow);
-        stats.max_deviation_us = stats.max_deviation_us.max(deviation_us);
-        if let Some(cell) = stats
-            .window_max_deviation_us
-            .get_mut(self.ids.session as usize)
-        {
+        if let Some(cell) = stats.heat.get_mut(self.ids.session as usize) {
             let heat = u32::try_from(deviation_us).unwrap_or(u32::MAX - 1) + 1;
             *cell = (*cell).max(heat);
         }
-        drop(stats);
-        // A packet already counted while it waited to be sent is not counted twice.
-        if late && seq >= self.counted_late_below {
-            self.count_late(scheduled_s, start_s);
+        if class == PacketClass::Late && !late_counted {
+            self.late_window(&mut stats, scheduled_s, start_s);
         }
-        self.counted_late_below = self.counted_late_below.max(seq + 1);
     }
 
     /// Counts as late every packet from `next_seq` on that is still unsent one late threshold
@@ -216,7 +210,7 @@ impl Machine {
     /// server that stops reading cannot hide late packets behind a send that never returns.
     /// Returns when the next unsent packet becomes late, if it is due at all.
     pub fn count_overdue(&mut self, next_seq: u32, gate_s: f64, now_s: f64) -> Option<f64> {
-        let threshold_s = f64::from(self.settings.late_threshold_ms) / 1000.0;
+        let threshold_s = self.thresholds.late_us as f64 / 1e6;
         let packets = self.settings.packets_per_session;
         let mut seq = next_seq.max(self.counted_late_below);
         while seq < packets {
@@ -224,7 +218,11 @@ impl Machine {
             if now_s <= due_s + threshold_s {
                 return Some(due_s + threshold_s);
             }
-            self.count_late(due_s, now_s);
+            self.outcome.counts.late_packets += 1;
+            let mut stats = self.stats.borrow_mut();
+            stats.counts.late_packets += 1;
+            self.late_window(&mut stats, due_s, now_s);
+            drop(stats);
             seq += 1;
             self.counted_late_below = seq;
         }
@@ -235,15 +233,14 @@ impl Machine {
     /// sent are counted.
     pub fn abandon(&mut self, next_seq: u32) {
         let unsent = u64::from(self.settings.packets_per_session.saturating_sub(next_seq));
-        self.outcome.unsent_packets += unsent;
-        self.stats.borrow_mut().unsent_packets += unsent;
+        self.outcome.counts.unsent_packets += unsent;
+        self.stats.borrow_mut().counts.unsent_packets += unsent;
     }
 
-    fn count_late(&mut self, due_s: f64, at_s: f64) {
-        self.outcome.late_packets += 1;
-        let mut stats = self.stats.borrow_mut();
-        stats.late_packets += 1;
-        stats.sessions_with_violation += u32::from(self.outcome.late_packets == 1);
+    /// A packet just counted late, due at `due_s` and sent (or counted) at `at_s`: its window
+    /// for the attribution, and the session's first late packet counts the session.
+    fn late_window(&self, stats: &mut WorkerStats, due_s: f64, at_s: f64) {
+        stats.sessions_with_late_packets += u32::from(self.outcome.counts.late_packets == 1);
         if stats.late_windows.len() < MAX_WINDOWS {
             stats.late_windows.push([due_s, at_s]);
         }

@@ -113,9 +113,12 @@ fn the_whole_native_sequence_completes_and_measures_the_server() {
     assert_eq!(h.m.next_action(), Action::Done);
 
     let o = &h.m.outcome;
-    assert_eq!((o.packets, o.late_packets, o.protocol_errors), (13, 0, 0));
+    assert_eq!(
+        (o.counts.packets, o.counts.late_packets, o.protocol_errors),
+        (13, 0, 0)
+    );
     let stats = h.stats.borrow();
-    assert_eq!(stats.packets, 13);
+    assert_eq!(stats.counts.packets, 13);
     assert_eq!(stats.hist.accepted.count(), 1);
     assert!((stats.hist.accepted.max_ms() - 5.0).abs() < 0.1);
     // Unit 1 ends at 160 ms: it completes packet 1, sent at 10.08.
@@ -134,8 +137,8 @@ fn a_late_send_is_late_and_a_lost_one_is_not_moved_later() {
     assert!((scheduled_s - 10.24).abs() < 1e-9);
     h.m.sent(3, scheduled_s, 10.39, 10.3901);
     assert!((h.m.due_s(4, 10.0) - 10.32).abs() < 1e-9);
-    assert_eq!(h.m.outcome.late_packets, 1);
-    assert_eq!(h.stats.borrow().sessions_with_violation, 1);
+    assert_eq!(h.m.outcome.counts.late_packets, 1);
+    assert_eq!(h.stats.borrow().sessions_with_late_packets, 1);
 }
 
 #[test]
@@ -145,22 +148,22 @@ fn unsent_packets_are_late_when_due_and_not_counted_twice_when_sent() {
     h.send_on_time(0, 2);
     // Packet 2 (due 10.16) is still unsent at 10.25: not yet past 80 ms.
     let next = h.m.count_overdue(2, 10.0, 10.23);
-    assert_eq!(h.m.outcome.late_packets, 0);
+    assert_eq!(h.m.outcome.counts.late_packets, 0);
     assert!((next.unwrap() - 10.24).abs() < 1e-9);
     // At 10.39 packets 2 (due 10.16) and 3 (due 10.24) are over the threshold, 4 (due 10.32)
     // not yet.
     h.m.count_overdue(2, 10.0, 10.39);
-    assert_eq!(h.m.outcome.late_packets, 2);
+    assert_eq!(h.m.outcome.counts.late_packets, 2);
     assert_eq!(h.stats.borrow().late_windows.len(), 2);
     // When packet 2 finally leaves, it is not counted again.
     let (_, scheduled_s) = h.m.packet(2, 10.42);
     h.m.sent(2, scheduled_s, 10.42, 10.43);
-    assert_eq!(h.m.outcome.late_packets, 2);
-    assert_eq!(h.stats.borrow().sessions_with_violation, 1);
+    assert_eq!(h.m.outcome.counts.late_packets, 2);
+    assert_eq!(h.stats.borrow().sessions_with_late_packets, 1);
     // A session that fails at packet 4 never sends 4..13.
     h.m.abandon(4);
-    assert_eq!(h.m.outcome.unsent_packets, 9);
-    assert_eq!(h.stats.borrow().unsent_packets, 9);
+    assert_eq!(h.m.outcome.counts.unsent_packets, 9);
+    assert_eq!(h.stats.borrow().counts.unsent_packets, 9);
 }
 
 #[test]

@@ -1,6 +1,6 @@
 //! Headless output: a progress line on stderr every few seconds while a run goes on.
 
-use crate::conductor::live::LiveState;
+use crate::live::LiveState;
 
 /// How often a progress line is printed.
 pub const PROGRESS_INTERVAL_S: f64 = 5.0;
@@ -12,16 +12,16 @@ pub fn progress_line(live: &mut LiveState, now_s: f64) -> String {
     let stalls: Vec<String> = live
         .take_new_stalls()
         .iter()
-        .map(crate::conductor::live::describe_stall)
+        .map(crate::live::describe_stall)
         .collect();
     format!(
-        "[{:>6.1} s / {:.0} s] packets {}  late {}  sessions with violation {}  worst deviation {:.1} ms  loop lag {:.1} ms (max {:.1})  writer queue {} lines{}",
+        "[{:>6.1} s / {:.0} s] packets {}  late {}  sessions with late packets {}  worst deviation {:.1} ms  loop lag {:.1} ms (max {:.1})  writer queue {} lines{}",
         live.elapsed_s(now_s),
         live.info.duration_s,
-        t.packets,
-        t.late_packets,
-        t.sessions_with_violation,
-        t.max_deviation_us as f64 / 1000.0,
+        t.counts.packets,
+        t.counts.late_packets,
+        t.sessions_with_late_packets,
+        t.counts.max_deviation_us as f64 / 1000.0,
         window_lag_us as f64 / 1000.0,
         t.loop_lag_max_us as f64 / 1000.0,
         t.queue_lines,

@@ -1,7 +1,8 @@
 //! The dashboard's panels other than the heatmap, a draw function each.
 
 use super::theme::Theme;
-use crate::conductor::live::{LiveState, ProcessLive};
+use crate::live::{LiveState, ProcessLive};
+use crate::pacing::Thresholds;
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
 use ratatui::style::Style;
@@ -34,8 +35,9 @@ fn verdict(state: &LiveState, theme: Theme) -> (Span<'static>, Option<String>) {
             f.reasons.first().cloned(),
         );
     }
-    let (qualified, reason) = state.verdict();
-    if qualified {
+    let v = state.verdict();
+    let reason = v.reasons.into_iter().next();
+    if v.pacing_qualified {
         (Span::styled("QUALIFIED so far", theme.good()), reason)
     } else {
         (Span::styled("UNQUALIFIED", theme.bad()), reason)
@@ -99,7 +101,8 @@ pub fn counters(state: &LiveState, theme: Theme, area: Rect, buf: &mut Buffer) {
     let pooled = state.pooled_deviation();
     let rejected = state.rejected();
     let total = state.info.processes * state.info.sessions_per_process;
-    let late_style = if t.late_packets > 0 {
+    let c = &t.counts;
+    let late_style = if c.late_packets > 0 {
         theme.bad()
     } else {
         Style::default()
@@ -113,18 +116,22 @@ pub fn counters(state: &LiveState, theme: Theme, area: Rect, buf: &mut Buffer) {
     let plain = Style::default();
     let (verdict, reason) = verdict(state, theme);
     let mut lines = vec![
-        row("packets", t.packets.to_string(), plain),
+        row("packets", c.packets.to_string(), plain),
         row(
-            &format!("late (>{} ms)", state.info.late_threshold_us / 1000),
-            t.late_packets.to_string(),
+            &format!("late (>{} ms)", state.info.thresholds.late_us / 1000),
+            c.late_packets.to_string(),
             late_style,
         ),
         row(
             "late sessions",
-            t.sessions_with_violation.to_string(),
+            t.sessions_with_late_packets.to_string(),
             late_style,
         ),
-        row("sends >20 ms", t.sends_over_20ms.to_string(), plain),
+        row(
+            &format!("slow (>{} ms)", state.info.thresholds.slow_us / 1000),
+            c.slow_sends.to_string(),
+            plain,
+        ),
         row(
             "deviation p50",
             format!("{:.2} ms", pooled.quantile_ms(0.5)),
@@ -135,7 +142,7 @@ pub fn counters(state: &LiveState, theme: Theme, area: Rect, buf: &mut Buffer) {
             format!("{:.2} ms", pooled.quantile_ms(0.99)),
             plain,
         ),
-        row("deviation max", ms(t.max_deviation_us), late_style),
+        row("deviation max", ms(c.max_deviation_us), late_style),
         row(
             "streaming",
             format!("{}/{total}", t.sessions_streaming),
@@ -331,7 +338,7 @@ pub fn processes(state: &LiveState, theme: Theme, area: Rect, buf: &mut Buffer) 
                 let when = state.start_s.map_or(0.0, |start| e.start_s - start);
                 lines.push(Line::from(vec![
                     Span::styled(format!("{when:>6.1}s "), theme.dim()),
-                    Span::styled(crate::conductor::live::describe_stall(e), theme.warn()),
+                    Span::styled(crate::live::describe_stall(e), theme.warn()),
                 ]));
             }
         }
@@ -351,7 +358,7 @@ pub fn footer(state: &LiveState, theme: Theme, area: Rect, buf: &mut Buffer) {
     Paragraph::new(Line::from(Span::styled(text, theme.dim()))).render(area, buf);
 }
 
-pub fn help(theme: Theme, late_us: u32, area: Rect, buf: &mut Buffer) {
+pub fn help(theme: Theme, thresholds: &Thresholds, area: Rect, buf: &mut Buffer) {
     let lines = vec![
         Line::from("q, Ctrl-C    end the run gracefully: sessions stop and end,"),
         Line::from("             the summary is written, its path printed"),
@@ -363,7 +370,7 @@ pub fn help(theme: Theme, late_us: u32, area: Rect, buf: &mut Buffer) {
         Line::from(""),
         Line::from("Heatmap: a row per session (or group), a column per second,"),
         Line::from("each cell the worst |deviation| from schedule in it:"),
-        super::heatmap::legend(theme, late_us),
+        super::heatmap::legend(theme, thresholds),
         Line::from("A stall of a whole worker shows as a vertical band."),
     ];
     Clear.render(area, buf);

@@ -1,37 +1,11 @@
-//! The whole screen: which panels fit, where they go, and the dashboard's own view state
-//! (scrolling, filters, help), which only the keys change.
+//! The whole screen: which panels fit and where they go.
 
+use super::keys::ViewState;
 use super::theme::Theme;
 use super::{heatmap, panels};
-use crate::conductor::live::LiveState;
+use crate::live::LiveState;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::Frame;
-
-/// What the keys change.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ViewState {
-    /// First session row shown when rows are not grouped.
-    pub scroll: usize,
-    /// Show only sessions with a late packet.
-    pub violations_only: bool,
-    /// Group sessions so every one fits (default), or one row per session with scrolling.
-    pub grouped: bool,
-    pub help: bool,
-    /// The largest useful `scroll`, as the last frame found it (the keys do not know the rows).
-    pub max_scroll: std::cell::Cell<usize>,
-}
-
-impl Default for ViewState {
-    fn default() -> Self {
-        ViewState {
-            scroll: 0,
-            violations_only: false,
-            grouped: true,
-            help: false,
-            max_scroll: std::cell::Cell::new(usize::MAX),
-        }
-    }
-}
 
 /// Draws the dashboard for `state` into the frame.
 pub fn render(frame: &mut Frame<'_>, state: &LiveState, view: &ViewState, theme: Theme) {
@@ -73,7 +47,7 @@ pub fn render(frame: &mut Frame<'_>, state: &LiveState, view: &ViewState, theme:
         let width = 64.max(area.width.min(80));
         panels::help(
             theme,
-            state.info.late_threshold_us,
+            &state.info.thresholds,
             centered(area, width, 18),
             buf,
         );

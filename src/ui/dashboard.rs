@@ -7,6 +7,7 @@
 //! is restored on every way out: the end of the run, `q`, an error, a panic.
 
 pub mod heatmap;
+pub mod keys;
 pub mod panels;
 pub mod theme;
 pub mod view;
@@ -14,21 +15,19 @@ pub mod view;
 #[cfg(test)]
 mod snapshots_test;
 
-use crate::conductor::live::LiveState;
-use crate::conductor::Event;
+use crate::live::LiveState;
 use anyhow::{Context, Result};
 use crossterm::event::{self, Event as TermEvent, KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 use crossterm::terminal::{self, EnterAlternateScreen, LeaveAlternateScreen};
 use crossterm::{cursor, execute};
+use keys::{on_key, ViewState};
 use ratatui::backend::CrosstermBackend;
 use ratatui::Terminal;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::Sender;
 use std::sync::{Arc, Mutex, Once};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 use theme::Theme;
-use view::ViewState;
 
 /// Time between frames.
 const FRAME: Duration = Duration::from_millis(100);
@@ -40,11 +39,10 @@ pub struct Dashboard {
 }
 
 impl Dashboard {
-    /// Takes over the terminal and starts drawing `state`. `q` and Ctrl-C arrive on `events`
-    /// as [`Event::Quit`].
+    /// Takes over the terminal and starts drawing `state`. `q` and Ctrl-C call `on_quit` (once).
     pub fn start(
         state: Arc<Mutex<LiveState>>,
-        events: Sender<Event>,
+        on_quit: Box<dyn Fn() + Send>,
         exit_on_finish: bool,
     ) -> Result<Dashboard> {
         install_panic_hook();
@@ -54,7 +52,7 @@ impl Dashboard {
         let thread = std::thread::Builder::new()
             .name("dashboard".to_string())
             .spawn(move || {
-                let result = ui_loop(&state, &events, exit_on_finish, &stop);
+                let result = ui_loop(&state, &*on_quit, exit_on_finish, &stop);
                 restore_terminal();
                 result
             })
@@ -110,7 +108,7 @@ fn install_panic_hook() {
 
 fn ui_loop(
     state: &Mutex<LiveState>,
-    events: &Sender<Event>,
+    on_quit: &dyn Fn(),
     exit_on_finish: bool,
     shutdown: &AtomicBool,
 ) -> Result<()> {
@@ -137,7 +135,7 @@ fn ui_loop(
                     }
                     if is_quit(&key) {
                         if !quit_sent {
-                            let _ = events.send(Event::Quit);
+                            on_quit();
                             quit_sent = true;
                         }
                     } else {
@@ -166,53 +164,4 @@ fn ui_loop(
 fn is_quit(key: &KeyEvent) -> bool {
     matches!(key.code, KeyCode::Char('q') | KeyCode::Char('Q'))
         || (key.code == KeyCode::Char('c') && key.modifiers.contains(KeyModifiers::CONTROL))
-}
-
-/// What every other key does to the view.
-pub fn on_key(view: &mut ViewState, code: KeyCode) {
-    const PAGE: usize = 20;
-    // Rows change with these toggles: how far one can scroll is known again after the next frame.
-    let relayout = |view: &mut ViewState| view.max_scroll.set(usize::MAX);
-    let ungroup = |view: &mut ViewState| {
-        if view.grouped {
-            view.grouped = false;
-            view.max_scroll.set(usize::MAX);
-        }
-    };
-    match code {
-        KeyCode::Char('?') | KeyCode::Char('h') => view.help = !view.help,
-        KeyCode::Esc => view.help = false,
-        KeyCode::Char('v') => {
-            view.violations_only = !view.violations_only;
-            view.scroll = 0;
-            relayout(view);
-        }
-        KeyCode::Char('g') => {
-            view.grouped = !view.grouped;
-            view.scroll = 0;
-            relayout(view);
-        }
-        KeyCode::Down | KeyCode::Char('j') => {
-            ungroup(view);
-            view.scroll = (view.scroll + 1).min(view.max_scroll.get());
-        }
-        KeyCode::Up | KeyCode::Char('k') => {
-            ungroup(view);
-            view.scroll = view.scroll.min(view.max_scroll.get()).saturating_sub(1);
-        }
-        KeyCode::PageDown => {
-            ungroup(view);
-            view.scroll = (view.scroll + PAGE).min(view.max_scroll.get());
-        }
-        KeyCode::PageUp => {
-            ungroup(view);
-            view.scroll = view.scroll.min(view.max_scroll.get()).saturating_sub(PAGE);
-        }
-        KeyCode::Home => view.scroll = 0,
-        KeyCode::End => {
-            ungroup(view);
-            view.scroll = view.max_scroll.get().min(usize::MAX / 2);
-        }
-        _ => {}
-    }
 }

@@ -1,6 +1,7 @@
 //! Colours and glyphs. `NO_COLOR` (any non-empty value, see no-color.org) switches to a scheme
 //! where glyphs alone tell the heatmap's classes apart.
 
+use crate::pacing::{PacketClass, Thresholds};
 use ratatui::style::{Color, Modifier, Style};
 
 /// How one heatmap cell is classed.
@@ -8,22 +9,24 @@ use ratatui::style::{Color, Modifier, Style};
 pub enum Heat {
     /// No packet in this bucket.
     Empty,
-    /// Every packet within 20 ms of its schedule.
+    /// Every packet within the slow-send threshold of its schedule.
     Ok,
-    /// A packet more than 20 ms behind.
+    /// A packet beyond the slow-send threshold.
     Slow,
     /// A late packet (beyond the late threshold).
     Late,
 }
 
 impl Heat {
-    /// Classes a heatmap value (µs + 1; 0 = no packet).
-    pub fn of(value: u32, late_threshold_us: u32) -> Heat {
-        match value {
-            0 => Heat::Empty,
-            v if v - 1 > late_threshold_us => Heat::Late,
-            v if v - 1 > 20_000 => Heat::Slow,
-            _ => Heat::Ok,
+    /// Classes a heat cell (deviation µs + 1; 0 = no packet) as its worst packet is classed.
+    pub fn of(value: u32, thresholds: &Thresholds) -> Heat {
+        match value.checked_sub(1) {
+            None => Heat::Empty,
+            Some(deviation_us) => match thresholds.classify(u64::from(deviation_us)) {
+                PacketClass::OnTime => Heat::Ok,
+                PacketClass::Slow => Heat::Slow,
+                PacketClass::Late => Heat::Late,
+            },
         }
     }
 }
@@ -121,9 +124,9 @@ mod tests {
 
     #[test]
     fn values_are_classed_by_threshold() {
-        assert_eq!(Heat::of(0, 80_000), Heat::Empty);
-        assert_eq!(Heat::of(1_001, 80_000), Heat::Ok);
-        assert_eq!(Heat::of(20_002, 80_000), Heat::Slow);
-        assert_eq!(Heat::of(80_002, 80_000), Heat::Late);
+        assert_eq!(Heat::of(0, &Thresholds::from_ms(80, 20)), Heat::Empty);
+        assert_eq!(Heat::of(1_001, &Thresholds::from_ms(80, 20)), Heat::Ok);
+        assert_eq!(Heat::of(20_002, &Thresholds::from_ms(80, 20)), Heat::Slow);
+        assert_eq!(Heat::of(80_002, &Thresholds::from_ms(80, 20)), Heat::Late);
     }
 }

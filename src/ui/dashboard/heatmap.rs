@@ -1,9 +1,10 @@
 //! The deviation heatmap: one row per session (or per group of sessions of one worker when they
 //! outnumber the rows), one column per time bucket, each cell the worst |deviation| in it.
 
+use super::keys::ViewState;
 use super::theme::{Heat, Theme};
-use super::view::ViewState;
-use crate::conductor::live::{LiveState, BUCKET_S};
+use crate::live::{LiveState, BUCKET_S};
+use crate::pacing::Thresholds;
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
@@ -39,13 +40,13 @@ pub fn layout_lines(
     per_line: usize,
 ) -> (Vec<Vec<HeatRow>>, usize) {
     let per_worker = state.info.sessions_per_process.max(1) as usize;
-    let late_us = state.info.late_threshold_us;
+    let thresholds = &state.info.thresholds;
     let mut by_worker: Vec<Vec<usize>> = vec![Vec::new(); state.workers.len().max(1)];
     for s in 0..state.heat.len() {
         let listed = !view.violations_only
             || state.heat[s]
                 .iter()
-                .any(|&v| Heat::of(v, late_us) == Heat::Late);
+                .any(|&v| Heat::of(v, thresholds) == Heat::Late);
         if let (true, Some(w)) = (listed, by_worker.get_mut(s / per_worker)) {
             w.push(s);
         }
@@ -157,7 +158,7 @@ pub fn draw(state: &LiveState, view: &ViewState, theme: Theme, area: Rect, buf: 
     let current = (state.elapsed_s(now_s) / BUCKET_S).floor() as usize;
     let first_bucket = (current + 1).saturating_sub(grid_width);
     let per_worker = state.info.sessions_per_process.max(1) as usize;
-    let late_us = state.info.late_threshold_us;
+    let thresholds = &state.info.thresholds;
 
     for (line, pair) in shown.iter().enumerate() {
         let y = inner.y + line as u16;
@@ -168,7 +169,7 @@ pub fn draw(state: &LiveState, view: &ViewState, theme: Theme, area: Rect, buf: 
             let x = inner.x + LABEL_WIDTH + col as u16;
             let heats: Vec<Heat> = pair
                 .iter()
-                .map(|row| Heat::of(row_value(state, row, bucket), late_us))
+                .map(|row| Heat::of(row_value(state, row, bucket), thresholds))
                 .collect();
             let Some(cell) = buf.cell_mut((x, y)) else {
                 continue;
@@ -197,20 +198,21 @@ pub fn draw(state: &LiveState, view: &ViewState, theme: Theme, area: Rect, buf: 
         }
     }
     let legend_y = inner.y + inner.height - 1;
-    Paragraph::new(legend(theme, late_us))
+    Paragraph::new(legend(theme, thresholds))
         .render(Rect::new(inner.x, legend_y, inner.width, 1), buf);
 }
 
 /// The colour (or glyph) scale, shared by the heatmap and the help.
-pub fn legend(theme: Theme, late_us: u32) -> Line<'static> {
-    let late_ms = late_us / 1000;
+pub fn legend(theme: Theme, thresholds: &Thresholds) -> Line<'static> {
+    let late_ms = thresholds.late_us / 1000;
+    let slow_ms = thresholds.slow_us / 1000;
     let mut spans = vec![Span::styled(
         format!("1 col = {BUCKET_S:.0} s  "),
         theme.dim(),
     )];
     for (heat, text) in [
-        (Heat::Ok, " ≤20 ms  ".to_string()),
-        (Heat::Slow, " >20 ms  ".to_string()),
+        (Heat::Ok, format!(" ≤{slow_ms} ms  ")),
+        (Heat::Slow, format!(" >{slow_ms} ms  ")),
         (Heat::Late, format!(" late >{late_ms} ms  ")),
     ] {
         let glyph = if theme.color {
@@ -228,13 +230,13 @@ pub fn legend(theme: Theme, late_us: u32) -> Line<'static> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::conductor::live::RunInfo;
+    use crate::live::RunInfo;
 
     fn state(processes: u32, sessions: u32) -> LiveState {
         LiveState::new(RunInfo {
             processes,
             sessions_per_process: sessions,
-            late_threshold_us: 80_000,
+            thresholds: crate::pacing::Thresholds::from_ms(80, 20),
             ..RunInfo::default()
         })
     }

@@ -5,6 +5,7 @@
 //! conductor writes [`Command`] lines on their stdin. Final figures never come from here: they
 //! come from the workers' result files.
 
+use crate::pacing::PacketCounts;
 use crate::stats::DurationHistogram;
 use serde::{Deserialize, Serialize};
 
@@ -22,12 +23,10 @@ pub enum Telemetry {
     },
     /// Cumulative counters, five times a second.
     Progress(Progress),
-    /// The worst |deviation| of each session's packets since the previous `heat` (µs + 1; 0 when
-    /// the session sent nothing), five times a second: the dashboard's heatmap.
-    Heat {
-        time_s: f64,
-        max_deviation_us: Vec<u32>,
-    },
+    /// Per session, the worst deviation of its packets since the previous `heat`, encoded as a
+    /// heat cell (deviation µs + 1; 0 when the session sent nothing), five times a second: the
+    /// dashboard's heatmap.
+    Heat { time_s: f64, cells: Vec<u32> },
     /// The worker's cumulative deviation histogram, once a second, so that the conductor can show
     /// pooled percentiles (a dropped message loses nothing: the next one carries it all).
     Histogram { deviation: DurationHistogram },
@@ -38,16 +37,14 @@ pub enum Telemetry {
 #[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
 pub struct Progress {
     pub time_s: f64,
-    pub packets: u64,
-    pub late_packets: u64,
-    pub sends_over_20ms: u64,
-    pub sessions_with_violation: u32,
+    #[serde(flatten)]
+    pub counts: PacketCounts,
+    pub sessions_with_late_packets: u32,
     pub sessions_streaming: u32,
     pub sessions_done: u32,
     pub sessions_completed: u32,
     pub sessions_incomplete: u32,
     pub sessions_rejected: u32,
-    pub max_deviation_us: u64,
     /// The largest loop lag since the previous progress message.
     pub loop_lag_window_max_us: u64,
     pub loop_lag_max_us: u64,

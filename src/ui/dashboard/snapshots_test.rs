@@ -1,14 +1,15 @@
 //! Snapshot tests of the whole screen for fixed states (ratatui's TestBackend, insta), and checks
 //! that late heatmap cells are told apart by style and, without colour, by glyph.
 
+use super::keys::ViewState;
 use super::theme::Theme;
-use super::view::{render, ViewState};
-use crate::conductor::live::{Finished, LiveState, ProcessLive, RunInfo};
+use super::view::render;
+use crate::contract::Role;
+use crate::live::{Finished, LiveState, ProcessLive, RunInfo};
 use crate::procstat::LiveReading;
 use crate::sampler::episodes::{StallClass, WchanShare};
 use crate::sampler::{Episode, ProcessView, SamplerLive};
 use crate::stats::DurationHistogram;
-use crate::summary::Role;
 use ratatui::backend::TestBackend;
 use ratatui::buffer::Buffer;
 use ratatui::style::{Color, Modifier};
@@ -32,7 +33,7 @@ fn fixture(
         duration_s: 90.0,
         url: "ws://127.0.0.1:8765/v1/realtime".to_string(),
         trace: "full/thread".to_string(),
-        late_threshold_us: 80_000,
+        thresholds: crate::pacing::Thresholds::from_ms(80, 20),
         output_dir: "runs/fixture".to_string(),
     });
     s.start_s = Some(100.0);
@@ -48,9 +49,9 @@ fn fixture(
             peak_rss_bytes: 24 << 20,
         });
         w.process.cpu_cores = 0.031;
-        w.progress.packets = per_session_packets * u64::from(sessions);
+        w.progress.counts.packets = per_session_packets * u64::from(sessions);
         w.progress.sessions_streaming = sessions;
-        w.progress.max_deviation_us = 3_900;
+        w.progress.counts.max_deviation_us = 3_900;
         w.progress.loop_lag_max_us = 2_100;
         w.progress.queue_lines = 120;
         for t in 0..60u64 {
@@ -136,9 +137,9 @@ fn fixture(
     s.sampler = Some(Arc::new(Mutex::new(sampler)));
     if let Some((worker, _)) = stall {
         let w = &mut s.workers[worker];
-        w.progress.late_packets = 3 * u64::from(sessions);
-        w.progress.sessions_with_violation = sessions;
-        w.progress.max_deviation_us = 199_500;
+        w.progress.counts.late_packets = 3 * u64::from(sessions);
+        w.progress.sessions_with_late_packets = sessions;
+        w.progress.counts.max_deviation_us = 199_500;
         w.progress.loop_lag_max_us = 201_000;
         w.lag_history.push_back(201_000);
     }
@@ -283,7 +284,7 @@ fn keys_toggle_the_filter_and_scroll_ungrouped_rows() {
     let mut state = fixture(2, 64, 45, Some((1, 20)));
     state.heat[5][21] = 150_001; // one more late session, in worker 0
     let mut view = ViewState::default();
-    super::on_key(&mut view, crossterm::event::KeyCode::Char('v'));
+    super::keys::on_key(&mut view, crossterm::event::KeyCode::Char('v'));
     let screen = text(&draw(&state, &view, NO_COLOR, 120, 40));
     assert!(screen.contains("violations only"), "{screen}");
     assert!(
@@ -291,16 +292,16 @@ fn keys_toggle_the_filter_and_scroll_ungrouped_rows() {
         "the late session of worker 0 is listed: {screen}"
     );
     assert!(!screen.contains("w0 s4 "), "{screen}");
-    super::on_key(&mut view, crossterm::event::KeyCode::Char('v'));
-    super::on_key(&mut view, crossterm::event::KeyCode::PageDown);
+    super::keys::on_key(&mut view, crossterm::event::KeyCode::Char('v'));
+    super::keys::on_key(&mut view, crossterm::event::KeyCode::PageDown);
     let screen = text(&draw(&state, &view, NO_COLOR, 120, 40));
     assert!(screen.contains("lines 21-"), "{screen}");
     // End goes to the last page, and Up moves from there at once.
     let _ = draw(&state, &view, NO_COLOR, 120, 40); // a frame tells how far one can scroll
-    super::on_key(&mut view, crossterm::event::KeyCode::End);
+    super::keys::on_key(&mut view, crossterm::event::KeyCode::End);
     let last = view.scroll;
     let screen = text(&draw(&state, &view, NO_COLOR, 120, 40));
     assert!(screen.contains("of 128"), "{screen}");
-    super::on_key(&mut view, crossterm::event::KeyCode::Up);
+    super::keys::on_key(&mut view, crossterm::event::KeyCode::Up);
     assert_eq!(view.scroll, last - 1);
 }

@@ -2,9 +2,11 @@
 //! children in /proc: a plain struct that the headless progress lines and the dashboard render.
 //! The final figures never come from here.
 
+use crate::contract::telemetry::{Progress, Telemetry};
+use crate::pacing::Thresholds;
 use crate::procstat::{self, LiveReading};
 use crate::stats::DurationHistogram;
-use crate::telemetry::{Progress, Telemetry};
+use crate::verdict::{self, Facts, Verdict};
 use std::collections::VecDeque;
 
 /// How many recent telemetry samples (200 ms apart) a worker's lag and queue history keeps.
@@ -80,7 +82,7 @@ pub struct RunInfo {
     pub duration_s: f64,
     pub url: String,
     pub trace: String,
-    pub late_threshold_us: u32,
+    pub thresholds: Thresholds,
     pub output_dir: String,
 }
 
@@ -144,10 +146,7 @@ impl LiveState {
                 self.now_s = self.now_s.max(p.time_s);
                 w.progress = p;
             }
-            Telemetry::Heat {
-                time_s,
-                max_deviation_us,
-            } => {
+            Telemetry::Heat { time_s, cells } => {
                 let Some(start_s) = start_s else { return };
                 // The window ends at time_s; its packets belong to the bucket just before.
                 let bucket = ((time_s - start_s - 1e-3) / BUCKET_S).floor();
@@ -156,7 +155,7 @@ impl LiveState {
                 }
                 let bucket = bucket as usize;
                 let first_row = worker as usize * per_worker;
-                for (i, &value) in max_deviation_us.iter().enumerate().take(per_worker) {
+                for (i, &value) in cells.iter().enumerate().take(per_worker) {
                     if value == 0 {
                         continue;
                     }
@@ -198,16 +197,13 @@ impl LiveState {
         let mut t = Progress::default();
         for w in &self.workers {
             let p = &w.progress;
-            t.packets += p.packets;
-            t.late_packets += p.late_packets;
-            t.sends_over_20ms += p.sends_over_20ms;
-            t.sessions_with_violation += p.sessions_with_violation;
+            t.counts.add(&p.counts);
+            t.sessions_with_late_packets += p.sessions_with_late_packets;
             t.sessions_streaming += p.sessions_streaming;
             t.sessions_done += p.sessions_done;
             t.sessions_completed += p.sessions_completed;
             t.sessions_incomplete += p.sessions_incomplete;
             t.sessions_rejected += p.sessions_rejected;
-            t.max_deviation_us = t.max_deviation_us.max(p.max_deviation_us);
             t.loop_lag_max_us = t.loop_lag_max_us.max(p.loop_lag_max_us);
             t.queue_lines += p.queue_lines;
             t.queue_bytes += p.queue_bytes;
@@ -241,29 +237,20 @@ impl LiveState {
         at_setup.max(self.totals().sessions_rejected)
     }
 
-    /// The live verdict: (qualified so far, reason when not).
-    pub fn verdict(&self) -> (bool, Option<String>) {
+    /// The verdict so far, decided as the summary decides it.
+    pub fn verdict(&self) -> Verdict {
         let t = self.totals();
-        if t.late_packets > 0 {
-            return (
-                false,
-                Some(format!(
-                    "{} late packets in {} sessions",
-                    t.late_packets, t.sessions_with_violation
-                )),
-            );
-        }
-        let rejected = self.rejected();
-        if t.sessions_incomplete > 0 || rejected > 0 {
-            return (
-                true,
-                Some(format!(
-                    "{} incomplete, {} rejected sessions",
-                    t.sessions_incomplete, rejected
-                )),
-            );
-        }
-        (true, None)
+        verdict::judge(&Facts {
+            counts: t.counts,
+            sessions_with_late_packets: u64::from(t.sessions_with_late_packets),
+            late_threshold_ms: (self.info.thresholds.late_us / 1000) as u32,
+            sessions_configured: u64::from(self.info.processes)
+                * u64::from(self.info.sessions_per_process),
+            incomplete: u64::from(t.sessions_incomplete),
+            rejected: u64::from(self.rejected()),
+            protocol_errors: t.protocol_errors,
+            ..Facts::default()
+        })
     }
 }
 

@@ -1,0 +1,42 @@
+//! The run's contracts: everything that crosses a process boundary or lands in the run folder
+//! for another process to read — the worker's configuration, telemetry and commands, its result
+//! file, process roles and names, and the paths of a run folder. The conductor, the workers,
+//! the sampler and the summary meet here instead of in each other's internals.
+
+pub mod paths;
+pub mod telemetry;
+pub mod worker;
+
+use serde::{Deserialize, Serialize};
+
+pub use paths::RunPaths;
+
+/// What a child process of a run is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    Worker,
+    Mock,
+}
+
+/// `worker 3` or `mock`: how every output names a process.
+pub fn process_name(role: Role, index: Option<u32>) -> String {
+    match (role, index) {
+        (Role::Worker, Some(i)) => format!("worker {i}"),
+        (Role::Worker, None) => "worker".to_string(),
+        (Role::Mock, _) => "mock".to_string(),
+    }
+}
+
+/// CPU and memory a process used, as reported in result files.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
+pub struct ProcessUsage {
+    /// User plus system CPU time in seconds.
+    pub cpu_seconds: f64,
+    /// Wall time the CPU time is divided by.
+    pub wall_seconds: f64,
+    /// `cpu_seconds / wall_seconds`.
+    pub cpu_cores: f64,
+    /// Peak resident set size (`ru_maxrss`).
+    pub peak_rss_bytes: u64,
+}

@@ -1,0 +1,296 @@
+//! `summary.md`: what a reader of an issue needs first — the verdict, the layout, the key
+//! figures of the client and the server, the reasons and the command — then the machine, the
+//! causes of stalls, and the details last.
+
+use super::{mib, percentiles, server_figures, verdict_line};
+use crate::contract::process_name;
+use crate::summary::Summary;
+use std::fmt::Write as _;
+
+/// Appends one line (writing into a String cannot fail).
+macro_rules! md {
+    ($out:expr) => { $out.push('\n') };
+    ($out:expr, $($arg:tt)*) => {{ let _ = writeln!($out, $($arg)*); }};
+}
+
+/// `summary.md`.
+pub fn markdown(s: &Summary) -> String {
+    let mut out = String::new();
+    headline(&mut out, s);
+    key_figures(&mut out, s);
+    md!(out, "Command: `{}`\n", s.command_line);
+    host(&mut out, s);
+    stalls_section(&mut out, s);
+    details(&mut out, s);
+    out
+}
+
+fn headline(out: &mut String, s: &Summary) {
+    md!(out, "# duplexbench-tui run: {}\n", verdict_line(s));
+    md!(
+        out,
+        "{} × {} sessions ({} in all), {:.0} s of audio each in {} ms packets, against {}{}; started {} ({} {}).\n",
+        s.layout.processes,
+        s.layout.sessions_per_process,
+        s.layout.sessions_total,
+        s.settings.duration_s,
+        s.settings.packet_ms,
+        s.settings.url,
+        if s.settings.builtin_mock { " (built-in mock)" } else { "" },
+        s.started_at,
+        s.tool.name,
+        s.tool.version
+    );
+    if !s.verdict.reasons.is_empty() {
+        md!(out, "Why:\n");
+        for r in &s.verdict.reasons {
+            md!(out, "- {r}");
+        }
+        md!(out);
+    }
+}
+
+fn key_figures(out: &mut String, s: &Summary) {
+    let p = &s.pacing;
+    let c = &p.counts;
+    let d = &p.deviation_ms;
+    let ss = &s.sessions;
+    md!(out, "| figure | value |\n|---|---|");
+    md!(
+        out,
+        "| sessions | {} completed, {} incomplete, {} rejected of {}{} |",
+        ss.completed,
+        ss.incomplete,
+        ss.rejected,
+        ss.configured,
+        if ss.stopped_early > 0 {
+            format!(", {} stopped early", ss.stopped_early)
+        } else {
+            String::new()
+        }
+    );
+    md!(
+        out,
+        "| packets | {} sent, {} late (> {} ms) in {} sessions, {} slow (> {} ms){} |",
+        c.packets,
+        c.late_packets,
+        p.late_threshold_ms,
+        p.sessions_with_late_packets,
+        c.slow_sends,
+        p.slow_send_threshold_ms,
+        if c.unsent_packets > 0 {
+            format!(", {} never sent", c.unsent_packets)
+        } else {
+            String::new()
+        }
+    );
+    md!(
+        out,
+        "| client deviation p50 / p99 / p99.9 / max | {:.2} / {:.2} / {:.2} / {:.2} ms |",
+        d.p50,
+        d.p99,
+        d.p999,
+        d.max
+    );
+    for (name, q) in server_figures(s) {
+        md!(
+            out,
+            "| server {name} p50 / p99 / max | {} ms |",
+            percentiles(q)
+        );
+    }
+    md!(
+        out,
+        "| server protocol errors / error events | {} / {} |",
+        s.server.protocol_errors,
+        s.server.error_events
+    );
+    md!(
+        out,
+        "| peak overlapping streams | {} |\n",
+        s.peak_overlapping_streams
+    );
+}
+
+fn host(out: &mut String, s: &Summary) {
+    let h = &s.host;
+    md!(out, "## Host\n");
+    md!(
+        out,
+        "{} ({} logical CPUs), kernel {}, vm.dirty_expire_centisecs {}, vm.dirty_ratio {}; output on {} ({}).",
+        h.cpu_model,
+        h.logical_cpus,
+        h.kernel,
+        h.dirty_expire_centisecs.map_or("?".to_string(), |v| v.to_string()),
+        h.dirty_ratio.map_or("?".to_string(), |v| v.to_string()),
+        h.output_filesystem.fs_type,
+        h.output_filesystem.mount_point
+    );
+}
+
+/// What the procfs sampler found, in sentences and a table.
+fn stalls_section(out: &mut String, s: &Summary) {
+    md!(out, "\n## Stalls and their causes\n");
+    let sm = &s.sampler;
+    if !sm.enabled {
+        md!(
+            out,
+            "The procfs sampler was off (`--no-sampler`): stalls are not classified."
+        );
+        return;
+    }
+    md!(
+        out,
+        "The procfs sampler read every thread of the workers and the mock every {} ms ({} ticks, lateness p99 {:.2} ms, {:.4} cores).\n",
+        sm.interval_ms, sm.ticks, sm.lateness_ms.p99, sm.cpu_cores
+    );
+    for i in &s.injections {
+        md!(
+            out,
+            "- Injected into worker {}: {} ({:.0} ms), {}.",
+            i.worker,
+            i.kind,
+            i.duration_ms,
+            i.detail
+        );
+    }
+    for e in &s.attribution.explanations {
+        md!(out, "- {e}.");
+    }
+    let a = &s.attribution;
+    if a.late_packets.total() + a.loop_stalls.total() == 0 {
+        md!(
+            out,
+            "- No late packet and no loop stall over 20 ms to explain."
+        );
+    } else {
+        md!(
+            out,
+            "\n| cause | late packets | loop stalls > 20 ms |\n|---|---|---|"
+        );
+        for (name, l, st) in [
+            (
+                "disk_wait",
+                a.late_packets.disk_wait,
+                a.loop_stalls.disk_wait,
+            ),
+            (
+                "cpu_starvation",
+                a.late_packets.cpu_starvation,
+                a.loop_stalls.cpu_starvation,
+            ),
+            ("busy", a.late_packets.busy, a.loop_stalls.busy),
+            (
+                "send_backpressure",
+                a.late_packets.send_backpressure,
+                a.loop_stalls.send_backpressure,
+            ),
+            ("unknown", a.late_packets.unknown, a.loop_stalls.unknown),
+        ] {
+            md!(out, "| {name} | {l} | {st} |");
+        }
+    }
+    for n in &sm.notes {
+        md!(out, "\nNote: {n}.");
+    }
+    if !s.stalls.is_empty() {
+        md!(
+            out,
+            "\n| process | thread (tid) | cause | start (s) | duration (ms) | wchan |\n|---|---|---|---|---|---|"
+        );
+        for e in s.stalls.iter().take(20) {
+            let wchan: Vec<String> = e
+                .wchan
+                .iter()
+                .map(|w| format!("{} {:.0}%", w.name, w.share * 100.0))
+                .collect();
+            md!(
+                out,
+                "| {} | {}{} ({}) | {} | {:.3} | {:.0} | {} |",
+                e.process,
+                e.thread,
+                if e.loop_thread { ", loop" } else { "" },
+                e.tid,
+                e.class.as_str(),
+                e.start_s,
+                e.duration_ms,
+                if wchan.is_empty() {
+                    "–".to_string()
+                } else {
+                    wchan.join(", ")
+                }
+            );
+        }
+        if s.stalls.len() > 20 {
+            md!(
+                out,
+                "\n({} stalls in all; see summary.json.)",
+                s.stalls.len()
+            );
+        }
+    }
+}
+
+/// The rest: why sessions failed, the processes, the mock, the timing of sends, the files.
+fn details(out: &mut String, s: &Summary) {
+    md!(out, "\n## Details\n");
+    for e in &s.sessions.errors {
+        md!(out, "- {} × {}", e.count, e.message);
+    }
+    if !s.sessions.errors.is_empty() {
+        md!(out);
+    }
+    let p = &s.pacing;
+    md!(
+        out,
+        "WebSocket send p50 / p99 / max {:.3} / {:.3} / {:.3} ms; append span {:.3} / {:.3} / {:.3} ms.\n",
+        p.websocket_send_ms.p50,
+        p.websocket_send_ms.p99,
+        p.websocket_send_ms.max,
+        p.append_span_ms.p50,
+        p.append_span_ms.p99,
+        p.append_span_ms.max
+    );
+    md!(
+        out,
+        "| process | CPU (cores) | peak RSS (MiB) | loop lag p99 / max (ms) | late packets | deviation p99 / max (ms) |\n|---|---|---|---|---|---|"
+    );
+    for proc in &s.processes {
+        let name = process_name(proc.role, proc.index);
+        let (late, dev) =
+            proc.pacing
+                .as_ref()
+                .map_or(("–".to_string(), "–".to_string()), |p| {
+                    (
+                        p.counts.late_packets.to_string(),
+                        format!("{:.2} / {:.2}", p.deviation_ms.p99, p.deviation_ms.max),
+                    )
+                });
+        md!(
+            out,
+            "| {name}{} | {:.3} | {:.1} | {:.2} / {:.2} | {late} | {dev} |",
+            if proc.result_present {
+                ""
+            } else {
+                " (no result)"
+            },
+            proc.cpu_cores,
+            mib(proc.peak_rss_bytes),
+            proc.loop_lag_ms.p99,
+            proc.loop_lag_ms.max
+        );
+    }
+    if let Some(m) = s.processes.iter().find_map(|p| p.mock.as_ref()) {
+        let a = &m.arrival_deviation_ms;
+        md!(
+            out,
+            "\nThe mock served {} sessions ({} refused), received {} appends, saw {} protocol errors; arrival deviation p50 / p99 / max {:.2} / {:.2} / {:.2} ms.",
+            m.sessions_served, m.sessions_rejected, m.appends_received, m.protocol_errors, a.p50, a.p99, a.max
+        );
+    }
+    md!(
+        out,
+        "\nFiles: `summary.json` (every figure), `samples/worker-K.csv` (one line per packet), `sessions/wK-sNNNN/` (receipts, and traces when kept), `workers/` (configs, results, logs){}; see docs/files.md.",
+        if s.settings.builtin_mock { ", `mock-stats.json`" } else { "" }
+    );
+}

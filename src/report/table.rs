@@ -1,0 +1,105 @@
+//! The short table printed on stdout at the end of a headless run (and after the dashboard
+//! closes): the verdict and its reasons, the client's pacing and the server's latency.
+
+use super::{mib, percentiles, server_figures, verdict_line};
+use crate::contract::process_name;
+use crate::summary::Summary;
+use std::fmt::Write as _;
+
+/// Appends one line (writing into a String cannot fail).
+macro_rules! row {
+    ($out:expr, $($arg:tt)*) => {{ let _ = writeln!($out, $($arg)*); }};
+}
+
+/// The table.
+pub fn table(s: &Summary) -> String {
+    let mut out = String::new();
+    let p = &s.pacing;
+    let c = &p.counts;
+    let d = &p.deviation_ms;
+    row!(out, "verdict            {}", verdict_line(s));
+    for r in &s.verdict.reasons {
+        row!(out, "                   - {r}");
+    }
+    row!(
+        out,
+        "layout             {} x {} sessions, {:.0} s, trace {}/{}",
+        s.layout.processes,
+        s.layout.sessions_per_process,
+        s.settings.duration_s,
+        s.settings.trace.as_str(),
+        s.settings.trace_writer.as_str()
+    );
+    row!(
+        out,
+        "sessions           {} completed, {} incomplete, {} rejected of {}",
+        s.sessions.completed,
+        s.sessions.incomplete,
+        s.sessions.rejected,
+        s.sessions.configured
+    );
+    row!(
+        out,
+        "packets            {} sent, {} late (> {} ms) in {} sessions, {} slow (> {} ms)",
+        c.packets,
+        c.late_packets,
+        p.late_threshold_ms,
+        p.sessions_with_late_packets,
+        c.slow_sends,
+        p.slow_send_threshold_ms
+    );
+    if c.unsent_packets > 0 {
+        row!(
+            out,
+            "never sent         {} packets (their sessions failed while streaming)",
+            c.unsent_packets
+        );
+    }
+    row!(
+        out,
+        "deviation (ms)     p50 {:.2}  p90 {:.2}  p99 {:.2}  p99.9 {:.2}  max {:.2}",
+        d.p50,
+        d.p90,
+        d.p99,
+        d.p999,
+        d.max
+    );
+    for (name, q) in server_figures(s) {
+        row!(
+            out,
+            "{:<18} {} ms (p50 / p99 / max)",
+            format!("server {name}")
+                .chars()
+                .take(18)
+                .collect::<String>(),
+            percentiles(q)
+        );
+    }
+    if s.server.protocol_errors + s.server.error_events > 0 {
+        row!(
+            out,
+            "server errors      {} protocol errors, {} error events",
+            s.server.protocol_errors,
+            s.server.error_events
+        );
+    }
+    for proc in &s.processes {
+        let name = process_name(proc.role, proc.index);
+        row!(
+            out,
+            "{name:<18} {:.3} cores, {:.1} MiB peak RSS, loop lag max {:.1} ms",
+            proc.cpu_cores,
+            mib(proc.peak_rss_bytes),
+            proc.loop_lag_ms.max
+        );
+    }
+    for e in &s.attribution.explanations {
+        row!(out, "stall cause        {e}");
+    }
+    row!(
+        out,
+        "summary            {}/summary.md (figures: summary.json)",
+        s.output_dir
+    );
+    out
+}

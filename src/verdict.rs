@@ -1,0 +1,163 @@
+//! The verdict of a run, decided in one place for the live view, the headless lines and the
+//! summary: is it a valid server measurement (pacing-qualified), and did every session go
+//! through the protocol (complete)? The reasons say why not, the most important first.
+
+use crate::pacing::PacketCounts;
+use serde::{Deserialize, Serialize};
+
+/// What a verdict is decided from; live views fill in what they know so far.
+#[derive(Debug, Clone, Default)]
+pub struct Facts<'a> {
+    pub counts: PacketCounts,
+    pub sessions_with_late_packets: u64,
+    pub late_threshold_ms: u32,
+    pub sessions_configured: u64,
+    pub incomplete: u64,
+    pub rejected: u64,
+    /// Sessions stopped before their last packet.
+    pub stopped_early: u64,
+    pub protocol_errors: u64,
+    /// Why most incomplete sessions did not complete.
+    pub most_common_error: Option<&'a str>,
+    /// Why the run was cancelled (a signal, `q`), if it was.
+    pub cancelled: Option<&'a str>,
+    /// Workers whose figures are missing: nothing about their packets is known.
+    pub missing_results: u64,
+    /// Workers whose samples or traces could not all be written.
+    pub writer_errors: u64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Verdict {
+    /// No packet was late (and every worker's figures are present).
+    pub pacing_qualified: bool,
+    /// Every session completed by the protocol, none was rejected, the server sent nothing
+    /// malformed, nothing was lost, and the run was not cancelled.
+    pub complete: bool,
+    pub reasons: Vec<String>,
+}
+
+pub fn judge(f: &Facts<'_>) -> Verdict {
+    let c = &f.counts;
+    let mut reasons = Vec::new();
+    if c.late_packets > 0 {
+        reasons.push(format!(
+            "{} late packets (deviation > {} ms) in {} sessions; worst {:.1} ms",
+            c.late_packets,
+            f.late_threshold_ms,
+            f.sessions_with_late_packets,
+            c.max_deviation_us as f64 / 1000.0
+        ));
+    }
+    if c.unsent_packets > 0 {
+        reasons.push(format!(
+            "{} packets were never sent: their sessions failed while streaming",
+            c.unsent_packets
+        ));
+    }
+    if f.incomplete > 0 {
+        let first = f
+            .most_common_error
+            .map(|e| format!("; most common: {e}"))
+            .unwrap_or_default();
+        reasons.push(format!(
+            "{} of {} sessions incomplete{first}",
+            f.incomplete, f.sessions_configured
+        ));
+    }
+    if f.rejected > 0 {
+        reasons.push(format!(
+            "{} sessions rejected by the server (HTTP 503 on every attempt)",
+            f.rejected
+        ));
+    }
+    if f.protocol_errors > 0 {
+        reasons.push(format!(
+            "{} protocol errors: the server sent frames that do not fit its protocol (see the traces' error lines)",
+            f.protocol_errors
+        ));
+    }
+    if f.stopped_early > 0 && f.cancelled.is_none() {
+        reasons.push(format!(
+            "{} sessions were stopped before their last packet",
+            f.stopped_early
+        ));
+    }
+    if let Some(why) = f.cancelled {
+        reasons.push(format!(
+            "cancelled ({why}); figures cover the run until then"
+        ));
+    }
+    Verdict {
+        pacing_qualified: c.late_packets == 0 && f.missing_results == 0,
+        complete: f.incomplete == 0
+            && f.rejected == 0
+            && f.protocol_errors == 0
+            && f.stopped_early == 0
+            && f.cancelled.is_none()
+            && f.missing_results == 0
+            && f.writer_errors == 0,
+        reasons,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_clean_run_is_qualified_and_complete_with_no_reasons() {
+        let v = judge(&Facts {
+            sessions_configured: 4,
+            late_threshold_ms: 80,
+            ..Facts::default()
+        });
+        assert!(v.pacing_qualified && v.complete);
+        assert!(v.reasons.is_empty());
+    }
+
+    #[test]
+    fn late_packets_unqualify_and_come_first() {
+        let v = judge(&Facts {
+            counts: PacketCounts {
+                packets: 100,
+                late_packets: 3,
+                max_deviation_us: 151_000,
+                ..PacketCounts::default()
+            },
+            sessions_with_late_packets: 2,
+            late_threshold_ms: 80,
+            rejected: 1,
+            ..Facts::default()
+        });
+        assert!(!v.pacing_qualified && !v.complete);
+        assert_eq!(
+            v.reasons[0],
+            "3 late packets (deviation > 80 ms) in 2 sessions; worst 151.0 ms"
+        );
+    }
+
+    #[test]
+    fn protocol_errors_make_a_run_incomplete_issue_13() {
+        let v = judge(&Facts {
+            protocol_errors: 2,
+            ..Facts::default()
+        });
+        assert!(v.pacing_qualified);
+        assert!(!v.complete);
+        assert!(
+            v.reasons[0].starts_with("2 protocol errors"),
+            "{:?}",
+            v.reasons
+        );
+    }
+
+    #[test]
+    fn a_missing_worker_result_unqualifies_the_run() {
+        let v = judge(&Facts {
+            missing_results: 1,
+            ..Facts::default()
+        });
+        assert!(!v.pacing_qualified && !v.complete);
+    }
+}

@@ -1,0 +1,71 @@
+//! The live counters a worker's sessions add to, on its single runtime thread: the source of
+//! its telemetry and of its result file.
+
+use crate::contract::telemetry::Progress;
+use crate::contract::worker::{SessionStatus, WorkerHistograms};
+use crate::pacing::PacketCounts;
+
+/// Counters every session of a worker adds to, on the worker's single runtime thread.
+#[derive(Debug, Default)]
+pub struct WorkerStats {
+    pub hist: WorkerHistograms,
+    pub counts: PacketCounts,
+    pub sessions_with_late_packets: u32,
+    pub protocol_errors: u64,
+    pub error_events: u64,
+    pub sessions_streaming: u32,
+    pub sessions_done: u32,
+    pub sessions_completed: u32,
+    pub sessions_incomplete: u32,
+    pub sessions_rejected: u32,
+    /// `[scheduled_s, start_s]` of late packets (at most [`MAX_WINDOWS`]), for attribution;
+    /// a packet counted late while still unsent ends its window when it was counted.
+    pub late_windows: Vec<[f64; 2]>,
+    /// `[start_s, end_s]` of sends that blocked for more than a late threshold.
+    pub send_blocked_windows: Vec<[f64; 2]>,
+    /// Per session, the heat cell since the last heat telemetry: the worst deviation (µs + 1;
+    /// 0 = no packet).
+    pub heat: Vec<u32>,
+    pub queue_peak_lines: u64,
+    pub queue_peak_bytes: u64,
+}
+
+impl WorkerStats {
+    pub fn new(sessions: u32) -> Self {
+        WorkerStats {
+            heat: vec![0; sessions as usize],
+            ..WorkerStats::default()
+        }
+    }
+
+    /// Takes the per-session window maxima and starts a new window.
+    pub fn take_heat(&mut self) -> Vec<u32> {
+        let fresh = vec![0; self.heat.len()];
+        std::mem::replace(&mut self.heat, fresh)
+    }
+
+    /// Counts a finished session by how it ended.
+    pub fn session_ended(&mut self, status: SessionStatus) {
+        self.sessions_done += 1;
+        match status {
+            SessionStatus::Completed => self.sessions_completed += 1,
+            SessionStatus::Incomplete => self.sessions_incomplete += 1,
+            SessionStatus::Rejected => self.sessions_rejected += 1,
+        }
+    }
+
+    pub fn progress(&self, time_s: f64) -> Progress {
+        Progress {
+            time_s,
+            counts: self.counts,
+            sessions_with_late_packets: self.sessions_with_late_packets,
+            sessions_streaming: self.sessions_streaming,
+            sessions_done: self.sessions_done,
+            sessions_completed: self.sessions_completed,
+            sessions_incomplete: self.sessions_incomplete,
+            sessions_rejected: self.sessions_rejected,
+            protocol_errors: self.protocol_errors,
+            ..Progress::default()
+        }
+    }
+}
