@@ -1,6 +1,7 @@
 //! The command line as parsed (stage one of two, as in ripgrep): clap derive types only.
 //! [`crate::options`] validates them into the settings the rest of the program uses.
 
+pub use crate::profile::Profile;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -108,15 +109,18 @@ pub struct RunArgs {
 /// How the mock behaves; given to `mock`, and passed through to the built-in mock by `run`.
 #[derive(Debug, Clone, Args)]
 pub struct MockBehaviourArgs {
-    /// Server events per append: audio delta, text deltas, sglang.unit.done.
+    /// The model the mock plays: voicechat (80 ms units, 22050 Hz, audio) or minicpmo (1000 ms units, 24000 Hz, audio and text).
+    #[arg(long, value_enum, default_value_t = Profile::Voicechat, help_heading = "Mock")]
+    pub profile: Profile,
+    /// Server events per native unit: audio delta, text deltas, sglang.unit.done (one unit per append with 80 ms units and packets).
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(0..=64), help_heading = "Mock")]
     pub replies_per_append: u32,
     /// Group the replies of this many units into one burst.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=10_000), help_heading = "Mock")]
     pub burst_units: u32,
-    /// Sample rate of the audio the mock streams back, in Hz.
-    #[arg(long, default_value_t = 22_050, value_parser = clap::value_parser!(u32).range(8_000..=192_000), help_heading = "Mock")]
-    pub output_sample_rate: u32,
+    /// Sample rate of the audio the mock streams back, in Hz [default: the profile's].
+    #[arg(long, value_parser = clap::value_parser!(u32).range(8_000..=192_000), help_heading = "Mock")]
+    pub output_sample_rate: Option<u32>,
     /// Refuse connections beyond this many open sessions with HTTP 503 [default: no limit].
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..), help_heading = "Mock")]
     pub max_sessions: Option<u32>,

@@ -26,6 +26,7 @@ pub mod looplag;
 pub mod mock;
 pub mod options;
 pub mod procstat;
+pub mod profile;
 pub mod protocol;
 pub mod report;
 pub mod sampler;

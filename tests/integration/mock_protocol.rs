@@ -177,11 +177,29 @@ impl Client {
         self.expect_close().await;
     }
 
+    /// The replies of one 80 ms unit: a whole unit of audio, a transcript, `sglang.unit.done`.
+    async fn expect_unit(&mut self, n: u32, t_start_ms: u64, duration_ms: u64) {
+        let audio = self.expect(names::AUDIO_DELTA).await;
+        let pcm = base64::engine::general_purpose::STANDARD
+            .decode(audio["delta"].as_str().unwrap())
+            .unwrap();
+        assert_eq!(pcm.len(), 22_050 * 80 / 1000 * 2, "the padded tail too");
+        self.expect(names::TRANSCRIPT_DELTA).await;
+        let unit = self.expect(names::UNIT_DONE).await;
+        assert_eq!(unit["unit_id"], format!("unit_{n}"));
+        assert_eq!(unit["sglang"]["chunk_seq"], n);
+        assert_eq!(unit["sglang"]["media_time"]["t_start_ms"], t_start_ms);
+        assert_eq!(unit["sglang"]["media_time"]["duration_ms"], duration_ms);
+    }
+
+    /// The server's close frame after `session.closed`: code 1000 (issue #10; it was none).
     async fn expect_close(&mut self) {
         let next = tokio::time::timeout(STEP, self.ws.next()).await;
         match next.expect("the server closes in time") {
-            Some(Ok(Message::Close(_))) | None => {}
-            other => panic!("expected the server to close, got {other:?}"),
+            Some(Ok(Message::Close(Some(frame)))) => {
+                assert_eq!(u16::from(frame.code), 1000, "{frame:?}");
+            }
+            other => panic!("expected the server to close with 1000, got {other:?}"),
         }
     }
 }
@@ -229,29 +247,24 @@ async fn full_session_gets_every_event_in_order() {
         if seq == 0 {
             client.expect(names::RESPONSE_CREATED).await;
         }
-        let audio = client.expect(names::AUDIO_DELTA).await;
-        let pcm = base64::engine::general_purpose::STANDARD
-            .decode(audio["delta"].as_str().unwrap())
-            .unwrap();
-        assert_eq!(pcm.len(), 22_050 * 80 / 1000 * 2);
-        client.expect(names::TRANSCRIPT_DELTA).await;
-        let unit = client.expect(names::UNIT_DONE).await;
-        assert_eq!(unit["unit_id"], format!("unit_{seq}"));
-        assert_eq!(unit["sglang"]["chunk_seq"], seq);
-        assert_eq!(unit["sglang"]["media_time"]["t_start_ms"], t_start_ms);
-        assert_eq!(unit["sglang"]["media_time"]["duration_ms"], duration_ms);
+        // The 40 ms tail is not a whole unit: its unit comes at the end of input.
+        if seq < 4 {
+            client.expect_unit(seq, t_start_ms, duration_ms).await;
+        }
     }
 
     client.send(protocol::input_end(2)).await;
     let ended = client.expect(names::INPUT_ENDED).await;
     assert_eq!(ended["accepted_end_ms"], 360);
     assert_eq!(ended["tail_policy"], "pad");
+    client.expect_unit(4, 320, 40).await;
     client.expect(names::AUDIO_DONE).await;
     client.expect(names::RESPONSE_DONE).await;
     let drained = client.expect(names::INPUT_DRAINED).await;
     assert_eq!(drained["accepted_end_ms"], 360);
     assert_eq!(drained["padding_ms"], 40);
-    assert_eq!(drained["consumed_ms"], 400);
+    // Issue #10: consumed is the accepted input, the padding apart.
+    assert_eq!(drained["consumed_ms"], 360);
     assert_eq!(drained["discarded_ms"], 0);
 
     client.send(protocol::session_close(3)).await;
