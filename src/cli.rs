@@ -28,6 +28,8 @@ pub enum Command {
     Run(RunArgs),
     /// Serve the native protocol with no model, on loopback by default.
     Mock(MockArgs),
+    /// Check that a server speaks the native protocol: run 2 short sessions against --url, or read recorded --trace files.
+    Conform(ConformArgs),
     /// One worker process of a run (started by `run`; not for direct use).
     #[command(hide = true)]
     Worker(WorkerArgs),
@@ -139,6 +141,28 @@ pub struct MockArgs {
     pub stats_output: Option<PathBuf>,
     #[command(flatten)]
     pub behaviour: MockBehaviourArgs,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ConformArgs {
+    /// Server to check, e.g. ws://127.0.0.1:8765/v1/realtime: runs --sessions sessions of --duration and checks their traces.
+    #[arg(long, conflicts_with = "trace", required_unless_present = "trace")]
+    pub url: Option<String>,
+    /// Recorded trace.jsonl files to check, or folders holding them (a run's output folder).
+    #[arg(long, num_args = 1.., value_name = "FILE")]
+    pub trace: Vec<PathBuf>,
+    /// The model the server must serve [default: the profile its grant names by native_unit_ms].
+    #[arg(long, value_enum)]
+    pub profile: Option<Profile>,
+    /// Sessions of the run with --url.
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub sessions: u32,
+    /// Audio each session streams with --url.
+    #[arg(long, default_value = "5s", value_parser = parse_duration)]
+    pub duration: Duration,
+    /// Output folder of the run with --url [default: a temporary folder, kept only when the server is not conformant].
+    #[arg(long, short = 'o')]
+    pub output: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Args)]

@@ -19,6 +19,7 @@ pub mod app;
 pub mod cli;
 pub mod clock;
 pub mod conductor;
+pub mod conform;
 pub mod dashboard;
 pub mod headless;
 pub mod host;

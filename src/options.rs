@@ -273,7 +273,10 @@ mod tests {
         assert!(flags.contains("--output-sample-rate 24000"), "{flags}");
         let p = plan(&["--output-sample-rate", "16000"]).unwrap();
         let flags = p.settings.mock.unwrap().to_flags().join(" ");
-        assert!(flags.contains("--profile voicechat --replies-per-append 3"), "{flags}");
+        assert!(
+            flags.contains("--profile voicechat --replies-per-append 3"),
+            "{flags}"
+        );
         assert!(flags.contains("--output-sample-rate 16000"), "{flags}");
     }
 
