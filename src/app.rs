@@ -2,7 +2,7 @@
 //! command, map the outcome to an exit code (docs/exit-codes.md).
 
 use crate::cli::{Cli, Command, RunArgs};
-use crate::{conductor, mock, options, worker};
+use crate::{conductor, conform, mock, options, worker};
 use anyhow::Result;
 use clap::Parser;
 use std::io::{IsTerminal as _, Write as _};
@@ -34,6 +34,7 @@ fn dispatch(cli: Cli) -> Result<i32> {
         None => run(&cli.run),
         Some(Command::Run(args)) => run(&args),
         Some(Command::Mock(args)) => mock::run(&args).map(|()| 0),
+        Some(Command::Conform(args)) => conform::run(&args),
         Some(Command::Worker(args)) => worker::run(&args).map(|()| 0),
     }
 }

@@ -1,6 +1,7 @@
 //! The command line as parsed (stage one of two, as in ripgrep): clap derive types only.
 //! [`crate::options`] validates them into the settings the rest of the program uses.
 
+pub use crate::profile::Profile;
 pub use crate::trace::{TraceMode, TraceWriterMode};
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
@@ -28,6 +29,8 @@ pub enum Command {
     Run(RunArgs),
     /// Serve the native protocol with no model, on loopback by default.
     Mock(MockArgs),
+    /// Check that a server speaks the native protocol: run 2 short sessions against --url, or read recorded --trace files.
+    Conform(ConformArgs),
     /// One worker process of a run (started by `run`; not for direct use).
     #[command(hide = true)]
     Worker(WorkerArgs),
@@ -118,15 +121,18 @@ pub struct RunArgs {
 /// How the mock behaves; given to `mock`, and passed through to the built-in mock by `run`.
 #[derive(Debug, Clone, Args)]
 pub struct MockBehaviourArgs {
-    /// Server events per append: audio delta, text deltas, sglang.unit.done.
+    /// The model the mock plays: voicechat (80 ms units, 22050 Hz, audio) or minicpmo (1000 ms units, 24000 Hz, audio and text).
+    #[arg(long, value_enum, default_value_t = Profile::Voicechat, help_heading = "Mock")]
+    pub profile: Profile,
+    /// Server events per native unit: audio delta, text deltas, sglang.unit.done (one unit per append with 80 ms units and packets).
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(0..=64), help_heading = "Mock")]
     pub replies_per_append: u32,
     /// Group the replies of this many units into one burst.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=10_000), help_heading = "Mock")]
     pub burst_units: u32,
-    /// Sample rate of the audio the mock streams back, in Hz.
-    #[arg(long, default_value_t = 22_050, value_parser = clap::value_parser!(u32).range(8_000..=192_000), help_heading = "Mock")]
-    pub output_sample_rate: u32,
+    /// Sample rate of the audio the mock streams back, in Hz [default: the profile's].
+    #[arg(long, value_parser = clap::value_parser!(u32).range(8_000..=192_000), help_heading = "Mock")]
+    pub output_sample_rate: Option<u32>,
     /// Refuse connections beyond this many open sessions with HTTP 503 [default: no limit].
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..), help_heading = "Mock")]
     pub max_sessions: Option<u32>,
@@ -145,6 +151,28 @@ pub struct MockArgs {
     pub stats_output: Option<PathBuf>,
     #[command(flatten)]
     pub behaviour: MockBehaviourArgs,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ConformArgs {
+    /// Server to check, e.g. ws://127.0.0.1:8765/v1/realtime: runs --sessions sessions of --duration and checks their traces.
+    #[arg(long, conflicts_with = "trace", required_unless_present = "trace")]
+    pub url: Option<String>,
+    /// Recorded trace.jsonl files to check, or folders holding them (a run's output folder).
+    #[arg(long, num_args = 1.., value_name = "FILE")]
+    pub trace: Vec<PathBuf>,
+    /// The model the server must serve [default: the profile its grant names by native_unit_ms].
+    #[arg(long, value_enum)]
+    pub profile: Option<Profile>,
+    /// Sessions of the run with --url.
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub sessions: u32,
+    /// Audio each session streams with --url.
+    #[arg(long, default_value = "5s", value_parser = parse_duration)]
+    pub duration: Duration,
+    /// Output folder of the run with --url [default: a temporary folder, kept only when the server is not conformant].
+    #[arg(long, short = 'o')]
+    pub output: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Args)]

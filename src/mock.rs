@@ -7,9 +7,11 @@
 //!
 //! * `server`: accept loop, admission (HTTP 404/503 at the handshake), one task per connection;
 //! * `session`: the per-session state machine, free of sockets;
+//! * `client_event`: the parts of a client event it reads, parsed liberally;
 //! * `replies`: the frames it sends, built without a JSON serialiser;
 //! * `stats`: the counters and the statistics file.
 
+mod client_event;
 mod replies;
 mod server;
 mod session;

@@ -1,7 +1,7 @@
 //! The command line validated (stage two): the settings a run is made of, in the form the
 //! conductor, the workers and the summary share. Every error here names the flag at fault.
 
-use crate::cli::{MockBehaviourArgs, RunArgs};
+use crate::cli::{MockBehaviourArgs, Profile, RunArgs};
 use crate::trace::{TraceMode, TraceWriterMode};
 use anyhow::{bail, Result};
 use serde::{Deserialize, Serialize};
@@ -60,18 +60,28 @@ pub struct Settings {
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct MockBehaviour {
+    /// The model the mock plays; absent in summaries written before profiles existed.
+    #[serde(default = "default_profile")]
+    pub profile: Profile,
     pub replies_per_append: u32,
     pub burst_units: u32,
     pub output_sample_rate: u32,
     pub max_sessions: Option<u32>,
 }
 
+fn default_profile() -> Profile {
+    Profile::Voicechat
+}
+
 impl MockBehaviour {
     pub fn from_args(args: &MockBehaviourArgs) -> Self {
         MockBehaviour {
+            profile: args.profile,
             replies_per_append: args.replies_per_append,
             burst_units: args.burst_units,
-            output_sample_rate: args.output_sample_rate,
+            output_sample_rate: args
+                .output_sample_rate
+                .unwrap_or_else(|| args.profile.output_sample_rate()),
             max_sessions: args.max_sessions,
         }
     }
@@ -79,6 +89,8 @@ impl MockBehaviour {
     /// The same behaviour as `mock` command-line flags.
     pub fn to_flags(&self) -> Vec<String> {
         let mut flags = vec![
+            "--profile".to_string(),
+            self.profile.name().to_string(),
             "--replies-per-append".to_string(),
             self.replies_per_append.to_string(),
             "--burst-units".to_string(),
@@ -276,6 +288,21 @@ mod tests {
         assert!(err.contains("--url"), "{err}");
         let err = plan(&["--url", "wss://x:1/"]).unwrap_err().to_string();
         assert!(err.contains("wss"), "{err}");
+    }
+
+    #[test]
+    fn the_mock_profile_passes_through_with_its_output_rate() {
+        let p = plan(&["--profile", "minicpmo"]).unwrap();
+        let flags = p.settings.mock.unwrap().to_flags().join(" ");
+        assert!(flags.contains("--profile minicpmo"), "{flags}");
+        assert!(flags.contains("--output-sample-rate 24000"), "{flags}");
+        let p = plan(&["--output-sample-rate", "16000"]).unwrap();
+        let flags = p.settings.mock.unwrap().to_flags().join(" ");
+        assert!(
+            flags.contains("--profile voicechat --replies-per-append 3"),
+            "{flags}"
+        );
+        assert!(flags.contains("--output-sample-rate 16000"), "{flags}");
     }
 
     #[test]

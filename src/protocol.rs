@@ -14,8 +14,8 @@ use crate::trace::format::Payload;
 use std::borrow::Cow;
 
 pub use native::{
-    append_frame, input_end, input_packet_bytes, names, parse_client_event, session_close,
-    session_update, ClientEvent, BYTES_PER_SAMPLE, INPUT_SAMPLE_RATE, PATH,
+    append_frame, input_end, input_packet_bytes, names, session_close, session_update,
+    BYTES_PER_SAMPLE, INPUT_SAMPLE_RATE, PATH,
 };
 
 /// A frame for the server, encoded once: the trace line is built from the same bytes.

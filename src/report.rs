@@ -37,12 +37,14 @@ fn percentiles(q: Option<&ShortPercentiles>) -> String {
     }
 }
 
-/// The server's figures as the client saw them: (name, percentiles).
+/// The server's figures as the client saw them: (name, percentiles). `accepted`: a packet's
+/// send to its acceptance; `unit lag`: the send of the packet that completes a unit to the
+/// unit's end; `first audio`: packet 0's send to the first audio delta.
 fn server_figures(s: &Summary) -> [(&'static str, Option<&ShortPercentiles>); 3] {
     let v = &s.server;
     [
-        ("append → accepted", v.accepted_ms.as_ref()),
+        ("accepted", v.accepted_ms.as_ref()),
         ("unit lag", v.unit_lag_ms.as_ref()),
-        ("time to first audio", v.first_audio_ms.as_ref()),
+        ("first audio", v.first_audio_ms.as_ref()),
     ]
 }

@@ -1,19 +1,19 @@
-//! The frames the mock sends (SPEC §4), written with `write!` into one buffer per frame.
+//! The frames the mock sends (SPEC §4, docs/protocol-native.md), written with `write!` into one
+//! buffer per frame.
 //!
 //! The mock must answer 1024 sessions × 12.5 appends/s on one thread with little CPU, so nothing
-//! here goes through a JSON serialiser: the parts that never change (the granted terms, 80 ms of
-//! silence in base64) are built once per process, the frames that never change within a session
-//! (its audio and transcript deltas) once per session and then shared by reference count, and only
-//! the small per-unit frames are formatted per event.
+//! here goes through a JSON serialiser: the silence of one unit is encoded in base64 once per
+//! process, and each frame is formatted straight into a buffer of its size. Every frame carries
+//! its own `event_id`, so even the audio deltas are formatted per event: a copy of the silence,
+//! which costs far less than encoding it.
 
 use crate::cli::MockBehaviourArgs;
+use crate::profile::{self, Profile};
 use crate::protocol::{names, BYTES_PER_SAMPLE, INPUT_SAMPLE_RATE};
 use base64::Engine as _;
 use std::fmt::Write as _;
 use tokio_tungstenite::tungstenite::Utf8Bytes;
 
-/// The unit the mock produces output in, and the boundary the tail is padded to.
-pub const UNIT_MS: u64 = 80;
 pub const MODEL: &str = "duplexbench-mock";
 /// Stated in the granted limits; the mock does not enforce it (a benchmark session ends itself).
 pub const SESSION_TIMEOUT_S: u32 = 240;
@@ -21,56 +21,164 @@ pub const SESSION_TIMEOUT_S: u32 = 240;
 pub const MAX_APPEND_BYTES: usize = 2 * INPUT_SAMPLE_RATE as usize * BYTES_PER_SAMPLE;
 /// Largest WebSocket message read; a larger one ends only its own session.
 pub const MAX_MESSAGE_BYTES: usize = 4 << 20;
-/// The text of every transcript delta (its content does not matter to a benchmark).
-const TRANSCRIPT_TEXT: &str = "…";
+/// Bytes of 16 kHz PCM16 input per millisecond (a whole number, so unit spans stay exact).
+pub const INPUT_BYTES_PER_MS: u64 = INPUT_SAMPLE_RATE as u64 * BYTES_PER_SAMPLE as u64 / 1000;
+/// The text of every text delta (its content does not matter to a benchmark).
+const TEXT: &str = "…";
 
-/// What the mock was told to do, and the text every session's frames share.
+/// What the mock was told to do, and what every session's frames share.
 #[derive(Debug)]
 pub struct Templates {
-    pub replies_per_append: u32,
+    pub profile: Profile,
+    pub replies_per_unit: u32,
     pub burst_units: u32,
-    /// 80 ms of PCM16 silence at the output rate, in base64: the `delta` of every audio delta.
+    /// The profile's native unit, in ms and in bytes of input.
+    pub unit_ms: u32,
+    pub unit_input_bytes: u64,
+    pub output_sample_rate: u32,
+    /// One unit of PCM16 silence at the output rate, in base64: the `delta` of every audio delta
+    /// (the padded tail unit included, so the output audio is conserved).
     silence_b64: String,
-    /// The `granted` object of `session.updated`.
-    granted_json: String,
+    max_sessions: Option<u32>,
 }
 
 impl Templates {
     pub fn new(behaviour: &MockBehaviourArgs) -> Self {
-        let samples = behaviour.output_sample_rate as usize * UNIT_MS as usize / 1000;
-        let silence = vec![0u8; samples * BYTES_PER_SAMPLE];
-        let silence_b64 = base64::engine::general_purpose::STANDARD.encode(silence);
-        let max_sessions = behaviour
+        let profile = behaviour.profile;
+        let unit_ms = profile.unit_ms();
+        let output_sample_rate = behaviour
+            .output_sample_rate
+            .unwrap_or_else(|| profile.output_sample_rate());
+        let silence = vec![0u8; profile::unit_output_bytes(unit_ms, output_sample_rate)];
+        Templates {
+            profile,
+            replies_per_unit: behaviour.replies_per_append,
+            burst_units: behaviour.burst_units.max(1),
+            unit_ms,
+            unit_input_bytes: u64::from(unit_ms) * INPUT_BYTES_PER_MS,
+            output_sample_rate,
+            silence_b64: base64::engine::general_purpose::STANDARD.encode(silence),
+            max_sessions: behaviour.max_sessions,
+        }
+    }
+
+    /// The terms a session asking for `asked` output modalities gets, or the modalities it asked
+    /// for that this profile cannot serve. Nothing asked means everything the profile serves.
+    pub fn grant(&self, asked: Option<&[std::borrow::Cow<'_, str>]>) -> Result<Grant, String> {
+        let served = self.profile.output_modalities();
+        let Some(asked) = asked else {
+            return Ok(Grant::new(served.to_vec()));
+        };
+        let mut granted: Vec<&'static str> = Vec::with_capacity(served.len());
+        let mut refused: Vec<&str> = Vec::new();
+        for modality in asked {
+            match served.iter().find(|s| **s == modality.as_ref()) {
+                Some(s) if !granted.contains(s) => granted.push(s),
+                Some(_) => {}
+                None => refused.push(modality.as_ref()),
+            }
+        }
+        if !refused.is_empty() {
+            return Err(format!(
+                "output_modalities {} cannot be served: this server plays {} and serves output_modalities {}",
+                json_list(&refused),
+                self.profile.name(),
+                json_list(served)
+            ));
+        }
+        if granted.is_empty() {
+            return Err(format!(
+                "output_modalities is empty: ask for some of {}",
+                json_list(served)
+            ));
+        }
+        Ok(Grant::new(granted))
+    }
+
+    /// The `granted` object of `session.updated`: every capability, stated.
+    fn granted_json(&self, grant: &Grant) -> String {
+        let max_sessions = self
             .max_sessions
             .map_or_else(|| "null".to_string(), |n| n.to_string());
-        let granted_json = format!(
+        format!(
             concat!(
                 r#"{{"interaction":"native","native_full_duplex":true,"#,
                 r#""input_audio_format":{{"type":"audio/pcm","rate":{input_rate}}},"#,
                 r#""output_audio_format":{{"type":"audio/pcm","rate":{output_rate}}},"#,
-                r#""native_unit_ms":{unit_ms},"tail_policy":"pad","client_commit":false,"#,
-                r#""pressure_policy":"reject","strict_order":true,"#,
+                r#""output_modalities":{modalities},"#,
+                r#""native_unit_ms":{unit_ms},"microturn_ms":null,"tail_policy":"pad","client_commit":false,"#,
+                r#""pressure_policy":"reject","strict_order":true,"proactive_output":false,"#,
+                r#""supports_server_interrupt":false,"supports_resume":false,"supports_truncate":false,"#,
                 r#""limits":{{"session_timeout_s":{timeout_s},"max_append_bytes":{append_bytes},"#,
                 r#""max_message_bytes":{message_bytes},"max_sessions":{max_sessions}}}}}"#
             ),
             input_rate = INPUT_SAMPLE_RATE,
-            output_rate = behaviour.output_sample_rate,
-            unit_ms = UNIT_MS,
+            output_rate = self.output_sample_rate,
+            modalities = grant.modalities_json,
+            unit_ms = self.unit_ms,
             timeout_s = SESSION_TIMEOUT_S,
             append_bytes = MAX_APPEND_BYTES,
             message_bytes = MAX_MESSAGE_BYTES,
             max_sessions = max_sessions,
-        );
-        Templates {
-            replies_per_append: behaviour.replies_per_append,
-            burst_units: behaviour.burst_units.max(1),
-            silence_b64,
-            granted_json,
+        )
+    }
+}
+
+/// The output modalities granted to one session.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Grant {
+    pub audio: bool,
+    /// `response.output_text.delta` when text is granted, the audio transcript otherwise.
+    pub text_kind: &'static str,
+    modalities_json: String,
+}
+
+impl Grant {
+    fn new(modalities: Vec<&'static str>) -> Grant {
+        Grant {
+            audio: modalities.contains(&"audio"),
+            text_kind: if modalities.contains(&"text") {
+                names::TEXT_DELTA
+            } else {
+                names::TRANSCRIPT_DELTA
+            },
+            modalities_json: json_list(&modalities),
         }
     }
 }
 
-/// The input span one output unit covers (one unit per accepted append).
+/// `["audio","text"]`: modality names never need escaping, but a client's may.
+fn json_list(items: &[&str]) -> String {
+    let mut out = String::from("[");
+    for (i, item) in items.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        push_json_str(&mut out, Some(item));
+    }
+    out.push(']');
+    out
+}
+
+/// Server event ids: `evt_<session>_<n>`, unique in the process.
+#[derive(Debug)]
+pub struct EventIds {
+    session: u64,
+    last: u64,
+}
+
+impl EventIds {
+    pub fn new(session: u64) -> EventIds {
+        EventIds { session, last: 0 }
+    }
+
+    pub fn next(&mut self) -> String {
+        self.last += 1;
+        format!("evt_{:06}_{}", self.session, self.last)
+    }
+}
+
+/// The input span one native unit covers.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct UnitSpan {
     pub index: u64,
@@ -78,86 +186,111 @@ pub struct UnitSpan {
     pub duration_ms: f64,
 }
 
-/// The frames of one session's response that repeat unchanged for every unit.
+/// One session's response: its ids and granted modalities, and the frames of each unit.
 #[derive(Debug)]
 pub struct ResponseFrames {
     response_id: String,
     item_id: String,
-    audio_delta: Utf8Bytes,
-    transcript_delta: Utf8Bytes,
+    grant: Grant,
 }
 
 impl ResponseFrames {
-    pub fn new(templates: &Templates, session_number: u64) -> Self {
-        let response_id = format!("resp_{session_number:06}");
-        let item_id = format!("item_{session_number:06}");
-        let head = |kind: &str, extra: usize| {
-            let mut out = String::with_capacity(160 + extra);
-            let _ = write!(
-                out,
-                r#"{{"type":"{kind}","response_id":"{response_id}","item_id":"{item_id}","output_index":0,"content_index":0,"delta":""#
-            );
-            out
-        };
-        let mut audio = head(names::AUDIO_DELTA, templates.silence_b64.len());
-        audio.push_str(&templates.silence_b64);
-        audio.push_str("\"}");
-        let mut text = head(names::TRANSCRIPT_DELTA, TRANSCRIPT_TEXT.len());
-        text.push_str(TRANSCRIPT_TEXT);
-        text.push_str("\"}");
+    pub fn new(session_number: u64, grant: &Grant) -> Self {
         ResponseFrames {
-            response_id,
-            item_id,
-            audio_delta: Utf8Bytes::from(audio),
-            transcript_delta: Utf8Bytes::from(text),
+            response_id: format!("resp_{session_number:06}"),
+            item_id: format!("item_{session_number:06}"),
+            grant: grant.clone(),
         }
     }
 
     pub fn created(&self, event_id: &str) -> Utf8Bytes {
         Utf8Bytes::from(format!(
-            r#"{{"type":"{}","event_id":"{event_id}","response":{{"id":"{}","object":"realtime.response","status":"in_progress","output_modalities":["audio"]}}}}"#,
+            r#"{{"type":"{}","event_id":"{event_id}","response":{{"id":"{}","object":"realtime.response","status":"in_progress","output_modalities":{}}}}}"#,
             names::RESPONSE_CREATED,
-            self.response_id
+            self.response_id,
+            self.grant.modalities_json
         ))
     }
 
-    pub fn audio_done(&self, event_id: &str) -> Utf8Bytes {
-        Utf8Bytes::from(format!(
-            r#"{{"type":"{}","event_id":"{event_id}","response_id":"{}","item_id":"{}","output_index":0,"content_index":0}}"#,
-            names::AUDIO_DONE,
-            self.response_id,
-            self.item_id
-        ))
+    /// `response.output_audio.done`, when audio was granted.
+    pub fn audio_done(&self, event_id: &str) -> Option<Utf8Bytes> {
+        self.grant.audio.then(|| {
+            Utf8Bytes::from(format!(
+                r#"{{"type":"{}","event_id":"{event_id}","response_id":"{}","item_id":"{}","output_index":0,"content_index":0}}"#,
+                names::AUDIO_DONE,
+                self.response_id,
+                self.item_id
+            ))
+        })
     }
 
     pub fn done(&self, event_id: &str) -> Utf8Bytes {
         Utf8Bytes::from(format!(
-            r#"{{"type":"{}","event_id":"{event_id}","response":{{"id":"{}","object":"realtime.response","status":"completed"}}}}"#,
+            r#"{{"type":"{}","event_id":"{event_id}","response":{{"id":"{}","object":"realtime.response","status":"completed","status_details":{{"type":"completed","reason":"stop"}},"output_modalities":{}}}}}"#,
             names::RESPONSE_DONE,
-            self.response_id
+            self.response_id,
+            self.grant.modalities_json
         ))
     }
 
-    /// Appends the `replies` events of one unit: the audio delta first (from two replies on), the
-    /// transcript deltas between, `sglang.unit.done` last (from one reply on).
-    pub fn push_unit(&self, replies: u32, unit: &UnitSpan, out: &mut Vec<Utf8Bytes>) {
+    /// The head shared by the deltas, up to the opening quote of `delta`.
+    fn delta_head(&self, out: &mut String, kind: &str, event_id: &str) {
+        let _ = write!(
+            out,
+            r#"{{"type":"{kind}","event_id":"{event_id}","response_id":"{}","item_id":"{}","output_index":0,"content_index":0,"delta":""#,
+            self.response_id, self.item_id
+        );
+    }
+
+    /// One unit of silence. The frame is sized up front: at 1000 ms units it is 64 kB.
+    fn audio_delta(&self, templates: &Templates, event_id: &str) -> Utf8Bytes {
+        let mut out = String::with_capacity(200 + templates.silence_b64.len());
+        self.delta_head(&mut out, names::AUDIO_DELTA, event_id);
+        out.push_str(&templates.silence_b64);
+        out.push_str("\"}");
+        Utf8Bytes::from(out)
+    }
+
+    fn text_delta(&self, event_id: &str) -> Utf8Bytes {
+        let mut out = String::with_capacity(200);
+        self.delta_head(&mut out, self.grant.text_kind, event_id);
+        out.push_str(TEXT);
+        out.push_str("\"}");
+        Utf8Bytes::from(out)
+    }
+
+    /// Appends the replies of one unit: the audio delta first (from two replies on, when audio
+    /// is granted), the text deltas between, `sglang.unit.done` last (from one reply on).
+    pub fn push_unit(
+        &self,
+        templates: &Templates,
+        unit: &UnitSpan,
+        ids: &mut EventIds,
+        out: &mut Vec<Utf8Bytes>,
+    ) {
+        let replies = templates.replies_per_unit;
         if replies == 0 {
             return;
         }
+        let mut texts = replies.saturating_sub(2);
         if replies >= 2 {
-            out.push(self.audio_delta.clone());
+            if self.grant.audio {
+                out.push(self.audio_delta(templates, &ids.next()));
+            } else {
+                texts += 1;
+            }
         }
-        for _ in 2..replies {
-            out.push(self.transcript_delta.clone());
+        for _ in 0..texts {
+            out.push(self.text_delta(&ids.next()));
         }
-        out.push(unit_done(unit));
+        out.push(unit_done(&ids.next(), unit));
     }
 }
 
-pub fn unit_done(unit: &UnitSpan) -> Utf8Bytes {
+pub fn unit_done(event_id: &str, unit: &UnitSpan) -> Utf8Bytes {
     let k = unit.index;
     Utf8Bytes::from(format!(
-        r#"{{"type":"{}","unit_id":"unit_{k}","sglang":{{"unit_id":"unit_{k}","chunk_seq":{k},"media_time":{{"t_start_ms":{},"duration_ms":{}}}}}}}"#,
+        r#"{{"type":"{}","event_id":"{event_id}","unit_id":"unit_{k}","sglang":{{"unit_id":"unit_{k}","chunk_seq":{k},"media_time":{{"t_start_ms":{},"duration_ms":{}}}}}}}"#,
         names::UNIT_DONE,
         unit.t_start_ms,
         unit.duration_ms
@@ -173,11 +306,13 @@ pub fn session_created(event_id: &str, session_id: &str) -> Utf8Bytes {
 
 pub fn session_updated(
     templates: &Templates,
+    grant: &Grant,
     event_id: &str,
     client_event_id: Option<&str>,
     session_id: &str,
 ) -> Utf8Bytes {
-    let mut out = String::with_capacity(templates.granted_json.len() + 256);
+    let granted = templates.granted_json(grant);
+    let mut out = String::with_capacity(granted.len() + 256);
     let _ = write!(
         out,
         r#"{{"type":"{}","event_id":"{event_id}","client_event_id":"#,
@@ -186,18 +321,24 @@ pub fn session_updated(
     push_json_str(&mut out, client_event_id);
     let _ = write!(
         out,
-        r#","session":{{"id":"{session_id}","object":"realtime.session","model":"{MODEL}","output_modalities":["audio"],"sglang":{{"granted":"#
+        r#","session":{{"id":"{session_id}","object":"realtime.session","model":"{MODEL}","output_modalities":{},"sglang":{{"granted":"#,
+        grant.modalities_json
     );
-    out.push_str(&templates.granted_json);
+    out.push_str(&granted);
     out.push_str("}}}");
     Utf8Bytes::from(out)
 }
 
-pub fn accepted(seq: u64, accepted_end_ms: f64, client_event_id: Option<&str>) -> Utf8Bytes {
-    let mut out = String::with_capacity(128);
+pub fn accepted(
+    event_id: &str,
+    seq: u64,
+    accepted_end_ms: f64,
+    client_event_id: Option<&str>,
+) -> Utf8Bytes {
+    let mut out = String::with_capacity(160);
     let _ = write!(
         out,
-        r#"{{"type":"{}","seq":{seq},"accepted_end_ms":{accepted_end_ms},"client_event_id":"#,
+        r#"{{"type":"{}","event_id":"{event_id}","seq":{seq},"accepted_end_ms":{accepted_end_ms},"client_event_id":"#,
         names::ACCEPTED
     );
     push_json_str(&mut out, client_event_id);
@@ -228,25 +369,41 @@ pub fn input_ended(
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Drained {
     pub accepted_end_ms: f64,
+    /// The accepted input consumed, the padding apart.
     pub consumed_ms: f64,
     pub padding_ms: f64,
 }
 
-pub fn input_drained(event_id: &str, drained: &Drained) -> Utf8Bytes {
-    Utf8Bytes::from(format!(
-        r#"{{"type":"{}","event_id":"{event_id}","accepted_end_ms":{},"consumed_ms":{},"discarded_ms":0,"padding_ms":{}}}"#,
-        names::INPUT_DRAINED,
-        drained.accepted_end_ms,
-        drained.consumed_ms,
-        drained.padding_ms
-    ))
+pub fn input_drained(
+    event_id: &str,
+    client_event_id: Option<&str>,
+    drained: &Drained,
+) -> Utf8Bytes {
+    let mut out = String::with_capacity(200);
+    let _ = write!(
+        out,
+        r#"{{"type":"{}","event_id":"{event_id}","client_event_id":"#,
+        names::INPUT_DRAINED
+    );
+    push_json_str(&mut out, client_event_id);
+    let _ = write!(
+        out,
+        r#","accepted_end_ms":{},"consumed_ms":{},"discarded_ms":0,"padding_ms":{}}}"#,
+        drained.accepted_end_ms, drained.consumed_ms, drained.padding_ms
+    );
+    Utf8Bytes::from(out)
 }
 
-pub fn session_closed(event_id: &str) -> Utf8Bytes {
-    Utf8Bytes::from(format!(
-        r#"{{"type":"{}","event_id":"{event_id}","reason":"client_closed"}}"#,
+pub fn session_closed(event_id: &str, client_event_id: Option<&str>) -> Utf8Bytes {
+    let mut out = String::with_capacity(160);
+    let _ = write!(
+        out,
+        r#"{{"type":"{}","event_id":"{event_id}","client_event_id":"#,
         names::SESSION_CLOSED
-    ))
+    );
+    push_json_str(&mut out, client_event_id);
+    out.push_str(r#","reason":"client_closed"}"#);
+    Utf8Bytes::from(out)
 }
 
 /// The `code` of an `error` event: one per way a client can get the protocol wrong.
@@ -258,10 +415,12 @@ pub enum ErrorCode {
     SessionNotConfigured,
     SeqOutOfOrder,
     MissingField,
+    InvalidField,
     InvalidAudio,
     AppendTooLarge,
     InputEnded,
     MessageTooLarge,
+    UnsupportedModalities,
 }
 
 impl ErrorCode {
@@ -273,10 +432,12 @@ impl ErrorCode {
             ErrorCode::SessionNotConfigured => "session_not_configured",
             ErrorCode::SeqOutOfOrder => "seq_out_of_order",
             ErrorCode::MissingField => "missing_field",
+            ErrorCode::InvalidField => "invalid_field",
             ErrorCode::InvalidAudio => "invalid_audio",
             ErrorCode::AppendTooLarge => "append_too_large",
             ErrorCode::InputEnded => "input_ended",
             ErrorCode::MessageTooLarge => "message_too_large",
+            ErrorCode::UnsupportedModalities => "unsupported_modalities",
         }
     }
 }
@@ -327,11 +488,12 @@ mod tests {
     use super::*;
     use serde_json::Value;
 
-    fn templates(replies_per_append: u32) -> Templates {
+    fn templates(profile: Profile) -> Templates {
         Templates::new(&MockBehaviourArgs {
-            replies_per_append,
+            profile,
+            replies_per_append: 3,
             burst_units: 1,
-            output_sample_rate: 22_050,
+            output_sample_rate: None,
             max_sessions: None,
         })
     }
@@ -340,95 +502,9 @@ mod tests {
         serde_json::from_str(frame.as_str()).unwrap()
     }
 
-    fn kinds_of_unit_replies(replies: u32) -> Vec<String> {
-        let t = templates(replies);
-        let frames = ResponseFrames::new(&t, 7);
-        let mut out = Vec::new();
-        let unit = UnitSpan {
-            index: 4,
-            t_start_ms: 320,
-            duration_ms: 80.0,
-        };
-        frames.push_unit(replies, &unit, &mut out);
-        out.iter()
-            .map(|f| json(f)["type"].as_str().unwrap().to_string())
-            .collect()
-    }
-
-    #[test]
-    fn unit_replies_have_the_requested_count_and_order() {
-        let audio = names::AUDIO_DELTA.to_string();
-        let text = names::TRANSCRIPT_DELTA.to_string();
-        let done = names::UNIT_DONE.to_string();
-        assert!(kinds_of_unit_replies(0).is_empty());
-        assert_eq!(kinds_of_unit_replies(1), vec![done.clone()]);
-        assert_eq!(kinds_of_unit_replies(2), vec![audio.clone(), done.clone()]);
-        assert_eq!(
-            kinds_of_unit_replies(3),
-            vec![audio.clone(), text.clone(), done.clone()]
-        );
-        let six = kinds_of_unit_replies(6);
-        assert_eq!(six.len(), 6);
-        assert_eq!(six[0], audio);
-        assert!(six[1..5].iter().all(|k| *k == text));
-        assert_eq!(six[5], done);
-    }
-
-    #[test]
-    fn audio_delta_is_80ms_of_silence_at_the_output_rate() {
-        let frames = ResponseFrames::new(&templates(3), 1);
-        let v = json(&frames.audio_delta);
-        let pcm = base64::engine::general_purpose::STANDARD
-            .decode(v["delta"].as_str().unwrap())
-            .unwrap();
-        assert_eq!(pcm.len(), 22_050 * 80 / 1000 * 2);
-        assert!(pcm.iter().all(|&b| b == 0));
-        assert_eq!(v["response_id"], "resp_000001");
-        assert_eq!(v["output_index"], 0);
-        assert_eq!(v["content_index"], 0);
-    }
-
-    #[test]
-    fn unit_done_carries_its_media_time() {
-        let v = json(&unit_done(&UnitSpan {
-            index: 3,
-            t_start_ms: 240,
-            duration_ms: 31.25,
-        }));
-        assert_eq!(v["unit_id"], "unit_3");
-        assert_eq!(v["sglang"]["unit_id"], "unit_3");
-        assert_eq!(v["sglang"]["chunk_seq"], 3);
-        assert_eq!(v["sglang"]["media_time"]["t_start_ms"], 240);
-        assert_eq!(v["sglang"]["media_time"]["duration_ms"], 31.25);
-    }
-
-    #[test]
-    fn session_updated_states_the_granted_terms() {
-        let v = json(&session_updated(
-            &templates(3),
-            "evt_1",
-            Some("c1"),
-            "sess_1",
-        ));
-        assert_eq!(v["client_event_id"], "c1");
-        assert_eq!(v["session"]["output_modalities"][0], "audio");
-        let g = &v["session"]["sglang"]["granted"];
-        assert_eq!(g["interaction"], "native");
-        assert_eq!(g["native_full_duplex"], true);
-        assert_eq!(g["input_audio_format"]["rate"], 16_000);
-        assert_eq!(g["output_audio_format"]["rate"], 22_050);
-        assert_eq!(g["native_unit_ms"], 80);
-        assert_eq!(g["tail_policy"], "pad");
-        assert_eq!(g["client_commit"], false);
-        assert_eq!(g["pressure_policy"], "reject");
-        assert_eq!(g["strict_order"], true);
-        assert_eq!(g["limits"]["session_timeout_s"], 240);
-        assert_eq!(g["limits"]["max_append_bytes"], 64_000);
-    }
-
     #[test]
     fn client_strings_are_escaped() {
-        let v = json(&accepted(2, 240.0, Some("a\"b\\c\n")));
+        let v = json(&accepted("e", 2, 240.0, Some("a\"b\\c\n")));
         assert_eq!(v["client_event_id"], "a\"b\\c\n");
         let v = json(&error(
             "e",
@@ -444,25 +520,48 @@ mod tests {
     }
 
     #[test]
-    fn every_fixed_frame_is_valid_json() {
-        let t = templates(3);
-        let r = ResponseFrames::new(&t, 2);
-        let drained = Drained {
-            accepted_end_ms: 360.0,
-            consumed_ms: 400.0,
-            padding_ms: 40.0,
-        };
-        for frame in [
-            session_created("e", "s"),
-            r.created("e"),
-            r.audio_done("e"),
-            r.done("e"),
-            r.transcript_delta.clone(),
-            input_ended("e", None, 360.0),
-            input_drained("e", &drained),
-            session_closed("e"),
-        ] {
-            json(&frame);
+    fn a_refusal_quotes_the_client_modalities_safely() {
+        let t = templates(Profile::Voicechat);
+        let asked = [std::borrow::Cow::Borrowed("te\"xt")];
+        let message = t.grant(Some(&asked)).unwrap_err();
+        assert!(message.contains(r#"["te\"xt"]"#), "{message}");
+    }
+
+    #[test]
+    fn every_frame_is_valid_json_with_an_event_id() {
+        for profile in Profile::ALL {
+            let t = templates(profile);
+            let grant = t.grant(None).unwrap();
+            let r = ResponseFrames::new(2, &grant);
+            let mut ids = EventIds::new(2);
+            let unit = UnitSpan {
+                index: 0,
+                t_start_ms: 0,
+                duration_ms: 40.0,
+            };
+            let mut frames = vec![
+                session_created("e", "s"),
+                session_updated(&t, &grant, "e", Some("c"), "s"),
+                r.created("e"),
+                r.done("e"),
+                input_ended("e", None, 360.0),
+                input_drained(
+                    "e",
+                    Some("c"),
+                    &Drained {
+                        accepted_end_ms: 360.0,
+                        consumed_ms: 360.0,
+                        padding_ms: 40.0,
+                    },
+                ),
+                session_closed("e", Some("c")),
+            ];
+            frames.extend(r.audio_done("e"));
+            r.push_unit(&t, &unit, &mut ids, &mut frames);
+            for frame in &frames {
+                let v = json(frame);
+                assert!(v["event_id"].is_string(), "{v}");
+            }
         }
     }
 }

@@ -5,16 +5,23 @@
 //! Phases: `AwaitingUpdate` (after `session.created`) → `Streaming` (after `session.updated`) →
 //! `Ended` (after `sglang.input_audio.drained`) → `Closed` (after `session.closed`). Anything a
 //! client gets wrong is answered with a non-fatal `error` event and changes nothing, so a
-//! confused client can never take the mock down or poison its own session.
+//! confused client can never take the mock down or poison its own session. The one fatal answer
+//! is to a `session.update` asking for terms the profile cannot serve: the mock never grants
+//! other terms silently.
+//!
+//! Input is cut into native units of the profile (80 ms or 1000 ms), whatever the packet size:
+//! the accepted input is counted in bytes, and a unit is emitted as soon as a whole one has been
+//! accepted; the tail, shorter, at the end of input.
 
-use super::replies::{self, Drained, ErrorCode, ResponseFrames, Templates, UnitSpan, UNIT_MS};
+use super::client_event::{self, ClientEvent};
+use super::replies::{
+    self, Drained, ErrorCode, EventIds, Grant, ResponseFrames, Templates, UnitSpan,
+    INPUT_BYTES_PER_MS,
+};
 use super::stats::Counters;
-use crate::protocol::{self, names, ClientEvent, BYTES_PER_SAMPLE, INPUT_SAMPLE_RATE};
+use crate::protocol::{names, BYTES_PER_SAMPLE};
 use std::rc::Rc;
 use tokio_tungstenite::tungstenite::Utf8Bytes;
-
-/// Bytes of 16 kHz PCM16 per millisecond of input audio.
-const INPUT_BYTES_PER_MS: f64 = (INPUT_SAMPLE_RATE as usize * BYTES_PER_SAMPLE) as f64 / 1000.0;
 /// Longest piece of client text quoted back in an error message.
 const QUOTE_CHARS: usize = 64;
 
@@ -31,14 +38,23 @@ pub enum Phase {
 pub enum Step {
     Continue,
     /// Send the outbox, then a close frame, then drop the connection.
-    Close,
+    Close(Goodbye),
 }
 
-/// Where a session's input timeline starts: the arrival and `t_start_ms` of its seq 0.
+/// Why the mock closes the WebSocket, which gives the close code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Goodbye {
+    /// After `session.closed`: 1000 (normal closure).
+    Closed,
+    /// After a fatal `error` refusing the terms asked for: 1008 (policy violation).
+    Refused,
+}
+
+/// Where a session's input timeline starts: the arrival and media time of its seq 0.
 #[derive(Debug, Clone, Copy)]
 struct Origin {
     arrival_s: f64,
-    t_start_ms: u64,
+    t_start_ms: f64,
 }
 
 #[derive(Debug)]
@@ -48,10 +64,15 @@ pub struct Session {
     id: String,
     phase: Phase,
     ids: EventIds,
+    /// The output modalities granted by `session.updated`.
+    grant: Option<Grant>,
     /// strict_order: the only seq the next append may carry.
     next_seq: u64,
     origin: Option<Origin>,
-    accepted_end_ms: f64,
+    /// Input accepted so far, in bytes of 16 kHz PCM16: exact, so unit spans add up.
+    accepted_bytes: u64,
+    /// Native units cut from the input so far (the index of the next one).
+    units: u64,
     /// Units whose replies wait for a full burst.
     pending: Vec<UnitSpan>,
     /// Set once `response.created` has been sent.
@@ -67,13 +88,12 @@ impl Session {
             number,
             id: format!("sess_{number:06}"),
             phase: Phase::AwaitingUpdate,
-            ids: EventIds {
-                session: number,
-                last: 0,
-            },
+            ids: EventIds::new(number),
+            grant: None,
             next_seq: 0,
             origin: None,
-            accepted_end_ms: 0.0,
+            accepted_bytes: 0,
+            units: 0,
             pending: Vec::with_capacity(burst),
             response: None,
         }
@@ -98,7 +118,7 @@ impl Session {
         counters: &Counters,
         out: &mut Vec<Utf8Bytes>,
     ) -> Step {
-        let event = match protocol::parse_client_event(text) {
+        let event = match client_event::parse(text) {
             Ok(event) => event,
             Err(err) => {
                 let message = format!("not a JSON object with a string `type`: {err}");
@@ -112,14 +132,14 @@ impl Session {
                 counters.append_received();
                 self.on_append(&event, arrival_s, counters, out);
             }
-            names::SESSION_UPDATE => self.on_update(client_event_id, counters, out),
+            names::SESSION_UPDATE => return self.on_update(&event, counters, out),
             names::INPUT_END => self.on_end(client_event_id, counters, out),
             names::SESSION_CLOSE => {
                 let event_id = self.event_id();
-                out.push(replies::session_closed(&event_id));
+                out.push(replies::session_closed(&event_id, client_event_id));
                 self.phase = Phase::Closed;
                 counters.session_closed();
-                return Step::Close;
+                return Step::Close(Goodbye::Closed);
             }
             other => {
                 let message = format!("unknown event type `{}`", quote(other));
@@ -160,10 +180,11 @@ impl Session {
 
     fn on_update(
         &mut self,
-        client_event_id: Option<&str>,
+        event: &ClientEvent<'_>,
         counters: &Counters,
         out: &mut Vec<Utf8Bytes>,
-    ) {
+    ) -> Step {
+        let client_event_id = event.event_id.as_deref();
         if self.phase == Phase::Ended {
             let message = "input has ended; only session.close is valid now";
             self.error(
@@ -173,17 +194,40 @@ impl Session {
                 message,
                 client_event_id,
             );
-            return;
+            return Step::Continue;
         }
-        // A repeated update is answered again: the terms are fixed, so it changes nothing.
+        let asked = event
+            .session
+            .as_ref()
+            .and_then(|s| s.output_modalities.as_deref());
+        let grant = match self.templates.grant(asked) {
+            Ok(grant) => grant,
+            Err(message) => {
+                counters.protocol_error();
+                let event_id = self.event_id();
+                out.push(replies::error(
+                    &event_id,
+                    ErrorCode::UnsupportedModalities,
+                    &message,
+                    client_event_id,
+                    true,
+                ));
+                self.phase = Phase::Closed;
+                return Step::Close(Goodbye::Refused);
+            }
+        };
+        // A repeated update is answered again; a response already begun keeps its terms.
         self.phase = Phase::Streaming;
         let event_id = self.event_id();
         out.push(replies::session_updated(
             &self.templates,
+            &grant,
             &event_id,
             client_event_id,
             &self.id,
         ));
+        self.grant = Some(grant);
+        Step::Continue
     }
 
     fn on_append(
@@ -199,19 +243,30 @@ impl Session {
             return;
         }
         let sglang = event.sglang.as_ref();
-        let (Some(seq), Some(t_start_ms)) = (
-            sglang.and_then(|s| s.seq),
-            sglang.and_then(|s| s.t_start_ms),
-        ) else {
-            let message = "append needs sglang.seq and sglang.t_start_ms";
-            self.error(
-                out,
-                counters,
-                ErrorCode::MissingField,
-                message,
-                client_event_id,
-            );
-            return;
+        let seq = match sglang.and_then(|s| s.seq()) {
+            Some(Ok(seq)) => seq,
+            Some(Err(number)) => {
+                let message = format!("sglang.seq must be a whole number from 0, got {number}");
+                self.error(
+                    out,
+                    counters,
+                    ErrorCode::InvalidField,
+                    &message,
+                    client_event_id,
+                );
+                return;
+            }
+            None => {
+                let message = "append needs sglang.seq";
+                self.error(
+                    out,
+                    counters,
+                    ErrorCode::MissingField,
+                    message,
+                    client_event_id,
+                );
+                return;
+            }
         };
         if seq != self.next_seq {
             let message = format!("expected seq {}, got {seq}; packet dropped", self.next_seq);
@@ -263,30 +318,48 @@ impl Session {
             return;
         }
 
+        // The media time the client states, or (it is optional) where the input stands.
+        let t_start_ms = sglang
+            .and_then(|s| s.t_start_ms)
+            .unwrap_or_else(|| self.accepted_end_ms());
         let origin = *self.origin.get_or_insert(Origin {
             arrival_s,
             t_start_ms,
         });
-        let due_s = (t_start_ms as f64 - origin.t_start_ms as f64) / 1000.0;
+        let due_s = (t_start_ms - origin.t_start_ms) / 1000.0;
         counters.record_arrival_deviation_s(((arrival_s - origin.arrival_s) - due_s).abs());
 
         self.next_seq += 1;
-        let duration_ms = audio_bytes as f64 / INPUT_BYTES_PER_MS;
-        self.accepted_end_ms = t_start_ms as f64 + duration_ms;
+        self.accepted_bytes += audio_bytes as u64;
+        let event_id = self.event_id();
         out.push(replies::accepted(
+            &event_id,
             seq,
-            self.accepted_end_ms,
+            self.accepted_end_ms(),
             client_event_id,
         ));
-        // Strict order makes the unit index equal to the seq of the append it covers.
-        self.pending.push(UnitSpan {
-            index: seq,
-            t_start_ms,
-            duration_ms,
-        });
+        let unit_bytes = self.templates.unit_input_bytes;
+        while self.accepted_bytes >= (self.units + 1) * unit_bytes {
+            self.cut_unit(unit_bytes);
+        }
         if self.pending.len() >= self.templates.burst_units as usize {
             self.flush_units(out);
         }
+    }
+
+    /// Milliseconds of input accepted so far.
+    fn accepted_end_ms(&self) -> f64 {
+        self.accepted_bytes as f64 / INPUT_BYTES_PER_MS as f64
+    }
+
+    /// Queues the next native unit, covering `bytes` of input from where the last one ended.
+    fn cut_unit(&mut self, bytes: u64) {
+        self.pending.push(UnitSpan {
+            index: self.units,
+            t_start_ms: self.units * u64::from(self.templates.unit_ms),
+            duration_ms: bytes as f64 / INPUT_BYTES_PER_MS as f64,
+        });
+        self.units += 1;
     }
 
     fn on_end(
@@ -301,24 +374,36 @@ impl Session {
         }
         self.phase = Phase::Ended;
         let event_id = self.event_id();
+        let accepted_end_ms = self.accepted_end_ms();
         out.push(replies::input_ended(
             &event_id,
             client_event_id,
-            self.accepted_end_ms,
+            accepted_end_ms,
         ));
+        // The tail: the input after the last whole unit, padded with silence to a whole unit.
+        let unit_bytes = self.templates.unit_input_bytes;
+        let tail_bytes = self.accepted_bytes - self.units * unit_bytes;
+        if tail_bytes > 0 {
+            self.cut_unit(tail_bytes);
+        }
+        // 32 bytes per ms: the division is exact in binary, so the spans add up to the input.
+        let padding_ms =
+            (self.units * unit_bytes - self.accepted_bytes) as f64 / INPUT_BYTES_PER_MS as f64;
         self.flush_units(out);
-        let padding_ms = tail_padding_ms(self.accepted_end_ms);
         if let Some(response) = &self.response {
-            out.push(response.audio_done(&self.ids.next()));
+            if let Some(audio_done) = response.audio_done(&self.ids.next()) {
+                out.push(audio_done);
+            }
             out.push(response.done(&self.ids.next()));
         }
         let event_id = self.event_id();
         out.push(replies::input_drained(
             &event_id,
+            client_event_id,
             &Drained {
-                accepted_end_ms: self.accepted_end_ms,
-                // The padded tail is consumed too; nothing is ever discarded.
-                consumed_ms: self.accepted_end_ms + padding_ms,
+                accepted_end_ms,
+                // The accepted input, all consumed; the padding is reported apart.
+                consumed_ms: accepted_end_ms,
                 padding_ms,
             },
         ));
@@ -341,20 +426,24 @@ impl Session {
 
     /// Sends the replies of every pending unit, opening the response before the first reply.
     fn flush_units(&mut self, out: &mut Vec<Utf8Bytes>) {
-        let replies = self.templates.replies_per_append;
-        if self.pending.is_empty() || replies == 0 {
+        if self.pending.is_empty() || self.templates.replies_per_unit == 0 {
             self.pending.clear();
             return;
         }
         if self.response.is_none() {
-            let frames = ResponseFrames::new(&self.templates, self.number);
+            // Streaming is only reached through a grant, so there is one.
+            let Some(grant) = &self.grant else {
+                self.pending.clear();
+                return;
+            };
+            let frames = ResponseFrames::new(self.number, grant);
             let event_id = self.event_id();
             out.push(frames.created(&event_id));
             self.response = Some(frames);
         }
         if let Some(response) = &self.response {
             for unit in &self.pending {
-                response.push_unit(replies, unit, out);
+                response.push_unit(&self.templates, unit, &mut self.ids, out);
             }
         }
         self.pending.clear();
@@ -384,20 +473,6 @@ impl Session {
     }
 }
 
-/// Server event ids: `evt_<session>_<n>`, unique in the process.
-#[derive(Debug)]
-struct EventIds {
-    session: u64,
-    last: u64,
-}
-
-impl EventIds {
-    fn next(&mut self) -> String {
-        self.last += 1;
-        format!("evt_{:06}_{}", self.session, self.last)
-    }
-}
-
 /// Decoded length of standard padded base64, from its length alone: the mock never looks at the
 /// audio, so decoding it would be wasted work.
 fn decoded_len(audio_b64: &str) -> Result<usize, String> {
@@ -421,12 +496,6 @@ fn decoded_len(audio_b64: &str) -> Result<usize, String> {
         ));
     }
     Ok(bytes)
-}
-
-/// Silence added after the input so that it ends on a unit boundary.
-fn tail_padding_ms(accepted_end_ms: f64) -> f64 {
-    let unit_ms = UNIT_MS as f64;
-    (unit_ms - accepted_end_ms % unit_ms) % unit_ms
 }
 
 /// At most [`QUOTE_CHARS`] characters of client text, for error messages.

@@ -243,32 +243,6 @@ struct ErrorBody<'a> {
     message: Option<Cow<'a, str>>,
 }
 
-/// The fields of a client event the mock reads.
-#[derive(Debug, Deserialize)]
-pub struct ClientEvent<'a> {
-    #[serde(rename = "type", borrow)]
-    pub kind: Cow<'a, str>,
-    #[serde(default, borrow)]
-    pub event_id: Option<Cow<'a, str>>,
-    #[serde(default, borrow)]
-    pub audio: Option<Cow<'a, str>>,
-    #[serde(default)]
-    pub sglang: Option<ClientSglang>,
-}
-
-#[derive(Debug, Deserialize)]
-pub struct ClientSglang {
-    #[serde(default)]
-    pub seq: Option<u64>,
-    #[serde(default)]
-    pub t_start_ms: Option<u64>,
-}
-
-/// Parses the parts of a client event the mock needs.
-pub fn parse_client_event(text: &str) -> Result<ClientEvent<'_>, serde_json::Error> {
-    serde_json::from_str(text)
-}
-
 /// A number where one is expected, `None` for anything else (a string, `null`): a field the
 /// client cannot read is not worth failing the whole event for.
 fn lenient_number<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<f64>, D::Error> {

@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used)]
 
 mod bad_input;
+mod conform;
 mod dashboard;
 mod fake_server;
 mod frozen;

@@ -19,14 +19,14 @@ use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 const STEP: Duration = Duration::from_secs(5);
 
 /// The mock binary, killed (and its temp dir removed) however the test ends.
-struct Mock {
+pub struct Mock {
     child: Child,
-    addr: String,
+    pub addr: String,
     dir: PathBuf,
 }
 
 impl Mock {
-    fn start(extra: &[&str]) -> Mock {
+    pub fn start(extra: &[&str]) -> Mock {
         let dir = std::env::temp_dir().join(format!(
             "duplexbench-mock-it-{}-{}",
             std::process::id(),
@@ -77,7 +77,7 @@ impl Mock {
         mock
     }
 
-    fn url(&self) -> String {
+    pub fn url(&self) -> String {
         format!("ws://{}{}", self.addr, protocol::PATH)
     }
 
@@ -181,11 +181,29 @@ impl Client {
         self.expect_close().await;
     }
 
+    /// The replies of one 80 ms unit: a whole unit of audio, a transcript, `sglang.unit.done`.
+    async fn expect_unit(&mut self, n: u32, t_start_ms: u64, duration_ms: u64) {
+        let audio = self.expect(names::AUDIO_DELTA).await;
+        let pcm = base64::engine::general_purpose::STANDARD
+            .decode(audio["delta"].as_str().unwrap())
+            .unwrap();
+        assert_eq!(pcm.len(), 22_050 * 80 / 1000 * 2, "the padded tail too");
+        self.expect(names::TRANSCRIPT_DELTA).await;
+        let unit = self.expect(names::UNIT_DONE).await;
+        assert_eq!(unit["unit_id"], format!("unit_{n}"));
+        assert_eq!(unit["sglang"]["chunk_seq"], n);
+        assert_eq!(unit["sglang"]["media_time"]["t_start_ms"], t_start_ms);
+        assert_eq!(unit["sglang"]["media_time"]["duration_ms"], duration_ms);
+    }
+
+    /// The server's close frame after `session.closed`: code 1000 (issue #10; it was none).
     async fn expect_close(&mut self) {
         let next = tokio::time::timeout(STEP, self.ws.next()).await;
         match next.expect("the server closes in time") {
-            Some(Ok(Message::Close(_))) | None => {}
-            other => panic!("expected the server to close, got {other:?}"),
+            Some(Ok(Message::Close(Some(frame)))) => {
+                assert_eq!(u16::from(frame.code), 1000, "{frame:?}");
+            }
+            other => panic!("expected the server to close with 1000, got {other:?}"),
         }
     }
 }
@@ -237,29 +255,24 @@ async fn full_session_gets_every_event_in_order() {
         if seq == 0 {
             client.expect(names::RESPONSE_CREATED).await;
         }
-        let audio = client.expect(names::AUDIO_DELTA).await;
-        let pcm = base64::engine::general_purpose::STANDARD
-            .decode(audio["delta"].as_str().unwrap())
-            .unwrap();
-        assert_eq!(pcm.len(), 22_050 * 80 / 1000 * 2);
-        client.expect(names::TRANSCRIPT_DELTA).await;
-        let unit = client.expect(names::UNIT_DONE).await;
-        assert_eq!(unit["unit_id"], format!("unit_{seq}"));
-        assert_eq!(unit["sglang"]["chunk_seq"], seq);
-        assert_eq!(unit["sglang"]["media_time"]["t_start_ms"], t_start_ms);
-        assert_eq!(unit["sglang"]["media_time"]["duration_ms"], duration_ms);
+        // The 40 ms tail is not a whole unit: its unit comes at the end of input.
+        if seq < 4 {
+            client.expect_unit(seq, t_start_ms, duration_ms).await;
+        }
     }
 
     client.send(protocol::input_end(2)).await;
     let ended = client.expect(names::INPUT_ENDED).await;
     assert_eq!(ended["accepted_end_ms"], 360);
     assert_eq!(ended["tail_policy"], "pad");
+    client.expect_unit(4, 320, 40).await;
     client.expect(names::AUDIO_DONE).await;
     client.expect(names::RESPONSE_DONE).await;
     let drained = client.expect(names::INPUT_DRAINED).await;
     assert_eq!(drained["accepted_end_ms"], 360);
     assert_eq!(drained["padding_ms"], 40);
-    assert_eq!(drained["consumed_ms"], 400);
+    // Issue #10: consumed is the accepted input, the padding apart.
+    assert_eq!(drained["consumed_ms"], 360);
     assert_eq!(drained["discarded_ms"], 0);
 
     client.send(protocol::session_close(3)).await;
@@ -445,4 +458,77 @@ async fn an_oversized_message_ends_only_its_own_session() {
     let stats = mock.terminate();
     assert_eq!(stats.protocol_errors, 1);
     assert_eq!((stats.sessions_served, stats.sessions_closed), (2, 1));
+}
+
+/// Issue #10: the real client sends `t_start_ms` as `80.0` and ids as uuid4 hex; the mock took
+/// the float for invalid JSON and 0 of 8 sessions got past their first append.
+#[tokio::test]
+async fn float_milliseconds_and_unknown_fields_are_accepted() {
+    let mock = Mock::start(&[]);
+    let mut client = Client::connect(&mock).await;
+    client.expect(names::SESSION_CREATED).await;
+    client
+        .send(r#"{"type":"session.update","event_id":"9b2f4c1de0a84f6b8a3e5d7c9b1a2f3e","session":{"output_modalities":["audio"],"voice":"any"},"unknown":{"x":1}}"#.to_string())
+        .await;
+    client.expect(names::SESSION_UPDATED).await;
+    let audio = base64::engine::general_purpose::STANDARD.encode(vec![0u8; 2560]);
+    for seq in 0..2u32 {
+        let t_start_ms = f64::from(seq) * 80.0;
+        client
+            .send(format!(
+                r#"{{"type":"input_audio_buffer.append","event_id":"{:032x}","audio":"{audio}","sglang":{{"seq":{seq},"t_start_ms":{t_start_ms:?},"extra":true}}}}"#,
+                u128::from(seq) + 0xfeed
+            ))
+            .await;
+        let accepted = client.expect(names::ACCEPTED).await;
+        assert_eq!(accepted["seq"], seq);
+        assert!(accepted["event_id"].is_string(), "{accepted}");
+        if seq == 0 {
+            client.expect(names::RESPONSE_CREATED).await;
+        }
+        client.expect_unit(seq, u64::from(seq) * 80, 80).await;
+    }
+    client.finish().await;
+}
+
+#[tokio::test]
+async fn asking_voicechat_for_minicpmo_modalities_is_a_fatal_error_naming_what_it_serves() {
+    let mock = Mock::start(&["--profile", "voicechat"]);
+    let mut client = Client::connect(&mock).await;
+    client.expect(names::SESSION_CREATED).await;
+    client
+        .send(r#"{"type":"session.update","event_id":"u1","session":{"output_modalities":["audio","text"]}}"#.to_string())
+        .await;
+    let error = client.expect(names::ERROR).await;
+    assert_eq!(error["sglang"]["fatal"], true);
+    assert_eq!(error["error"]["code"], "unsupported_modalities");
+    let message = error["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains(r#"["text"]"#) && message.contains(r#"["audio"]"#),
+        "{message}"
+    );
+    // The session ends: no grant, and the socket closes with 1008 (policy violation).
+    let next = tokio::time::timeout(STEP, client.ws.next()).await.unwrap();
+    match next {
+        Some(Ok(Message::Close(Some(frame)))) => assert_eq!(u16::from(frame.code), 1008),
+        other => panic!("expected a 1008 close, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn minicpmo_grants_audio_and_text_with_1000ms_units() {
+    let mock = Mock::start(&["--profile", "minicpmo"]);
+    let mut client = Client::connect(&mock).await;
+    client.expect(names::SESSION_CREATED).await;
+    client
+        .send(r#"{"type":"session.update","event_id":"u1","session":{"output_modalities":["audio","text"]}}"#.to_string())
+        .await;
+    let updated = client.expect(names::SESSION_UPDATED).await;
+    let granted = &updated["session"]["sglang"]["granted"];
+    assert_eq!(granted["native_unit_ms"], 1000);
+    assert_eq!(granted["output_audio_format"]["rate"], 24_000);
+    assert_eq!(
+        granted["output_modalities"],
+        serde_json::json!(["audio", "text"])
+    );
 }

@@ -1,8 +1,12 @@
 //! Transitions, reply composition, bursts, tail padding and error codes of the session state
-//! machine, driven by the client frames of `protocol` as a real client sends them.
+//! machine, driven by the client frames of `protocol` as our client sends them and by frames
+//! shaped as the real sglang-omni client sends them (float milliseconds, uuid4 hex ids). Every
+//! fact of issue #10 the mock must get right has a test here.
 
 use super::*;
 use crate::cli::MockBehaviourArgs;
+use crate::profile::Profile;
+use crate::protocol;
 use base64::Engine as _;
 use serde_json::Value;
 
@@ -14,10 +18,15 @@ struct Harness {
 
 impl Harness {
     fn new(replies_per_append: u32, burst_units: u32) -> Self {
+        Harness::with(Profile::Voicechat, replies_per_append, burst_units)
+    }
+
+    fn with(profile: Profile, replies_per_append: u32, burst_units: u32) -> Self {
         let templates = Rc::new(Templates::new(&MockBehaviourArgs {
+            profile,
             replies_per_append,
             burst_units,
-            output_sample_rate: 24_000,
+            output_sample_rate: None,
             max_sessions: None,
         }));
         let mut session = Session::new(templates, 1);
@@ -82,6 +91,72 @@ fn error_code(events: &[Value]) -> &str {
     events[0]["error"]["code"].as_str().unwrap()
 }
 
+/// A `session.update` as the real client sends it, asking for `modalities`.
+fn real_update(modalities: &[&str]) -> String {
+    serde_json::json!({
+        "type": "session.update",
+        "event_id": "5f0c6b3e9d2a4e7f8a1b2c3d4e5f6a7b",
+        "session": {"output_modalities": modalities},
+    })
+    .to_string()
+}
+
+/// An append as the real client sends it: uuid4 hex id, `t_start_ms` as a float (`80.0`).
+fn real_append(seq: u64, offset_bytes: usize, pcm_bytes: usize) -> String {
+    let audio = base64::engine::general_purpose::STANDARD.encode(vec![0u8; pcm_bytes]);
+    let t_start_ms = offset_bytes as f64 / 2.0 / 16_000.0 * 1000.0;
+    format!(
+        r#"{{"type":"input_audio_buffer.append","event_id":"{:032x}","audio":"{audio}","sglang":{{"seq":{seq},"t_start_ms":{t_start_ms:?}}}}}"#,
+        0xa11ce_u128 + u128::from(seq)
+    )
+}
+
+/// Every event of a whole session as the real client runs it: update, `input_ms` of input in
+/// 80 ms packets (the last one short), end, close. Returns the events and the last step.
+fn real_session(profile: Profile, modalities: &[&str], input_ms: usize) -> (Vec<Value>, Step) {
+    let mut h = Harness::with(profile, 3, 1);
+    let mut events: Vec<Value> = h
+        .out
+        .iter()
+        .map(|f| serde_json::from_str(f.as_str()).unwrap())
+        .collect();
+    events.extend(h.send(&real_update(modalities)));
+    let total = input_ms * 32;
+    let mut offset = 0;
+    let mut seq = 0;
+    while offset < total {
+        let bytes = PACKET.min(total - offset);
+        events.extend(h.send(&real_append(seq, offset, bytes)));
+        offset += bytes;
+        seq += 1;
+    }
+    events.extend(h.send(r#"{"type":"sglang.input_audio.end","event_id":"e0f"}"#));
+    let (step, closed) = h.send_at(r#"{"type":"session.close","event_id":"c10"}"#, 9.0);
+    events.extend(closed);
+    assert_eq!(h.errors(), 0, "{events:?}");
+    (events, step)
+}
+
+fn of_type<'a>(events: &'a [Value], kind: &str) -> Vec<&'a Value> {
+    events.iter().filter(|e| e["type"] == kind).collect()
+}
+
+fn position(events: &[Value], kind: &str) -> usize {
+    events.iter().position(|e| e["type"] == kind).unwrap()
+}
+
+fn audio_bytes(events: &[Value]) -> usize {
+    of_type(events, names::AUDIO_DELTA)
+        .iter()
+        .map(|e| {
+            base64::engine::general_purpose::STANDARD
+                .decode(e["delta"].as_str().unwrap())
+                .unwrap()
+                .len()
+        })
+        .sum()
+}
+
 const PACKET: usize = 2560;
 
 #[test]
@@ -140,7 +215,7 @@ fn full_session_walks_every_phase() {
     assert_eq!(h.session.phase(), Phase::Ended);
 
     let (step, closed) = h.send_at(&protocol::session_close(10), 1.0);
-    assert_eq!(step, Step::Close);
+    assert_eq!(step, Step::Close(Goodbye::Closed));
     assert_eq!(kinds(&closed), [names::SESSION_CLOSED]);
     assert_eq!(closed[0]["reason"], "client_closed");
     assert_eq!(h.session.phase(), Phase::Closed);
@@ -199,27 +274,34 @@ fn bursts_hold_units_until_full_and_flush_the_rest_at_end() {
 }
 
 #[test]
-fn short_last_packet_is_padded_to_the_unit_boundary() {
+fn short_last_packet_becomes_the_tail_unit_at_the_end_of_input() {
     let mut h = Harness::new(3, 1).configured();
     h.append(0, PACKET);
-    // 1000 bytes = 31.25 ms of 16 kHz PCM16.
+    // 1000 bytes = 31.25 ms of 16 kHz PCM16: not a whole unit, so no unit yet.
     let last = h.append(1, 1000);
+    assert_eq!(kinds(&last), [names::ACCEPTED]);
     assert_eq!(last[0]["accepted_end_ms"], 111.25);
-    assert_eq!(last[3]["sglang"]["media_time"]["duration_ms"], 31.25);
     let end = h.send(&protocol::input_end(3));
-    let drained = &end[3];
-    assert_eq!(drained["type"], names::INPUT_DRAINED);
+    assert_eq!(
+        kinds(&end),
+        [
+            names::INPUT_ENDED,
+            names::AUDIO_DELTA,
+            names::TRANSCRIPT_DELTA,
+            names::UNIT_DONE,
+            names::AUDIO_DONE,
+            names::RESPONSE_DONE,
+            names::INPUT_DRAINED
+        ]
+    );
+    let tail = &end[3]["sglang"];
+    assert_eq!(tail["unit_id"], "unit_1");
+    assert_eq!(tail["media_time"]["t_start_ms"], 80);
+    assert_eq!(tail["media_time"]["duration_ms"], 31.25);
+    let drained = &end[6];
     assert_eq!(drained["accepted_end_ms"], 111.25);
+    assert_eq!(drained["consumed_ms"], 111.25);
     assert_eq!(drained["padding_ms"], 48.75);
-    assert_eq!(drained["consumed_ms"], 160);
-}
-
-#[test]
-fn tail_padding_is_zero_on_a_boundary() {
-    assert_eq!(tail_padding_ms(0.0), 0.0);
-    assert_eq!(tail_padding_ms(160.0), 0.0);
-    assert_eq!(tail_padding_ms(360.0), 40.0);
-    assert_eq!(tail_padding_ms(79.5), 0.5);
 }
 
 #[test]
@@ -291,7 +373,7 @@ fn input_after_end_is_refused_but_close_still_works() {
     let (step, closed) = h.send_at(&protocol::session_close(5), 0.0);
     assert_eq!(
         (step, kinds(&closed)),
-        (Step::Close, vec![names::SESSION_CLOSED])
+        (Step::Close(Goodbye::Closed), vec![names::SESSION_CLOSED])
     );
 }
 
@@ -338,4 +420,324 @@ fn long_client_text_is_quoted_short() {
     let long = "é".repeat(200);
     assert_eq!(quote(&long).chars().count(), QUOTE_CHARS);
     assert_eq!(quote("abc"), "abc");
+}
+
+// Issue #10, fact by fact, on sessions run as the real sglang-omni client runs them.
+
+#[test]
+fn float_milliseconds_float_seq_and_unknown_fields_are_accepted() {
+    let mut h = Harness::new(3, 1);
+    let updated = h.send(r#"{"type":"session.update","event_id":"u-1","session":{"output_modalities":["audio"],"instructions":"x"},"extra":1}"#);
+    assert_eq!(kinds(&updated), [names::SESSION_UPDATED]);
+    let audio = base64::engine::general_purpose::STANDARD.encode(vec![0u8; PACKET]);
+    let first = h.send(&format!(
+        r#"{{"type":"input_audio_buffer.append","event_id":"a","audio":"{audio}","sglang":{{"seq":0.0,"t_start_ms":0.0,"note":"x"}},"more":[1,2]}}"#
+    ));
+    assert_eq!(first[0]["type"], names::ACCEPTED);
+    assert_eq!(first[0]["seq"], 0);
+    let second = h.send(&real_append(1, PACKET, PACKET));
+    assert_eq!(second[0]["accepted_end_ms"], 160);
+    // t_start_ms is optional: the mock counts the input itself.
+    let third = h.send(&format!(
+        r#"{{"type":"input_audio_buffer.append","event_id":"c","audio":"{audio}","sglang":{{"seq":2}}}}"#
+    ));
+    assert_eq!(third[0]["accepted_end_ms"], 240);
+    assert_eq!(h.errors(), 0);
+    let fractional = h.send(&format!(
+        r#"{{"type":"input_audio_buffer.append","event_id":"d","audio":"{audio}","sglang":{{"seq":3.5}}}}"#
+    ));
+    assert_eq!(error_code(&fractional), "invalid_field");
+}
+
+#[test]
+fn session_updated_grants_every_capability_of_the_profile() {
+    for (profile, asked, unit_ms, rate) in [
+        (Profile::Voicechat, vec!["audio"], 80, 22_050),
+        (Profile::Minicpmo, vec!["audio", "text"], 1000, 24_000),
+    ] {
+        let mut h = Harness::with(profile, 3, 1);
+        let updated = &h.send(&real_update(&asked))[0];
+        assert_eq!(
+            updated["client_event_id"],
+            "5f0c6b3e9d2a4e7f8a1b2c3d4e5f6a7b"
+        );
+        assert_eq!(
+            updated["session"]["output_modalities"],
+            serde_json::json!(asked)
+        );
+        let g = &updated["session"]["sglang"]["granted"];
+        let expected = serde_json::json!({
+            "interaction": "native",
+            "native_full_duplex": true,
+            "input_audio_format": {"type": "audio/pcm", "rate": 16_000},
+            "output_audio_format": {"type": "audio/pcm", "rate": rate},
+            "output_modalities": asked,
+            "native_unit_ms": unit_ms,
+            "microturn_ms": null,
+            "tail_policy": "pad",
+            "client_commit": false,
+            "pressure_policy": "reject",
+            "strict_order": true,
+            "proactive_output": false,
+            "supports_server_interrupt": false,
+            "supports_resume": false,
+            "supports_truncate": false,
+        });
+        for (key, value) in expected.as_object().unwrap() {
+            assert_eq!(&g[key], value, "{profile:?} granted.{key}");
+        }
+        assert_eq!(g["limits"]["session_timeout_s"], 240);
+        assert_eq!(g["limits"]["max_append_bytes"], 64_000);
+    }
+}
+
+#[test]
+fn a_profile_grants_fewer_modalities_when_fewer_are_asked_for() {
+    let mut h = Harness::with(Profile::Minicpmo, 3, 1);
+    let updated = &h.send(&real_update(&["audio"]))[0];
+    assert_eq!(
+        updated["session"]["sglang"]["granted"]["output_modalities"],
+        serde_json::json!(["audio"])
+    );
+    // Nothing asked: everything the profile serves.
+    let mut h = Harness::with(Profile::Minicpmo, 3, 1);
+    let updated = &h.send(r#"{"type":"session.update","event_id":"x"}"#)[0];
+    assert_eq!(
+        updated["session"]["sglang"]["granted"]["output_modalities"],
+        serde_json::json!(["audio", "text"])
+    );
+}
+
+#[test]
+fn asking_voicechat_for_text_is_refused_with_a_fatal_error_naming_what_it_serves() {
+    let mut h = Harness::new(3, 1);
+    let (step, events) = h.send_at(&real_update(&["audio", "text"]), 0.0);
+    assert_eq!(step, Step::Close(Goodbye::Refused));
+    assert_eq!(kinds(&events), [names::ERROR]);
+    let error = &events[0];
+    assert_eq!(error["sglang"]["fatal"], true);
+    assert_eq!(error["error"]["code"], "unsupported_modalities");
+    assert_eq!(
+        error["error"]["event_id"],
+        "5f0c6b3e9d2a4e7f8a1b2c3d4e5f6a7b"
+    );
+    let message = error["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains(r#"["text"]"#)
+            && message.contains(r#"serves output_modalities ["audio"]"#),
+        "{message}"
+    );
+    assert_eq!(h.session.phase(), Phase::Closed);
+}
+
+#[test]
+fn every_server_event_carries_its_own_event_id() {
+    for profile in Profile::ALL {
+        let (events, _) = real_session(profile, profile.output_modalities(), 5000);
+        let mut ids = std::collections::HashSet::new();
+        for event in &events {
+            let id = event["event_id"].as_str();
+            assert!(id.is_some_and(|id| !id.is_empty()), "{event}");
+            assert!(
+                ids.insert(id.unwrap().to_string()),
+                "repeated id in {event}"
+            );
+        }
+        for kind in [
+            names::SESSION_CREATED,
+            names::SESSION_UPDATED,
+            names::ACCEPTED,
+            names::RESPONSE_CREATED,
+            names::AUDIO_DELTA,
+            names::UNIT_DONE,
+            names::AUDIO_DONE,
+            names::RESPONSE_DONE,
+            names::INPUT_ENDED,
+            names::INPUT_DRAINED,
+            names::SESSION_CLOSED,
+        ] {
+            assert!(
+                !of_type(&events, kind).is_empty(),
+                "{profile:?} sent no {kind}"
+            );
+        }
+    }
+}
+
+#[test]
+fn response_done_is_completed_with_reason_stop() {
+    let (events, _) = real_session(Profile::Voicechat, &["audio"], 400);
+    let done = of_type(&events, names::RESPONSE_DONE);
+    assert_eq!(done.len(), 1);
+    assert_eq!(done[0]["response"]["status"], "completed");
+    assert_eq!(done[0]["response"]["status_details"]["reason"], "stop");
+}
+
+#[test]
+fn acknowledgements_carry_the_client_event_id_they_answer() {
+    let (events, step) = real_session(Profile::Voicechat, &["audio"], 400);
+    let accepted = of_type(&events, names::ACCEPTED);
+    for (seq, a) in accepted.iter().enumerate() {
+        assert_eq!(a["seq"], seq);
+        assert_eq!(
+            a["client_event_id"],
+            format!("{:032x}", 0xa11ce_u128 + seq as u128)
+        );
+    }
+    assert_eq!(
+        of_type(&events, names::INPUT_ENDED)[0]["client_event_id"],
+        "e0f"
+    );
+    assert_eq!(
+        of_type(&events, names::INPUT_DRAINED)[0]["client_event_id"],
+        "e0f"
+    );
+    assert_eq!(
+        of_type(&events, names::SESSION_CLOSED)[0]["client_event_id"],
+        "c10"
+    );
+    // After session.closed the connection closes with 1000.
+    assert_eq!(step, Step::Close(Goodbye::Closed));
+}
+
+#[test]
+fn drained_reports_the_accepted_input_with_the_padding_apart() {
+    for (profile, input_ms, padding_ms) in [
+        (Profile::Voicechat, 5000, 40),
+        (Profile::Voicechat, 4960, 0),
+        (Profile::Minicpmo, 5000, 0),
+        (Profile::Minicpmo, 4200, 800),
+    ] {
+        let (events, _) = real_session(profile, &["audio"], input_ms);
+        let drained = of_type(&events, names::INPUT_DRAINED)[0];
+        assert_eq!(
+            drained["accepted_end_ms"], input_ms,
+            "{profile:?} {input_ms}"
+        );
+        assert_eq!(drained["consumed_ms"], input_ms, "{profile:?} {input_ms}");
+        assert_eq!(drained["padding_ms"], padding_ms, "{profile:?} {input_ms}");
+        assert_eq!(drained["discarded_ms"], 0);
+        let ended = of_type(&events, names::INPUT_ENDED)[0];
+        assert_eq!(ended["accepted_end_ms"], input_ms);
+    }
+}
+
+/// The unit rules of issue #10 item 7 for one session of `input_ms`.
+fn assert_unit_rules(profile: Profile, modalities: &[&str], input_ms: u64) {
+    let (events, _) = real_session(profile, modalities, input_ms as usize);
+    let unit_ms = u64::from(profile.unit_ms());
+    let units = of_type(&events, names::UNIT_DONE);
+    assert_eq!(
+        units.len() as u64,
+        input_ms.div_ceil(unit_ms),
+        "{profile:?}"
+    );
+    let mut total_ms = 0.0;
+    for (n, unit) in units.iter().enumerate() {
+        assert_eq!(unit["unit_id"], format!("unit_{n}"));
+        assert_eq!(unit["sglang"]["unit_id"], format!("unit_{n}"));
+        let media = &unit["sglang"]["media_time"];
+        assert_eq!(media["t_start_ms"], n as u64 * unit_ms);
+        let duration_ms = media["duration_ms"].as_f64().unwrap();
+        if n + 1 < units.len() {
+            assert_eq!(duration_ms, unit_ms as f64);
+        }
+        total_ms += duration_ms;
+    }
+    assert_eq!(total_ms, input_ms as f64, "durations add up to the input");
+    let last = units.last().unwrap()["sglang"]["media_time"]["duration_ms"].as_f64();
+    let tail_ms = input_ms % unit_ms;
+    assert_eq!(
+        last,
+        Some(if tail_ms == 0 { unit_ms } else { tail_ms } as f64)
+    );
+    // One unit of audio per unit, the padded tail included.
+    let per_unit =
+        crate::profile::unit_output_bytes(profile.unit_ms(), profile.output_sample_rate());
+    assert_eq!(audio_bytes(&events), units.len() * per_unit, "{profile:?}");
+    // The response ends after the client's end and before drained; nothing media after drained.
+    let ended = position(&events, names::INPUT_ENDED);
+    let done = position(&events, names::RESPONSE_DONE);
+    let drained = position(&events, names::INPUT_DRAINED);
+    assert!(ended < done && done < drained, "{ended} {done} {drained}");
+    assert!(events[drained + 1..]
+        .iter()
+        .all(|e| !e["type"].as_str().unwrap().starts_with("response.")));
+}
+
+#[test]
+fn voicechat_units_are_80ms_with_1764_samples_each() {
+    assert_eq!(
+        crate::profile::unit_output_bytes(80, 22_050),
+        1764 * 2,
+        "3528 bytes per unit at 22050 Hz"
+    );
+    assert_unit_rules(Profile::Voicechat, &["audio"], 5000);
+    assert_unit_rules(Profile::Voicechat, &["audio"], 4960);
+}
+
+#[test]
+fn minicpmo_buffers_80ms_packets_into_1000ms_units() {
+    assert_unit_rules(Profile::Minicpmo, &["audio", "text"], 5000);
+    assert_unit_rules(Profile::Minicpmo, &["audio"], 4200);
+    // A whole unit is accepted with packet 13 (1040 ms): its replies follow that append.
+    let mut h = Harness::with(Profile::Minicpmo, 3, 1);
+    h.send(&real_update(&["audio", "text"]));
+    for seq in 0..12 {
+        let events = h.send(&real_append(seq, seq as usize * PACKET, PACKET));
+        assert_eq!(kinds(&events), [names::ACCEPTED], "packet {seq}");
+    }
+    let thirteenth = h.send(&real_append(12, 12 * PACKET, PACKET));
+    assert_eq!(
+        kinds(&thirteenth),
+        [
+            names::ACCEPTED,
+            names::RESPONSE_CREATED,
+            names::AUDIO_DELTA,
+            names::TEXT_DELTA,
+            names::UNIT_DONE
+        ]
+    );
+    assert_eq!(thirteenth[4]["sglang"]["media_time"]["duration_ms"], 1000);
+}
+
+#[test]
+fn text_deltas_are_transcripts_unless_text_is_granted() {
+    let (events, _) = real_session(Profile::Minicpmo, &["audio"], 1000);
+    assert_eq!(of_type(&events, names::TRANSCRIPT_DELTA).len(), 1);
+    assert!(of_type(&events, names::TEXT_DELTA).is_empty());
+    let (events, _) = real_session(Profile::Minicpmo, &["text"], 1000);
+    assert_eq!(
+        of_type(&events, names::TEXT_DELTA).len(),
+        2,
+        "the audio's place too"
+    );
+    assert!(of_type(&events, names::AUDIO_DELTA).is_empty());
+    assert!(of_type(&events, names::AUDIO_DONE).is_empty());
+}
+
+#[test]
+fn an_output_rate_flag_overrides_the_profile_and_bursts_count_native_units() {
+    let templates = Rc::new(Templates::new(&MockBehaviourArgs {
+        profile: Profile::Minicpmo,
+        replies_per_append: 2,
+        burst_units: 2,
+        output_sample_rate: Some(16_000),
+        max_sessions: None,
+    }));
+    let mut h = Harness {
+        session: Session::new(templates, 2),
+        counters: Counters::new(),
+        out: Vec::new(),
+    };
+    h.send(&real_update(&["audio"]));
+    let mut units = Vec::new();
+    for seq in 0..26 {
+        units.extend(h.send(&real_append(seq, seq as usize * PACKET, PACKET)));
+    }
+    // 26 packets = 2080 ms: two whole units, sent together as one burst with packet 25.
+    let deltas = of_type(&units, names::AUDIO_DELTA);
+    assert_eq!(deltas.len(), 2);
+    assert_eq!(audio_bytes(&units), 2 * 16_000 * 2);
+    assert_eq!(of_type(&units, names::UNIT_DONE).len(), 2);
 }

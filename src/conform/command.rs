@@ -1,0 +1,137 @@
+//! `duplexbench-tui conform`: checks traces already recorded (`--trace`), or runs a few short
+//! sessions against a server (`--url`) and checks the traces they leave. One line per
+//! violation, then a verdict line; exit 0 when conformant, 1 when not, 2 when it could not run
+//! (docs/exit-codes.md).
+
+use super::{check_session, read_trace, session_name, trace_files, SessionReport};
+use crate::cli::{Cli, Command, ConformArgs};
+use crate::{conductor, options};
+use anyhow::{bail, Context, Result};
+use clap::Parser as _;
+use std::collections::BTreeSet;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+
+/// Runs `conform` and returns its exit code.
+pub fn run(args: &ConformArgs) -> Result<i32> {
+    let (files, run_dir) = match &args.url {
+        Some(url) => {
+            let dir = args.output.clone().unwrap_or_else(temporary_dir);
+            record_run(url, args, &dir)?;
+            let files = trace_files(&dir)?;
+            (files, Some(dir))
+        }
+        None => {
+            let mut files = Vec::new();
+            for path in &args.trace {
+                files.extend(trace_files(path)?);
+            }
+            (files, None)
+        }
+    };
+    if files.is_empty() {
+        let place = run_dir.as_deref().map_or_else(
+            || "the --trace paths".to_string(),
+            |d| d.display().to_string(),
+        );
+        bail!("no trace.jsonl found in {place}; nothing to check");
+    }
+    let mut reports = Vec::with_capacity(files.len());
+    for file in &files {
+        let records = read_trace(file)?;
+        reports.push(check_session(&session_name(file), &records, args.profile));
+    }
+    let conformant = reports.iter().all(|r| r.violations.is_empty());
+    let mut out = String::new();
+    for violation in reports.iter().flat_map(|r| &r.violations) {
+        out.push_str(&violation.to_string());
+        out.push('\n');
+    }
+    out.push_str(&verdict_line(&reports));
+    out.push('\n');
+    if let Some(dir) = &run_dir {
+        if conformant && args.output.is_none() {
+            let _ = std::fs::remove_dir_all(dir);
+        } else {
+            out.push_str(&format!("traces: {}\n", dir.display()));
+        }
+    }
+    // A closed stdout is not an error: the exit code still gives the verdict.
+    let _ = std::io::stdout().write_all(out.as_bytes());
+    Ok(if conformant { 0 } else { 1 })
+}
+
+/// `verdict: conformant: 2 sessions (profile voicechat), 0 violations`, or `verdict: NOT
+/// conformant: …` with the rules broken.
+pub fn verdict_line(reports: &[SessionReport]) -> String {
+    let violations: usize = reports.iter().map(|r| r.violations.len()).sum();
+    let rules: BTreeSet<&str> = reports
+        .iter()
+        .flat_map(|r| r.violations.iter().map(|v| v.rule))
+        .collect();
+    let profiles: BTreeSet<&str> = reports
+        .iter()
+        .map(|r| r.profile.map_or("unknown", |p| p.name()))
+        .collect();
+    let profiles = profiles.into_iter().collect::<Vec<_>>().join(", ");
+    let sessions = reports.len();
+    let unrecorded = reports.iter().filter(|r| !r.close_recorded).count();
+    let close_note = if unrecorded > 0 {
+        format!("; close code not recorded in {unrecorded} of {sessions} sessions")
+    } else {
+        String::new()
+    };
+    if violations == 0 {
+        format!("verdict: conformant: {sessions} sessions (profile {profiles}), 0 violations{close_note}")
+    } else {
+        let rules = rules.into_iter().collect::<Vec<_>>().join(", ");
+        format!("verdict: NOT conformant: {sessions} sessions (profile {profiles}), {violations} violations of {rules}{close_note}")
+    }
+}
+
+/// A short real run against `url` that keeps full traces in `dir`.
+fn record_run(url: &str, args: &ConformArgs, dir: &Path) -> Result<()> {
+    let sessions = args.sessions.to_string();
+    let duration_s = args.duration.as_secs_f64().to_string();
+    let output = dir.to_str().context("the --output path is not UTF-8")?;
+    let argv = [
+        "duplexbench-tui",
+        "run",
+        "--url",
+        url,
+        "--processes",
+        "1",
+        "--sessions",
+        &sessions,
+        "--duration",
+        &duration_s,
+        "--trace",
+        "full",
+        "--keep-traces",
+        "--no-sampler",
+        "--no-tui",
+        "--exit-on-finish",
+        "--output",
+        output,
+    ];
+    let cli = Cli::try_parse_from(argv).context("cannot plan the conformance run")?;
+    let Some(Command::Run(run)) = cli.command else {
+        bail!("cannot plan the conformance run");
+    };
+    let plan = options::validate(&run, argv.join(" "), false)?;
+    // The run's own verdict is about pacing; conformance is about the traces it leaves. Only a
+    // cancelled run (128 + signal) means there is nothing complete to check.
+    let code = conductor::run(plan, true)?;
+    if code >= 128 {
+        bail!("the conformance run was cancelled (exit {code})");
+    }
+    Ok(())
+}
+
+fn temporary_dir() -> PathBuf {
+    std::env::temp_dir().join(format!(
+        "duplexbench-conform-{}-{}",
+        std::process::id(),
+        crate::clock::utc_stamp()
+    ))
+}

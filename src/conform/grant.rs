@@ -1,0 +1,199 @@
+//! What `session.updated` must grant: every capability, stated (`grant-listed`); the output
+//! modalities asked for (`grant-request`); the terms of the model's profile (`grant-profile`).
+
+use crate::profile::Profile;
+use crate::protocol::INPUT_SAMPLE_RATE;
+use serde_json::{json, Value};
+
+/// The terms the rest of the session is checked against.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Terms {
+    pub profile: Option<Profile>,
+    pub unit_ms: Option<f64>,
+    pub output_rate_hz: Option<f64>,
+}
+
+/// A broken grant rule: (rule, expected, got).
+pub type Finding = (&'static str, String, String);
+
+/// The capabilities every native server grants with these values, whatever its model.
+fn fixed_capabilities() -> Vec<(&'static str, Value)> {
+    vec![
+        ("interaction", json!("native")),
+        ("native_full_duplex", json!(true)),
+        (
+            "input_audio_format",
+            json!({"type": "audio/pcm", "rate": INPUT_SAMPLE_RATE}),
+        ),
+        ("tail_policy", json!("pad")),
+        ("client_commit", json!(false)),
+        ("pressure_policy", json!("reject")),
+        ("strict_order", json!(true)),
+        ("proactive_output", json!(false)),
+        ("supports_server_interrupt", json!(false)),
+        ("supports_resume", json!(false)),
+        ("supports_truncate", json!(false)),
+    ]
+}
+
+pub const SESSION_TIMEOUT_S: u64 = 240;
+
+fn show(value: Option<&Value>) -> String {
+    value.map_or_else(|| "absent".to_string(), Value::to_string)
+}
+
+/// Checks the `session.updated` event `updated` against what the client `asked` for
+/// (`session.output_modalities` of its `session.update`) and the `given` profile, if any.
+pub fn check(
+    updated: &Value,
+    asked: Option<&Value>,
+    given: Option<Profile>,
+    findings: &mut Vec<Finding>,
+) -> Terms {
+    let session = updated.get("session");
+    let granted = session
+        .and_then(|s| s.get("sglang"))
+        .and_then(|s| s.get("granted"));
+    let Some(granted) = granted.filter(|g| g.is_object()) else {
+        findings.push((
+            "grant-listed",
+            "session.sglang.granted, an object of capabilities".to_string(),
+            show(granted),
+        ));
+        return Terms {
+            profile: given,
+            unit_ms: given.map(|p| f64::from(p.unit_ms())),
+            output_rate_hz: given.map(|p| f64::from(p.output_sample_rate())),
+        };
+    };
+    for (key, expected) in fixed_capabilities() {
+        let got = granted.get(key);
+        if got != Some(&expected) {
+            findings.push(("grant-listed", format!("{key} {expected}"), show(got)));
+        }
+    }
+    if let Some(microturn) = granted.get("microturn_ms").filter(|m| !m.is_null()) {
+        findings.push((
+            "grant-listed",
+            "microturn_ms null or absent".to_string(),
+            microturn.to_string(),
+        ));
+    }
+    let timeout = granted
+        .get("limits")
+        .and_then(|l| l.get("session_timeout_s"));
+    if timeout.and_then(Value::as_u64) != Some(SESSION_TIMEOUT_S) {
+        findings.push((
+            "grant-listed",
+            format!("limits.session_timeout_s {SESSION_TIMEOUT_S}"),
+            show(timeout),
+        ));
+    }
+
+    let unit = granted.get("native_unit_ms");
+    let unit_ms = unit.and_then(Value::as_f64).filter(|ms| *ms > 0.0);
+    if unit_ms.is_none() {
+        findings.push((
+            "grant-listed",
+            "native_unit_ms, a number of ms".to_string(),
+            show(unit),
+        ));
+    }
+    let output_format = granted.get("output_audio_format");
+    let output_rate_hz = output_format
+        .and_then(|f| f.get("rate"))
+        .and_then(Value::as_f64);
+    let pcm = output_format.and_then(|f| f.get("type")) == Some(&json!("audio/pcm"));
+    if output_rate_hz.is_none() || !pcm {
+        findings.push((
+            "grant-listed",
+            r#"output_audio_format {"type":"audio/pcm","rate":<Hz>}"#.to_string(),
+            show(output_format),
+        ));
+    }
+    let modalities = granted.get("output_modalities");
+    let names: Option<Vec<&str>> = modalities
+        .and_then(Value::as_array)
+        .and_then(|list| list.iter().map(Value::as_str).collect());
+    if names.is_none() {
+        findings.push((
+            "grant-listed",
+            "output_modalities, a list of names".to_string(),
+            show(modalities),
+        ));
+    }
+
+    // Asked and granted: the same list, in granted and at session level.
+    if let (Some(asked), Some(modalities)) = (asked, modalities) {
+        if asked != modalities {
+            findings.push((
+                "grant-request",
+                format!("granted output_modalities {asked} (as asked)"),
+                modalities.to_string(),
+            ));
+        }
+    }
+    let session_level = session.and_then(|s| s.get("output_modalities"));
+    if let (Some(session_level), Some(modalities)) = (session_level, modalities) {
+        if session_level != modalities {
+            findings.push((
+                "grant-request",
+                format!("session.output_modalities {modalities} (as granted)"),
+                session_level.to_string(),
+            ));
+        }
+    }
+
+    let profile = given.or_else(|| unit_ms.and_then(Profile::from_unit_ms));
+    match profile {
+        None => findings.push((
+            "grant-profile",
+            format!(
+                "native_unit_ms of a known profile ({})",
+                Profile::ALL
+                    .iter()
+                    .map(|p| format!("{} {} ms", p.name(), p.unit_ms()))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            show(unit),
+        )),
+        Some(p) => {
+            if unit_ms != Some(f64::from(p.unit_ms())) {
+                findings.push((
+                    "grant-profile",
+                    format!("native_unit_ms {} ({})", p.unit_ms(), p.name()),
+                    show(unit),
+                ));
+            }
+            if output_rate_hz.is_some() && output_rate_hz != Some(f64::from(p.output_sample_rate()))
+            {
+                findings.push((
+                    "grant-profile",
+                    format!(
+                        "output_audio_format.rate {} ({})",
+                        p.output_sample_rate(),
+                        p.name()
+                    ),
+                    show(output_format.and_then(|f| f.get("rate"))),
+                ));
+            }
+            if let Some(names) = &names {
+                let served = p.output_modalities();
+                if let Some(extra) = names.iter().find(|n| !served.contains(n)) {
+                    findings.push((
+                        "grant-profile",
+                        format!("output_modalities among {served:?} ({})", p.name()),
+                        format!("{extra:?} granted"),
+                    ));
+                }
+            }
+        }
+    }
+    Terms {
+        profile,
+        unit_ms: unit_ms.or_else(|| profile.map(|p| f64::from(p.unit_ms()))),
+        output_rate_hz: output_rate_hz
+            .or_else(|| profile.map(|p| f64::from(p.output_sample_rate()))),
+    }
+}

@@ -1,0 +1,512 @@
+//! Each rule fires on a hand-made broken session and only that rule; good sessions of both
+//! profiles pass. The good session is built here as a conforming server and our client would
+//! record it, independently of the mock.
+
+use super::*;
+use crate::protocol::names;
+use base64::Engine as _;
+use serde_json::json;
+use std::collections::BTreeSet;
+
+const PACKET_BYTES: usize = 2560;
+
+/// A session's records, built event by event.
+struct Trace {
+    records: Vec<Record>,
+    time_s: f64,
+    next_id: u64,
+}
+
+impl Trace {
+    fn push(&mut self, direction: Direction, event: Value) {
+        self.time_s += 0.001;
+        self.records
+            .push(Record::new(direction, self.time_s, event));
+    }
+
+    fn receive(&mut self, mut event: Value) {
+        self.next_id += 1;
+        event["event_id"] = json!(format!("evt_{}", self.next_id));
+        self.push(Direction::Receive, event);
+    }
+}
+
+fn pcm_b64(bytes: usize) -> String {
+    base64::engine::general_purpose::STANDARD.encode(vec![0u8; bytes])
+}
+
+fn granted(profile: Profile, modalities: &Value) -> Value {
+    json!({
+        "interaction": "native",
+        "native_full_duplex": true,
+        "input_audio_format": {"type": "audio/pcm", "rate": 16000},
+        "output_audio_format": {"type": "audio/pcm", "rate": profile.output_sample_rate()},
+        "output_modalities": modalities,
+        "native_unit_ms": profile.unit_ms(),
+        "tail_policy": "pad",
+        "client_commit": false,
+        "pressure_policy": "reject",
+        "strict_order": true,
+        "proactive_output": false,
+        "supports_server_interrupt": false,
+        "supports_resume": false,
+        "supports_truncate": false,
+        "limits": {"session_timeout_s": 240},
+    })
+}
+
+/// A conforming session of `input_ms` of input in 80 ms packets, as our client records it.
+fn good(profile: Profile, input_ms: usize) -> Vec<Record> {
+    let mut t = Trace {
+        records: Vec::new(),
+        time_s: 100.0,
+        next_id: 0,
+    };
+    let modalities = json!(profile.output_modalities());
+    let unit_ms = profile.unit_ms() as usize;
+    let unit_bytes = unit_ms * 32;
+    let out_bytes =
+        crate::profile::unit_output_bytes(profile.unit_ms(), profile.output_sample_rate());
+    let response = json!({"id": "resp_1", "object": "realtime.response"});
+    let mut units = 0;
+    let mut response_open = false;
+    let unit_events = |t: &mut Trace, n: usize, duration_ms: f64, open: &mut bool| {
+        if !*open {
+            t.receive(json!({"type": names::RESPONSE_CREATED, "response": {"id": "resp_1", "status": "in_progress"}}));
+            *open = true;
+        }
+        t.receive(json!({"type": names::AUDIO_DELTA, "response_id": "resp_1", "item_id": "item_1", "output_index": 0, "content_index": 0, "delta": pcm_b64(out_bytes)}));
+        t.receive(json!({"type": names::TRANSCRIPT_DELTA, "response_id": "resp_1", "item_id": "item_1", "output_index": 0, "content_index": 0, "delta": "…"}));
+        t.receive(json!({"type": names::UNIT_DONE, "unit_id": format!("unit_{n}"), "sglang": {"unit_id": format!("unit_{n}"), "chunk_seq": n, "media_time": {"t_start_ms": n * unit_ms, "duration_ms": duration_ms}}}));
+    };
+    t.push(
+        Direction::Admission,
+        json!({"attempt": 1, "outcome": "connected"}),
+    );
+    t.receive(json!({"type": names::SESSION_CREATED, "session": {"id": "sess_1", "sglang": {"granted": null}}}));
+    t.push(Direction::Send, json!({"type": names::SESSION_UPDATE, "event_id": "c-up", "session": {"output_modalities": modalities}}));
+    t.receive(json!({"type": names::SESSION_UPDATED, "client_event_id": "c-up", "session": {"id": "sess_1", "output_modalities": modalities, "sglang": {"granted": granted(profile, &modalities)}}}));
+    let total = input_ms * 32;
+    let mut offset = 0;
+    let mut seq = 0;
+    while offset < total {
+        let bytes = PACKET_BYTES.min(total - offset);
+        let id = format!("c-a{seq}");
+        t.push(Direction::Send, json!({"type": names::APPEND, "event_id": id, "audio": pcm_b64(bytes), "sglang": {"seq": seq, "t_start_ms": offset / 32}}));
+        offset += bytes;
+        t.receive(json!({"type": names::ACCEPTED, "seq": seq, "accepted_end_ms": offset as f64 / 32.0, "client_event_id": id}));
+        while offset >= (units + 1) * unit_bytes {
+            unit_events(&mut t, units, unit_ms as f64, &mut response_open);
+            units += 1;
+        }
+        seq += 1;
+    }
+    t.push(
+        Direction::Send,
+        json!({"type": names::INPUT_END, "event_id": "c-end"}),
+    );
+    t.receive(json!({"type": names::INPUT_ENDED, "client_event_id": "c-end", "accepted_end_ms": input_ms, "tail_policy": "pad"}));
+    let tail = total - units * unit_bytes;
+    if tail > 0 {
+        unit_events(&mut t, units, tail as f64 / 32.0, &mut response_open);
+        units += 1;
+    }
+    let padding = units * unit_ms - input_ms;
+    t.receive(json!({"type": names::AUDIO_DONE, "response_id": "resp_1", "item_id": "item_1", "output_index": 0, "content_index": 0}));
+    t.receive(json!({"type": names::RESPONSE_DONE, "response": {"id": response["id"], "status": "completed", "status_details": {"type": "completed", "reason": "stop"}}}));
+    t.receive(json!({"type": names::INPUT_DRAINED, "client_event_id": "c-end", "accepted_end_ms": input_ms, "consumed_ms": input_ms, "discarded_ms": 0, "padding_ms": padding}));
+    t.push(
+        Direction::Send,
+        json!({"type": names::SESSION_CLOSE, "event_id": "c-close"}),
+    );
+    t.receive(json!({"type": names::SESSION_CLOSED, "client_event_id": "c-close", "reason": "client_closed"}));
+    t.push(
+        Direction::Close,
+        json!({"code": 1000, "reason": "session closed"}),
+    );
+    t.records
+}
+
+fn voicechat() -> Vec<Record> {
+    good(Profile::Voicechat, 1000)
+}
+
+fn rules(records: &[Record], given: Option<Profile>) -> BTreeSet<&'static str> {
+    check_session("s", records, given)
+        .violations
+        .iter()
+        .map(|v| v.rule)
+        .collect()
+}
+
+/// Asserts that `records` break `rule` and no other.
+fn breaks_only(records: &[Record], rule: &str) {
+    let report = check_session("s", records, None);
+    let broken: BTreeSet<_> = report.violations.iter().map(|v| v.rule).collect();
+    assert_eq!(broken, BTreeSet::from([rule]), "{:#?}", report.violations);
+}
+
+/// Moves the record at `from` to just after the one now at `after`, keeping time in order.
+fn move_after(records: &mut Vec<Record>, from: usize, after: impl Fn(&[Record]) -> usize) {
+    let record = records.remove(from);
+    let at = after(records) + 1;
+    records.insert(at, record);
+    for (i, r) in records.iter_mut().enumerate() {
+        r.time_s = 100.0 + i as f64 * 0.001;
+    }
+}
+
+fn index_of(records: &[Record], kind: &str, nth: usize) -> usize {
+    records
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| r.event["type"] == kind)
+        .nth(nth)
+        .map(|(i, _)| i)
+        .unwrap_or_else(|| panic!("no {kind} #{nth}"))
+}
+
+fn event_mut<'a>(records: &'a mut [Record], kind: &str, nth: usize) -> &'a mut Value {
+    let i = index_of(records, kind, nth);
+    &mut records[i].event
+}
+
+#[test]
+fn good_sessions_of_both_profiles_pass() {
+    for (profile, input_ms) in [
+        (Profile::Voicechat, 5000),
+        (Profile::Voicechat, 4960),
+        (Profile::Minicpmo, 5000),
+        (Profile::Minicpmo, 4200),
+    ] {
+        let report = check_session("s", &good(profile, input_ms), None);
+        assert_eq!(report.violations, [], "{profile:?} {input_ms}");
+        assert_eq!(report.profile, Some(profile));
+        assert!(report.close_recorded);
+    }
+}
+
+#[test]
+fn every_rule_has_an_id_and_a_description() {
+    let ids: BTreeSet<_> = RULES.iter().map(|(id, _)| *id).collect();
+    assert_eq!(ids.len(), RULES.len(), "ids are unique");
+    assert!(ids
+        .iter()
+        .all(|id| id.bytes().all(|b| b.is_ascii_lowercase() || b == b'-')));
+}
+
+#[test]
+fn a_missing_event_id_is_named() {
+    let mut r = voicechat();
+    event_mut(&mut r, names::UNIT_DONE, 3)
+        .as_object_mut()
+        .unwrap()
+        .remove("event_id");
+    breaks_only(&r, "event-id");
+    let report = check_session("w0-s0001", &r, None);
+    let line = report.violations[0].to_string();
+    assert!(
+        line.starts_with("event-id  w0-s0001  line ") && line.contains("sglang.unit.done"),
+        "{line}"
+    );
+}
+
+#[test]
+fn a_repeated_event_id_is_named() {
+    let mut r = voicechat();
+    event_mut(&mut r, names::ACCEPTED, 2)["event_id"] = json!("evt_1");
+    breaks_only(&r, "event-id-unique");
+}
+
+#[test]
+fn a_wrong_client_event_id_is_named() {
+    let mut r = voicechat();
+    event_mut(&mut r, names::INPUT_DRAINED, 0)["client_event_id"] = json!("c-a1");
+    breaks_only(&r, "client-event-id");
+    let mut r = voicechat();
+    event_mut(&mut r, names::SESSION_CLOSED, 0)
+        .as_object_mut()
+        .unwrap()
+        .remove("client_event_id");
+    breaks_only(&r, "client-event-id");
+}
+
+#[test]
+fn a_skipped_unit_id_is_named() {
+    let mut r = voicechat();
+    let units: Vec<usize> = (3..13).map(|n| index_of(&r, names::UNIT_DONE, n)).collect();
+    for i in units {
+        let e = &mut r[i].event;
+        let n = e["sglang"]["chunk_seq"].as_u64().unwrap() + 1;
+        e["unit_id"] = json!(format!("unit_{n}"));
+        e["sglang"]["unit_id"] = json!(format!("unit_{n}"));
+        e["sglang"]["media_time"]["t_start_ms"] = json!(n * 80);
+    }
+    breaks_only(&r, "unit-contiguous");
+}
+
+#[test]
+fn unit_ids_times_and_durations_are_checked() {
+    let mut r = voicechat();
+    event_mut(&mut r, names::UNIT_DONE, 2)["sglang"]["unit_id"] = json!("unit_9");
+    breaks_only(&r, "unit-id");
+    let mut r = voicechat();
+    event_mut(&mut r, names::UNIT_DONE, 2)["sglang"]["media_time"]["t_start_ms"] = json!(150);
+    breaks_only(&r, "unit-media-time");
+    let mut r = voicechat();
+    event_mut(&mut r, names::UNIT_DONE, 2)["sglang"]["media_time"]["duration_ms"] = json!(40);
+    breaks_only(&r, "unit-duration");
+}
+
+#[test]
+fn a_short_audio_delta_breaks_conservation() {
+    let mut r = voicechat();
+    event_mut(&mut r, names::AUDIO_DELTA, 4)["delta"] = json!(pcm_b64(3000));
+    breaks_only(&r, "audio-conserved");
+    // MiniCPM-o may stay silent for a unit: its audio is not counted.
+    let mut r = good(Profile::Minicpmo, 3000);
+    event_mut(&mut r, names::AUDIO_DELTA, 1)["delta"] = json!(pcm_b64(3000));
+    assert_eq!(rules(&r, None), BTreeSet::new());
+}
+
+#[test]
+fn meta_traces_count_audio_from_its_base64_length() {
+    let mut r = voicechat();
+    for record in &mut r {
+        if record.event["type"] == names::AUDIO_DELTA {
+            let chars = record.event["delta"].as_str().unwrap().len();
+            record.event["delta"] = Value::Null;
+            record.event["audio_b64_chars"] = json!(chars);
+        }
+    }
+    assert_eq!(rules(&r, None), BTreeSet::new());
+}
+
+#[test]
+fn a_bad_audio_delta_is_named() {
+    let mut r = voicechat();
+    event_mut(&mut r, names::AUDIO_DELTA, 0)["content_index"] = json!(1);
+    breaks_only(&r, "audio-delta");
+}
+
+#[test]
+fn a_delta_after_drained_is_named() {
+    let mut r = voicechat();
+    let from = index_of(&r, names::TRANSCRIPT_DELTA, 2);
+    move_after(&mut r, from, |r| index_of(r, names::INPUT_DRAINED, 0));
+    breaks_only(&r, "after-drained");
+}
+
+#[test]
+fn close_code_1005_is_named_and_an_absent_close_is_not_a_violation() {
+    let mut r = voicechat();
+    let last = r.len() - 1;
+    r[last].event = json!({"reason": ""});
+    breaks_only(&r, "close-code");
+    let mut r = voicechat();
+    r.pop();
+    let report = check_session("s", &r, None);
+    assert_eq!(report.violations, []);
+    assert!(!report.close_recorded);
+    assert!(super::command::verdict_line(&[report]).contains("close code not recorded in 1 of 1"));
+}
+
+#[test]
+fn a_close_before_session_closed_is_named() {
+    let mut r = voicechat();
+    let from = r.len() - 1;
+    move_after(&mut r, from, |r| index_of(r, names::SESSION_CLOSED, 0) - 1);
+    breaks_only(&r, "close-code");
+}
+
+#[test]
+fn a_granted_term_that_differs_from_the_request_is_named() {
+    let mut r = good(Profile::Minicpmo, 2000);
+    let updated = event_mut(&mut r, names::SESSION_UPDATED, 0);
+    updated["session"]["output_modalities"] = json!(["audio"]);
+    updated["session"]["sglang"]["granted"]["output_modalities"] = json!(["audio"]);
+    breaks_only(&r, "grant-request");
+}
+
+#[test]
+fn an_unlisted_capability_is_named() {
+    let mut r = voicechat();
+    let granted = &mut event_mut(&mut r, names::SESSION_UPDATED, 0)["session"]["sglang"]["granted"];
+    granted.as_object_mut().unwrap().remove("supports_truncate");
+    breaks_only(&r, "grant-listed");
+    let mut r = voicechat();
+    event_mut(&mut r, names::SESSION_UPDATED, 0)["session"]["sglang"]["granted"]["limits"] =
+        json!({});
+    breaks_only(&r, "grant-listed");
+}
+
+#[test]
+fn terms_of_another_profile_are_named() {
+    assert_eq!(
+        rules(&voicechat(), Some(Profile::Minicpmo)),
+        BTreeSet::from(["grant-profile"])
+    );
+    let mut r = voicechat();
+    event_mut(&mut r, names::SESSION_UPDATED, 0)["session"]["sglang"]["granted"]
+        ["native_unit_ms"] = json!(40);
+    assert!(rules(&r, None).contains("grant-profile"));
+}
+
+#[test]
+fn response_done_needs_completed_and_stop() {
+    let mut r = voicechat();
+    event_mut(&mut r, names::RESPONSE_DONE, 0)["response"]
+        .as_object_mut()
+        .unwrap()
+        .remove("status_details");
+    breaks_only(&r, "response-done");
+}
+
+#[test]
+fn response_done_after_drained_is_named() {
+    let mut r = voicechat();
+    let from = index_of(&r, names::RESPONSE_DONE, 0);
+    move_after(&mut r, from, |r| index_of(r, names::INPUT_DRAINED, 0));
+    breaks_only(&r, "response-done-order");
+}
+
+#[test]
+fn a_missing_output_audio_done_is_named() {
+    let mut r = voicechat();
+    r.remove(index_of(&r, names::AUDIO_DONE, 0));
+    breaks_only(&r, "response-lifecycle");
+}
+
+#[test]
+fn accepted_ended_and_drained_account_for_the_input() {
+    let mut r = voicechat();
+    event_mut(&mut r, names::ACCEPTED, 3)["accepted_end_ms"] = json!(0);
+    breaks_only(&r, "accepted-input");
+    let mut r = voicechat();
+    r.remove(index_of(&r, names::ACCEPTED, 3));
+    breaks_only(&r, "accepted-input");
+    let mut r = voicechat();
+    event_mut(&mut r, names::INPUT_ENDED, 0)["tail_policy"] = json!("drop");
+    breaks_only(&r, "ended-input");
+    // 1000 ms at 80 ms units: 12.5 units, so 40 ms of padding; consumed is the input alone.
+    let mut r = voicechat();
+    event_mut(&mut r, names::INPUT_DRAINED, 0)["consumed_ms"] = json!(1040);
+    breaks_only(&r, "drained-consumed");
+    let mut r = voicechat();
+    event_mut(&mut r, names::INPUT_DRAINED, 0)["padding_ms"] = json!(0);
+    breaks_only(&r, "drained-padding");
+    let mut r = voicechat();
+    event_mut(&mut r, names::INPUT_DRAINED, 0)["discarded_ms"] = json!(80);
+    breaks_only(&r, "drained-discarded");
+}
+
+#[test]
+fn float_and_integer_milliseconds_are_the_same() {
+    let mut r = voicechat();
+    event_mut(&mut r, names::INPUT_DRAINED, 0)["consumed_ms"] = json!(1000.0);
+    event_mut(&mut r, names::ACCEPTED, 0)["accepted_end_ms"] = json!(80);
+    assert_eq!(rules(&r, None), BTreeSet::new());
+}
+
+#[test]
+fn session_closed_must_follow_drained_and_end_the_events() {
+    let mut r = voicechat();
+    event_mut(&mut r, names::SESSION_CLOSED, 0)["reason"] = json!("timeout");
+    breaks_only(&r, "closed-order");
+    let mut r = voicechat();
+    let at = r.len() - 1;
+    r.insert(
+        at,
+        Record::new(
+            Direction::Receive,
+            200.0,
+            json!({"type": names::AUDIO_DONE, "event_id": "late", "response_id": "resp_1"}),
+        ),
+    );
+    r[at + 1].time_s = 200.0;
+    assert!(rules(&r, None).contains("closed-order"));
+}
+
+#[test]
+fn a_missing_session_closed_leaves_the_session_incomplete() {
+    let mut r = voicechat();
+    r.pop();
+    r.pop();
+    breaks_only(&r, "session-complete");
+}
+
+#[test]
+fn errors_unknown_events_and_client_errors_are_named() {
+    let mut r = voicechat();
+    r.insert(5, Record::new(Direction::Receive, r[4].time_s, json!({"type": "error", "event_id": "e1", "sglang": {"fatal": false}, "error": {"code": "x", "message": "y"}})));
+    breaks_only(&r, "server-error");
+    let mut r = voicechat();
+    r.insert(
+        5,
+        Record::new(
+            Direction::Receive,
+            r[4].time_s,
+            json!({"type": "rate_limits.updated", "event_id": "e1"}),
+        ),
+    );
+    breaks_only(&r, "unknown-event");
+    let mut r = voicechat();
+    r.insert(
+        5,
+        Record::new(
+            Direction::Error,
+            r[4].time_s,
+            json!({"message": "invalid UTF-8"}),
+        ),
+    );
+    breaks_only(&r, "client-error");
+}
+
+#[test]
+fn admission_refusals_must_be_503_and_come_first() {
+    let mut r = voicechat();
+    r[0] = Record::new(
+        Direction::Admission,
+        99.0,
+        json!({"type": "connection_denied", "http_status": 500, "attempt": 1}),
+    );
+    breaks_only(&r, "admission");
+    let mut r = voicechat();
+    r.insert(
+        0,
+        Record::new(
+            Direction::Admission,
+            99.0,
+            json!({"type": "connection_denied", "http_status": 503, "attempt": 1}),
+        ),
+    );
+    // Our client's older record of the connected attempt is attempt 2 now.
+    r[1].event["attempt"] = json!(2);
+    assert_eq!(rules(&r, None), BTreeSet::new());
+    let mut r = voicechat();
+    let at = r.len();
+    r.push(Record::new(
+        Direction::Admission,
+        999.0,
+        json!({"type": "connection_denied", "http_status": 503, "attempt": 2}),
+    ));
+    assert_eq!(at, r.len() - 1);
+    breaks_only(&r, "admission");
+}
+
+#[test]
+fn unreadable_lines_and_time_going_back_are_named() {
+    let mut r = voicechat();
+    r[6].time_s = 1.0;
+    breaks_only(&r, "trace-record");
+    let mut r = voicechat();
+    r.insert(
+        3,
+        Record::new(
+            Direction::Unreadable("not JSON".into()),
+            f64::NAN,
+            Value::Null,
+        ),
+    );
+    breaks_only(&r, "trace-record");
+}

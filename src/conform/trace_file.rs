@@ -1,0 +1,120 @@
+//! Reading a recorded `trace.jsonl` (docs/files.md) into the records the rules check. A line
+//! that is not a record is kept as an unreadable one, so that the rules report it and every
+//! record's position stays its line number.
+
+use super::{Direction, Record};
+use anyhow::{Context, Result};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+
+/// The records of the trace file at `path`.
+pub fn read_trace(path: &Path) -> Result<Vec<Record>> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read the trace {}", path.display()))?;
+    Ok(parse_trace(&text))
+}
+
+/// The records of a trace's text, one per line.
+pub fn parse_trace(text: &str) -> Vec<Record> {
+    text.lines().map(parse_line).collect()
+}
+
+fn parse_line(line: &str) -> Record {
+    let unreadable = |why: String| Record::new(Direction::Unreadable(why), f64::NAN, Value::Null);
+    let mut value: Value = match serde_json::from_str(line) {
+        Ok(value) => value,
+        Err(err) => return unreadable(format!("not JSON ({err})")),
+    };
+    let direction = match value.get("direction").and_then(Value::as_str) {
+        Some("send") => Direction::Send,
+        Some("receive") => Direction::Receive,
+        Some("error") => Direction::Error,
+        Some("admission") => Direction::Admission,
+        Some("close") => Direction::Close,
+        Some(other) => return unreadable(format!("unknown direction {other:?}")),
+        None => return unreadable("no string direction".to_string()),
+    };
+    let Some(time_s) = value.get("time_s").and_then(Value::as_f64) else {
+        return unreadable("no numeric time_s".to_string());
+    };
+    let Some(event) = value.get_mut("event").map(Value::take) else {
+        return unreadable("no event".to_string());
+    };
+    Record::new(direction, time_s, event)
+}
+
+/// How a trace is named in violations: its session folder (`w0-s0001`) for a `trace.jsonl`,
+/// the path otherwise.
+pub fn session_name(path: &Path) -> String {
+    let folder = path
+        .parent()
+        .and_then(Path::file_name)
+        .and_then(|n| n.to_str());
+    match (path.file_name().and_then(|n| n.to_str()), folder) {
+        (Some(crate::trace::files::TRACE_FILE), Some(folder)) => folder.to_string(),
+        _ => path.display().to_string(),
+    }
+}
+
+/// The trace files `path` names: itself if a file; in a folder, its `trace.jsonl` or those of
+/// its session folders (a run's output folder, or its `sessions/`), sorted.
+pub fn trace_files(path: &Path) -> Result<Vec<PathBuf>> {
+    if !path.is_dir() {
+        return Ok(vec![path.to_path_buf()]);
+    }
+    let own = path.join(crate::trace::files::TRACE_FILE);
+    if own.is_file() {
+        return Ok(vec![own]);
+    }
+    let sessions = if path.join("sessions").is_dir() {
+        path.join("sessions")
+    } else {
+        path.to_path_buf()
+    };
+    let entries = std::fs::read_dir(&sessions)
+        .with_context(|| format!("cannot list {}", sessions.display()))?;
+    let mut files: Vec<PathBuf> = entries
+        .flatten()
+        .map(|e| e.path().join(crate::trace::files::TRACE_FILE))
+        .filter(|p| p.is_file())
+        .collect();
+    files.sort();
+    Ok(files)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_become_records_and_bad_lines_stay_in_place() {
+        let text = concat!(
+            r#"{"direction":"receive","time_s":1.5,"event":{"type":"session.created"}}"#,
+            "\n",
+            "not json\n",
+            r#"{"direction":"close","time_s":2,"event":{"code":1000,"reason":""}}"#,
+            "\n",
+            r#"{"direction":"sideways","time_s":2,"event":{}}"#,
+            "\n"
+        );
+        let records = parse_trace(text);
+        assert_eq!(records.len(), 4);
+        assert_eq!(records[0].direction, Direction::Receive);
+        assert_eq!(records[0].event["type"], "session.created");
+        assert!(matches!(records[1].direction, Direction::Unreadable(_)));
+        assert_eq!(records[2].direction, Direction::Close);
+        assert_eq!(records[2].event["code"], 1000);
+        assert!(
+            matches!(&records[3].direction, Direction::Unreadable(w) if w.contains("sideways"))
+        );
+    }
+
+    #[test]
+    fn a_session_is_named_by_its_folder() {
+        assert_eq!(
+            session_name(Path::new("runs/x/sessions/w0-s0003/trace.jsonl")),
+            "w0-s0003"
+        );
+        assert_eq!(session_name(Path::new("/tmp/a.jsonl")), "/tmp/a.jsonl");
+    }
+}

@@ -1,0 +1,87 @@
+//! The parts of a client event the mock reads, parsed liberally (SPEC §4: "be liberal in what
+//! you accept"): any JSON number where a time or a count is expected (the real client sends
+//! `t_start_ms` as `80.0`), unknown fields ignored, event ids of any string shape.
+
+use serde::Deserialize;
+use std::borrow::Cow;
+
+/// The fields of a client event the mock reads. Everything else is skipped without a copy.
+#[derive(Debug, Deserialize)]
+pub struct ClientEvent<'a> {
+    #[serde(rename = "type", borrow)]
+    pub kind: Cow<'a, str>,
+    #[serde(default, borrow)]
+    pub event_id: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    pub audio: Option<Cow<'a, str>>,
+    #[serde(default)]
+    pub sglang: Option<ClientSglang>,
+    /// `session.update`: the terms asked for.
+    #[serde(default, borrow)]
+    pub session: Option<ClientSession<'a>>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct ClientSglang {
+    /// Any JSON number; [`ClientSglang::seq`] says whether it is a whole one.
+    #[serde(default, rename = "seq")]
+    pub seq_number: Option<f64>,
+    #[serde(default)]
+    pub t_start_ms: Option<f64>,
+}
+
+impl ClientSglang {
+    /// The sequence number, when it is a whole non-negative number (`3` or `3.0`).
+    pub fn seq(&self) -> Option<Result<u64, f64>> {
+        self.seq_number.map(|n| {
+            if n >= 0.0 && n.fract() == 0.0 && n < 9.0e15 {
+                Ok(n as u64)
+            } else {
+                Err(n)
+            }
+        })
+    }
+}
+
+#[derive(Debug, Deserialize)]
+pub struct ClientSession<'a> {
+    #[serde(default, borrow)]
+    pub output_modalities: Option<Vec<Cow<'a, str>>>,
+}
+
+/// Parses the parts of a client event the mock needs.
+pub fn parse(text: &str) -> Result<ClientEvent<'_>, serde_json::Error> {
+    serde_json::from_str(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn float_milliseconds_and_float_seq_are_accepted() {
+        let e = parse(r#"{"type":"input_audio_buffer.append","event_id":"9f8e","audio":"AAAA","sglang":{"seq":3.0,"t_start_ms":240.0}}"#).unwrap();
+        let s = e.sglang.unwrap();
+        assert_eq!(s.seq(), Some(Ok(3)));
+        assert_eq!(s.t_start_ms, Some(240.0));
+    }
+
+    #[test]
+    fn unknown_fields_are_ignored_and_ids_may_be_any_string() {
+        let e = parse(r#"{"type":"session.update","event_id":"0b7c1d2e3f4a45b6a7c8d9e0f1a2b3c4-x","extra":{"a":[1]},"session":{"output_modalities":["audio","text"],"voice":"x"}}"#).unwrap();
+        assert_eq!(
+            e.event_id.as_deref(),
+            Some("0b7c1d2e3f4a45b6a7c8d9e0f1a2b3c4-x")
+        );
+        let asked = e.session.unwrap().output_modalities.unwrap();
+        assert_eq!(asked, ["audio", "text"]);
+    }
+
+    #[test]
+    fn a_fractional_or_negative_seq_is_not_a_seq() {
+        let e = parse(r#"{"type":"x","sglang":{"seq":2.5}}"#).unwrap();
+        assert_eq!(e.sglang.unwrap().seq(), Some(Err(2.5)));
+        let e = parse(r#"{"type":"x","sglang":{"seq":-1}}"#).unwrap();
+        assert_eq!(e.sglang.unwrap().seq(), Some(Err(-1.0)));
+    }
+}

@@ -1,0 +1,81 @@
+//! `conform` end to end: the real binary checks the mock of each profile over real sockets
+//! (`--url`), then the traces that run left (`--trace`), and names the rule a trace breaks.
+
+use crate::mock_protocol::Mock;
+use crate::util::{self, describe, TempDir};
+use std::time::Duration;
+
+/// 2 sessions × 5 s, plus start-up and the check.
+const LIMIT: Duration = Duration::from_secs(90);
+
+fn conform_against_the_mock(profile: &str) {
+    let _serial = util::serial();
+    let mock = Mock::start(&["--profile", profile]);
+    let dir = TempDir::new(&format!("conform-{profile}"));
+    let out = dir.join("run");
+    let out_str = out.to_str().unwrap();
+    let url = mock.url();
+    let checked = util::run(&["conform", "--url", &url, "--output", out_str], LIMIT);
+    let stdout = String::from_utf8_lossy(&checked.stdout);
+    assert_eq!(checked.status.code(), Some(0), "{}", describe(&checked));
+    let verdict = stdout
+        .lines()
+        .find(|l| l.starts_with("verdict: "))
+        .unwrap_or_else(|| panic!("no verdict line\n{}", describe(&checked)));
+    assert!(
+        verdict.starts_with(&format!(
+            "verdict: conformant: 2 sessions (profile {profile}), 0 violations"
+        )),
+        "{verdict}"
+    );
+
+    // The traces our client recorded pass on their own, and name the rule a wrong profile breaks.
+    let again = util::run(&["conform", "--trace", out_str], LIMIT);
+    assert_eq!(again.status.code(), Some(0), "{}", describe(&again));
+    let other = if profile == "voicechat" {
+        "minicpmo"
+    } else {
+        "voicechat"
+    };
+    let wrong = util::run(&["conform", "--trace", out_str, "--profile", other], LIMIT);
+    assert_eq!(wrong.status.code(), Some(1), "{}", describe(&wrong));
+    let stdout = String::from_utf8_lossy(&wrong.stdout);
+    assert!(
+        stdout
+            .lines()
+            .any(|l| l.starts_with("grant-profile  w0-s0000  line ")),
+        "{stdout}"
+    );
+    assert!(stdout.contains("verdict: NOT conformant"), "{stdout}");
+}
+
+#[test]
+fn the_voicechat_mock_is_conformant() {
+    conform_against_the_mock("voicechat");
+}
+
+#[test]
+fn the_minicpmo_mock_is_conformant() {
+    conform_against_the_mock("minicpmo");
+}
+
+#[test]
+fn a_trace_that_cannot_be_read_exits_2() {
+    let dir = TempDir::new("conform-missing");
+    let missing = dir.join("nope.jsonl");
+    let out = util::run(&["conform", "--trace", missing.to_str().unwrap()], LIMIT);
+    assert_eq!(out.status.code(), Some(2), "{}", describe(&out));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot read the trace"));
+}
+
+#[test]
+fn an_unreachable_server_exits_2() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let url = format!("ws://127.0.0.1:{port}/v1/realtime");
+    let out = util::run(&["conform", "--url", &url], LIMIT);
+    assert_eq!(out.status.code(), Some(2), "{}", describe(&out));
+}
