@@ -26,7 +26,7 @@ pub fn realtime_s() -> f64 {
 }
 
 /// One simultaneous reading of both clocks.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ClockAnchor {
     pub realtime_s: f64,
     pub monotonic_s: f64,

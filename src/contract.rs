@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 pub use paths::RunPaths;
 
 /// What a child process of a run is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Role {
     Worker,

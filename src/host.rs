@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct HostFacts {
     pub hostname: String,
     pub cpu_model: String,
@@ -18,7 +18,7 @@ pub struct HostFacts {
     pub output_filesystem: OutputFilesystem,
 }
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct OutputFilesystem {
     pub mount_point: String,
     pub fs_type: String,

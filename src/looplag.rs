@@ -29,7 +29,7 @@ pub struct LoopLag {
 const MAX_STALL_WINDOWS: usize = 100_000;
 
 /// Loop-lag figures as they appear in result files and the summary.
-#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct LoopLagStats {
     pub p50: f64,
     pub p99: f64,

@@ -17,7 +17,7 @@ pub const SEND_TIMEOUT_PACKETS: u32 = 4;
 
 /// Every setting that shapes the load, as validated. Serialised as `settings` in the summary
 /// and handed to each worker.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Settings {
     /// The server driven; for the built-in mock, the address it was given at start-up.
     pub url: String,
@@ -58,7 +58,7 @@ pub struct Settings {
     pub tui: bool,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct MockBehaviour {
     /// The model the mock plays; absent in summaries written before profiles existed.
     #[serde(default = "default_profile")]

@@ -56,7 +56,9 @@ impl Thresholds {
 }
 
 /// Packet counts, from one session up to a whole run, with the same keys at every level.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 pub struct PacketCounts {
     /// Packets sent.
     pub packets: u64,

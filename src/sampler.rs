@@ -48,7 +48,7 @@ impl Target {
 }
 
 /// An episode of one thread of one watched process.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Episode {
     pub process: String,
     pub role: Role,
@@ -383,7 +383,7 @@ pub struct CoreReport {
 }
 
 /// The sampler's own figures, as they appear in the summary.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SamplerSummary {
     pub enabled: bool,
     pub interval_ms: f64,

@@ -137,7 +137,7 @@ fn round3(ms: f64) -> f64 {
 }
 
 /// p50/p90/p99/p99.9/max in milliseconds.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct FullPercentiles {
     pub p50: f64,
     pub p90: f64,
@@ -147,7 +147,7 @@ pub struct FullPercentiles {
 }
 
 /// p50/p99/max in milliseconds.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ShortPercentiles {
     pub p50: f64,
     pub p99: f64,

@@ -23,7 +23,8 @@ use std::collections::BTreeMap;
 /// `null` without samples, `send_backpressure` in the attribution.
 pub const SCHEMA_VERSION: u32 = 2;
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+/// duplexbench-tui run summary (`summary.json`); every key is documented in docs/summary.md.
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Summary {
     pub schema_version: u32,
     pub tool: Tool,
@@ -52,7 +53,7 @@ pub struct Summary {
 }
 
 /// A fault injected into a worker.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct InjectionRecord {
     pub worker: u32,
     pub kind: String,
@@ -64,20 +65,20 @@ pub struct InjectionRecord {
 /// At most this many stalls are listed in the summary.
 const MAX_STALLS_LISTED: usize = 200;
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Tool {
     pub name: String,
     pub version: String,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Layout {
     pub processes: u32,
     pub sessions_per_process: u32,
     pub sessions_total: u64,
 }
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Pacing {
     /// `packets`, `late_packets`, `slow_sends`, `unsent_packets`, `max_deviation_us`.
     #[serde(flatten)]
@@ -91,7 +92,7 @@ pub struct Pacing {
     pub append_span_ms: ShortPercentiles,
 }
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Sessions {
     pub configured: u64,
     pub completed: u64,
@@ -103,13 +104,13 @@ pub struct Sessions {
     pub errors: Vec<ErrorCount>,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ErrorCount {
     pub message: String,
     pub count: u64,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ProcessSummary {
     pub role: Role,
     /// The worker's index (absent for the mock).
@@ -137,7 +138,7 @@ pub struct ProcessSummary {
 }
 
 /// What the built-in mock saw.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct MockFigures {
     pub sessions_served: u64,
     pub sessions_rejected: u64,
@@ -148,7 +149,7 @@ pub struct MockFigures {
 }
 
 /// The server as the client saw it; a figure with no sample is `null`, not zero.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ServerView {
     /// From a packet's send start to its `sglang.input_audio.accepted`.
     pub accepted_ms: Option<ShortPercentiles>,
@@ -499,9 +500,31 @@ fn mock_process(pid: u32, stats: Option<&MockStats>) -> ProcessSummary {
     process
 }
 
+/// The JSON Schema of `summary.json`, generated from these types (docs/summary.schema.json).
+pub fn schema_json() -> String {
+    let schema = schemars::schema_for!(Summary);
+    // Serialising a schema (a JSON value) cannot fail.
+    serde_json::to_string_pretty(&schema).unwrap_or_default() + "\n"
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `UPDATE_SCHEMA=1 cargo test --lib committed_schema` writes it anew.
+    #[test]
+    fn the_committed_schema_is_the_one_the_types_generate() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/summary.schema.json");
+        let generated = schema_json();
+        if std::env::var_os("UPDATE_SCHEMA").is_some() {
+            std::fs::write(path, &generated).unwrap();
+        }
+        let committed = std::fs::read_to_string(path).unwrap();
+        assert!(
+            committed == generated,
+            "docs/summary.schema.json is not what the summary's types generate: run UPDATE_SCHEMA=1 cargo test --lib committed_schema"
+        );
+    }
 
     #[test]
     fn overlapping_streams_are_counted_at_their_peak() {

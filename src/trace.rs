@@ -24,9 +24,17 @@ use tokio_tungstenite::tungstenite::Utf8Bytes;
 /// A JSON event with no audio.
 const JSON: Payload = Payload::Json { audio_key: None };
 
-/// One sent packet, as recorded in `input-send-receipts.json` and the samples file.
+/// How much of each event the session traces keep.
 #[derive(
-    Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize, serde::Deserialize,
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    clap::ValueEnum,
+    serde::Serialize,
+    serde::Deserialize,
+    schemars::JsonSchema,
 )]
 #[serde(rename_all = "snake_case")]
 pub enum TraceMode {
@@ -38,8 +46,17 @@ pub enum TraceMode {
     Off,
 }
 
+/// Who writes the traces.
 #[derive(
-    Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize, serde::Deserialize,
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    clap::ValueEnum,
+    serde::Serialize,
+    serde::Deserialize,
+    schemars::JsonSchema,
 )]
 #[serde(rename_all = "snake_case")]
 pub enum TraceWriterMode {
@@ -69,6 +86,7 @@ impl TraceWriterMode {
     }
 }
 
+/// One sent packet, as recorded in `input-send-receipts.json` and the samples file.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Receipt {
     pub event_id: u64,

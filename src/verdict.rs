@@ -27,7 +27,7 @@ pub struct Facts<'a> {
     pub writer_errors: u64,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq, schemars::JsonSchema)]
 pub struct Verdict {
     /// No packet was late (and every worker's figures are present).
     pub pacing_qualified: bool,

@@ -7,7 +7,19 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// What kept a thread from running its loop.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum StallClass {
     /// In uninterruptible sleep (`D`), e.g. waiting for page-cache writeback.
@@ -52,7 +64,7 @@ pub fn classify(state: char, on_cpu_share: f64, wait_share: f64) -> Option<Stall
 }
 
 /// How often a kernel function was seen as the wchan of a `D` episode.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct WchanShare {
     pub name: String,
     pub samples: u32,

@@ -102,9 +102,13 @@ fn non_json_and_binary_frames_are_counted_as_protocol_errors() {
     );
     let s = summary(&out);
     assert_eq!(s["server"]["protocol_errors"], 4, "{}", describe(&output));
-    // Garbage is reported, not fatal: the sessions still complete.
+    // Garbage is reported, not fatal: the sessions still go through the protocol, but a run
+    // whose server sent garbage is not complete (issue 13, item 6), and the table says why.
     assert_eq!(s["sessions"]["completed"], 2, "{}", describe(&output));
-    assert_eq!(output.status.code(), Some(0), "{}", describe(&output));
+    assert_eq!(s["verdict"]["complete"], false);
+    assert_eq!(output.status.code(), Some(1), "{}", describe(&output));
+    let table = String::from_utf8_lossy(&output.stdout);
+    assert!(table.contains("4 protocol errors"), "{table}");
 }
 
 #[test]
@@ -296,6 +300,7 @@ fn a_closed_stderr_does_not_cost_the_summary() {
     // Like `2>&1 | head -c 1`: the reader goes away before the first progress line.
     drop(child.stderr.take());
     let status = child.wait().unwrap();
-    assert_eq!(status.code(), Some(0));
+    // Not killed by SIGPIPE, not an error (1 only if a packet was late on a busy machine).
+    assert!(matches!(status.code(), Some(0 | 1)), "{status}");
     assert_eq!(summary(&out)["sessions"]["completed"], 2);
 }

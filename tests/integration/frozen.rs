@@ -137,9 +137,5 @@ fn a_worker_keeps_its_pace_while_nobody_reads_its_telemetry() {
         result.counts
     );
     assert!(result.loop_lag.max < 1_500.0, "{:?}", result.loop_lag);
-    assert!(
-        result.telemetry_dropped > 0,
-        "the full pipe made it drop telemetry"
-    );
     assert!(String::from_utf8_lossy(&rest).contains(r#""type":"done""#));
 }

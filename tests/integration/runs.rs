@@ -25,8 +25,11 @@ const REQUIRED_KEYS: &[&str] = &[
     "/pacing/packets",
     "/pacing/late_packets",
     "/pacing/late_threshold_ms",
-    "/pacing/sends_over_20ms",
-    "/pacing/sessions_with_violation",
+    "/pacing/unsent_packets",
+    "/pacing/slow_sends",
+    "/pacing/slow_send_threshold_ms",
+    "/pacing/sessions_with_late_packets",
+    "/pacing/max_deviation_us",
     "/pacing/deviation_ms/p50",
     "/pacing/deviation_ms/p90",
     "/pacing/deviation_ms/p99",
@@ -94,7 +97,12 @@ fn short_2x4_run_completes_with_every_summary_key_and_a_valid_schema() {
         &["-p", "2", "-s", "4", "-d", "3s"],
         Duration::from_secs(90),
     );
-    assert_eq!(output.status.code(), Some(0), "{}", describe(&output));
+    // 0, or 1 if the machine was busy enough to make a packet late: never an error.
+    assert!(
+        matches!(output.status.code(), Some(0 | 1)),
+        "{}",
+        describe(&output)
+    );
     let s = summary(&out);
     for key in REQUIRED_KEYS {
         assert!(s.pointer(key).is_some(), "summary.json lacks {key}");
@@ -113,8 +121,8 @@ fn short_2x4_run_completes_with_every_summary_key_and_a_valid_schema() {
     }
     validate_against_schema(&s);
 
-    assert_eq!(s["schema_version"], 1);
-    assert_eq!(s["verdict"]["pacing_qualified"], true);
+    assert_eq!(s["schema_version"], 2);
+    // Pacing depends on how busy the machine is; completion does not.
     assert_eq!(s["verdict"]["complete"], true);
     assert_eq!(s["sessions"]["completed"], 8);
     // 3 s in 80 ms packets: 38 packets per session (the last one short).
@@ -175,7 +183,10 @@ fn stall_makes_every_session_of_the_stalled_worker_late(extra: &[&str]) {
         .into_iter()
         .find(|w| w["stall_injected_at_s"].is_number())
         .expect("one worker records its injected stall");
-    assert_eq!(stalled["pacing"]["sessions_with_violation"], 4, "{stalled}");
+    assert_eq!(
+        stalled["pacing"]["sessions_with_late_packets"], 4,
+        "{stalled}"
+    );
     assert!(
         stalled["loop_lag_ms"]["max"].as_f64().unwrap() >= 150.0,
         "{stalled}"
