@@ -156,7 +156,7 @@ fn wait_for(
 ) -> Result<(), Box<dyn std::error::Error>> {
     loop {
         if let Message::Text(text) = ws.read()? {
-            let received = Native.classify(&text)?;
+            let received = Native::default().classify(&text)?;
             if received.meaning == Meaning::Milestone(milestone) {
                 return Ok(());
             }

@@ -69,6 +69,14 @@ pub struct RunArgs {
     /// Server to drive (native protocol), e.g. ws://127.0.0.1:8765/v1/realtime [default: start the built-in mock].
     #[arg(long, help_heading = "Server")]
     pub url: Option<String>,
+    /// Output modalities the client asks for in its session.update, comma-separated: audio, text.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "audio",
+        help_heading = "Server"
+    )]
+    pub modalities: Vec<String>,
     /// Time allowed for a WebSocket connection and handshake.
     #[arg(long, default_value = "10s", value_parser = parse_duration, help_heading = "Server")]
     pub connect_timeout: Duration,

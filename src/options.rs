@@ -40,6 +40,8 @@ pub struct Settings {
     pub sample_interval_ms: Option<f64>,
     pub connect_timeout_s: f64,
     pub recv_timeout_s: f64,
+    /// The output modalities the client asks for.
+    pub modalities: Vec<String>,
     /// How long one send may block before the session ends: the server stopped reading.
     pub send_timeout_s: f64,
     /// SO_SNDBUF of each connection, or the OS's default.
@@ -162,6 +164,13 @@ pub fn validate(args: &RunArgs, command_line: String, tui: bool) -> Result<RunPl
     if args.recv_timeout.is_zero() {
         bail!("--recv-timeout must be more than zero");
     }
+    if let Some(bad) = args
+        .modalities
+        .iter()
+        .find(|m| !matches!(m.as_str(), "audio" | "text"))
+    {
+        bail!("--modalities: `{bad}` is not a modality; give audio, text or audio,text");
+    }
     if args.send_timeout.is_some_and(|t| t.is_zero()) {
         bail!("--send-timeout must be more than zero");
     }
@@ -198,6 +207,7 @@ pub fn validate(args: &RunArgs, command_line: String, tui: bool) -> Result<RunPl
         connect_timeout_s: args.connect_timeout.as_secs_f64(),
         recv_timeout_s: args.recv_timeout.as_secs_f64(),
         send_buffer_bytes: args.send_buffer_bytes,
+        modalities: args.modalities.clone(),
         send_timeout_s: args.send_timeout.map_or(
             f64::from(SEND_TIMEOUT_PACKETS * args.packet_ms) / 1000.0,
             |t| t.as_secs_f64(),

@@ -91,7 +91,12 @@ impl TraceWriterMode {
 pub struct Receipt {
     pub event_id: u64,
     pub seq: u32,
+    /// The session's start gate (the run's gate plus its `--stagger` offset).
+    pub gate_s: f64,
+    /// The gate plus `seq` packet intervals: when sglang-omni's client would have scheduled it.
     pub scheduled_s: f64,
+    /// Packet 0's actual send plus `seq` packet intervals: what its deviation is measured from.
+    pub due_s: f64,
     pub start_s: f64,
     pub completed_s: f64,
 }
@@ -297,18 +302,20 @@ impl SessionTrace {
     }
 
     /// Waits until every line of the session is written; an error means some were not.
-    pub async fn finish(self) -> Result<(), String> {
+    /// `admitted`: whether the server let the session in (the receipts say so).
+    pub async fn finish(self, admitted: bool) -> Result<(), String> {
         match self.sink {
             Sink::Thread(handle) => {
                 let (ack, done) = tokio::sync::oneshot::channel();
                 handle.send(writer::WriterMsg::End {
                     session: self.session,
+                    admitted,
                     ack,
                 });
                 done.await
                     .unwrap_or_else(|_| Err("the trace writer thread stopped".to_string()))
             }
-            Sink::Inline { files, .. } => files.finish(crate::clock::monotonic_s()).0,
+            Sink::Inline { files, .. } => files.finish(crate::clock::monotonic_s(), admitted).0,
         }
     }
 }

@@ -194,7 +194,8 @@ async fn drive(
 
     let url: Rc<str> = Rc::from(settings.url.as_str());
     let audio = Rc::new(Audio::silence(&settings));
-    let protocol: Rc<dyn protocol::ClientProtocol> = Rc::new(protocol::native::Native);
+    let protocol: Rc<dyn protocol::ClientProtocol> =
+        Rc::new(protocol::native::Native::new(&settings.modalities));
     let sessions: Vec<_> = (0..settings.sessions_per_process)
         .map(|index| {
             let ctx = session::SessionCtx {

@@ -35,6 +35,8 @@ pub struct WorkerHistograms {
     pub unit_lag: DurationHistogram,
     /// From packet 0's send start to the first audio delta, once per session.
     pub first_audio: DurationHistogram,
+    /// From a session's start gate to its packet 0's send start, once per session.
+    pub start_lateness: DurationHistogram,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

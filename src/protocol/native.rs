@@ -45,8 +45,26 @@ pub fn input_packet_bytes(packet_ms: u32) -> usize {
 }
 
 /// The native protocol's client side.
-#[derive(Debug, Default, Clone, Copy)]
-pub struct Native;
+#[derive(Debug, Clone)]
+pub struct Native {
+    /// The `session.update` that asks for the output modalities, encoded once per session.
+    modalities: Vec<String>,
+}
+
+impl Default for Native {
+    fn default() -> Native {
+        Native::new(&["audio".to_string()])
+    }
+}
+
+impl Native {
+    /// A client that asks for `modalities` (`audio`, `text`) in its `session.update`.
+    pub fn new(modalities: &[String]) -> Native {
+        Native {
+            modalities: modalities.to_vec(),
+        }
+    }
+}
 
 /// Which control command an id stands for (see [`EventIds::control`]).
 const UPDATE_ID: u32 = 0;
@@ -62,7 +80,10 @@ impl ClientProtocol for Native {
                 awaiting: names::SESSION_CREATED,
             },
             Step {
-                send: Some(Outgoing::Text(session_update(ids.control(UPDATE_ID)))),
+                send: Some(Outgoing::Text(session_update_for(
+                    ids.control(UPDATE_ID),
+                    &self.modalities,
+                ))),
                 until: Milestone::Ready,
                 awaiting: names::SESSION_UPDATED,
             },
@@ -137,11 +158,21 @@ impl ClientProtocol for Native {
     }
 }
 
-/// The `session.update` a client sends after `session.created`.
+/// The `session.update` a client sends after `session.created`, asking for audio out.
 pub fn session_update(event_id: u64) -> String {
+    session_update_for(event_id, &["audio".to_string()])
+}
+
+/// The `session.update` asking for `modalities` as output.
+pub fn session_update_for(event_id: u64, modalities: &[String]) -> String {
+    let modalities: Vec<String> = modalities
+        .iter()
+        .map(|m| crate::trace::format::json_string(m))
+        .collect();
     format!(
-        r#"{{"type":"{}","event_id":"{event_id:016x}","session":{{"output_modalities":["audio"]}}}}"#,
-        names::SESSION_UPDATE
+        r#"{{"type":"{}","event_id":"{event_id:016x}","session":{{"output_modalities":[{}]}}}}"#,
+        names::SESSION_UPDATE,
+        modalities.join(",")
     )
 }
 
@@ -263,7 +294,7 @@ mod tests {
     use super::*;
 
     fn classify(text: &str) -> Meaning<'_> {
-        Native.classify(text).unwrap().meaning
+        Native::default().classify(text).unwrap().meaning
     }
 
     #[test]
@@ -309,7 +340,7 @@ mod tests {
 
     #[test]
     fn audio_deltas_say_where_their_audio_is_for_the_trace() {
-        let r = Native
+        let r = Native::default()
             .classify(r#"{"type":"response.output_audio.delta","delta":"AAAA","extra":1}"#)
             .unwrap();
         assert_eq!(r.meaning, Meaning::AudioDelta);
@@ -336,7 +367,7 @@ mod tests {
 
     #[test]
     fn a_frame_without_a_type_is_refused_with_the_reason() {
-        let err = Native.classify(r#"{"hello":1}"#).unwrap_err();
+        let err = Native::default().classify(r#"{"hello":1}"#).unwrap_err();
         assert!(err.contains("missing field `type`"), "{err}");
     }
 
@@ -346,7 +377,7 @@ mod tests {
             worker: 0,
             session: 1,
         };
-        let steps = Native.set_up(ids);
+        let steps = Native::default().set_up(ids);
         assert_eq!(steps.len(), 2);
         assert_eq!(
             (steps[0].send.as_ref(), steps[0].until),
@@ -358,10 +389,35 @@ mod tests {
         let v: serde_json::Value = serde_json::from_str(update).unwrap();
         assert_eq!(v["type"], names::SESSION_UPDATE);
         assert_eq!(steps[1].until, Milestone::Ready);
-        let ends: Vec<_> = Native.finish(ids, true).iter().map(|s| s.until).collect();
+        let ends: Vec<_> = Native::default()
+            .finish(ids, true)
+            .iter()
+            .map(|s| s.until)
+            .collect();
         assert_eq!(ends, [Milestone::Drained, Milestone::Closed]);
-        let ends: Vec<_> = Native.finish(ids, false).iter().map(|s| s.until).collect();
+        let ends: Vec<_> = Native::default()
+            .finish(ids, false)
+            .iter()
+            .map(|s| s.until)
+            .collect();
         assert_eq!(ends, [Milestone::Closed], "no input, nothing to drain");
+    }
+
+    #[test]
+    fn the_update_asks_for_the_modalities_given_issue_10() {
+        let ids = EventIds {
+            worker: 0,
+            session: 0,
+        };
+        let both = Native::new(&["audio".to_string(), "text".to_string()]);
+        let Some(Outgoing::Text(update)) = both.set_up(ids).remove(1).send else {
+            panic!("the update is a text frame")
+        };
+        let v: serde_json::Value = serde_json::from_str(&update).unwrap();
+        assert_eq!(
+            v["session"]["output_modalities"],
+            serde_json::json!(["audio", "text"])
+        );
     }
 
     #[test]

@@ -92,6 +92,14 @@ fn key_figures(out: &mut String, s: &Summary) {
         d.p999,
         d.max
     );
+    let l = &p.start_lateness_ms;
+    md!(
+        out,
+        "| start lateness after the gate p50 / p99 / max | {:.2} / {:.2} / {:.2} ms |",
+        l.p50,
+        l.p99,
+        l.max
+    );
     for (name, q) in server_figures(s) {
         md!(
             out,

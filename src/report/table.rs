@@ -64,6 +64,14 @@ pub fn table(s: &Summary) -> String {
         d.p999,
         d.max
     );
+    let l = &p.start_lateness_ms;
+    row!(
+        out,
+        "start lateness     p50 {:.2}  p99 {:.2}  max {:.2} ms (packet 0 after its gate)",
+        l.p50,
+        l.p99,
+        l.max
+    );
     for (name, q) in server_figures(s) {
         row!(
             out,

@@ -88,12 +88,17 @@ impl SessionFiles {
             );
         }
         if self.receipts_count == 0 {
-            format::receipts_open(&mut self.receipts_buf, receipt.start_s);
+            format::receipts_open(&mut self.receipts_buf, receipt.gate_s);
         }
         format::receipt_entry(&mut self.receipts_buf, receipt, self.receipts_count == 0);
         self.receipts_count += 1;
         self.pending_lines += 1;
         self.pending_bytes += frame.map_or(0, |f| f.len() as u64);
+    }
+
+    /// Whether the session sent any packet.
+    pub fn sent_any(&self) -> bool {
+        self.receipts_count > 0
     }
 
     pub fn has_pending(&self) -> bool {
@@ -122,8 +127,8 @@ impl SessionFiles {
     }
 
     /// Writes the rest, closes the receipts, and says whether everything reached the files.
-    pub fn finish(mut self, now_s: f64) -> (Result<(), String>, (u64, u64)) {
-        format::receipts_close(&mut self.receipts_buf, self.receipts_count == 0);
+    pub fn finish(mut self, now_s: f64, admitted: bool) -> (Result<(), String>, (u64, u64)) {
+        format::receipts_close(&mut self.receipts_buf, self.receipts_count == 0, admitted);
         let done = self.flush(now_s);
         let result = match self.error.take() {
             None => Ok(()),
@@ -199,7 +204,9 @@ mod tests {
         Receipt {
             event_id: u64::from(seq),
             seq,
+            gate_s: 1.0,
             scheduled_s: 1.0 + f64::from(seq) * 0.08,
+            due_s: 1.0 + f64::from(seq) * 0.08,
             start_s: 1.0 + f64::from(seq) * 0.08,
             completed_s: 1.0001 + f64::from(seq) * 0.08,
         }
@@ -218,7 +225,7 @@ mod tests {
         );
         assert_eq!(std::fs::metadata(dir.join(TRACE_FILE)).unwrap().len(), 0);
         assert_eq!(files.flush(1.5).0, 2);
-        let (result, _) = files.finish(2.0);
+        let (result, _) = files.finish(2.0, true);
         assert!(result.is_ok());
         let trace = std::fs::read_to_string(dir.join(TRACE_FILE)).unwrap();
         assert_eq!(trace.lines().count(), 2);
@@ -239,7 +246,7 @@ mod tests {
         files.push_append(&receipt(1), Some("{}"));
         let (lines, _) = files.flush(0.5);
         assert_eq!(lines, 2, "the lines leave the queue either way");
-        let (result, _) = files.finish(1.0);
+        let (result, _) = files.finish(1.0, true);
         let err = result.unwrap_err();
         assert!(err.contains("No space left on device"), "{err}");
         assert!(err.contains("2 lines not written"), "{err}");

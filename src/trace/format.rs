@@ -149,26 +149,32 @@ pub fn receipt_entry(out: &mut Vec<u8>, r: &Receipt, first: bool) {
 }
 
 /// The end of a receipts file; `empty` when the session sent no append.
-pub fn receipts_close(out: &mut Vec<u8>, empty: bool) {
+pub fn receipts_close(out: &mut Vec<u8>, empty: bool, admitted: bool) {
     if empty {
-        out.extend_from_slice(br#"{"session_start_s":null,"appends":[]}"#);
+        out.extend_from_slice(br#"{"session_start_s":null,"appends":[]"#);
     } else {
-        out.extend_from_slice(b"]}");
+        out.push(b']');
     }
+    out.extend_from_slice(if admitted {
+        br#","admitted":true}"#
+    } else {
+        br#","admitted":false}"#
+    });
     out.push(b'\n');
 }
 
 /// The header of a worker's samples file.
 pub const SAMPLES_HEADER: &str =
-    "worker,session,seq,scheduled_s,start_s,completed_s,deviation_us,websocket_send_us,append_span_us\n";
+    "worker,session,seq,due_s,start_s,completed_s,deviation_us,websocket_send_us,append_span_us\n";
 
-/// One packet in a worker's samples file.
+/// One packet in a worker's samples file: its due time (packet 0's send plus `seq` packets),
+/// its send, and its deviation as a magnitude, as every other figure has it.
 pub fn sample_line(out: &mut Vec<u8>, worker: u32, session: u32, r: &Receipt) {
-    let deviation_us = ((r.start_s - r.scheduled_s) * 1e6).round() as i64;
+    let deviation_us = crate::pacing::deviation_us(r.start_s, r.due_s);
     let send_us = ((r.completed_s - r.start_s) * 1e6).round() as i64;
-    let span_us = ((r.completed_s - r.scheduled_s) * 1e6).round() as i64;
+    let span_us = ((r.completed_s - r.due_s) * 1e6).round() as i64;
     let _ = write!(out, "{worker},{session},{},", r.seq);
-    push_seconds(out, r.scheduled_s);
+    push_seconds(out, r.due_s);
     out.push(b',');
     push_seconds(out, r.start_s);
     out.push(b',');
@@ -246,21 +252,29 @@ mod tests {
         let r = Receipt {
             event_id: 7,
             seq: 0,
-            scheduled_s: 1.0,
+            gate_s: 0.99,
+            scheduled_s: 0.99,
+            due_s: 1.0,
             start_s: 1.0,
             completed_s: 1.0001,
         };
         let mut out = Vec::new();
-        receipts_open(&mut out, 1.0);
+        receipts_open(&mut out, r.gate_s);
         receipt_entry(&mut out, &r, true);
         receipt_entry(&mut out, &Receipt { seq: 1, ..r }, false);
-        receipts_close(&mut out, false);
+        receipts_close(&mut out, false, true);
         let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
         assert_eq!(v["appends"].as_array().unwrap().len(), 2);
         assert_eq!(v["appends"][1]["seq"], 1);
+        // sglang-omni's client's meaning: the session starts at its gate, packets are
+        // scheduled from it, and the receipts say whether the server let the session in.
+        assert_eq!(v["session_start_s"], 0.99);
+        assert_eq!(v["appends"][0]["scheduled_s"], 0.99);
+        assert_eq!(v["admitted"], true);
         let mut empty = Vec::new();
-        receipts_close(&mut empty, true);
+        receipts_close(&mut empty, true, false);
         let v: serde_json::Value = serde_json::from_slice(&empty).unwrap();
         assert!(v["session_start_s"].is_null());
+        assert_eq!(v["admitted"], false);
     }
 }

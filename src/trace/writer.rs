@@ -42,6 +42,7 @@ pub enum WriterMsg {
     },
     End {
         session: u32,
+        admitted: bool,
         ack: tokio::sync::oneshot::Sender<Result<(), String>>,
     },
 }
@@ -87,7 +88,8 @@ struct Writer {
     depth: Arc<QueueDepth>,
     sessions: Vec<Option<SessionFiles>>,
     samples: SamplesFile,
-    ends: Vec<(u32, tokio::sync::oneshot::Sender<Result<(), String>>)>,
+    /// (session, admitted, acknowledgement) of sessions that ended.
+    ends: Vec<(u32, bool, tokio::sync::oneshot::Sender<Result<(), String>>)>,
     ends_due_s: Option<f64>,
 }
 
@@ -139,7 +141,9 @@ impl Writer {
         self.finish_ended(now_s);
         for slot in &mut self.sessions {
             if let Some(files) = slot.take() {
-                let (_, done) = files.finish(now_s);
+                // A session that never ended (its task was aborted) was let in if it sent.
+                let admitted = files.sent_any();
+                let (_, done) = files.finish(now_s, admitted);
                 self.depth.sub(done);
             }
         }
@@ -185,8 +189,12 @@ impl Writer {
                 }
                 self.samples.push(session, &receipt);
             }
-            WriterMsg::End { session, ack } => {
-                self.ends.push((session, ack));
+            WriterMsg::End {
+                session,
+                admitted,
+                ack,
+            } => {
+                self.ends.push((session, admitted, ack));
                 self.ends_due_s.get_or_insert(monotonic_s() + END_GATHER_S);
             }
         }
@@ -208,10 +216,10 @@ impl Writer {
     /// Writes the last batches of the sessions that ended together and lets them close.
     fn finish_ended(&mut self, now_s: f64) {
         self.ends_due_s = None;
-        for (session, ack) in std::mem::take(&mut self.ends) {
+        for (session, admitted, ack) in std::mem::take(&mut self.ends) {
             let result = match self.slot(session).take() {
                 Some(files) => {
-                    let (result, done) = files.finish(now_s);
+                    let (result, done) = files.finish(now_s, admitted);
                     self.depth.sub(done);
                     result
                 }

@@ -55,6 +55,8 @@ struct Session {
     ctx: SessionCtx,
     trace: SessionTrace,
     machine: Machine,
+    /// The server let the session in (the WebSocket handshake succeeded).
+    admitted: bool,
 }
 
 /// A frame as the WebSocket takes it, and the same bytes for the trace.
@@ -85,12 +87,14 @@ pub async fn run(ctx: SessionCtx, trace: SessionTrace) -> SessionOutcome {
         ctx,
         trace,
         machine,
+        admitted: false,
     };
     let result = session.drive().await;
     let Session {
         ctx,
         trace,
         machine,
+        admitted,
     } = session;
     let mut outcome = machine.outcome;
     match result {
@@ -102,7 +106,7 @@ pub async fn run(ctx: SessionCtx, trace: SessionTrace) -> SessionOutcome {
         Err(End::Failed(why)) => outcome.error = Some(why),
     }
     // A session closes only after its lines are written; a write error fails it.
-    if let Err(err) = trace.finish().await {
+    if let Err(err) = trace.finish(admitted).await {
         if outcome.status == SessionStatus::Completed {
             outcome.status = SessionStatus::Incomplete;
         }
@@ -116,7 +120,10 @@ impl Session {
     async fn drive(&mut self) -> Result<(), End> {
         let connected = connect::connect(&self.ctx, &mut self.trace).await;
         let mut ws = match connected {
-            Ok(ws) => ws,
+            Ok(ws) => {
+                self.admitted = true;
+                ws
+            }
             Err(end) => {
                 self.ctx.tally.report(&Err(match &end {
                     End::Rejected(_) => None,
@@ -230,13 +237,13 @@ impl Session {
 
     async fn send_packet(&mut self, ws: &mut Ws, seq: u32, gate_s: f64) -> Result<(), End> {
         let start_s = monotonic_s();
-        let (frame, scheduled_s) = self.machine.packet(seq, start_s);
+        let (frame, due_s) = self.machine.packet(seq, start_s, gate_s);
         let (msg, text) = message(frame);
         self.send_bounded(ws, msg, Some((seq + 1, gate_s)))
             .await
             .map_err(End::Failed)?;
         let completed_s = monotonic_s();
-        self.machine.sent(seq, scheduled_s, start_s, completed_s);
+        self.machine.sent(seq, due_s, start_s, completed_s);
         let receipt = Receipt {
             event_id: EventIds {
                 worker: self.ctx.worker,
@@ -244,7 +251,9 @@ impl Session {
             }
             .id(seq),
             seq,
-            scheduled_s,
+            gate_s,
+            scheduled_s: gate_s + f64::from(seq) * self.ctx.settings.packet_s(),
+            due_s,
             start_s,
             completed_s,
         };

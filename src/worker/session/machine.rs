@@ -167,9 +167,20 @@ impl Machine {
         self.origin_s.unwrap_or(gate_s) + f64::from(seq) * self.settings.packet_s()
     }
 
-    /// The frame of packet `seq`, whose send starts at `start_s`, and when it was scheduled.
-    pub fn packet(&mut self, seq: u32, start_s: f64) -> (Outgoing, f64) {
-        let origin_s = *self.origin_s.get_or_insert(start_s);
+    /// The frame of packet `seq`, whose send starts at `start_s` for a session whose gate
+    /// opened at `gate_s`, and when it is due (packet 0's send plus `seq` packets). Packet 0's
+    /// lateness after the gate is the session's start lateness.
+    pub fn packet(&mut self, seq: u32, start_s: f64, gate_s: f64) -> (Outgoing, f64) {
+        if self.origin_s.is_none() {
+            self.origin_s = Some(start_s);
+            let lateness_s = (start_s - gate_s).max(0.0);
+            self.stats
+                .borrow_mut()
+                .hist
+                .start_lateness
+                .record_s(lateness_s);
+        }
+        let origin_s = self.origin_s.unwrap_or(start_s);
         let scheduled_s = origin_s + f64::from(seq) * self.settings.packet_s();
         let last = seq + 1 == self.settings.packets_per_session;
         let audio = self.audio.packet(last);
