@@ -47,6 +47,10 @@ pub enum WriterMsg {
     },
 }
 
+/// A session that ended: its index, whether it was admitted, and whom to tell when its lines
+/// are written.
+type Ended = (u32, bool, tokio::sync::oneshot::Sender<Result<(), String>>);
+
 /// The sending side, cloned into every session.
 #[derive(Clone)]
 pub struct WriterHandle {
@@ -88,8 +92,8 @@ struct Writer {
     depth: Arc<QueueDepth>,
     sessions: Vec<Option<SessionFiles>>,
     samples: SamplesFile,
-    /// (session, admitted, acknowledgement) of sessions that ended.
-    ends: Vec<(u32, bool, tokio::sync::oneshot::Sender<Result<(), String>>)>,
+    /// Sessions that ended and wait for their last batch.
+    ends: Vec<Ended>,
     ends_due_s: Option<f64>,
 }
 
