@@ -2,6 +2,7 @@
 //! [`crate::options`] validates them into the settings the rest of the program uses.
 
 pub use crate::profile::Profile;
+pub use crate::protocol::Protocol;
 pub use crate::trace::{TraceMode, TraceWriterMode};
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
@@ -44,9 +45,15 @@ pub struct RunArgs {
     /// Concurrent sessions per worker process.
     #[arg(long, short = 's', visible_alias = "concurrency", default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..=65535), help_heading = "Load")]
     pub sessions: u32,
-    /// Audio each session streams, e.g. 30s, 90s, 2m.
-    #[arg(long, short = 'd', default_value = "30s", value_parser = parse_duration, help_heading = "Load")]
-    pub duration: Duration,
+    /// Audio each session streams, e.g. 30s, 90s, 2m [default: 30s, or the --audio file × --loops].
+    #[arg(long, short = 'd', value_parser = parse_duration, help_heading = "Load")]
+    pub duration: Option<Duration>,
+    /// Stream this WAV (16 kHz mono PCM16) instead of silence; its length times --loops is each session's audio.
+    #[arg(long, value_name = "FILE.wav", help_heading = "Load")]
+    pub audio: Option<PathBuf>,
+    /// With --audio, how many times each session plays the file before it ends its input.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100_000), help_heading = "Load")]
+    pub loops: u32,
     /// Packet length in milliseconds.
     #[arg(long, visible_alias = "chunk-ms", default_value_t = 80, value_parser = clap::value_parser!(u32).range(10..=1000), help_heading = "Load")]
     pub packet_ms: u32,
@@ -69,6 +76,9 @@ pub struct RunArgs {
     /// Server to drive (native protocol), e.g. ws://127.0.0.1:8765/v1/realtime [default: start the built-in mock].
     #[arg(long, help_heading = "Server")]
     pub url: Option<String>,
+    /// Wire protocol of the server (and of the built-in mock).
+    #[arg(long, value_enum, default_value_t = Protocol::Native, help_heading = "Server")]
+    pub protocol: Protocol,
     /// Output modalities the client asks for in its session.update, comma-separated: audio, text.
     #[arg(
         long,
@@ -157,6 +167,9 @@ pub struct MockArgs {
     /// Write the mock's statistics to this file on SIGINT or SIGTERM.
     #[arg(long)]
     pub stats_output: Option<PathBuf>,
+    /// Wire protocol to serve.
+    #[arg(long, value_enum, default_value_t = Protocol::Native)]
+    pub protocol: Protocol,
     #[command(flatten)]
     pub behaviour: MockBehaviourArgs,
 }
@@ -236,6 +249,6 @@ mod tests {
         let cli = Cli::try_parse_from(["duplexbench-tui"]).unwrap();
         assert!(cli.command.is_none());
         assert_eq!((cli.run.processes, cli.run.sessions), (1, 32));
-        assert_eq!(cli.run.duration, Duration::from_secs(30));
+        assert_eq!(cli.run.duration, None);
     }
 }

@@ -59,8 +59,8 @@ pub fn run(plan: RunPlan, exit_on_finish: bool) -> Result<i32> {
 
     let mock = match &plan.settings.mock {
         Some(behaviour) => {
-            let mock = MockChild::start(&output_dir, behaviour)?;
-            plan.settings.url = format!("ws://{}{}", mock.addr, crate::protocol::PATH);
+            let mock = MockChild::start(&output_dir, plan.settings.protocol, behaviour)?;
+            plan.settings.url = format!("ws://{}{}", mock.addr, plan.settings.protocol.path());
             Some(mock)
         }
         None => {

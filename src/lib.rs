@@ -16,6 +16,7 @@
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
 pub mod app;
+pub mod audio;
 pub mod cli;
 pub mod clock;
 pub mod conductor;

@@ -61,6 +61,7 @@ async fn serve_until_signal(args: &MockArgs, started_s: f64) -> Result<MockStats
 
     let counters = Rc::new(Counters::new());
     let shared = Rc::new(Shared::new(
+        args.protocol,
         Templates::new(&args.behaviour),
         Rc::clone(&counters),
         args.behaviour.max_sessions,

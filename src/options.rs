@@ -1,6 +1,7 @@
 //! The command line validated (stage two): the settings a run is made of, in the form the
 //! conductor, the workers and the summary share. Every error here names the flag at fault.
 
+use crate::audio::AudioSource;
 use crate::cli::{MockBehaviourArgs, Profile, RunArgs};
 use crate::trace::{TraceMode, TraceWriterMode};
 use anyhow::{bail, Result};
@@ -11,6 +12,9 @@ use std::path::PathBuf;
 pub const ADMISSION_RETRIES: u32 = 3;
 /// ...this far apart.
 pub const ADMISSION_RETRY_INTERVAL_MS: u64 = 250;
+
+/// Each session's audio without `--duration` or `--audio`.
+pub const DEFAULT_DURATION: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// A send blocked this many packet intervals means the server stopped reading.
 pub const SEND_TIMEOUT_PACKETS: u32 = 4;
@@ -40,6 +44,8 @@ pub struct Settings {
     pub sample_interval_ms: Option<f64>,
     pub connect_timeout_s: f64,
     pub recv_timeout_s: f64,
+    /// The wire protocol spoken.
+    pub protocol: crate::protocol::Protocol,
     /// The output modalities the client asks for.
     pub modalities: Vec<String>,
     /// How long one send may block before the session ends: the server stopped reading.
@@ -53,8 +59,8 @@ pub struct Settings {
     pub trace: TraceMode,
     pub trace_writer: TraceWriterMode,
     pub keep_traces: bool,
-    /// Input audio: 16 kHz PCM16 silence (WAV input is later work).
-    pub audio: String,
+    /// Input audio: 16 kHz PCM16 silence or a WAV file.
+    pub audio: AudioSource,
     /// How the built-in mock was told to behave (absent with `--url`).
     pub mock: Option<MockBehaviour>,
     pub tui: bool,
@@ -119,6 +125,14 @@ pub struct RunPlan {
 }
 
 impl Settings {
+    /// Bytes of PCM16 input each session sends in all.
+    pub fn input_bytes(&self) -> usize {
+        let samples = self.audio.total_samples().unwrap_or_else(|| {
+            (self.duration_s * f64::from(crate::protocol::INPUT_SAMPLE_RATE)).round() as u64
+        });
+        samples as usize * crate::protocol::BYTES_PER_SAMPLE
+    }
+
     /// The thresholds every packet is judged by.
     pub fn thresholds(&self) -> crate::pacing::Thresholds {
         crate::pacing::Thresholds::from_ms(self.late_threshold_ms, self.slow_send_threshold_ms)
@@ -142,11 +156,38 @@ impl Settings {
 
 /// Validates parsed arguments into a plan. `tui` says whether the dashboard will run.
 pub fn validate(args: &RunArgs, command_line: String, tui: bool) -> Result<RunPlan> {
-    let duration_s = args.duration.as_secs_f64();
+    let audio = match &args.audio {
+        None if args.loops != 1 => bail!("--loops repeats an --audio file; give --audio FILE.wav"),
+        None => AudioSource::Silence,
+        Some(path) => {
+            if args.duration.is_some() {
+                bail!("--duration and --audio: the file sets the length of each session's audio; repeat it with --loops N");
+            }
+            AudioSource::Wav {
+                path: path.clone(),
+                samples: crate::audio::probe(path)?,
+                loops: args.loops,
+            }
+        }
+    };
+    let duration_s = match (&audio, args.duration) {
+        (AudioSource::Wav { .. }, _) => {
+            audio.total_samples().unwrap_or(0) as f64
+                / f64::from(crate::protocol::INPUT_SAMPLE_RATE)
+        }
+        (AudioSource::Silence, duration) => duration.unwrap_or(DEFAULT_DURATION).as_secs_f64(),
+    };
+    if matches!(audio, AudioSource::Wav { .. }) && duration_s > crate::audio::MAX_INPUT_S {
+        bail!(
+            "--audio × --loops is {:.0} s of audio; at most {:.0} s are held in memory, give fewer --loops",
+            duration_s,
+            crate::audio::MAX_INPUT_S
+        );
+    }
     if duration_s < f64::from(args.packet_ms) / 1000.0 {
         bail!(
             "--duration {} is shorter than one packet (--packet-ms {}); give at least {} ms",
-            humantime::format_duration(args.duration),
+            humantime::format_duration(std::time::Duration::from_secs_f64(duration_s)),
             args.packet_ms,
             args.packet_ms
         );
@@ -207,6 +248,7 @@ pub fn validate(args: &RunArgs, command_line: String, tui: bool) -> Result<RunPl
         connect_timeout_s: args.connect_timeout.as_secs_f64(),
         recv_timeout_s: args.recv_timeout.as_secs_f64(),
         send_buffer_bytes: args.send_buffer_bytes,
+        protocol: args.protocol,
         modalities: args.modalities.clone(),
         send_timeout_s: args.send_timeout.map_or(
             f64::from(SEND_TIMEOUT_PACKETS * args.packet_ms) / 1000.0,
@@ -218,7 +260,7 @@ pub fn validate(args: &RunArgs, command_line: String, tui: bool) -> Result<RunPl
         trace: args.trace,
         trace_writer: args.trace_writer,
         keep_traces: args.keep_traces,
-        audio: "silence".to_string(),
+        audio,
         mock: args
             .url
             .is_none()

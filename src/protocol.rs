@@ -10,8 +10,52 @@
 
 pub mod native;
 
+use crate::options::Settings;
 use crate::trace::format::Payload;
 use std::borrow::Cow;
+use std::rc::Rc;
+
+/// The wire protocols the tool speaks, as client and as mock (`--protocol`).
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    Default,
+    PartialEq,
+    Eq,
+    clap::ValueEnum,
+    serde::Serialize,
+    serde::Deserialize,
+    schemars::JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum Protocol {
+    /// sglang-omni's native full-duplex `/v1/realtime` (docs/protocol-native.md).
+    #[default]
+    Native,
+}
+
+impl Protocol {
+    /// The path the protocol's servers (and its mock) serve it on.
+    pub fn path(self) -> &'static str {
+        match self {
+            Protocol::Native => native::PATH,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Protocol::Native => "native",
+        }
+    }
+
+    /// The client side of the protocol, configured from the run's settings.
+    pub fn client(self, settings: &Settings) -> Rc<dyn ClientProtocol> {
+        match self {
+            Protocol::Native => Rc::new(native::Native::new(&settings.modalities)),
+        }
+    }
+}
 
 pub use native::{
     append_frame, input_end, input_packet_bytes, names, session_close, session_update,

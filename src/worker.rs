@@ -9,6 +9,7 @@ mod pacer;
 pub mod session;
 mod setup;
 
+use crate::audio::Audio;
 use crate::cli::WorkerArgs;
 use crate::clock::{instant_at, monotonic_s, ClockAnchor};
 use crate::contract::telemetry::{Command, Telemetry};
@@ -16,61 +17,14 @@ use crate::contract::worker::{
     Injection, SessionOutcome, WorkerConfig, WorkerResult, RESULT_SCHEMA_VERSION,
 };
 use crate::contract::RunPaths;
-use crate::options::Settings;
-use crate::protocol;
 use crate::trace::{TraceConfig, Tracer};
 use crate::{looplag, procstat, sys};
 use anyhow::{Context, Result};
-use base64::Engine as _;
 use counters::WorkerStats;
 use std::cell::RefCell;
 use std::rc::Rc;
 use std::time::Duration;
 use tokio::sync::watch;
-
-/// The input audio, held once and base64-encoded once: a full packet and the (possibly short)
-/// last one.
-pub struct Audio {
-    full_pcm: Vec<u8>,
-    last_pcm: Vec<u8>,
-    full_b64: String,
-    last_b64: String,
-}
-
-impl Audio {
-    /// PCM16 silence for `settings`' packets.
-    pub fn silence(settings: &Settings) -> Audio {
-        let full = protocol::input_packet_bytes(settings.packet_ms);
-        let total_ms = (settings.duration_s * 1000.0).round() as u64;
-        let last_ms =
-            total_ms - u64::from(settings.packets_per_session - 1) * u64::from(settings.packet_ms);
-        let last =
-            protocol::input_packet_bytes(last_ms.clamp(1, u64::from(settings.packet_ms)) as u32);
-        let b64 = |pcm: &[u8]| base64::engine::general_purpose::STANDARD.encode(pcm);
-        let (full_pcm, last_pcm) = (vec![0u8; full], vec![0u8; last]);
-        Audio {
-            full_b64: b64(&full_pcm),
-            last_b64: b64(&last_pcm),
-            full_pcm,
-            last_pcm,
-        }
-    }
-
-    /// A full packet, or the last one.
-    pub fn packet(&self, last: bool) -> protocol::AudioPacket<'_> {
-        if last {
-            protocol::AudioPacket {
-                pcm: &self.last_pcm,
-                b64: &self.last_b64,
-            }
-        } else {
-            protocol::AudioPacket {
-                pcm: &self.full_pcm,
-                b64: &self.full_b64,
-            }
-        }
-    }
-}
 
 /// The hidden `worker` subcommand.
 pub fn run(args: &WorkerArgs) -> Result<()> {
@@ -88,6 +42,14 @@ pub fn run(args: &WorkerArgs) -> Result<()> {
         mode: config.settings.trace,
         writer: config.settings.trace_writer,
     })?;
+    // The input is read and encoded once, before any session connects.
+    let s = &config.settings;
+    let audio = Rc::new(Audio::load(
+        &s.audio,
+        s.packet_ms,
+        s.packets_per_session,
+        s.input_bytes(),
+    )?);
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -99,7 +61,14 @@ pub fn run(args: &WorkerArgs) -> Result<()> {
         .context("cannot create the worker's send timer (a timerfd)")?;
     let run = local.block_on(
         &runtime,
-        drive(&config, &tracer, &telemetry, commands, Rc::new(pacer)),
+        drive(
+            &config,
+            &tracer,
+            &telemetry,
+            commands,
+            Rc::new(pacer),
+            audio,
+        ),
     );
     let writer_error = tracer.shutdown().err();
     let ended_s = monotonic_s();
@@ -154,6 +123,7 @@ async fn drive(
     telemetry: &control::TelemetrySender,
     mut commands: tokio::sync::mpsc::UnboundedReceiver<Command>,
     pacer: Rc<pacer::Pacer>,
+    audio: Rc<Audio>,
 ) -> RunOutput {
     let settings = Rc::new(config.settings.clone());
     let stats = Rc::new(RefCell::new(WorkerStats::new(
@@ -193,9 +163,8 @@ async fn drive(
     });
 
     let url: Rc<str> = Rc::from(settings.url.as_str());
-    let audio = Rc::new(Audio::silence(&settings));
-    let protocol: Rc<dyn protocol::ClientProtocol> =
-        Rc::new(protocol::native::Native::new(&settings.modalities));
+
+    let protocol = settings.protocol.client(&settings);
     let sessions: Vec<_> = (0..settings.sessions_per_process)
         .map(|index| {
             let ctx = session::SessionCtx {

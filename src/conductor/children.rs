@@ -9,6 +9,7 @@ use crate::contract::worker::WorkerConfig;
 use crate::contract::RunPaths;
 use crate::mock::stats::MockStats;
 use crate::options::MockBehaviour;
+use crate::protocol::Protocol;
 use crate::sys;
 use anyhow::{anyhow, bail, Context, Result};
 use std::fs::File;
@@ -68,7 +69,11 @@ pub struct MockChild {
 }
 
 impl MockChild {
-    pub fn start(output_dir: &Path, behaviour: &MockBehaviour) -> Result<MockChild> {
+    pub fn start(
+        output_dir: &Path,
+        protocol: Protocol,
+        behaviour: &MockBehaviour,
+    ) -> Result<MockChild> {
         let paths = RunPaths::new(output_dir);
         let stats_path = paths.mock_stats();
         let mut command = Command::new(own_binary()?);
@@ -82,6 +87,7 @@ impl MockChild {
                 "--stats-output",
             ])
             .arg(&stats_path)
+            .args(["--protocol", protocol.as_str()])
             .args(behaviour.to_flags())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())

@@ -9,7 +9,7 @@ use super::replies::{Templates, MAX_MESSAGE_BYTES};
 use super::session::{Goodbye, Session, Step};
 use super::stats::Counters;
 use crate::clock;
-use crate::protocol;
+use crate::protocol::Protocol;
 use futures_util::{SinkExt, StreamExt};
 use std::cell::Cell;
 use std::rc::Rc;
@@ -36,6 +36,8 @@ const READ_BUFFER_BYTES: usize = 16 * 1024;
 
 /// What every connection task shares.
 pub struct Shared {
+    /// The protocol served: its path, and the session state machine each connection gets.
+    pub protocol: Protocol,
     pub templates: Rc<Templates>,
     pub counters: Rc<Counters>,
     admission: Admission,
@@ -43,8 +45,14 @@ pub struct Shared {
 }
 
 impl Shared {
-    pub fn new(templates: Templates, counters: Rc<Counters>, max_sessions: Option<u32>) -> Self {
+    pub fn new(
+        protocol: Protocol,
+        templates: Templates,
+        counters: Rc<Counters>,
+        max_sessions: Option<u32>,
+    ) -> Self {
         Shared {
+            protocol,
             templates: Rc::new(templates),
             counters,
             admission: Admission {
@@ -125,8 +133,12 @@ async fn serve_connection(stream: TcpStream, shared: Rc<Shared>) {
     // The error type is tungstenite's `Callback` signature, not ours to shrink.
     #[allow(clippy::result_large_err)]
     let callback = |request: &Request, response: Response| {
-        if request.uri().path() != protocol::PATH {
-            let body = format!("no such path; the protocol is served on {}", protocol::PATH);
+        let path = shared.protocol.path();
+        if request.uri().path() != path {
+            let body = format!(
+                "no such path; the {} protocol is served on {path}",
+                shared.protocol.as_str()
+            );
             return Err(refusal(StatusCode::NOT_FOUND, body));
         }
         // Admission is decided here, inside the handshake, so two clients racing for the last
@@ -160,8 +172,12 @@ async fn serve_connection(stream: TcpStream, shared: Rc<Shared>) {
     shared.counters.session_served();
     let number = shared.next_session.get();
     shared.next_session.set(number + 1);
-    let session = Session::new(Rc::clone(&shared.templates), number);
-    run_session(ws, session, &shared.counters).await;
+    match shared.protocol {
+        Protocol::Native => {
+            let session = Session::new(Rc::clone(&shared.templates), number);
+            run_session(ws, session, &shared.counters).await;
+        }
+    }
 }
 
 /// Reads client messages until the session closes or the connection ends.

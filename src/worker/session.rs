@@ -9,7 +9,7 @@ pub mod machine;
 use super::counters::WorkerStats;
 use super::pacer::Pacer;
 use super::setup::SetupTally;
-use super::Audio;
+use crate::audio::Audio;
 use crate::clock::{instant_at, monotonic_s};
 use crate::contract::worker::{SessionOutcome, SessionStatus, MAX_WINDOWS};
 use crate::options::Settings;

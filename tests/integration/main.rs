@@ -3,6 +3,7 @@
 
 #![allow(clippy::unwrap_used)]
 
+mod audio_input;
 mod bad_input;
 mod conform;
 mod dashboard;

@@ -35,18 +35,24 @@ fn an_injected_busy_stall_is_attributed_busy() {
     let (s, _dir) = run_with(&["--inject-stall-ms", "300"], "busy");
     let late = s["pacing"]["late_packets"].as_u64().unwrap();
     assert!(late > 0, "a 300 ms stall makes packets late");
+    // On a quiet machine the spinning loop thread is on the CPU (busy); on a crowded one it
+    // also waits for a CPU, and that share is starvation. Either way the loop thread's own
+    // episode explains every late packet: none is unknown or a disk wait.
+    let a = &s["attribution"]["late_packets"];
     assert_eq!(
-        s["attribution"]["late_packets"]["busy"], late,
+        a["busy"].as_u64().unwrap() + a["cpu_starvation"].as_u64().unwrap(),
+        late,
         "{}",
         s["attribution"]
     );
-    let busy = loop_stalls(&s, "busy");
-    assert!(
-        busy.iter()
-            .any(|e| e["duration_ms"].as_f64().unwrap() >= 250.0),
-        "{}",
-        s["stalls"]
-    );
+    // The stall shows as one long episode of the loop thread (a crowded machine may split it
+    // between the two classes).
+    let longest: f64 = ["busy", "cpu_starvation"]
+        .iter()
+        .flat_map(|class| loop_stalls(&s, class))
+        .map(|e| e["duration_ms"].as_f64().unwrap())
+        .fold(0.0, f64::max);
+    assert!(longest >= 150.0, "{}", s["stalls"]);
     assert!(s["sampler"]["ticks"].as_u64().unwrap() > 500);
 }
 

@@ -6,7 +6,7 @@
 //! [`Meaning`], and it is tested without sockets.
 
 use super::super::counters::WorkerStats;
-use super::super::Audio;
+use crate::audio::Audio;
 use crate::contract::worker::{SessionOutcome, MAX_WINDOWS};
 use crate::options::Settings;
 use crate::pacing::{self, PacketClass, Thresholds};
@@ -182,8 +182,7 @@ impl Machine {
         }
         let origin_s = self.origin_s.unwrap_or(start_s);
         let scheduled_s = origin_s + f64::from(seq) * self.settings.packet_s();
-        let last = seq + 1 == self.settings.packets_per_session;
-        let audio = self.audio.packet(last);
+        let audio = self.audio.packet(seq);
         let t_start_ms = u64::from(seq) * u64::from(self.settings.packet_ms);
         let frame = self.protocol.packet(self.ids, seq, t_start_ms, audio);
         (frame, scheduled_s)

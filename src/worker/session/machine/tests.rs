@@ -25,7 +25,15 @@ fn harness(args: &[&str]) -> Harness {
             .settings,
     );
     let stats = Rc::new(RefCell::new(WorkerStats::new(2)));
-    let audio = Rc::new(Audio::silence(&settings));
+    let audio = Rc::new(
+        Audio::load(
+            &settings.audio,
+            settings.packet_ms,
+            settings.packets_per_session,
+            settings.input_bytes(),
+        )
+        .unwrap(),
+    );
     let ids = EventIds {
         worker: 0,
         session: 1,

@@ -1,0 +1,295 @@
+//! The input audio every session streams: PCM16 silence (the default), or a WAV file
+//! (`--audio`, 16 kHz mono PCM16 only: anything else is refused before any connection, with the
+//! file's actual format in the message), replayed `--loops` times as one continuous stream.
+//! It is read and encoded once per worker and shared by all its sessions.
+
+use crate::protocol::{AudioPacket, BYTES_PER_SAMPLE, INPUT_SAMPLE_RATE};
+use anyhow::{bail, Context, Result};
+use base64::Engine as _;
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+/// The longest looped input a worker holds in memory (PCM plus base64, about 75 kB a second).
+pub const MAX_INPUT_S: f64 = 2.0 * 3600.0;
+
+/// Where the input audio comes from, as validated.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum AudioSource {
+    /// PCM16 zeros.
+    Silence,
+    /// A 16 kHz mono PCM16 WAV file, replayed `loops` times.
+    Wav {
+        path: PathBuf,
+        /// Samples in one play of the file.
+        samples: u64,
+        loops: u32,
+    },
+}
+
+impl AudioSource {
+    /// The input's total length in samples, if it is a file.
+    pub fn total_samples(&self) -> Option<u64> {
+        match self {
+            AudioSource::Silence => None,
+            AudioSource::Wav { samples, loops, .. } => Some(samples * u64::from(*loops)),
+        }
+    }
+}
+
+/// Checks that `path` is a 16 kHz mono PCM16 WAV with audio in it; returns its length in samples.
+pub fn probe(path: &Path) -> Result<u64> {
+    let reader = hound::WavReader::open(path).map_err(|err| match err {
+        // A file that cannot be opened is named as such; one that opens but ends early is not
+        // a (whole) WAV file.
+        hound::Error::IoError(io) if !path.is_file() => {
+            anyhow::anyhow!("--audio {}: {io}", path.display())
+        }
+        hound::Error::IoError(io) => anyhow::anyhow!(
+            "--audio {} is not a WAV file this tool can read ({io}: truncated?); give a 16 kHz mono PCM16 WAV",
+            path.display()
+        ),
+        other => anyhow::anyhow!(
+            "--audio {} is not a WAV file this tool can read ({other}); give a 16 kHz mono PCM16 WAV, e.g. `sox in.wav -r 16000 -c 1 -b 16 out.wav`",
+            path.display()
+        ),
+    })?;
+    let spec = reader.spec();
+    let format = match spec.sample_format {
+        hound::SampleFormat::Int => format!("{}-bit samples", spec.bits_per_sample),
+        hound::SampleFormat::Float => format!("{}-bit float samples", spec.bits_per_sample),
+    };
+    if spec.sample_rate != INPUT_SAMPLE_RATE
+        || spec.channels != 1
+        || spec.bits_per_sample != 16
+        || spec.sample_format != hound::SampleFormat::Int
+    {
+        bail!(
+            "--audio {} must be 16 kHz mono PCM16 WAV; got {} Hz, {} channel(s), {format} (convert it with `sox {} -r 16000 -c 1 -b 16 out.wav`: nothing is resampled silently)",
+            path.display(),
+            spec.sample_rate,
+            spec.channels,
+            path.display()
+        );
+    }
+    let samples = u64::from(reader.duration());
+    if samples == 0 {
+        bail!("--audio {} holds no audio", path.display());
+    }
+    Ok(samples)
+}
+
+/// The input audio of every session, cut into packets, each packet also base64-encoded once.
+pub struct Audio {
+    /// The whole stream (one packet of it for silence).
+    pcm: Vec<u8>,
+    /// The base64 of every packet, one after the other.
+    b64: String,
+    /// Where packet k's base64 starts (and, at k + 1, ends); silence has two packets.
+    b64_offsets: Vec<usize>,
+    packet_bytes: usize,
+    /// Silence: every packet is the same (but the last, which may be short).
+    silence: bool,
+    last_bytes: usize,
+    packets: u32,
+}
+
+impl Audio {
+    /// The audio of `packets` packets of `packet_ms` from `source`, `total_bytes` in all.
+    pub fn load(
+        source: &AudioSource,
+        packet_ms: u32,
+        packets: u32,
+        total_bytes: usize,
+    ) -> Result<Audio> {
+        let packet_bytes = crate::protocol::input_packet_bytes(packet_ms);
+        let last_bytes = total_bytes - (packets as usize - 1) * packet_bytes;
+        match source {
+            AudioSource::Silence => {
+                let pcm = vec![0u8; packet_bytes];
+                Ok(Audio::encode(
+                    pcm,
+                    &[packet_bytes, last_bytes],
+                    packets,
+                    true,
+                ))
+            }
+            AudioSource::Wav { path, loops, .. } => {
+                let mut reader = hound::WavReader::open(path)
+                    .with_context(|| format!("cannot open --audio {}", path.display()))?;
+                let mut one = Vec::with_capacity(reader.duration() as usize * BYTES_PER_SAMPLE);
+                for sample in reader.samples::<i16>() {
+                    let sample = sample
+                        .with_context(|| format!("cannot read --audio {}", path.display()))?;
+                    one.extend_from_slice(&sample.to_le_bytes());
+                }
+                let mut pcm = Vec::with_capacity(total_bytes);
+                while pcm.len() < total_bytes {
+                    let take = (total_bytes - pcm.len()).min(one.len());
+                    pcm.extend_from_slice(&one[..take]);
+                }
+                debug_assert_eq!(pcm.len() / one.len().max(1), *loops as usize);
+                let sizes: Vec<usize> = (0..packets as usize)
+                    .map(|k| packet_bytes.min(total_bytes - k * packet_bytes))
+                    .collect();
+                Ok(Audio::encode(pcm, &sizes, packets, false))
+            }
+        }
+    }
+
+    fn encode(pcm: Vec<u8>, sizes: &[usize], packets: u32, silence: bool) -> Audio {
+        let engine = &base64::engine::general_purpose::STANDARD;
+        let mut b64 = String::with_capacity(pcm.len() * 4 / 3 + 4 * sizes.len());
+        let mut b64_offsets = Vec::with_capacity(sizes.len() + 1);
+        let mut at = 0;
+        for &size in sizes {
+            b64_offsets.push(b64.len());
+            // Silence has one packet of PCM: both of its packets are cut from it.
+            let start = if silence { 0 } else { at };
+            engine.encode_string(&pcm[start..start + size], &mut b64);
+            at += size;
+        }
+        b64_offsets.push(b64.len());
+        Audio {
+            packet_bytes: sizes.first().copied().unwrap_or(0),
+            last_bytes: sizes.last().copied().unwrap_or(0),
+            pcm,
+            b64,
+            b64_offsets,
+            silence,
+            packets,
+        }
+    }
+
+    /// Packet `seq` (of `0..packets`): its PCM and its base64.
+    pub fn packet(&self, seq: u32) -> AudioPacket<'_> {
+        let last = seq + 1 >= self.packets;
+        let (pcm, b64_index) = if self.silence {
+            let bytes = if last {
+                self.last_bytes
+            } else {
+                self.packet_bytes
+            };
+            (&self.pcm[..bytes], usize::from(last))
+        } else {
+            let k = (seq.min(self.packets - 1)) as usize;
+            let start = k * self.packet_bytes;
+            let end = (start + self.packet_bytes).min(self.pcm.len());
+            (&self.pcm[start..end], k)
+        };
+        AudioPacket {
+            pcm,
+            b64: &self.b64[self.b64_offsets[b64_index]..self.b64_offsets[b64_index + 1]],
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn wav(name: &str, spec: hound::WavSpec, samples: u32) -> PathBuf {
+        let path = std::env::temp_dir().join(format!(
+            "duplexbench-audio-{}-{name}.wav",
+            std::process::id()
+        ));
+        let mut w = hound::WavWriter::create(&path, spec).unwrap();
+        for i in 0..samples {
+            match spec.sample_format {
+                hound::SampleFormat::Float => w.write_sample(i as f32 / 1e5).unwrap(),
+                hound::SampleFormat::Int if spec.bits_per_sample == 8 => {
+                    w.write_sample((i % 100) as i8).unwrap()
+                }
+                hound::SampleFormat::Int => w.write_sample((i % 30_000) as i16).unwrap(),
+            }
+        }
+        w.finalize().unwrap();
+        path
+    }
+
+    fn spec(rate: u32, channels: u16, bits: u16, format: hound::SampleFormat) -> hound::WavSpec {
+        hound::WavSpec {
+            channels,
+            sample_rate: rate,
+            bits_per_sample: bits,
+            sample_format: format,
+        }
+    }
+
+    #[test]
+    fn a_wav_of_another_format_is_refused_with_its_actual_format_issue_11() {
+        use hound::SampleFormat::{Float, Int};
+        for (name, s, got) in [
+            (
+                "44k",
+                spec(44_100, 1, 16, Int),
+                "got 44100 Hz, 1 channel(s), 16-bit samples",
+            ),
+            (
+                "stereo",
+                spec(16_000, 2, 16, Int),
+                "got 16000 Hz, 2 channel(s), 16-bit samples",
+            ),
+            (
+                "8bit",
+                spec(16_000, 1, 8, Int),
+                "got 16000 Hz, 1 channel(s), 8-bit samples",
+            ),
+            ("float", spec(16_000, 1, 32, Float), "32-bit float samples"),
+        ] {
+            let path = wav(name, s, 1600);
+            let err = probe(&path).unwrap_err().to_string();
+            assert!(err.contains("must be 16 kHz mono PCM16 WAV"), "{err}");
+            assert!(err.contains(got), "{name}: {err}");
+            let _ = std::fs::remove_file(path);
+        }
+    }
+
+    #[test]
+    fn a_file_that_is_not_a_wav_or_is_truncated_is_refused() {
+        let path =
+            std::env::temp_dir().join(format!("duplexbench-audio-{}-junk.wav", std::process::id()));
+        std::fs::write(&path, b"RIFF\x10\x00\x00\x00WAVEfmt ").unwrap();
+        let err = probe(&path).unwrap_err().to_string();
+        assert!(err.contains("is not a WAV file"), "{err}");
+        std::fs::write(&path, b"hello, not audio at all").unwrap();
+        let err = probe(&path).unwrap_err().to_string();
+        assert!(err.contains("is not a WAV file"), "{err}");
+        let _ = std::fs::remove_file(path);
+    }
+
+    #[test]
+    fn loops_replay_the_file_as_one_stream_cut_into_packets() {
+        // 0.2 s of audio (3200 samples), looped 3 times: 0.6 s = 7.5 packets of 80 ms.
+        let path = wav("loop", spec(16_000, 1, 16, hound::SampleFormat::Int), 3200);
+        let samples = probe(&path).unwrap();
+        assert_eq!(samples, 3200);
+        let source = AudioSource::Wav {
+            path: path.clone(),
+            samples,
+            loops: 3,
+        };
+        let total = source.total_samples().unwrap() as usize * 2;
+        let audio = Audio::load(&source, 80, 8, total).unwrap();
+        let sent: Vec<u8> = (0..8).flat_map(|k| audio.packet(k).pcm.to_vec()).collect();
+        assert_eq!(sent.len(), 3 * 3200 * 2, "exactly 3 times the samples");
+        // The second play starts again at sample 0.
+        assert_eq!(&sent[6400..6404], &[0, 0, 1, 0]);
+        let b64 = base64::engine::general_purpose::STANDARD;
+        for k in 0..8 {
+            let p = audio.packet(k);
+            assert_eq!(b64.decode(p.b64).unwrap(), p.pcm);
+        }
+        assert_eq!(audio.packet(7).pcm.len(), 1280, "the last packet is short");
+        let _ = std::fs::remove_file(path);
+    }
+
+    #[test]
+    fn silence_is_two_packets_of_zeros() {
+        let audio = Audio::load(&AudioSource::Silence, 80, 13, 12 * 2560 + 1280).unwrap();
+        assert_eq!(audio.packet(0).pcm.len(), 2560);
+        assert_eq!(audio.packet(12).pcm.len(), 1280);
+        assert!(audio.packet(5).pcm.iter().all(|&b| b == 0));
+        assert_eq!(audio.packet(0).b64.len(), 3416);
+    }
+}

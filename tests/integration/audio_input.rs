@@ -1,0 +1,91 @@
+//! WAV input (issue 11): the wrong formats are refused before any connection, and `--loops`
+//! replays the file exactly.
+
+use crate::util::{self, describe, summary, TempDir};
+use std::time::Duration;
+
+const SPEECH: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/assets/speech-16k.wav");
+
+fn write_wav(path: &std::path::Path, rate: u32, channels: u16) {
+    let spec = hound::WavSpec {
+        channels,
+        sample_rate: rate,
+        bits_per_sample: 16,
+        sample_format: hound::SampleFormat::Int,
+    };
+    let mut w = hound::WavWriter::create(path, spec).unwrap();
+    for i in 0..rate / 10 * u32::from(channels) {
+        w.write_sample((i % 1000) as i16).unwrap();
+    }
+    w.finalize().unwrap();
+}
+
+#[test]
+fn a_wav_in_the_wrong_format_is_refused_before_any_connection_issue_11() {
+    let dir = TempDir::new("wrong-wav");
+    let wav = dir.join("cd.wav");
+    write_wav(&wav, 44_100, 2);
+    let out = dir.join("out");
+    let output = util::run_to(
+        &out,
+        &["--audio", wav.to_str().unwrap(), "-s", "1"],
+        Duration::from_secs(30),
+    );
+    assert_eq!(output.status.code(), Some(2), "{}", describe(&output));
+    let err = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        err.contains("must be 16 kHz mono PCM16 WAV; got 44100 Hz, 2 channel(s), 16-bit samples"),
+        "{err}"
+    );
+    assert!(
+        !out.exists(),
+        "refused before anything was started or written"
+    );
+}
+
+#[test]
+fn loops_send_exactly_that_many_times_the_files_samples_issue_11() {
+    let _serial = util::serial();
+    let dir = TempDir::new("loops");
+    let out = dir.join("out");
+    let output = util::run_to(
+        &out,
+        &[
+            "--audio", SPEECH, "--loops", "3", "-s", "2", "--trace", "off",
+        ],
+        Duration::from_secs(90),
+    );
+    assert!(
+        matches!(output.status.code(), Some(0 | 1)),
+        "{}",
+        describe(&output)
+    );
+    let samples = u64::from(hound::WavReader::open(SPEECH).unwrap().duration());
+    let s = summary(&out);
+    assert_eq!(s["settings"]["audio"]["kind"], "wav");
+    assert_eq!(s["settings"]["audio"]["samples"], samples);
+    let total_ms = 3 * samples * 1000 / 16_000;
+    let packets = total_ms.div_ceil(80);
+    assert_eq!(s["pacing"]["packets"], 2 * packets, "{}", s["pacing"]);
+    // The mock counts what arrived: 3 × the file per session, to the sample.
+    let mock = s["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["role"] == "mock")
+        .unwrap()
+        .clone();
+    assert_eq!(mock["mock"]["appends_received"], 2 * packets, "{mock}");
+    let csv = std::fs::read_to_string(out.join("samples/worker-0.csv")).unwrap();
+    assert_eq!(csv.lines().count() as u64, 1 + 2 * packets);
+}
+
+#[test]
+fn duration_and_audio_together_are_refused_naming_loops_issue_11() {
+    let output = util::run(
+        &["run", "--no-tui", "--audio", SPEECH, "-d", "10s"],
+        Duration::from_secs(30),
+    );
+    assert_eq!(output.status.code(), Some(2), "{}", describe(&output));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("--loops"));
+}
