@@ -10,10 +10,8 @@
 
 pub mod native;
 
-use crate::options::Settings;
 use crate::trace::format::Payload;
 use std::borrow::Cow;
-use std::rc::Rc;
 
 /// The wire protocols the tool speaks, as client and as mock (`--protocol`).
 #[derive(
@@ -46,13 +44,6 @@ impl Protocol {
     pub fn as_str(self) -> &'static str {
         match self {
             Protocol::Native => "native",
-        }
-    }
-
-    /// The client side of the protocol, configured from the run's settings.
-    pub fn client(self, settings: &Settings) -> Rc<dyn ClientProtocol> {
-        match self {
-            Protocol::Native => Rc::new(native::Native::new(&settings.modalities)),
         }
     }
 }
