@@ -12,6 +12,7 @@ mod frozen;
 mod mock_protocol;
 mod orphans;
 mod reliability;
+mod report;
 mod run_folder;
 mod runs;
 mod sampler;
