@@ -5,6 +5,7 @@
 
 pub mod attribution;
 pub mod episodes;
+pub mod host_load;
 pub mod procfs;
 
 use crate::clock::monotonic_s;
@@ -399,11 +400,18 @@ pub struct SamplerSummary {
     pub malformed_reads: u64,
     /// Things the sampler could not see, said once each (permissions, hidden wchan).
     pub notes: Vec<String>,
+    /// CPU used on the box by processes outside the run, once a second.
+    #[serde(default)]
+    pub host_load: host_load::HostLoad,
 }
+
+/// What the sampler thread hands back: the core's report, its tick lateness, its CPU seconds,
+/// its wall time, and the host's load.
+type Sampled = (CoreReport, DurationHistogram, f64, f64, host_load::HostLoad);
 
 /// The running sampler thread.
 pub struct Sampler {
-    thread: JoinHandle<(CoreReport, DurationHistogram, f64, f64)>,
+    thread: JoinHandle<Sampled>,
     stop: Arc<AtomicBool>,
     pub live: Arc<Mutex<SamplerLive>>,
     interval_s: f64,
@@ -429,11 +437,16 @@ impl Sampler {
         let live = Arc::new(Mutex::new(SamplerLive::default()));
         let stop = Arc::new(AtomicBool::new(false));
         let interval_s = interval.as_secs_f64();
+        // The run's own CPU: its children and this conductor.
+        let mut pids: Vec<u32> = targets.iter().map(|t| t.pid).collect();
+        pids.push(std::process::id());
+        let host =
+            host_load::HostLoadTracker::new(root.clone(), pids, host_load::DEFAULT_THRESHOLD_CORES);
         let core = SamplerCore::new(root, targets, live.clone());
         let stopping = stop.clone();
         let thread = std::thread::Builder::new()
             .name("procfs-sampler".to_string())
-            .spawn(move || run(core, interval_s, &stopping))?;
+            .spawn(move || run(core, host, interval_s, &stopping))?;
         Ok(Sampler {
             thread,
             stop,
@@ -445,7 +458,7 @@ impl Sampler {
     /// Stops the thread and returns its episodes and figures.
     pub fn stop(self) -> (Vec<Episode>, SamplerSummary) {
         self.stop.store(true, Ordering::Relaxed);
-        let Ok((report, lateness, cpu_seconds, wall_s)) = self.thread.join() else {
+        let Ok((report, lateness, cpu_seconds, wall_s, host_load)) = self.thread.join() else {
             return (Vec::new(), SamplerSummary::default());
         };
         let summary = SamplerSummary {
@@ -464,22 +477,25 @@ impl Sampler {
             episodes_dropped: report.episodes_dropped,
             malformed_reads: report.malformed,
             notes: report.notes,
+            host_load,
         };
         (report.episodes, summary)
     }
 }
 
 /// The thread: an absolute schedule (tick N due at start + N × interval), its own lateness
-/// recorded, ticks it slept through skipped rather than replayed.
+/// recorded, ticks it slept through skipped rather than replayed; the host's load once a second.
 fn run(
     mut core: SamplerCore,
+    mut host: host_load::HostLoadTracker,
     interval_s: f64,
     stop: &AtomicBool,
-) -> (CoreReport, DurationHistogram, f64, f64) {
+) -> Sampled {
     let mut lateness = DurationHistogram::new();
     let start_s = monotonic_s();
     let cpu_start_s = thread_cpu_seconds();
     let mut due_s = start_s;
+    let mut next_host_s = start_s;
     while !stop.load(Ordering::Relaxed) {
         let now_s = monotonic_s();
         if now_s < due_s {
@@ -488,6 +504,10 @@ fn run(
         }
         lateness.record_s(now_s - due_s);
         core.tick(now_s);
+        if now_s >= next_host_s {
+            host.sample(now_s);
+            next_host_s = now_s + 1.0;
+        }
         due_s += interval_s;
         let after_s = monotonic_s();
         if due_s < after_s {
@@ -496,7 +516,7 @@ fn run(
     }
     let wall_s = monotonic_s() - start_s;
     let cpu_s = thread_cpu_seconds() - cpu_start_s;
-    (core.finish(), lateness, cpu_s, wall_s)
+    (core.finish(), lateness, cpu_s, wall_s, host.finish())
 }
 
 #[cfg(test)]

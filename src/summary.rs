@@ -354,7 +354,12 @@ fn results<'r>(record: &'r RunRecord<'_>) -> impl Iterator<Item = &'r WorkerResu
     record.workers.iter().filter_map(|(_, r)| r.as_ref())
 }
 
-fn attribution_of(record: &RunRecord<'_>, episodes: &[Episode], sampled: bool) -> Attribution {
+fn attribution_of(
+    record: &RunRecord<'_>,
+    episodes: &[Episode],
+    foreign: &[[f64; 2]],
+    sampled: bool,
+) -> Attribution {
     let windows: Vec<WorkerWindows<'_>> = results(record)
         .map(|r| WorkerWindows {
             index: r.index,
@@ -364,7 +369,7 @@ fn attribution_of(record: &RunRecord<'_>, episodes: &[Episode], sampled: bool) -
             send_blocked: &r.send_blocked_windows,
         })
         .collect();
-    attribution::attribute(sampled.then_some(episodes), &windows)
+    attribution::attribute(sampled.then_some(episodes), foreign, &windows)
 }
 
 fn injections_of(record: &RunRecord<'_>) -> Vec<InjectionRecord> {
@@ -416,7 +421,19 @@ impl Summary {
         verdict.reasons.append(&mut pooled.reasons);
         verdict.reasons.extend(record.notes.iter().cloned());
         let (episodes, sampler) = record.sampler.clone().unwrap_or_default();
-        let attribution = attribution_of(&record, &episodes, sampler.enabled);
+        let attribution = attribution_of(
+            &record,
+            &episodes,
+            &sampler.host_load.windows,
+            sampler.enabled,
+        );
+        let load = &sampler.host_load;
+        if load.seconds_over_threshold > 0 {
+            verdict.reasons.push(format!(
+                "other processes used up to {:.1} cores during {} s of the run (over {} cores): figures may be perturbed; don't build or benchmark beside a run",
+                load.foreign_cores_max, load.seconds_over_threshold, load.threshold_cores
+            ));
+        }
         let stalls: Vec<Episode> = episodes
             .into_iter()
             .filter(|e| e.duration_ms >= STALL_MS)

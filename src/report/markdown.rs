@@ -152,6 +152,19 @@ fn stalls_section(out: &mut String, s: &Summary) {
         "The procfs sampler read every thread of the workers and the mock every {} ms ({} ticks, lateness p99 {:.2} ms, {:.4} cores).\n",
         sm.interval_ms, sm.ticks, sm.lateness_ms.p99, sm.cpu_cores
     );
+    let load = &sm.host_load;
+    if load.seconds > 0 {
+        md!(
+            out,
+            "CPU split: the run's processes {:.2} cores on average; other processes {:.2} on average, {:.2} at most, over {} cores in {} of {} s.\n",
+            load.run_cores_mean,
+            load.foreign_cores_mean,
+            load.foreign_cores_max,
+            load.threshold_cores,
+            load.seconds_over_threshold,
+            load.seconds
+        );
+    }
     for i in &s.injections {
         md!(
             out,
@@ -188,10 +201,16 @@ fn stalls_section(out: &mut String, s: &Summary) {
                 a.loop_stalls.cpu_starvation,
             ),
             ("busy", a.late_packets.busy, a.loop_stalls.busy),
+            ("stopped", a.late_packets.stopped, a.loop_stalls.stopped),
             (
                 "send_backpressure",
                 a.late_packets.send_backpressure,
                 a.loop_stalls.send_backpressure,
+            ),
+            (
+                "foreign_load",
+                a.late_packets.foreign_load,
+                a.loop_stalls.foreign_load,
             ),
             ("unknown", a.late_packets.unknown, a.loop_stalls.unknown),
         ] {

@@ -17,9 +17,15 @@ pub struct ClassCounts {
     pub disk_wait: u64,
     pub cpu_starvation: u64,
     pub busy: u64,
+    /// The worker was stopped (SIGSTOP, a debugger).
+    #[serde(default)]
+    pub stopped: u64,
     /// A send blocked because the server stopped reading (not a sampler episode).
     #[serde(default)]
     pub send_backpressure: u64,
+    /// Nothing better explains it, and other processes loaded the box at the time.
+    #[serde(default)]
+    pub foreign_load: u64,
     pub unknown: u64,
 }
 
@@ -29,12 +35,19 @@ impl ClassCounts {
             StallClass::DiskWait => self.disk_wait += 1,
             StallClass::CpuStarvation => self.cpu_starvation += 1,
             StallClass::Busy => self.busy += 1,
+            StallClass::Stopped => self.stopped += 1,
             StallClass::Unknown => self.unknown += 1,
         }
     }
 
     pub fn total(&self) -> u64 {
-        self.disk_wait + self.cpu_starvation + self.busy + self.send_backpressure + self.unknown
+        self.disk_wait
+            + self.cpu_starvation
+            + self.busy
+            + self.stopped
+            + self.send_backpressure
+            + self.foreign_load
+            + self.unknown
     }
 }
 
@@ -82,8 +95,14 @@ fn best_overlap<'e>(
 }
 
 /// Attributes late packets and loop stalls; `episodes` is `None` when the sampler did not run,
-/// and then only what the workers saw themselves (send backpressure) is attributed.
-pub fn attribute(episodes: Option<&[Episode]>, workers: &[WorkerWindows<'_>]) -> Attribution {
+/// and then only what the workers saw themselves (send backpressure) is attributed. A late
+/// packet no episode explains that fell in a second of foreign load (`foreign`) is
+/// `foreign_load`.
+pub fn attribute(
+    episodes: Option<&[Episode]>,
+    foreign: &[[f64; 2]],
+    workers: &[WorkerWindows<'_>],
+) -> Attribution {
     let mut out = Attribution::default();
     for w in workers {
         let blocked = w
@@ -109,6 +128,7 @@ pub fn attribute(episodes: Option<&[Episode]>, workers: &[WorkerWindows<'_>]) ->
         // (class, episode start) -> late packets in that episode
         let mut by_episode: BTreeMap<(StallClass, u64), (u64, &Episode)> = BTreeMap::new();
         let mut unknown = 0u64;
+        let mut foreign_late = 0u64;
         for window in w.late_packets {
             if overlaps_any(w.send_blocked, *window) {
                 continue;
@@ -118,6 +138,10 @@ pub fn attribute(episodes: Option<&[Episode]>, workers: &[WorkerWindows<'_>]) ->
                     out.late_packets.add(e.class);
                     let key = (e.class, (e.start_s * 1e6) as u64);
                     by_episode.entry(key).or_insert((0, e)).0 += 1;
+                }
+                None if overlaps_any(foreign, *window) => {
+                    out.late_packets.foreign_load += 1;
+                    foreign_late += 1;
                 }
                 None => {
                     out.late_packets.add(StallClass::Unknown);
@@ -136,6 +160,13 @@ pub fn attribute(episodes: Option<&[Episode]>, workers: &[WorkerWindows<'_>]) ->
         }
         for (class, hits) in per_class {
             out.explanations.push(explain(w.index, class, &hits));
+        }
+        if foreign_late > 0 {
+            out.explanations.push(format!(
+                "{} of worker {} fell while other processes loaded the box (foreign load)",
+                plural(foreign_late, "late packet"),
+                w.index
+            ));
         }
         if unknown > 0 {
             out.explanations.push(format!(
@@ -190,6 +221,11 @@ fn explain(worker: u32, class: StallClass, hits: &[(u64, &Episode)]) -> String {
             plural(packets, "late packet"),
             plural(episodes, "stall")
         ),
+        StallClass::Stopped => format!(
+            "{} fell while worker {worker} was stopped ({}, longest {longest_ms:.0} ms)",
+            plural(packets, "late packet"),
+            plural(episodes, "episode")
+        ),
         StallClass::Unknown => format!("{} of worker {worker} are unexplained", plural(packets, "late packet")),
     }
 }
@@ -238,6 +274,7 @@ mod tests {
         let stalls = [[1.0, 1.4]];
         let a = attribute(
             Some(&episodes),
+            &[],
             &[WorkerWindows {
                 index: 0,
                 pid: 10,
@@ -252,7 +289,9 @@ mod tests {
                 disk_wait: 2,
                 cpu_starvation: 0,
                 busy: 1,
+                stopped: 0,
                 send_backpressure: 0,
+                foreign_load: 0,
                 unknown: 1
             }
         );
@@ -275,6 +314,7 @@ mod tests {
     fn a_clean_run_attributes_nothing() {
         let a = attribute(
             Some(&[]),
+            &[],
             &[WorkerWindows {
                 index: 0,
                 pid: 1,
@@ -299,7 +339,7 @@ mod tests {
             loop_stalls: &[],
             send_blocked: &blocked,
         }];
-        let a = attribute(Some(&episodes), &windows);
+        let a = attribute(Some(&episodes), &[], &windows);
         assert_eq!(a.late_packets.send_backpressure, 2);
         assert_eq!(a.late_packets.busy, 0);
         assert_eq!(a.late_packets.unknown, 1);
@@ -308,7 +348,7 @@ mod tests {
             "{:?}",
             a.explanations
         );
-        let without = attribute(None, &windows);
+        let without = attribute(None, &[], &windows);
         assert_eq!(without.late_packets.send_backpressure, 2);
         assert_eq!(
             without.late_packets.total(),

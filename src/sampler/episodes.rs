@@ -28,6 +28,8 @@ pub enum StallClass {
     CpuStarvation,
     /// On the CPU (schedstat's on-CPU time grew): the thread itself was busy.
     Busy,
+    /// Stopped (`T`/`t`: SIGSTOP, a debugger): it ran nothing until it was resumed.
+    Stopped,
     /// Nothing the sampler saw explains it.
     Unknown,
 }
@@ -38,6 +40,7 @@ impl StallClass {
             StallClass::DiskWait => "disk_wait",
             StallClass::CpuStarvation => "cpu_starvation",
             StallClass::Busy => "busy",
+            StallClass::Stopped => "stopped",
             StallClass::Unknown => "unknown",
         }
     }
@@ -52,7 +55,10 @@ const SHARE: f64 = 0.5;
 /// thread starved right now shows as runnable (`R`) without on-CPU time; the wait shows up later,
 /// all at once (see [`Tracker::observe`], which dates it back).
 pub fn classify(state: char, on_cpu_share: f64, wait_share: f64) -> Option<StallClass> {
-    if state == 'D' {
+    if matches!(state, 'T' | 't') {
+        // Stopped by a signal (SIGSTOP, SIGTSTP) or a debugger: it runs nothing until resumed.
+        Some(StallClass::Stopped)
+    } else if state == 'D' {
         Some(StallClass::DiskWait)
     } else if wait_share > SHARE || (state == 'R' && on_cpu_share < SHARE) {
         Some(StallClass::CpuStarvation)

@@ -141,3 +141,91 @@ fn no_sampler_turns_it_off() {
     assert_eq!(s["sampler"]["enabled"], false);
     assert_eq!(s["stalls"], serde_json::json!([]));
 }
+
+/// The children of `pid` whose command line holds `word`.
+fn children_with(pid: u32, word: &str) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|child| {
+            let stat = std::fs::read_to_string(format!("/proc/{child}/stat")).unwrap_or_default();
+            let ppid = stat
+                .rsplit_once(')')
+                .and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse::<u32>().ok());
+            let cmdline = std::fs::read(format!("/proc/{child}/cmdline")).unwrap_or_default();
+            ppid == Some(pid) && String::from_utf8_lossy(&cmdline).contains(word)
+        })
+        .collect()
+}
+
+#[test]
+fn a_worker_stopped_for_500ms_gives_a_stopped_episode_issue_15() {
+    let _serial = util::serial();
+    let dir = TempDir::new("sigstop");
+    let out = dir.join("out");
+    let mut run = util::spawn_run(&out, &["-s", "4", "-d", "8s", "--trace", "off"]);
+    // Wait for the worker to stream, then stop it for half a second.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let worker = loop {
+        if let Some(&w) = children_with(run.id(), "worker").first() {
+            break w;
+        }
+        assert!(std::time::Instant::now() < deadline, "no worker started");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    std::thread::sleep(Duration::from_secs(4));
+    duplexbench_tui::sys::signal(worker, libc::SIGSTOP);
+    std::thread::sleep(Duration::from_millis(500));
+    duplexbench_tui::sys::signal(worker, libc::SIGCONT);
+    let code = util::wait_with_limit(&mut run, Duration::from_secs(60));
+    assert!(matches!(code, Some(0 | 1)), "exit {code:?}");
+    let s = summary(&out);
+    let stopped = loop_stalls(&s, "stopped");
+    assert!(
+        stopped
+            .iter()
+            .any(|e| e["duration_ms"].as_f64().unwrap() >= 300.0),
+        "{}",
+        s["stalls"]
+    );
+    let late = s["pacing"]["late_packets"].as_u64().unwrap();
+    assert!(late > 0, "half a second stopped makes packets late");
+    assert!(
+        s["attribution"]["late_packets"]["stopped"]
+            .as_u64()
+            .unwrap()
+            > 0,
+        "{}",
+        s["attribution"]
+    );
+}
+
+#[test]
+fn a_cpu_hog_beside_the_run_is_reported_as_foreign_load_issue_15() {
+    // (run_with takes the serial lock.) A bounded busy loop in this test process, which is not part of the run.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let spinning = stop.clone();
+    let hog = std::thread::spawn(move || {
+        let until = std::time::Instant::now() + Duration::from_secs(20);
+        let mut x = 0u64;
+        while !spinning.load(std::sync::atomic::Ordering::Relaxed)
+            && std::time::Instant::now() < until
+        {
+            x = std::hint::black_box(x.wrapping_add(1));
+        }
+    });
+    let (s, _dir) = run_with(&[], "foreign");
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    hog.join().unwrap();
+    let load = &s["sampler"]["host_load"];
+    assert!(
+        load["seconds_over_threshold"].as_u64().unwrap() >= 2,
+        "{load}"
+    );
+    assert!(load["foreign_cores_max"].as_f64().unwrap() > 0.5, "{load}");
+    let reasons = s["verdict"]["reasons"].to_string();
+    assert!(reasons.contains("other processes used"), "{reasons}");
+}

@@ -1,0 +1,194 @@
+//! Foreign load: CPU the box spent on processes that are not part of the run, once a second,
+//! from `/proc/stat` (all CPUs' busy time) minus the run's own processes' `utime + stime`
+//! (proc(5)). Seed 001's pitfall — "don't build while benchmarking" — made visible: seconds in
+//! which others used more than a threshold of cores are windows the attribution can blame late
+//! packets on when nothing better explains them.
+
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+/// Foreign load over this many cores in a second marks that second.
+pub const DEFAULT_THRESHOLD_CORES: f64 = 0.5;
+
+/// What the host load came to over the run.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct HostLoad {
+    pub threshold_cores: f64,
+    /// Seconds sampled.
+    pub seconds: u64,
+    /// Seconds in which other processes used more than `threshold_cores`.
+    pub seconds_over_threshold: u64,
+    /// The most cores other processes used in one second, and on average.
+    pub foreign_cores_max: f64,
+    pub foreign_cores_mean: f64,
+    /// The run's own processes (workers, mock, conductor) on average, in cores.
+    pub run_cores_mean: f64,
+    /// `[from_s, to_s]` of consecutive seconds over the threshold (monotonic clock).
+    pub windows: Vec<[f64; 2]>,
+}
+
+/// Busy jiffies of all CPUs from `/proc/stat`'s first line: user, nice, system, irq, softirq,
+/// steal (guest time is already inside user).
+pub fn parse_busy_jiffies(stat: &str) -> Option<u64> {
+    let line = stat.lines().next()?;
+    let mut fields = line.split_whitespace();
+    if fields.next()? != "cpu" {
+        return None;
+    }
+    let v: Vec<u64> = fields.map(|f| f.parse().unwrap_or(0)).collect();
+    let at = |i: usize| v.get(i).copied().unwrap_or(0);
+    // user nice system idle iowait irq softirq steal
+    Some(at(0) + at(1) + at(2) + at(5) + at(6) + at(7))
+}
+
+/// `utime + stime` of a whole process from `/proc/<pid>/stat`, in jiffies.
+fn process_jiffies(root: &Path, pid: u32) -> u64 {
+    std::fs::read_to_string(root.join(pid.to_string()).join("stat"))
+        .ok()
+        .and_then(|t| super::procfs::parse_stat(&t))
+        .map_or(0, |s| s.utime + s.stime)
+}
+
+/// Samples the host once a second.
+pub struct HostLoadTracker {
+    root: PathBuf,
+    pids: Vec<u32>,
+    ticks_per_second: f64,
+    threshold_cores: f64,
+    last: Option<(f64, u64, u64)>,
+    out: HostLoad,
+    foreign_sum: f64,
+    run_sum: f64,
+}
+
+impl HostLoadTracker {
+    /// Follows the run's `pids` under `root`; `/proc/stat` is `root/stat`.
+    pub fn new(root: PathBuf, pids: Vec<u32>, threshold_cores: f64) -> Self {
+        HostLoadTracker {
+            root,
+            pids,
+            ticks_per_second: rustix::param::clock_ticks_per_second() as f64,
+            threshold_cores,
+            last: None,
+            out: HostLoad {
+                threshold_cores,
+                ..HostLoad::default()
+            },
+            foreign_sum: 0.0,
+            run_sum: 0.0,
+        }
+    }
+
+    /// One sample at `now_s` (call about once a second).
+    pub fn sample(&mut self, now_s: f64) {
+        let Some(busy) = std::fs::read_to_string(self.root.join("stat"))
+            .ok()
+            .and_then(|t| parse_busy_jiffies(&t))
+        else {
+            return;
+        };
+        let run: u64 = self
+            .pids
+            .iter()
+            .map(|&p| process_jiffies(&self.root, p))
+            .sum();
+        if let Some((last_s, last_busy, last_run)) = self.last {
+            let wall_s = now_s - last_s;
+            if wall_s > 0.0 {
+                let cores = |j: u64| j as f64 / self.ticks_per_second / wall_s;
+                let run_cores = cores(run.saturating_sub(last_run));
+                // A process that exits takes its CPU time with it: never below zero.
+                let foreign = (cores(busy.saturating_sub(last_busy)) - run_cores).max(0.0);
+                self.record(last_s, now_s, foreign, run_cores);
+            }
+        }
+        self.last = Some((now_s, busy, run));
+    }
+
+    fn record(&mut self, from_s: f64, to_s: f64, foreign: f64, run_cores: f64) {
+        let o = &mut self.out;
+        o.seconds += 1;
+        self.foreign_sum += foreign;
+        self.run_sum += run_cores;
+        o.foreign_cores_max = o.foreign_cores_max.max(foreign);
+        if foreign > self.threshold_cores {
+            o.seconds_over_threshold += 1;
+            match o.windows.last_mut() {
+                Some(w) if (from_s - w[1]).abs() < 1e-6 => w[1] = to_s,
+                _ => o.windows.push([from_s, to_s]),
+            }
+        }
+    }
+
+    pub fn finish(mut self) -> HostLoad {
+        if self.out.seconds > 0 {
+            let n = self.out.seconds as f64;
+            self.out.foreign_cores_mean = (self.foreign_sum / n * 1000.0).round() / 1000.0;
+            self.out.run_cores_mean = (self.run_sum / n * 1000.0).round() / 1000.0;
+        }
+        self.out.foreign_cores_max = (self.out.foreign_cores_max * 1000.0).round() / 1000.0;
+        self.out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn proc_stat_busy_time_leaves_out_idle_and_iowait() {
+        let stat = "cpu  100 5 20 1000 50 3 2 1 7 0\ncpu0 50 2 10 500 25 1 1 0 0 0\n";
+        assert_eq!(parse_busy_jiffies(stat), Some(100 + 5 + 20 + 3 + 2 + 1));
+        assert_eq!(parse_busy_jiffies("intr 1 2 3"), None);
+    }
+
+    #[test]
+    fn seconds_over_the_threshold_merge_into_windows_issue_15() {
+        let mut t = HostLoadTracker::new(PathBuf::from("/nonexistent"), vec![], 0.5);
+        t.record(10.0, 11.0, 0.9, 0.2);
+        t.record(11.0, 12.0, 1.1, 0.2);
+        t.record(12.0, 13.0, 0.1, 0.2);
+        t.record(13.0, 14.0, 0.8, 0.2);
+        let load = t.finish();
+        assert_eq!(load.seconds_over_threshold, 3);
+        assert_eq!(load.windows, vec![[10.0, 12.0], [13.0, 14.0]]);
+        assert_eq!(load.foreign_cores_max, 1.1);
+        assert!((load.foreign_cores_mean - 0.725).abs() < 1e-9);
+    }
+
+    #[test]
+    fn foreign_load_is_the_box_minus_the_run_on_a_fake_proc() {
+        let root =
+            std::env::temp_dir().join(format!("duplexbench-hostload-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        std::fs::create_dir_all(root.join("42")).unwrap();
+        let write = |busy: u64, run: u64| {
+            std::fs::write(
+                root.join("stat"),
+                format!("cpu  {busy} 0 0 5000 0 0 0 0 0 0\n"),
+            )
+            .unwrap();
+            let mut fields = vec!["0"; 50];
+            let run = run.to_string();
+            fields[10] = &run;
+            std::fs::write(
+                root.join("42").join("stat"),
+                format!("42 (worker) S {}\n", fields[..50].join(" ")),
+            )
+            .unwrap();
+        };
+        let mut t = HostLoadTracker::new(root.clone(), vec![42], 0.5);
+        t.ticks_per_second = 100.0;
+        write(1000, 100);
+        t.sample(1.0);
+        // One second later the box used 150 jiffies (1.5 cores), the run 30 (0.3 cores).
+        write(1150, 130);
+        t.sample(2.0);
+        let load = t.finish();
+        assert_eq!(load.seconds, 1);
+        assert!((load.foreign_cores_max - 1.2).abs() < 1e-9, "{load:?}");
+        assert!((load.run_cores_mean - 0.3).abs() < 1e-9);
+        assert_eq!(load.seconds_over_threshold, 1);
+        let _ = std::fs::remove_dir_all(&root);
+    }
+}
