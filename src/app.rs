@@ -2,7 +2,7 @@
 //! command, map the outcome to an exit code (docs/exit-codes.md).
 
 use crate::cli::{Cli, Command, RunArgs};
-use crate::{conductor, conform, mock, options, worker};
+use crate::{conductor, conform, mock, options, sys, worker};
 use anyhow::Result;
 use clap::Parser;
 use std::io::{IsTerminal as _, Write as _};
@@ -44,6 +44,8 @@ fn run(args: &RunArgs) -> Result<i32> {
     // The dashboard needs a terminal; anything else (a pipe, a file, CI) runs headless.
     let tui = !args.no_tui && std::io::stdout().is_terminal();
     let plan = options::validate(args, command_line(), tui)?;
+    // Before anything is started or written: a limit too low for the layout is a start-up error.
+    sys::open_files::ensure(&sys::open_files::Layout::of(&plan.settings))?;
     conductor::run(plan, args.exit_on_finish)
 }
 

@@ -221,6 +221,17 @@ pub fn validate(args: &RunArgs, command_line: String, tui: bool) -> Result<RunPl
     if args.send_timeout.is_some_and(|t| t.is_zero()) {
         bail!("--send-timeout must be more than zero");
     }
+    if let Some(late_ms) = args.late_threshold_ms {
+        // A packet is late when it is sent this far past its schedule; no packet of a run can be
+        // later than the run is long, so a larger threshold would qualify any run, however late.
+        if f64::from(late_ms) > duration_s * 1000.0 {
+            bail!(
+                "--late-threshold-ms {late_ms} is longer than the run (--duration {}): no packet could ever be late; give at most {} ms",
+                humantime::format_duration(args.duration),
+                args.duration.as_millis()
+            );
+        }
+    }
     let total = u64::from(args.processes) * u64::from(args.sessions);
     if total > 65_535 {
         bail!("--processes × --sessions is {total}; at most 65535 sessions per run are supported");
@@ -332,6 +343,18 @@ mod tests {
         let p = plan(&["--packet-ms", "100"]).unwrap();
         assert_eq!(p.settings.late_threshold_ms, 100);
         assert_eq!(p.settings.packets_per_session, 300);
+    }
+
+    #[test]
+    fn late_threshold_longer_than_the_run_is_refused_with_the_reason_issue_13() {
+        let err = plan(&["--duration", "2s", "--late-threshold-ms", "4294967295"])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("--late-threshold-ms 4294967295"), "{err}");
+        assert!(err.contains("no packet could ever be late"), "{err}");
+        assert!(err.contains("at most 2000 ms"), "{err}");
+        let p = plan(&["--duration", "2s", "--late-threshold-ms", "2000"]).unwrap();
+        assert_eq!(p.settings.late_threshold_ms, 2000);
     }
 
     #[test]

@@ -1,5 +1,7 @@
 //! Small operating-system helpers: child-process lifetime and file-descriptor limits.
 
+pub mod open_files;
+
 use std::os::unix::process::CommandExt;
 use std::process::Command;
 
@@ -30,20 +32,10 @@ pub fn die_with_parent(command: &mut Command) -> &mut Command {
     }
 }
 
-/// Raises the soft open-file limit to the hard limit: a worker keeps two files open per session.
+/// Raises the soft open-file limit to the hard limit: a worker keeps three descriptors open per
+/// session, the mock one. The conductor checks the whole layout first ([`open_files::ensure`]).
 pub fn raise_open_file_limit() {
-    let mut limit = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: `limit` is a valid rlimit to fill and then pass back.
-    unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 && limit.rlim_cur < limit.rlim_max
-        {
-            limit.rlim_cur = limit.rlim_max;
-            libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
-        }
-    }
+    open_files::raise_to_hard();
 }
 
 /// Sends `signal` to `pid`; errors (the process is already gone) are ignored.
