@@ -11,7 +11,7 @@
 //! * `replies`: the frames it sends, built without a JSON serialiser;
 //! * `stats`: the counters and the statistics file.
 
-mod client_event;
+pub mod client_event;
 mod replies;
 mod server;
 mod session;

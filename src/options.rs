@@ -227,8 +227,8 @@ pub fn validate(args: &RunArgs, command_line: String, tui: bool) -> Result<RunPl
         if f64::from(late_ms) > duration_s * 1000.0 {
             bail!(
                 "--late-threshold-ms {late_ms} is longer than the run (--duration {}): no packet could ever be late; give at most {} ms",
-                humantime::format_duration(args.duration),
-                args.duration.as_millis()
+                humantime::format_duration(std::time::Duration::from_secs_f64(duration_s)),
+                (duration_s * 1000.0).floor()
             );
         }
     }

@@ -1,7 +1,4 @@
-//! The mock's parser of client frames. Kept tiny: the mock's own code may move the parser.
-//!
-//! Not built yet (see Cargo.toml): the parser moved from `protocol::parse_client_event` into the
-//! private module `mock::client_event`; `pub mod client_event;` in src/mock.rs enables it.
+//! The mock's parser of client frames (`mock::client_event`): it must never panic.
 
 #![no_main]
 

@@ -20,7 +20,7 @@ use duplexbench_tui::options::{self, Settings};
 use duplexbench_tui::protocol::native::Native;
 use duplexbench_tui::protocol::EventIds;
 use duplexbench_tui::worker::session::machine::{Action, Flow, Incoming, Machine};
-use duplexbench_tui::worker::Audio;
+use duplexbench_tui::audio::Audio;
 use libfuzzer_sys::fuzz_target;
 use std::any::Any;
 use std::cell::RefCell;
@@ -40,7 +40,13 @@ fn settings() -> Settings {
 thread_local! {
     static FIXTURE: (Rc<Settings>, Rc<Audio>) = {
         let settings = settings();
-        let audio = Audio::silence(&settings);
+        let audio = Audio::load(
+            &settings.audio,
+            settings.packet_ms,
+            settings.packets_per_session,
+            settings.input_bytes(),
+        )
+        .expect("silence always loads");
         (Rc::new(settings), Rc::new(audio))
     };
     static STATS: RefCell<Option<Box<dyn Any>>> = const { RefCell::new(None) };
