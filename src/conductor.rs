@@ -158,7 +158,7 @@ pub fn run(plan: RunPlan, exit_on_finish: bool) -> Result<i32> {
         delete_traces(&output_dir);
     }
     let summary_path = RunPaths::new(&output_dir)
-        .summary_json()
+        .summary_md()
         .display()
         .to_string();
     if let Some(dashboard) = dashboard {
@@ -172,18 +172,14 @@ pub fn run(plan: RunPlan, exit_on_finish: bool) -> Result<i32> {
             });
         }
         let shown = dashboard.wait();
-        // The terminal is restored: say where the results are.
-        let line = format!("{}: {summary_path}\n", report::verdict_line(&summary));
-        let _ = std::io::Write::write_all(&mut std::io::stdout(), line.as_bytes());
         if let Err(err) = shown {
             // The run and its files are fine; the exit code stays the run's.
             follow::note(&format!("the dashboard failed: {err:#}"));
         }
-    } else {
-        // A closed stdout (e.g. piped into `head`) is not an error: the files are written.
-        let _ =
-            std::io::Write::write_all(&mut std::io::stdout(), report::table(&summary).as_bytes());
     }
+    // The same table either way: after the dashboard, the terminal is restored and this is
+    // what stays on the screen. A closed stdout (e.g. piped into `head`) is not an error.
+    let _ = std::io::Write::write_all(&mut std::io::stdout(), report::table(&summary).as_bytes());
     Ok(exit_code)
 }
 

@@ -7,6 +7,7 @@ mod bad_input;
 mod conform;
 mod dashboard;
 mod fake_server;
+mod first_hour;
 mod frozen;
 mod mock_protocol;
 mod orphans;
