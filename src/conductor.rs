@@ -52,6 +52,14 @@ pub fn run(plan: RunPlan, exit_on_finish: bool) -> Result<i32> {
     // Held until the run ends; dropped after a start-up error that wrote nothing, it leaves
     // no empty folder behind.
     let _folder = run_folder::RunFolder::claim(&output_dir, plan.force)?;
+    // The first line of every run, before the dashboard takes the screen (it stays on the
+    // normal screen behind it): where the results go.
+    follow::note(&format!(
+        "output folder {}",
+        std::path::absolute(&output_dir)
+            .unwrap_or_else(|_| output_dir.clone())
+            .display()
+    ));
     let started_at = utc_rfc3339();
     let anchor = ClockAnchor::now();
     let host = host::collect(&output_dir);
@@ -61,6 +69,13 @@ pub fn run(plan: RunPlan, exit_on_finish: bool) -> Result<i32> {
         Some(behaviour) => {
             let mock = MockChild::start(&output_dir, behaviour)?;
             plan.settings.url = format!("ws://{}{}", mock.addr, crate::protocol::PATH);
+            if !plan.settings.tui {
+                follow::note(&format!(
+                    "mock up at {} (profile {})",
+                    mock.addr,
+                    behaviour.profile.name()
+                ));
+            }
             Some(mock)
         }
         None => {
@@ -127,6 +142,9 @@ pub fn run(plan: RunPlan, exit_on_finish: bool) -> Result<i32> {
     );
     write_summary(&output_dir, &Summary::build(provisional))?;
     let ending = follow::follow(&plan, &mut workers, &live, &rx);
+    if !plan.settings.tui {
+        follow::note(&format!("writing results to {}", output_dir.display()));
+    }
     let sampled = sampler.map(Sampler::stop);
 
     // Every worker has exited or is killed now; collect what they wrote.

@@ -331,14 +331,20 @@ mod tests {
         assert_eq!(p.settings.sessions_per_process, 16);
         assert_eq!(p.settings.total_sessions(), 64);
         let err = plan(&["-p", "3", "-c", "64"]).unwrap_err().to_string();
-        assert!(err.contains("--concurrency") && err.contains("--processes"), "{err}");
+        assert!(
+            err.contains("--concurrency") && err.contains("--processes"),
+            "{err}"
+        );
     }
 
     #[test]
     fn json_is_an_error_that_points_to_output_issue_14() {
         for args in [&["--json"][..], &["--json", "out.json"][..]] {
             let err = plan(args).unwrap_err().to_string();
-            assert!(err.contains("--output") && err.contains("summary.json"), "{err}");
+            assert!(
+                err.contains("--output") && err.contains("summary.json"),
+                "{err}"
+            );
         }
     }
 

@@ -27,9 +27,21 @@ pub enum Telemetry {
     /// heat cell (deviation µs + 1; 0 when the session sent nothing), five times a second: the
     /// dashboard's heatmap.
     Heat { time_s: f64, cells: Vec<u32> },
-    /// The worker's cumulative deviation histogram, once a second, so that the conductor can show
-    /// pooled percentiles (a dropped message loses nothing: the next one carries it all).
-    Histogram { deviation: DurationHistogram },
+    /// The worker's cumulative histograms, once a second, so that the conductor can show pooled
+    /// percentiles (a dropped message loses nothing: the next one carries it all): the client's
+    /// deviation, and the server's latency as the client sees it.
+    Histogram {
+        deviation: DurationHistogram,
+        /// From a packet's send start to its `sglang.input_audio.accepted`.
+        #[serde(default)]
+        accepted: DurationHistogram,
+        /// From the send start of the packet that completes a unit to its `sglang.unit.done`.
+        #[serde(default)]
+        unit_lag: DurationHistogram,
+        /// From packet 0's send start to the first audio delta, once per session.
+        #[serde(default)]
+        first_audio: DurationHistogram,
+    },
     /// The worker wrote its result file and is about to exit.
     Done { result_path: String },
 }

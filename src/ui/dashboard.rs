@@ -164,9 +164,7 @@ fn ui_loop(
 
 /// At "press q, Enter or Esc": those keys (and Ctrl-C) leave; Esc first closes the help.
 fn leaves_finished(key: &KeyEvent, view: &ViewState) -> bool {
-    is_quit(key)
-        || key.code == KeyCode::Enter
-        || (key.code == KeyCode::Esc && !view.help)
+    is_quit(key) || key.code == KeyCode::Enter || (key.code == KeyCode::Esc && !view.help)
 }
 
 fn is_quit(key: &KeyEvent) -> bool {

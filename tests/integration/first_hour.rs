@@ -78,7 +78,7 @@ fn stderr(out: &std::process::Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
-fn stdout(out: &std::process::Output) -> String {
+fn stdout_of(out: &std::process::Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
@@ -101,8 +101,109 @@ fn a_server_speaking_something_else_fails_fast_and_stderr_quotes_why_issue_14() 
     );
     assert_eq!(run.status.code(), Some(1), "{}", describe(&run));
     let summary = util::summary(&out);
-    let first_reason = summary["verdict"]["reasons"][0].as_str().unwrap_or_default();
+    let first_reason = summary["verdict"]["reasons"][0]
+        .as_str()
+        .unwrap_or_default();
     assert!(first_reason.contains("type"), "{first_reason}");
     let err = stderr(&run);
     assert!(err.contains("missing field `type`"), "{err}");
+}
+
+#[test]
+fn a_headless_run_says_each_phase_and_never_goes_quiet_issue_14() {
+    let _serial = util::serial();
+    let dir = TempDir::new("phases");
+    let out = dir.join("out");
+    let run = util::run_to(
+        &out,
+        &["-p", "2", "-s", "2", "-d", "7s"],
+        Duration::from_secs(90),
+    );
+    let err = stderr(&run);
+    let lines: Vec<&str> = err.lines().collect();
+    assert!(
+        lines.first().is_some_and(|l| l.starts_with("output folder /")
+            && l.ends_with(out.to_str().unwrap())),
+        "the first line says where the results go: {err}"
+    );
+    let mut last = 0;
+    for phase in [
+        "mock up at 127.0.0.1:",
+        "setting up 4 sessions (2 × 2)",
+        "of 4 sessions connected",
+        "streaming: 7 s of audio",
+        "draining: the audio is sent",
+        "writing results to",
+    ] {
+        let at = lines
+            .iter()
+            .position(|l| l.contains(phase))
+            .unwrap_or_else(|| panic!("no `{phase}` line: {}", describe(&run)));
+        assert!(at >= last, "`{phase}` out of order: {err}");
+        last = at;
+    }
+    // stderr is a pipe here: a progress line every 5 s, so a 7 s run has at least one, with
+    // the server's figures.
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("[") && l.contains("server p50: accepted")),
+        "{err}"
+    );
+    assert!(
+        stdout_of(&run).contains("/summary.md (figures: summary.json)"),
+        "{}",
+        describe(&run)
+    );
+}
+
+#[test]
+fn completions_and_a_man_page_are_printed_for_installing_issue_14() {
+    for shell in ["bash", "zsh", "fish"] {
+        let out = util::run(&["completions", shell], Duration::from_secs(10));
+        assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+        assert!(stdout_of(&out).contains("duplexbench-tui"), "{shell}");
+    }
+    let out = util::run(&["man"], Duration::from_secs(10));
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    let page = stdout_of(&out);
+    assert!(page.contains(".TH duplexbench-tui 1"), "{page}");
+    assert!(page.contains("concurrency"), "{page}");
+}
+
+#[test]
+fn help_points_at_the_glossary_and_explains_the_trace_writer_issue_14() {
+    let out = util::run(&["run", "--help"], Duration::from_secs(10));
+    let help = stdout_of(&out);
+    assert!(help.contains("docs/glossary.md"), "{help}");
+    assert!(!help.contains("seed's bug"), "{help}");
+    assert!(help.contains("total = P × S"), "{help}");
+    assert!(help.contains("[default: 16 MiB]"), "{help}");
+}
+
+#[test]
+fn json_is_refused_with_a_pointer_to_output_and_sizes_take_units_issue_14() {
+    let out = util::run(&["run", "--json"], Duration::from_secs(10));
+    assert_eq!(out.status.code(), Some(2), "{}", describe(&out));
+    assert!(stderr(&out).contains("--output"), "{}", describe(&out));
+    let out = util::run(
+        &["run", "--max-message-bytes", "12"],
+        Duration::from_secs(10),
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", describe(&out));
+    assert!(
+        stderr(&out).contains("--max-message-bytes") && stderr(&out).contains("1 KiB"),
+        "{}",
+        describe(&out)
+    );
+    let out = util::run(
+        &["run", "-p", "3", "-c", "10", "--no-tui"],
+        Duration::from_secs(10),
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", describe(&out));
+    assert!(
+        stderr(&out).contains("--concurrency 10"),
+        "{}",
+        describe(&out)
+    );
 }
