@@ -98,7 +98,7 @@ pub fn p50_p99(h: &DurationHistogram) -> String {
     if h.count() == 0 {
         "–".to_string()
     } else {
-        format!("{:.1} / {:.1} ms", h.quantile_ms(0.5), h.quantile_ms(0.99))
+        format!("{:.1}/{:.1} ms", h.quantile_ms(0.5), h.quantile_ms(0.99))
     }
 }
 
@@ -213,17 +213,13 @@ impl LiveState {
                     }
                 }
             }
-            Telemetry::Histogram {
-                deviation,
-                accepted,
-                unit_lag,
-                first_audio,
-            } => {
-                w.deviation = Some(deviation);
+            Telemetry::Histogram(h) => {
+                let h = *h;
+                w.deviation = Some(h.deviation);
                 w.server = Some(ServerLatency {
-                    accepted,
-                    unit_lag,
-                    first_audio,
+                    accepted: h.accepted,
+                    unit_lag: h.unit_lag,
+                    first_audio: h.first_audio,
                 });
             }
             Telemetry::Done { .. } => w.done = true,

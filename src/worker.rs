@@ -347,12 +347,12 @@ async fn drive(
 /// Live counters and heat for the conductor, five times a second; the histogram once a second.
 /// The histograms live views show: the client's deviation and the server's latency.
 fn histogram_telemetry(hist: &crate::contract::worker::WorkerHistograms) -> Telemetry {
-    Telemetry::Histogram {
+    Telemetry::Histogram(Box::new(crate::contract::telemetry::LiveHistograms {
         deviation: hist.deviation.clone(),
         accepted: hist.accepted.clone(),
         unit_lag: hist.unit_lag.clone(),
         first_audio: hist.first_audio.clone(),
-    }
+    }))
 }
 
 async fn report_progress(

@@ -207,3 +207,72 @@ fn json_is_refused_with_a_pointer_to_output_and_sizes_take_units_issue_14() {
         describe(&out)
     );
 }
+
+#[test]
+fn the_finished_dashboard_stays_explorable_and_leaves_the_table_behind_issue_14() {
+    use crate::dashboard::{tmux_available, wait_for, Tmux};
+    if !tmux_available() {
+        return;
+    }
+    let _serial = util::serial();
+    let dir = TempDir::new("tmux-explore");
+    let out = dir.join("out");
+    let exit_file = dir.join("exit");
+    let command = format!(
+        "{} run -p 2 -s 2 -d 3s --output {}; echo $? > {}; sleep 30",
+        util::bin(),
+        out.display(),
+        exit_file.display()
+    );
+    let tmux = Tmux::start(&command, 120, 40).expect("tmux starts");
+    wait_for(
+        "the finished dashboard",
+        Duration::from_secs(60),
+        || tmux.screen().contains("q, Enter or Esc: exit"),
+        || tmux.screen(),
+    );
+    let screen = tmux.screen();
+    assert!(screen.contains("2 × 2 = 4 sessions"), "{screen}");
+    assert!(screen.contains("exited"), "workers are gone: {screen}");
+    let accepted = screen
+        .lines()
+        .find(|l| l.contains("│accepted"))
+        .unwrap_or_default()
+        .to_string();
+    assert!(accepted.contains(" ms"), "the server's figures: {screen}");
+    // Keys that explore do not leave.
+    for key in ["v", "Down", "PageDown", "g", "v"] {
+        tmux.keys(key);
+        std::thread::sleep(Duration::from_millis(300));
+        assert!(!exit_file.exists(), "`{key}` left the finished dashboard");
+        assert!(tmux.screen().contains("Deviation heatmap"), "after `{key}`");
+    }
+    tmux.keys("?");
+    wait_for(
+        "the help with the glossary",
+        Duration::from_secs(5),
+        || tmux.screen().contains("docs/glossary.md"),
+        || tmux.screen(),
+    );
+    tmux.keys("Escape");
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(!exit_file.exists(), "Esc first closes the help");
+    tmux.keys("Enter");
+    wait_for(
+        "exit",
+        Duration::from_secs(20),
+        || exit_file.exists(),
+        || tmux.screen(),
+    );
+    let screen = tmux.screen();
+    assert!(!screen.contains("Deviation heatmap"), "{screen}");
+    assert!(screen.starts_with("output folder /"), "{screen}");
+    assert!(
+        screen.contains("server accepted"),
+        "the headless table: {screen}"
+    );
+    assert!(
+        screen.contains("/summary.md (figures: summary.json)"),
+        "{screen}"
+    );
+}

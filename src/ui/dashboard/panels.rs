@@ -44,29 +44,87 @@ fn verdict(state: &LiveState, theme: Theme) -> (Span<'static>, Option<String>) {
     }
 }
 
-/// Title line and progress line.
+/// The spans that fit in `width` columns, in their order: those ranked `None` always, then
+/// the others by rank (0 most important) each only if it fits whole; never cut mid-word.
+fn fit_segments(items: Vec<(Option<usize>, Span<'static>)>, width: usize) -> Line<'static> {
+    let mut used: usize = items
+        .iter()
+        .filter(|(rank, _)| rank.is_none())
+        .map(|(_, span)| span.width())
+        .sum();
+    let mut by_importance: Vec<usize> =
+        (0..items.len()).filter(|&i| items[i].0.is_some()).collect();
+    by_importance.sort_by_key(|&i| items[i].0);
+    let mut keep: Vec<bool> = items.iter().map(|(rank, _)| rank.is_none()).collect();
+    for i in by_importance {
+        let w = items[i].1.width();
+        if used + w <= width {
+            used += w;
+            keep[i] = true;
+        }
+    }
+    Line::from(
+        items
+            .into_iter()
+            .zip(keep)
+            .filter_map(|((_, span), kept)| kept.then_some(span))
+            .collect::<Vec<_>>(),
+    )
+}
+
+/// `2 × 32 = 64 sessions`: the layout, with the total (P × S) spelled out.
+pub fn layout_text(processes: u32, sessions_per_process: u32) -> String {
+    format!(
+        "{processes} × {sessions_per_process} = {} sessions",
+        u64::from(processes) * u64::from(sessions_per_process)
+    )
+}
+
+/// Title line and progress line. What does not fit is left out whole, the least important
+/// first: the output folder, the trace mode, the URL, the layout; the verdict always stays.
 pub fn header(state: &LiveState, theme: Theme, area: Rect, buf: &mut Buffer) {
     let info = &state.info;
+    let width = area.width as usize;
     let (verdict, _) = verdict(state, theme);
-    // The verdict comes first so that a narrow terminal never cuts it off.
-    let title = Line::from(vec![
-        Span::styled(" duplexbench-tui ", theme.title()),
-        Span::raw("│ "),
-        verdict,
-        Span::raw(format!(
-            " │ {} × {} sessions │ trace {} │ {}",
-            info.processes, info.sessions_per_process, info.trace, info.url
-        )),
-    ]);
+    let title = fit_segments(
+        vec![
+            (Some(3), Span::styled(" duplexbench-tui │", theme.title())),
+            (None, Span::raw(" ")),
+            (None, verdict),
+            (
+                Some(0),
+                Span::raw(format!(
+                    " │ {}",
+                    layout_text(info.processes, info.sessions_per_process)
+                )),
+            ),
+            (Some(2), Span::raw(format!(" │ trace {}", info.trace))),
+            (Some(1), Span::raw(format!(" │ {}", info.url))),
+        ],
+        width,
+    );
     let elapsed = state.elapsed_s(state.now_s).min(info.duration_s);
+    let output = (
+        Some(1),
+        Span::styled(format!(" │ output {}", info.output_dir), theme.dim()),
+    );
     let progress = if let Some(f) = &state.finished {
-        Line::from(vec![
-            Span::styled(" finished ", theme.title()),
-            Span::styled("│ press any key to exit ", theme.warn()),
-            Span::raw(format!("│ summary: {}", f.summary_path)),
-        ])
+        fit_segments(
+            vec![
+                (None, Span::styled(" finished ", theme.title())),
+                (None, Span::styled("│ q, Enter or Esc: exit ", theme.warn())),
+                (
+                    Some(0),
+                    Span::raw(format!("│ summary: {} ", f.summary_path)),
+                ),
+            ],
+            width,
+        )
     } else if state.start_s.is_none() {
-        Line::from(Span::raw(" setting up sessions…"))
+        fit_segments(
+            vec![(None, Span::raw(" setting up sessions…")), output],
+            width,
+        )
     } else {
         let fraction = if info.duration_s > 0.0 {
             elapsed / info.duration_s
@@ -75,22 +133,30 @@ pub fn header(state: &LiveState, theme: Theme, area: Rect, buf: &mut Buffer) {
         };
         let bar_width = 30usize;
         let filled = ((fraction * bar_width as f64).round() as usize).min(bar_width);
-        let cancelled = state
-            .cancelled
-            .as_ref()
-            .map(|c| format!(" │ stopping: {c}"))
-            .unwrap_or_default();
-        Line::from(vec![
-            Span::raw(format!(
-                " elapsed {} / {}  remaining {}  ",
-                mmss(elapsed),
-                mmss(info.duration_s),
-                mmss(info.duration_s - elapsed)
-            )),
-            Span::styled("█".repeat(filled), theme.title()),
-            Span::styled("░".repeat(bar_width - filled), theme.dim()),
-            Span::styled(cancelled, theme.warn()),
-        ])
+        let mut items = vec![
+            (
+                None,
+                Span::raw(format!(
+                    " elapsed {} / {}  remaining {}  ",
+                    mmss(elapsed),
+                    mmss(info.duration_s),
+                    mmss(info.duration_s - elapsed)
+                )),
+            ),
+            (None, Span::styled("█".repeat(filled), theme.title())),
+            (
+                None,
+                Span::styled("░".repeat(bar_width - filled), theme.dim()),
+            ),
+        ];
+        if let Some(c) = &state.cancelled {
+            items.push((
+                Some(0),
+                Span::styled(format!(" │ stopping: {c}"), theme.warn()),
+            ));
+        }
+        items.push(output);
+        fit_segments(items, width)
     };
     Paragraph::new(vec![title, progress]).render(area, buf);
 }
@@ -115,7 +181,27 @@ pub fn counters(state: &LiveState, theme: Theme, area: Rect, buf: &mut Buffer) {
     };
     let plain = Style::default();
     let (verdict, reason) = verdict(state, theme);
-    let mut lines = vec![
+    // Each line with how readily it is left out when the panel is short (higher goes first):
+    // the verdict, its reason and the late count stay longest; a non-zero problem count is kept
+    // like the late count.
+    let keep_if = |n: u64, rank: u8| if n > 0 { 1 } else { rank };
+    let ranks = [
+        1,
+        0,
+        3,
+        5,
+        2,
+        2,
+        4,
+        3,
+        6,
+        keep_if(u64::from(t.sessions_incomplete), 6),
+        keep_if(u64::from(rejected), 6),
+        keep_if(t.protocol_errors, 6),
+        7,
+        0,
+    ];
+    let lines = vec![
         row("packets", c.packets.to_string(), plain),
         row(
             &format!("late (>{} ms)", state.info.thresholds.late_us / 1000),
@@ -175,12 +261,73 @@ pub fn counters(state: &LiveState, theme: Theme, area: Rect, buf: &mut Buffer) {
         Line::from(""),
         Line::from(verdict),
     ];
+    let block = Block::default().borders(Borders::ALL).title(" Pacing ");
+    let inner = block.inner(area);
+    let reason_lines = reason
+        .as_deref()
+        .map_or(0, |r| wrapped_height(r, inner.width as usize));
+    let mut ranked: Vec<(u8, Line)> = ranks.into_iter().zip(lines).collect();
+    // Leave out the least important lines until the rest and the reason fit.
+    while ranked.len() + reason_lines > inner.height as usize {
+        let Some(drop) = ranked
+            .iter()
+            .enumerate()
+            .filter(|(_, (rank, _))| *rank > 0)
+            .max_by_key(|(i, (rank, _))| (*rank, *i))
+            .map(|(i, _)| i)
+        else {
+            break;
+        };
+        ranked.remove(drop);
+    }
+    let mut lines: Vec<Line> = ranked.into_iter().map(|(_, line)| line).collect();
     if let Some(reason) = reason {
         lines.push(Line::from(Span::styled(reason, theme.dim())));
     }
     Paragraph::new(lines)
         .wrap(Wrap { trim: true })
-        .block(Block::default().borders(Borders::ALL).title(" Pacing "))
+        .block(block)
+        .render(area, buf);
+}
+
+/// Lines `text` takes when word-wrapped to `width` columns (a word longer than a line is cut).
+fn wrapped_height(text: &str, width: usize) -> usize {
+    if width == 0 {
+        return 0;
+    }
+    let mut lines = 1;
+    let mut used = 0;
+    for word in text.split_whitespace() {
+        let w = word.chars().count().min(width);
+        if used == 0 {
+            used = w;
+        } else if used + 1 + w <= width {
+            used += 1 + w;
+        } else {
+            lines += 1;
+            used = w;
+        }
+    }
+    lines
+}
+
+/// The server's latency as the client sees it, pooled over every worker: p50 / p99 of each
+/// figure, "–" before the first sample.
+pub fn server(state: &LiveState, theme: Theme, area: Rect, buf: &mut Buffer) {
+    let pooled = state.pooled_server();
+    let mut lines = Vec::new();
+    for (name, h) in pooled.figures() {
+        lines.push(Line::from(format!("{name:<12}{}", crate::live::p50_p99(h))));
+    }
+    Paragraph::new(lines)
+        .block(
+            Block::default()
+                .borders(Borders::ALL)
+                .title(Line::from(vec![
+                    Span::raw(" Server "),
+                    Span::styled("p50 / p99 ", theme.dim()),
+                ])),
+        )
         .render(area, buf);
 }
 
@@ -275,7 +422,8 @@ pub fn processes(state: &LiveState, theme: Theme, area: Rect, buf: &mut Buffer) 
         ),
         theme.dim(),
     ))];
-    let row = |name: String, p: &ProcessLive| {
+    let finished = state.finished.is_some();
+    let row = |name: String, p: &ProcessLive, exited: bool| {
         let view = sampler.and_then(|s| s.processes.get(&p.pid));
         let st = view
             .map(|v| v.state)
@@ -297,10 +445,16 @@ pub fn processes(state: &LiveState, theme: Theme, area: Rect, buf: &mut Buffer) 
             ),
             _ => "0".to_string(),
         };
+        let (st_text, cores) = if exited {
+            // A zombie's state (Z) and its last CPU reading say nothing after the run.
+            ("exited".to_string(), String::new())
+        } else {
+            (format!("{st:>2}"), format!(" {:>6.3}", p.cpu_cores))
+        };
         Line::from(vec![
             Span::raw(format!("{name:<6}{:>8} ", p.pid)),
-            Span::styled(format!("{st:>2}"), st_style),
-            Span::raw(format!(" {:>6.3} {:>9}", p.cpu_cores, mib(rss))),
+            Span::styled(format!("{st_text:<2}"), st_style),
+            Span::raw(format!("{cores} {:>9}", mib(rss))),
             Span::styled(
                 if wide {
                     format!("  {disk}")
@@ -316,10 +470,10 @@ pub fn processes(state: &LiveState, theme: Theme, area: Rect, buf: &mut Buffer) 
         ])
     };
     for (i, w) in state.workers.iter().enumerate() {
-        lines.push(row(format!("w{i}"), &w.process));
+        lines.push(row(format!("w{i}"), &w.process, w.gone || finished));
     }
     if let Some(mock) = &state.mock {
-        lines.push(row("mock".to_string(), mock));
+        lines.push(row("mock".to_string(), mock, finished));
     }
     let room = (inner.height as usize).saturating_sub(lines.len());
     match sampler {
@@ -329,7 +483,11 @@ pub fn processes(state: &LiveState, theme: Theme, area: Rect, buf: &mut Buffer) 
         ))),
         Some(s) if s.recent.is_empty() => {
             lines.push(Line::from(Span::styled(
-                "no stall over 20 ms so far",
+                if finished {
+                    "no stall over 20 ms in the run"
+                } else {
+                    "no stall over 20 ms so far"
+                },
                 theme.dim(),
             )));
         }
@@ -351,7 +509,7 @@ pub fn processes(state: &LiveState, theme: Theme, area: Rect, buf: &mut Buffer) 
 
 pub fn footer(state: &LiveState, theme: Theme, area: Rect, buf: &mut Buffer) {
     let text = if state.finished.is_some() {
-        " any key: exit"
+        " q Enter Esc exit  ? help  ↑↓ PgUp PgDn scroll  v violations only  g group rows"
     } else {
         " q quit  ? help  ↑↓ PgUp PgDn scroll  v violations only  g group rows"
     };
@@ -368,10 +526,13 @@ pub fn help(theme: Theme, thresholds: &Thresholds, area: Rect, buf: &mut Buffer)
         Line::from("v            only sessions with a late packet / all"),
         Line::from("g            group sessions to fit / one row per session"),
         Line::from(""),
-        Line::from("Heatmap: a row per session (or group), a column per second,"),
-        Line::from("each cell the worst |deviation| from schedule in it:"),
-        super::heatmap::legend(theme, thresholds),
+        Line::from("Heatmap: a row per session (or group), the run's time across"),
+        Line::from("the width, each cell the worst |deviation| from schedule in it:"),
+        super::heatmap::legend(theme, thresholds, "", 60),
         Line::from("A stall of a whole worker shows as a vertical band."),
+        Line::from(""),
+        Line::from("Words (pacing-qualified, late, slow send, deviation, unit lag,"),
+        Line::from("D-state stall, loop lag, writer queue…): docs/glossary.md"),
     ];
     Clear.render(area, buf);
     Paragraph::new(lines)

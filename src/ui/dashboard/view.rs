@@ -7,6 +7,9 @@ use crate::live::LiveState;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::Frame;
 
+/// The Server panel: three figures and borders.
+const SERVER_HEIGHT: u16 = 5;
+
 /// Draws the dashboard for `state` into the frame.
 pub fn render(frame: &mut Frame<'_>, state: &LiveState, view: &ViewState, theme: Theme) {
     let area = frame.area();
@@ -33,7 +36,19 @@ pub fn render(frame: &mut Frame<'_>, state: &LiveState, view: &ViewState, theme:
     let counters_width = if area.width >= 100 { 32 } else { 28 };
     let [counters, heat] =
         Layout::horizontal([Constraint::Length(counters_width), Constraint::Min(20)]).areas(middle);
+    // The server's figures under the pacing ones, when the pacing panel keeps room for its
+    // verdict (it leaves its least important lines out first).
+    let server_height = if counters.height >= SERVER_HEIGHT + 8 {
+        SERVER_HEIGHT
+    } else {
+        0
+    };
+    let [counters, server] =
+        Layout::vertical([Constraint::Min(0), Constraint::Length(server_height)]).areas(counters);
     panels::counters(state, theme, counters, buf);
+    if server_height > 0 {
+        panels::server(state, theme, server, buf);
+    }
     heatmap::draw(state, view, theme, heat, buf);
     if bottom > 0 {
         let [workers_area, processes_area] =
@@ -48,7 +63,7 @@ pub fn render(frame: &mut Frame<'_>, state: &LiveState, view: &ViewState, theme:
         panels::help(
             theme,
             &state.info.thresholds,
-            centered(area, width, 18),
+            centered(area, width, 19),
             buf,
         );
     }
