@@ -6,9 +6,11 @@
 //! while a frame is rendered into memory, never while it is written to the terminal. The terminal
 //! is restored on every way out: the end of the run, `q`, an error, a panic.
 
+pub mod header;
 pub mod heatmap;
 pub mod keys;
 pub mod panels;
+pub mod server;
 pub mod theme;
 pub mod view;
 

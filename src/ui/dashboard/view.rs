@@ -2,7 +2,7 @@
 
 use super::keys::ViewState;
 use super::theme::Theme;
-use super::{heatmap, panels};
+use super::{header, heatmap, panels, server};
 use crate::live::LiveState;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::Frame;
@@ -32,7 +32,7 @@ pub fn render(frame: &mut Frame<'_>, state: &LiveState, view: &ViewState, theme:
         Constraint::Length(1),
     ])
     .areas(area);
-    panels::header(state, theme, header, buf);
+    header::draw(state, theme, header, buf);
     let counters_width = if area.width >= 100 { 32 } else { 28 };
     let [counters, heat] =
         Layout::horizontal([Constraint::Length(counters_width), Constraint::Min(20)]).areas(middle);
@@ -43,11 +43,11 @@ pub fn render(frame: &mut Frame<'_>, state: &LiveState, view: &ViewState, theme:
     } else {
         0
     };
-    let [counters, server] =
+    let [counters, server_area] =
         Layout::vertical([Constraint::Min(0), Constraint::Length(server_height)]).areas(counters);
     panels::counters(state, theme, counters, buf);
     if server_height > 0 {
-        panels::server(state, theme, server, buf);
+        server::draw(state, theme, server_area, buf);
     }
     heatmap::draw(state, view, theme, heat, buf);
     if bottom > 0 {
