@@ -49,9 +49,6 @@ pub fn run(plan: RunPlan, exit_on_finish: bool) -> Result<i32> {
     let (tx, rx) = mpsc::channel();
     install_signal_thread(tx.clone())?;
     let output_dir = plan.output_dir.clone();
-    // Held until the run ends; dropped after a start-up error that wrote nothing, it leaves
-    // no empty folder behind.
-    let _folder = run_folder::RunFolder::claim(&output_dir, plan.force)?;
     // The first line of every run, before the dashboard takes the screen (it stays on the
     // normal screen behind it): where the results go.
     follow::note(&format!(
@@ -60,6 +57,9 @@ pub fn run(plan: RunPlan, exit_on_finish: bool) -> Result<i32> {
             .unwrap_or_else(|_| output_dir.clone())
             .display()
     ));
+    // Held until the run ends; dropped after a start-up error that wrote nothing, it leaves
+    // no empty folder behind.
+    let _folder = run_folder::RunFolder::claim(&output_dir, plan.force)?;
     let started_at = utc_rfc3339();
     let anchor = ClockAnchor::now();
     let host = host::collect(&output_dir);

@@ -128,9 +128,26 @@ pub fn follow(
                 }
             }
             Err(RecvTimeoutError::Timeout) => {}
-            Err(RecvTimeoutError::Disconnected) => return ending,
+            Err(RecvTimeoutError::Disconnected) => {
+                drop(live);
+                flush(&mut notes);
+                return ending;
+            }
+        }
+        // Draining starts when the audio is sent, or when a session already ended (a fast
+        // server drains before the duration has passed on the conductor's clock).
+        let audio_sent = live.start_s.is_some_and(|start| {
+            now_s >= start + s.duration_s - s.packet_s() || live.totals().sessions_done > 0
+        });
+        if phase == Phase::Streaming && (audio_sent || live.all_gone()) {
+            phase = Phase::Draining;
+            if !s.tui {
+                notes.push(headless::draining_line(&live));
+            }
         }
         if live.all_gone() {
+            drop(live);
+            flush(&mut notes);
             return ending;
         }
         live.cancelled = live.cancelled.take().or(ending.cancelled.clone());
@@ -146,16 +163,6 @@ pub fn follow(
             phase = Phase::Streaming;
             if !s.tui {
                 notes.push(headless::streaming_line(&live));
-            }
-        }
-        if phase == Phase::Streaming
-            && live
-                .start_s
-                .is_some_and(|start| now_s >= start + s.duration_s)
-        {
-            phase = Phase::Draining;
-            if !s.tui {
-                notes.push(headless::draining_line(&live));
             }
         }
         if (ending.cancelled.is_some() || now_s > deadline_s) && !stop_sent {
@@ -214,8 +221,13 @@ pub fn follow(
             next_progress_s = (next_progress_s + progress_interval_s).max(now_s);
         }
         drop(live);
-        for text in notes.drain(..) {
-            note(&text);
-        }
+        flush(&mut notes);
+    }
+}
+
+/// Prints the messages gathered while the state was locked.
+fn flush(notes: &mut Vec<String>) {
+    for text in notes.drain(..) {
+        note(&text);
     }
 }
