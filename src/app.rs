@@ -36,6 +36,8 @@ fn dispatch(cli: Cli) -> Result<i32> {
         Some(Command::Mock(args)) => mock::run(&args).map(|()| 0),
         Some(Command::Conform(args)) => conform::run(&args),
         Some(Command::Report(args)) => crate::report::command::run(&args),
+        Some(Command::Completions(args)) => print_completions(args.shell),
+        Some(Command::Man) => print_man_page(),
         Some(Command::Worker(args)) => worker::run(&args).map(|()| 0),
     }
 }
@@ -47,6 +49,29 @@ fn run(args: &RunArgs) -> Result<i32> {
     // Before anything is started or written: a limit too low for the layout is a start-up error.
     sys::open_files::ensure(&sys::open_files::Layout::of(&plan.settings))?;
     conductor::run(plan, args.exit_on_finish)
+}
+
+/// `completions SHELL`: the completion script on stdout.
+fn print_completions(shell: clap_complete::Shell) -> Result<i32> {
+    let mut command = <Cli as clap::CommandFactory>::command();
+    let name = command.get_name().to_string();
+    let mut script = Vec::new();
+    clap_complete::generate(shell, &mut command, name, &mut script);
+    write_stdout(&script)
+}
+
+/// `man`: the man page (roff) on stdout. The default run's options are the command's own, so
+/// the one page lists every option of `run` and names the subcommands.
+fn print_man_page() -> Result<i32> {
+    let mut page = Vec::new();
+    clap_mangen::Man::new(<Cli as clap::CommandFactory>::command()).render(&mut page)?;
+    write_stdout(&page)
+}
+
+/// Writes to stdout; a closed stdout (piped into `head`) is not an error.
+fn write_stdout(bytes: &[u8]) -> Result<i32> {
+    let _ = std::io::stdout().write_all(bytes);
+    Ok(0)
 }
 
 /// The command line as typed, quoted where a word needs it.

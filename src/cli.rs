@@ -14,6 +14,7 @@ use std::time::Duration;
     version,
     about = "Paced load generator for full-duplex realtime speech WebSocket servers that proves its own pacing.",
     long_about = "Paced load generator for full-duplex realtime speech WebSocket servers that proves its own pacing.\n\nWith no subcommand it runs the built-in default: the built-in mock on loopback and 1 x 32 sessions for 30 s.",
+    after_help = AFTER_HELP,
     args_conflicts_with_subcommands = true
 )]
 pub struct Cli {
@@ -24,9 +25,15 @@ pub struct Cli {
     pub run: RunArgs,
 }
 
+/// Where the words used in the help and on the dashboard are explained.
+pub const AFTER_HELP: &str = "Words such as pacing-qualified, late packet, deviation, unit lag and D-state stall are explained in docs/glossary.md.";
+
+// `RunArgs` is parsed once per process: boxing it would buy nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run paced sessions against the built-in mock or a server given with --url.
+    #[command(after_help = AFTER_HELP)]
     Run(RunArgs),
     /// Serve the native protocol with no model, on loopback by default.
     Mock(MockArgs),
@@ -34,6 +41,10 @@ pub enum Command {
     Conform(ConformArgs),
     /// Render a run's summary again (Markdown, or text with --text), or compare two runs with --vs.
     Report(ReportArgs),
+    /// Print a shell completion script, e.g. `duplexbench-tui completions bash > ~/.local/share/bash-completion/completions/duplexbench-tui`.
+    Completions(CompletionsArgs),
+    /// Print the man page (roff), e.g. `duplexbench-tui man > ~/.local/share/man/man1/duplexbench-tui.1`.
+    Man,
     /// One worker process of a run (started by `run`; not for direct use).
     #[command(hide = true)]
     Worker(WorkerArgs),
@@ -44,9 +55,12 @@ pub struct RunArgs {
     /// Worker processes to spread the sessions over.
     #[arg(long, short = 'p', default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=256), help_heading = "Load")]
     pub processes: u32,
-    /// Concurrent sessions per worker process.
-    #[arg(long, short = 's', visible_alias = "concurrency", default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..=65535), help_heading = "Load")]
+    /// Concurrent sessions per worker process (S); the run has total = P × S sessions.
+    #[arg(long, short = 's', default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..=65535), help_heading = "Load")]
     pub sessions: u32,
+    /// Total concurrent sessions (total = P × S), spread evenly over --processes; instead of --sessions.
+    #[arg(long, short = 'c', conflicts_with = "sessions", value_parser = clap::value_parser!(u32).range(1..=65535), help_heading = "Load")]
+    pub concurrency: Option<u32>,
     /// Audio each session streams, e.g. 30s, 90s, 2m [default: 30s, or the --audio file × --loops].
     #[arg(long, short = 'd', value_parser = parse_duration, help_heading = "Load")]
     pub duration: Option<Duration>,
@@ -101,8 +115,8 @@ pub struct RunArgs {
     /// Kernel send buffer of each connection (SO_SNDBUF), in bytes [default: the OS's, autotuned up to megabytes]; a small one shows a server that stops reading within a few packets.
     #[arg(long, value_parser = clap::value_parser!(u32).range(4096..), help_heading = "Server")]
     pub send_buffer_bytes: Option<u32>,
-    /// Largest server message accepted, in bytes; a larger one is a protocol error.
-    #[arg(long, default_value_t = 16 << 20, value_parser = clap::value_parser!(u64).range(1024..), help_heading = "Server")]
+    /// Largest server message accepted, e.g. 16MiB, 512KiB or a number of bytes (at least 1 KiB); a larger one is a protocol error [default: 16 MiB].
+    #[arg(long, value_name = "SIZE", default_value = "16MiB", hide_default_value = true, value_parser = parse_size, help_heading = "Server")]
     pub max_message_bytes: u64,
     #[command(flatten)]
     pub mock: MockBehaviourArgs,
@@ -116,9 +130,12 @@ pub struct RunArgs {
     /// What session traces record.
     #[arg(long, value_enum, default_value_t = TraceMode::Full, help_heading = "Output")]
     pub trace: TraceMode,
-    /// Who writes traces: one writer thread per worker, or the runtime itself (reproduces the seed's bug).
+    /// Who writes traces: one writer thread per worker, or the session loop itself (inline: each write can block every session of the worker while the disk catches up, the bug of the study this tool came from).
     #[arg(long, value_enum, default_value_t = TraceWriterMode::Thread, help_heading = "Output")]
     pub trace_writer: TraceWriterMode,
+    /// Not a flag: every run writes summary.json into its --output folder.
+    #[arg(long, hide = true, num_args = 0..=1, default_missing_value = "", value_name = "FILE")]
+    pub json: Option<String>,
     /// Keep the session traces (deleted at the end otherwise; about 10 MB per 90 s session in full mode).
     #[arg(long, help_heading = "Output")]
     pub keep_traces: bool,
@@ -214,6 +231,13 @@ pub struct ConformArgs {
 }
 
 #[derive(Debug, Clone, Args)]
+pub struct CompletionsArgs {
+    /// The shell to complete for.
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
+}
+
+#[derive(Debug, Clone, Args)]
 pub struct WorkerArgs {
     /// The worker's configuration, written by the conductor.
     #[arg(long)]
@@ -226,6 +250,39 @@ fn parse_interval_ms(text: &str) -> Result<f64, String> {
         Ok(ms) if (1.0..=1000.0).contains(&ms) => Ok(ms),
         _ => Err(format!("`{text}` is not an interval between 1 and 1000 ms")),
     }
+}
+
+/// Parses a size in bytes: `16MiB`, `16 MiB`, `512KiB`, `1GiB`, `2MB` (10^6) or a plain number,
+/// at least 1 KiB.
+pub fn parse_size(text: &str) -> Result<u64, String> {
+    let trimmed = text.trim();
+    let split = trimmed
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(trimmed.len());
+    let (number, unit) = trimmed.split_at(split);
+    let multiplier: u64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "kib" | "k" => 1 << 10,
+        "mib" | "m" => 1 << 20,
+        "gib" | "g" => 1 << 30,
+        "kb" => 1_000,
+        "mb" => 1_000_000,
+        "gb" => 1_000_000_000,
+        _ => {
+            return Err(format!(
+                "`{text}` is not a size like 16MiB, 512KiB or 65536 (bytes)"
+            ))
+        }
+    };
+    let bytes = number
+        .parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(multiplier))
+        .ok_or_else(|| format!("`{text}` is not a size like 16MiB, 512KiB or 65536 (bytes)"))?;
+    if bytes < 1024 {
+        return Err(format!("`{text}` is less than 1 KiB"));
+    }
+    Ok(bytes)
 }
 
 /// Parses `30s`, `1m30s`, `250ms` or a plain number of seconds.
@@ -259,6 +316,28 @@ mod tests {
         assert_eq!(parse_duration("1.5").unwrap(), Duration::from_millis(1500));
         assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
         assert!(parse_duration("soon").is_err());
+    }
+
+    #[test]
+    fn sizes_accept_binary_and_decimal_units_issue_14() {
+        assert_eq!(parse_size("16MiB").unwrap(), 16 << 20);
+        assert_eq!(parse_size("16 MiB").unwrap(), 16 << 20);
+        assert_eq!(parse_size("512KiB").unwrap(), 512 << 10);
+        assert_eq!(parse_size("2MB").unwrap(), 2_000_000);
+        assert_eq!(parse_size("16384").unwrap(), 16384);
+        assert!(parse_size("12").is_err(), "under 1 KiB");
+        assert!(parse_size("lots").is_err());
+        assert!(parse_size("99999999999GiB").is_err(), "overflow");
+    }
+
+    #[test]
+    fn c_is_the_total_and_conflicts_with_sessions_issue_14() {
+        let cli = Cli::try_parse_from(["duplexbench-tui", "run", "-p", "2", "-c", "64"]).unwrap();
+        let Some(Command::Run(run)) = cli.command else {
+            unreachable!()
+        };
+        assert_eq!(run.concurrency, Some(64));
+        assert!(Cli::try_parse_from(["duplexbench-tui", "-c", "4", "-s", "4"]).is_err());
     }
 
     #[test]

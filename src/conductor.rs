@@ -49,6 +49,14 @@ pub fn run(plan: RunPlan, exit_on_finish: bool) -> Result<i32> {
     let (tx, rx) = mpsc::channel();
     install_signal_thread(tx.clone())?;
     let output_dir = plan.output_dir.clone();
+    // The first line of every run, before the dashboard takes the screen (it stays on the
+    // normal screen behind it): where the results go.
+    follow::note(&format!(
+        "output folder {}",
+        std::path::absolute(&output_dir)
+            .unwrap_or_else(|_| output_dir.clone())
+            .display()
+    ));
     // Held until the run ends; dropped after a start-up error that wrote nothing, it leaves
     // no empty folder behind.
     let _folder = run_folder::RunFolder::claim(&output_dir, plan.force)?;
@@ -61,6 +69,13 @@ pub fn run(plan: RunPlan, exit_on_finish: bool) -> Result<i32> {
         Some(behaviour) => {
             let mock = MockChild::start(&output_dir, plan.settings.protocol, behaviour)?;
             plan.settings.url = format!("ws://{}{}", mock.addr, plan.settings.protocol.path());
+            if !plan.settings.tui {
+                follow::note(&format!(
+                    "mock up at {} (profile {})",
+                    mock.addr,
+                    behaviour.profile.name()
+                ));
+            }
             Some(mock)
         }
         None => {
@@ -127,6 +142,9 @@ pub fn run(plan: RunPlan, exit_on_finish: bool) -> Result<i32> {
     );
     write_summary(&output_dir, &Summary::build(provisional))?;
     let ending = follow::follow(&plan, &mut workers, &live, &rx);
+    if !plan.settings.tui {
+        follow::note(&format!("writing results to {}", output_dir.display()));
+    }
     let sampled = sampler.map(Sampler::stop);
 
     // Every worker has exited or is killed now; collect what they wrote.
@@ -158,7 +176,7 @@ pub fn run(plan: RunPlan, exit_on_finish: bool) -> Result<i32> {
         delete_traces(&output_dir);
     }
     let summary_path = RunPaths::new(&output_dir)
-        .summary_json()
+        .summary_md()
         .display()
         .to_string();
     if let Some(dashboard) = dashboard {
@@ -172,18 +190,14 @@ pub fn run(plan: RunPlan, exit_on_finish: bool) -> Result<i32> {
             });
         }
         let shown = dashboard.wait();
-        // The terminal is restored: say where the results are.
-        let line = format!("{}: {summary_path}\n", report::verdict_line(&summary));
-        let _ = std::io::Write::write_all(&mut std::io::stdout(), line.as_bytes());
         if let Err(err) = shown {
             // The run and its files are fine; the exit code stays the run's.
             follow::note(&format!("the dashboard failed: {err:#}"));
         }
-    } else {
-        // A closed stdout (e.g. piped into `head`) is not an error: the files are written.
-        let _ =
-            std::io::Write::write_all(&mut std::io::stdout(), report::table(&summary).as_bytes());
     }
+    // The same table either way: after the dashboard, the terminal is restored and this is
+    // what stays on the screen. A closed stdout (e.g. piped into `head`) is not an error.
+    let _ = std::io::Write::write_all(&mut std::io::stdout(), report::table(&summary).as_bytes());
     Ok(exit_code)
 }
 

@@ -55,6 +55,8 @@ pub struct WorkerLive {
     pub first_error: Option<String>,
     pub progress: Progress,
     pub deviation: Option<DurationHistogram>,
+    /// The server's latency as this worker's sessions see it (cumulative, once a second).
+    pub server: Option<ServerLatency>,
     /// Loop-lag window maxima (µs), oldest first.
     pub lag_history: VecDeque<u64>,
     /// Writer queue depth in lines, oldest first.
@@ -63,6 +65,50 @@ pub struct WorkerLive {
     pub queue_peak_bytes: u64,
     pub done: bool,
     pub gone: bool,
+}
+
+/// The server's figures as the client sees them: three histograms, as in the summary's `server`.
+#[derive(Debug, Clone, Default)]
+pub struct ServerLatency {
+    pub accepted: DurationHistogram,
+    pub unit_lag: DurationHistogram,
+    pub first_audio: DurationHistogram,
+}
+
+impl ServerLatency {
+    fn add(&mut self, other: &ServerLatency) {
+        self.accepted.add(&other.accepted);
+        self.unit_lag.add(&other.unit_lag);
+        self.first_audio.add(&other.first_audio);
+    }
+
+    /// Name and histogram of each figure, in the order every output shows them.
+    pub fn figures(&self) -> [(&'static str, &DurationHistogram); 3] {
+        [
+            ("accepted", &self.accepted),
+            ("unit lag", &self.unit_lag),
+            ("first audio", &self.first_audio),
+        ]
+    }
+}
+
+/// `p50 / p99` of a histogram in ms, or "–" when it holds no sample (a 0 would read as a
+/// perfect server).
+pub fn p50_p99(h: &DurationHistogram) -> String {
+    if h.count() == 0 {
+        "–".to_string()
+    } else {
+        format!("{:.1}/{:.1} ms", h.quantile_ms(0.5), h.quantile_ms(0.99))
+    }
+}
+
+/// The p50 alone, or "–".
+pub fn p50(h: &DurationHistogram) -> String {
+    if h.count() == 0 {
+        "–".to_string()
+    } else {
+        format!("{:.1} ms", h.quantile_ms(0.5))
+    }
 }
 
 /// The end of a run, as the dashboard shows it.
@@ -167,7 +213,15 @@ impl LiveState {
                     }
                 }
             }
-            Telemetry::Histogram { deviation } => w.deviation = Some(deviation),
+            Telemetry::Histogram(h) => {
+                let h = *h;
+                w.deviation = Some(h.deviation);
+                w.server = Some(ServerLatency {
+                    accepted: h.accepted,
+                    unit_lag: h.unit_lag,
+                    first_audio: h.first_audio,
+                });
+            }
             Telemetry::Done { .. } => w.done = true,
         }
     }
@@ -218,6 +272,15 @@ impl LiveState {
         let mut pooled = DurationHistogram::new();
         for h in self.workers.iter().filter_map(|w| w.deviation.as_ref()) {
             pooled.add(h);
+        }
+        pooled
+    }
+
+    /// The server's latency pooled over the workers' latest cumulative histograms.
+    pub fn pooled_server(&self) -> ServerLatency {
+        let mut pooled = ServerLatency::default();
+        for s in self.workers.iter().filter_map(|w| w.server.as_ref()) {
+            pooled.add(s);
         }
         pooled
     }

@@ -162,6 +162,12 @@ impl Settings {
 
 /// Validates parsed arguments into a plan. `tui` says whether the dashboard will run.
 pub fn validate(args: &RunArgs, command_line: String, tui: bool) -> Result<RunPlan> {
+    if args.json.is_some() {
+        bail!(
+            "--json is not a flag: every run writes summary.json (and summary.md) into its output folder; give --output DIR and read DIR/summary.json"
+        );
+    }
+    let sessions = sessions_per_process(args)?;
     let audio = match &args.audio {
         None if args.loops != 1 => bail!("--loops repeats an --audio file; give --audio FILE.wav"),
         None => AudioSource::Silence,
@@ -232,7 +238,7 @@ pub fn validate(args: &RunArgs, command_line: String, tui: bool) -> Result<RunPl
             );
         }
     }
-    let total = u64::from(args.processes) * u64::from(args.sessions);
+    let total = u64::from(args.processes) * u64::from(sessions);
     if total > 65_535 {
         bail!("--processes × --sessions is {total}; at most 65535 sessions per run are supported");
     }
@@ -251,7 +257,7 @@ pub fn validate(args: &RunArgs, command_line: String, tui: bool) -> Result<RunPl
         builtin_mock: args.url.is_none(),
         url,
         processes: args.processes,
-        sessions_per_process: args.sessions,
+        sessions_per_process: sessions,
         duration_s,
         packet_ms: args.packet_ms,
         packets_per_session: packets as u32,
@@ -290,6 +296,20 @@ pub fn validate(args: &RunArgs, command_line: String, tui: bool) -> Result<RunPl
         force: args.force,
         command_line,
     })
+}
+
+/// Sessions per worker: `--sessions`, or `--concurrency` (the total) spread over `--processes`.
+fn sessions_per_process(args: &RunArgs) -> Result<u32> {
+    let Some(total) = args.concurrency else {
+        return Ok(args.sessions);
+    };
+    if total % args.processes != 0 || total < args.processes {
+        bail!(
+            "--concurrency {total} does not spread evenly over --processes {p}; give a multiple of {p}, or --sessions for the sessions of each process",
+            p = args.processes
+        );
+    }
+    Ok(total / args.processes)
 }
 
 /// Checks that `--url` is a `ws://` URL with a host and port we can connect to.
@@ -384,6 +404,29 @@ mod tests {
             "{flags}"
         );
         assert!(flags.contains("--output-sample-rate 16000"), "{flags}");
+    }
+
+    #[test]
+    fn concurrency_is_the_total_over_the_processes_issue_14() {
+        let p = plan(&["-p", "4", "-c", "64"]).unwrap();
+        assert_eq!(p.settings.sessions_per_process, 16);
+        assert_eq!(p.settings.total_sessions(), 64);
+        let err = plan(&["-p", "3", "-c", "64"]).unwrap_err().to_string();
+        assert!(
+            err.contains("--concurrency") && err.contains("--processes"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn json_is_an_error_that_points_to_output_issue_14() {
+        for args in [&["--json"][..], &["--json", "out.json"][..]] {
+            let err = plan(args).unwrap_err().to_string();
+            assert!(
+                err.contains("--output") && err.contains("summary.json"),
+                "{err}"
+            );
+        }
     }
 
     #[test]

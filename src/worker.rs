@@ -300,9 +300,7 @@ async fn drive(
     let mut last = stats.borrow().progress(monotonic_s());
     last.loop_lag_max_us = loop_lag.max_us();
     telemetry.send(Telemetry::Progress(last));
-    telemetry.send(Telemetry::Histogram {
-        deviation: stats.borrow().hist.deviation.clone(),
-    });
+    telemetry.send(histogram_telemetry(&stats.borrow().hist));
     let _ = monitors_stop_tx.send(true);
     let _ = lag_task.await;
     let _ = progress_task.await;
@@ -327,6 +325,16 @@ fn client_protocol(settings: &Settings) -> Rc<dyn ClientProtocol> {
 }
 
 /// Live counters and heat for the conductor, five times a second; the histogram once a second.
+/// The histograms live views show: the client's deviation and the server's latency.
+fn histogram_telemetry(hist: &crate::contract::worker::WorkerHistograms) -> Telemetry {
+    Telemetry::Histogram(Box::new(crate::contract::telemetry::LiveHistograms {
+        deviation: hist.deviation.clone(),
+        accepted: hist.accepted.clone(),
+        unit_lag: hist.unit_lag.clone(),
+        first_audio: hist.first_audio.clone(),
+    }))
+}
+
 async fn report_progress(
     stats: Rc<RefCell<WorkerStats>>,
     loop_lag: std::sync::Arc<looplag::LoopLag>,
@@ -344,7 +352,8 @@ async fn report_progress(
         let time_s = monotonic_s();
         let (mut progress, heat, histogram) = {
             let mut s = stats.borrow_mut();
-            let histogram = (tick % 5 == 0).then(|| s.hist.deviation.clone());
+            // Cloned once a second, not on every tick: four histograms of a few KiB each.
+            let histogram = (tick % 5 == 0).then(|| histogram_telemetry(&s.hist));
             (s.progress(time_s), s.take_heat(), histogram)
         };
         progress.loop_lag_window_max_us = loop_lag.take_window_max_us();
@@ -356,8 +365,8 @@ async fn report_progress(
             time_s,
             cells: heat,
         });
-        if let Some(deviation) = histogram {
-            telemetry.send(Telemetry::Histogram { deviation });
+        if let Some(histogram) = histogram {
+            telemetry.send(histogram);
         }
     }
 }

@@ -7,8 +7,8 @@ use crate::clock::monotonic_s;
 use crate::contract::telemetry::Command as WorkerCommand;
 use crate::live::LiveState;
 use crate::options::RunPlan;
-use crate::ui::headless;
-use std::io::Write as _;
+use crate::ui::headless::{self, Phase};
+use std::io::{IsTerminal as _, Write as _};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
@@ -68,11 +68,18 @@ pub fn follow(
     let mut stop_sent = false;
     let mut abort_at_s: Option<f64> = None;
     let mut kill_at_s: Option<f64> = None;
-    let mut next_progress_s = f64::INFINITY;
+    let progress_interval_s = headless::progress_interval_s(std::io::stderr().is_terminal());
+    let setup_started_s = monotonic_s();
+    let mut next_progress_s = setup_started_s + progress_interval_s;
     let mut next_proc_read_s = monotonic_s();
     // In the dashboard, messages go to its header instead of over the screen; headless, they
     // go to stderr after the state's lock is released (a stalled stderr must not hold the loop).
     let mut notes: Vec<String> = Vec::new();
+    let mut phase = Phase::SettingUp;
+    if !s.tui {
+        let live = live.lock().unwrap_or_else(PoisonError::into_inner);
+        note(&headless::setting_up_line(&live));
+    }
 
     loop {
         let event = rx.recv_timeout(Duration::from_millis(100));
@@ -80,7 +87,13 @@ pub fn follow(
         // A panic while the dashboard drew poisons the lock; the run goes on without it.
         let mut live = live.lock().unwrap_or_else(PoisonError::into_inner);
         match event {
-            Ok(Event::Telemetry { worker, msg }) => live.apply(worker, msg),
+            Ok(Event::Telemetry { worker, msg }) => {
+                let ready = matches!(msg, crate::contract::telemetry::Telemetry::Ready { .. });
+                live.apply(worker, msg);
+                if ready && !s.tui {
+                    notes.push(headless::connected_line(&live));
+                }
+            }
             Ok(Event::WorkerGone { worker }) => {
                 if let Some(w) = live.workers.get_mut(worker as usize) {
                     w.gone = true;
@@ -115,9 +128,26 @@ pub fn follow(
                 }
             }
             Err(RecvTimeoutError::Timeout) => {}
-            Err(RecvTimeoutError::Disconnected) => return ending,
+            Err(RecvTimeoutError::Disconnected) => {
+                drop(live);
+                flush(&mut notes);
+                return ending;
+            }
+        }
+        // Draining starts when the audio is sent, or when a session already ended (a fast
+        // server drains before the duration has passed on the conductor's clock).
+        let audio_sent = live.start_s.is_some_and(|start| {
+            now_s >= start + s.duration_s - s.packet_s() || live.totals().sessions_done > 0
+        });
+        if phase == Phase::Streaming && (audio_sent || live.all_gone()) {
+            phase = Phase::Draining;
+            if !s.tui {
+                notes.push(headless::draining_line(&live));
+            }
         }
         if live.all_gone() {
+            drop(live);
+            flush(&mut notes);
             return ending;
         }
         live.cancelled = live.cancelled.take().or(ending.cancelled.clone());
@@ -129,7 +159,11 @@ pub fn follow(
             live.start_s = Some(start_s);
             // Streaming, then ending, draining and closing every session, then writing results.
             deadline_s = start_s + s.duration_s + 2.0 * s.recv_timeout_s + 30.0;
-            next_progress_s = start_s + headless::PROGRESS_INTERVAL_S;
+            next_progress_s = start_s + progress_interval_s;
+            phase = Phase::Streaming;
+            if !s.tui {
+                notes.push(headless::streaming_line(&live));
+            }
         }
         if (ending.cancelled.is_some() || now_s > deadline_s) && !stop_sent {
             if ending.cancelled.is_none() {
@@ -177,13 +211,23 @@ pub fn follow(
             next_proc_read_s = now_s + 1.0;
         }
         if !s.tui && now_s >= next_progress_s {
-            let line = headless::progress_line(&mut live, now_s);
+            let line = if live.start_s.is_some() {
+                headless::progress_line(&mut live, now_s)
+            } else {
+                headless::setup_progress_line(&live, now_s - setup_started_s)
+            };
             notes.push(line);
-            next_progress_s += headless::PROGRESS_INTERVAL_S;
+            // Never behind: after a stalled stderr, the next line is one interval from now.
+            next_progress_s = (next_progress_s + progress_interval_s).max(now_s);
         }
         drop(live);
-        for text in notes.drain(..) {
-            note(&text);
-        }
+        flush(&mut notes);
+    }
+}
+
+/// Prints the messages gathered while the state was locked.
+fn flush(notes: &mut Vec<String>) {
+    for text in notes.drain(..) {
+        note(&text);
     }
 }

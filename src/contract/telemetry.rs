@@ -27,11 +27,28 @@ pub enum Telemetry {
     /// heat cell (deviation µs + 1; 0 when the session sent nothing), five times a second: the
     /// dashboard's heatmap.
     Heat { time_s: f64, cells: Vec<u32> },
-    /// The worker's cumulative deviation histogram, once a second, so that the conductor can show
-    /// pooled percentiles (a dropped message loses nothing: the next one carries it all).
-    Histogram { deviation: DurationHistogram },
+    /// The worker's cumulative histograms, once a second, so that the conductor can show pooled
+    /// percentiles (a dropped message loses nothing: the next one carries it all): the client's
+    /// deviation, and the server's latency as the client sees it.
+    /// Boxed: four histograms are large beside the other messages.
+    Histogram(Box<LiveHistograms>),
     /// The worker wrote its result file and is about to exit.
     Done { result_path: String },
+}
+
+/// What a `histogram` message carries (a JSON object beside its `type`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct LiveHistograms {
+    pub deviation: DurationHistogram,
+    /// From a packet's send start to its `sglang.input_audio.accepted`.
+    #[serde(default)]
+    pub accepted: DurationHistogram,
+    /// From the send start of the packet that completes a unit to its `sglang.unit.done`.
+    #[serde(default)]
+    pub unit_lag: DurationHistogram,
+    /// From packet 0's send start to the first audio delta, once per session.
+    #[serde(default)]
+    pub first_audio: DurationHistogram,
 }
 
 #[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
@@ -103,5 +120,26 @@ mod tests {
         assert!(line.starts_with(r#"{"type":"progress""#), "{line}");
         let back: Telemetry = serde_json::from_str(&line).unwrap();
         assert!(matches!(back, Telemetry::Progress(_)));
+    }
+
+    #[test]
+    fn histograms_carry_the_server_figures_and_old_lines_still_read_issue_14() {
+        let mut h = LiveHistograms::default();
+        h.unit_lag.record_us(80_000);
+        let line = serde_json::to_string(&Telemetry::Histogram(Box::new(h))).unwrap();
+        assert!(
+            line.starts_with(r#"{"type":"histogram","deviation":"#),
+            "{line}"
+        );
+        let Telemetry::Histogram(back) = serde_json::from_str(&line).unwrap() else {
+            panic!("{line}")
+        };
+        assert_eq!(back.unit_lag.count(), 1);
+        let deviation = serde_json::to_string(&DurationHistogram::new()).unwrap();
+        let old = format!(r#"{{"type":"histogram","deviation":{deviation}}}"#);
+        let Telemetry::Histogram(back) = serde_json::from_str(&old).unwrap() else {
+            panic!("{old}")
+        };
+        assert_eq!(back.accepted.count(), 0);
     }
 }

@@ -6,9 +6,11 @@
 //! while a frame is rendered into memory, never while it is written to the terminal. The terminal
 //! is restored on every way out: the end of the run, `q`, an error, a panic.
 
+pub mod header;
 pub mod heatmap;
 pub mod keys;
 pub mod panels;
+pub mod server;
 pub mod theme;
 pub mod view;
 
@@ -130,10 +132,11 @@ fn ui_loop(
         if event::poll(wait).context("cannot read the terminal")? {
             match event::read().context("cannot read the terminal")? {
                 TermEvent::Key(key) if key.kind != KeyEventKind::Release => {
-                    if finished {
+                    // The finished run stays explorable: only the keys that say "leave" leave.
+                    if finished && leaves_finished(&key, &view) {
                         return Ok(());
                     }
-                    if is_quit(&key) {
+                    if !finished && is_quit(&key) {
                         if !quit_sent {
                             on_quit();
                             quit_sent = true;
@@ -159,6 +162,11 @@ fn ui_loop(
             next_frame = Instant::now() + FRAME;
         }
     }
+}
+
+/// At "press q, Enter or Esc": those keys (and Ctrl-C) leave; Esc first closes the help.
+fn leaves_finished(key: &KeyEvent, view: &ViewState) -> bool {
+    is_quit(key) || key.code == KeyCode::Enter || (key.code == KeyCode::Esc && !view.help)
 }
 
 fn is_quit(key: &KeyEvent) -> bool {

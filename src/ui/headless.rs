@@ -1,11 +1,99 @@
-//! Headless output: a progress line on stderr every few seconds while a run goes on.
+//! Headless output on stderr: a line for each phase of the run (set-up, streaming, draining,
+//! writing results) and a progress line every second on a terminal, every 5 s otherwise, so a
+//! run is never silent for longer than that.
 
-use crate::live::LiveState;
+use crate::live::{p50, LiveState};
 
-/// How often a progress line is printed.
-pub const PROGRESS_INTERVAL_S: f64 = 5.0;
+/// How often a progress line is printed when stderr is a terminal...
+pub const TERMINAL_PROGRESS_INTERVAL_S: f64 = 1.0;
+/// ...and when it is a file or a pipe (CI logs).
+pub const PIPE_PROGRESS_INTERVAL_S: f64 = 5.0;
 
-/// `[  10.0 s / 30 s] packets 4000  late 0  worst dev 1.2 ms  loop lag 0.9 ms (max 1.5)  queue 130 lines`
+/// The progress interval for a stderr that is (or is not) a terminal.
+pub fn progress_interval_s(stderr_is_terminal: bool) -> f64 {
+    if stderr_is_terminal {
+        TERMINAL_PROGRESS_INTERVAL_S
+    } else {
+        PIPE_PROGRESS_INTERVAL_S
+    }
+}
+
+/// The phase lines, each printed once, in this order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Phase {
+    SettingUp,
+    Streaming,
+    Draining,
+}
+
+/// `setting up 64 sessions (2 × 32) against ws://…: waiting for session.created and session.updated`
+pub fn setting_up_line(live: &LiveState) -> String {
+    let info = &live.info;
+    format!(
+        "setting up {} sessions ({} × {}) against {}",
+        u64::from(info.processes) * u64::from(info.sessions_per_process),
+        info.processes,
+        info.sessions_per_process,
+        info.url
+    )
+}
+
+/// After a worker's sessions have set up: `32 of 64 sessions connected (1 of 2 workers set up)`,
+/// with the first set-up error quoted when sessions failed.
+pub fn connected_line(live: &LiveState) -> String {
+    let total = u64::from(live.info.processes) * u64::from(live.info.sessions_per_process);
+    let ready: Vec<_> = live.workers.iter().filter_map(|w| w.ready).collect();
+    let connected: u64 = ready.iter().map(|r| u64::from(r.0)).sum();
+    let rejected: u64 = ready.iter().map(|r| u64::from(r.1)).sum();
+    let failed: u64 = ready.iter().map(|r| u64::from(r.2)).sum();
+    let mut line = format!("{connected} of {total} sessions connected");
+    if ready.len() < live.workers.len() {
+        line += &format!(
+            " ({} of {} workers set up)",
+            ready.len(),
+            live.workers.len()
+        );
+    }
+    if rejected > 0 {
+        line += &format!(", {rejected} rejected by the server");
+    }
+    if failed > 0 {
+        line += &format!(", {failed} failed to set up");
+    }
+    if let Some(error) = live.workers.iter().find_map(|w| w.first_error.as_deref()) {
+        line += &format!("; first error: {error}");
+    }
+    line
+}
+
+pub fn streaming_line(live: &LiveState) -> String {
+    format!(
+        "streaming: {:.0} s of audio per session from the start gate",
+        live.info.duration_s
+    )
+}
+
+pub fn draining_line(live: &LiveState) -> String {
+    let t = live.totals();
+    let total = live.info.processes * live.info.sessions_per_process;
+    format!(
+        "draining: the audio is sent; waiting for the server to finish {} of {total} sessions",
+        total.saturating_sub(t.sessions_done)
+    )
+}
+
+/// Before the start gate: `[setup   3.0 s] 1 of 2 workers set up, 32 sessions connected`.
+pub fn setup_progress_line(live: &LiveState, setup_s: f64) -> String {
+    let ready: Vec<_> = live.workers.iter().filter_map(|w| w.ready).collect();
+    let connected: u32 = ready.iter().map(|r| r.0).sum();
+    format!(
+        "[setup {setup_s:>5.1} s] {} of {} workers set up, {connected} sessions connected; waiting for the rest (at most --connect-timeout, then --recv-timeout per event)",
+        ready.len(),
+        live.workers.len()
+    )
+}
+
+/// `[  10.0 s / 30 s] packets 4000  late 0  … server p50 accepted 1.2 ms unit lag 80.3 ms first audio –`
 pub fn progress_line(live: &mut LiveState, now_s: f64) -> String {
     let t = live.totals();
     let window_lag_us = std::mem::take(&mut live.loop_lag_window_max_us);
@@ -14,8 +102,15 @@ pub fn progress_line(live: &mut LiveState, now_s: f64) -> String {
         .iter()
         .map(crate::live::describe_stall)
         .collect();
+    let server = live.pooled_server();
+    let server = server
+        .figures()
+        .iter()
+        .map(|(name, h)| format!("{name} {}", p50(h)))
+        .collect::<Vec<_>>()
+        .join(", ");
     format!(
-        "[{:>6.1} s / {:.0} s] packets {}  late {}  sessions with late packets {}  worst deviation {:.1} ms  loop lag {:.1} ms (max {:.1})  writer queue {} lines{}",
+        "[{:>6.1} s / {:.0} s] packets {}  late {}  sessions with late packets {}  worst deviation {:.1} ms  loop lag {:.1} ms (max {:.1})  writer queue {} lines  server p50: {server}{}",
         live.elapsed_s(now_s),
         live.info.duration_s,
         t.counts.packets,
@@ -34,5 +129,52 @@ pub fn progress_line(live: &mut LiveState, now_s: f64) -> String {
         [] => String::new(),
         [one] => format!("  stall: {one}"),
         [.., last] => format!("  {} stalls, latest: {last}", stalls.len()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::live::{RunInfo, ServerLatency};
+    use crate::stats::DurationHistogram;
+
+    fn live() -> LiveState {
+        LiveState::new(RunInfo {
+            processes: 2,
+            sessions_per_process: 4,
+            duration_s: 6.0,
+            url: "ws://127.0.0.1:9/v1/realtime".to_string(),
+            ..RunInfo::default()
+        })
+    }
+
+    #[test]
+    fn the_connected_line_counts_ready_workers_and_quotes_the_first_error_issue_14() {
+        let mut l = live();
+        l.workers[0].ready = Some((0, 0, 4));
+        l.workers[0].first_error = Some("server frame is not a JSON event".to_string());
+        let line = connected_line(&l);
+        assert_eq!(
+            line,
+            "0 of 8 sessions connected (1 of 2 workers set up), 4 failed to set up; first error: server frame is not a JSON event"
+        );
+    }
+
+    #[test]
+    fn progress_shows_server_p50_or_a_dash_without_samples_issue_14() {
+        let mut l = live();
+        let line = progress_line(&mut l, 0.0);
+        assert!(
+            line.contains("server p50: accepted –, unit lag –, first audio –"),
+            "{line}"
+        );
+        let mut accepted = DurationHistogram::new();
+        accepted.record_us(1_500);
+        l.workers[1].server = Some(ServerLatency {
+            accepted,
+            ..ServerLatency::default()
+        });
+        let line = progress_line(&mut l, 0.0);
+        assert!(line.contains("accepted 1.5 ms, unit lag –"), "{line}");
     }
 }

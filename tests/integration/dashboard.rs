@@ -7,12 +7,12 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 /// A tmux server on a private socket, killed when dropped.
-struct Tmux {
+pub struct Tmux {
     socket: String,
 }
 
 impl Tmux {
-    fn start(command: &str, width: u16, height: u16) -> Option<Tmux> {
+    pub fn start(command: &str, width: u16, height: u16) -> Option<Tmux> {
         let socket = format!("duplexbench-test-{}", std::process::id());
         let ok = Command::new("tmux")
             .args(["-L", &socket, "new-session", "-d", "-s", "dash"])
@@ -24,7 +24,7 @@ impl Tmux {
         ok.then_some(Tmux { socket })
     }
 
-    fn screen(&self) -> String {
+    pub fn screen(&self) -> String {
         Command::new("tmux")
             .args(["-L", &self.socket, "capture-pane", "-p", "-t", "dash"])
             .output()
@@ -32,7 +32,7 @@ impl Tmux {
             .unwrap_or_default()
     }
 
-    fn keys(&self, keys: &str) {
+    pub fn keys(&self, keys: &str) {
         let _ = Command::new("tmux")
             .args(["-L", &self.socket, "send-keys", "-t", "dash", keys])
             .status();
@@ -47,7 +47,7 @@ impl Drop for Tmux {
     }
 }
 
-fn wait_for(
+pub fn wait_for(
     what: &str,
     limit: Duration,
     mut check: impl FnMut() -> bool,
@@ -64,7 +64,7 @@ fn wait_for(
     }
 }
 
-fn tmux_available() -> bool {
+pub fn tmux_available() -> bool {
     let ok = Command::new("tmux")
         .arg("-V")
         .output()
@@ -104,7 +104,7 @@ fn the_dashboard_runs_in_a_real_terminal_and_q_ends_the_run_with_a_summary() {
     );
     let screen = tmux.screen();
     assert!(screen.contains("QUALIFIED so far"), "{screen}");
-    assert!(screen.contains("2 × 4 sessions"), "{screen}");
+    assert!(screen.contains("2 × 4 = 8 sessions"), "{screen}");
     tmux.keys("q");
     wait_for(
         "exit",
@@ -117,17 +117,14 @@ fn the_dashboard_runs_in_a_real_terminal_and_q_ends_the_run_with_a_summary() {
     let summary = util::summary(&out);
     assert_eq!(summary["cancelled"], true);
     assert_eq!(summary["sessions"]["stopped_early"], 8);
-    // The terminal is restored and the summary path printed on the normal screen.
+    // The terminal is restored and the headless table printed on the normal screen.
     let screen = tmux.screen();
     assert!(
         !screen.contains("Deviation heatmap"),
         "alternate screen left: {screen}"
     );
     assert!(
-        screen.contains(&format!(
-            "{}",
-            Path::new(&out).join("summary.json").display()
-        )),
+        screen.contains(&format!("{}", Path::new(&out).join("summary.md").display())),
         "{screen}"
     );
 }
@@ -152,7 +149,7 @@ fn a_finished_run_waits_for_a_key_then_restores_the_terminal() {
     wait_for(
         "the final verdict",
         Duration::from_secs(60),
-        || tmux.screen().contains("press any key"),
+        || tmux.screen().contains("q, Enter or Esc: exit"),
         || tmux.screen(),
     );
     assert!(out.join("summary.json").exists(), "written before the key");

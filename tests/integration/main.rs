@@ -8,6 +8,7 @@ mod bad_input;
 mod conform;
 mod dashboard;
 mod fake_server;
+mod first_hour;
 mod frozen;
 mod limits;
 mod mock_protocol;

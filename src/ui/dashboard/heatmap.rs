@@ -96,13 +96,57 @@ fn label(rows: &[HeatRow], per_worker: usize) -> String {
     }
 }
 
-fn row_value(state: &LiveState, row: &HeatRow, bucket: usize) -> u32 {
+/// The worst value of a row's sessions over `buckets`.
+fn row_value(state: &LiveState, row: &HeatRow, buckets: std::ops::Range<usize>) -> u32 {
     row.sessions
         .iter()
-        .filter_map(|&s| state.heat.get(s).and_then(|r| r.get(bucket)))
+        .filter_map(|&s| state.heat.get(s))
+        .flat_map(|r| r.get(buckets.clone()).unwrap_or(&[]))
         .copied()
         .max()
         .unwrap_or(0)
+}
+
+/// How the run's time maps onto the grid: the whole run (and a bucket of tail) fills the width,
+/// with several columns per bucket for a short run or several buckets per column for a long one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TimeAxis {
+    pub cols_per_bucket: usize,
+    pub buckets_per_col: usize,
+}
+
+impl TimeAxis {
+    pub fn fit(duration_s: f64, grid_width: usize) -> TimeAxis {
+        let buckets = (duration_s / BUCKET_S).ceil().max(1.0) as usize + 1;
+        let grid_width = grid_width.max(1);
+        if grid_width >= buckets {
+            TimeAxis {
+                cols_per_bucket: grid_width / buckets,
+                buckets_per_col: 1,
+            }
+        } else {
+            TimeAxis {
+                cols_per_bucket: 1,
+                buckets_per_col: buckets.div_ceil(grid_width),
+            }
+        }
+    }
+
+    /// The buckets column `col` shows.
+    pub fn buckets(self, col: usize) -> std::ops::Range<usize> {
+        let first = col / self.cols_per_bucket * self.buckets_per_col;
+        first..first + self.buckets_per_col
+    }
+
+    /// `1 col = 1 s`, `1 s = 4 cols`, `1 col = 3 s`.
+    pub fn scale(self) -> String {
+        let seconds = self.buckets_per_col as f64 * BUCKET_S;
+        if self.cols_per_bucket > 1 {
+            format!("1 s = {} cols", self.cols_per_bucket)
+        } else {
+            format!("1 col = {seconds:.0} s")
+        }
+    }
 }
 
 /// Draws the heatmap panel into `area`.
@@ -123,11 +167,14 @@ pub fn draw(state: &LiveState, view: &ViewState, theme: Theme, area: Rect, buf: 
         view.scroll.min(lines.len().saturating_sub(height))
     };
     let shown = &lines[first_line..lines.len().min(first_line + height)];
-    let rows: usize = lines.iter().map(Vec::len).sum();
+    // Told in what the eye sees: sessions and terminal lines (a line holds two rows of
+    // half blocks in colour), so that "N per line" matches the labels' ranges.
+    let sessions: usize = lines.iter().flatten().map(|r| r.sessions.len()).sum();
+    let per_line = group * per_line;
     let title = format!(
-        " Deviation heatmap: {rows} rows{}{}{} ",
-        if group > 1 {
-            format!(", {group} sessions per row")
+        " Deviation heatmap: {sessions} sessions{}{}{} ",
+        if per_line > 1 {
+            format!(", {per_line} per line")
         } else {
             String::new()
         },
@@ -150,13 +197,7 @@ pub fn draw(state: &LiveState, view: &ViewState, theme: Theme, area: Rect, buf: 
     block.title(title).render(area, buf);
 
     let grid_width = (inner.width - LABEL_WIDTH) as usize;
-    let now_s = if state.finished.is_some() {
-        state.now_s
-    } else {
-        state.now_s.max(state.start_s.unwrap_or(0.0))
-    };
-    let current = (state.elapsed_s(now_s) / BUCKET_S).floor() as usize;
-    let first_bucket = (current + 1).saturating_sub(grid_width);
+    let axis = TimeAxis::fit(state.info.duration_s, grid_width);
     let per_worker = state.info.sessions_per_process.max(1) as usize;
     let thresholds = &state.info.thresholds;
 
@@ -165,11 +206,10 @@ pub fn draw(state: &LiveState, view: &ViewState, theme: Theme, area: Rect, buf: 
         let text = label(pair, per_worker);
         buf.set_stringn(inner.x, y, &text, LABEL_WIDTH as usize - 1, theme.dim());
         for col in 0..grid_width {
-            let bucket = first_bucket + col;
             let x = inner.x + LABEL_WIDTH + col as u16;
             let heats: Vec<Heat> = pair
                 .iter()
-                .map(|row| Heat::of(row_value(state, row, bucket), thresholds))
+                .map(|row| Heat::of(row_value(state, row, axis.buckets(col)), thresholds))
                 .collect();
             let Some(cell) = buf.cell_mut((x, y)) else {
                 continue;
@@ -197,19 +237,32 @@ pub fn draw(state: &LiveState, view: &ViewState, theme: Theme, area: Rect, buf: 
             }
         }
     }
+    if shown.is_empty() && view.violations_only {
+        let text = if state.finished.is_some() {
+            "no session had a late packet in the run (v: show all sessions)"
+        } else {
+            "no session has had a late packet so far (v: show all sessions)"
+        };
+        Paragraph::new(Line::from(Span::styled(text, theme.good())))
+            .wrap(ratatui::widgets::Wrap { trim: true })
+            .render(Rect::new(inner.x, inner.y, inner.width, height as u16), buf);
+    }
     let legend_y = inner.y + inner.height - 1;
-    Paragraph::new(legend(theme, thresholds))
-        .render(Rect::new(inner.x, legend_y, inner.width, 1), buf);
+    Paragraph::new(legend(
+        theme,
+        thresholds,
+        &axis.scale(),
+        inner.width as usize,
+    ))
+    .render(Rect::new(inner.x, legend_y, inner.width, 1), buf);
 }
 
-/// The colour (or glyph) scale, shared by the heatmap and the help.
-pub fn legend(theme: Theme, thresholds: &Thresholds) -> Line<'static> {
+/// The colour (or glyph) scale, shared by the heatmap and the help, in `width` columns: the
+/// classes always, then the time scale and "blank = no packet" if they fit whole.
+pub fn legend(theme: Theme, thresholds: &Thresholds, scale: &str, width: usize) -> Line<'static> {
     let late_ms = thresholds.late_us / 1000;
     let slow_ms = thresholds.slow_us / 1000;
-    let mut spans = vec![Span::styled(
-        format!("1 col = {BUCKET_S:.0} s  "),
-        theme.dim(),
-    )];
+    let mut classes = Vec::new();
     for (heat, text) in [
         (Heat::Ok, format!(" ≤{slow_ms} ms  ")),
         (Heat::Slow, format!(" >{slow_ms} ms  ")),
@@ -220,10 +273,22 @@ pub fn legend(theme: Theme, thresholds: &Thresholds) -> Line<'static> {
         } else {
             theme.heat_glyph(heat)
         };
-        spans.push(Span::styled(glyph, theme.heat_style(heat)));
-        spans.push(Span::raw(text));
+        classes.push(Span::styled(glyph, theme.heat_style(heat)));
+        classes.push(Span::raw(text));
     }
-    spans.push(Span::styled("blank = no packet", theme.dim()));
+    let scale = Span::styled(format!("{scale}  "), theme.dim());
+    let blank = Span::styled("blank = no packet", theme.dim());
+    let used: usize = classes.iter().map(Span::width).sum();
+    let with_scale = scale.width() > 2 && used + scale.width() <= width;
+    let with_blank = used + blank.width() + if with_scale { scale.width() } else { 0 } <= width;
+    let mut spans = Vec::new();
+    if with_scale {
+        spans.push(scale);
+    }
+    spans.extend(classes);
+    if with_blank {
+        spans.push(blank);
+    }
     Line::from(spans)
 }
 
@@ -255,6 +320,21 @@ mod tests {
         }
         let (lines, group) = layout_lines(&s, &ViewState::default(), 40, 1);
         assert_eq!((lines.len(), group), (20, 1));
+    }
+
+    #[test]
+    fn the_time_axis_stretches_a_short_run_and_folds_a_long_one_issue_14() {
+        // 10 s (11 buckets with the tail) in 215 columns: 19 columns a second.
+        let axis = TimeAxis::fit(10.0, 215);
+        assert_eq!(axis.cols_per_bucket, 19);
+        assert_eq!(axis.buckets(0), 0..1);
+        assert_eq!(axis.buckets(19), 1..2);
+        assert_eq!(axis.scale(), "1 s = 19 cols");
+        // An hour in 100 columns: 37 s a column.
+        let axis = TimeAxis::fit(3600.0, 100);
+        assert_eq!(axis.buckets_per_col, 37);
+        assert_eq!(axis.buckets(1), 37..74);
+        assert_eq!(axis.scale(), "1 col = 37 s");
     }
 
     #[test]

@@ -9,7 +9,7 @@ use ratatui::style::Style;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Clear, Paragraph, Widget, Wrap};
 
-fn mmss(seconds: f64) -> String {
+pub(super) fn mmss(seconds: f64) -> String {
     let s = seconds.max(0.0).round() as u64;
     format!("{:02}:{:02}", s / 60, s % 60)
 }
@@ -23,7 +23,7 @@ fn mib(bytes: u64) -> String {
 }
 
 /// The live verdict as a styled span and an optional reason.
-fn verdict(state: &LiveState, theme: Theme) -> (Span<'static>, Option<String>) {
+pub(super) fn verdict(state: &LiveState, theme: Theme) -> (Span<'static>, Option<String>) {
     if let Some(f) = &state.finished {
         let style = if f.exit_code == 0 {
             theme.good()
@@ -42,57 +42,6 @@ fn verdict(state: &LiveState, theme: Theme) -> (Span<'static>, Option<String>) {
     } else {
         (Span::styled("UNQUALIFIED", theme.bad()), reason)
     }
-}
-
-/// Title line and progress line.
-pub fn header(state: &LiveState, theme: Theme, area: Rect, buf: &mut Buffer) {
-    let info = &state.info;
-    let (verdict, _) = verdict(state, theme);
-    // The verdict comes first so that a narrow terminal never cuts it off.
-    let title = Line::from(vec![
-        Span::styled(" duplexbench-tui ", theme.title()),
-        Span::raw("│ "),
-        verdict,
-        Span::raw(format!(
-            " │ {} × {} sessions │ trace {} │ {}",
-            info.processes, info.sessions_per_process, info.trace, info.url
-        )),
-    ]);
-    let elapsed = state.elapsed_s(state.now_s).min(info.duration_s);
-    let progress = if let Some(f) = &state.finished {
-        Line::from(vec![
-            Span::styled(" finished ", theme.title()),
-            Span::styled("│ press any key to exit ", theme.warn()),
-            Span::raw(format!("│ summary: {}", f.summary_path)),
-        ])
-    } else if state.start_s.is_none() {
-        Line::from(Span::raw(" setting up sessions…"))
-    } else {
-        let fraction = if info.duration_s > 0.0 {
-            elapsed / info.duration_s
-        } else {
-            1.0
-        };
-        let bar_width = 30usize;
-        let filled = ((fraction * bar_width as f64).round() as usize).min(bar_width);
-        let cancelled = state
-            .cancelled
-            .as_ref()
-            .map(|c| format!(" │ stopping: {c}"))
-            .unwrap_or_default();
-        Line::from(vec![
-            Span::raw(format!(
-                " elapsed {} / {}  remaining {}  ",
-                mmss(elapsed),
-                mmss(info.duration_s),
-                mmss(info.duration_s - elapsed)
-            )),
-            Span::styled("█".repeat(filled), theme.title()),
-            Span::styled("░".repeat(bar_width - filled), theme.dim()),
-            Span::styled(cancelled, theme.warn()),
-        ])
-    };
-    Paragraph::new(vec![title, progress]).render(area, buf);
 }
 
 /// Counters, pooled percentiles and the live verdict.
@@ -115,7 +64,27 @@ pub fn counters(state: &LiveState, theme: Theme, area: Rect, buf: &mut Buffer) {
     };
     let plain = Style::default();
     let (verdict, reason) = verdict(state, theme);
-    let mut lines = vec![
+    // Each line with how readily it is left out when the panel is short (higher goes first):
+    // the verdict, its reason and the late count stay longest; a non-zero problem count is kept
+    // like the late count.
+    let keep_if = |n: u64, rank: u8| if n > 0 { 1 } else { rank };
+    let ranks = [
+        1,
+        0,
+        3,
+        5,
+        2,
+        2,
+        4,
+        3,
+        6,
+        keep_if(u64::from(t.sessions_incomplete), 6),
+        keep_if(u64::from(rejected), 6),
+        keep_if(t.protocol_errors, 6),
+        7,
+        0,
+    ];
+    let lines = vec![
         row("packets", c.packets.to_string(), plain),
         row(
             &format!("late (>{} ms)", state.info.thresholds.late_us / 1000),
@@ -175,13 +144,54 @@ pub fn counters(state: &LiveState, theme: Theme, area: Rect, buf: &mut Buffer) {
         Line::from(""),
         Line::from(verdict),
     ];
+    let block = Block::default().borders(Borders::ALL).title(" Pacing ");
+    let inner = block.inner(area);
+    let reason_lines = reason
+        .as_deref()
+        .map_or(0, |r| wrapped_height(r, inner.width as usize));
+    let mut ranked: Vec<(u8, Line)> = ranks.into_iter().zip(lines).collect();
+    // Leave out the least important lines until the rest and the reason fit.
+    while ranked.len() + reason_lines > inner.height as usize {
+        let Some(drop) = ranked
+            .iter()
+            .enumerate()
+            .filter(|(_, (rank, _))| *rank > 0)
+            .max_by_key(|(i, (rank, _))| (*rank, *i))
+            .map(|(i, _)| i)
+        else {
+            break;
+        };
+        ranked.remove(drop);
+    }
+    let mut lines: Vec<Line> = ranked.into_iter().map(|(_, line)| line).collect();
     if let Some(reason) = reason {
         lines.push(Line::from(Span::styled(reason, theme.dim())));
     }
     Paragraph::new(lines)
         .wrap(Wrap { trim: true })
-        .block(Block::default().borders(Borders::ALL).title(" Pacing "))
+        .block(block)
         .render(area, buf);
+}
+
+/// Lines `text` takes when word-wrapped to `width` columns (a word longer than a line is cut).
+fn wrapped_height(text: &str, width: usize) -> usize {
+    if width == 0 {
+        return 0;
+    }
+    let mut lines = 1;
+    let mut used = 0;
+    for word in text.split_whitespace() {
+        let w = word.chars().count().min(width);
+        if used == 0 {
+            used = w;
+        } else if used + 1 + w <= width {
+            used += 1 + w;
+        } else {
+            lines += 1;
+            used = w;
+        }
+    }
+    lines
 }
 
 /// A sparkline of the whole of `values` in `width` characters: each character is the maximum
@@ -275,7 +285,8 @@ pub fn processes(state: &LiveState, theme: Theme, area: Rect, buf: &mut Buffer) 
         ),
         theme.dim(),
     ))];
-    let row = |name: String, p: &ProcessLive| {
+    let finished = state.finished.is_some();
+    let row = |name: String, p: &ProcessLive, exited: bool| {
         let view = sampler.and_then(|s| s.processes.get(&p.pid));
         let st = view
             .map(|v| v.state)
@@ -297,10 +308,16 @@ pub fn processes(state: &LiveState, theme: Theme, area: Rect, buf: &mut Buffer) 
             ),
             _ => "0".to_string(),
         };
+        let (st_text, cores) = if exited {
+            // A zombie's state (Z) and its last CPU reading say nothing after the run.
+            ("exited".to_string(), String::new())
+        } else {
+            (format!("{st:>2}"), format!(" {:>6.3}", p.cpu_cores))
+        };
         Line::from(vec![
             Span::raw(format!("{name:<6}{:>8} ", p.pid)),
-            Span::styled(format!("{st:>2}"), st_style),
-            Span::raw(format!(" {:>6.3} {:>9}", p.cpu_cores, mib(rss))),
+            Span::styled(format!("{st_text:<2}"), st_style),
+            Span::raw(format!("{cores} {:>9}", mib(rss))),
             Span::styled(
                 if wide {
                     format!("  {disk}")
@@ -316,10 +333,10 @@ pub fn processes(state: &LiveState, theme: Theme, area: Rect, buf: &mut Buffer) 
         ])
     };
     for (i, w) in state.workers.iter().enumerate() {
-        lines.push(row(format!("w{i}"), &w.process));
+        lines.push(row(format!("w{i}"), &w.process, w.gone || finished));
     }
     if let Some(mock) = &state.mock {
-        lines.push(row("mock".to_string(), mock));
+        lines.push(row("mock".to_string(), mock, finished));
     }
     let room = (inner.height as usize).saturating_sub(lines.len());
     match sampler {
@@ -329,7 +346,11 @@ pub fn processes(state: &LiveState, theme: Theme, area: Rect, buf: &mut Buffer) 
         ))),
         Some(s) if s.recent.is_empty() => {
             lines.push(Line::from(Span::styled(
-                "no stall over 20 ms so far",
+                if finished {
+                    "no stall over 20 ms in the run"
+                } else {
+                    "no stall over 20 ms so far"
+                },
                 theme.dim(),
             )));
         }
@@ -351,7 +372,7 @@ pub fn processes(state: &LiveState, theme: Theme, area: Rect, buf: &mut Buffer) 
 
 pub fn footer(state: &LiveState, theme: Theme, area: Rect, buf: &mut Buffer) {
     let text = if state.finished.is_some() {
-        " any key: exit"
+        " q Enter Esc exit  ? help  ↑↓ PgUp PgDn scroll  v violations only  g group rows"
     } else {
         " q quit  ? help  ↑↓ PgUp PgDn scroll  v violations only  g group rows"
     };
@@ -368,10 +389,13 @@ pub fn help(theme: Theme, thresholds: &Thresholds, area: Rect, buf: &mut Buffer)
         Line::from("v            only sessions with a late packet / all"),
         Line::from("g            group sessions to fit / one row per session"),
         Line::from(""),
-        Line::from("Heatmap: a row per session (or group), a column per second,"),
-        Line::from("each cell the worst |deviation| from schedule in it:"),
-        super::heatmap::legend(theme, thresholds),
+        Line::from("Heatmap: a row per session (or group), the run's time across"),
+        Line::from("the width, each cell the worst |deviation| from schedule in it:"),
+        super::heatmap::legend(theme, thresholds, "", 60),
         Line::from("A stall of a whole worker shows as a vertical band."),
+        Line::from(""),
+        Line::from("Words (pacing-qualified, late, slow send, deviation, unit lag,"),
+        Line::from("D-state stall, loop lag, writer queue…): docs/glossary.md"),
     ];
     Clear.render(area, buf);
     Paragraph::new(lines)

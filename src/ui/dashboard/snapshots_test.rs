@@ -5,7 +5,7 @@ use super::keys::ViewState;
 use super::theme::Theme;
 use super::view::render;
 use crate::contract::Role;
-use crate::live::{Finished, LiveState, ProcessLive, RunInfo};
+use crate::live::{Finished, LiveState, ProcessLive, RunInfo, ServerLatency};
 use crate::procstat::LiveReading;
 use crate::sampler::episodes::{StallClass, WchanShare};
 use crate::sampler::{Episode, ProcessView, SamplerLive};
@@ -65,6 +65,13 @@ fn fixture(
             h.record_us(800 + (k * 7919 % 2500));
         }
         w.deviation = Some(h);
+        let mut server = ServerLatency::default();
+        for k in 0..200 {
+            server.accepted.record_us(1_200 + (k * 31 % 900));
+            server.unit_lag.record_us(81_000 + (k * 53 % 6_000));
+        }
+        server.first_audio.record_us(95_000);
+        w.server = Some(server);
     }
     let mut mock = ProcessLive::new(3999);
     mock.reading = Some(LiveReading {
@@ -236,7 +243,7 @@ fn more_sessions_than_rows_are_grouped_within_each_worker() {
     let buf = draw(&state, &ViewState::default(), COLOR, 120, 40);
     let screen = text(&buf);
     insta::assert_snapshot!(screen);
-    assert!(screen.contains("sessions per row"), "{screen}");
+    assert!(screen.contains(" per line"), "{screen}");
     assert!(screen.contains("w3 s"), "{screen}");
     assert!(!late_cells(&buf, COLOR).is_empty());
 }
@@ -268,13 +275,13 @@ fn finished_run_shows_the_verdict_and_the_summary_path() {
         reasons: vec![
             "24 late packets (|deviation| > 80 ms) in 8 sessions; worst 199.5 ms".to_string(),
         ],
-        summary_path: "runs/fixture/summary.json".to_string(),
+        summary_path: "runs/fixture/summary.md".to_string(),
         exit_code: 1,
     });
     let screen = text(&draw(&state, &ViewState::default(), COLOR, 120, 40));
     insta::assert_snapshot!(screen);
     assert!(
-        screen.contains("runs/fixture/summary.json") && screen.contains("press any key"),
+        screen.contains("runs/fixture/summary.md") && screen.contains("q, Enter or Esc: exit"),
         "{screen}"
     );
 }
@@ -304,4 +311,131 @@ fn keys_toggle_the_filter_and_scroll_ungrouped_rows() {
     assert!(screen.contains("of 128"), "{screen}");
     super::keys::on_key(&mut view, crossterm::event::KeyCode::Up);
     assert_eq!(view.scroll, last - 1);
+}
+
+#[test]
+fn the_server_panel_shows_p50_and_p99_or_a_dash_issue_14() {
+    let mut state = fixture(2, 8, 20, None);
+    let screen = text(&draw(&state, &ViewState::default(), COLOR, 120, 40));
+    assert!(screen.contains("Server p50 / p99"), "{screen}");
+    let line = |screen: &str, name: &str| {
+        screen
+            .lines()
+            .find(|l| l.contains(name))
+            .map(|l| l.split('│').nth(1).unwrap_or("").trim().to_string())
+            .unwrap_or_default()
+    };
+    assert!(
+        line(&screen, "unit lag").starts_with("unit lag    8"),
+        "{screen}"
+    );
+    assert!(
+        line(&screen, "first audio").contains("95.0/95.0 ms"),
+        "{screen}"
+    );
+    for w in &mut state.workers {
+        w.server = None;
+    }
+    let screen = text(&draw(&state, &ViewState::default(), COLOR, 120, 40));
+    assert_eq!(line(&screen, "accepted"), "accepted    –", "{screen}");
+}
+
+#[test]
+fn at_80x24_what_does_not_fit_is_left_out_whole_issue_14() {
+    let state = fixture(4, 64, 30, Some((0, 10)));
+    let screen = text(&draw(&state, &ViewState::default(), COLOR, 80, 24));
+    let title = screen.lines().next().unwrap_or_default();
+    assert!(
+        title.contains("UNQUALIFIED") && title.contains("4 × 64 = 256 sessions"),
+        "{title}"
+    );
+    assert!(
+        title.contains("ws://127.0.0.1:8765/v1/realtime") || !title.contains("ws:"),
+        "the URL whole or not at all: {title}"
+    );
+    let legend = screen
+        .lines()
+        .find(|l| l.contains("late >80 ms"))
+        .unwrap_or_default();
+    assert!(
+        legend.contains("blank = no packet") || !legend.contains("bl"),
+        "{legend}"
+    );
+    assert!(
+        screen.contains("worst 199.5 ms"),
+        "the verdict's reason stays: {screen}"
+    );
+    assert!(screen.contains("Server"), "{screen}");
+}
+
+#[test]
+fn heatmap_title_counts_per_line_as_the_labels_do_issue_14() {
+    // 64 sessions of one worker in colour: 2 rows of half blocks a line.
+    let state = fixture(1, 64, 20, None);
+    let screen = text(&draw(&state, &ViewState::default(), COLOR, 120, 40));
+    let title = screen
+        .lines()
+        .find(|l| l.contains("Deviation heatmap"))
+        .unwrap_or_default();
+    let per_line: usize = title
+        .split(" per line")
+        .next()
+        .and_then(|head| head.rsplit(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{title}"));
+    assert!(title.contains("64 sessions"), "{title}");
+    let label = format!("w0 s0-{} ", per_line - 1);
+    assert!(
+        screen.contains(&label),
+        "labels span {per_line} sessions: {screen}"
+    );
+}
+
+#[test]
+fn a_short_run_fills_the_width_of_a_wide_terminal_issue_14() {
+    let mut state = fixture(1, 4, 10, None);
+    state.info.duration_s = 10.0;
+    let buf = draw(&state, &ViewState::default(), NO_COLOR, 250, 60);
+    let screen = text(&buf);
+    let row = screen
+        .lines()
+        .find(|l| l.contains("w0 s0 "))
+        .unwrap_or_default();
+    let cells = row.chars().filter(|&c| c == '·' || c == '+').count();
+    assert!(
+        cells > 150,
+        "10 s of data over most of ~200 columns, got {cells}: {row}"
+    );
+    assert!(screen.contains("1 s = "), "{screen}");
+}
+
+#[test]
+fn violations_only_with_nothing_late_says_so_issue_14() {
+    let state = fixture(2, 8, 20, None);
+    let mut view = ViewState::default();
+    super::keys::on_key(&mut view, crossterm::event::KeyCode::Char('v'));
+    let screen = text(&draw(&state, &view, NO_COLOR, 120, 40));
+    assert!(
+        screen.contains("no session has had a late packet so far"),
+        "{screen}"
+    );
+}
+
+#[test]
+fn after_the_run_workers_show_exited_and_the_stall_line_says_in_the_run_issue_14() {
+    let mut state = fixture(2, 8, 90, None);
+    state.workers[0].gone = true;
+    state.finished = Some(Finished {
+        verdict: "pacing-qualified, complete".to_string(),
+        reasons: Vec::new(),
+        summary_path: "runs/fixture/summary.md".to_string(),
+        exit_code: 0,
+    });
+    let screen = text(&draw(&state, &ViewState::default(), COLOR, 120, 40));
+    assert!(screen.contains("4000 exited"), "{screen}");
+    assert!(
+        screen.contains("no stall over 20 ms in the run"),
+        "{screen}"
+    );
+    assert!(!screen.contains("so far"), "{screen}");
 }

@@ -2,10 +2,13 @@
 
 use super::keys::ViewState;
 use super::theme::Theme;
-use super::{heatmap, panels};
+use super::{header, heatmap, panels, server};
 use crate::live::LiveState;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::Frame;
+
+/// The Server panel: three figures and borders.
+const SERVER_HEIGHT: u16 = 5;
 
 /// Draws the dashboard for `state` into the frame.
 pub fn render(frame: &mut Frame<'_>, state: &LiveState, view: &ViewState, theme: Theme) {
@@ -29,11 +32,23 @@ pub fn render(frame: &mut Frame<'_>, state: &LiveState, view: &ViewState, theme:
         Constraint::Length(1),
     ])
     .areas(area);
-    panels::header(state, theme, header, buf);
+    header::draw(state, theme, header, buf);
     let counters_width = if area.width >= 100 { 32 } else { 28 };
     let [counters, heat] =
         Layout::horizontal([Constraint::Length(counters_width), Constraint::Min(20)]).areas(middle);
+    // The server's figures under the pacing ones, when the pacing panel keeps room for its
+    // verdict (it leaves its least important lines out first).
+    let server_height = if counters.height >= SERVER_HEIGHT + 8 {
+        SERVER_HEIGHT
+    } else {
+        0
+    };
+    let [counters, server_area] =
+        Layout::vertical([Constraint::Min(0), Constraint::Length(server_height)]).areas(counters);
     panels::counters(state, theme, counters, buf);
+    if server_height > 0 {
+        server::draw(state, theme, server_area, buf);
+    }
     heatmap::draw(state, view, theme, heat, buf);
     if bottom > 0 {
         let [workers_area, processes_area] =
@@ -48,7 +63,7 @@ pub fn render(frame: &mut Frame<'_>, state: &LiveState, view: &ViewState, theme:
         panels::help(
             theme,
             &state.info.thresholds,
-            centered(area, width, 18),
+            centered(area, width, 19),
             buf,
         );
     }

@@ -1,0 +1,127 @@
+//! The dashboard's two header lines: the verdict and the layout, then the run's progress (or
+//! the way out once it has finished). What does not fit is left out whole, never cut mid-word.
+
+use super::panels::{mmss, verdict};
+use super::theme::Theme;
+use crate::live::LiveState;
+use ratatui::buffer::Buffer;
+use ratatui::layout::Rect;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Paragraph, Widget};
+
+/// The spans that fit in `width` columns, in their order: those ranked `None` always, then
+/// the others by rank (0 most important) each only if it fits whole; never cut mid-word.
+fn fit_segments(items: Vec<(Option<usize>, Span<'static>)>, width: usize) -> Line<'static> {
+    let mut used: usize = items
+        .iter()
+        .filter(|(rank, _)| rank.is_none())
+        .map(|(_, span)| span.width())
+        .sum();
+    let mut by_importance: Vec<usize> =
+        (0..items.len()).filter(|&i| items[i].0.is_some()).collect();
+    by_importance.sort_by_key(|&i| items[i].0);
+    let mut keep: Vec<bool> = items.iter().map(|(rank, _)| rank.is_none()).collect();
+    for i in by_importance {
+        let w = items[i].1.width();
+        if used + w <= width {
+            used += w;
+            keep[i] = true;
+        }
+    }
+    Line::from(
+        items
+            .into_iter()
+            .zip(keep)
+            .filter_map(|((_, span), kept)| kept.then_some(span))
+            .collect::<Vec<_>>(),
+    )
+}
+
+/// `2 × 32 = 64 sessions`: the layout, with the total (P × S) spelled out.
+pub fn layout_text(processes: u32, sessions_per_process: u32) -> String {
+    format!(
+        "{processes} × {sessions_per_process} = {} sessions",
+        u64::from(processes) * u64::from(sessions_per_process)
+    )
+}
+
+/// Title line and progress line. What does not fit is left out whole, the least important
+/// first: the output folder, the trace mode, the URL, the layout; the verdict always stays.
+pub fn draw(state: &LiveState, theme: Theme, area: Rect, buf: &mut Buffer) {
+    let info = &state.info;
+    let width = area.width as usize;
+    let (verdict, _) = verdict(state, theme);
+    let title = fit_segments(
+        vec![
+            (Some(3), Span::styled(" duplexbench-tui │", theme.title())),
+            (None, Span::raw(" ")),
+            (None, verdict),
+            (
+                Some(0),
+                Span::raw(format!(
+                    " │ {}",
+                    layout_text(info.processes, info.sessions_per_process)
+                )),
+            ),
+            (Some(2), Span::raw(format!(" │ trace {}", info.trace))),
+            (Some(1), Span::raw(format!(" │ {}", info.url))),
+        ],
+        width,
+    );
+    let elapsed = state.elapsed_s(state.now_s).min(info.duration_s);
+    let output = (
+        Some(1),
+        Span::styled(format!(" │ output {}", info.output_dir), theme.dim()),
+    );
+    let progress = if let Some(f) = &state.finished {
+        fit_segments(
+            vec![
+                (None, Span::styled(" finished ", theme.title())),
+                (None, Span::styled("│ q, Enter or Esc: exit ", theme.warn())),
+                (
+                    Some(0),
+                    Span::raw(format!("│ summary: {} ", f.summary_path)),
+                ),
+            ],
+            width,
+        )
+    } else if state.start_s.is_none() {
+        fit_segments(
+            vec![(None, Span::raw(" setting up sessions…")), output],
+            width,
+        )
+    } else {
+        let fraction = if info.duration_s > 0.0 {
+            elapsed / info.duration_s
+        } else {
+            1.0
+        };
+        let bar_width = 30usize;
+        let filled = ((fraction * bar_width as f64).round() as usize).min(bar_width);
+        let mut items = vec![
+            (
+                None,
+                Span::raw(format!(
+                    " elapsed {} / {}  remaining {}  ",
+                    mmss(elapsed),
+                    mmss(info.duration_s),
+                    mmss(info.duration_s - elapsed)
+                )),
+            ),
+            (None, Span::styled("█".repeat(filled), theme.title())),
+            (
+                None,
+                Span::styled("░".repeat(bar_width - filled), theme.dim()),
+            ),
+        ];
+        if let Some(c) = &state.cancelled {
+            items.push((
+                Some(0),
+                Span::styled(format!(" │ stopping: {c}"), theme.warn()),
+            ));
+        }
+        items.push(output);
+        fit_segments(items, width)
+    };
+    Paragraph::new(vec![title, progress]).render(area, buf);
+}
