@@ -46,9 +46,11 @@ fn run(args: &RunArgs) -> Result<i32> {
     conductor::run(plan, args.exit_on_finish)
 }
 
-/// The command line as typed, quoted where a word needs it.
+/// The command line as typed, quoted where a word needs it, its secrets redacted.
 fn command_line() -> String {
-    std::env::args()
+    let args: Vec<String> = std::env::args().collect();
+    crate::secret::redact_args(&args)
+        .into_iter()
         .map(|arg| {
             if !arg.is_empty()
                 && arg

@@ -8,7 +8,8 @@
 //!   into the summary ([`summary`], rendered by [`report`]). [`headless`] prints progress.
 //! * [`worker`]: one worker process: S paced sessions on one async runtime, a [`looplag`]
 //!   monitor and one [`trace`] writer thread.
-//! * [`protocol`]: the native session protocol spoken by the worker and the mock.
+//! * [`protocol`]: the wire protocols (native, openai, vllm) spoken by the worker and the mock;
+//!   [`tls`] and [`secret`]: wss:// and the credentials that must never be written.
 //! * [`cli`] and [`options`]: the command line as parsed, and as validated.
 //! * [`stats`], [`clock`], [`procstat`], [`host`], [`sys`]: shared measurement plumbing.
 
@@ -33,9 +34,11 @@ pub mod profile;
 pub mod protocol;
 pub mod report;
 pub mod sampler;
+pub mod secret;
 pub mod stats;
 pub mod summary;
 pub mod sys;
+pub mod tls;
 pub mod trace;
 pub mod ui;
 pub mod verdict;

@@ -30,7 +30,12 @@ use tokio::sync::watch;
 pub fn run(args: &WorkerArgs) -> Result<()> {
     let text = std::fs::read_to_string(&args.config)
         .with_context(|| format!("cannot read worker config {}", args.config.display()))?;
-    let config: WorkerConfig = serde_json::from_str(&text).context("worker config is not valid")?;
+    let mut config: WorkerConfig =
+        serde_json::from_str(&text).context("worker config is not valid")?;
+    // The config file holds no secret; the conductor hands them over in the environment.
+    if let Ok(secrets) = std::env::var(crate::secret::SECRETS_ENV) {
+        config.settings.connection.restore_secrets(&secrets)?;
+    }
     sys::raise_open_file_limit();
     let anchor = ClockAnchor::now();
     let started_s = anchor.monotonic_s;
@@ -46,6 +51,7 @@ pub fn run(args: &WorkerArgs) -> Result<()> {
     let s = &config.settings;
     let audio = Rc::new(Audio::load(
         &s.audio,
+        s.client.input_sample_rate,
         s.packet_ms,
         s.packets_per_session,
         s.input_bytes(),
@@ -59,6 +65,9 @@ pub fn run(args: &WorkerArgs) -> Result<()> {
     let pacer = runtime
         .block_on(async { pacer::Pacer::new(config.settings.sessions_per_process) })
         .context("cannot create the worker's send timer (a timerfd)")?;
+    // TLS (the system's roots) and the handshake headers, once for every session.
+    let protocol = config.settings.protocol.client(&config.settings);
+    let dialer = Rc::new(session::Dialer::new(&config.settings, protocol.as_ref())?);
     let run = local.block_on(
         &runtime,
         drive(
@@ -68,6 +77,7 @@ pub fn run(args: &WorkerArgs) -> Result<()> {
             commands,
             Rc::new(pacer),
             audio,
+            (protocol, dialer),
         ),
     );
     let writer_error = tracer.shutdown().err();
@@ -124,6 +134,7 @@ async fn drive(
     mut commands: tokio::sync::mpsc::UnboundedReceiver<Command>,
     pacer: Rc<pacer::Pacer>,
     audio: Rc<Audio>,
+    (protocol, dialer): (Rc<dyn crate::protocol::ClientProtocol>, Rc<session::Dialer>),
 ) -> RunOutput {
     let settings = Rc::new(config.settings.clone());
     let stats = Rc::new(RefCell::new(WorkerStats::new(
@@ -164,7 +175,6 @@ async fn drive(
 
     let url: Rc<str> = Rc::from(settings.url.as_str());
 
-    let protocol = settings.protocol.client(&settings);
     let sessions: Vec<_> = (0..settings.sessions_per_process)
         .map(|index| {
             let ctx = session::SessionCtx {
@@ -173,6 +183,7 @@ async fn drive(
                 settings: settings.clone(),
                 protocol: protocol.clone(),
                 url: url.clone(),
+                dialer: dialer.clone(),
                 audio: audio.clone(),
                 stats: stats.clone(),
                 tally: tally.clone(),
