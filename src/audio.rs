@@ -82,15 +82,20 @@ pub fn probe(path: &Path, rate: u32, rate_given: bool) -> Result<u64> {
         || spec.bits_per_sample != 16
         || spec.sample_format != hound::SampleFormat::Int
     {
-        let rate_hint = if spec.sample_rate != rate && spec.channels == 1 && spec.bits_per_sample == 16 {
-            format!(
-                ": give --input-sample-rate {} if the server takes that rate, or",
-                spec.sample_rate
-            )
+        let rate_hint =
+            if spec.sample_rate != rate && spec.channels == 1 && spec.bits_per_sample == 16 {
+                format!(
+                    ": give --input-sample-rate {} if the server takes that rate, or",
+                    spec.sample_rate
+                )
+            } else {
+                String::new()
+            };
+        let from = if rate_given {
+            "--input-sample-rate"
         } else {
-            String::new()
+            "the protocol's input rate"
         };
-        let from = if rate_given { "--input-sample-rate" } else { "the protocol's input rate" };
         bail!(
             "--audio {} must be {want} mono PCM16 WAV; got {} Hz, {} channel(s), {format} ({want} is {from}{rate_hint}; convert it with `sox {} -r {rate} -c 1 -b 16 out.wav`: nothing is resampled silently)",
             path.display(),
@@ -317,7 +322,10 @@ mod tests {
     fn a_wav_at_another_rate_than_the_input_rate_is_refused_not_resampled_issue_12() {
         let path = wav("16k", spec(16_000, 1, 16, hound::SampleFormat::Int), 1600);
         let err = probe(&path, 24_000, false).unwrap_err().to_string();
-        assert!(err.contains("must be 24 kHz mono PCM16 WAV; got 16000 Hz"), "{err}");
+        assert!(
+            err.contains("must be 24 kHz mono PCM16 WAV; got 16000 Hz"),
+            "{err}"
+        );
         assert!(err.contains("the protocol's input rate"), "{err}");
         assert!(err.contains("give --input-sample-rate 16000"), "{err}");
         assert!(err.contains("nothing is resampled silently"), "{err}");

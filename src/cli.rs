@@ -173,7 +173,12 @@ pub struct ConnectionArgs {
     #[arg(long = "header", value_name = "'NAME: VALUE'", help_heading = "Server")]
     pub headers: Vec<String>,
     /// API key sent as Authorization: Bearer KEY; never written to any file.
-    #[arg(long, env = "OPENAI_API_KEY", hide_env_values = true, help_heading = "Server")]
+    #[arg(
+        long,
+        env = "OPENAI_API_KEY",
+        hide_env_values = true,
+        help_heading = "Server"
+    )]
     pub api_key: Option<String>,
 }
 
@@ -210,6 +215,22 @@ pub struct MockBehaviourArgs {
     /// openai and vllm mocks: answer the first append with an error event of this code (invalid_audio, processing_error, …).
     #[arg(long, value_name = "CODE", help_heading = "Mock")]
     pub mock_error: Option<String>,
+}
+
+impl MockBehaviourArgs {
+    /// The defaults, as if no flag were given.
+    pub fn defaults() -> MockBehaviourArgs {
+        #[derive(Parser)]
+        struct Only {
+            #[command(flatten)]
+            behaviour: MockBehaviourArgs,
+        }
+        match Only::try_parse_from(["mock"]) {
+            Ok(only) => only.behaviour,
+            // The defaults parse, or `cli_definition_is_consistent` fails.
+            Err(err) => unreachable!("{err}"),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Args)]

@@ -313,9 +313,7 @@ pub fn validate(args: &RunArgs, command_line: String, tui: bool) -> Result<RunPl
         }
     };
     let duration_s = match (&audio, args.duration) {
-        (AudioSource::Wav { .. }, _) => {
-            audio.total_samples().unwrap_or(0) as f64 / f64::from(rate)
-        }
+        (AudioSource::Wav { .. }, _) => audio.total_samples().unwrap_or(0) as f64 / f64::from(rate),
         (AudioSource::Silence, duration) => duration.unwrap_or(DEFAULT_DURATION).as_secs_f64(),
     };
     if matches!(audio, AudioSource::Wav { .. }) && duration_s > crate::audio::MAX_INPUT_S {
@@ -443,7 +441,9 @@ fn client_settings(args: &ProtocolArgs, has_url: bool) -> Result<ClientSettings>
             }
         }
         Protocol::Openai => {
-            if args.api_version == ApiVersion::Beta && rate != crate::protocol::openai::DEFAULT_SAMPLE_RATE {
+            if args.api_version == ApiVersion::Beta
+                && rate != crate::protocol::openai::DEFAULT_SAMPLE_RATE
+            {
                 bail!("--api-version beta sends pcm16, which is 24000 Hz only; --input-sample-rate {rate} needs --api-version ga (or a 24 kHz --audio file)");
             }
         }
@@ -492,7 +492,10 @@ pub fn connection_settings(args: &ConnectionArgs, url: &str) -> Result<Connectio
     let mut headers = Vec::with_capacity(args.headers.len());
     for header in &args.headers {
         let Some((name, value)) = header.split_once(':') else {
-            bail!("--header `{}` is not 'Name: value'", crate::secret::REDACTED);
+            bail!(
+                "--header `{}` is not 'Name: value'",
+                crate::secret::REDACTED
+            );
         };
         let (name, value) = (name.trim(), value.trim());
         use tokio_tungstenite::tungstenite::http::{HeaderName, HeaderValue};
@@ -530,7 +533,9 @@ fn check_url(url: &str) -> Result<()> {
     })?;
     match uri.scheme_str() {
         Some("ws" | "wss") => {}
-        _ => bail!("--url `{url}` must start with ws:// or wss://, e.g. ws://127.0.0.1:8765/v1/realtime"),
+        _ => bail!(
+            "--url `{url}` must start with ws:// or wss://, e.g. ws://127.0.0.1:8765/v1/realtime"
+        ),
     }
     if uri.host().is_none() {
         bail!("--url `{url}` has no host");
@@ -543,7 +548,11 @@ fn check_url(url: &str) -> Result<()> {
 pub fn url_authority(url: &str) -> Option<String> {
     let uri: tokio_tungstenite::tungstenite::http::Uri = url.parse().ok()?;
     let host = uri.host()?;
-    let default_port = if uri.scheme_str() == Some("wss") { 443 } else { 80 };
+    let default_port = if uri.scheme_str() == Some("wss") {
+        443
+    } else {
+        80
+    };
     let port = uri.port_u16().unwrap_or(default_port);
     if host.contains(':') && !host.starts_with('[') {
         Some(format!("[{host}]:{port}"))
@@ -624,21 +633,45 @@ mod tests {
     #[test]
     fn dialect_flags_are_checked_against_their_protocol_issue_12() {
         let err = |args: &[&str]| plan(args).unwrap_err().to_string();
-        assert!(err(&["--commit-every", "5s"]).contains("--commit-every applies to --protocol openai"));
+        assert!(
+            err(&["--commit-every", "5s"]).contains("--commit-every applies to --protocol openai")
+        );
         assert!(err(&["--input-sample-rate", "24000"]).contains("native protocol takes 16000"));
-        assert!(err(&["--protocol", "vllm", "--url", "ws://h:1/v1/realtime"]).contains("needs --model"));
-        assert!(err(&["--protocol", "openai", "--api-version", "beta", "--input-sample-rate", "16000"])
-            .contains("24000 Hz only"));
+        assert!(
+            err(&["--protocol", "vllm", "--url", "ws://h:1/v1/realtime"]).contains("needs --model")
+        );
+        assert!(err(&[
+            "--protocol",
+            "openai",
+            "--api-version",
+            "beta",
+            "--input-sample-rate",
+            "16000"
+        ])
+        .contains("24000 Hz only"));
         let p = plan(&["--protocol", "openai"]).unwrap();
         assert_eq!(p.settings.client.input_sample_rate, 24_000);
-        let p = plan(&["--protocol", "openai", "--commit-every", "2s", "--turn-detection", "none"]).unwrap();
+        let p = plan(&[
+            "--protocol",
+            "openai",
+            "--commit-every",
+            "2s",
+            "--turn-detection",
+            "none",
+        ])
+        .unwrap();
         assert_eq!(p.settings.client.commit_every_ms, Some(2000));
     }
 
     #[test]
     fn headers_and_the_key_are_kept_but_written_redacted_issue_12() {
         let p = plan(&[
-            "--url", "wss://h/v1/realtime", "--header", "api-key: azure-1", "--api-key", "sk-2",
+            "--url",
+            "wss://h/v1/realtime",
+            "--header",
+            "api-key: azure-1",
+            "--api-key",
+            "sk-2",
         ])
         .unwrap();
         let c = &p.settings.connection;
@@ -650,7 +683,10 @@ mod tests {
             ]
         );
         let json = serde_json::to_string(&p.settings).unwrap();
-        assert!(!json.contains("azure-1") && !json.contains("sk-2"), "{json}");
+        assert!(
+            !json.contains("azure-1") && !json.contains("sk-2"),
+            "{json}"
+        );
         let mut back: Settings = serde_json::from_str(&json).unwrap();
         back.connection
             .restore_secrets(&c.secrets_env().unwrap())

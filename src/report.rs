@@ -49,9 +49,15 @@ fn server_figures(s: &Summary) -> [(&'static str, Option<&ShortPercentiles>); 3]
     ]
 }
 
+type TurnFigures<'s> = (
+    &'static str,
+    Vec<(&'static str, &'s ShortPercentiles)>,
+    &'s TurnSummary,
+);
+
 /// The turn section of a dialect that has one: its name, its latencies (name, percentiles)
 /// with a sample, and the section itself.
-fn turn_figures(s: &Summary) -> Option<(&'static str, Vec<(&'static str, &ShortPercentiles)>, &TurnSummary)> {
+fn turn_figures(s: &Summary) -> Option<TurnFigures<'_>> {
     let (name, t) = match (&s.openai, &s.vllm) {
         (Some(t), _) => ("openai", t),
         (None, Some(t)) => ("vllm", t),
@@ -59,11 +65,20 @@ fn turn_figures(s: &Summary) -> Option<(&'static str, Vec<(&'static str, &ShortP
     };
     let figures = [
         ("first text after end", t.first_text_after_end_ms.as_ref()),
-        ("first text after start", t.first_text_after_start_ms.as_ref()),
+        (
+            "first text after start",
+            t.first_text_after_start_ms.as_ref(),
+        ),
         ("first audio after end", t.first_audio_after_end_ms.as_ref()),
-        ("first audio after start", t.first_audio_after_start_ms.as_ref()),
+        (
+            "first audio after start",
+            t.first_audio_after_start_ms.as_ref(),
+        ),
         ("done after end", t.done_after_end_ms.as_ref()),
-        ("speech_stopped after audio", t.speech_stopped_after_audio_ms.as_ref()),
+        (
+            "speech_stopped after audio",
+            t.speech_stopped_after_audio_ms.as_ref(),
+        ),
     ]
     .into_iter()
     .filter_map(|(n, q)| Some((n, q?)))

@@ -57,7 +57,8 @@ pub struct TurnHistograms {
 impl TurnHistograms {
     pub fn add(&mut self, from: &TurnHistograms) {
         self.first_text_after_end.add(&from.first_text_after_end);
-        self.first_text_after_start.add(&from.first_text_after_start);
+        self.first_text_after_start
+            .add(&from.first_text_after_start);
         self.first_audio_after_end.add(&from.first_audio_after_end);
         self.first_audio_after_start
             .add(&from.first_audio_after_start);

@@ -146,8 +146,7 @@ impl Session {
     fn on_update(&mut self, session: &Value, out: &mut Vec<Utf8Bytes>) {
         // Beta's session has `modalities` and no `type`; GA's `type: realtime`.
         self.beta = session.get("type").is_none()
-            && (session.get("modalities").is_some()
-                || session.get("input_audio_format").is_some());
+            && (session.get("modalities").is_some() || session.get("input_audio_format").is_some());
         let (modalities, vad, rate) = if self.beta {
             (
                 session.get("modalities"),
@@ -179,7 +178,10 @@ impl Session {
         }
         let mut granted = session.clone();
         granted["id"] = Value::String(self.id.clone());
-        self.push(out, json!({"type": names::SESSION_UPDATED, "session": granted}));
+        self.push(
+            out,
+            json!({"type": names::SESSION_UPDATED, "session": granted}),
+        );
     }
 
     fn on_append(
@@ -260,7 +262,10 @@ impl Session {
             json!({"type": names::RESPONSE_CREATED, "response": {"id": id,
                 "object": "realtime.response", "status": "in_progress", "output": []}}),
         );
-        let after = self.responses.back().map_or(now_s, |r| r.next_at_s.max(now_s));
+        let after = self
+            .responses
+            .back()
+            .map_or(now_s, |r| r.next_at_s.max(now_s));
         self.responses.push_back(Response {
             id,
             item_id,
@@ -324,7 +329,10 @@ impl TimedSession for Session {
     fn greet(&mut self, _now_s: f64, out: &mut Vec<Utf8Bytes>) {
         let session = json!({"id": self.id, "object": "realtime.session",
             "model": self.behaviour.served_model});
-        self.push(out, json!({"type": names::SESSION_CREATED, "session": session}));
+        self.push(
+            out,
+            json!({"type": names::SESSION_CREATED, "session": session}),
+        );
     }
 
     fn on_text(
@@ -344,9 +352,13 @@ impl TimedSession for Session {
         };
         let client_event_id = event.event_id.as_deref();
         match &*event.kind {
-            names::APPEND => {
-                self.on_append(event.audio.as_deref(), client_event_id, now_s, counters, out)
-            }
+            names::APPEND => self.on_append(
+                event.audio.as_deref(),
+                client_event_id,
+                now_s,
+                counters,
+                out,
+            ),
             names::SESSION_UPDATE => {
                 let session = event.session.unwrap_or(Value::Null);
                 self.on_update(&session, out);

@@ -66,18 +66,7 @@ impl Shared {
             },
             next_session: Cell::new(0),
             timed: Rc::new(super::timed::Behaviour::new(
-                &crate::cli::MockBehaviourArgs {
-                    profile: crate::profile::Profile::Voicechat,
-                    replies_per_append: 0,
-                    burst_units: 1,
-                    output_sample_rate: None,
-                    max_sessions: None,
-                    first_delta_ms: 200,
-                    delta_interval_ms: 40,
-                    response_deltas: 10,
-                    served_model: crate::protocol::vllm::MOCK_MODEL.to_string(),
-                    mock_error: None,
-                },
+                &crate::cli::MockBehaviourArgs::defaults(),
                 crate::protocol::openai::DEFAULT_SAMPLE_RATE,
             )),
             tls: None,
@@ -166,10 +155,10 @@ async fn serve_accepted(stream: TcpStream, shared: Rc<Shared>) {
     match shared.tls.clone() {
         None => serve_connection(stream, shared).await,
         Some(acceptor) => {
-            match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
-                Ok(Ok(tls)) => serve_connection(tls, shared).await,
-                // Not TLS, a certificate the client refused, or too slow: nothing was opened.
-                _ => {}
+            // Not TLS, a certificate the client refused, or too slow: nothing was opened.
+            let accepted = tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await;
+            if let Ok(Ok(tls)) = accepted {
+                serve_connection(tls, shared).await;
             }
         }
     }

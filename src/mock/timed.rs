@@ -4,8 +4,8 @@
 //! outbox with one flush.
 
 use super::stats::Counters;
-use crate::clock::{self, instant_at};
 use crate::cli::MockBehaviourArgs;
+use crate::clock::{self, instant_at};
 use base64::Engine as _;
 use futures_util::{SinkExt, StreamExt};
 use std::rc::Rc;

@@ -140,9 +140,7 @@ mod tests {
                     VadEvent::Started {
                         audio_start_ms: 300
                     },
-                    VadEvent::Stopped {
-                        audio_end_ms: 1300
-                    }
+                    VadEvent::Stopped { audio_end_ms: 1300 }
                 ],
                 "packets of {packet} bytes"
             );

@@ -90,7 +90,13 @@ impl Session {
         )));
     }
 
-    fn on_append(&mut self, audio: Option<&str>, now_s: f64, counters: &Counters, out: &mut Vec<Utf8Bytes>) {
+    fn on_append(
+        &mut self,
+        audio: Option<&str>,
+        now_s: f64,
+        counters: &Counters,
+        out: &mut Vec<Utf8Bytes>,
+    ) {
         counters.append_received();
         self.appends += 1;
         if self.appends == 1 {
@@ -104,7 +110,12 @@ impl Session {
             base64::engine::general_purpose::STANDARD.decode_vec(a.as_bytes(), &mut self.pcm)
         });
         if !matches!(decoded, Some(Ok(()))) || self.pcm.len() % 2 != 0 {
-            self.error(out, counters, codes::INVALID_AUDIO, "audio is not base64 PCM16");
+            self.error(
+                out,
+                counters,
+                codes::INVALID_AUDIO,
+                "audio is not base64 PCM16",
+            );
             return;
         }
         let before_s = self.input_bytes as f64 / (f64::from(INPUT_SAMPLE_RATE) * 2.0);
@@ -140,7 +151,13 @@ impl TimedSession for Session {
         )));
     }
 
-    fn on_text(&mut self, text: &str, now_s: f64, counters: &Counters, out: &mut Vec<Utf8Bytes>) -> Flow {
+    fn on_text(
+        &mut self,
+        text: &str,
+        now_s: f64,
+        counters: &Counters,
+        out: &mut Vec<Utf8Bytes>,
+    ) -> Flow {
         let event: ClientEvent<'_> = match serde_json::from_str(text) {
             Ok(event) => event,
             Err(err) => {
@@ -234,26 +251,45 @@ mod tests {
             .collect()
     }
 
-    const PACKET: &str = r#"{"type":"input_audio_buffer.append","audio":"AAAAAAAAAAAA"}"#;
+    const PACKET: &str = r#"{"type":"input_audio_buffer.append","audio":"AAAAAAAAAAAAAAAA"}"#;
 
     #[test]
     fn the_vllm_mock_transcribes_between_the_commits_issue_12() {
-        let mut s = Session::new(behaviour(&["--first-delta-ms", "100", "--delta-interval-ms", "1"]), 0);
+        let mut s = Session::new(
+            behaviour(&["--first-delta-ms", "100", "--delta-interval-ms", "1"]),
+            0,
+        );
         let c = Counters::new();
         let mut out = Vec::new();
         s.greet(0.0, &mut out);
         assert_eq!(kinds(&mut out), ["session.created"]);
-        s.on_text(r#"{"type":"session.update","model":"duplexbench-mock"}"#, 0.0, &c, &mut out);
+        s.on_text(
+            r#"{"type":"session.update","model":"duplexbench-mock"}"#,
+            0.0,
+            &c,
+            &mut out,
+        );
         s.on_text(r#"{"type":"input_audio_buffer.commit"}"#, 0.0, &c, &mut out);
-        s.on_text(PACKET, 0.0, &c, &mut out);
+        let b64 = base64::engine::general_purpose::STANDARD.encode([0u8; 3200]);
+        let packet = format!(r#"{{"type":"input_audio_buffer.append","audio":"{b64}"}}"#);
+        s.on_text(&packet, 0.0, &c, &mut out);
         assert!(out.is_empty(), "neither is answered");
         assert_eq!(s.next_wake_s(), Some(0.1));
         s.on_timer(0.1, &mut out);
         assert_eq!(kinds(&mut out), ["transcription.delta"]);
-        s.on_text(r#"{"type":"input_audio_buffer.commit","final":true}"#, 0.2, &c, &mut out);
-        s.on_timer(0.3, &mut out);
+        s.on_text(
+            r#"{"type":"input_audio_buffer.commit","final":true}"#,
+            0.2,
+            &c,
+            &mut out,
+        );
+        s.on_timer(0.31, &mut out);
         let k = kinds(&mut out);
-        assert_eq!(k.last().map(String::as_str), Some("transcription.done"), "{k:?}");
+        assert_eq!(
+            k.last().map(String::as_str),
+            Some("transcription.done"),
+            "{k:?}"
+        );
     }
 
     #[test]
@@ -262,10 +298,20 @@ mod tests {
         let mut out = Vec::new();
         let mut s = Session::new(behaviour(&[]), 0);
         s.on_text(r#"{"type":"input_audio_buffer.commit"}"#, 0.0, &c, &mut out);
-        s.on_text(r#"{"type":"session.update","model":"other"}"#, 0.0, &c, &mut out);
+        s.on_text(
+            r#"{"type":"session.update","model":"other"}"#,
+            0.0,
+            &c,
+            &mut out,
+        );
         s.on_text("not json", 0.0, &c, &mut out);
         s.on_text(r#"{"type":"what.is.this"}"#, 0.0, &c, &mut out);
-        s.on_text(r#"{"type":"input_audio_buffer.append","audio":"***"}"#, 0.0, &c, &mut out);
+        s.on_text(
+            r#"{"type":"input_audio_buffer.append","audio":"***"}"#,
+            0.0,
+            &c,
+            &mut out,
+        );
         assert_eq!(
             kinds(&mut out),
             [

@@ -282,7 +282,9 @@ struct ErrorBody<'a> {
 
 /// A number where one is expected, `None` for anything else (a string, `null`): a field the
 /// client cannot read is not worth failing the whole event for.
-pub(crate) fn lenient_number<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<f64>, D::Error> {
+pub(crate) fn lenient_number<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<f64>, D::Error> {
     #[derive(Deserialize)]
     #[serde(untagged)]
     enum NumberOrNot {
@@ -406,10 +408,7 @@ mod tests {
             .iter()
             .map(|s| s.until)
             .collect();
-        assert_eq!(
-            ends,
-            [Some(Milestone::Drained), Some(Milestone::Closed)]
-        );
+        assert_eq!(ends, [Some(Milestone::Drained), Some(Milestone::Closed)]);
         let ends: Vec<_> = Native::default()
             .finish(ids, Ending::default())
             .iter()

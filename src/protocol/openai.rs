@@ -12,10 +12,10 @@
 //! received is read in both namings, whichever was asked for, and audio in `delta` (OpenAI) or
 //! `audio` (vllm-omni, beside `sample_rate_hz`).
 
+use super::{ApiVersion, TurnDetection};
 use super::{
     AudioPacket, ClientProtocol, Ending, EventIds, Meaning, Milestone, Outgoing, Received, Step,
 };
-use super::{ApiVersion, TurnDetection};
 use crate::options::Settings;
 use crate::trace::format::{json_string, Payload};
 use serde::de::IgnoredAny;
@@ -42,8 +42,7 @@ pub mod names {
     pub const SPEECH_STOPPED: &str = "input_audio_buffer.speech_stopped";
     pub const ITEM_CREATED: &str = "conversation.item.created";
     pub const INPUT_TRANSCRIPT_DELTA: &str = "conversation.item.input_audio_transcription.delta";
-    pub const INPUT_TRANSCRIPT_DONE: &str =
-        "conversation.item.input_audio_transcription.completed";
+    pub const INPUT_TRANSCRIPT_DONE: &str = "conversation.item.input_audio_transcription.completed";
     pub const RESPONSE_CREATE: &str = "response.create";
     pub const RESPONSE_CANCEL: &str = "response.cancel";
     pub const RESPONSE_CREATED: &str = "response.created";
@@ -202,7 +201,13 @@ impl ClientProtocol for Openai {
         ]
     }
 
-    fn packet(&self, ids: EventIds, seq: u32, _t_start_ms: u64, audio: AudioPacket<'_>) -> Outgoing {
+    fn packet(
+        &self,
+        ids: EventIds,
+        seq: u32,
+        _t_start_ms: u64,
+        audio: AudioPacket<'_>,
+    ) -> Outgoing {
         Outgoing::Text(append_frame(ids.id(seq), audio.b64))
     }
 
@@ -226,10 +231,8 @@ impl ClientProtocol for Openai {
             TurnDetection::ServerVad => ending.speech_open,
         };
         if client_ends {
-            let [commit, respond] = self.commit_and_respond(
-                ids.control(FINAL_COMMIT_ID),
-                ids.control(FINAL_RESPONSE_ID),
-            );
+            let [commit, respond] = self
+                .commit_and_respond(ids.control(FINAL_COMMIT_ID), ids.control(FINAL_RESPONSE_ID));
             steps.push(Step {
                 send: Some(commit),
                 until: Some(Milestone::Committed),

@@ -1,7 +1,9 @@
 //! The short table printed on stdout at the end of a headless run (and after the dashboard
 //! closes): the verdict and its reasons, the client's pacing and the server's latency.
 
-use super::{error_codes, mib, percentiles, server_figures, turn_counts, turn_figures, verdict_line};
+use super::{
+    error_codes, mib, percentiles, server_figures, turn_counts, turn_figures, verdict_line,
+};
 use crate::contract::process_name;
 use crate::summary::Summary;
 use std::fmt::Write as _;

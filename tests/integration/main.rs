@@ -10,6 +10,7 @@ mod dashboard;
 mod fake_server;
 mod frozen;
 mod mock_protocol;
+mod openai;
 mod orphans;
 mod reliability;
 mod run_folder;

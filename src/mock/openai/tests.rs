@@ -35,7 +35,14 @@ const BETA_VAD: &str = r#"{"type":"session.update","session":{"modalities":["aud
 
 #[test]
 fn a_committed_turn_gets_a_response_on_the_clock_in_ga_names_issue_12() {
-    let b = behaviour(&["--first-delta-ms", "200", "--delta-interval-ms", "40", "--response-deltas", "2"]);
+    let b = behaviour(&[
+        "--first-delta-ms",
+        "200",
+        "--delta-interval-ms",
+        "40",
+        "--response-deltas",
+        "2",
+    ]);
     let (mut s, c, mut out) = (Session::new(b, 0), Counters::new(), Vec::new());
     s.greet(0.0, &mut out);
     s.on_text(GA_NO_VAD, 0.0, &c, &mut out);
@@ -45,15 +52,22 @@ fn a_committed_turn_gets_a_response_on_the_clock_in_ga_names_issue_12() {
     s.on_text(r#"{"type":"response.create"}"#, 0.1, &c, &mut out);
     assert_eq!(
         kinds(&mut out),
-        ["input_audio_buffer.committed", "conversation.item.created", "response.created"]
+        [
+            "input_audio_buffer.committed",
+            "conversation.item.created",
+            "response.created"
+        ]
     );
     assert!((s.next_wake_s().unwrap() - 0.3).abs() < 1e-9);
-    s.on_timer(0.3, &mut out);
+    s.on_timer(0.31, &mut out);
     assert_eq!(
         kinds(&mut out),
-        ["response.output_audio.delta", "response.output_audio_transcript.delta"]
+        [
+            "response.output_audio.delta",
+            "response.output_audio_transcript.delta"
+        ]
     );
-    s.on_timer(0.34, &mut out);
+    s.on_timer(0.35, &mut out);
     assert_eq!(
         kinds(&mut out),
         [
@@ -70,11 +84,17 @@ fn a_committed_turn_gets_a_response_on_the_clock_in_ga_names_issue_12() {
 
 #[test]
 fn server_vad_turns_speech_into_a_response_in_beta_names_issue_12() {
-    let (mut s, c, mut out) = (Session::new(behaviour(&["--response-deltas", "1"]), 0), Counters::new(), Vec::new());
+    let (mut s, c, mut out) = (
+        Session::new(behaviour(&["--response-deltas", "1"]), 0),
+        Counters::new(),
+        Vec::new(),
+    );
     s.on_text(BETA_VAD, 0.0, &c, &mut out);
     out.clear();
     // 24 kHz: 0.5 s loud, then 0.6 s quiet.
-    let loud: Vec<u8> = (0..12_000).flat_map(|i| if i % 2 == 0 { 3000i16 } else { -3000 }.to_le_bytes()).collect();
+    let loud: Vec<u8> = (0..12_000)
+        .flat_map(|i| if i % 2 == 0 { 3000i16 } else { -3000 }.to_le_bytes())
+        .collect();
     s.on_text(&append(&loud), 0.0, &c, &mut out);
     s.on_text(&append(&vec![0; 28_800]), 0.6, &c, &mut out);
     assert_eq!(
@@ -90,19 +110,38 @@ fn server_vad_turns_speech_into_a_response_in_beta_names_issue_12() {
     s.on_timer(10.0, &mut out);
     assert_eq!(
         kinds(&mut out),
-        ["response.audio.delta", "response.audio_transcript.delta", "response.audio.done", "response.done"]
+        [
+            "response.audio.delta",
+            "response.audio_transcript.delta",
+            "response.audio.done",
+            "response.done"
+        ]
     );
 }
 
 #[test]
 fn the_openai_mock_answers_its_error_cases_issue_12() {
-    let (mut s, c, mut out) = (Session::new(behaviour(&["--mock-error", "server_error"]), 0), Counters::new(), Vec::new());
+    let (mut s, c, mut out) = (
+        Session::new(behaviour(&["--mock-error", "server_error"]), 0),
+        Counters::new(),
+        Vec::new(),
+    );
     s.on_text("{", 0.0, &c, &mut out);
     s.on_text(r#"{"type":"nope"}"#, 0.0, &c, &mut out);
     s.on_text(&append(&[0; 4]), 0.0, &c, &mut out);
-    s.on_text(r#"{"type":"input_audio_buffer.append","audio":"!!"}"#, 0.0, &c, &mut out);
+    s.on_text(
+        r#"{"type":"input_audio_buffer.append","audio":"!!"}"#,
+        0.0,
+        &c,
+        &mut out,
+    );
     assert_eq!(
         kinds(&mut out),
-        ["error invalid_json", "error unknown_event", "error server_error", "error invalid_audio"]
+        [
+            "error invalid_json",
+            "error unknown_event",
+            "error server_error",
+            "error invalid_audio"
+        ]
     );
 }

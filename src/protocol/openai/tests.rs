@@ -12,7 +12,13 @@ fn client(version: ApiVersion, turn_detection: TurnDetection, every: Option<u64>
         turn_detection,
         commit_every_ms: every,
         packet_ms: 80,
-        session: session_object(version, Some("m"), &["audio".to_string()], 16_000, turn_detection),
+        session: session_object(
+            version,
+            Some("m"),
+            &["audio".to_string()],
+            16_000,
+            turn_detection,
+        ),
     }
 }
 
@@ -24,9 +30,15 @@ const IDS: EventIds = EventIds {
 #[test]
 fn deltas_are_read_in_ga_and_beta_names_issue_12() {
     for kind in ["response.output_audio.delta", "response.audio.delta"] {
-        let r = classify(&format!(r#"{{"type":"{kind}","delta":"AAAA"}}"#)).unwrap();
+        let text = format!(r#"{{"type":"{kind}","delta":"AAAA"}}"#);
+        let r = classify(&text).unwrap();
         assert_eq!(r.meaning, Meaning::AudioDelta, "{kind}");
-        assert_eq!(r.payload, Payload::Json { audio_key: Some("delta") });
+        assert_eq!(
+            r.payload,
+            Payload::Json {
+                audio_key: Some("delta")
+            }
+        );
     }
     for kind in [
         "response.output_audio_transcript.delta",
@@ -47,18 +59,29 @@ fn vllm_omni_audio_is_in_audio_beside_sample_rate_hz_issue_12() {
     let r = classify(r#"{"type":"response.audio.delta","audio":"AAAA","sample_rate_hz":24000}"#)
         .unwrap();
     assert_eq!(r.meaning, Meaning::AudioDelta);
-    assert_eq!(r.payload, Payload::Json { audio_key: Some("audio") });
+    assert_eq!(
+        r.payload,
+        Payload::Json {
+            audio_key: Some("audio")
+        }
+    );
 }
 
 #[test]
 fn vad_commit_and_response_events_have_their_meanings_issue_12() {
     assert_eq!(
-        meaning(r#"{"type":"input_audio_buffer.speech_started","audio_start_ms":1200,"item_id":"i"}"#),
-        Meaning::SpeechStarted { audio_ms: Some(1200.0) }
+        meaning(
+            r#"{"type":"input_audio_buffer.speech_started","audio_start_ms":1200,"item_id":"i"}"#
+        ),
+        Meaning::SpeechStarted {
+            audio_ms: Some(1200.0)
+        }
     );
     assert_eq!(
         meaning(r#"{"type":"input_audio_buffer.speech_stopped","audio_end_ms":2480.0}"#),
-        Meaning::SpeechStopped { audio_ms: Some(2480.0) }
+        Meaning::SpeechStopped {
+            audio_ms: Some(2480.0)
+        }
     );
     assert_eq!(
         meaning(r#"{"type":"input_audio_buffer.committed","item_id":"i"}"#),
@@ -113,7 +136,10 @@ fn ga_session_update_has_type_formats_and_turn_detection_issue_12() {
     assert_eq!(s["type"], "realtime");
     assert_eq!(s["model"], "m");
     assert_eq!(s["output_modalities"], serde_json::json!(["audio"]));
-    assert_eq!(s["audio"]["input"]["format"], serde_json::json!({"type":"audio/pcm","rate":16000}));
+    assert_eq!(
+        s["audio"]["input"]["format"],
+        serde_json::json!({"type":"audio/pcm","rate":16000})
+    );
     assert_eq!(s["audio"]["input"]["turn_detection"]["type"], "server_vad");
     assert!(c.headers().is_empty(), "GA sends no beta header");
 }
@@ -174,14 +200,20 @@ fn the_client_ends_the_last_turn_unless_server_vad_already_did_issue_12() {
         c.finish(IDS, ending).iter().map(|s| s.until).collect()
     };
     let none = client(ApiVersion::Ga, TurnDetection::None, None);
-    let streamed = Ending { streamed: true, speech_open: false };
+    let streamed = Ending {
+        streamed: true,
+        speech_open: false,
+    };
     assert_eq!(
         until(&none, streamed),
         [Some(Milestone::Committed), None, Some(Milestone::Idle)]
     );
     let vad = client(ApiVersion::Ga, TurnDetection::ServerVad, None);
     assert_eq!(until(&vad, streamed), [Some(Milestone::Idle)]);
-    let open = Ending { streamed: true, speech_open: true };
+    let open = Ending {
+        streamed: true,
+        speech_open: true,
+    };
     assert_eq!(
         until(&vad, open),
         [Some(Milestone::Committed), None, Some(Milestone::Idle)]

@@ -399,8 +399,8 @@ impl Machine {
         let Some(step) = self.current.as_ref().filter(|s| s.send.is_none()) else {
             return Flow::Continue;
         };
-        let idle = step.until == Some(Milestone::Idle)
-            && self.turns.as_ref().is_none_or(|t| !t.open());
+        let idle =
+            step.until == Some(Milestone::Idle) && self.turns.as_ref().is_none_or(|t| !t.open());
         if (reached.is_some() && step.until == reached) || idle {
             self.current = None;
             return Flow::Reached;
@@ -447,7 +447,11 @@ impl Machine {
                 message,
             } => {
                 self.stats.borrow_mut().error_events += 1;
-                *self.outcome.error_codes.entry(code.to_string()).or_default() += 1;
+                *self
+                    .outcome
+                    .error_codes
+                    .entry(code.to_string())
+                    .or_default() += 1;
                 self.outcome.last_server_error = Some(format!("{code}: {message}"));
                 if fatal {
                     return Flow::End(format!(

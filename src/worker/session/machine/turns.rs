@@ -171,7 +171,10 @@ mod tests {
         close(t.done(11.08, true), Sample::DoneAfterEnd(1.0));
         assert!(!t.open());
         let c = t.counts;
-        assert_eq!((c.ended, c.answered, c.failed, c.text_deltas, c.audio_deltas), (1, 1, 0, 3, 1));
+        assert_eq!(
+            (c.ended, c.answered, c.failed, c.text_deltas, c.audio_deltas),
+            (1, 1, 0, 3, 1)
+        );
         // Three deltas over 80 ms: two intervals, 25 per second.
         assert_eq!(c.text_intervals, 2);
         assert!((c.text_span_s - 0.08).abs() < 1e-9);
@@ -184,7 +187,11 @@ mod tests {
         close(t.text_delta(5.6), Sample::FirstTextAfterStart(0.6));
         t.input_sent(9.0);
         t.ended(9.0);
-        assert_eq!(t.text_delta(9.1), None, "the turn already had its first delta");
+        assert_eq!(
+            t.text_delta(9.1),
+            None,
+            "the turn already had its first delta"
+        );
         close(t.done(9.5, true), Sample::DoneAfterEnd(0.5));
     }
 
@@ -194,7 +201,10 @@ mod tests {
         t.input_sent(1.0);
         t.speech_started();
         assert!(t.speech_open);
-        close(t.speech_stopped(3.7, Some(3.12)), Sample::SpeechStopped(0.58));
+        close(
+            t.speech_stopped(3.7, Some(3.12)),
+            Sample::SpeechStopped(0.58),
+        );
         assert!(!t.speech_open && t.open());
         close(t.audio_delta(3.9), Sample::FirstAudioAfterEnd(0.78));
         assert!(t.done(4.5, false).is_some());
