@@ -3,6 +3,7 @@
 
 use crate::audio::AudioSource;
 use crate::cli::{ConnectionArgs, MockBehaviourArgs, Profile, ProtocolArgs, RunArgs};
+pub use crate::protocol::ClientSettings;
 use crate::protocol::{ApiVersion, Protocol, TurnDetection};
 use crate::secret::Secret;
 use crate::trace::{TraceMode, TraceWriterMode};
@@ -47,8 +48,10 @@ pub struct Settings {
     pub connect_timeout_s: f64,
     pub recv_timeout_s: f64,
     /// The wire protocol spoken.
+    #[serde(default)]
     pub protocol: crate::protocol::Protocol,
     /// The output modalities the client asks for.
+    #[serde(default = "default_modalities")]
     pub modalities: Vec<String>,
     /// How the client speaks its protocol.
     pub client: ClientSettings,
@@ -70,33 +73,6 @@ pub struct Settings {
     /// How the built-in mock was told to behave (absent with `--url`).
     pub mock: Option<MockBehaviour>,
     pub tui: bool,
-}
-
-/// How the client speaks its protocol (`--api-version`, `--model`, …).
-#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct ClientSettings {
-    /// openai: the event names and session shape sent.
-    pub api_version: ApiVersion,
-    /// openai, vllm: the model named in `session.update`.
-    pub model: Option<String>,
-    /// The PCM16 input's sample rate, in Hz (the --audio file's).
-    pub input_sample_rate: u32,
-    /// openai: who ends a turn.
-    pub turn_detection: TurnDetection,
-    /// openai: the client commits every this many ms of input.
-    pub commit_every_ms: Option<u64>,
-}
-
-impl Default for ClientSettings {
-    fn default() -> Self {
-        ClientSettings {
-            api_version: ApiVersion::Ga,
-            model: None,
-            input_sample_rate: crate::protocol::INPUT_SAMPLE_RATE,
-            turn_detection: TurnDetection::ServerVad,
-            commit_every_ms: None,
-        }
-    }
 }
 
 /// How sessions connect. The secrets serialise as `<redacted>`; a worker gets them from the
@@ -252,6 +228,10 @@ impl MockBehaviour {
         }
         flags
     }
+}
+
+fn default_modalities() -> Vec<String> {
+    vec!["audio".to_string()]
 }
 
 /// A validated run: its settings, where it writes, and how it was invoked.

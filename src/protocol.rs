@@ -14,10 +14,8 @@ pub mod native;
 pub mod openai;
 pub mod vllm;
 
-use crate::options::Settings;
 use crate::trace::format::Payload;
 use std::borrow::Cow;
-use std::rc::Rc;
 
 /// The wire protocols the tool speaks, as client and as mock (`--protocol`).
 #[derive(
@@ -112,21 +110,39 @@ impl Protocol {
             Protocol::Openai => openai::DEFAULT_SAMPLE_RATE,
         }
     }
-
-    /// The client side of the protocol, configured from the run's settings.
-    pub fn client(self, settings: &Settings) -> Rc<dyn ClientProtocol> {
-        match self {
-            Protocol::Native => Rc::new(native::Native::new(&settings.modalities)),
-            Protocol::Openai => Rc::new(openai::Openai::new(settings)),
-            Protocol::Vllm => Rc::new(vllm::Vllm::new(settings)),
-        }
-    }
 }
 
 pub use native::{
     append_frame, input_end, input_packet_bytes, names, session_close, session_update,
     BYTES_PER_SAMPLE, INPUT_SAMPLE_RATE, PATH,
 };
+
+/// How the client speaks its protocol (`--api-version`, `--model`, …).
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
+pub struct ClientSettings {
+    /// openai: the event names and session shape sent.
+    pub api_version: ApiVersion,
+    /// openai, vllm: the model named in `session.update`.
+    pub model: Option<String>,
+    /// The PCM16 input's sample rate, in Hz (the --audio file's).
+    pub input_sample_rate: u32,
+    /// openai: who ends a turn.
+    pub turn_detection: TurnDetection,
+    /// openai: the client commits every this many ms of input.
+    pub commit_every_ms: Option<u64>,
+}
+
+impl Default for ClientSettings {
+    fn default() -> Self {
+        ClientSettings {
+            api_version: ApiVersion::Ga,
+            model: None,
+            input_sample_rate: INPUT_SAMPLE_RATE,
+            turn_detection: TurnDetection::ServerVad,
+            commit_every_ms: None,
+        }
+    }
+}
 
 /// A frame for the server, encoded once: the trace line is built from the same bytes.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -16,7 +16,12 @@ use crate::contract::telemetry::{Command, Telemetry};
 use crate::contract::worker::{
     Injection, SessionOutcome, WorkerConfig, WorkerResult, RESULT_SCHEMA_VERSION,
 };
-use crate::contract::RunPaths;
+use crate::options::Settings;
+use crate::paths::RunPaths;
+use crate::protocol::native::Native;
+use crate::protocol::openai::Openai;
+use crate::protocol::vllm::Vllm;
+use crate::protocol::{ClientProtocol, Protocol};
 use crate::trace::{TraceConfig, Tracer};
 use crate::{looplag, procstat, sys};
 use anyhow::{Context, Result};
@@ -66,7 +71,7 @@ pub fn run(args: &WorkerArgs) -> Result<()> {
         .block_on(async { pacer::Pacer::new(config.settings.sessions_per_process) })
         .context("cannot create the worker's send timer (a timerfd)")?;
     // TLS (the system's roots) and the handshake headers, once for every session.
-    let protocol = config.settings.protocol.client(&config.settings);
+    let protocol = client_protocol(&config.settings);
     let dialer = Rc::new(session::Dialer::new(&config.settings, protocol.as_ref())?);
     let run = local.block_on(
         &runtime,
@@ -324,6 +329,19 @@ async fn drive(
         outcomes,
         gate_s,
         injections: injections.take(),
+    }
+}
+
+/// The client side of the run's protocol, configured from its settings.
+fn client_protocol(settings: &Settings) -> Rc<dyn ClientProtocol> {
+    match settings.protocol {
+        Protocol::Native => Rc::new(Native::new(&settings.modalities)),
+        Protocol::Openai => Rc::new(Openai::new(
+            &settings.client,
+            &settings.modalities,
+            settings.packet_ms,
+        )),
+        Protocol::Vllm => Rc::new(Vllm::new(&settings.client)),
     }
 }
 

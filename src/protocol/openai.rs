@@ -12,11 +12,10 @@
 //! received is read in both namings, whichever was asked for, and audio in `delta` (OpenAI) or
 //! `audio` (vllm-omni, beside `sample_rate_hz`).
 
-use super::{ApiVersion, TurnDetection};
+use super::{ApiVersion, ClientSettings, TurnDetection};
 use super::{
     AudioPacket, ClientProtocol, Ending, EventIds, Meaning, Milestone, Outgoing, Received, Step,
 };
-use crate::options::Settings;
 use crate::trace::format::{json_string, Payload};
 use serde::de::IgnoredAny;
 use serde::Deserialize;
@@ -80,17 +79,17 @@ pub struct Openai {
 }
 
 impl Openai {
-    pub fn new(settings: &Settings) -> Openai {
-        let c = &settings.client;
+    /// A client of `c`'s terms asking for `modalities`, sending packets of `packet_ms`.
+    pub fn new(c: &ClientSettings, modalities: &[String], packet_ms: u32) -> Openai {
         Openai {
             version: c.api_version,
             turn_detection: c.turn_detection,
             commit_every_ms: c.commit_every_ms,
-            packet_ms: u64::from(settings.packet_ms),
+            packet_ms: u64::from(packet_ms),
             session: session_object(
                 c.api_version,
                 c.model.as_deref(),
-                &settings.modalities,
+                modalities,
                 c.input_sample_rate,
                 c.turn_detection,
             ),

@@ -14,9 +14,9 @@
 //! any of them, so each is fatal to the session.
 
 use super::{
-    AudioPacket, ClientProtocol, Ending, EventIds, Meaning, Milestone, Outgoing, Received, Step,
+    AudioPacket, ClientProtocol, ClientSettings, Ending, EventIds, Meaning, Milestone, Outgoing,
+    Received, Step,
 };
-use crate::options::Settings;
 use crate::trace::format::{json_string, Payload};
 use serde::Deserialize;
 use std::borrow::Cow;
@@ -59,8 +59,8 @@ pub struct Vllm {
 }
 
 impl Vllm {
-    pub fn new(settings: &Settings) -> Vllm {
-        let model = settings.client.model.as_deref().unwrap_or(MOCK_MODEL);
+    pub fn new(c: &ClientSettings) -> Vllm {
+        let model = c.model.as_deref().unwrap_or(MOCK_MODEL);
         Vllm {
             update: session_update(model),
         }

@@ -13,6 +13,7 @@ mod mock_protocol;
 mod openai;
 mod orphans;
 mod reliability;
+mod report;
 mod run_folder;
 mod runs;
 mod sampler;
