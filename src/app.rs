@@ -74,9 +74,11 @@ fn write_stdout(bytes: &[u8]) -> Result<i32> {
     Ok(0)
 }
 
-/// The command line as typed, quoted where a word needs it.
+/// The command line as typed, quoted where a word needs it, its secrets redacted.
 fn command_line() -> String {
-    std::env::args()
+    let args: Vec<String> = std::env::args().collect();
+    crate::secret::redact_args(&args)
+        .into_iter()
         .map(|arg| {
             if !arg.is_empty()
                 && arg

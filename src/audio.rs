@@ -1,9 +1,10 @@
 //! The input audio every session streams: PCM16 silence (the default), or a WAV file
-//! (`--audio`, 16 kHz mono PCM16 only: anything else is refused before any connection, with the
-//! file's actual format in the message), replayed `--loops` times as one continuous stream.
+//! (`--audio`, mono PCM16 at the input rate — 16 kHz unless `--input-sample-rate` says
+//! otherwise — only: anything else is refused before any connection, with the file's actual
+//! format in the message, never resampled), replayed `--loops` times as one continuous stream.
 //! It is read and encoded once per worker and shared by all its sessions.
 
-use crate::protocol::{AudioPacket, BYTES_PER_SAMPLE, INPUT_SAMPLE_RATE};
+use crate::protocol::{AudioPacket, BYTES_PER_SAMPLE};
 use anyhow::{bail, Context, Result};
 use base64::Engine as _;
 use serde::{Deserialize, Serialize};
@@ -18,7 +19,7 @@ pub const MAX_INPUT_S: f64 = 2.0 * 3600.0;
 pub enum AudioSource {
     /// PCM16 zeros.
     Silence,
-    /// A 16 kHz mono PCM16 WAV file, replayed `loops` times.
+    /// A mono PCM16 WAV file at the input rate, replayed `loops` times.
     Wav {
         path: PathBuf,
         /// Samples in one play of the file.
@@ -37,8 +38,25 @@ impl AudioSource {
     }
 }
 
-/// Checks that `path` is a 16 kHz mono PCM16 WAV with audio in it; returns its length in samples.
-pub fn probe(path: &Path) -> Result<u64> {
+/// `16 kHz`, `22050 Hz`.
+fn rate_name(rate: u32) -> String {
+    if rate % 1000 == 0 {
+        format!("{} kHz", rate / 1000)
+    } else {
+        format!("{rate} Hz")
+    }
+}
+
+/// Bytes of PCM16 input in a packet of `packet_ms` at `rate`.
+pub fn packet_bytes(rate: u32, packet_ms: u32) -> usize {
+    (rate as usize * packet_ms as usize / 1000) * BYTES_PER_SAMPLE
+}
+
+/// Checks that `path` is a mono PCM16 WAV at `rate` with audio in it; returns its length in
+/// samples. `rate_given`: the rate came from `--input-sample-rate` (not a default), which the
+/// message then names.
+pub fn probe(path: &Path, rate: u32, rate_given: bool) -> Result<u64> {
+    let want = rate_name(rate);
     let reader = hound::WavReader::open(path).map_err(|err| match err {
         // A file that cannot be opened is named as such; one that opens but ends early is not
         // a (whole) WAV file.
@@ -46,11 +64,11 @@ pub fn probe(path: &Path) -> Result<u64> {
             anyhow::anyhow!("--audio {}: {io}", path.display())
         }
         hound::Error::IoError(io) => anyhow::anyhow!(
-            "--audio {} is not a WAV file this tool can read ({io}: truncated?); give a 16 kHz mono PCM16 WAV",
+            "--audio {} is not a WAV file this tool can read ({io}: truncated?); give a {want} mono PCM16 WAV",
             path.display()
         ),
         other => anyhow::anyhow!(
-            "--audio {} is not a WAV file this tool can read ({other}); give a 16 kHz mono PCM16 WAV, e.g. `sox in.wav -r 16000 -c 1 -b 16 out.wav`",
+            "--audio {} is not a WAV file this tool can read ({other}); give a {want} mono PCM16 WAV, e.g. `sox in.wav -r {rate} -c 1 -b 16 out.wav`",
             path.display()
         ),
     })?;
@@ -59,13 +77,27 @@ pub fn probe(path: &Path) -> Result<u64> {
         hound::SampleFormat::Int => format!("{}-bit samples", spec.bits_per_sample),
         hound::SampleFormat::Float => format!("{}-bit float samples", spec.bits_per_sample),
     };
-    if spec.sample_rate != INPUT_SAMPLE_RATE
+    if spec.sample_rate != rate
         || spec.channels != 1
         || spec.bits_per_sample != 16
         || spec.sample_format != hound::SampleFormat::Int
     {
+        let rate_hint =
+            if spec.sample_rate != rate && spec.channels == 1 && spec.bits_per_sample == 16 {
+                format!(
+                    ": give --input-sample-rate {} if the server takes that rate, or",
+                    spec.sample_rate
+                )
+            } else {
+                String::new()
+            };
+        let from = if rate_given {
+            "--input-sample-rate"
+        } else {
+            "the protocol's input rate"
+        };
         bail!(
-            "--audio {} must be 16 kHz mono PCM16 WAV; got {} Hz, {} channel(s), {format} (convert it with `sox {} -r 16000 -c 1 -b 16 out.wav`: nothing is resampled silently)",
+            "--audio {} must be {want} mono PCM16 WAV; got {} Hz, {} channel(s), {format} ({want} is {from}{rate_hint}; convert it with `sox {} -r {rate} -c 1 -b 16 out.wav`: nothing is resampled silently)",
             path.display(),
             spec.sample_rate,
             spec.channels,
@@ -95,14 +127,16 @@ pub struct Audio {
 }
 
 impl Audio {
-    /// The audio of `packets` packets of `packet_ms` from `source`, `total_bytes` in all.
+    /// The audio of `packets` packets of `packet_ms` at `rate` from `source`, `total_bytes` in
+    /// all.
     pub fn load(
         source: &AudioSource,
+        rate: u32,
         packet_ms: u32,
         packets: u32,
         total_bytes: usize,
     ) -> Result<Audio> {
-        let packet_bytes = crate::protocol::input_packet_bytes(packet_ms);
+        let packet_bytes = packet_bytes(rate, packet_ms);
         let last_bytes = total_bytes - (packets as usize - 1) * packet_bytes;
         match source {
             AudioSource::Silence => {
@@ -238,7 +272,7 @@ mod tests {
             ("float", spec(16_000, 1, 32, Float), "32-bit float samples"),
         ] {
             let path = wav(name, s, 1600);
-            let err = probe(&path).unwrap_err().to_string();
+            let err = probe(&path, 16_000, false).unwrap_err().to_string();
             assert!(err.contains("must be 16 kHz mono PCM16 WAV"), "{err}");
             assert!(err.contains(got), "{name}: {err}");
             let _ = std::fs::remove_file(path);
@@ -250,10 +284,10 @@ mod tests {
         let path =
             std::env::temp_dir().join(format!("duplexbench-audio-{}-junk.wav", std::process::id()));
         std::fs::write(&path, b"RIFF\x10\x00\x00\x00WAVEfmt ").unwrap();
-        let err = probe(&path).unwrap_err().to_string();
+        let err = probe(&path, 16_000, false).unwrap_err().to_string();
         assert!(err.contains("is not a WAV file"), "{err}");
         std::fs::write(&path, b"hello, not audio at all").unwrap();
-        let err = probe(&path).unwrap_err().to_string();
+        let err = probe(&path, 16_000, false).unwrap_err().to_string();
         assert!(err.contains("is not a WAV file"), "{err}");
         let _ = std::fs::remove_file(path);
     }
@@ -262,7 +296,7 @@ mod tests {
     fn loops_replay_the_file_as_one_stream_cut_into_packets() {
         // 0.2 s of audio (3200 samples), looped 3 times: 0.6 s = 7.5 packets of 80 ms.
         let path = wav("loop", spec(16_000, 1, 16, hound::SampleFormat::Int), 3200);
-        let samples = probe(&path).unwrap();
+        let samples = probe(&path, 16_000, false).unwrap();
         assert_eq!(samples, 3200);
         let source = AudioSource::Wav {
             path: path.clone(),
@@ -270,7 +304,7 @@ mod tests {
             loops: 3,
         };
         let total = source.total_samples().unwrap() as usize * 2;
-        let audio = Audio::load(&source, 80, 8, total).unwrap();
+        let audio = Audio::load(&source, 16_000, 80, 8, total).unwrap();
         let sent: Vec<u8> = (0..8).flat_map(|k| audio.packet(k).pcm.to_vec()).collect();
         assert_eq!(sent.len(), 3 * 3200 * 2, "exactly 3 times the samples");
         // The second play starts again at sample 0.
@@ -285,8 +319,23 @@ mod tests {
     }
 
     #[test]
+    fn a_wav_at_another_rate_than_the_input_rate_is_refused_not_resampled_issue_12() {
+        let path = wav("16k", spec(16_000, 1, 16, hound::SampleFormat::Int), 1600);
+        let err = probe(&path, 24_000, false).unwrap_err().to_string();
+        assert!(
+            err.contains("must be 24 kHz mono PCM16 WAV; got 16000 Hz"),
+            "{err}"
+        );
+        assert!(err.contains("the protocol's input rate"), "{err}");
+        assert!(err.contains("give --input-sample-rate 16000"), "{err}");
+        assert!(err.contains("nothing is resampled silently"), "{err}");
+        assert_eq!(probe(&path, 16_000, true).unwrap(), 1600);
+        let _ = std::fs::remove_file(path);
+    }
+
+    #[test]
     fn silence_is_two_packets_of_zeros() {
-        let audio = Audio::load(&AudioSource::Silence, 80, 13, 12 * 2560 + 1280).unwrap();
+        let audio = Audio::load(&AudioSource::Silence, 16_000, 80, 13, 12 * 2560 + 1280).unwrap();
         assert_eq!(audio.packet(0).pcm.len(), 2560);
         assert_eq!(audio.packet(12).pcm.len(), 1280);
         assert!(audio.packet(5).pcm.iter().all(|&b| b == 0));

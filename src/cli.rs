@@ -2,7 +2,7 @@
 //! [`crate::options`] validates them into the settings the rest of the program uses.
 
 pub use crate::profile::Profile;
-pub use crate::protocol::Protocol;
+pub use crate::protocol::{ApiVersion, Protocol, TurnDetection};
 pub use crate::trace::{TraceMode, TraceWriterMode};
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
@@ -35,9 +35,9 @@ pub enum Command {
     /// Run paced sessions against the built-in mock or a server given with --url.
     #[command(after_help = AFTER_HELP)]
     Run(RunArgs),
-    /// Serve the native protocol with no model, on loopback by default.
+    /// Serve a protocol (--protocol) with no model, on loopback by default.
     Mock(MockArgs),
-    /// Check that a server speaks the native protocol: run 2 short sessions against --url, or read recorded --trace files.
+    /// Check that a server speaks its protocol (--protocol): run 2 short sessions against --url, or read recorded --trace files.
     Conform(ConformArgs),
     /// Render a run's summary again (Markdown, or text with --text), or compare two runs with --vs.
     Report(ReportArgs),
@@ -89,20 +89,13 @@ pub struct RunArgs {
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=900), help_heading = "Load")]
     pub inject_cpu_starvation_ms: Option<u32>,
 
-    /// Server to drive (native protocol), e.g. ws://127.0.0.1:8765/v1/realtime [default: start the built-in mock].
+    /// Server to drive, ws:// or wss://, e.g. ws://127.0.0.1:8765/v1/realtime [default: start the built-in mock].
     #[arg(long, help_heading = "Server")]
     pub url: Option<String>,
-    /// Wire protocol of the server (and of the built-in mock).
-    #[arg(long, value_enum, default_value_t = Protocol::Native, help_heading = "Server")]
-    pub protocol: Protocol,
-    /// Output modalities the client asks for in its session.update, comma-separated: audio, text.
-    #[arg(
-        long,
-        value_delimiter = ',',
-        default_value = "audio",
-        help_heading = "Server"
-    )]
-    pub modalities: Vec<String>,
+    #[command(flatten)]
+    pub speak: ProtocolArgs,
+    #[command(flatten)]
+    pub connection: ConnectionArgs,
     /// Time allowed for a WebSocket connection and handshake.
     #[arg(long, default_value = "10s", value_parser = parse_duration, help_heading = "Server")]
     pub connect_timeout: Duration,
@@ -155,6 +148,59 @@ pub struct RunArgs {
     pub exit_on_finish: bool,
 }
 
+/// Which protocol the client speaks, and how (given to `run` and `conform`).
+#[derive(Debug, Clone, Args)]
+pub struct ProtocolArgs {
+    /// Wire protocol of the server (and of the built-in mock).
+    #[arg(long, value_enum, default_value_t = Protocol::Native, help_heading = "Server")]
+    pub protocol: Protocol,
+    /// Output modalities the client asks for in its session.update, comma-separated: audio, text.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "audio",
+        help_heading = "Server"
+    )]
+    pub modalities: Vec<String>,
+    /// With --protocol openai: the event names and session shape to send (ga or beta; beta adds the header OpenAI-Beta: realtime=v1).
+    #[arg(long, value_enum, default_value_t = ApiVersion::Ga, help_heading = "Server")]
+    pub api_version: ApiVersion,
+    /// With --protocol openai or vllm: the model named in session.update [vllm: required with --url].
+    #[arg(long, help_heading = "Server")]
+    pub model: Option<String>,
+    /// Sample rate of the PCM16 input, in Hz; must be the --audio file's [default: 24000 for openai, 16000 otherwise].
+    #[arg(long, value_parser = clap::value_parser!(u32).range(8_000..=48_000), help_heading = "Server")]
+    pub input_sample_rate: Option<u32>,
+    /// With --protocol openai: who ends a turn, the server's VAD or the client (a commit at the end of input and every --commit-every).
+    #[arg(long, value_enum, default_value_t = TurnDetection::ServerVad, help_heading = "Server")]
+    pub turn_detection: TurnDetection,
+    /// With --protocol openai: commit the input and ask for a response every this much audio, e.g. 5s [default: only at the end with --turn-detection none].
+    #[arg(long, value_parser = parse_duration, help_heading = "Server")]
+    pub commit_every: Option<Duration>,
+}
+
+/// How sessions connect: TLS and credentials, for every protocol.
+#[derive(Debug, Clone, Args)]
+pub struct ConnectionArgs {
+    /// With wss://, accept any server certificate (for test servers with self-signed ones).
+    #[arg(long, help_heading = "Server")]
+    pub insecure: bool,
+    /// With wss://, also trust the CA certificates in this PEM file.
+    #[arg(long, value_name = "FILE.pem", help_heading = "Server")]
+    pub ca_file: Option<PathBuf>,
+    /// A header for the WebSocket handshake, 'Name: value' (repeatable); values are never written to any file.
+    #[arg(long = "header", value_name = "'NAME: VALUE'", help_heading = "Server")]
+    pub headers: Vec<String>,
+    /// API key sent as Authorization: Bearer KEY; never written to any file.
+    #[arg(
+        long,
+        env = "OPENAI_API_KEY",
+        hide_env_values = true,
+        help_heading = "Server"
+    )]
+    pub api_key: Option<String>,
+}
+
 /// How the mock behaves; given to `mock`, and passed through to the built-in mock by `run`.
 #[derive(Debug, Clone, Args)]
 pub struct MockBehaviourArgs {
@@ -173,6 +219,37 @@ pub struct MockBehaviourArgs {
     /// Refuse connections beyond this many open sessions with HTTP 503 [default: no limit].
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..), help_heading = "Mock")]
     pub max_sessions: Option<u32>,
+    /// openai and vllm mocks: from the end of a turn (or, for vllm, the first audio) to the first delta, in ms.
+    #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u32).range(0..=60_000), help_heading = "Mock")]
+    pub first_delta_ms: u32,
+    /// openai and vllm mocks: time between two deltas of an answer, in ms.
+    #[arg(long, default_value_t = 40, value_parser = clap::value_parser!(u32).range(1..=10_000), help_heading = "Mock")]
+    pub delta_interval_ms: u32,
+    /// openai mock: audio deltas in each response (each one delta interval of audio at --output-sample-rate, with a transcript delta).
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=10_000), help_heading = "Mock")]
+    pub response_deltas: u32,
+    /// openai and vllm mocks: the model served; vllm refuses another with model_not_validated.
+    #[arg(long, default_value = crate::protocol::vllm::MOCK_MODEL, help_heading = "Mock")]
+    pub served_model: String,
+    /// openai and vllm mocks: answer the first append with an error event of this code (invalid_audio, processing_error, …).
+    #[arg(long, value_name = "CODE", help_heading = "Mock")]
+    pub mock_error: Option<String>,
+}
+
+impl MockBehaviourArgs {
+    /// The defaults, as if no flag were given.
+    pub fn defaults() -> MockBehaviourArgs {
+        #[derive(Parser)]
+        struct Only {
+            #[command(flatten)]
+            behaviour: MockBehaviourArgs,
+        }
+        match Only::try_parse_from(["mock"]) {
+            Ok(only) => only.behaviour,
+            // The defaults parse, or `cli_definition_is_consistent` fails.
+            Err(err) => unreachable!("{err}"),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Args)]
@@ -189,6 +266,12 @@ pub struct MockArgs {
     /// Wire protocol to serve.
     #[arg(long, value_enum, default_value_t = Protocol::Native)]
     pub protocol: Protocol,
+    /// Serve wss:// with this PEM certificate chain (with --tls-key).
+    #[arg(long, value_name = "FILE.pem", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// The PEM private key of --tls-cert.
+    #[arg(long, value_name = "FILE.pem", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
     #[command(flatten)]
     pub behaviour: MockBehaviourArgs,
 }
@@ -228,6 +311,13 @@ pub struct ConformArgs {
     /// Output folder of the run with --url [default: a temporary folder, kept only when the server is not conformant].
     #[arg(long, short = 'o')]
     pub output: Option<PathBuf>,
+    /// With --url, stream this WAV (its rate must be --input-sample-rate).
+    #[arg(long, value_name = "FILE.wav")]
+    pub audio: Option<PathBuf>,
+    #[command(flatten)]
+    pub speak: ProtocolArgs,
+    #[command(flatten)]
+    pub connection: ConnectionArgs,
 }
 
 #[derive(Debug, Clone, Args)]

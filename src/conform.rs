@@ -5,14 +5,17 @@
 //! * `rules`: the check itself, one pass over a session's records;
 //! * `grant`: what `session.updated` must grant;
 //! * `trace_file`: reading `trace.jsonl` into records;
+//! * `dialects`: the rules of the openai and vllm protocols (`conform --protocol`);
 //! * `command`: `duplexbench-tui conform --trace FILE… | --url URL`.
 
 mod command;
+mod dialects;
 mod grant;
 mod rules;
 mod trace_file;
 
 pub use command::run;
+pub use dialects::{OPENAI_RULES, VLLM_RULES};
 pub use rules::check_session;
 pub use trace_file::{parse_trace, read_trace, session_name, trace_files};
 

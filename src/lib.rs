@@ -15,6 +15,8 @@
 //! * [`protocol`]: the seam to a wire protocol; [`mock`] serves the same protocols with no model;
 //!   [`conform`] checks a server's events against a protocol's rules; [`profile`] is what a
 //!   native server serves.
+//! * [`tls`] and [`secret`]: wss:// for every protocol, and the credentials that must never be
+//!   written.
 //! * [`pacing`] and [`verdict`]: the one vocabulary for packets and the one verdict.
 //! * [`audio`], [`stats`], [`clock`], [`procstat`], [`host`], [`sys`]: shared plumbing.
 
@@ -40,9 +42,11 @@ pub mod profile;
 pub mod protocol;
 pub mod report;
 pub mod sampler;
+pub mod secret;
 pub mod stats;
 pub mod summary;
 pub mod sys;
+pub mod tls;
 pub mod trace;
 pub mod ui;
 pub mod verdict;

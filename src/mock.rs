@@ -9,13 +9,19 @@
 //! * `session`: the per-session state machine, free of sockets;
 //! * `client_event`: the parts of a client event it reads, parsed liberally;
 //! * `replies`: the frames it sends, built without a JSON serialiser;
-//! * `stats`: the counters and the statistics file.
+//! * `stats`: the counters and the statistics file;
+//! * `openai`, `vllm`: the sessions of those protocols, answering on a clock (`timed`), the
+//!   openai one with an energy VAD (`vad`).
 
 pub mod client_event;
+mod openai;
 mod replies;
 mod server;
 mod session;
 pub mod stats;
+mod timed;
+mod vad;
+mod vllm;
 
 pub use stats::MockStats;
 
@@ -60,12 +66,21 @@ async fn serve_until_signal(args: &MockArgs, started_s: f64) -> Result<MockStats
         .to_string();
 
     let counters = Rc::new(Counters::new());
-    let shared = Rc::new(Shared::new(
+    let default_rate = match args.protocol {
+        crate::protocol::Protocol::Openai => crate::protocol::openai::DEFAULT_SAMPLE_RATE,
+        _ => args.behaviour.profile.output_sample_rate(),
+    };
+    let mut shared = Shared::new(
         args.protocol,
         Templates::new(&args.behaviour),
         Rc::clone(&counters),
         args.behaviour.max_sessions,
-    ));
+    )
+    .with_timed(timed::Behaviour::new(&args.behaviour, default_rate));
+    if let (Some(cert), Some(key)) = (&args.tls_cert, &args.tls_key) {
+        shared = shared.with_tls(crate::tls::server_config(cert, key)?);
+    }
+    let shared = Rc::new(shared);
     let lag = looplag::LoopLag::new();
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let ticker = tokio::task::spawn_local(looplag::run(lag.clone(), || {}, stop_rx));

@@ -2,7 +2,10 @@
 //! conductor, the workers and the summary share. Every error here names the flag at fault.
 
 use crate::audio::AudioSource;
-use crate::cli::{MockBehaviourArgs, Profile, RunArgs};
+use crate::cli::{ConnectionArgs, MockBehaviourArgs, Profile, ProtocolArgs, RunArgs};
+pub use crate::protocol::ClientSettings;
+use crate::protocol::{ApiVersion, Protocol, TurnDetection};
+use crate::secret::Secret;
 use crate::trace::{TraceMode, TraceWriterMode};
 use anyhow::{bail, Result};
 use serde::{Deserialize, Serialize};
@@ -50,6 +53,10 @@ pub struct Settings {
     /// The output modalities the client asks for.
     #[serde(default = "default_modalities")]
     pub modalities: Vec<String>,
+    /// How the client speaks its protocol.
+    pub client: ClientSettings,
+    /// TLS and credentials; the credentials are written as `<redacted>`.
+    pub connection: ConnectionSettings,
     /// How long one send may block before the session ends: the server stopped reading.
     pub send_timeout_s: f64,
     /// SO_SNDBUF of each connection, or the OS's default.
@@ -68,6 +75,80 @@ pub struct Settings {
     pub tui: bool,
 }
 
+/// How sessions connect. The secrets serialise as `<redacted>`; a worker gets them from the
+/// conductor through [`crate::secret::SECRETS_ENV`].
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct ConnectionSettings {
+    /// wss:// without verifying the server's certificate.
+    pub insecure: bool,
+    /// CA certificates trusted besides the system's.
+    pub ca_file: Option<PathBuf>,
+    /// `--header` values, by name.
+    pub headers: Vec<Header>,
+    /// `--api-key` / `OPENAI_API_KEY`, sent as `Authorization: Bearer …`.
+    pub api_key: Option<Secret>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Header {
+    pub name: String,
+    pub value: Secret,
+}
+
+/// The secrets of a [`ConnectionSettings`], as they travel to a worker.
+#[derive(Serialize, Deserialize)]
+struct Secrets {
+    api_key: Option<String>,
+    headers: Vec<String>,
+}
+
+impl ConnectionSettings {
+    /// The secrets, for the worker's environment; `None` when there are none.
+    pub fn secrets_env(&self) -> Option<String> {
+        if self.api_key.is_none() && self.headers.is_empty() {
+            return None;
+        }
+        let secrets = Secrets {
+            api_key: self.api_key.as_ref().map(|k| k.expose().to_string()),
+            headers: self
+                .headers
+                .iter()
+                .map(|h| h.value.expose().to_string())
+                .collect(),
+        };
+        serde_json::to_string(&secrets).ok()
+    }
+
+    /// Puts back the secrets a worker config was written without.
+    pub fn restore_secrets(&mut self, env: &str) -> Result<()> {
+        let secrets: Secrets = serde_json::from_str(env)
+            .map_err(|e| anyhow::anyhow!("the secrets handed to the worker are unreadable: {e}"))?;
+        if let (Some(key), Some(value)) = (&mut self.api_key, secrets.api_key) {
+            *key = Secret::new(value);
+        }
+        for (header, value) in self.headers.iter_mut().zip(secrets.headers) {
+            header.value = Secret::new(value);
+        }
+        Ok(())
+    }
+
+    /// The handshake headers: `--header`s, then the key.
+    pub fn handshake_headers(&self) -> Vec<(String, String)> {
+        let mut out: Vec<(String, String)> = self
+            .headers
+            .iter()
+            .map(|h| (h.name.clone(), h.value.expose().to_string()))
+            .collect();
+        if let Some(key) = &self.api_key {
+            out.push((
+                "Authorization".to_string(),
+                format!("Bearer {}", key.expose()),
+            ));
+        }
+        out
+    }
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct MockBehaviour {
     /// The model the mock plays; absent in summaries written before profiles existed.
@@ -77,6 +158,17 @@ pub struct MockBehaviour {
     pub burst_units: u32,
     pub output_sample_rate: u32,
     pub max_sessions: Option<u32>,
+    /// openai and vllm mocks: the answer's timing and the model served.
+    #[serde(default)]
+    pub first_delta_ms: u32,
+    #[serde(default)]
+    pub delta_interval_ms: u32,
+    #[serde(default)]
+    pub response_deltas: u32,
+    #[serde(default)]
+    pub served_model: String,
+    #[serde(default)]
+    pub mock_error: Option<String>,
 }
 
 fn default_profile() -> Profile {
@@ -84,15 +176,22 @@ fn default_profile() -> Profile {
 }
 
 impl MockBehaviour {
-    pub fn from_args(args: &MockBehaviourArgs) -> Self {
+    pub fn from_args(args: &MockBehaviourArgs, protocol: Protocol) -> Self {
+        let default_rate = match protocol {
+            Protocol::Native | Protocol::Vllm => args.profile.output_sample_rate(),
+            Protocol::Openai => crate::protocol::openai::DEFAULT_SAMPLE_RATE,
+        };
         MockBehaviour {
             profile: args.profile,
             replies_per_append: args.replies_per_append,
             burst_units: args.burst_units,
-            output_sample_rate: args
-                .output_sample_rate
-                .unwrap_or_else(|| args.profile.output_sample_rate()),
+            output_sample_rate: args.output_sample_rate.unwrap_or(default_rate),
             max_sessions: args.max_sessions,
+            first_delta_ms: args.first_delta_ms,
+            delta_interval_ms: args.delta_interval_ms,
+            response_deltas: args.response_deltas,
+            served_model: args.served_model.clone(),
+            mock_error: args.mock_error.clone(),
         }
     }
 
@@ -111,6 +210,21 @@ impl MockBehaviour {
         if let Some(max) = self.max_sessions {
             flags.push("--max-sessions".to_string());
             flags.push(max.to_string());
+        }
+        for (flag, value) in [
+            ("--first-delta-ms", self.first_delta_ms),
+            ("--delta-interval-ms", self.delta_interval_ms),
+            ("--response-deltas", self.response_deltas),
+        ] {
+            if value > 0 {
+                flags.extend([flag.to_string(), value.to_string()]);
+            }
+        }
+        if !self.served_model.is_empty() {
+            flags.extend(["--served-model".to_string(), self.served_model.clone()]);
+        }
+        if let Some(code) = &self.mock_error {
+            flags.extend(["--mock-error".to_string(), code.clone()]);
         }
         flags
     }
@@ -134,7 +248,7 @@ impl Settings {
     /// Bytes of PCM16 input each session sends in all.
     pub fn input_bytes(&self) -> usize {
         let samples = self.audio.total_samples().unwrap_or_else(|| {
-            (self.duration_s * f64::from(crate::protocol::INPUT_SAMPLE_RATE)).round() as u64
+            (self.duration_s * f64::from(self.client.input_sample_rate)).round() as u64
         });
         samples as usize * crate::protocol::BYTES_PER_SAMPLE
     }
@@ -168,6 +282,8 @@ pub fn validate(args: &RunArgs, command_line: String, tui: bool) -> Result<RunPl
         );
     }
     let sessions = sessions_per_process(args)?;
+    let client = client_settings(&args.speak, args.url.is_some())?;
+    let rate = client.input_sample_rate;
     let audio = match &args.audio {
         None if args.loops != 1 => bail!("--loops repeats an --audio file; give --audio FILE.wav"),
         None => AudioSource::Silence,
@@ -177,16 +293,13 @@ pub fn validate(args: &RunArgs, command_line: String, tui: bool) -> Result<RunPl
             }
             AudioSource::Wav {
                 path: path.clone(),
-                samples: crate::audio::probe(path)?,
+                samples: crate::audio::probe(path, rate, args.speak.input_sample_rate.is_some())?,
                 loops: args.loops,
             }
         }
     };
     let duration_s = match (&audio, args.duration) {
-        (AudioSource::Wav { .. }, _) => {
-            audio.total_samples().unwrap_or(0) as f64
-                / f64::from(crate::protocol::INPUT_SAMPLE_RATE)
-        }
+        (AudioSource::Wav { .. }, _) => audio.total_samples().unwrap_or(0) as f64 / f64::from(rate),
         (AudioSource::Silence, duration) => duration.unwrap_or(DEFAULT_DURATION).as_secs_f64(),
     };
     if matches!(audio, AudioSource::Wav { .. }) && duration_s > crate::audio::MAX_INPUT_S {
@@ -218,6 +331,7 @@ pub fn validate(args: &RunArgs, command_line: String, tui: bool) -> Result<RunPl
         bail!("--recv-timeout must be more than zero");
     }
     if let Some(bad) = args
+        .speak
         .modalities
         .iter()
         .find(|m| !matches!(m.as_str(), "audio" | "text"))
@@ -249,6 +363,7 @@ pub fn validate(args: &RunArgs, command_line: String, tui: bool) -> Result<RunPl
         }
         None => String::new(),
     };
+    let connection = connection_settings(&args.connection, &url)?;
     let output_dir = args
         .output
         .clone()
@@ -271,8 +386,10 @@ pub fn validate(args: &RunArgs, command_line: String, tui: bool) -> Result<RunPl
         connect_timeout_s: args.connect_timeout.as_secs_f64(),
         recv_timeout_s: args.recv_timeout.as_secs_f64(),
         send_buffer_bytes: args.send_buffer_bytes,
-        protocol: args.protocol,
-        modalities: args.modalities.clone(),
+        protocol: args.speak.protocol,
+        modalities: args.speak.modalities.clone(),
+        client,
+        connection,
         send_timeout_s: args.send_timeout.map_or(
             f64::from(SEND_TIMEOUT_PACKETS * args.packet_ms) / 1000.0,
             |t| t.as_secs_f64(),
@@ -287,7 +404,7 @@ pub fn validate(args: &RunArgs, command_line: String, tui: bool) -> Result<RunPl
         mock: args
             .url
             .is_none()
-            .then(|| MockBehaviour::from_args(&args.mock)),
+            .then(|| MockBehaviour::from_args(&args.mock, args.speak.protocol)),
         tui,
     };
     Ok(RunPlan {
@@ -312,7 +429,113 @@ fn sessions_per_process(args: &RunArgs) -> Result<u32> {
     Ok(total / args.processes)
 }
 
-/// Checks that `--url` is a `ws://` URL with a host and port we can connect to.
+/// The protocol flags validated: each applies to its protocols only, and the input rate is one
+/// the protocol can be told.
+fn client_settings(args: &ProtocolArgs, has_url: bool) -> Result<ClientSettings> {
+    let protocol = args.protocol;
+    let name = protocol.as_str();
+    let rate = args
+        .input_sample_rate
+        .unwrap_or_else(|| protocol.default_input_sample_rate());
+    match protocol {
+        Protocol::Native => {
+            if rate != crate::protocol::INPUT_SAMPLE_RATE {
+                bail!("--input-sample-rate {rate}: the native protocol takes 16000 Hz input only");
+            }
+            if args.model.is_some() {
+                bail!("--model applies to --protocol openai or vllm");
+            }
+        }
+        Protocol::Vllm => {
+            if has_url && args.model.is_none() {
+                bail!("--protocol vllm needs --model: the model the server serves (vLLM refuses a commit before it with model_not_validated)");
+            }
+        }
+        Protocol::Openai => {
+            if args.api_version == ApiVersion::Beta
+                && rate != crate::protocol::openai::DEFAULT_SAMPLE_RATE
+            {
+                bail!("--api-version beta sends pcm16, which is 24000 Hz only; --input-sample-rate {rate} needs --api-version ga (or a 24 kHz --audio file)");
+            }
+        }
+    }
+    if protocol != Protocol::Openai {
+        if args.commit_every.is_some() {
+            bail!("--commit-every applies to --protocol openai (here: {name})");
+        }
+        if args.api_version != ApiVersion::Ga {
+            bail!("--api-version applies to --protocol openai (here: {name})");
+        }
+        if args.turn_detection != TurnDetection::ServerVad {
+            bail!("--turn-detection applies to --protocol openai (here: {name})");
+        }
+    }
+    let commit_every_ms = match args.commit_every {
+        Some(every) if every.as_millis() < 100 => {
+            bail!("--commit-every must be at least 100ms")
+        }
+        Some(every) => Some(every.as_millis() as u64),
+        None => None,
+    };
+    Ok(ClientSettings {
+        api_version: args.api_version,
+        model: args.model.clone(),
+        input_sample_rate: rate,
+        turn_detection: args.turn_detection,
+        commit_every_ms,
+    })
+}
+
+/// TLS and credential flags validated against the URL (`url` empty: the built-in mock).
+pub fn connection_settings(args: &ConnectionArgs, url: &str) -> Result<ConnectionSettings> {
+    let tls = url.starts_with("wss://");
+    if !tls && args.insecure {
+        bail!("--insecure applies to wss:// URLs only");
+    }
+    if let Some(path) = &args.ca_file {
+        if !tls {
+            bail!("--ca-file applies to wss:// URLs only");
+        }
+        if !path.is_file() {
+            bail!("--ca-file {}: no such file", path.display());
+        }
+    }
+    let mut headers = Vec::with_capacity(args.headers.len());
+    for header in &args.headers {
+        let Some((name, value)) = header.split_once(':') else {
+            bail!(
+                "--header `{}` is not 'Name: value'",
+                crate::secret::REDACTED
+            );
+        };
+        let (name, value) = (name.trim(), value.trim());
+        use tokio_tungstenite::tungstenite::http::{HeaderName, HeaderValue};
+        if HeaderName::from_bytes(name.as_bytes()).is_err() {
+            bail!("--header: `{name}` is not a header name");
+        }
+        if HeaderValue::from_str(value).is_err() {
+            bail!("--header {name}: the value holds characters a header cannot carry");
+        }
+        headers.push(Header {
+            name: name.to_string(),
+            value: Secret::new(value),
+        });
+    }
+    let api_key = args
+        .api_key
+        .as_deref()
+        .map(str::trim)
+        .filter(|k| !k.is_empty())
+        .map(Secret::new);
+    Ok(ConnectionSettings {
+        insecure: args.insecure,
+        ca_file: args.ca_file.clone(),
+        headers,
+        api_key,
+    })
+}
+
+/// Checks that `--url` is a `ws://` or `wss://` URL with a host we can connect to.
 fn check_url(url: &str) -> Result<()> {
     let uri: tokio_tungstenite::tungstenite::http::Uri = url.parse().map_err(|e| {
         anyhow::anyhow!(
@@ -320,9 +543,10 @@ fn check_url(url: &str) -> Result<()> {
         )
     })?;
     match uri.scheme_str() {
-        Some("ws") => {}
-        Some("wss") => bail!("--url `{url}`: wss:// (TLS) is not supported yet; use ws://"),
-        _ => bail!("--url `{url}` must start with ws://, e.g. ws://127.0.0.1:8765/v1/realtime"),
+        Some("ws" | "wss") => {}
+        _ => bail!(
+            "--url `{url}` must start with ws:// or wss://, e.g. ws://127.0.0.1:8765/v1/realtime"
+        ),
     }
     if uri.host().is_none() {
         bail!("--url `{url}` has no host");
@@ -330,11 +554,17 @@ fn check_url(url: &str) -> Result<()> {
     Ok(())
 }
 
-/// `host:port` of a ws:// URL (port 80 when absent), for the reachability check.
+/// `host:port` of a ws:// or wss:// URL (port 80 or 443 when absent), for the reachability
+/// check and the TCP connection.
 pub fn url_authority(url: &str) -> Option<String> {
     let uri: tokio_tungstenite::tungstenite::http::Uri = url.parse().ok()?;
     let host = uri.host()?;
-    let port = uri.port_u16().unwrap_or(80);
+    let default_port = if uri.scheme_str() == Some("wss") {
+        443
+    } else {
+        80
+    };
+    let port = uri.port_u16().unwrap_or(default_port);
     if host.contains(':') && !host.starts_with('[') {
         Some(format!("[{host}]:{port}"))
     } else {
@@ -387,8 +617,9 @@ mod tests {
     fn bad_urls_name_the_flag() {
         let err = plan(&["--url", "http://x:1/"]).unwrap_err().to_string();
         assert!(err.contains("--url"), "{err}");
-        let err = plan(&["--url", "wss://x:1/"]).unwrap_err().to_string();
-        assert!(err.contains("wss"), "{err}");
+        assert!(plan(&["--url", "wss://x:1/"]).is_ok(), "wss:// is taken");
+        let err = plan(&["--insecure"]).unwrap_err().to_string();
+        assert!(err.contains("--insecure applies to wss://"), "{err}");
     }
 
     #[test]
@@ -439,5 +670,74 @@ mod tests {
             url_authority("ws://[::1]:9/v1/realtime").as_deref(),
             Some("[::1]:9")
         );
+        assert_eq!(
+            url_authority("wss://api.openai.com/v1/realtime?model=m").as_deref(),
+            Some("api.openai.com:443")
+        );
+    }
+
+    #[test]
+    fn dialect_flags_are_checked_against_their_protocol_issue_12() {
+        let err = |args: &[&str]| plan(args).unwrap_err().to_string();
+        assert!(
+            err(&["--commit-every", "5s"]).contains("--commit-every applies to --protocol openai")
+        );
+        assert!(err(&["--input-sample-rate", "24000"]).contains("native protocol takes 16000"));
+        assert!(
+            err(&["--protocol", "vllm", "--url", "ws://h:1/v1/realtime"]).contains("needs --model")
+        );
+        assert!(err(&[
+            "--protocol",
+            "openai",
+            "--api-version",
+            "beta",
+            "--input-sample-rate",
+            "16000"
+        ])
+        .contains("24000 Hz only"));
+        let p = plan(&["--protocol", "openai"]).unwrap();
+        assert_eq!(p.settings.client.input_sample_rate, 24_000);
+        let p = plan(&[
+            "--protocol",
+            "openai",
+            "--commit-every",
+            "2s",
+            "--turn-detection",
+            "none",
+        ])
+        .unwrap();
+        assert_eq!(p.settings.client.commit_every_ms, Some(2000));
+    }
+
+    #[test]
+    fn headers_and_the_key_are_kept_but_written_redacted_issue_12() {
+        let p = plan(&[
+            "--url",
+            "wss://h/v1/realtime",
+            "--header",
+            "api-key: azure-1",
+            "--api-key",
+            "sk-2",
+        ])
+        .unwrap();
+        let c = &p.settings.connection;
+        assert_eq!(
+            c.handshake_headers(),
+            [
+                ("api-key".to_string(), "azure-1".to_string()),
+                ("Authorization".to_string(), "Bearer sk-2".to_string())
+            ]
+        );
+        let json = serde_json::to_string(&p.settings).unwrap();
+        assert!(
+            !json.contains("azure-1") && !json.contains("sk-2"),
+            "{json}"
+        );
+        let mut back: Settings = serde_json::from_str(&json).unwrap();
+        back.connection
+            .restore_secrets(&c.secrets_env().unwrap())
+            .unwrap();
+        assert_eq!(back.connection.handshake_headers(), c.handshake_headers());
+        assert!(plan(&["--header", "no colon"]).is_err());
     }
 }

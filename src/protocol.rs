@@ -6,9 +6,13 @@
 //! these meanings — never event names — so pacing, tracing and the measurements stay the same
 //! for every protocol, and metrics that only some protocols have hang off the meanings.
 //!
-//! [`native`] is the first protocol: the full-duplex `/v1/realtime` protocol of sglang-omni.
+//! [`native`] is the first protocol: the full-duplex `/v1/realtime` protocol of sglang-omni;
+//! [`openai`] the OpenAI Realtime API (GA and beta names), [`vllm`] vLLM's transcription
+//! `/v1/realtime` (docs/openai-realtime.md). No event name of theirs appears outside their files.
 
 pub mod native;
+pub mod openai;
+pub mod vllm;
 
 use crate::trace::format::Payload;
 use std::borrow::Cow;
@@ -31,6 +35,54 @@ pub enum Protocol {
     /// sglang-omni's native full-duplex `/v1/realtime` (docs/protocol-native.md).
     #[default]
     Native,
+    /// The OpenAI Realtime API, GA or beta event names (`--api-version`).
+    Openai,
+    /// vLLM's transcription `/v1/realtime`.
+    Vllm,
+}
+
+/// Which event names of the OpenAI Realtime API a client speaks (`--api-version`).
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    Default,
+    PartialEq,
+    Eq,
+    clap::ValueEnum,
+    serde::Serialize,
+    serde::Deserialize,
+    schemars::JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum ApiVersion {
+    /// The GA names (`response.output_audio.delta`, `session.type`).
+    #[default]
+    Ga,
+    /// The beta names (`response.audio.delta`), with the header `OpenAI-Beta: realtime=v1`.
+    Beta,
+}
+
+/// Who ends a turn of input (`--turn-detection`).
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    Default,
+    PartialEq,
+    Eq,
+    clap::ValueEnum,
+    serde::Serialize,
+    serde::Deserialize,
+    schemars::JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum TurnDetection {
+    /// The server's voice activity detection: the client just streams.
+    #[default]
+    ServerVad,
+    /// The client: a commit at the end of its input (and every `--commit-every`).
+    None,
 }
 
 impl Protocol {
@@ -38,12 +90,24 @@ impl Protocol {
     pub fn path(self) -> &'static str {
         match self {
             Protocol::Native => native::PATH,
+            Protocol::Openai => openai::PATH,
+            Protocol::Vllm => vllm::PATH,
         }
     }
 
     pub fn as_str(self) -> &'static str {
         match self {
             Protocol::Native => "native",
+            Protocol::Openai => "openai",
+            Protocol::Vllm => "vllm",
+        }
+    }
+
+    /// The input sample rate the protocol's servers expect when none is given.
+    pub fn default_input_sample_rate(self) -> u32 {
+        match self {
+            Protocol::Native | Protocol::Vllm => INPUT_SAMPLE_RATE,
+            Protocol::Openai => openai::DEFAULT_SAMPLE_RATE,
         }
     }
 }
@@ -52,6 +116,33 @@ pub use native::{
     append_frame, input_end, input_packet_bytes, names, session_close, session_update,
     BYTES_PER_SAMPLE, INPUT_SAMPLE_RATE, PATH,
 };
+
+/// How the client speaks its protocol (`--api-version`, `--model`, …).
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
+pub struct ClientSettings {
+    /// openai: the event names and session shape sent.
+    pub api_version: ApiVersion,
+    /// openai, vllm: the model named in `session.update`.
+    pub model: Option<String>,
+    /// The PCM16 input's sample rate, in Hz (the --audio file's).
+    pub input_sample_rate: u32,
+    /// openai: who ends a turn.
+    pub turn_detection: TurnDetection,
+    /// openai: the client commits every this many ms of input.
+    pub commit_every_ms: Option<u64>,
+}
+
+impl Default for ClientSettings {
+    fn default() -> Self {
+        ClientSettings {
+            api_version: ApiVersion::Ga,
+            model: None,
+            input_sample_rate: INPUT_SAMPLE_RATE,
+            turn_detection: TurnDetection::ServerVad,
+            commit_every_ms: None,
+        }
+    }
+}
 
 /// A frame for the server, encoded once: the trace line is built from the same bytes.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -80,6 +171,13 @@ pub enum Milestone {
     Drained,
     /// The server ended the session (`session.closed`).
     Closed,
+    /// The server committed the input buffer into a turn.
+    Committed,
+    /// The server finished its answer to a turn (a response or a transcription is done).
+    Answered,
+    /// Every turn the server started has been answered: reached at once when none is open
+    /// (the machine decides it, from the turns it has seen).
+    Idle,
 }
 
 /// What a server frame means to the client session.
@@ -98,6 +196,18 @@ pub enum Meaning<'a> {
     UnitDone {
         input_end_ms: f64,
     },
+    /// The server's voice activity detection heard speech start, `audio_ms` into the input.
+    SpeechStarted {
+        audio_ms: Option<f64>,
+    },
+    /// ... and stop, `audio_ms` into the input: the turn's input ends there.
+    SpeechStopped {
+        audio_ms: Option<f64>,
+    },
+    /// The answer to a turn is finished; `completed` is false when it failed or was cut short.
+    TurnDone {
+        completed: bool,
+    },
     /// The server reports an error; a fatal one ends the session.
     Error {
         fatal: bool,
@@ -115,13 +225,16 @@ pub struct Received<'a> {
     pub payload: Payload,
 }
 
-/// One step of setting a session up or ending it: send `send` (if any), then wait for `until`.
+/// One step of setting a session up or ending it: send `send` (if any), then wait for `until`
+/// (if any: a protocol whose server does not answer a command just sends it).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Step {
     pub send: Option<Outgoing>,
-    pub until: Milestone,
+    pub until: Option<Milestone>,
     /// The awaited event as people know it, for messages ("no session.created within …").
     pub awaiting: &'static str,
+    /// Sending this frame ends a turn of input (a commit): the turn's latencies start here.
+    pub ends_turn: bool,
 }
 
 /// Makes the client's event ids: run-unique, from the worker, the session and a number.
@@ -145,6 +258,15 @@ impl EventIds {
     }
 }
 
+/// Where a session stands when its input ends, for the protocol's ending steps.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Ending {
+    /// Any packet was sent.
+    pub streamed: bool,
+    /// The server's VAD heard speech start and not stop: the last turn's input is still open.
+    pub speech_open: bool,
+}
+
 /// The client side of a protocol.
 pub trait ClientProtocol {
     /// The steps after connecting and before streaming.
@@ -153,8 +275,27 @@ pub trait ClientProtocol {
     /// The frame that sends packet `seq`, which starts `t_start_ms` into the input.
     fn packet(&self, ids: EventIds, seq: u32, t_start_ms: u64, audio: AudioPacket<'_>) -> Outgoing;
 
-    /// The steps after the last packet; `streamed` says whether any packet was sent.
-    fn finish(&self, ids: EventIds, streamed: bool) -> Vec<Step>;
+    /// The steps after the last packet.
+    fn finish(&self, ids: EventIds, ending: Ending) -> Vec<Step>;
+
+    /// The frames that end a turn right after packet `seq`, whose audio ends `t_end_ms` into
+    /// the input, if the client ends one there (`--commit-every`). Called for every packet but
+    /// the last (whose turn [`ClientProtocol::finish`] ends): a packet that ends no turn costs a
+    /// comparison.
+    fn turn_end(&self, _ids: EventIds, _seq: u32, _t_end_ms: u64) -> Option<Vec<Outgoing>> {
+        None
+    }
+
+    /// Headers the protocol adds to the WebSocket handshake (besides `--header`, `--api-key`).
+    fn headers(&self) -> Vec<(&'static str, String)> {
+        Vec::new()
+    }
+
+    /// Whether the client ends the session by closing the socket (the protocol has no goodbye
+    /// of its own), rather than waiting for the server's close.
+    fn client_closes(&self) -> bool {
+        false
+    }
 
     /// What a text frame from the server means, or why it is not a frame of this protocol.
     fn classify<'a>(&self, text: &'a str) -> Result<Received<'a>, String>;

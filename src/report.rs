@@ -7,7 +7,7 @@ mod markdown;
 mod table;
 
 use crate::stats::ShortPercentiles;
-use crate::summary::Summary;
+use crate::summary::{Summary, TurnSummary};
 
 pub use markdown::markdown;
 pub use table::table;
@@ -49,4 +49,69 @@ fn server_figures(s: &Summary) -> [(&'static str, Option<&ShortPercentiles>); 3]
         ("unit lag", v.unit_lag_ms.as_ref()),
         ("first audio", v.first_audio_ms.as_ref()),
     ]
+}
+
+type TurnFigures<'s> = (
+    &'static str,
+    Vec<(&'static str, &'s ShortPercentiles)>,
+    &'s TurnSummary,
+);
+
+/// The turn section of a dialect that has one: its name, its latencies (name, percentiles)
+/// with a sample, and the section itself.
+fn turn_figures(s: &Summary) -> Option<TurnFigures<'_>> {
+    let (name, t) = match (&s.openai, &s.vllm) {
+        (Some(t), _) => ("openai", t),
+        (None, Some(t)) => ("vllm", t),
+        (None, None) => return None,
+    };
+    let figures = [
+        ("first text after end", t.first_text_after_end_ms.as_ref()),
+        (
+            "first text after start",
+            t.first_text_after_start_ms.as_ref(),
+        ),
+        ("first audio after end", t.first_audio_after_end_ms.as_ref()),
+        (
+            "first audio after start",
+            t.first_audio_after_start_ms.as_ref(),
+        ),
+        ("done after end", t.done_after_end_ms.as_ref()),
+        (
+            "speech_stopped after audio",
+            t.speech_stopped_after_audio_ms.as_ref(),
+        ),
+    ]
+    .into_iter()
+    .filter_map(|(n, q)| Some((n, q?)))
+    .collect();
+    Some((name, figures, t))
+}
+
+/// `12 turns ended, 12 answered (0 failed), 340 text deltas at 25.0/s, 120 audio deltas`.
+fn turn_counts(t: &TurnSummary) -> String {
+    let c = &t.counts;
+    format!(
+        "{} turns ended, {} answered ({} failed), {} text deltas{}, {} audio deltas",
+        c.ended,
+        c.answered,
+        c.failed,
+        c.text_deltas,
+        t.text_deltas_per_s
+            .map(|r| format!(" at {r:.1}/s"))
+            .unwrap_or_default(),
+        c.audio_deltas
+    )
+}
+
+/// `invalid_audio × 2, processing_error × 1`.
+fn error_codes(s: &Summary) -> Option<String> {
+    (!s.server.error_codes.is_empty()).then(|| {
+        s.server
+            .error_codes
+            .iter()
+            .map(|e| format!("{} × {}", e.message, e.count))
+            .collect::<Vec<_>>()
+            .join(", ")
+    })
 }

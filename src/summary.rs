@@ -3,7 +3,9 @@
 //! docs/summary.md documents every key; docs/summary.schema.json is its JSON Schema.
 
 use crate::clock::ClockAnchor;
-use crate::contract::worker::{SessionStatus, WorkerHistograms, WorkerResult};
+use crate::contract::worker::{
+    SessionStatus, TurnCounts, TurnHistograms, WorkerHistograms, WorkerResult,
+};
 use crate::contract::Role;
 use crate::host::HostFacts;
 use crate::looplag::LoopLagStats;
@@ -42,6 +44,12 @@ pub struct Summary {
     pub peak_overlapping_streams: u64,
     pub processes: Vec<ProcessSummary>,
     pub server: ServerView,
+    /// The turns of an OpenAI Realtime run (`--protocol openai`; absent otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub openai: Option<TurnSummary>,
+    /// The turns of a vLLM run (`--protocol vllm`; absent otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vllm: Option<TurnSummary>,
     /// Episodes of 20 ms or more of any watched thread (at most 200, by start time).
     pub stalls: Vec<Episode>,
     /// What the late packets and loop stalls fell into.
@@ -165,6 +173,51 @@ pub struct ServerView {
     pub protocol_errors: u64,
     /// `error` events the server sent.
     pub error_events: u64,
+    /// ...by their code, most frequent first.
+    #[serde(default)]
+    pub error_codes: Vec<ErrorCount>,
+}
+
+/// The turns of a dialect that has them, anchored on the client's audio clock: a turn's input
+/// ends at the send start of the packet that completes it (the commit's, or the one holding
+/// the moment the server's VAD says speech stopped). A figure with no sample is `null`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct TurnSummary {
+    #[serde(flatten)]
+    pub counts: TurnCounts,
+    /// From the end of a turn's input to its first transcript (or text) delta.
+    pub first_text_after_end_ms: Option<ShortPercentiles>,
+    /// From a turn's first packet to its first transcript delta, when that came before the
+    /// turn's input ended (a streaming transcription).
+    pub first_text_after_start_ms: Option<ShortPercentiles>,
+    /// From the end of a turn's input to its first audio delta.
+    pub first_audio_after_end_ms: Option<ShortPercentiles>,
+    /// From a turn's first packet to its first audio delta, when it came before the end.
+    pub first_audio_after_start_ms: Option<ShortPercentiles>,
+    /// From the end of a turn's input to `response.done` / `transcription.done`.
+    pub done_after_end_ms: Option<ShortPercentiles>,
+    /// Server VAD: from the send of the packet holding the audio where speech stopped (the
+    /// event's `audio_end_ms`) to `speech_stopped`.
+    pub speech_stopped_after_audio_ms: Option<ShortPercentiles>,
+    /// Transcript deltas per second within an answer (first to last delta).
+    pub text_deltas_per_s: Option<f64>,
+}
+
+impl TurnSummary {
+    fn of(counts: TurnCounts, h: &TurnHistograms) -> TurnSummary {
+        TurnSummary {
+            counts,
+            first_text_after_end_ms: sampled(&h.first_text_after_end),
+            first_text_after_start_ms: sampled(&h.first_text_after_start),
+            first_audio_after_end_ms: sampled(&h.first_audio_after_end),
+            first_audio_after_start_ms: sampled(&h.first_audio_after_start),
+            done_after_end_ms: sampled(&h.done_after_end),
+            speech_stopped_after_audio_ms: sampled(&h.speech_stopped),
+            text_deltas_per_s: (counts.text_span_s > 0.0).then(|| {
+                ((counts.text_intervals as f64 / counts.text_span_s) * 100.0).round() / 100.0
+            }),
+        }
+    }
 }
 
 /// Everything the conductor knows at the end of a run.
@@ -213,6 +266,7 @@ fn pool(into: &mut WorkerHistograms, from: &WorkerHistograms) {
     into.unit_lag.add(&from.unit_lag);
     into.first_audio.add(&from.first_audio);
     into.start_lateness.add(&from.start_lateness);
+    into.turns.add(&from.turns);
 }
 
 /// Percentiles of `h`, or `None` when it holds no sample.
@@ -246,6 +300,7 @@ struct Pooled {
     reasons: Vec<String>,
     missing: u64,
     writer_errors: u64,
+    turns: TurnCounts,
 }
 
 impl Pooled {
@@ -259,13 +314,23 @@ impl Pooled {
             ..Pooled::default()
         };
         let mut errors: BTreeMap<String, u64> = BTreeMap::new();
+        let mut codes: BTreeMap<String, u64> = BTreeMap::new();
         for (index, (pid, result)) in record.workers.iter().enumerate() {
             match result {
-                Some(r) => p.add_worker(r, settings, &mut errors),
+                Some(r) => {
+                    p.add_worker(r, settings, &mut errors);
+                    for s in &r.sessions {
+                        p.turns.add(&s.turns);
+                        for (code, n) in &s.error_codes {
+                            *codes.entry(code.clone()).or_default() += n;
+                        }
+                    }
+                }
                 None => p.add_missing(index as u32, *pid, settings),
             }
         }
         p.sessions.errors = most_frequent(errors);
+        p.server.error_codes = most_frequent(codes);
         p.server.accepted_ms = sampled(&p.histograms.accepted);
         p.server.unit_lag_ms = sampled(&p.histograms.unit_lag);
         p.server.first_audio_ms = sampled(&p.histograms.first_audio);
@@ -462,6 +527,10 @@ impl Summary {
             sessions: pooled.sessions,
             peak_overlapping_streams: peak,
             processes: pooled.processes,
+            openai: (settings.protocol == crate::protocol::Protocol::Openai)
+                .then(|| TurnSummary::of(pooled.turns, &pooled.histograms.turns)),
+            vllm: (settings.protocol == crate::protocol::Protocol::Vllm)
+                .then(|| TurnSummary::of(pooled.turns, &pooled.histograms.turns)),
             server: pooled.server,
             stalls,
             attribution,

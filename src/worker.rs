@@ -19,6 +19,8 @@ use crate::contract::worker::{
 use crate::options::Settings;
 use crate::paths::RunPaths;
 use crate::protocol::native::Native;
+use crate::protocol::openai::Openai;
+use crate::protocol::vllm::Vllm;
 use crate::protocol::{ClientProtocol, Protocol};
 use crate::trace::{TraceConfig, Tracer};
 use crate::{looplag, procstat, sys};
@@ -33,7 +35,12 @@ use tokio::sync::watch;
 pub fn run(args: &WorkerArgs) -> Result<()> {
     let text = std::fs::read_to_string(&args.config)
         .with_context(|| format!("cannot read worker config {}", args.config.display()))?;
-    let config: WorkerConfig = serde_json::from_str(&text).context("worker config is not valid")?;
+    let mut config: WorkerConfig =
+        serde_json::from_str(&text).context("worker config is not valid")?;
+    // The config file holds no secret; the conductor hands them over in the environment.
+    if let Ok(secrets) = std::env::var(crate::secret::SECRETS_ENV) {
+        config.settings.connection.restore_secrets(&secrets)?;
+    }
     sys::raise_open_file_limit();
     let anchor = ClockAnchor::now();
     let started_s = anchor.monotonic_s;
@@ -49,6 +56,7 @@ pub fn run(args: &WorkerArgs) -> Result<()> {
     let s = &config.settings;
     let audio = Rc::new(Audio::load(
         &s.audio,
+        s.client.input_sample_rate,
         s.packet_ms,
         s.packets_per_session,
         s.input_bytes(),
@@ -62,6 +70,9 @@ pub fn run(args: &WorkerArgs) -> Result<()> {
     let pacer = runtime
         .block_on(async { pacer::Pacer::new(config.settings.sessions_per_process) })
         .context("cannot create the worker's send timer (a timerfd)")?;
+    // TLS (the system's roots) and the handshake headers, once for every session.
+    let protocol = client_protocol(&config.settings);
+    let dialer = Rc::new(session::Dialer::new(&config.settings, protocol.as_ref())?);
     let run = local.block_on(
         &runtime,
         drive(
@@ -71,6 +82,7 @@ pub fn run(args: &WorkerArgs) -> Result<()> {
             commands,
             Rc::new(pacer),
             audio,
+            (protocol, dialer),
         ),
     );
     let writer_error = tracer.shutdown().err();
@@ -127,6 +139,7 @@ async fn drive(
     mut commands: tokio::sync::mpsc::UnboundedReceiver<Command>,
     pacer: Rc<pacer::Pacer>,
     audio: Rc<Audio>,
+    (protocol, dialer): (Rc<dyn crate::protocol::ClientProtocol>, Rc<session::Dialer>),
 ) -> RunOutput {
     let settings = Rc::new(config.settings.clone());
     let stats = Rc::new(RefCell::new(WorkerStats::new(
@@ -167,7 +180,6 @@ async fn drive(
 
     let url: Rc<str> = Rc::from(settings.url.as_str());
 
-    let protocol = client_protocol(&settings);
     let sessions: Vec<_> = (0..settings.sessions_per_process)
         .map(|index| {
             let ctx = session::SessionCtx {
@@ -176,6 +188,7 @@ async fn drive(
                 settings: settings.clone(),
                 protocol: protocol.clone(),
                 url: url.clone(),
+                dialer: dialer.clone(),
                 audio: audio.clone(),
                 stats: stats.clone(),
                 tally: tally.clone(),
@@ -321,6 +334,12 @@ async fn drive(
 fn client_protocol(settings: &Settings) -> Rc<dyn ClientProtocol> {
     match settings.protocol {
         Protocol::Native => Rc::new(Native::new(&settings.modalities)),
+        Protocol::Openai => Rc::new(Openai::new(
+            &settings.client,
+            &settings.modalities,
+            settings.packet_ms,
+        )),
+        Protocol::Vllm => Rc::new(Vllm::new(&settings.client)),
     }
 }
 

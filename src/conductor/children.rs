@@ -162,6 +162,11 @@ impl WorkerChild {
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(log_file(&log)?);
+        // Secrets go in the environment, never in the config file of the run folder.
+        match config.settings.connection.secrets_env() {
+            Some(secrets) => command.env(crate::secret::SECRETS_ENV, secrets),
+            None => command.env_remove(crate::secret::SECRETS_ENV),
+        };
         sys::die_with_parent(&mut command);
         let mut child = command
             .spawn()

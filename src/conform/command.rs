@@ -5,6 +5,7 @@
 
 use super::{check_session, read_trace, session_name, trace_files, SessionReport};
 use crate::cli::{Cli, Command, ConformArgs};
+use crate::protocol::Protocol;
 use crate::{conductor, options};
 use anyhow::{bail, Context, Result};
 use clap::Parser as _;
@@ -36,10 +37,15 @@ pub fn run(args: &ConformArgs) -> Result<i32> {
         );
         bail!("no trace.jsonl found in {place}; nothing to check");
     }
+    let protocol = args.speak.protocol;
     let mut reports = Vec::with_capacity(files.len());
     for file in &files {
         let records = read_trace(file)?;
-        reports.push(check_session(&session_name(file), &records, args.profile));
+        let name = session_name(file);
+        reports.push(match protocol {
+            Protocol::Native => check_session(&name, &records, args.profile),
+            other => super::dialects::check(other, &name, &records),
+        });
     }
     let conformant = reports.iter().all(|r| r.violations.is_empty());
     let mut out = String::new();
@@ -47,7 +53,15 @@ pub fn run(args: &ConformArgs) -> Result<i32> {
         out.push_str(&violation.to_string());
         out.push('\n');
     }
-    out.push_str(&verdict_line(&reports));
+    let verdict = verdict_line(&reports);
+    if protocol == Protocol::Native {
+        out.push_str(&verdict);
+    } else {
+        out.push_str(&verdict.replace(
+            "(profile unknown)",
+            &format!("(protocol {})", protocol.as_str()),
+        ));
+    }
     out.push('\n');
     if let Some(dir) = &run_dir {
         if conformant && args.output.is_none() {
@@ -94,7 +108,7 @@ fn record_run(url: &str, args: &ConformArgs, dir: &Path) -> Result<()> {
     let sessions = args.sessions.to_string();
     let duration_s = args.duration.as_secs_f64().to_string();
     let output = dir.to_str().context("the --output path is not UTF-8")?;
-    let argv = [
+    let mut argv: Vec<String> = [
         "duplexbench-tui",
         "run",
         "--url",
@@ -103,8 +117,6 @@ fn record_run(url: &str, args: &ConformArgs, dir: &Path) -> Result<()> {
         "1",
         "--sessions",
         &sessions,
-        "--duration",
-        &duration_s,
         "--trace",
         "full",
         "--keep-traces",
@@ -113,12 +125,20 @@ fn record_run(url: &str, args: &ConformArgs, dir: &Path) -> Result<()> {
         "--exit-on-finish",
         "--output",
         output,
-    ];
-    let cli = Cli::try_parse_from(argv).context("cannot plan the conformance run")?;
+    ]
+    .iter()
+    .map(|a| a.to_string())
+    .collect();
+    match &args.audio {
+        Some(wav) => argv.extend(["--audio".to_string(), wav.display().to_string()]),
+        None => argv.extend(["--duration".to_string(), duration_s]),
+    }
+    argv.extend(protocol_flags(args));
+    let cli = Cli::try_parse_from(&argv).context("cannot plan the conformance run")?;
     let Some(Command::Run(run)) = cli.command else {
         bail!("cannot plan the conformance run");
     };
-    let plan = options::validate(&run, argv.join(" "), false)?;
+    let plan = options::validate(&run, crate::secret::redact_args(&argv).join(" "), false)?;
     // The run's own verdict is about pacing; conformance is about the traces it leaves. Only a
     // cancelled run (128 + signal) means there is nothing complete to check.
     let code = conductor::run(plan, true)?;
@@ -126,6 +146,56 @@ fn record_run(url: &str, args: &ConformArgs, dir: &Path) -> Result<()> {
         bail!("the conformance run was cancelled (exit {code})");
     }
     Ok(())
+}
+
+/// The protocol and connection flags of `conform`, for its run.
+fn protocol_flags(args: &ConformArgs) -> Vec<String> {
+    let p = &args.speak;
+    let mut flags = vec![
+        "--protocol".to_string(),
+        p.protocol.as_str().to_string(),
+        "--modalities".to_string(),
+        p.modalities.join(","),
+    ];
+    if p.protocol == Protocol::Openai {
+        let version = match p.api_version {
+            crate::protocol::ApiVersion::Ga => "ga",
+            crate::protocol::ApiVersion::Beta => "beta",
+        };
+        let turns = match p.turn_detection {
+            crate::protocol::TurnDetection::ServerVad => "server-vad",
+            crate::protocol::TurnDetection::None => "none",
+        };
+        flags.extend([
+            "--api-version".into(),
+            version.into(),
+            "--turn-detection".into(),
+            turns.into(),
+        ]);
+        if let Some(every) = p.commit_every {
+            flags.extend(["--commit-every".into(), format!("{}ms", every.as_millis())]);
+        }
+    }
+    if let Some(model) = &p.model {
+        flags.extend(["--model".into(), model.clone()]);
+    }
+    if let Some(rate) = p.input_sample_rate {
+        flags.extend(["--input-sample-rate".into(), rate.to_string()]);
+    }
+    let c = &args.connection;
+    if c.insecure {
+        flags.push("--insecure".into());
+    }
+    if let Some(ca) = &c.ca_file {
+        flags.extend(["--ca-file".into(), ca.display().to_string()]);
+    }
+    for header in &c.headers {
+        flags.extend(["--header".into(), header.clone()]);
+    }
+    if let Some(key) = &c.api_key {
+        flags.extend(["--api-key".into(), key.clone()]);
+    }
+    flags
 }
 
 fn temporary_dir() -> PathBuf {

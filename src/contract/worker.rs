@@ -8,6 +8,7 @@ use crate::options::Settings;
 use crate::pacing::PacketCounts;
 use crate::stats::DurationHistogram;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 /// What the conductor tells a worker (written to `workers/worker-K.config.json`).
@@ -37,6 +38,65 @@ pub struct WorkerHistograms {
     pub first_audio: DurationHistogram,
     /// From a session's start gate to its packet 0's send start, once per session.
     pub start_lateness: DurationHistogram,
+    /// The turn latencies of the dialects that have turns (openai, vllm).
+    #[serde(default)]
+    pub turns: TurnHistograms,
+}
+
+/// Turn latencies, anchored on the client's audio clock (see `machine::turns`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct TurnHistograms {
+    pub first_text_after_end: DurationHistogram,
+    pub first_text_after_start: DurationHistogram,
+    pub first_audio_after_end: DurationHistogram,
+    pub first_audio_after_start: DurationHistogram,
+    pub done_after_end: DurationHistogram,
+    pub speech_stopped: DurationHistogram,
+}
+
+impl TurnHistograms {
+    pub fn add(&mut self, from: &TurnHistograms) {
+        self.first_text_after_end.add(&from.first_text_after_end);
+        self.first_text_after_start
+            .add(&from.first_text_after_start);
+        self.first_audio_after_end.add(&from.first_audio_after_end);
+        self.first_audio_after_start
+            .add(&from.first_audio_after_start);
+        self.done_after_end.add(&from.done_after_end);
+        self.speech_stopped.add(&from.speech_stopped);
+    }
+}
+
+/// What one session's turns came to (openai, vllm); zero for the native protocol.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct TurnCounts {
+    /// Turns whose input ended (a commit, or the server's VAD).
+    pub ended: u64,
+    /// Answers that finished (`response.done`, `transcription.done`).
+    pub answered: u64,
+    /// ...of which did not complete (a response failed, cancelled or incomplete).
+    pub failed: u64,
+    /// `speech_started` events of the server's VAD.
+    pub speech_started: u64,
+    pub text_deltas: u64,
+    pub audio_deltas: u64,
+    /// Gaps between consecutive text deltas of one answer, and their total length: the text
+    /// delta rate is `text_intervals / text_span_s`.
+    pub text_intervals: u64,
+    pub text_span_s: f64,
+}
+
+impl TurnCounts {
+    pub fn add(&mut self, o: &TurnCounts) {
+        self.ended += o.ended;
+        self.answered += o.answered;
+        self.failed += o.failed;
+        self.speech_started += o.speech_started;
+        self.text_deltas += o.text_deltas;
+        self.audio_deltas += o.audio_deltas;
+        self.text_intervals += o.text_intervals;
+        self.text_span_s += o.text_span_s;
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -65,6 +125,15 @@ pub struct SessionOutcome {
     /// Send start of packet 0 and of the last packet (for peak overlapping streams).
     pub first_send_s: Option<f64>,
     pub last_send_s: Option<f64>,
+    /// The session's turns (openai, vllm).
+    #[serde(default)]
+    pub turns: TurnCounts,
+    /// `error` events the server sent, by code.
+    #[serde(default)]
+    pub error_codes: BTreeMap<String, u64>,
+    /// The last of them, `code: message`, for the reason a failed session gives.
+    #[serde(default)]
+    pub last_server_error: Option<String>,
 }
 
 impl SessionOutcome {
@@ -78,6 +147,9 @@ impl SessionOutcome {
             protocol_errors: 0,
             first_send_s: None,
             last_send_s: None,
+            turns: TurnCounts::default(),
+            error_codes: BTreeMap::new(),
+            last_server_error: None,
         }
     }
 }

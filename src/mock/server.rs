@@ -14,6 +14,7 @@ use futures_util::{SinkExt, StreamExt};
 use std::cell::Cell;
 use std::rc::Rc;
 use std::time::Duration;
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_tungstenite::tungstenite::error::ProtocolError;
 use tokio_tungstenite::tungstenite::handshake::server::{ErrorResponse, Request, Response};
@@ -42,6 +43,10 @@ pub struct Shared {
     pub counters: Rc<Counters>,
     admission: Admission,
     next_session: Cell<u64>,
+    /// What the openai and vllm sessions are told.
+    pub timed: Rc<super::timed::Behaviour>,
+    /// `--tls-cert`: serve wss://.
+    pub tls: Option<tokio_rustls::TlsAcceptor>,
 }
 
 impl Shared {
@@ -60,7 +65,24 @@ impl Shared {
                 max: max_sessions,
             },
             next_session: Cell::new(0),
+            timed: Rc::new(super::timed::Behaviour::new(
+                &crate::cli::MockBehaviourArgs::defaults(),
+                crate::protocol::openai::DEFAULT_SAMPLE_RATE,
+            )),
+            tls: None,
         }
+    }
+
+    /// The openai and vllm sessions' behaviour.
+    pub fn with_timed(mut self, timed: super::timed::Behaviour) -> Self {
+        self.timed = Rc::new(timed);
+        self
+    }
+
+    /// Serve wss:// with this configuration.
+    pub fn with_tls(mut self, config: std::sync::Arc<rustls::ServerConfig>) -> Self {
+        self.tls = Some(tokio_rustls::TlsAcceptor::from(config));
+        self
     }
 }
 
@@ -100,7 +122,7 @@ pub async fn serve(listener: TcpListener, shared: Rc<Shared>) {
     loop {
         match listener.accept().await {
             Ok((stream, _peer)) => {
-                tokio::task::spawn_local(serve_connection(stream, Rc::clone(&shared)));
+                tokio::task::spawn_local(serve_accepted(stream, Rc::clone(&shared)));
             }
             Err(err) => {
                 let _ = std::io::Write::write_fmt(
@@ -126,13 +148,30 @@ fn refusal(status: StatusCode, body: String) -> ErrorResponse {
     response
 }
 
-async fn serve_connection(stream: TcpStream, shared: Rc<Shared>) {
+/// A TCP connection: the TLS handshake first with `--tls-cert`, then the WebSocket.
+async fn serve_accepted(stream: TcpStream, shared: Rc<Shared>) {
     // Replies are small and latency is what the client measures: never wait for Nagle.
     let _ = stream.set_nodelay(true);
+    match shared.tls.clone() {
+        None => serve_connection(stream, shared).await,
+        Some(acceptor) => {
+            // Not TLS, a certificate the client refused, or too slow: nothing was opened.
+            let accepted = tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await;
+            if let Ok(Ok(tls)) = accepted {
+                serve_connection(tls, shared).await;
+            }
+        }
+    }
+}
+
+async fn serve_connection<S: AsyncRead + AsyncWrite + Unpin>(stream: S, shared: Rc<Shared>) {
     let slot: Cell<Option<Slot>> = Cell::new(None);
     // The error type is tungstenite's `Callback` signature, not ours to shrink.
     #[allow(clippy::result_large_err)]
     let callback = |request: &Request, response: Response| {
+        for name in request.headers().keys() {
+            shared.counters.header_seen(name.as_str());
+        }
         let path = shared.protocol.path();
         if request.uri().path() != path {
             let body = format!(
@@ -177,12 +216,20 @@ async fn serve_connection(stream: TcpStream, shared: Rc<Shared>) {
             let session = Session::new(Rc::clone(&shared.templates), number);
             run_session(ws, session, &shared.counters).await;
         }
+        Protocol::Openai => {
+            let session = super::openai::Session::new(Rc::clone(&shared.timed), number);
+            super::timed::run(ws, session, Rc::clone(&shared.counters)).await;
+        }
+        Protocol::Vllm => {
+            let session = super::vllm::Session::new(Rc::clone(&shared.timed), number);
+            super::timed::run(ws, session, Rc::clone(&shared.counters)).await;
+        }
     }
 }
 
 /// Reads client messages until the session closes or the connection ends.
-async fn run_session(
-    mut ws: WebSocketStream<TcpStream>,
+async fn run_session<S: AsyncRead + AsyncWrite + Unpin>(
+    mut ws: WebSocketStream<S>,
     mut session: Session,
     counters: &Counters,
 ) {
@@ -240,8 +287,8 @@ async fn run_session(
 }
 
 /// Queues every frame of the outbox, then writes them with one flush.
-async fn send_all(
-    ws: &mut WebSocketStream<TcpStream>,
+async fn send_all<S: AsyncRead + AsyncWrite + Unpin>(
+    ws: &mut WebSocketStream<S>,
     out: &mut Vec<Utf8Bytes>,
 ) -> Result<(), WsError> {
     for frame in out.drain(..) {
@@ -252,8 +299,8 @@ async fn send_all(
 
 /// A read failed: a vanished peer just ends the session; unreadable input also counts as a
 /// protocol error, and an oversized message gets a fatal error event and a 1009 close first.
-async fn on_read_error(
-    ws: &mut WebSocketStream<TcpStream>,
+async fn on_read_error<S: AsyncRead + AsyncWrite + Unpin>(
+    ws: &mut WebSocketStream<S>,
     session: &mut Session,
     counters: &Counters,
     err: WsError,

@@ -24,6 +24,8 @@ pub struct Counters {
     appends_received: Cell<u64>,
     protocol_errors: Cell<u64>,
     arrival_deviation: RefCell<DurationHistogram>,
+    /// Names of the handshake headers seen (lowercase), and how many handshakes had each.
+    headers_seen: RefCell<std::collections::BTreeMap<String, u64>>,
 }
 
 fn bump(cell: &Cell<u64>) {
@@ -68,6 +70,18 @@ impl Counters {
         }
     }
 
+    /// A handshake carried a header called `name` (its value is not kept: it may be a key).
+    pub fn header_seen(&self, name: &str) {
+        if let Ok(mut seen) = self.headers_seen.try_borrow_mut() {
+            match seen.get_mut(name) {
+                Some(n) => *n += 1,
+                None => {
+                    seen.insert(name.to_string(), 1);
+                }
+            }
+        }
+    }
+
     pub fn arrival_deviation(&self) -> ShortPercentiles {
         self.arrival_deviation
             .try_borrow()
@@ -99,6 +113,10 @@ pub struct MockStats {
     /// Wake-up lateness of a 10 ms ticker on the mock's runtime, in ms.
     pub loop_lag_ms: LoopLagStats,
     pub usage: ProcessUsage,
+    /// Handshake header names (lowercase) and how many handshakes carried each; values are
+    /// never kept.
+    #[serde(default)]
+    pub request_headers: std::collections::BTreeMap<String, u64>,
 }
 
 impl MockStats {
@@ -121,6 +139,11 @@ impl MockStats {
             arrival_deviation_ms: counters.arrival_deviation(),
             loop_lag_ms,
             usage,
+            request_headers: counters
+                .headers_seen
+                .try_borrow()
+                .map(|h| h.clone())
+                .unwrap_or_default(),
         }
     }
 

@@ -5,7 +5,9 @@
 //! `input_audio_buffer.append` per packet. Ending: `sglang.input_audio.end` →
 //! `sglang.input_audio.drained`, then `session.close` → `session.closed`.
 
-use super::{AudioPacket, ClientProtocol, EventIds, Meaning, Milestone, Outgoing, Received, Step};
+use super::{
+    AudioPacket, ClientProtocol, Ending, EventIds, Meaning, Milestone, Outgoing, Received, Step,
+};
 use crate::trace::format::Payload;
 use serde::{Deserialize, Deserializer};
 use std::borrow::Cow;
@@ -76,16 +78,18 @@ impl ClientProtocol for Native {
         vec![
             Step {
                 send: None,
-                until: Milestone::Created,
+                until: Some(Milestone::Created),
                 awaiting: names::SESSION_CREATED,
+                ends_turn: false,
             },
             Step {
                 send: Some(Outgoing::Text(session_update_for(
                     ids.control(UPDATE_ID),
                     &self.modalities,
                 ))),
-                until: Milestone::Ready,
+                until: Some(Milestone::Ready),
                 awaiting: names::SESSION_UPDATED,
+                ends_turn: false,
             },
         ]
     }
@@ -94,19 +98,21 @@ impl ClientProtocol for Native {
         Outgoing::Text(append_frame(ids.id(seq), seq, t_start_ms, audio.b64))
     }
 
-    fn finish(&self, ids: EventIds, streamed: bool) -> Vec<Step> {
+    fn finish(&self, ids: EventIds, ending: Ending) -> Vec<Step> {
         let mut steps = Vec::with_capacity(2);
-        if streamed {
+        if ending.streamed {
             steps.push(Step {
                 send: Some(Outgoing::Text(input_end(ids.control(END_ID)))),
-                until: Milestone::Drained,
+                until: Some(Milestone::Drained),
                 awaiting: names::INPUT_DRAINED,
+                ends_turn: false,
             });
         }
         steps.push(Step {
             send: Some(Outgoing::Text(session_close(ids.control(CLOSE_ID)))),
-            until: Milestone::Closed,
+            until: Some(Milestone::Closed),
             awaiting: names::SESSION_CLOSED,
+            ends_turn: false,
         });
         steps
     }
@@ -276,7 +282,9 @@ struct ErrorBody<'a> {
 
 /// A number where one is expected, `None` for anything else (a string, `null`): a field the
 /// client cannot read is not worth failing the whole event for.
-fn lenient_number<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<f64>, D::Error> {
+pub(crate) fn lenient_number<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<f64>, D::Error> {
     #[derive(Deserialize)]
     #[serde(untagged)]
     enum NumberOrNot {
@@ -381,26 +389,36 @@ mod tests {
         assert_eq!(steps.len(), 2);
         assert_eq!(
             (steps[0].send.as_ref(), steps[0].until),
-            (None, Milestone::Created)
+            (None, Some(Milestone::Created))
         );
         let Some(Outgoing::Text(update)) = &steps[1].send else {
             panic!("the update is a text frame")
         };
         let v: serde_json::Value = serde_json::from_str(update).unwrap();
         assert_eq!(v["type"], names::SESSION_UPDATE);
-        assert_eq!(steps[1].until, Milestone::Ready);
+        assert_eq!(steps[1].until, Some(Milestone::Ready));
         let ends: Vec<_> = Native::default()
-            .finish(ids, true)
+            .finish(
+                ids,
+                Ending {
+                    streamed: true,
+                    ..Ending::default()
+                },
+            )
             .iter()
             .map(|s| s.until)
             .collect();
-        assert_eq!(ends, [Milestone::Drained, Milestone::Closed]);
+        assert_eq!(ends, [Some(Milestone::Drained), Some(Milestone::Closed)]);
         let ends: Vec<_> = Native::default()
-            .finish(ids, false)
+            .finish(ids, Ending::default())
             .iter()
             .map(|s| s.until)
             .collect();
-        assert_eq!(ends, [Milestone::Closed], "no input, nothing to drain");
+        assert_eq!(
+            ends,
+            [Some(Milestone::Closed)],
+            "no input, nothing to drain"
+        );
     }
 
     #[test]

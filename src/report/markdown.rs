@@ -2,7 +2,9 @@
 //! figures of the client and the server, the reasons and the command — then the machine, the
 //! causes of stalls, and the details last.
 
-use super::{mib, percentiles, server_figures, verdict_line};
+use super::{
+    error_codes, mib, percentiles, server_figures, turn_counts, turn_figures, verdict_line,
+};
 use crate::contract::process_name;
 use crate::summary::Summary;
 use std::fmt::Write as _;
@@ -113,6 +115,19 @@ fn key_figures(out: &mut String, s: &Summary) {
         s.server.protocol_errors,
         s.server.error_events
     );
+    if let Some(codes) = error_codes(s) {
+        md!(out, "| server error codes | {codes} |");
+    }
+    if let Some((name, figures, t)) = turn_figures(s) {
+        md!(out, "| {name} turns | {} |", turn_counts(t));
+        for (figure, q) in figures {
+            md!(
+                out,
+                "| {name} {figure} p50 / p99 / max | {} ms |",
+                percentiles(Some(q))
+            );
+        }
+    }
     md!(
         out,
         "| peak overlapping streams | {} |\n",

@@ -1,7 +1,9 @@
 //! The short table printed on stdout at the end of a headless run (and after the dashboard
 //! closes): the verdict and its reasons, the client's pacing and the server's latency.
 
-use super::{mib, percentiles, server_figures, verdict_line};
+use super::{
+    error_codes, mib, percentiles, server_figures, turn_counts, turn_figures, verdict_line,
+};
 use crate::contract::process_name;
 use crate::summary::Summary;
 use std::fmt::Write as _;
@@ -90,6 +92,19 @@ pub fn table(s: &Summary) -> String {
             s.server.protocol_errors,
             s.server.error_events
         );
+    }
+    if let Some(codes) = error_codes(s) {
+        row!(out, "server error codes {codes}");
+    }
+    if let Some((name, figures, t)) = turn_figures(s) {
+        row!(out, "{:<18} {}", format!("{name} turns"), turn_counts(t));
+        for (figure, q) in figures {
+            row!(
+                out,
+                "  {name} {figure:<27} {} ms (p50 / p99 / max)",
+                percentiles(Some(q))
+            );
+        }
     }
     for proc in &s.processes {
         let name = process_name(proc.role, proc.index);

@@ -6,6 +6,8 @@
 mod connect;
 pub mod machine;
 
+pub use connect::Dialer;
+
 use super::counters::WorkerStats;
 use super::pacer::Pacer;
 use super::setup::SetupTally;
@@ -36,6 +38,8 @@ pub struct SessionCtx {
     pub settings: Rc<Settings>,
     pub protocol: Rc<dyn ClientProtocol>,
     pub url: Rc<str>,
+    /// TLS and handshake headers, shared by the worker's sessions.
+    pub dialer: Rc<Dialer>,
     pub audio: Rc<Audio>,
     pub stats: Rc<RefCell<WorkerStats>>,
     pub tally: Rc<SetupTally>,
@@ -96,6 +100,8 @@ pub async fn run(ctx: SessionCtx, trace: SessionTrace) -> SessionOutcome {
         machine,
         admitted,
     } = session;
+    let mut machine = machine;
+    machine.settle();
     let mut outcome = machine.outcome;
     match result {
         Ok(()) => outcome.status = SessionStatus::Completed,
@@ -103,7 +109,16 @@ pub async fn run(ctx: SessionCtx, trace: SessionTrace) -> SessionOutcome {
             outcome.status = SessionStatus::Rejected;
             outcome.error = Some(why);
         }
-        Err(End::Failed(why)) => outcome.error = Some(why),
+        Err(End::Failed(why)) => {
+            // A session that timed out after a server error failed because of it: say so.
+            let why = match &outcome.last_server_error {
+                Some(error) if !why.contains(error.as_str()) => {
+                    format!("{why} (after the server's error {error})")
+                }
+                _ => why,
+            };
+            outcome.error = Some(why);
+        }
     }
     // A session closes only after its lines are written; a write error fails it.
     if let Err(err) = trace.finish(admitted).await {
@@ -163,6 +178,10 @@ impl Session {
                 }
                 Action::Done => break,
             }
+        }
+        if self.ctx.protocol.client_closes() {
+            // The protocol has no goodbye: the client closes, and reads the server's answer.
+            let _ = tokio::time::timeout(Duration::from_secs(1), ws.close(None)).await;
         }
         // The server closes the socket after the session ends; answer its close frame.
         let _ = tokio::time::timeout(Duration::from_secs(1), async {
@@ -258,6 +277,11 @@ impl Session {
             completed_s,
         };
         self.trace.append(receipt, text.as_ref());
+        if let Some(frames) = self.machine.turn_end(seq) {
+            for frame in frames {
+                self.send_control(ws, frame).await?;
+            }
+        }
         Ok(())
     }
 

@@ -12,6 +12,7 @@ mod first_hour;
 mod frozen;
 mod limits;
 mod mock_protocol;
+mod openai;
 mod orphans;
 mod reliability;
 mod report;

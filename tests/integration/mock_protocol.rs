@@ -86,7 +86,7 @@ impl Mock {
     }
 
     /// SIGTERM, then the exit status and the statistics the mock wrote.
-    fn terminate(&mut self) -> MockStats {
+    pub fn terminate(&mut self) -> MockStats {
         duplexbench_tui::sys::signal(self.child.id(), libc::SIGTERM);
         let deadline = Instant::now() + Duration::from_secs(10);
         let status = loop {

@@ -1,6 +1,7 @@
-//! Connecting a session: the TCP connection, the WebSocket handshake, and admission — a full
-//! server refuses the handshake with HTTP 503, and the session retries a few times before it
-//! counts as rejected.
+//! Connecting a session: the TCP connection, TLS for `wss://`, the WebSocket handshake with the
+//! run's headers (`--header`, `--api-key`, the protocol's own), and admission — a full server
+//! refuses the handshake with HTTP 503, and the session retries a few times before it counts
+//! as rejected.
 
 use super::{End, SessionCtx};
 use crate::clock::monotonic_s;
@@ -9,11 +10,54 @@ use crate::trace::SessionTrace;
 use std::time::Duration;
 use tokio::io::BufReader;
 use tokio::net::{TcpSocket, TcpStream};
+use tokio_tungstenite::tungstenite::client::IntoClientRequest as _;
+use tokio_tungstenite::tungstenite::http::{HeaderName, HeaderValue};
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tokio_tungstenite::tungstenite::Error as WsError;
-use tokio_tungstenite::WebSocketStream;
+use tokio_tungstenite::{Connector, MaybeTlsStream, WebSocketStream};
 
-pub type Ws = WebSocketStream<BufReader<TcpStream>>;
+/// A session's socket: plain for ws:// (the buffered TCP stream itself: one enum test per read
+/// on top), TLS over the same buffered stream for wss://, so that TLS records too arrive in
+/// reads of up to [`SOCKET_READ_BYTES`].
+pub type Ws = WebSocketStream<MaybeTlsStream<BufReader<TcpStream>>>;
+
+/// How a worker's sessions connect, made once per worker: the TLS configuration (loading the
+/// system's roots takes milliseconds) and the handshake headers.
+pub struct Dialer {
+    pub tls: Option<std::sync::Arc<rustls::ClientConfig>>,
+    /// `(name, value)`; the values may be secrets and are never logged.
+    pub headers: Vec<(HeaderName, HeaderValue)>,
+}
+
+impl Dialer {
+    pub fn new(
+        settings: &crate::options::Settings,
+        protocol: &dyn crate::protocol::ClientProtocol,
+    ) -> anyhow::Result<Dialer> {
+        let c = &settings.connection;
+        let tls = if settings.url.starts_with("wss://") {
+            Some(crate::tls::client_config(c.insecure, c.ca_file.as_deref())?)
+        } else {
+            None
+        };
+        let mut headers = Vec::new();
+        let named = protocol
+            .headers()
+            .into_iter()
+            .map(|(n, v)| (n.to_string(), v))
+            .chain(c.handshake_headers());
+        for (name, value) in named {
+            // Checked by the options already; a header that still does not parse names itself
+            // (never its value).
+            let name = HeaderName::from_bytes(name.as_bytes())
+                .map_err(|_| anyhow::anyhow!("--header `{name}` is not a header name"))?;
+            let value = HeaderValue::from_str(&value)
+                .map_err(|_| anyhow::anyhow!("--header {name}: the value cannot be sent"))?;
+            headers.push((name, value));
+        }
+        Ok(Dialer { tls, headers })
+    }
+}
 
 /// What one read from the socket may take. The replies to one packet are about 10 kB and arrive
 /// together; read straight into tungstenite's frame buffer, they took two reads a packet (it
@@ -37,7 +81,7 @@ pub(super) async fn connect(ctx: &SessionCtx, trace: &mut SessionTrace) -> Resul
     let attempts = s.admission_retries + 1;
     for attempt in 1..=attempts {
         let t_s = monotonic_s();
-        let connecting = connect_ws(&ctx.url, config, s.send_buffer_bytes);
+        let connecting = connect_ws(&ctx.url, &ctx.dialer, config, s.send_buffer_bytes);
         let why = match tokio::time::timeout(timeout, connecting).await {
             Ok(Ok(ws)) => return Ok(ws),
             Ok(Err(WsError::Http(response))) if response.status().as_u16() == 503 => {
@@ -72,10 +116,11 @@ pub(super) async fn connect(ctx: &SessionCtx, trace: &mut SessionTrace) -> Resul
 }
 
 /// Opens the TCP connection (without Nagle's delay: every packet leaves when it is due; with
-/// `--send-buffer-bytes`, on a send buffer of that size) and makes the WebSocket handshake over
-/// a read buffer of [`SOCKET_READ_BYTES`].
+/// `--send-buffer-bytes`, on a send buffer of that size) and makes the TLS and WebSocket
+/// handshakes over a read buffer of [`SOCKET_READ_BYTES`].
 async fn connect_ws(
     url: &str,
+    dialer: &Dialer,
     config: WebSocketConfig,
     send_buffer_bytes: Option<u32>,
 ) -> Result<Ws, WsError> {
@@ -102,7 +147,20 @@ async fn connect_ws(
     };
     socket.set_nodelay(true).map_err(WsError::Io)?;
     let stream = BufReader::with_capacity(SOCKET_READ_BYTES, socket);
-    let (ws, _response) =
-        tokio_tungstenite::client_async_with_config(url, stream, Some(config)).await?;
+    let mut request = url.into_client_request()?;
+    for (name, value) in &dialer.headers {
+        request.headers_mut().append(name.clone(), value.clone());
+    }
+    let connector = match &dialer.tls {
+        Some(tls) => Connector::Rustls(tls.clone()),
+        None => Connector::Plain,
+    };
+    let (ws, _response) = tokio_tungstenite::client_async_tls_with_config(
+        request,
+        stream,
+        Some(config),
+        Some(connector),
+    )
+    .await?;
     Ok(ws)
 }

@@ -10,11 +10,16 @@ use crate::audio::Audio;
 use crate::contract::worker::{SessionOutcome, MAX_WINDOWS};
 use crate::options::Settings;
 use crate::pacing::{self, PacketClass, Thresholds};
-use crate::protocol::{ClientProtocol, EventIds, Meaning, Outgoing, Received, Step};
+use crate::protocol::{
+    ClientProtocol, Ending, EventIds, Meaning, Milestone, Outgoing, Protocol, Received, Step,
+};
 use crate::trace::format::Payload;
 use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::rc::Rc;
+use turns::{Sample, Turns};
+
+mod turns;
 
 /// Send start times of recent packets, for the server-side latencies (20 s at 80 ms).
 const SEND_RING: usize = 256;
@@ -94,6 +99,8 @@ pub struct Machine {
     first_audio_seen: bool,
     /// Packets below this sequence number were counted late while still unsent.
     counted_late_below: u32,
+    /// The session's turns, for the dialects that have them (`None` for the native protocol).
+    turns: Option<Turns>,
 }
 
 impl Machine {
@@ -105,6 +112,7 @@ impl Machine {
         stats: Rc<RefCell<WorkerStats>>,
     ) -> Machine {
         let steps = protocol.set_up(ids).into();
+        let settings_for_turns = settings.protocol;
         Machine {
             protocol,
             ids,
@@ -121,6 +129,7 @@ impl Machine {
             last_seq: None,
             first_audio_seen: false,
             counted_late_below: 0,
+            turns: (settings_for_turns != Protocol::Native).then(Turns::default),
         }
     }
 
@@ -128,10 +137,21 @@ impl Machine {
     pub fn next_action(&mut self) -> Action {
         loop {
             if let Some(step) = &mut self.current {
-                return match step.send.take() {
-                    Some(frame) => Action::Send(frame),
-                    None => Action::Await(step.awaiting),
-                };
+                if let Some(frame) = step.send.take() {
+                    if step.ends_turn {
+                        self.end_turn_at_last_packet();
+                    }
+                    return Action::Send(frame);
+                }
+                let idle = self.turns.as_ref().is_none_or(|t| !t.open());
+                match step.until {
+                    // Nothing to wait for (a command the server does not answer), or idle
+                    // already.
+                    None => self.current = None,
+                    Some(Milestone::Idle) if idle => self.current = None,
+                    Some(_) => return Action::Await(step.awaiting),
+                }
+                continue;
             }
             if let Some(step) = self.steps.pop_front() {
                 self.current = Some(step);
@@ -155,10 +175,64 @@ impl Machine {
     /// Streaming is over (every packet sent, or the run stopped): the ending steps follow.
     pub fn streamed(&mut self) {
         self.phase = Phase::Finishing;
-        self.steps = self
-            .protocol
-            .finish(self.ids, self.outcome.counts.packets > 0)
-            .into();
+        let ending = Ending {
+            streamed: self.outcome.counts.packets > 0,
+            speech_open: self.turns.as_ref().is_some_and(|t| t.speech_open),
+        };
+        self.steps = self.protocol.finish(self.ids, ending).into();
+    }
+
+    /// The frames that end a turn after packet `seq` (just sent), if the client ends one there:
+    /// the turn's input ends at that packet's send.
+    pub fn turn_end(&mut self, seq: u32) -> Option<Vec<Outgoing>> {
+        if seq + 1 >= self.settings.packets_per_session {
+            return None;
+        }
+        let t_end_ms = u64::from(seq + 1) * u64::from(self.settings.packet_ms);
+        let frames = self.protocol.turn_end(self.ids, seq, t_end_ms)?;
+        let end_s = self.sent_at(u64::from(seq));
+        if let (Some(turns), Some(end_s)) = (&mut self.turns, end_s) {
+            turns.ended(end_s);
+        }
+        Some(frames)
+    }
+
+    /// A commit after the last packet ends the turn there.
+    fn end_turn_at_last_packet(&mut self) {
+        let end_s = self.last_seq.and_then(|seq| self.sent_at(u64::from(seq)));
+        if let (Some(turns), Some(end_s)) = (&mut self.turns, end_s) {
+            turns.ended(end_s);
+        }
+    }
+
+    /// Files a turn latency in the worker's histograms.
+    fn record(&self, sample: Option<Sample>) {
+        let Some(sample) = sample else { return };
+        let mut stats = self.stats.borrow_mut();
+        let h = &mut stats.hist.turns;
+        match sample {
+            Sample::FirstTextAfterEnd(s) => h.first_text_after_end.record_s(s),
+            Sample::FirstTextAfterStart(s) => h.first_text_after_start.record_s(s),
+            Sample::FirstAudioAfterEnd(s) => h.first_audio_after_end.record_s(s),
+            Sample::FirstAudioAfterStart(s) => h.first_audio_after_start.record_s(s),
+            Sample::DoneAfterEnd(s) => h.done_after_end.record_s(s),
+            Sample::SpeechStopped(s) => h.speech_stopped.record_s(s),
+        }
+    }
+
+    /// The send start of the packet that holds `audio_ms` of the input, if still remembered.
+    fn sent_at_audio_ms(&self, audio_ms: f64) -> Option<f64> {
+        let last_seq = self.last_seq?;
+        let packet_ms = f64::from(self.settings.packet_ms);
+        let seq = ((audio_ms / packet_ms).ceil() as i64 - 1).clamp(0, i64::from(last_seq));
+        self.sent_at(seq as u64)
+    }
+
+    /// The session's turn counts, into its outcome (at its end).
+    pub fn settle(&mut self) {
+        if let Some(turns) = &self.turns {
+            self.outcome.turns = turns.counts;
+        }
     }
 
     /// When packet `seq` is due: the gate for packet 0, then packet 0's actual send plus `seq`
@@ -197,6 +271,9 @@ impl Machine {
         self.counted_late_below = self.counted_late_below.max(seq + 1);
         self.send_ring[seq as usize % SEND_RING] = (seq, start_s);
         self.last_seq = Some(seq);
+        if let Some(turns) = &mut self.turns {
+            turns.input_sent(start_s);
+        }
         let o = &mut self.outcome;
         o.counts.sent(deviation_us, class, late_counted);
         o.first_send_s.get_or_insert(start_s);
@@ -317,18 +394,23 @@ impl Machine {
         }
     }
 
+    /// `reached` arrived: the awaited milestone, or (with no turn left open) idle.
+    fn arrived(&mut self, reached: Option<Milestone>) -> Flow {
+        let Some(step) = self.current.as_ref().filter(|s| s.send.is_none()) else {
+            return Flow::Continue;
+        };
+        let idle =
+            step.until == Some(Milestone::Idle) && self.turns.as_ref().is_none_or(|t| !t.open());
+        if (reached.is_some() && step.until == reached) || idle {
+            self.current = None;
+            return Flow::Reached;
+        }
+        Flow::Continue
+    }
+
     fn on_meaning(&mut self, meaning: Meaning<'_>, now_s: f64) -> Flow {
         match meaning {
-            Meaning::Milestone(reached) => {
-                if self
-                    .current
-                    .as_ref()
-                    .is_some_and(|s| s.send.is_none() && s.until == reached)
-                {
-                    self.current = None;
-                    return Flow::Reached;
-                }
-            }
+            Meaning::Milestone(reached) => return self.arrived(Some(reached)),
             Meaning::Accepted { seq } => {
                 if let Some(start_s) = self.sent_at(seq) {
                     self.stats
@@ -339,6 +421,8 @@ impl Machine {
                 }
             }
             Meaning::AudioDelta => {
+                let sample = self.turns.as_mut().and_then(|t| t.audio_delta(now_s));
+                self.record(sample);
                 if let (false, Some(origin_s)) = (self.first_audio_seen, self.origin_s) {
                     self.first_audio_seen = true;
                     self.stats
@@ -349,17 +433,12 @@ impl Machine {
                 }
             }
             Meaning::UnitDone { input_end_ms } => {
-                if let Some(last_seq) = self.last_seq {
-                    let packet_ms = f64::from(self.settings.packet_ms);
-                    let seq = ((input_end_ms / packet_ms).ceil() as i64 - 1)
-                        .clamp(0, i64::from(last_seq));
-                    if let Some(start_s) = self.sent_at(seq as u64) {
-                        self.stats
-                            .borrow_mut()
-                            .hist
-                            .unit_lag
-                            .record_s(now_s - start_s);
-                    }
+                if let Some(start_s) = self.sent_at_audio_ms(input_end_ms) {
+                    self.stats
+                        .borrow_mut()
+                        .hist
+                        .unit_lag
+                        .record_s(now_s - start_s);
                 }
             }
             Meaning::Error {
@@ -368,13 +447,41 @@ impl Machine {
                 message,
             } => {
                 self.stats.borrow_mut().error_events += 1;
+                *self
+                    .outcome
+                    .error_codes
+                    .entry(code.to_string())
+                    .or_default() += 1;
+                self.outcome.last_server_error = Some(format!("{code}: {message}"));
                 if fatal {
                     return Flow::End(format!(
                         "the server ended the session with error {code}: {message}"
                     ));
                 }
             }
-            Meaning::TextDelta | Meaning::Other => {}
+            Meaning::TextDelta => {
+                let sample = self.turns.as_mut().and_then(|t| t.text_delta(now_s));
+                self.record(sample);
+            }
+            Meaning::SpeechStarted { .. } => {
+                if let Some(turns) = &mut self.turns {
+                    turns.speech_started();
+                }
+            }
+            Meaning::SpeechStopped { audio_ms } => {
+                let anchor_s = audio_ms.and_then(|ms| self.sent_at_audio_ms(ms));
+                let sample = self
+                    .turns
+                    .as_mut()
+                    .and_then(|t| t.speech_stopped(now_s, anchor_s));
+                self.record(sample);
+            }
+            Meaning::TurnDone { completed } => {
+                let sample = self.turns.as_mut().and_then(|t| t.done(now_s, completed));
+                self.record(sample);
+                return self.arrived(Some(Milestone::Answered));
+            }
+            Meaning::Other => {}
         }
         Flow::Continue
     }

@@ -28,6 +28,7 @@ fn harness(args: &[&str]) -> Harness {
     let audio = Rc::new(
         Audio::load(
             &settings.audio,
+            settings.client.input_sample_rate,
             settings.packet_ms,
             settings.packets_per_session,
             settings.input_bytes(),

@@ -1,0 +1,396 @@
+//! The rules of the OpenAI Realtime and vLLM dialects (docs/openai-realtime.md), one pass over
+//! a session's records each: fewer than the native protocol's, because these protocols promise
+//! less (no acknowledgement per packet, no media time), but each one a promise their clients
+//! rely on. The event names are the protocols' own, from their modules.
+
+use super::{Direction, Record, SessionReport, Violation};
+use crate::protocol::{openai, vllm, Protocol};
+use serde_json::Value;
+
+/// The OpenAI dialect's rules.
+#[rustfmt::skip]
+pub const OPENAI_RULES: &[(&str, &str)] = &[
+    ("client-error", "the client saw no error (a frame it could not read, a timeout, a dropped connection)"),
+    ("oa-created-first", "session.created is the first server event, once"),
+    ("oa-updated", "every session.update is answered by one session.updated"),
+    ("oa-event-id", "every server event has a non-empty string event_id"),
+    ("oa-vad-order", "speech_started and speech_stopped alternate, starting with speech_started"),
+    ("oa-commit", "every commit is answered by input_audio_buffer.committed or an error"),
+    ("oa-response", "every response.created is followed by one response.done with a status, and deltas name a created response"),
+    ("oa-known-event", "every server event is one of the API's (GA or beta names)"),
+    ("server-error", "the server sent no error event"),
+];
+
+/// The vLLM dialect's rules.
+#[rustfmt::skip]
+pub const VLLM_RULES: &[(&str, &str)] = &[
+    ("client-error", "the client saw no error (a frame it could not read, a timeout, a dropped connection)"),
+    ("vllm-created-first", "session.created is the first server event, once"),
+    ("vllm-delta", "every transcription.delta carries a string delta"),
+    ("vllm-done", "one transcription.done, after the final commit, with a string text and a usage object; nothing after it"),
+    ("vllm-known-event", "every server event is one of the protocol's"),
+    ("server-error", "the server sent no error event (error with a string error and a code)"),
+];
+
+/// Checks one session of `protocol` (openai or vllm).
+pub fn check(protocol: Protocol, session: &str, records: &[Record]) -> SessionReport {
+    let mut v = Findings {
+        session,
+        violations: Vec::new(),
+    };
+    let server = || {
+        records
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| r.direction == Direction::Receive)
+    };
+    for (i, r) in records.iter().enumerate() {
+        if r.direction == Direction::Error {
+            v.add(
+                "client-error",
+                Some((i, r)),
+                "no error",
+                &r.event.to_string(),
+            );
+        }
+    }
+    let created = if protocol == Protocol::Openai {
+        openai::names::SESSION_CREATED
+    } else {
+        vllm::names::SESSION_CREATED
+    };
+    let first_rule = if protocol == Protocol::Openai {
+        "oa-created-first"
+    } else {
+        "vllm-created-first"
+    };
+    for (n, (i, r)) in server().enumerate() {
+        let is_created = r.kind() == created;
+        if (n == 0) != is_created {
+            v.add(
+                first_rule,
+                Some((i, r)),
+                "session.created first, once",
+                r.kind(),
+            );
+        }
+        if r.kind() == "error" {
+            v.add(
+                "server-error",
+                Some((i, r)),
+                "no error",
+                &r.event.to_string(),
+            );
+        }
+    }
+    match protocol {
+        Protocol::Openai => openai_rules(&mut v, records),
+        _ => vllm_rules(&mut v, records),
+    }
+    let close_recorded = records.iter().any(|r| r.direction == Direction::Close);
+    SessionReport {
+        session: session.to_string(),
+        profile: None,
+        violations: v.violations,
+        close_recorded,
+    }
+}
+
+struct Findings<'a> {
+    session: &'a str,
+    violations: Vec<Violation>,
+}
+
+impl Findings<'_> {
+    fn add(&mut self, rule: &'static str, at: Option<(usize, &Record)>, expected: &str, got: &str) {
+        let got: String = got.chars().take(160).collect();
+        self.violations.push(Violation {
+            rule,
+            session: self.session.to_string(),
+            event: at.map(|(i, r)| (i + 1, r.kind().to_string())),
+            expected: expected.to_string(),
+            got,
+        });
+    }
+}
+
+fn openai_rules(v: &mut Findings<'_>, records: &[Record]) {
+    use openai::names as n;
+    const KNOWN: &[&str] = &[
+        n::SESSION_CREATED,
+        n::SESSION_UPDATED,
+        n::COMMITTED,
+        n::SPEECH_STARTED,
+        n::SPEECH_STOPPED,
+        n::ITEM_CREATED,
+        n::INPUT_TRANSCRIPT_DELTA,
+        n::INPUT_TRANSCRIPT_DONE,
+        n::RESPONSE_CREATED,
+        n::RESPONSE_DONE,
+        n::ERROR,
+        n::AUDIO_DELTA,
+        n::AUDIO_DONE,
+        n::TRANSCRIPT_DELTA,
+        n::TEXT_DELTA,
+        n::BETA_AUDIO_DELTA,
+        n::BETA_AUDIO_DONE,
+        n::BETA_TRANSCRIPT_DELTA,
+        n::BETA_TEXT_DELTA,
+        "input_audio_buffer.cleared",
+        "conversation.item.added",
+        "conversation.item.done",
+        "response.output_item.added",
+        "response.output_item.done",
+        "response.content_part.added",
+        "response.content_part.done",
+        "response.output_audio_transcript.done",
+        "response.audio_transcript.done",
+        "response.output_text.done",
+        "response.text.done",
+        "rate_limits.updated",
+    ];
+    let (mut updates, mut commits) = (0i64, 0i64);
+    let mut speaking = false;
+    let mut open: Vec<String> = Vec::new();
+    for (i, r) in records.iter().enumerate() {
+        let kind = r.kind();
+        if r.direction == Direction::Send {
+            match kind {
+                n::SESSION_UPDATE => updates += 1,
+                n::COMMIT => commits += 1,
+                _ => {}
+            }
+            continue;
+        }
+        if r.direction != Direction::Receive {
+            continue;
+        }
+        if !matches!(r.event.get("event_id"), Some(Value::String(id)) if !id.is_empty()) {
+            v.add(
+                "oa-event-id",
+                Some((i, r)),
+                "a non-empty string event_id",
+                "none",
+            );
+        }
+        if !KNOWN.contains(&kind) {
+            v.add("oa-known-event", Some((i, r)), "an event of the API", kind);
+        }
+        match kind {
+            n::SESSION_UPDATED => {
+                updates -= 1;
+                if updates < 0 {
+                    v.add(
+                        "oa-updated",
+                        Some((i, r)),
+                        "a session.update before it",
+                        "none",
+                    );
+                }
+            }
+            n::SPEECH_STARTED | n::SPEECH_STOPPED => {
+                let starts = kind == n::SPEECH_STARTED;
+                if speaking == starts {
+                    v.add(
+                        "oa-vad-order",
+                        Some((i, r)),
+                        "alternating, speech_started first",
+                        kind,
+                    );
+                }
+                speaking = starts;
+            }
+            // A commit of the server's VAD is not one the client asked for.
+            n::COMMITTED | n::ERROR if commits > 0 => commits -= 1,
+            n::RESPONSE_CREATED => {
+                let id = r.event.pointer("/response/id").and_then(Value::as_str);
+                open.push(id.unwrap_or_default().to_string());
+            }
+            n::RESPONSE_DONE => {
+                let id = r
+                    .event
+                    .pointer("/response/id")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default();
+                let status = r.event.pointer("/response/status").and_then(Value::as_str);
+                match open.iter().position(|o| o == id) {
+                    Some(at) if status.is_some() => {
+                        open.remove(at);
+                    }
+                    _ => v.add(
+                        "oa-response",
+                        Some((i, r)),
+                        "a created response, with a status",
+                        id,
+                    ),
+                }
+            }
+            _ if kind.starts_with("response.") && kind.ends_with(".delta") => {
+                let id = r.event.get("response_id").and_then(Value::as_str);
+                if id.is_some_and(|id| !open.iter().any(|o| o == id)) {
+                    v.add(
+                        "oa-response",
+                        Some((i, r)),
+                        "the response_id of a created response",
+                        id.unwrap_or_default(),
+                    );
+                }
+            }
+            _ => {}
+        }
+    }
+    if updates > 0 {
+        v.add(
+            "oa-updated",
+            None,
+            "a session.updated per session.update",
+            &format!("{updates} unanswered"),
+        );
+    }
+    if commits > 0 {
+        v.add(
+            "oa-commit",
+            None,
+            "committed (or an error) per commit",
+            &format!("{commits} unanswered"),
+        );
+    }
+    if !open.is_empty() {
+        v.add(
+            "oa-response",
+            None,
+            "response.done for every response",
+            &format!("{} open", open.len()),
+        );
+    }
+}
+
+fn vllm_rules(v: &mut Findings<'_>, records: &[Record]) {
+    use vllm::names as n;
+    let mut final_sent = false;
+    let mut done = 0;
+    for (i, r) in records.iter().enumerate() {
+        let kind = r.kind();
+        if r.direction == Direction::Send {
+            if kind == n::COMMIT && r.event.get("final") == Some(&Value::Bool(true)) {
+                final_sent = true;
+            }
+            continue;
+        }
+        if r.direction != Direction::Receive {
+            continue;
+        }
+        if done > 0 {
+            v.add(
+                "vllm-done",
+                Some((i, r)),
+                "nothing after transcription.done",
+                kind,
+            );
+        }
+        match kind {
+            n::SESSION_CREATED => {}
+            n::DELTA => {
+                if !r.event.get("delta").is_some_and(Value::is_string) {
+                    v.add(
+                        "vllm-delta",
+                        Some((i, r)),
+                        "a string delta",
+                        &r.event.to_string(),
+                    );
+                }
+            }
+            n::DONE => {
+                done += 1;
+                let ok = r.event.get("text").is_some_and(Value::is_string)
+                    && r.event.get("usage").is_some_and(Value::is_object);
+                if !final_sent || !ok {
+                    v.add(
+                        "vllm-done",
+                        Some((i, r)),
+                        "after the final commit, with text and usage",
+                        &r.event.to_string(),
+                    );
+                }
+            }
+            n::ERROR => {}
+            other => v.add(
+                "vllm-known-event",
+                Some((i, r)),
+                "an event of the protocol",
+                other,
+            ),
+        }
+    }
+    if final_sent && done != 1 {
+        v.add(
+            "vllm-done",
+            None,
+            "one transcription.done",
+            &format!("{done}"),
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn rec(direction: Direction, event: Value) -> Record {
+        Record::new(direction, 0.0, event)
+    }
+
+    #[test]
+    fn a_vllm_session_without_done_and_with_an_error_breaks_its_rules_issue_12() {
+        let r = [
+            rec(Direction::Receive, json!({"type":"session.created"})),
+            rec(
+                Direction::Send,
+                json!({"type":"input_audio_buffer.commit","final":true}),
+            ),
+            rec(
+                Direction::Receive,
+                json!({"type":"transcription.delta","delta":1}),
+            ),
+            rec(
+                Direction::Receive,
+                json!({"type":"error","error":"x","code":"processing_error"}),
+            ),
+        ];
+        let rules: Vec<&str> = check(Protocol::Vllm, "s", &r)
+            .violations
+            .iter()
+            .map(|v| v.rule)
+            .collect();
+        assert_eq!(rules, ["server-error", "vllm-delta", "vllm-done"]);
+    }
+
+    #[test]
+    fn an_openai_response_left_open_and_an_unknown_event_are_named_issue_12() {
+        let r = [
+            rec(
+                Direction::Receive,
+                json!({"type":"session.created","event_id":"e1"}),
+            ),
+            rec(
+                Direction::Receive,
+                json!({"type":"response.created","event_id":"e2","response":{"id":"r1"}}),
+            ),
+            rec(
+                Direction::Receive,
+                json!({"type":"response.audio.delta","event_id":"e3","response_id":"r1"}),
+            ),
+            rec(
+                Direction::Receive,
+                json!({"type":"response.bogus","event_id":"e4"}),
+            ),
+        ];
+        let rules: Vec<&str> = check(Protocol::Openai, "s", &r)
+            .violations
+            .iter()
+            .map(|v| v.rule)
+            .collect();
+        assert_eq!(rules, ["oa-known-event", "oa-response"]);
+    }
+}

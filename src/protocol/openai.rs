@@ -1,0 +1,366 @@
+//! The OpenAI Realtime API as a client speaks it to OpenAI, Azure OpenAI, vllm-omni or
+//! sglang-omni's compatible endpoint (docs/openai-realtime.md). Text JSON frames only.
+//!
+//! Set-up: `session.created` → `session.update` (modalities, audio formats, turn detection) →
+//! `session.updated`. Streaming: one `input_audio_buffer.append` per packet; with
+//! `--commit-every`, an `input_audio_buffer.commit` and a `response.create` every N seconds.
+//! Ending: with `--turn-detection none` (or server VAD still hearing speech) a commit →
+//! `input_audio_buffer.committed` and a `response.create` → `response.done`; then the answers
+//! to every open turn; then the client closes the socket (the API has no goodbye).
+//!
+//! What is sent follows `--api-version` exactly (GA or beta names and session shape); what is
+//! received is read in both namings, whichever was asked for, and audio in `delta` (OpenAI) or
+//! `audio` (vllm-omni, beside `sample_rate_hz`).
+
+use super::{ApiVersion, ClientSettings, TurnDetection};
+use super::{
+    AudioPacket, ClientProtocol, Ending, EventIds, Meaning, Milestone, Outgoing, Received, Step,
+};
+use crate::trace::format::{json_string, Payload};
+use serde::de::IgnoredAny;
+use serde::Deserialize;
+use std::borrow::Cow;
+use std::fmt::Write as _;
+
+/// The path OpenAI serves the API on (the model goes in the query: `?model=gpt-realtime`).
+pub const PATH: &str = "/v1/realtime";
+/// PCM16 at 24 kHz: the API's audio format unless told otherwise (beta knows no other).
+pub const DEFAULT_SAMPLE_RATE: u32 = 24_000;
+/// The header a beta connection sends.
+pub const BETA_HEADER: (&str, &str) = ("OpenAI-Beta", "realtime=v1");
+
+pub mod names {
+    pub const SESSION_CREATED: &str = "session.created";
+    pub const SESSION_UPDATE: &str = "session.update";
+    pub const SESSION_UPDATED: &str = "session.updated";
+    pub const APPEND: &str = "input_audio_buffer.append";
+    pub const COMMIT: &str = "input_audio_buffer.commit";
+    pub const CLEAR: &str = "input_audio_buffer.clear";
+    pub const COMMITTED: &str = "input_audio_buffer.committed";
+    pub const SPEECH_STARTED: &str = "input_audio_buffer.speech_started";
+    pub const SPEECH_STOPPED: &str = "input_audio_buffer.speech_stopped";
+    pub const ITEM_CREATED: &str = "conversation.item.created";
+    pub const INPUT_TRANSCRIPT_DELTA: &str = "conversation.item.input_audio_transcription.delta";
+    pub const INPUT_TRANSCRIPT_DONE: &str = "conversation.item.input_audio_transcription.completed";
+    pub const RESPONSE_CREATE: &str = "response.create";
+    pub const RESPONSE_CANCEL: &str = "response.cancel";
+    pub const RESPONSE_CREATED: &str = "response.created";
+    pub const RESPONSE_DONE: &str = "response.done";
+    pub const ERROR: &str = "error";
+    /// GA names of the output deltas...
+    pub const AUDIO_DELTA: &str = "response.output_audio.delta";
+    pub const AUDIO_DONE: &str = "response.output_audio.done";
+    pub const TRANSCRIPT_DELTA: &str = "response.output_audio_transcript.delta";
+    pub const TEXT_DELTA: &str = "response.output_text.delta";
+    /// ...and their beta names.
+    pub const BETA_AUDIO_DELTA: &str = "response.audio.delta";
+    pub const BETA_AUDIO_DONE: &str = "response.audio.done";
+    pub const BETA_TRANSCRIPT_DELTA: &str = "response.audio_transcript.delta";
+    pub const BETA_TEXT_DELTA: &str = "response.text.delta";
+}
+
+/// Control ids (see [`EventIds::control`]); the commits of `--commit-every` take two ids per
+/// packet above these.
+const UPDATE_ID: u32 = 0;
+const FINAL_COMMIT_ID: u32 = 1;
+const FINAL_RESPONSE_ID: u32 = 2;
+const TURN_IDS_FROM: u32 = 16;
+
+/// The OpenAI Realtime client.
+#[derive(Debug, Clone)]
+pub struct Openai {
+    version: ApiVersion,
+    turn_detection: TurnDetection,
+    /// `--commit-every`, in ms of input.
+    commit_every_ms: Option<u64>,
+    packet_ms: u64,
+    /// The `session.update`, without its event id (the same for every session).
+    session: String,
+}
+
+impl Openai {
+    /// A client of `c`'s terms asking for `modalities`, sending packets of `packet_ms`.
+    pub fn new(c: &ClientSettings, modalities: &[String], packet_ms: u32) -> Openai {
+        Openai {
+            version: c.api_version,
+            turn_detection: c.turn_detection,
+            commit_every_ms: c.commit_every_ms,
+            packet_ms: u64::from(packet_ms),
+            session: session_object(
+                c.api_version,
+                c.model.as_deref(),
+                modalities,
+                c.input_sample_rate,
+                c.turn_detection,
+            ),
+        }
+    }
+
+    fn update(&self, event_id: u64) -> String {
+        format!(
+            r#"{{"type":"{}","event_id":"{}","session":{}}}"#,
+            names::SESSION_UPDATE,
+            event_id_text(event_id),
+            self.session
+        )
+    }
+
+    /// A commit and the `response.create` after it.
+    fn commit_and_respond(&self, commit_id: u64, response_id: u64) -> [Outgoing; 2] {
+        [
+            Outgoing::Text(bare(names::COMMIT, commit_id)),
+            Outgoing::Text(bare(names::RESPONSE_CREATE, response_id)),
+        ]
+    }
+}
+
+/// The `session` of a `session.update`, in the shape of `version`.
+pub fn session_object(
+    version: ApiVersion,
+    model: Option<&str>,
+    modalities: &[String],
+    rate: u32,
+    turn_detection: TurnDetection,
+) -> String {
+    let vad = match turn_detection {
+        TurnDetection::ServerVad => r#"{"type":"server_vad"}"#,
+        TurnDetection::None => "null",
+    };
+    let model = model
+        .map(|m| format!(r#""model":{},"#, json_string(m)))
+        .unwrap_or_default();
+    match version {
+        ApiVersion::Ga => {
+            let modalities: Vec<String> = modalities.iter().map(|m| json_string(m)).collect();
+            format!(
+                r#"{{"type":"realtime",{model}"output_modalities":[{}],"audio":{{"input":{{"format":{{"type":"audio/pcm","rate":{rate}}},"turn_detection":{vad}}},"output":{{"format":{{"type":"audio/pcm","rate":{DEFAULT_SAMPLE_RATE}}}}}}}}}"#,
+                modalities.join(",")
+            )
+        }
+        ApiVersion::Beta => {
+            // Beta's modalities are ["text"] or ["audio","text"]: audio always comes with its
+            // transcript.
+            let modalities = if modalities.iter().any(|m| m == "audio") {
+                r#"["audio","text"]"#
+            } else {
+                r#"["text"]"#
+            };
+            format!(
+                r#"{{{model}"modalities":{modalities},"input_audio_format":"pcm16","output_audio_format":"pcm16","turn_detection":{vad}}}"#
+            )
+        }
+    }
+}
+
+/// `evt_` and the id in hex: OpenAI's event ids are strings.
+fn event_id_text(event_id: u64) -> String {
+    format!("evt_{event_id:016x}")
+}
+
+/// A command with nothing but its type and event id.
+fn bare(kind: &str, event_id: u64) -> String {
+    format!(
+        r#"{{"type":"{kind}","event_id":"{}"}}"#,
+        event_id_text(event_id)
+    )
+}
+
+/// An `input_audio_buffer.append`, in one allocation of exactly its size (as the native one).
+pub fn append_frame(event_id: u64, audio_b64: &str) -> String {
+    const HEAD: &str = r#"{"type":"input_audio_buffer.append","event_id":"evt_"#;
+    const AUDIO: &str = r#"","audio":""#;
+    const TAIL: &str = r#""}"#;
+    let len = HEAD.len() + 16 + AUDIO.len() + audio_b64.len() + TAIL.len();
+    let mut out = String::with_capacity(len);
+    out.push_str(HEAD);
+    // Writing into a String cannot fail.
+    let _ = write!(out, "{event_id:016x}");
+    out.push_str(AUDIO);
+    out.push_str(audio_b64);
+    out.push_str(TAIL);
+    debug_assert_eq!(out.len(), len);
+    out
+}
+
+impl ClientProtocol for Openai {
+    fn set_up(&self, ids: EventIds) -> Vec<Step> {
+        vec![
+            Step {
+                send: None,
+                until: Some(Milestone::Created),
+                awaiting: names::SESSION_CREATED,
+                ends_turn: false,
+            },
+            Step {
+                send: Some(Outgoing::Text(self.update(ids.control(UPDATE_ID)))),
+                until: Some(Milestone::Ready),
+                awaiting: names::SESSION_UPDATED,
+                ends_turn: false,
+            },
+        ]
+    }
+
+    fn packet(
+        &self,
+        ids: EventIds,
+        seq: u32,
+        _t_start_ms: u64,
+        audio: AudioPacket<'_>,
+    ) -> Outgoing {
+        Outgoing::Text(append_frame(ids.id(seq), audio.b64))
+    }
+
+    fn turn_end(&self, ids: EventIds, seq: u32, t_end_ms: u64) -> Option<Vec<Outgoing>> {
+        let every = self.commit_every_ms?;
+        let before = t_end_ms.saturating_sub(self.packet_ms);
+        if t_end_ms / every == before / every {
+            return None;
+        }
+        let n = TURN_IDS_FROM.saturating_add(seq.saturating_mul(2));
+        Some(
+            self.commit_and_respond(ids.control(n), ids.control(n + 1))
+                .into(),
+        )
+    }
+
+    fn finish(&self, ids: EventIds, ending: Ending) -> Vec<Step> {
+        let mut steps = Vec::with_capacity(3);
+        let client_ends = match self.turn_detection {
+            TurnDetection::None => ending.streamed,
+            TurnDetection::ServerVad => ending.speech_open,
+        };
+        if client_ends {
+            let [commit, respond] = self
+                .commit_and_respond(ids.control(FINAL_COMMIT_ID), ids.control(FINAL_RESPONSE_ID));
+            steps.push(Step {
+                send: Some(commit),
+                until: Some(Milestone::Committed),
+                awaiting: names::COMMITTED,
+                ends_turn: true,
+            });
+            steps.push(Step {
+                send: Some(respond),
+                until: None,
+                awaiting: names::RESPONSE_CREATE,
+                ends_turn: false,
+            });
+        }
+        steps.push(Step {
+            send: None,
+            until: Some(Milestone::Idle),
+            awaiting: names::RESPONSE_DONE,
+            ends_turn: false,
+        });
+        steps
+    }
+
+    fn headers(&self) -> Vec<(&'static str, String)> {
+        match self.version {
+            ApiVersion::Ga => Vec::new(),
+            ApiVersion::Beta => vec![(BETA_HEADER.0, BETA_HEADER.1.to_string())],
+        }
+    }
+
+    fn client_closes(&self) -> bool {
+        true
+    }
+
+    fn classify<'a>(&self, text: &'a str) -> Result<Received<'a>, String> {
+        classify(text)
+    }
+}
+
+/// What a server event of the API means, in either naming.
+pub fn classify(text: &str) -> Result<Received<'_>, String> {
+    let event: ServerEvent<'_> = serde_json::from_str(text)
+        .map_err(|err| format!("server frame is not a JSON event ({err})"))?;
+    let mut payload = Payload::Json { audio_key: None };
+    let meaning = match &*event.kind {
+        names::SESSION_CREATED => Meaning::Milestone(Milestone::Created),
+        names::SESSION_UPDATED => Meaning::Milestone(Milestone::Ready),
+        names::COMMITTED => Meaning::Milestone(Milestone::Committed),
+        names::SPEECH_STARTED => Meaning::SpeechStarted {
+            audio_ms: event.audio_start_ms,
+        },
+        names::SPEECH_STOPPED => Meaning::SpeechStopped {
+            audio_ms: event.audio_end_ms,
+        },
+        names::AUDIO_DELTA | names::BETA_AUDIO_DELTA => {
+            // vllm-omni puts the audio in `audio`, OpenAI in `delta`.
+            let key = if event.delta.is_none() && event.audio.is_some() {
+                "audio"
+            } else {
+                "delta"
+            };
+            payload = Payload::Json {
+                audio_key: Some(key),
+            };
+            Meaning::AudioDelta
+        }
+        names::TRANSCRIPT_DELTA
+        | names::BETA_TRANSCRIPT_DELTA
+        | names::TEXT_DELTA
+        | names::BETA_TEXT_DELTA => Meaning::TextDelta,
+        names::RESPONSE_DONE => Meaning::TurnDone {
+            completed: event
+                .response
+                .and_then(|r| r.status)
+                .is_none_or(|s| s == "completed"),
+        },
+        names::ERROR => {
+            let (code, message) = match event.error {
+                Some(e) => (
+                    e.code.or(e.kind).unwrap_or(Cow::Borrowed("?")),
+                    e.message.unwrap_or_default(),
+                ),
+                None => (Cow::Borrowed("?"), Cow::Borrowed("")),
+            };
+            // The API's errors leave the session open; a turn they spoil shows as not answered.
+            Meaning::Error {
+                fatal: false,
+                code,
+                message,
+            }
+        }
+        _ => Meaning::Other,
+    };
+    Ok(Received { meaning, payload })
+}
+
+/// The fields of a server event the client reads; audio is skipped without being copied.
+#[derive(Debug, Deserialize)]
+struct ServerEvent<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: Cow<'a, str>,
+    #[serde(default)]
+    delta: Option<IgnoredAny>,
+    #[serde(default)]
+    audio: Option<IgnoredAny>,
+    #[serde(default, deserialize_with = "super::native::lenient_number")]
+    audio_start_ms: Option<f64>,
+    #[serde(default, deserialize_with = "super::native::lenient_number")]
+    audio_end_ms: Option<f64>,
+    #[serde(default, borrow)]
+    response: Option<ResponseBody<'a>>,
+    #[serde(default, borrow)]
+    error: Option<ErrorBody<'a>>,
+}
+
+#[derive(Debug, Deserialize)]
+struct ResponseBody<'a> {
+    #[serde(default, borrow)]
+    status: Option<Cow<'a, str>>,
+}
+
+#[derive(Debug, Deserialize)]
+struct ErrorBody<'a> {
+    #[serde(rename = "type", default, borrow)]
+    kind: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    code: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    message: Option<Cow<'a, str>>,
+}
+
+#[cfg(test)]
+mod tests;

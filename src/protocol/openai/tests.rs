@@ -1,0 +1,222 @@
+//! The OpenAI dialect on hand-made frames: both namings read, the asked one sent exactly.
+
+use super::*;
+
+fn meaning(text: &str) -> Meaning<'_> {
+    classify(text).unwrap().meaning
+}
+
+fn client(version: ApiVersion, turn_detection: TurnDetection, every: Option<u64>) -> Openai {
+    Openai {
+        version,
+        turn_detection,
+        commit_every_ms: every,
+        packet_ms: 80,
+        session: session_object(
+            version,
+            Some("m"),
+            &["audio".to_string()],
+            16_000,
+            turn_detection,
+        ),
+    }
+}
+
+const IDS: EventIds = EventIds {
+    worker: 0,
+    session: 1,
+};
+
+#[test]
+fn deltas_are_read_in_ga_and_beta_names_issue_12() {
+    for kind in ["response.output_audio.delta", "response.audio.delta"] {
+        let text = format!(r#"{{"type":"{kind}","delta":"AAAA"}}"#);
+        let r = classify(&text).unwrap();
+        assert_eq!(r.meaning, Meaning::AudioDelta, "{kind}");
+        assert_eq!(
+            r.payload,
+            Payload::Json {
+                audio_key: Some("delta")
+            }
+        );
+    }
+    for kind in [
+        "response.output_audio_transcript.delta",
+        "response.audio_transcript.delta",
+        "response.output_text.delta",
+        "response.text.delta",
+    ] {
+        let text = format!(r#"{{"type":"{kind}","delta":"hi"}}"#);
+        assert_eq!(meaning(&text), Meaning::TextDelta, "{kind}");
+    }
+    for kind in ["response.output_audio.done", "response.audio.done"] {
+        assert_eq!(meaning(&format!(r#"{{"type":"{kind}"}}"#)), Meaning::Other);
+    }
+}
+
+#[test]
+fn vllm_omni_audio_is_in_audio_beside_sample_rate_hz_issue_12() {
+    let r = classify(r#"{"type":"response.audio.delta","audio":"AAAA","sample_rate_hz":24000}"#)
+        .unwrap();
+    assert_eq!(r.meaning, Meaning::AudioDelta);
+    assert_eq!(
+        r.payload,
+        Payload::Json {
+            audio_key: Some("audio")
+        }
+    );
+}
+
+#[test]
+fn vad_commit_and_response_events_have_their_meanings_issue_12() {
+    assert_eq!(
+        meaning(
+            r#"{"type":"input_audio_buffer.speech_started","audio_start_ms":1200,"item_id":"i"}"#
+        ),
+        Meaning::SpeechStarted {
+            audio_ms: Some(1200.0)
+        }
+    );
+    assert_eq!(
+        meaning(r#"{"type":"input_audio_buffer.speech_stopped","audio_end_ms":2480.0}"#),
+        Meaning::SpeechStopped {
+            audio_ms: Some(2480.0)
+        }
+    );
+    assert_eq!(
+        meaning(r#"{"type":"input_audio_buffer.committed","item_id":"i"}"#),
+        Meaning::Milestone(Milestone::Committed)
+    );
+    assert_eq!(
+        meaning(r#"{"type":"response.done","response":{"status":"completed"}}"#),
+        Meaning::TurnDone { completed: true }
+    );
+    assert_eq!(
+        meaning(r#"{"type":"response.done","response":{"status":"failed","status_details":{}}}"#),
+        Meaning::TurnDone { completed: false }
+    );
+    assert_eq!(
+        meaning(r#"{"type":"session.updated","session":{}}"#),
+        Meaning::Milestone(Milestone::Ready)
+    );
+    assert_eq!(meaning(r#"{"type":"rate_limits.updated"}"#), Meaning::Other);
+}
+
+#[test]
+fn errors_keep_type_code_message_and_leave_the_session_open_issue_12() {
+    let text = r#"{"type":"error","event_id":"e","error":{"type":"invalid_request_error","code":"input_audio_buffer_commit_empty","message":"buffer too small","event_id":"evt_1"}}"#;
+    assert_eq!(
+        meaning(text),
+        Meaning::Error {
+            fatal: false,
+            code: "input_audio_buffer_commit_empty".into(),
+            message: "buffer too small".into()
+        }
+    );
+    let no_code = r#"{"type":"error","error":{"type":"server_error","message":"boom"}}"#;
+    assert_eq!(
+        meaning(no_code),
+        Meaning::Error {
+            fatal: false,
+            code: "server_error".into(),
+            message: "boom".into()
+        }
+    );
+}
+
+#[test]
+fn ga_session_update_has_type_formats_and_turn_detection_issue_12() {
+    let c = client(ApiVersion::Ga, TurnDetection::ServerVad, None);
+    let Some(Outgoing::Text(update)) = c.set_up(IDS).remove(1).send else {
+        panic!("a text frame")
+    };
+    let v: serde_json::Value = serde_json::from_str(&update).unwrap();
+    assert_eq!(v["type"], "session.update");
+    let s = &v["session"];
+    assert_eq!(s["type"], "realtime");
+    assert_eq!(s["model"], "m");
+    assert_eq!(s["output_modalities"], serde_json::json!(["audio"]));
+    assert_eq!(
+        s["audio"]["input"]["format"],
+        serde_json::json!({"type":"audio/pcm","rate":16000})
+    );
+    assert_eq!(s["audio"]["input"]["turn_detection"]["type"], "server_vad");
+    assert!(c.headers().is_empty(), "GA sends no beta header");
+}
+
+#[test]
+fn beta_session_update_uses_beta_names_and_sends_the_beta_header_issue_12() {
+    let c = client(ApiVersion::Beta, TurnDetection::None, None);
+    let Some(Outgoing::Text(update)) = c.set_up(IDS).remove(1).send else {
+        panic!("a text frame")
+    };
+    let v: serde_json::Value = serde_json::from_str(&update).unwrap();
+    let s = &v["session"];
+    assert_eq!(s["modalities"], serde_json::json!(["audio", "text"]));
+    assert_eq!(s["input_audio_format"], "pcm16");
+    assert_eq!(s["turn_detection"], serde_json::Value::Null);
+    assert!(s.get("type").is_none());
+    assert_eq!(c.headers(), [("OpenAI-Beta", "realtime=v1".to_string())]);
+}
+
+#[test]
+fn append_is_sized_exactly_and_valid_json_issue_12() {
+    let out = append_frame(IDS.id(3), "AAAA");
+    assert_eq!(out.capacity(), out.len());
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["type"], "input_audio_buffer.append");
+    assert_eq!(v["audio"], "AAAA");
+    assert_eq!(v["event_id"], "evt_0000000100000003");
+}
+
+#[test]
+fn commit_every_commits_and_asks_for_a_response_when_a_boundary_is_crossed_issue_12() {
+    let c = client(ApiVersion::Ga, TurnDetection::None, Some(1000));
+    let turns: Vec<u32> = (0..40)
+        .filter(|&seq| c.turn_end(IDS, seq, (u64::from(seq) + 1) * 80).is_some())
+        .collect();
+    // 1000 ms at 80 ms packets: packets ending at 1040, 2000, 3040 ms.
+    assert_eq!(turns, [12, 24, 37]);
+    let frames = c.turn_end(IDS, 12, 1040).unwrap();
+    let kinds: Vec<String> = frames
+        .iter()
+        .map(|f| match f {
+            Outgoing::Text(t) => serde_json::from_str::<serde_json::Value>(t).unwrap()["type"]
+                .as_str()
+                .unwrap()
+                .to_string(),
+            Outgoing::Binary(_) => String::new(),
+        })
+        .collect();
+    assert_eq!(kinds, ["input_audio_buffer.commit", "response.create"]);
+    assert!(client(ApiVersion::Ga, TurnDetection::None, None)
+        .turn_end(IDS, 12, 1040)
+        .is_none());
+}
+
+#[test]
+fn the_client_ends_the_last_turn_unless_server_vad_already_did_issue_12() {
+    let until = |c: &Openai, ending| -> Vec<Option<Milestone>> {
+        c.finish(IDS, ending).iter().map(|s| s.until).collect()
+    };
+    let none = client(ApiVersion::Ga, TurnDetection::None, None);
+    let streamed = Ending {
+        streamed: true,
+        speech_open: false,
+    };
+    assert_eq!(
+        until(&none, streamed),
+        [Some(Milestone::Committed), None, Some(Milestone::Idle)]
+    );
+    let vad = client(ApiVersion::Ga, TurnDetection::ServerVad, None);
+    assert_eq!(until(&vad, streamed), [Some(Milestone::Idle)]);
+    let open = Ending {
+        streamed: true,
+        speech_open: true,
+    };
+    assert_eq!(
+        until(&vad, open),
+        [Some(Milestone::Committed), None, Some(Milestone::Idle)]
+    );
+    assert!(vad.client_closes());
+}

@@ -1,0 +1,302 @@
+//! vLLM's transcription `/v1/realtime` (Voxtral Realtime and other streaming ASR models), as
+//! its server speaks it (docs/openai-realtime.md). Text JSON frames only.
+//!
+//! Set-up: `session.created`, then `session.update` with `model` at the top level (required
+//! before the first commit, or the server answers `model_not_validated`), then an
+//! `input_audio_buffer.commit` that starts the transcription; neither is answered. Streaming:
+//! one `input_audio_buffer.append` per packet, transcribed as it arrives
+//! (`transcription.delta`). Ending: `input_audio_buffer.commit` with `"final": true` →
+//! `transcription.done`; then the client closes the socket.
+//!
+//! vLLM's `error` carries the message in `error` (a string) and the code beside it (`code`:
+//! `invalid_json`, `processing_error`, `invalid_audio`, `model_not_validated`,
+//! `unknown_event`); either may also come in OpenAI's shape. The transcription is over after
+//! any of them, so each is fatal to the session.
+
+use super::{
+    AudioPacket, ClientProtocol, ClientSettings, Ending, EventIds, Meaning, Milestone, Outgoing,
+    Received, Step,
+};
+use crate::trace::format::{json_string, Payload};
+use serde::Deserialize;
+use std::borrow::Cow;
+
+/// The path vLLM serves it on.
+pub const PATH: &str = "/v1/realtime";
+/// The model the client names when `--model` is not given: the built-in mock's.
+pub const MOCK_MODEL: &str = "duplexbench-mock";
+
+pub mod names {
+    pub const SESSION_CREATED: &str = "session.created";
+    pub const SESSION_UPDATE: &str = "session.update";
+    pub const APPEND: &str = "input_audio_buffer.append";
+    pub const COMMIT: &str = "input_audio_buffer.commit";
+    pub const DELTA: &str = "transcription.delta";
+    pub const DONE: &str = "transcription.done";
+    pub const ERROR: &str = "error";
+}
+
+/// The error codes vLLM sends.
+pub mod codes {
+    pub const INVALID_JSON: &str = "invalid_json";
+    pub const PROCESSING_ERROR: &str = "processing_error";
+    pub const INVALID_AUDIO: &str = "invalid_audio";
+    pub const MODEL_NOT_VALIDATED: &str = "model_not_validated";
+    pub const UNKNOWN_EVENT: &str = "unknown_event";
+    pub const ALL: [&str; 5] = [
+        INVALID_JSON,
+        PROCESSING_ERROR,
+        INVALID_AUDIO,
+        MODEL_NOT_VALIDATED,
+        UNKNOWN_EVENT,
+    ];
+}
+
+/// The vLLM client.
+#[derive(Debug, Clone)]
+pub struct Vllm {
+    update: String,
+}
+
+impl Vllm {
+    pub fn new(c: &ClientSettings) -> Vllm {
+        let model = c.model.as_deref().unwrap_or(MOCK_MODEL);
+        Vllm {
+            update: session_update(model),
+        }
+    }
+}
+
+/// `session.update` naming the model, at the top level as vLLM reads it.
+pub fn session_update(model: &str) -> String {
+    format!(
+        r#"{{"type":"{}","model":{}}}"#,
+        names::SESSION_UPDATE,
+        json_string(model)
+    )
+}
+
+/// The commit that starts the transcription, or (`final`) ends it.
+pub fn commit(last: bool) -> String {
+    if last {
+        format!(r#"{{"type":"{}","final":true}}"#, names::COMMIT)
+    } else {
+        format!(r#"{{"type":"{}"}}"#, names::COMMIT)
+    }
+}
+
+/// An `input_audio_buffer.append`, in one allocation of exactly its size.
+pub fn append_frame(audio_b64: &str) -> String {
+    const HEAD: &str = r#"{"type":"input_audio_buffer.append","audio":""#;
+    const TAIL: &str = r#""}"#;
+    let mut out = String::with_capacity(HEAD.len() + audio_b64.len() + TAIL.len());
+    out.push_str(HEAD);
+    out.push_str(audio_b64);
+    out.push_str(TAIL);
+    out
+}
+
+impl ClientProtocol for Vllm {
+    fn set_up(&self, _ids: EventIds) -> Vec<Step> {
+        vec![
+            Step {
+                send: None,
+                until: Some(Milestone::Created),
+                awaiting: names::SESSION_CREATED,
+                ends_turn: false,
+            },
+            Step {
+                send: Some(Outgoing::Text(self.update.clone())),
+                until: None,
+                awaiting: names::SESSION_UPDATE,
+                ends_turn: false,
+            },
+            Step {
+                send: Some(Outgoing::Text(commit(false))),
+                until: None,
+                awaiting: names::COMMIT,
+                ends_turn: false,
+            },
+        ]
+    }
+
+    fn packet(&self, _ids: EventIds, _seq: u32, _t: u64, audio: AudioPacket<'_>) -> Outgoing {
+        Outgoing::Text(append_frame(audio.b64))
+    }
+
+    fn finish(&self, _ids: EventIds, ending: Ending) -> Vec<Step> {
+        if !ending.streamed {
+            return Vec::new();
+        }
+        vec![Step {
+            send: Some(Outgoing::Text(commit(true))),
+            until: Some(Milestone::Answered),
+            awaiting: names::DONE,
+            ends_turn: true,
+        }]
+    }
+
+    fn client_closes(&self) -> bool {
+        true
+    }
+
+    fn classify<'a>(&self, text: &'a str) -> Result<Received<'a>, String> {
+        let event: ServerEvent<'a> = serde_json::from_str(text)
+            .map_err(|err| format!("server frame is not a JSON event ({err})"))?;
+        let meaning = match &*event.kind {
+            names::SESSION_CREATED => Meaning::Milestone(Milestone::Created),
+            names::DELTA => Meaning::TextDelta,
+            names::DONE => Meaning::TurnDone { completed: true },
+            names::ERROR => {
+                let (inner_code, message) = match event.error {
+                    Some(ErrorField::Text(message)) => (None, message),
+                    Some(ErrorField::Body { code, message }) => (code, message.unwrap_or_default()),
+                    None => (None, Cow::Borrowed("")),
+                };
+                Meaning::Error {
+                    fatal: true,
+                    code: event.code.or(inner_code).unwrap_or(Cow::Borrowed("?")),
+                    message,
+                }
+            }
+            _ => Meaning::Other,
+        };
+        Ok(Received {
+            meaning,
+            payload: Payload::Json { audio_key: None },
+        })
+    }
+}
+
+#[derive(Debug, Deserialize)]
+struct ServerEvent<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: Cow<'a, str>,
+    #[serde(default, borrow)]
+    code: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    error: Option<ErrorField<'a>>,
+}
+
+/// vLLM's `error` is the message; OpenAI's is an object.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum ErrorField<'a> {
+    Text(#[serde(borrow)] Cow<'a, str>),
+    Body {
+        #[serde(default, borrow)]
+        code: Option<Cow<'a, str>>,
+        #[serde(default, borrow)]
+        message: Option<Cow<'a, str>>,
+    },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn meaning(text: &str) -> Meaning<'_> {
+        let v = Vllm {
+            update: session_update("m"),
+        };
+        v.classify(text).unwrap().meaning
+    }
+
+    #[test]
+    fn vllm_frames_are_exact_issue_12() {
+        let v: serde_json::Value =
+            serde_json::from_str(&session_update("mistralai/Voxtral")).unwrap();
+        assert_eq!(
+            v,
+            serde_json::json!({"type":"session.update","model":"mistralai/Voxtral"})
+        );
+        let v: serde_json::Value = serde_json::from_str(&commit(true)).unwrap();
+        assert_eq!(
+            v,
+            serde_json::json!({"type":"input_audio_buffer.commit","final":true})
+        );
+        let v: serde_json::Value = serde_json::from_str(&commit(false)).unwrap();
+        assert_eq!(v, serde_json::json!({"type":"input_audio_buffer.commit"}));
+        let out = append_frame("AAAA");
+        assert_eq!(out.capacity(), out.len());
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(
+            v,
+            serde_json::json!({"type":"input_audio_buffer.append","audio":"AAAA"})
+        );
+    }
+
+    #[test]
+    fn set_up_names_the_model_then_commits_to_start_before_any_append_issue_12() {
+        let v = Vllm {
+            update: session_update("m"),
+        };
+        let ids = EventIds {
+            worker: 0,
+            session: 0,
+        };
+        let steps = v.set_up(ids);
+        let sent: Vec<String> = steps
+            .iter()
+            .filter_map(|s| match &s.send {
+                Some(Outgoing::Text(t)) => Some(t.clone()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(sent, [session_update("m"), commit(false)]);
+        assert_eq!(steps[0].until, Some(Milestone::Created));
+        assert!(steps[1..].iter().all(|s| s.until.is_none()), "not answered");
+        let end = v.finish(
+            ids,
+            Ending {
+                streamed: true,
+                speech_open: false,
+            },
+        );
+        assert_eq!(end.len(), 1);
+        assert_eq!(end[0].send, Some(Outgoing::Text(commit(true))));
+        assert_eq!(end[0].until, Some(Milestone::Answered));
+        assert!(end[0].ends_turn);
+    }
+
+    #[test]
+    fn vllm_server_events_have_their_meanings_issue_12() {
+        assert_eq!(
+            meaning(r#"{"type":"session.created","id":"s"}"#),
+            Meaning::Milestone(Milestone::Created)
+        );
+        assert_eq!(
+            meaning(r#"{"type":"transcription.delta","delta":"Hel"}"#),
+            Meaning::TextDelta
+        );
+        assert_eq!(
+            meaning(r#"{"type":"transcription.done","text":"Hello","usage":{"input_tokens":3}}"#),
+            Meaning::TurnDone { completed: true }
+        );
+    }
+
+    #[test]
+    fn each_vllm_error_code_is_read_with_its_message_issue_12() {
+        for code in codes::ALL {
+            let text = format!(r#"{{"type":"error","error":"it broke","code":"{code}"}}"#);
+            assert_eq!(
+                meaning(&text),
+                Meaning::Error {
+                    fatal: true,
+                    code: code.into(),
+                    message: "it broke".into()
+                }
+            );
+        }
+        let openai_shaped =
+            r#"{"type":"error","error":{"code":"invalid_audio","message":"bad base64"}}"#;
+        assert_eq!(
+            meaning(openai_shaped),
+            Meaning::Error {
+                fatal: true,
+                code: "invalid_audio".into(),
+                message: "bad base64".into()
+            }
+        );
+    }
+}

@@ -1,0 +1,127 @@
+//! TLS for `wss://`: the client's rustls configuration (the system's roots, `--ca-file`, or no
+//! verification with `--insecure`), made once per worker and shared by its sessions, and the
+//! mock's server configuration (`mock --tls-cert --tls-key`). ring is the crypto provider.
+
+use anyhow::{bail, Context, Result};
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::crypto::{verify_tls12_signature, verify_tls13_signature, CryptoProvider};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
+use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, ServerConfig, SignatureScheme};
+use std::path::Path;
+use std::sync::Arc;
+
+fn provider() -> Arc<CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+/// The client's configuration: trust the system's roots plus `ca_file`, or (`insecure`)
+/// anything, which only a test server with a self-signed certificate should need.
+pub fn client_config(insecure: bool, ca_file: Option<&Path>) -> Result<Arc<ClientConfig>> {
+    let provider = provider();
+    let builder = ClientConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .context("cannot set up TLS")?;
+    let config = if insecure {
+        builder
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(NoVerification(provider)))
+            .with_no_client_auth()
+    } else {
+        let mut roots = RootCertStore::empty();
+        // A root the store cannot parse is skipped, as every TLS client does; none at all is an
+        // error only when no --ca-file gives one either.
+        let native = rustls_native_certs::load_native_certs();
+        roots.add_parsable_certificates(native.certs);
+        if let Some(path) = ca_file {
+            let certs = read_certs(path, "--ca-file")?;
+            let (added, _) = roots.add_parsable_certificates(certs);
+            if added == 0 {
+                bail!(
+                    "--ca-file {}: no certificate in it could be used",
+                    path.display()
+                );
+            }
+        }
+        if roots.is_empty() {
+            bail!("no trusted root certificates: the system has none (install ca-certificates) and no --ca-file was given");
+        }
+        builder.with_root_certificates(roots).with_no_client_auth()
+    };
+    Ok(Arc::new(config))
+}
+
+/// The mock's configuration from a PEM certificate chain and private key.
+pub fn server_config(cert: &Path, key: &Path) -> Result<Arc<ServerConfig>> {
+    let certs = read_certs(cert, "--tls-cert")?;
+    let key = PrivateKeyDer::from_pem_file(key)
+        .map_err(|err| anyhow::anyhow!("--tls-key {}: {err}", key.display()))?;
+    let config = ServerConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()
+        .context("cannot set up TLS")?
+        .with_no_client_auth()
+        .with_single_cert(certs, key)
+        .context("--tls-cert and --tls-key do not make a usable certificate")?;
+    Ok(Arc::new(config))
+}
+
+fn read_certs(path: &Path, flag: &str) -> Result<Vec<CertificateDer<'static>>> {
+    let certs: Vec<_> = CertificateDer::pem_file_iter(path)
+        .map_err(|err| anyhow::anyhow!("{flag} {}: {err}", path.display()))?
+        .collect::<Result<_, _>>()
+        .map_err(|err| anyhow::anyhow!("{flag} {}: {err}", path.display()))?;
+    if certs.is_empty() {
+        bail!("{flag} {}: no PEM certificate in it", path.display());
+    }
+    Ok(certs)
+}
+
+/// `--insecure`: any certificate is accepted, but the handshake's signatures are still checked
+/// (so it is still TLS, only not authenticated).
+#[derive(Debug)]
+struct NoVerification(Arc<CryptoProvider>);
+
+impl ServerCertVerifier for NoVerification {
+    fn verify_server_cert(
+        &self,
+        _end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _server_name: &ServerName<'_>,
+        _ocsp: &[u8],
+        _now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        Ok(ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
+}

@@ -1,0 +1,227 @@
+//! The turns of a session, for the dialects that have them (openai, vllm): when each turn's
+//! input ended on the client's audio clock (the send start of the packet that completes it, as
+//! the native unit lag is anchored), and how long the server then took to its first transcript
+//! delta, its first audio delta and its `done`. Without I/O or a clock of its own: every event
+//! comes with its time, so it is tested with made-up times.
+//!
+//! A turn's input ends when the client commits (`--commit-every`, the end of input) or when the
+//! server's VAD says speech stopped. Deltas belong to the oldest turn not yet answered, or,
+//! while none is waiting, to the turn whose input is still arriving (a streaming transcription
+//! answers before its input ends: those latencies are counted from the turn's first packet).
+
+use crate::contract::worker::TurnCounts;
+use std::collections::VecDeque;
+
+/// A latency the turns produced, for the worker's histograms.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Sample {
+    /// From the end of the turn's input to its first transcript or text delta.
+    FirstTextAfterEnd(f64),
+    /// From the turn's first packet to its first text delta, which came before its input ended.
+    FirstTextAfterStart(f64),
+    FirstAudioAfterEnd(f64),
+    FirstAudioAfterStart(f64),
+    /// From the end of the turn's input to its `done`.
+    DoneAfterEnd(f64),
+    /// From the send of the packet holding the audio where the server's VAD says speech
+    /// stopped to its `speech_stopped`.
+    SpeechStopped(f64),
+}
+
+#[derive(Debug, Default, Clone, Copy)]
+struct Turn {
+    start_s: Option<f64>,
+    end_s: Option<f64>,
+    first_text_s: Option<f64>,
+    last_text_s: Option<f64>,
+    text_deltas: u64,
+    first_audio_s: Option<f64>,
+}
+
+/// The turns of one session.
+#[derive(Debug, Default)]
+pub struct Turns {
+    /// Turns whose input ended, not yet answered, oldest first.
+    waiting: VecDeque<Turn>,
+    /// The turn whose input is arriving.
+    current: Turn,
+    /// The server's VAD heard speech start and not yet stop.
+    pub speech_open: bool,
+    pub counts: TurnCounts,
+}
+
+impl Turns {
+    /// A packet was sent at `start_s`: the current turn's input starts with its first.
+    pub fn input_sent(&mut self, start_s: f64) {
+        self.current.start_s.get_or_insert(start_s);
+    }
+
+    /// The current turn's input ended with the packet sent at `end_s`.
+    pub fn ended(&mut self, end_s: f64) {
+        let mut turn = std::mem::take(&mut self.current);
+        turn.end_s = Some(end_s);
+        self.waiting.push_back(turn);
+        self.counts.ended += 1;
+    }
+
+    /// Whether a turn waits for its answer.
+    pub fn open(&self) -> bool {
+        !self.waiting.is_empty()
+    }
+
+    fn answering(&mut self) -> &mut Turn {
+        match self.waiting.front_mut() {
+            Some(turn) => turn,
+            None => &mut self.current,
+        }
+    }
+
+    pub fn text_delta(&mut self, now_s: f64) -> Option<Sample> {
+        self.counts.text_deltas += 1;
+        let turn = self.answering();
+        turn.text_deltas += 1;
+        turn.last_text_s = Some(now_s);
+        if turn.first_text_s.is_some() {
+            return None;
+        }
+        turn.first_text_s = Some(now_s);
+        match (turn.end_s, turn.start_s) {
+            (Some(end_s), _) => Some(Sample::FirstTextAfterEnd(now_s - end_s)),
+            (None, Some(start_s)) => Some(Sample::FirstTextAfterStart(now_s - start_s)),
+            (None, None) => None,
+        }
+    }
+
+    pub fn audio_delta(&mut self, now_s: f64) -> Option<Sample> {
+        self.counts.audio_deltas += 1;
+        let turn = self.answering();
+        if turn.first_audio_s.is_some() {
+            return None;
+        }
+        turn.first_audio_s = Some(now_s);
+        match (turn.end_s, turn.start_s) {
+            (Some(end_s), _) => Some(Sample::FirstAudioAfterEnd(now_s - end_s)),
+            (None, Some(start_s)) => Some(Sample::FirstAudioAfterStart(now_s - start_s)),
+            (None, None) => None,
+        }
+    }
+
+    /// The answer to the oldest waiting turn is done (or, none waiting, to the current one:
+    /// a server that answered input the client never saw end).
+    pub fn done(&mut self, now_s: f64, completed: bool) -> Option<Sample> {
+        self.counts.answered += 1;
+        self.counts.failed += u64::from(!completed);
+        let turn = match self.waiting.pop_front() {
+            Some(turn) => turn,
+            None => std::mem::take(&mut self.current),
+        };
+        if let (Some(first), Some(last)) = (turn.first_text_s, turn.last_text_s) {
+            if turn.text_deltas > 1 && last > first {
+                self.counts.text_intervals += turn.text_deltas - 1;
+                self.counts.text_span_s += last - first;
+            }
+        }
+        turn.end_s.map(|end_s| Sample::DoneAfterEnd(now_s - end_s))
+    }
+
+    pub fn speech_started(&mut self) {
+        self.speech_open = true;
+        self.counts.speech_started += 1;
+    }
+
+    /// The server's VAD says speech stopped; `anchor_s` is the send start of the packet that
+    /// holds that moment of the audio (`None`: the server did not say where, or it is not a
+    /// packet still remembered). The turn's input ends there.
+    pub fn speech_stopped(&mut self, now_s: f64, anchor_s: Option<f64>) -> Option<Sample> {
+        self.speech_open = false;
+        self.ended(anchor_s.unwrap_or(now_s));
+        anchor_s.map(|a| Sample::SpeechStopped(now_s - a))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn close(sample: Option<Sample>, want: Sample) {
+        let got = sample.unwrap_or_else(|| panic!("no sample, want {want:?}"));
+        let ((Sample::FirstTextAfterEnd(a), Sample::FirstTextAfterEnd(b))
+        | (Sample::FirstTextAfterStart(a), Sample::FirstTextAfterStart(b))
+        | (Sample::FirstAudioAfterEnd(a), Sample::FirstAudioAfterEnd(b))
+        | (Sample::FirstAudioAfterStart(a), Sample::FirstAudioAfterStart(b))
+        | (Sample::DoneAfterEnd(a), Sample::DoneAfterEnd(b))
+        | (Sample::SpeechStopped(a), Sample::SpeechStopped(b))) = (got, want)
+        else {
+            panic!("got {got:?}, want {want:?}")
+        };
+        assert!((a - b).abs() < 1e-9, "got {got:?}, want {want:?}");
+    }
+
+    #[test]
+    fn a_committed_turn_is_timed_from_its_last_packet_on_a_fake_clock_issue_12() {
+        let mut t = Turns::default();
+        t.input_sent(10.0);
+        t.input_sent(10.08);
+        t.ended(10.08);
+        assert!(t.open());
+        close(t.text_delta(10.33), Sample::FirstTextAfterEnd(0.25));
+        assert_eq!(t.text_delta(10.37), None, "only the first is a latency");
+        t.text_delta(10.41);
+        close(t.audio_delta(10.38), Sample::FirstAudioAfterEnd(0.30));
+        close(t.done(11.08, true), Sample::DoneAfterEnd(1.0));
+        assert!(!t.open());
+        let c = t.counts;
+        assert_eq!(
+            (c.ended, c.answered, c.failed, c.text_deltas, c.audio_deltas),
+            (1, 1, 0, 3, 1)
+        );
+        // Three deltas over 80 ms: two intervals, 25 per second.
+        assert_eq!(c.text_intervals, 2);
+        assert!((c.text_span_s - 0.08).abs() < 1e-9);
+    }
+
+    #[test]
+    fn a_streaming_transcript_before_the_end_is_timed_from_the_first_packet_issue_12() {
+        let mut t = Turns::default();
+        t.input_sent(5.0);
+        close(t.text_delta(5.6), Sample::FirstTextAfterStart(0.6));
+        t.input_sent(9.0);
+        t.ended(9.0);
+        assert_eq!(
+            t.text_delta(9.1),
+            None,
+            "the turn already had its first delta"
+        );
+        close(t.done(9.5, true), Sample::DoneAfterEnd(0.5));
+    }
+
+    #[test]
+    fn server_vad_ends_a_turn_where_speech_stopped_issue_12() {
+        let mut t = Turns::default();
+        t.input_sent(1.0);
+        t.speech_started();
+        assert!(t.speech_open);
+        close(
+            t.speech_stopped(3.7, Some(3.12)),
+            Sample::SpeechStopped(0.58),
+        );
+        assert!(!t.speech_open && t.open());
+        close(t.audio_delta(3.9), Sample::FirstAudioAfterEnd(0.78));
+        assert!(t.done(4.5, false).is_some());
+        assert_eq!(t.counts.failed, 1, "a response that did not complete");
+    }
+
+    #[test]
+    fn two_turns_in_flight_are_answered_in_order_issue_12() {
+        let mut t = Turns::default();
+        t.input_sent(0.0);
+        t.ended(1.0);
+        t.input_sent(1.1);
+        t.ended(2.0);
+        close(t.text_delta(2.1), Sample::FirstTextAfterEnd(1.1));
+        close(t.done(2.2, true), Sample::DoneAfterEnd(1.2));
+        close(t.text_delta(2.3), Sample::FirstTextAfterEnd(0.3));
+        close(t.done(2.4, true), Sample::DoneAfterEnd(0.4));
+        assert!(!t.open());
+    }
+}

@@ -1,0 +1,355 @@
+//! The OpenAI Realtime and vLLM dialects end to end (issue 12): against their mocks over ws://
+//! and over wss:// with a certificate made here, the headers reaching the server, the key
+//! kept out of every file of the run, and each error code surfacing as the reason.
+//! Everything stays on loopback; no run is asked to be clean.
+
+use crate::mock_protocol::Mock;
+use crate::util::{self, describe, summary, TempDir};
+use std::path::Path;
+use std::time::Duration;
+
+const SPEECH: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/assets/speech-16k.wav");
+const LIMIT: Duration = Duration::from_secs(60);
+const KEY: &str = "sk-test-never-written-4242";
+const HEADER_VALUE: &str = "hush-header-9191";
+
+/// Every file under `dir`, recursively.
+fn files(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            out.extend(files(&path));
+        } else {
+            out.push(path);
+        }
+    }
+    out
+}
+
+fn ran(output: &std::process::Output) {
+    assert!(
+        matches!(output.status.code(), Some(0 | 1)),
+        "{}",
+        describe(output)
+    );
+}
+
+#[test]
+fn the_openai_mock_cuts_the_speech_sample_into_timed_turns_issue_12() {
+    let _serial = util::serial();
+    let dir = TempDir::new("openai-ws");
+    let out = dir.join("out");
+    let output = util::run_to(
+        &out,
+        &[
+            "--protocol",
+            "openai",
+            "--audio",
+            SPEECH,
+            "--input-sample-rate",
+            "16000",
+            "-s",
+            "1",
+            "--no-sampler",
+            "--trace",
+            "off",
+        ],
+        LIMIT,
+    );
+    ran(&output);
+    let s = summary(&out);
+    let t = &s["openai"];
+    assert!(t["ended"].as_u64().unwrap() >= 2, "{t}");
+    assert!(t["speech_started"].as_u64().unwrap() >= 1, "{t}");
+    assert!(t["answered"].as_u64().unwrap() >= 1, "{t}");
+    for key in [
+        "first_text_after_end_ms",
+        "first_audio_after_end_ms",
+        "done_after_end_ms",
+        "speech_stopped_after_audio_ms",
+    ] {
+        assert!(t[key]["p50"].as_f64().is_some(), "{key}: {t}");
+    }
+    assert!(s.get("vllm").is_none());
+    let md = std::fs::read_to_string(out.join("summary.md")).unwrap();
+    assert!(md.contains("| openai first text after end p50"), "{md}");
+    assert!(String::from_utf8_lossy(&output.stdout).contains("openai turns"));
+}
+
+#[test]
+fn the_vllm_mock_streams_a_transcript_between_the_commits_issue_12() {
+    let _serial = util::serial();
+    let dir = TempDir::new("vllm-ws");
+    let out = dir.join("out");
+    let output = util::run_to(
+        &out,
+        &[
+            "--protocol",
+            "vllm",
+            "-d",
+            "1s",
+            "-s",
+            "1",
+            "--no-sampler",
+            "--trace",
+            "off",
+        ],
+        LIMIT,
+    );
+    ran(&output);
+    let s = summary(&out);
+    let t = &s["vllm"];
+    assert_eq!(t["answered"], 1, "{t}");
+    assert!(t["text_deltas"].as_u64().unwrap() > 1, "{t}");
+    assert!(t["done_after_end_ms"]["p50"].as_f64().is_some(), "{t}");
+    assert_eq!(s["sessions"]["completed"], 1, "{}", describe(&output));
+}
+
+#[test]
+fn each_vllm_error_code_is_the_reason_in_the_summary_issue_12() {
+    let _serial = util::serial();
+    for (code, flags) in [
+        ("processing_error", vec!["--mock-error", "processing_error"]),
+        ("invalid_audio", vec!["--mock-error", "invalid_audio"]),
+        ("invalid_json", vec!["--mock-error", "invalid_json"]),
+        ("unknown_event", vec!["--mock-error", "unknown_event"]),
+        (
+            "model_not_validated",
+            vec!["--served-model", "another-model"],
+        ),
+    ] {
+        let dir = TempDir::new(&format!("vllm-{code}"));
+        let out = dir.join("out");
+        let mut args = vec![
+            "--protocol",
+            "vllm",
+            "-d",
+            "0.5s",
+            "-s",
+            "1",
+            "--no-sampler",
+            "--trace",
+            "off",
+        ];
+        args.extend(flags);
+        let output = util::run_to(&out, &args, LIMIT);
+        assert_eq!(
+            output.status.code(),
+            Some(1),
+            "{code}: {}",
+            describe(&output)
+        );
+        let s = summary(&out);
+        let reason = s["sessions"]["errors"][0]["message"]
+            .as_str()
+            .unwrap_or_default();
+        assert!(
+            reason.contains(&format!("the server ended the session with error {code}")),
+            "{code}: {reason}"
+        );
+        assert_eq!(s["server"]["error_codes"][0]["message"], code, "{code}");
+    }
+}
+
+#[test]
+fn an_openai_error_code_is_named_in_the_summary_and_md_issue_12() {
+    let _serial = util::serial();
+    let dir = TempDir::new("openai-error");
+    let out = dir.join("out");
+    let output = util::run_to(
+        &out,
+        &[
+            "--protocol",
+            "openai",
+            "--turn-detection",
+            "none",
+            "-d",
+            "0.5s",
+            "-s",
+            "1",
+            "--mock-error",
+            "server_error",
+            "--no-sampler",
+            "--trace",
+            "off",
+        ],
+        LIMIT,
+    );
+    ran(&output);
+    let s = summary(&out);
+    assert_eq!(s["server"]["error_codes"][0]["message"], "server_error");
+    let md = std::fs::read_to_string(out.join("summary.md")).unwrap();
+    assert!(
+        md.contains("| server error codes | server_error × 1 |"),
+        "{md}"
+    );
+}
+
+/// A certificate for 127.0.0.1, made here: (cert.pem, key.pem).
+fn self_signed(dir: &TempDir) -> (String, String) {
+    let cert =
+        rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_string(), "localhost".to_string()])
+            .unwrap();
+    let cert_path = dir.join("cert.pem");
+    let key_path = dir.join("key.pem");
+    std::fs::write(&cert_path, cert.cert.pem()).unwrap();
+    std::fs::write(&key_path, cert.signing_key.serialize_pem()).unwrap();
+    (
+        cert_path.to_str().unwrap().to_string(),
+        key_path.to_str().unwrap().to_string(),
+    )
+}
+
+#[test]
+fn wss_with_a_self_signed_certificate_carries_the_headers_and_writes_no_secret_issue_12() {
+    let _serial = util::serial();
+    let dir = TempDir::new("openai-wss");
+    let (cert, key) = self_signed(&dir);
+    let mut mock = Mock::start(&[
+        "--protocol",
+        "openai",
+        "--tls-cert",
+        &cert,
+        "--tls-key",
+        &key,
+    ]);
+    let url = format!("wss://{}/v1/realtime", mock.addr);
+    let header = format!("X-Test: {HEADER_VALUE}");
+    let mut runs = Vec::new();
+    for (name, trust) in [
+        ("insecure", ["--insecure", ""]),
+        ("ca", ["--ca-file", cert.as_str()]),
+    ] {
+        let out = dir.join(name);
+        let mut args = vec![
+            "--url",
+            &url,
+            "--protocol",
+            "openai",
+            "--api-version",
+            "beta",
+            "--turn-detection",
+            "none",
+            "-d",
+            "0.5s",
+            "-s",
+            "1",
+            "--no-sampler",
+            "--keep-traces",
+            "--header",
+            &header,
+        ];
+        args.extend(trust.iter().filter(|a| !a.is_empty()));
+        let mut cmd = assert_cmd::Command::new(util::bin());
+        cmd.args(["run", "--no-tui", "--output", out.to_str().unwrap()])
+            .args(&args)
+            .env("OPENAI_API_KEY", KEY)
+            .timeout(LIMIT)
+            .write_stdin("");
+        let output = cmd.output().unwrap();
+        ran(&output);
+        let s = summary(&out);
+        assert_eq!(
+            s["sessions"]["completed"],
+            1,
+            "{name}: {}",
+            describe(&output)
+        );
+        assert_eq!(s["openai"]["answered"], 1, "{name}");
+        for text in [
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr),
+        ] {
+            assert!(
+                !text.contains(KEY) && !text.contains(HEADER_VALUE),
+                "{name}: {text}"
+            );
+        }
+        runs.push(out);
+    }
+    let stats = mock.terminate();
+    for header in ["authorization", "x-test", "openai-beta"] {
+        assert_eq!(
+            stats.request_headers.get(header),
+            Some(&2),
+            "{header}: {:?}",
+            stats.request_headers
+        );
+    }
+    // Every file of both runs: summary.json, summary.md, traces, worker configs and logs.
+    for out in runs {
+        let all = files(&out);
+        assert!(
+            all.iter().any(|p| p.ends_with("trace.jsonl")),
+            "traces kept: {all:?}"
+        );
+        assert!(
+            all.iter()
+                .any(|p| p.to_string_lossy().ends_with(".config.json")),
+            "{all:?}"
+        );
+        for path in all {
+            let bytes = std::fs::read(&path).unwrap();
+            let text = String::from_utf8_lossy(&bytes);
+            assert!(
+                !text.contains(KEY),
+                "the key leaked into {}",
+                path.display()
+            );
+            assert!(
+                !text.contains(HEADER_VALUE),
+                "the header leaked into {}",
+                path.display()
+            );
+        }
+    }
+}
+
+#[test]
+fn the_key_given_on_the_command_line_is_redacted_from_the_recorded_command_issue_12() {
+    let _serial = util::serial();
+    let dir = TempDir::new("openai-argv-key");
+    let out = dir.join("out");
+    let output = util::run_to(
+        &out,
+        &[
+            "--protocol",
+            "openai",
+            "-d",
+            "0.3s",
+            "-s",
+            "1",
+            "--api-key",
+            KEY,
+            "--no-sampler",
+        ],
+        LIMIT,
+    );
+    ran(&output);
+    let s = summary(&out);
+    let command = s["command_line"].as_str().unwrap();
+    assert!(command.contains("--api-key '<redacted>'"), "{command}");
+    for path in files(&out) {
+        let text = String::from_utf8_lossy(&std::fs::read(&path).unwrap()).to_string();
+        assert!(
+            !text.contains(KEY),
+            "the key leaked into {}",
+            path.display()
+        );
+    }
+}
+
+#[test]
+fn a_wav_at_another_rate_than_the_openai_default_is_refused_issue_12() {
+    let dir = TempDir::new("openai-rate");
+    let out = dir.join("out");
+    let output = util::run_to(&out, &["--protocol", "openai", "--audio", SPEECH], LIMIT);
+    assert_eq!(output.status.code(), Some(2), "{}", describe(&output));
+    let err = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        err.contains("must be 24 kHz mono PCM16 WAV; got 16000 Hz"),
+        "{err}"
+    );
+    assert!(err.contains("--input-sample-rate 16000"), "{err}");
+}
