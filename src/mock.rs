@@ -12,6 +12,7 @@
 //! * `stats`: the counters and the statistics file.
 
 mod client_event;
+mod funasr;
 mod replies;
 mod server;
 mod session;
@@ -60,12 +61,16 @@ async fn serve_until_signal(args: &MockArgs, started_s: f64) -> Result<MockStats
         .to_string();
 
     let counters = Rc::new(Counters::new());
-    let shared = Rc::new(Shared::new(
+    let mut shared = Shared::new(
         args.protocol,
         Templates::new(&args.behaviour),
         Rc::clone(&counters),
         args.behaviour.max_sessions,
-    ));
+    );
+    if args.protocol == crate::protocol::Protocol::Funasr {
+        shared.funasr = Some(funasr::Engine::start(args.behaviour.funasr.clone()));
+    }
+    let shared = Rc::new(shared);
     let lag = looplag::LoopLag::new();
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let ticker = tokio::task::spawn_local(looplag::run(lag.clone(), || {}, stop_rx));
@@ -78,6 +83,9 @@ async fn serve_until_signal(args: &MockArgs, started_s: f64) -> Result<MockStats
     }
     let _ = stop_tx.send(true);
     let _ = ticker.await;
+    if let Some(engine) = &shared.funasr {
+        let _ = std::io::stderr().write_all(engine.totals_line().as_bytes());
+    }
 
     let usage = procstat::self_usage(clock::monotonic_s() - started_s);
     Ok(MockStats::build(

@@ -6,8 +6,10 @@
 //! these meanings — never event names — so pacing, tracing and the measurements stay the same
 //! for every protocol, and metrics that only some protocols have hang off the meanings.
 //!
-//! [`native`] is the first protocol: the full-duplex `/v1/realtime` protocol of sglang-omni.
+//! [`native`] is the first protocol: the full-duplex `/v1/realtime` protocol of sglang-omni;
+//! [`funasr`] is Fun-ASR-Nano's realtime recognition server (`serve_realtime_ws.py`).
 
+pub mod funasr;
 pub mod native;
 
 use crate::options::Settings;
@@ -33,6 +35,8 @@ pub enum Protocol {
     /// sglang-omni's native full-duplex `/v1/realtime` (docs/protocol-native.md).
     #[default]
     Native,
+    /// Fun-ASR-Nano's realtime recognition server, `serve_realtime_ws.py` (docs/funasr.md).
+    Funasr,
 }
 
 impl Protocol {
@@ -40,12 +44,14 @@ impl Protocol {
     pub fn path(self) -> &'static str {
         match self {
             Protocol::Native => native::PATH,
+            Protocol::Funasr => funasr::PATH,
         }
     }
 
     pub fn as_str(self) -> &'static str {
         match self {
             Protocol::Native => "native",
+            Protocol::Funasr => "funasr",
         }
     }
 
@@ -53,6 +59,18 @@ impl Protocol {
     pub fn client(self, settings: &Settings) -> Rc<dyn ClientProtocol> {
         match self {
             Protocol::Native => Rc::new(native::Native::new(&settings.modalities)),
+            Protocol::Funasr => Rc::new(funasr::Funasr::new(
+                settings.language.as_deref(),
+                settings.hotwords.as_deref(),
+            )),
+        }
+    }
+
+    /// The packet length its clients send by default, in ms (the benchmark's 100 for Fun-ASR).
+    pub fn default_packet_ms(self) -> u32 {
+        match self {
+            Protocol::Native => 80,
+            Protocol::Funasr => funasr::DEFAULT_CHUNK_MS,
         }
     }
 }
@@ -87,6 +105,8 @@ pub enum Milestone {
     Ready,
     /// The server has taken and answered all the input (`sglang.input_audio.drained`).
     Drained,
+    /// The server took a setting asked for during set-up (a language, hotwords).
+    Configured,
     /// The server ended the session (`session.closed`).
     Closed,
 }
@@ -107,6 +127,16 @@ pub enum Meaning<'a> {
     UnitDone {
         input_end_ms: f64,
     },
+    /// A recognition result: provisional, or the final one of the input.
+    Transcript {
+        is_final: bool,
+        /// Its provisional text is not empty.
+        partial_text: bool,
+        /// It holds any text at all (provisional text, or at least one finished sentence).
+        any_text: bool,
+        /// The input the server had received when it made the result, if it says.
+        duration_ms: Option<f64>,
+    },
     /// The server reports an error; a fatal one ends the session.
     Error {
         fatal: bool,
@@ -122,6 +152,9 @@ pub enum Meaning<'a> {
 pub struct Received<'a> {
     pub meaning: Meaning<'a>,
     pub payload: Payload,
+    /// The frame's event name as the server spelled it, for protocols whose metrics count
+    /// events by name (`None` otherwise).
+    pub event: Option<Cow<'a, str>>,
 }
 
 /// One step of setting a session up or ending it: send `send` (if any), then wait for `until`.
@@ -171,5 +204,22 @@ pub trait ClientProtocol {
     /// What a binary frame from the server means, or why it is not a frame of this protocol.
     fn classify_binary(&self, bytes: &[u8]) -> Result<Meaning<'static>, String> {
         Err(format!("unexpected binary frame of {} bytes", bytes.len()))
+    }
+
+    /// Whether sessions record the recognition metrics of a transcript benchmark
+    /// ([`crate::contract::worker::TranscriptClient`]).
+    fn records_transcripts(&self) -> bool {
+        false
+    }
+
+    /// Whether `--recv-timeout` bounds each gap between server messages (rather than each
+    /// awaited event as a whole).
+    fn recv_timeout_per_gap(&self) -> bool {
+        false
+    }
+
+    /// Whether the client, not the server, closes the WebSocket once the session is over.
+    fn client_closes(&self) -> bool {
+        false
     }
 }

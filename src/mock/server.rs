@@ -42,6 +42,8 @@ pub struct Shared {
     pub counters: Rc<Counters>,
     admission: Admission,
     next_session: Cell<u64>,
+    /// The Fun-ASR mock's decode engine (with `--protocol funasr`).
+    pub funasr: Option<Rc<super::funasr::Engine>>,
 }
 
 impl Shared {
@@ -60,6 +62,7 @@ impl Shared {
                 max: max_sessions,
             },
             next_session: Cell::new(0),
+            funasr: None,
         }
     }
 }
@@ -176,6 +179,11 @@ async fn serve_connection(stream: TcpStream, shared: Rc<Shared>) {
         Protocol::Native => {
             let session = Session::new(Rc::clone(&shared.templates), number);
             run_session(ws, session, &shared.counters).await;
+        }
+        Protocol::Funasr => {
+            if let Some(engine) = &shared.funasr {
+                super::funasr::run_session(ws, Rc::clone(engine), &shared.counters).await;
+            }
         }
     }
 }

@@ -154,7 +154,11 @@ impl ClientProtocol for Native {
             }
             _ => Meaning::Other,
         };
-        Ok(Received { meaning, payload })
+        Ok(Received {
+            meaning,
+            payload,
+            event: None,
+        })
     }
 }
 
