@@ -273,6 +273,24 @@ pub struct WorkerArgs {
     pub config: PathBuf,
 }
 
+impl Default for FunasrMockArgs {
+    /// The flags' defaults.
+    fn default() -> FunasrMockArgs {
+        FunasrMockArgs {
+            decode_interval: 0.8,
+            partial_window_sec: 8.0,
+            decode_ms: 20.0,
+            decode_ms_per_audio_sec: 10.0,
+            decode_batch_wait_ms: 10.0,
+            decode_max_batch_size: 16,
+            decode_slots: 1,
+            blocking_decode: false,
+            log_decode_profile: false,
+            fault_never_stopped: false,
+        }
+    }
+}
+
 /// Parses a sampling interval in milliseconds (1 to 1000).
 fn parse_interval_ms(text: &str) -> Result<f64, String> {
     match text.trim().parse::<f64>() {
@@ -312,6 +330,15 @@ mod tests {
         assert_eq!(parse_duration("1.5").unwrap(), Duration::from_millis(1500));
         assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
         assert!(parse_duration("soon").is_err());
+    }
+
+    #[test]
+    fn the_fun_asr_mock_defaults_are_the_flags_defaults_issue_11() {
+        let cli = Cli::try_parse_from(["duplexbench-tui", "mock"]).unwrap();
+        let Some(Command::Mock(mock)) = cli.command else {
+            panic!("mock")
+        };
+        assert_eq!(mock.behaviour.funasr, FunasrMockArgs::default());
     }
 
     #[test]

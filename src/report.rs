@@ -1,6 +1,7 @@
 //! Renderings of a [`Summary`]: `summary.md` for issues ([`markdown`]), and the short table
 //! printed at the end of a headless run ([`table`]).
 
+pub mod jsonl;
 mod markdown;
 mod table;
 
@@ -12,7 +13,9 @@ pub use table::table;
 
 /// "pacing-qualified, complete" and its negatives.
 pub fn verdict_line(s: &Summary) -> String {
-    let pacing = if s.verdict.pacing_qualified {
+    let pacing = if s.verdict.unpaced {
+        "unpaced"
+    } else if s.verdict.pacing_qualified {
         "pacing-qualified"
     } else {
         "PACING-UNQUALIFIED"

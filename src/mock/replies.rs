@@ -495,6 +495,7 @@ mod tests {
             burst_units: 1,
             output_sample_rate: None,
             max_sessions: None,
+            funasr: Default::default(),
         })
     }
 

@@ -277,23 +277,8 @@ mod tests {
         let model = FunasrMockArgs {
             decode_ms: 20.0,
             decode_ms_per_audio_sec: 10.0,
-            ..test_model()
+            ..FunasrMockArgs::default()
         };
         assert!((call_cost_s(&model, 8.0) - 0.1).abs() < 1e-12);
-    }
-
-    pub(crate) fn test_model() -> FunasrMockArgs {
-        FunasrMockArgs {
-            decode_interval: 0.8,
-            partial_window_sec: 8.0,
-            decode_ms: 20.0,
-            decode_ms_per_audio_sec: 10.0,
-            decode_batch_wait_ms: 10.0,
-            decode_max_batch_size: 16,
-            decode_slots: 1,
-            blocking_decode: false,
-            log_decode_profile: false,
-            fault_never_stopped: false,
-        }
     }
 }

@@ -28,6 +28,7 @@ impl Harness {
             burst_units,
             output_sample_rate: None,
             max_sessions: None,
+            funasr: Default::default(),
         }));
         let mut session = Session::new(templates, 1);
         let mut out = Vec::new();
@@ -724,6 +725,7 @@ fn an_output_rate_flag_overrides_the_profile_and_bursts_count_native_units() {
         burst_units: 2,
         output_sample_rate: Some(16_000),
         max_sessions: None,
+        funasr: Default::default(),
     }));
     let mut h = Harness {
         session: Session::new(templates, 2),
