@@ -472,4 +472,6 @@ impl Machine {
 }
 
 #[cfg(test)]
+mod funasr_tests;
+#[cfg(test)]
 mod tests;
