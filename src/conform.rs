@@ -5,9 +5,11 @@
 //! * `rules`: the check itself, one pass over a session's records;
 //! * `grant`: what `session.updated` must grant;
 //! * `trace_file`: reading `trace.jsonl` into records;
-//! * `command`: `duplexbench-tui conform --trace FILE… | --url URL`.
+//! * `command`: `duplexbench-tui conform --trace FILE… | --url URL`;
+//! * `funasr`: the Fun-ASR realtime protocol's rules (`--protocol funasr`).
 
 mod command;
+pub mod funasr;
 mod grant;
 mod rules;
 mod trace_file;

@@ -4,7 +4,7 @@
 //! (docs/exit-codes.md).
 
 use super::{check_session, read_trace, session_name, trace_files, SessionReport};
-use crate::cli::{Cli, Command, ConformArgs};
+use crate::cli::{Cli, Command, ConformArgs, Protocol};
 use crate::{conductor, options};
 use anyhow::{bail, Context, Result};
 use clap::Parser as _;
@@ -36,10 +36,19 @@ pub fn run(args: &ConformArgs) -> Result<i32> {
         );
         bail!("no trace.jsonl found in {place}; nothing to check");
     }
+    let funasr = args.protocol == Protocol::Funasr;
     let mut reports = Vec::with_capacity(files.len());
     for file in &files {
         let records = read_trace(file)?;
-        reports.push(check_session(&session_name(file), &records, args.profile));
+        reports.push(if funasr {
+            super::funasr::check_session(
+                &session_name(file),
+                &records,
+                &super::funasr::audio_sends(file),
+            )
+        } else {
+            check_session(&session_name(file), &records, args.profile)
+        });
     }
     let conformant = reports.iter().all(|r| r.violations.is_empty());
     let mut out = String::new();
@@ -47,7 +56,14 @@ pub fn run(args: &ConformArgs) -> Result<i32> {
         out.push_str(&violation.to_string());
         out.push('\n');
     }
-    out.push_str(&verdict_line(&reports));
+    let line = verdict_line(&reports);
+    // Fun-ASR has no model profiles: name the protocol instead.
+    let line = if funasr {
+        line.replace("(profile unknown)", "(protocol funasr)")
+    } else {
+        line
+    };
+    out.push_str(&line);
     out.push('\n');
     if let Some(dir) = &run_dir {
         if conformant && args.output.is_none() {
@@ -94,6 +110,11 @@ fn record_run(url: &str, args: &ConformArgs, dir: &Path) -> Result<()> {
     let sessions = args.sessions.to_string();
     let duration_s = args.duration.as_secs_f64().to_string();
     let output = dir.to_str().context("the --output path is not UTF-8")?;
+    // Fun-ASR streams speech (the built-in sample), whose length sets the duration.
+    let length: [&str; 2] = match args.protocol {
+        Protocol::Funasr => ["--protocol", "funasr"],
+        Protocol::Native => ["--duration", &duration_s],
+    };
     let argv = [
         "duplexbench-tui",
         "run",
@@ -103,8 +124,8 @@ fn record_run(url: &str, args: &ConformArgs, dir: &Path) -> Result<()> {
         "1",
         "--sessions",
         &sessions,
-        "--duration",
-        &duration_s,
+        length[0],
+        length[1],
         "--trace",
         "full",
         "--keep-traces",
