@@ -24,6 +24,8 @@ pub struct Cli {
     pub run: RunArgs,
 }
 
+// Parsed once per process: the size of the run's arguments beside the others costs nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run paced sessions against the built-in mock or a server given with --url.

@@ -446,6 +446,28 @@ mod tests {
     }
 
     #[test]
+    fn fun_asr_defaults_to_100_ms_frames_of_the_built_in_speech_issue_11() {
+        let p = plan(&["--protocol", "funasr", "--clients", "8", "--loops", "5"]).unwrap();
+        let s = p.settings;
+        assert_eq!((s.packet_ms, s.sessions_per_process), (100, 8));
+        assert!(matches!(s.audio, AudioSource::Sample { loops: 5, .. }));
+        assert!(s.mock.unwrap().funasr.is_some());
+        assert_eq!(plan(&[]).unwrap().settings.packet_ms, 80);
+        let p = plan(&["--protocol", "funasr", "--chunk-ms", "40"]).unwrap();
+        assert_eq!(p.settings.packet_ms, 40);
+    }
+
+    #[test]
+    fn fun_asr_settings_need_the_fun_asr_protocol_issue_11() {
+        let err = plan(&["--language", "en"]).unwrap_err().to_string();
+        assert!(err.contains("--protocol funasr"), "{err}");
+        let err = plan(&["--protocol", "funasr", "-d", "5s"])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("--loops"), "{err}");
+    }
+
+    #[test]
     fn authority_has_a_default_port() {
         assert_eq!(
             url_authority("ws://127.0.0.1/v1/realtime").as_deref(),

@@ -194,7 +194,12 @@ impl Check<'_> {
         });
     }
 
-    fn flag_session(&mut self, rule: &'static str, expected: impl Into<String>, got: impl Into<String>) {
+    fn flag_session(
+        &mut self,
+        rule: &'static str,
+        expected: impl Into<String>,
+        got: impl Into<String>,
+    ) {
         self.line = 0;
         self.flag(rule, expected, got);
     }
@@ -279,7 +284,10 @@ mod tests {
             recv(1.6, partial(500)),
             recv(2.4, partial(1300)),
             send(3.0, "STOP"),
-            recv(3.1, json!({"sentences":[{"text":"w","start":0,"end":2000}],"partial":"","duration_ms":2000,"is_final":true})),
+            recv(
+                3.1,
+                json!({"sentences":[{"text":"w","start":0,"end":2000}],"partial":"","duration_ms":2000,"is_final":true}),
+            ),
             recv(3.11, json!({"event":"stopped"})),
         ]
     }

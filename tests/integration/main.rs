@@ -9,6 +9,7 @@ mod conform;
 mod dashboard;
 mod fake_server;
 mod frozen;
+mod funasr;
 mod mock_protocol;
 mod orphans;
 mod reliability;

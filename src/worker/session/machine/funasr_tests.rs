@@ -56,7 +56,10 @@ const FINAL: &str = r#"{"sentences":[{"text":"w","start":0,"end":5900}],"partial
 fn a_full_session_records_the_benchmarks_metrics_on_a_fake_clock_issue_11() {
     let mut m = machine(&["--language", "en"]);
     m.connecting(0.0);
-    assert_eq!(m.next_action(), Action::Send(Outgoing::Text("START".into())));
+    assert_eq!(
+        m.next_action(),
+        Action::Send(Outgoing::Text("START".into()))
+    );
     m.control_sending(0.001);
     assert_eq!(m.next_action(), Action::Await("started"));
     assert_eq!(hear(&mut m, r#"{"event":"started"}"#, 0.01), Flow::Reached);
@@ -92,13 +95,23 @@ fn a_full_session_records_the_benchmarks_metrics_on_a_fake_clock_issue_11() {
     m.finish(7.4, None);
     let t = m.outcome.transcripts.clone().unwrap();
     let near = |a: Option<f64>, b: f64| a.is_some_and(|a| (a - b).abs() < 1e-6);
-    assert_eq!((t.messages, t.result_messages, t.partial_messages), (3, 2, 1));
-    assert_eq!(t.events, [("stopped".to_string(), 1)], "set-up acks are not counted");
+    assert_eq!(
+        (t.messages, t.result_messages, t.partial_messages),
+        (3, 2, 1)
+    );
+    assert_eq!(
+        t.events,
+        [("stopped".to_string(), 1)],
+        "set-up acks are not counted"
+    );
     assert!(near(t.first_update_ms, 450.0));
     assert!(near(t.final_update_ms, 6300.0));
     assert!(near(t.final_after_stop_ms, 300.0));
     assert!(near(t.send_seconds, 6.0));
-    assert!(near(t.response_lag_ms_p95, -50.0), "450 ms after the audio start, 500 ms heard");
+    assert!(
+        near(t.response_lag_ms_p95, -50.0),
+        "450 ms after the audio start, 500 ms heard"
+    );
     assert!((t.wall_seconds - 7.4).abs() < 1e-9);
     assert!(t.stopped && t.errors.is_empty());
     assert_eq!(m.outcome.counts.late_packets, 0);
@@ -137,7 +150,10 @@ fn a_wait_for_stopped_that_times_out_after_the_final_is_no_benchmark_error_issue
     m.control_sending(1.1);
     hear(&mut m, FINAL, 1.2);
     m.recv_timed_out();
-    m.finish(3.2, Some("no stopped: no server message for --recv-timeout 2s"));
+    m.finish(
+        3.2,
+        Some("no stopped: no server message for --recv-timeout 2s"),
+    );
     let t = m.outcome.transcripts.clone().unwrap();
     assert!(!t.stopped);
     assert!(t.errors.is_empty(), "{:?}", t.errors);
