@@ -35,6 +35,7 @@ fn dispatch(cli: Cli) -> Result<i32> {
         Some(Command::Run(args)) => run(&args),
         Some(Command::Mock(args)) => mock::run(&args).map(|()| 0),
         Some(Command::Conform(args)) => conform::run(&args),
+        Some(Command::Report(args)) => crate::report::command::run(&args),
         Some(Command::Worker(args)) => worker::run(&args).map(|()| 0),
     }
 }

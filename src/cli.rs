@@ -34,6 +34,8 @@ pub enum Command {
     Mock(MockArgs),
     /// Check that a server speaks the native protocol: run 2 short sessions against --url, or read recorded --trace files.
     Conform(ConformArgs),
+    /// Render a run's summary again (Markdown, or text with --text), or compare two runs with --vs.
+    Report(ReportArgs),
     /// One worker process of a run (started by `run`; not for direct use).
     #[command(hide = true)]
     Worker(WorkerArgs),
@@ -241,6 +243,21 @@ pub struct MockArgs {
     pub protocol: Protocol,
     #[command(flatten)]
     pub behaviour: MockBehaviourArgs,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ReportArgs {
+    /// A run's output folder, or its summary.json.
+    pub run: PathBuf,
+    /// Another run to compare it with: both values of every headline figure and their ratio.
+    #[arg(long, value_name = "OTHER")]
+    pub vs: Option<PathBuf>,
+    /// The text table instead of Markdown.
+    #[arg(long, conflicts_with = "vs")]
+    pub text: bool,
+    /// Compare runs of different loads anyway (the differing settings are still named).
+    #[arg(long, requires = "vs")]
+    pub force: bool,
 }
 
 #[derive(Debug, Clone, Args)]

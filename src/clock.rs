@@ -1,4 +1,4 @@
-//! The clock every process of a run shares (SPEC §5): `CLOCK_MONOTONIC` seconds, so that samples
+//! The clock every process of a run shares: `CLOCK_MONOTONIC` seconds, so that samples
 //! taken by the conductor, the workers and the mock line up, plus one realtime anchor per process
 //! so that runs on several hosts can be aligned afterwards.
 

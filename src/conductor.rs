@@ -1,6 +1,6 @@
 //! The conductor: the process the user runs. It starts the built-in mock (unless `--url`) and
 //! the worker children, holds them at a common start gate, follows their telemetry, stops them
-//! on Ctrl-C or SIGTERM, and builds the summary from their result files (SPEC §3).
+//! on Ctrl-C or SIGTERM, and builds the summary from their result files (docs/architecture.md).
 
 mod children;
 mod follow;
@@ -11,9 +11,9 @@ use crate::contract::telemetry::Telemetry;
 use crate::contract::worker::WorkerConfig;
 use crate::contract::worker::WorkerResult;
 use crate::contract::Role;
-use crate::contract::RunPaths;
 use crate::live::{Finished, LiveState, ProcessLive, RunInfo};
 use crate::options::{self, RunPlan};
+use crate::paths::RunPaths;
 use crate::sampler::{Sampler, Target};
 use crate::summary::{RunRecord, Summary};
 use crate::trace::files::TRACE_FILE;

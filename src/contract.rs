@@ -1,15 +1,13 @@
 //! The run's contracts: everything that crosses a process boundary or lands in the run folder
 //! for another process to read — the worker's configuration, telemetry and commands, its result
-//! file, process roles and names, and the paths of a run folder. The conductor, the workers,
-//! the sampler and the summary meet here instead of in each other's internals.
+//! file, process roles and names (the paths of a run folder are [`crate::paths`]). The
+//! conductor, the workers, the sampler and the summary meet here instead of in each other's
+//! internals.
 
-pub mod paths;
 pub mod telemetry;
 pub mod worker;
 
 use serde::{Deserialize, Serialize};
-
-pub use paths::RunPaths;
 
 /// What a child process of a run is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]

@@ -1,4 +1,4 @@
-//! Facts about the host that explain results (SPEC §9): CPU, kernel, page-cache writeback
+//! Facts about the host that explain results: CPU, kernel, page-cache writeback
 //! settings and the filesystem the traces go to.
 
 use serde::{Deserialize, Serialize};

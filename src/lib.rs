@@ -1,16 +1,22 @@
 //! duplexbench-tui: a paced load generator for full-duplex realtime speech WebSocket servers
 //! that proves its own pacing while it runs.
 //!
-//! The process diagram of SPEC §3, as modules:
+//! The process diagram (docs/architecture.md), as modules:
 //!
+//! * [`app`]: the table of contents — parse, validate ([`cli`] → [`options`]), run, exit code.
 //! * [`conductor`]: the process the user runs. Starts the [`mock`] child (unless `--url`) and the
-//!   worker children, gates their start, reads their telemetry, and merges their result files
-//!   into the summary ([`summary`], rendered by [`report`]). [`headless`] prints progress.
-//! * [`worker`]: one worker process: S paced sessions on one async runtime, a [`looplag`]
-//!   monitor and one [`trace`] writer thread.
-//! * [`protocol`]: the native session protocol spoken by the worker and the mock.
-//! * [`cli`] and [`options`]: the command line as parsed, and as validated.
-//! * [`stats`], [`clock`], [`procstat`], [`host`], [`sys`]: shared measurement plumbing.
+//!   worker children, claims the run folder, gates their start, follows their telemetry into
+//!   the [`live`] state that the [`ui`] (dashboard or headless lines) reads, runs the
+//!   [`sampler`], and builds the [`summary`] from their result files ([`report`] renders it).
+//! * [`worker`]: one worker process: S paced sessions on one runtime (each a sans-I/O state
+//!   machine speaking a [`protocol`]), a [`looplag`] monitor and one [`trace`] writer thread.
+//! * [`contract`]: what crosses a process boundary — worker config and result, telemetry,
+//!   process roles; [`paths`] names every path of a run folder.
+//! * [`protocol`]: the seam to a wire protocol; [`mock`] serves the same protocols with no model;
+//!   [`conform`] checks a server's events against a protocol's rules; [`profile`] is what a
+//!   native server serves.
+//! * [`pacing`] and [`verdict`]: the one vocabulary for packets and the one verdict.
+//! * [`audio`], [`stats`], [`clock`], [`procstat`], [`host`], [`sys`]: shared plumbing.
 
 // Tests may unwrap: a panic is how they fail.
 #![cfg_attr(test, allow(clippy::unwrap_used))]
@@ -28,6 +34,7 @@ pub mod looplag;
 pub mod mock;
 pub mod options;
 pub mod pacing;
+pub mod paths;
 pub mod procstat;
 pub mod profile;
 pub mod protocol;

@@ -33,7 +33,7 @@ impl ProcessLive {
         }
     }
 
-    /// Reads /proc/<pid> again; CPU in cores is the CPU time since the previous reading.
+    /// Reads `/proc/<pid>` again; CPU in cores is the CPU time since the previous reading.
     pub fn refresh(&mut self, now_s: f64) {
         let reading = procstat::read_live(self.pid);
         if let (Some(new), Some(old)) = (reading, self.reading) {

@@ -1,4 +1,4 @@
-//! The event-loop lag monitor (SPEC §5): a 10 ms ticker on the runtime it watches, recording how
+//! The event-loop lag monitor: a 10 ms ticker on the runtime it watches, recording how
 //! late each tick wakes. A blocked runtime shows here first: every packet of every session on that
 //! runtime waits with the ticker.
 

@@ -1,4 +1,4 @@
-//! The built-in mock server (SPEC §4): serves the native full-duplex protocol with no model, so
+//! The built-in mock server: serves the native full-duplex protocol with no model, so
 //! anyone can reproduce and study the client's pacing on one machine.
 //!
 //! It runs on one current-thread runtime: one event loop whose lag is meaningful and whose CPU

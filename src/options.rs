@@ -46,8 +46,10 @@ pub struct Settings {
     pub connect_timeout_s: f64,
     pub recv_timeout_s: f64,
     /// The wire protocol spoken.
+    #[serde(default)]
     pub protocol: crate::protocol::Protocol,
     /// The output modalities the client asks for.
+    #[serde(default = "default_modalities")]
     pub modalities: Vec<String>,
     /// Fun-ASR: the language and hotwords set after START.
     #[serde(default)]
@@ -160,6 +162,10 @@ impl MockBehaviour {
         }
         flags
     }
+}
+
+fn default_modalities() -> Vec<String> {
+    vec!["audio".to_string()]
 }
 
 /// A validated run: its settings, where it writes, and how it was invoked.

@@ -1,4 +1,4 @@
-//! CPU time and memory of a process, for the per-process figures of SPEC §5.
+//! CPU time and memory of a process, for the per-process figures.
 //!
 //! A process measures itself with `getrusage(2)` at its end; the conductor reads children it
 //! watches live from `/proc/<pid>/stat` and `/proc/<pid>/status` (see proc(5)).

@@ -12,10 +12,8 @@
 pub mod funasr;
 pub mod native;
 
-use crate::options::Settings;
 use crate::trace::format::Payload;
 use std::borrow::Cow;
-use std::rc::Rc;
 
 /// The wire protocols the tool speaks, as client and as mock (`--protocol`).
 #[derive(
@@ -52,17 +50,6 @@ impl Protocol {
         match self {
             Protocol::Native => "native",
             Protocol::Funasr => "funasr",
-        }
-    }
-
-    /// The client side of the protocol, configured from the run's settings.
-    pub fn client(self, settings: &Settings) -> Rc<dyn ClientProtocol> {
-        match self {
-            Protocol::Native => Rc::new(native::Native::new(&settings.modalities)),
-            Protocol::Funasr => Rc::new(funasr::Funasr::new(
-                settings.language.as_deref(),
-                settings.hotwords.as_deref(),
-            )),
         }
     }
 

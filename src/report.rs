@@ -1,6 +1,8 @@
 //! Renderings of a [`Summary`]: `summary.md` for issues ([`markdown`]), and the short table
 //! printed at the end of a headless run ([`table`]).
 
+pub mod command;
+mod compare;
 pub mod jsonl;
 mod markdown;
 mod table;

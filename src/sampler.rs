@@ -1,4 +1,4 @@
-//! The procfs sampler (SPEC §7): an OS thread of the conductor that reads `stat`, `schedstat`
+//! The procfs sampler: an OS thread of the conductor that reads `stat`, `schedstat`
 //! and (in `D`) `wchan` of every thread of every worker and of the mock, on an absolute 5 ms
 //! schedule, from outside the processes it measures. It turns the samples into episodes (see
 //! [`episodes`]) that [`attribution`] lines up with late packets and loop stalls.

@@ -1,4 +1,4 @@
-//! Histograms and the percentile records every output shares (SPEC §5).
+//! Histograms and the percentile records every output shares (docs/metrics.md).
 //!
 //! Everything is recorded in microseconds in an HdrHistogram, so memory does not grow with the
 //! length of a run, and histograms of several processes can be pooled exactly by adding them.

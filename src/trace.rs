@@ -1,4 +1,5 @@
-//! Trace and receipt writing (SPEC §6, the seed's fix done properly).
+//! Trace and receipt writing: one writer thread per worker does every file write, so the
+//! runtime never waits on the disk (which is how the study's Python client fell behind).
 //!
 //! Session tasks only hand over frames that are already encoded; with the default `thread`
 //! writer one OS thread per worker does every file write, in 0.5 s batches per session, and
@@ -10,7 +11,7 @@ pub mod files;
 pub mod format;
 mod writer;
 
-use crate::contract::RunPaths;
+use crate::paths::RunPaths;
 use anyhow::Result;
 use files::{SamplesFile, SessionFiles};
 use format::{Direction, Payload};
@@ -101,7 +102,7 @@ pub struct Receipt {
     pub completed_s: f64,
 }
 
-/// Lines and bytes handed to the writer and not yet written (SPEC §5 "writer queue depth").
+/// Lines and bytes handed to the writer and not yet written (the writer queue depth).
 #[derive(Debug, Default)]
 pub struct QueueDepth {
     lines: AtomicU64,

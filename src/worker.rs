@@ -16,7 +16,10 @@ use crate::contract::telemetry::{Command, Telemetry};
 use crate::contract::worker::{
     Injection, SessionOutcome, WorkerConfig, WorkerResult, RESULT_SCHEMA_VERSION,
 };
-use crate::contract::RunPaths;
+use crate::options::Settings;
+use crate::paths::RunPaths;
+use crate::protocol::native::Native;
+use crate::protocol::{ClientProtocol, Protocol};
 use crate::trace::{TraceConfig, Tracer};
 use crate::{looplag, procstat, sys};
 use anyhow::{Context, Result};
@@ -164,7 +167,7 @@ async fn drive(
 
     let url: Rc<str> = Rc::from(settings.url.as_str());
 
-    let protocol = settings.protocol.client(&settings);
+    let protocol = client_protocol(&settings);
     let sessions: Vec<_> = (0..settings.sessions_per_process)
         .map(|index| {
             let ctx = session::SessionCtx {
@@ -313,6 +316,17 @@ async fn drive(
         outcomes,
         gate_s,
         injections: injections.take(),
+    }
+}
+
+/// The client side of the run's protocol, configured from its settings.
+fn client_protocol(settings: &Settings) -> Rc<dyn ClientProtocol> {
+    match settings.protocol {
+        Protocol::Native => Rc::new(Native::new(&settings.modalities)),
+        Protocol::Funasr => Rc::new(crate::protocol::funasr::Funasr::new(
+            settings.language.as_deref(),
+            settings.hotwords.as_deref(),
+        )),
     }
 }
 

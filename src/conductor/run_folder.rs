@@ -4,7 +4,7 @@
 //! that run's own files. The kernel drops the lock when the conductor exits in any way, so a
 //! run killed with SIGKILL does not block the next one.
 
-use crate::contract::RunPaths;
+use crate::paths::RunPaths;
 use anyhow::{bail, Context, Result};
 use rustix::fs::{flock, FlockOperation};
 use std::fs::{self, File};

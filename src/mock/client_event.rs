@@ -1,4 +1,4 @@
-//! The parts of a client event the mock reads, parsed liberally (SPEC §4: "be liberal in what
+//! The parts of a client event the mock reads, parsed liberally ("be liberal in what
 //! you accept"): any JSON number where a time or a count is expected (the real client sends
 //! `t_start_ms` as `80.0`), unknown fields ignored, event ids of any string shape.
 

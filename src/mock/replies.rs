@@ -1,4 +1,4 @@
-//! The frames the mock sends (SPEC §4, docs/protocol-native.md), written with `write!` into one
+//! The frames the mock sends (docs/protocol-native.md), written with `write!` into one
 //! buffer per frame.
 //!
 //! The mock must answer 1024 sessions × 12.5 appends/s on one thread with little CPU, so nothing

@@ -1,4 +1,4 @@
-//! One mock session's state machine (SPEC §4), free of any socket: it takes the text of each
+//! One mock session's state machine, free of any socket: it takes the text of each
 //! client message with its arrival time and pushes the frames to send into an outbox, so every
 //! transition is testable without a network.
 //!

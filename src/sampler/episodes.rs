@@ -1,4 +1,4 @@
-//! Turning a thread's samples into episodes (SPEC §7): runs of consecutive sample intervals in
+//! Turning a thread's samples into episodes: runs of consecutive sample intervals in
 //! which the thread was off the CPU in `D` (disk wait), runnable but waiting in the run queue
 //! (CPU starvation), or on the CPU (busy). Sleeping intervals end an episode and start none.
 

@@ -4,7 +4,7 @@
 
 use super::format::{self, Direction, Payload};
 use super::Receipt;
-use crate::contract::RunPaths;
+use crate::paths::RunPaths;
 use std::fs::File;
 use std::io::Write as _;
 use std::path::Path;

@@ -1,4 +1,4 @@
-//! How trace lines, receipts and samples are laid out on disk (SPEC §6, docs/files.md).
+//! How trace lines, receipts and samples are laid out on disk (docs/files.md).
 //!
 //! A frame is encoded once, when it is sent or as it arrived; a trace line only wraps it.
 

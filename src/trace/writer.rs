@@ -6,7 +6,7 @@ use super::files::{SamplesFile, SessionFiles};
 use super::format::{Direction, Payload};
 use super::{QueueDepth, Receipt, TraceConfig};
 use crate::clock::monotonic_s;
-use crate::contract::RunPaths;
+use crate::paths::RunPaths;
 use crate::trace::TraceMode;
 use anyhow::{Context, Result};
 use std::sync::mpsc::{self, TryRecvError};

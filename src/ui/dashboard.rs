@@ -1,4 +1,4 @@
-//! The live dashboard (SPEC §8): a thread of the conductor that owns the terminal, reads keys,
+//! The live dashboard: a thread of the conductor that owns the terminal, reads keys,
 //! and draws [`LiveState`] about ten times a second.
 //!
 //! It runs beside the conductor's control loop, never inside it: a slow or frozen terminal only

@@ -4,7 +4,7 @@
 
 use crate::clock::monotonic_s;
 use crate::contract::worker::Injection;
-use crate::contract::RunPaths;
+use crate::paths::RunPaths;
 use std::io::Write as _;
 use std::time::Duration;
 

@@ -6,7 +6,7 @@ use clap::Parser as _;
 use duplexbench_tui::cli::{Cli, Command as CliCommand};
 use duplexbench_tui::contract::worker::WorkerConfig;
 use duplexbench_tui::contract::worker::WorkerResult;
-use duplexbench_tui::contract::RunPaths;
+use duplexbench_tui::paths::RunPaths;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::fd::AsRawFd;
 use std::process::{Command, Stdio};

@@ -13,6 +13,7 @@ mod funasr;
 mod mock_protocol;
 mod orphans;
 mod reliability;
+mod report;
 mod run_folder;
 mod runs;
 mod sampler;

@@ -1,0 +1,63 @@
+//! `duplexbench-tui report RUN [--vs OTHER]`: renders a run's summary again with today's report
+//! (Markdown, or the text table with `--text`), or compares two runs.
+
+use super::{compare, markdown, table};
+use crate::cli::ReportArgs;
+use crate::summary::{Summary, SCHEMA_VERSION};
+use anyhow::{bail, Context, Result};
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+
+/// Runs the command; 0 when it printed the report.
+pub fn run(args: &ReportArgs) -> Result<i32> {
+    let (a_path, a) = load(&args.run)?;
+    let out = match &args.vs {
+        None if args.text => table(&a),
+        None => markdown(&a),
+        Some(other) => {
+            let (b_path, b) = load(other)?;
+            let differ = compare::differing_settings(&a, &b);
+            if !differ.is_empty() && !args.force {
+                bail!(
+                    "the two runs ran different loads ({}); compare runs of the same load, or give --force",
+                    differ.join("; ")
+                );
+            }
+            compare::markdown(&a, &b, (&label(&a_path), &label(&b_path)))
+        }
+    };
+    // A closed stdout (`| head`) is not an error worth a message.
+    let _ = std::io::stdout().write_all(out.as_bytes());
+    Ok(0)
+}
+
+fn label(path: &Path) -> String {
+    path.display().to_string()
+}
+
+/// Reads `summary.json` from a run folder, or the file given.
+fn load(path: &Path) -> Result<(PathBuf, Summary)> {
+    let file = if path.is_dir() {
+        path.join("summary.json")
+    } else {
+        path.to_path_buf()
+    };
+    let text = std::fs::read_to_string(&file).with_context(|| {
+        format!(
+            "cannot read {}; give a run's output folder or its summary.json",
+            file.display()
+        )
+    })?;
+    let value: serde_json::Value =
+        serde_json::from_str(&text).with_context(|| format!("{} is not JSON", file.display()))?;
+    let version = value["schema_version"].as_u64().unwrap_or(0);
+    if version != u64::from(SCHEMA_VERSION) {
+        bail!(
+            "{} is a summary of schema_version {version}; this duplexbench-tui reads {SCHEMA_VERSION} (re-run with this version, or use the version that wrote it)",
+            file.display()
+        );
+    }
+    let summary = serde_json::from_value(value)
+        .with_context(|| format!("{} is not a duplexbench-tui summary", file.display()))?;
+    Ok((path.to_path_buf(), summary))
+}

@@ -1,0 +1,76 @@
+//! `report` (issue 15): a run's summary rendered again, and two runs compared figure by figure.
+
+use crate::util::{self, describe, TempDir};
+use std::time::Duration;
+
+fn small_run(dir: &TempDir, name: &str, sessions: &str) -> std::path::PathBuf {
+    let out = dir.join(name);
+    let output = util::run_to(
+        &out,
+        &["-s", sessions, "-d", "2s", "--trace", "off"],
+        Duration::from_secs(60),
+    );
+    assert!(
+        matches!(output.status.code(), Some(0 | 1)),
+        "{}",
+        describe(&output)
+    );
+    out
+}
+
+#[test]
+fn report_renders_a_run_again_and_compares_two_with_their_ratios_issue_15() {
+    let _serial = util::serial();
+    let dir = TempDir::new("report");
+    let a = small_run(&dir, "a", "2");
+    let b = small_run(&dir, "b", "2");
+    let again = util::run(&["report", a.to_str().unwrap()], Duration::from_secs(30));
+    assert_eq!(again.status.code(), Some(0), "{}", describe(&again));
+    let md = String::from_utf8_lossy(&again.stdout);
+    assert!(md.starts_with("# duplexbench-tui run: "), "{md}");
+    assert_eq!(
+        md,
+        std::fs::read_to_string(a.join("summary.md")).unwrap(),
+        "today's report of the same summary is the same file"
+    );
+    let vs = util::run(
+        &["report", a.to_str().unwrap(), "--vs", b.to_str().unwrap()],
+        Duration::from_secs(30),
+    );
+    assert_eq!(vs.status.code(), Some(0), "{}", describe(&vs));
+    let table = String::from_utf8_lossy(&vs.stdout);
+    assert!(table.contains("| figure | A | B | B / A |"), "{table}");
+    assert!(table.contains("| deviation p99 |"), "{table}");
+    assert!(table.contains("×"), "ratios are printed: {table}");
+}
+
+#[test]
+fn report_refuses_to_compare_different_loads_naming_what_differs_issue_15() {
+    let _serial = util::serial();
+    let dir = TempDir::new("report-differ");
+    let a = small_run(&dir, "a", "2");
+    let b = small_run(&dir, "b", "3");
+    let (a, b) = (a.to_str().unwrap(), b.to_str().unwrap());
+    let refused = util::run(&["report", a, "--vs", b], Duration::from_secs(30));
+    assert_eq!(refused.status.code(), Some(2), "{}", describe(&refused));
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(err.contains("sessions per process: 2 vs 3"), "{err}");
+    assert!(err.contains("--force"), "{err}");
+    let forced = util::run(
+        &["report", a, "--vs", b, "--force"],
+        Duration::from_secs(30),
+    );
+    assert_eq!(forced.status.code(), Some(0), "{}", describe(&forced));
+    assert!(String::from_utf8_lossy(&forced.stdout).contains("The loads differ"));
+}
+
+#[test]
+fn report_of_a_folder_without_a_summary_is_a_clear_error() {
+    let dir = TempDir::new("report-empty");
+    let out = util::run(
+        &["report", dir.join("").to_str().unwrap()],
+        Duration::from_secs(30),
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("give a run's output folder"));
+}
