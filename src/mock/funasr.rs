@@ -31,6 +31,7 @@ pub async fn run_session(
     counters: &Counters,
 ) {
     let mut session = Session::new(engine.model());
+    let mut arrivals = Arrivals::default();
     let mut out: Vec<Utf8Bytes> = Vec::with_capacity(4);
     let mut pending: Option<tokio::sync::oneshot::Receiver<()>> = None;
     loop {
@@ -52,13 +53,13 @@ pub async fn run_session(
             }
             return;
         };
-        if !take(&mut session, message, counters, &mut out) {
+        if !take(&mut session, &mut arrivals, message, counters, &mut out) {
             let _ = ws.flush().await;
             return;
         }
         // Everything that has already arrived, before deciding on a decode.
         while let Some(Some(Ok(message))) = ws.next().now_or_never() {
-            if !take(&mut session, message, counters, &mut out) {
+            if !take(&mut session, &mut arrivals, message, counters, &mut out) {
                 let _ = ws.flush().await;
                 return;
             }
@@ -80,9 +81,28 @@ async fn decoded(pending: &mut Option<tokio::sync::oneshot::Receiver<()>>) {
     }
 }
 
+/// When each audio frame arrived against its place in the stream: the mock's own view of the
+/// client's pacing (the session's first frame is the origin; `START` resets it).
+#[derive(Default)]
+struct Arrivals {
+    origin_s: Option<f64>,
+    bytes: u64,
+}
+
+impl Arrivals {
+    fn frame(&mut self, bytes: usize, counters: &Counters) {
+        let now_s = crate::clock::monotonic_s();
+        let origin_s = *self.origin_s.get_or_insert(now_s);
+        let due_s = origin_s + self.bytes as f64 / 32_000.0;
+        counters.record_arrival_deviation_s((now_s - due_s).abs());
+        self.bytes += bytes as u64;
+    }
+}
+
 /// Feeds one message to the session; false when the client closed.
 fn take(
     session: &mut Session,
+    arrivals: &mut Arrivals,
     message: Message,
     counters: &Counters,
     out: &mut Vec<Utf8Bytes>,
@@ -90,6 +110,12 @@ fn take(
     match message {
         Message::Text(text) => {
             let before = out.len();
+            if text
+                .trim()
+                .eq_ignore_ascii_case(crate::protocol::funasr::names::START)
+            {
+                *arrivals = Arrivals::default();
+            }
             session.on_text(text.as_str(), out);
             if out[before..]
                 .iter()
@@ -100,6 +126,7 @@ fn take(
         }
         Message::Binary(bytes) => {
             counters.append_received();
+            arrivals.frame(bytes.len(), counters);
             session.on_audio(bytes.len());
         }
         Message::Close(_) => return false,
