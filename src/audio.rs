@@ -26,6 +26,22 @@ pub enum AudioSource {
         samples: u64,
         loops: u32,
     },
+    /// The project's speech sample (`assets/speech-16k.wav`, built into the binary), replayed
+    /// `loops` times: the default input of protocols that recognise speech.
+    Sample { samples: u64, loops: u32 },
+}
+
+/// `assets/speech-16k.wav`, so that the default works wherever the binary is.
+pub const SPEECH_SAMPLE: &[u8] = include_bytes!("../assets/speech-16k.wav");
+
+/// The built-in sample, `loops` times.
+pub fn speech_sample(loops: u32) -> Result<AudioSource> {
+    let reader = hound::WavReader::new(std::io::Cursor::new(SPEECH_SAMPLE))
+        .context("the built-in speech sample is not a WAV file")?;
+    Ok(AudioSource::Sample {
+        samples: u64::from(reader.duration()),
+        loops,
+    })
 }
 
 impl AudioSource {
@@ -33,7 +49,9 @@ impl AudioSource {
     pub fn total_samples(&self) -> Option<u64> {
         match self {
             AudioSource::Silence => None,
-            AudioSource::Wav { samples, loops, .. } => Some(samples * u64::from(*loops)),
+            AudioSource::Wav { samples, loops, .. } | AudioSource::Sample { samples, loops } => {
+                Some(samples * u64::from(*loops))
+            }
         }
     }
 }
@@ -111,6 +129,16 @@ pub fn probe(path: &Path, rate: u32, rate_given: bool) -> Result<u64> {
     Ok(samples)
 }
 
+/// The PCM16 little-endian bytes of one play of a WAV.
+fn read_pcm<R: std::io::Read>(mut reader: hound::WavReader<R>, what: &str) -> Result<Vec<u8>> {
+    let mut one = Vec::with_capacity(reader.duration() as usize * BYTES_PER_SAMPLE);
+    for sample in reader.samples::<i16>() {
+        let sample = sample.with_context(|| format!("cannot read {what}"))?;
+        one.extend_from_slice(&sample.to_le_bytes());
+    }
+    Ok(one)
+}
+
 /// The input audio of every session, cut into packets, each packet also base64-encoded once.
 pub struct Audio {
     /// The whole stream (one packet of it for silence).
@@ -149,26 +177,51 @@ impl Audio {
                 ))
             }
             AudioSource::Wav { path, loops, .. } => {
-                let mut reader = hound::WavReader::open(path)
+                let reader = hound::WavReader::open(path)
                     .with_context(|| format!("cannot open --audio {}", path.display()))?;
-                let mut one = Vec::with_capacity(reader.duration() as usize * BYTES_PER_SAMPLE);
-                for sample in reader.samples::<i16>() {
-                    let sample = sample
-                        .with_context(|| format!("cannot read --audio {}", path.display()))?;
-                    one.extend_from_slice(&sample.to_le_bytes());
-                }
-                let mut pcm = Vec::with_capacity(total_bytes);
-                while pcm.len() < total_bytes {
-                    let take = (total_bytes - pcm.len()).min(one.len());
-                    pcm.extend_from_slice(&one[..take]);
-                }
-                debug_assert_eq!(pcm.len() / one.len().max(1), *loops as usize);
-                let sizes: Vec<usize> = (0..packets as usize)
-                    .map(|k| packet_bytes.min(total_bytes - k * packet_bytes))
-                    .collect();
-                Ok(Audio::encode(pcm, &sizes, packets, false))
+                let what = format!("--audio {}", path.display());
+                let one = read_pcm(reader, &what)?;
+                Ok(Audio::looped(
+                    &one,
+                    *loops,
+                    packet_bytes,
+                    packets,
+                    total_bytes,
+                ))
+            }
+            AudioSource::Sample { loops, .. } => {
+                let reader = hound::WavReader::new(std::io::Cursor::new(SPEECH_SAMPLE))
+                    .context("the built-in speech sample is not a WAV file")?;
+                let one = read_pcm(reader, "the built-in speech sample")?;
+                Ok(Audio::looped(
+                    &one,
+                    *loops,
+                    packet_bytes,
+                    packets,
+                    total_bytes,
+                ))
             }
         }
+    }
+
+    /// `one` play of the input, `loops` times, cut into packets.
+    fn looped(
+        one: &[u8],
+        loops: u32,
+        packet_bytes: usize,
+        packets: u32,
+        total_bytes: usize,
+    ) -> Audio {
+        let mut pcm = Vec::with_capacity(total_bytes);
+        while pcm.len() < total_bytes {
+            let take = (total_bytes - pcm.len()).min(one.len());
+            pcm.extend_from_slice(&one[..take]);
+        }
+        debug_assert_eq!(pcm.len() / one.len().max(1), loops as usize);
+        let sizes: Vec<usize> = (0..packets as usize)
+            .map(|k| packet_bytes.min(total_bytes - k * packet_bytes))
+            .collect();
+        Audio::encode(pcm, &sizes, packets, false)
     }
 
     fn encode(pcm: Vec<u8>, sizes: &[usize], packets: u32, silence: bool) -> Audio {

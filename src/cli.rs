@@ -56,7 +56,7 @@ pub struct RunArgs {
     #[arg(long, short = 'p', default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=256), help_heading = "Load")]
     pub processes: u32,
     /// Concurrent sessions per worker process (S); the run has total = P × S sessions.
-    #[arg(long, short = 's', default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..=65535), help_heading = "Load")]
+    #[arg(long, short = 's', visible_alias = "clients", default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..=65535), help_heading = "Load")]
     pub sessions: u32,
     /// Total concurrent sessions (total = P × S), spread evenly over --processes; instead of --sessions.
     #[arg(long, short = 'c', conflicts_with = "sessions", value_parser = clap::value_parser!(u32).range(1..=65535), help_heading = "Load")]
@@ -70,9 +70,12 @@ pub struct RunArgs {
     /// With --audio, how many times each session plays the file before it ends its input.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100_000), help_heading = "Load")]
     pub loops: u32,
-    /// Packet length in milliseconds.
-    #[arg(long, visible_alias = "chunk-ms", default_value_t = 80, value_parser = clap::value_parser!(u32).range(10..=1000), help_heading = "Load")]
-    pub packet_ms: u32,
+    /// Packet length in milliseconds [default: 80; 100 with --protocol funasr, as its benchmark].
+    #[arg(long, visible_alias = "chunk-ms", value_parser = clap::value_parser!(u32).range(10..=1000), help_heading = "Load")]
+    pub packet_ms: Option<u32>,
+    /// Send every packet as soon as the socket takes it, not on the realtime schedule (a throughput stress test; the pacing verdict then says "unpaced").
+    #[arg(long, help_heading = "Load")]
+    pub no_pace: bool,
     /// A packet further than this from its schedule is late, in ms [default: one packet].
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..), help_heading = "Load")]
     pub late_threshold_ms: Option<u32>,
@@ -108,8 +111,30 @@ pub struct RunArgs {
     /// Kernel send buffer of each connection (SO_SNDBUF), in bytes [default: the OS's, autotuned up to megabytes]; a small one shows a server that stops reading within a few packets.
     #[arg(long, value_parser = clap::value_parser!(u32).range(4096..), help_heading = "Server")]
     pub send_buffer_bytes: Option<u32>,
+    /// With --protocol funasr, the language the client sets after START (LANGUAGE:<lang>) [default: none].
+    #[arg(long, help_heading = "Server")]
+    pub language: Option<String>,
+    /// With --protocol funasr, the hotwords the client sets after START, comma-separated (HOTWORDS:w1,w2) [default: none].
+    #[arg(long, help_heading = "Server")]
+    pub hotwords: Option<String>,
+    /// Send a WebSocket ping this often, in seconds; 0 or less disables [default: 0, off].
+    #[arg(
+        long,
+        default_value_t = 0.0,
+        allow_negative_numbers = true,
+        help_heading = "Server"
+    )]
+    pub client_ping_interval: f64,
+    /// End the session when a ping is not answered within this many seconds; 0 or less waits for ever [default: 0].
+    #[arg(
+        long,
+        default_value_t = 0.0,
+        allow_negative_numbers = true,
+        help_heading = "Server"
+    )]
+    pub client_ping_timeout: f64,
     /// Largest server message accepted, e.g. 16MiB, 512KiB or a number of bytes (at least 1 KiB); a larger one is a protocol error [default: 16 MiB].
-    #[arg(long, value_name = "SIZE", default_value = "16MiB", hide_default_value = true, value_parser = parse_size, help_heading = "Server")]
+    #[arg(long, visible_alias = "max-message-size", value_name = "SIZE", default_value = "16MiB", hide_default_value = true, value_parser = parse_size, help_heading = "Server")]
     pub max_message_bytes: u64,
     #[command(flatten)]
     pub mock: MockBehaviourArgs,
@@ -132,6 +157,9 @@ pub struct RunArgs {
     /// Keep the session traces (deleted at the end otherwise; about 10 MB per 90 s session in full mode).
     #[arg(long, help_heading = "Output")]
     pub keep_traces: bool,
+    /// With --protocol funasr, also write the Fun-ASR benchmark's JSONL here: one {"type":"client",…} line per session, then {"type":"summary",…}.
+    #[arg(long, value_name = "FILE", help_heading = "Output")]
+    pub output_jsonl: Option<PathBuf>,
 
     /// How often the procfs sampler reads every client thread, in ms.
     #[arg(long, default_value_t = 5.0, value_parser = parse_interval_ms, help_heading = "Sampling")]
@@ -234,6 +262,45 @@ pub struct MockBehaviourArgs {
     /// openai and vllm mocks: answer the first append with an error event of this code (invalid_audio, processing_error, …).
     #[arg(long, value_name = "CODE", help_heading = "Mock")]
     pub mock_error: Option<String>,
+    #[command(flatten)]
+    pub funasr: FunasrMockArgs,
+}
+
+/// How the Fun-ASR mock decodes: the server's cadence and a cost model (docs/funasr.md).
+#[derive(
+    Debug, Clone, PartialEq, Args, serde::Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
+pub struct FunasrMockArgs {
+    /// Seconds of new audio between two partial decodes of a session (the first after 480 ms).
+    #[arg(long, default_value_t = 0.8, help_heading = "Fun-ASR mock")]
+    pub decode_interval: f64,
+    /// The longest audio window a partial decode covers, in seconds.
+    #[arg(long, default_value_t = 8.0, help_heading = "Fun-ASR mock")]
+    pub partial_window_sec: f64,
+    /// Fixed cost of one engine call, in ms.
+    #[arg(long, default_value_t = 20.0, help_heading = "Fun-ASR mock")]
+    pub decode_ms: f64,
+    /// Cost per second of audio decoded, in ms: a partial's window, a final's whole segment (a batch costs as its longest).
+    #[arg(long, default_value_t = 10.0, help_heading = "Fun-ASR mock")]
+    pub decode_ms_per_audio_sec: f64,
+    /// Decodes of several sessions arriving within this many ms go to the engine as one batch; 0 batches only what is already waiting.
+    #[arg(long, default_value_t = 10.0, help_heading = "Fun-ASR mock")]
+    pub decode_batch_wait_ms: f64,
+    /// The most decodes in one engine call; 1 turns batching off.
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=4096), help_heading = "Fun-ASR mock")]
+    pub decode_max_batch_size: u32,
+    /// Engine calls that may run at once (GPUs).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64), help_heading = "Fun-ASR mock")]
+    pub decode_slots: u32,
+    /// Run each decode on the WebSocket event loop itself, blocking every session meanwhile (the seed's warning).
+    #[arg(long, help_heading = "Fun-ASR mock")]
+    pub blocking_decode: bool,
+    /// Log one line per engine call on stderr: requests, samples, audio range, queue wait p50/max, engine ms.
+    #[arg(long, help_heading = "Fun-ASR mock")]
+    pub log_decode_profile: bool,
+    /// Test fault: never send the `stopped` event.
+    #[arg(long, hide = true)]
+    pub fault_never_stopped: bool,
 }
 
 impl MockBehaviourArgs {
@@ -334,6 +401,24 @@ pub struct WorkerArgs {
     pub config: PathBuf,
 }
 
+impl Default for FunasrMockArgs {
+    /// The flags' defaults.
+    fn default() -> FunasrMockArgs {
+        FunasrMockArgs {
+            decode_interval: 0.8,
+            partial_window_sec: 8.0,
+            decode_ms: 20.0,
+            decode_ms_per_audio_sec: 10.0,
+            decode_batch_wait_ms: 10.0,
+            decode_max_batch_size: 16,
+            decode_slots: 1,
+            blocking_decode: false,
+            log_decode_profile: false,
+            fault_never_stopped: false,
+        }
+    }
+}
+
 /// Parses a sampling interval in milliseconds (1 to 1000).
 fn parse_interval_ms(text: &str) -> Result<f64, String> {
     match text.trim().parse::<f64>() {
@@ -428,6 +513,15 @@ mod tests {
         };
         assert_eq!(run.concurrency, Some(64));
         assert!(Cli::try_parse_from(["duplexbench-tui", "-c", "4", "-s", "4"]).is_err());
+    }
+
+    #[test]
+    fn the_fun_asr_mock_defaults_are_the_flags_defaults_issue_11() {
+        let cli = Cli::try_parse_from(["duplexbench-tui", "mock"]).unwrap();
+        let Some(Command::Mock(mock)) = cli.command else {
+            panic!("mock")
+        };
+        assert_eq!(mock.behaviour.funasr, FunasrMockArgs::default());
     }
 
     #[test]

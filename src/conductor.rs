@@ -168,6 +168,9 @@ pub fn run(plan: RunPlan, exit_on_finish: bool) -> Result<i32> {
     });
     let summary = Summary::build(record(results, mock, ending.cancelled, notes, sampled));
     write_summary(&output_dir, &summary)?;
+    if let (Some(path), Some(section)) = (&plan.output_jsonl, &summary.funasr) {
+        report::jsonl::write(path, section)?;
+    }
     let exit_code = ending
         .cancel_exit_code
         .unwrap_or_else(|| summary.exit_code());
@@ -245,6 +248,7 @@ fn run_info(plan: &RunPlan) -> RunInfo {
         trace: format!("{}/{}", enum_name(&s.trace), enum_name(&s.trace_writer)),
         thresholds: s.thresholds(),
         output_dir: plan.output_dir.display().to_string(),
+        unpaced: s.no_pace,
     }
 }
 

@@ -6,10 +6,12 @@
 //! * `grant`: what `session.updated` must grant;
 //! * `trace_file`: reading `trace.jsonl` into records;
 //! * `dialects`: the rules of the openai and vllm protocols (`conform --protocol`);
+//! * `funasr`: the Fun-ASR realtime protocol's rules (`--protocol funasr`);
 //! * `command`: `duplexbench-tui conform --trace FILE… | --url URL`.
 
 mod command;
 mod dialects;
+pub mod funasr;
 mod grant;
 mod rules;
 mod trace_file;

@@ -130,6 +130,8 @@ pub struct RunInfo {
     pub trace: String,
     pub thresholds: Thresholds,
     pub output_dir: String,
+    /// `--no-pace`: pacing is not judged.
+    pub unpaced: bool,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -312,6 +314,7 @@ impl LiveState {
             incomplete: u64::from(t.sessions_incomplete),
             rejected: u64::from(self.rejected()),
             protocol_errors: t.protocol_errors,
+            unpaced: self.info.unpaced,
             ..Facts::default()
         })
     }

@@ -14,6 +14,7 @@
 //!   openai one with an energy VAD (`vad`).
 
 pub mod client_event;
+mod funasr;
 mod openai;
 mod replies;
 mod server;
@@ -80,6 +81,9 @@ async fn serve_until_signal(args: &MockArgs, started_s: f64) -> Result<MockStats
     if let (Some(cert), Some(key)) = (&args.tls_cert, &args.tls_key) {
         shared = shared.with_tls(crate::tls::server_config(cert, key)?);
     }
+    if args.protocol == crate::protocol::Protocol::Funasr {
+        shared.funasr = Some(funasr::Engine::start(args.behaviour.funasr.clone()));
+    }
     let shared = Rc::new(shared);
     let lag = looplag::LoopLag::new();
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
@@ -93,6 +97,9 @@ async fn serve_until_signal(args: &MockArgs, started_s: f64) -> Result<MockStats
     }
     let _ = stop_tx.send(true);
     let _ = ticker.await;
+    if let Some(engine) = &shared.funasr {
+        let _ = std::io::stderr().write_all(engine.totals_line().as_bytes());
+    }
 
     let usage = procstat::self_usage(clock::monotonic_s() - started_s);
     Ok(MockStats::build(

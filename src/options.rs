@@ -57,6 +57,20 @@ pub struct Settings {
     pub client: ClientSettings,
     /// TLS and credentials; the credentials are written as `<redacted>`.
     pub connection: ConnectionSettings,
+    /// Fun-ASR: the language and hotwords set after START.
+    #[serde(default)]
+    pub language: Option<String>,
+    #[serde(default)]
+    pub hotwords: Option<String>,
+    /// `--no-pace`: packets go out as fast as the socket takes them; pacing is not judged.
+    #[serde(default)]
+    pub no_pace: bool,
+    /// WebSocket keepalive pings: every `client_ping_interval_s` (≤ 0: none), ending the
+    /// session when one is not answered within `client_ping_timeout_s` (≤ 0: never).
+    #[serde(default)]
+    pub client_ping_interval_s: f64,
+    #[serde(default)]
+    pub client_ping_timeout_s: f64,
     /// How long one send may block before the session ends: the server stopped reading.
     pub send_timeout_s: f64,
     /// SO_SNDBUF of each connection, or the OS's default.
@@ -169,6 +183,9 @@ pub struct MockBehaviour {
     pub served_model: String,
     #[serde(default)]
     pub mock_error: Option<String>,
+    /// The Fun-ASR mock's cadence and cost model (with `--protocol funasr`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub funasr: Option<crate::cli::FunasrMockArgs>,
 }
 
 fn default_profile() -> Profile {
@@ -178,7 +195,9 @@ fn default_profile() -> Profile {
 impl MockBehaviour {
     pub fn from_args(args: &MockBehaviourArgs, protocol: Protocol) -> Self {
         let default_rate = match protocol {
-            Protocol::Native | Protocol::Vllm => args.profile.output_sample_rate(),
+            Protocol::Native | Protocol::Vllm | Protocol::Funasr => {
+                args.profile.output_sample_rate()
+            }
             Protocol::Openai => crate::protocol::openai::DEFAULT_SAMPLE_RATE,
         };
         MockBehaviour {
@@ -192,6 +211,7 @@ impl MockBehaviour {
             response_deltas: args.response_deltas,
             served_model: args.served_model.clone(),
             mock_error: args.mock_error.clone(),
+            funasr: None,
         }
     }
 
@@ -226,6 +246,35 @@ impl MockBehaviour {
         if let Some(code) = &self.mock_error {
             flags.extend(["--mock-error".to_string(), code.clone()]);
         }
+        if let Some(f) = &self.funasr {
+            for (flag, value) in [
+                ("--decode-interval", f.decode_interval.to_string()),
+                ("--partial-window-sec", f.partial_window_sec.to_string()),
+                ("--decode-ms", f.decode_ms.to_string()),
+                (
+                    "--decode-ms-per-audio-sec",
+                    f.decode_ms_per_audio_sec.to_string(),
+                ),
+                ("--decode-batch-wait-ms", f.decode_batch_wait_ms.to_string()),
+                (
+                    "--decode-max-batch-size",
+                    f.decode_max_batch_size.to_string(),
+                ),
+                ("--decode-slots", f.decode_slots.to_string()),
+            ] {
+                flags.push(flag.to_string());
+                flags.push(value);
+            }
+            for (flag, on) in [
+                ("--blocking-decode", f.blocking_decode),
+                ("--log-decode-profile", f.log_decode_profile),
+                ("--fault-never-stopped", f.fault_never_stopped),
+            ] {
+                if on {
+                    flags.push(flag.to_string());
+                }
+            }
+        }
         flags
     }
 }
@@ -242,6 +291,8 @@ pub struct RunPlan {
     /// `--force`: an output folder that holds a finished run is cleared of its files, not refused.
     pub force: bool,
     pub command_line: String,
+    /// `--output-jsonl`: where the Fun-ASR benchmark's JSONL goes.
+    pub output_jsonl: Option<PathBuf>,
 }
 
 impl Settings {
@@ -284,7 +335,18 @@ pub fn validate(args: &RunArgs, command_line: String, tui: bool) -> Result<RunPl
     let sessions = sessions_per_process(args)?;
     let client = client_settings(&args.speak, args.url.is_some())?;
     let rate = client.input_sample_rate;
+    let funasr = args.speak.protocol == Protocol::Funasr;
+    let packet_ms = args
+        .packet_ms
+        .unwrap_or_else(|| args.speak.protocol.default_packet_ms());
     let audio = match &args.audio {
+        // Fun-ASR recognises speech: without --audio it streams the built-in sample.
+        None if funasr => {
+            if args.duration.is_some() {
+                bail!("--duration: --protocol funasr streams speech (the built-in sample, or --audio FILE.wav), whose length sets each session's audio; repeat it with --loops N");
+            }
+            crate::audio::speech_sample(args.loops)?
+        }
         None if args.loops != 1 => bail!("--loops repeats an --audio file; give --audio FILE.wav"),
         None => AudioSource::Silence,
         Some(path) => {
@@ -299,28 +361,28 @@ pub fn validate(args: &RunArgs, command_line: String, tui: bool) -> Result<RunPl
         }
     };
     let duration_s = match (&audio, args.duration) {
-        (AudioSource::Wav { .. }, _) => audio.total_samples().unwrap_or(0) as f64 / f64::from(rate),
+        (AudioSource::Wav { .. } | AudioSource::Sample { .. }, _) => {
+            audio.total_samples().unwrap_or(0) as f64 / f64::from(rate)
+        }
         (AudioSource::Silence, duration) => duration.unwrap_or(DEFAULT_DURATION).as_secs_f64(),
     };
-    if matches!(audio, AudioSource::Wav { .. }) && duration_s > crate::audio::MAX_INPUT_S {
+    if audio.total_samples().is_some() && duration_s > crate::audio::MAX_INPUT_S {
         bail!(
             "--audio × --loops is {:.0} s of audio; at most {:.0} s are held in memory, give fewer --loops",
             duration_s,
             crate::audio::MAX_INPUT_S
         );
     }
-    if duration_s < f64::from(args.packet_ms) / 1000.0 {
+    if duration_s < f64::from(packet_ms) / 1000.0 {
         bail!(
-            "--duration {} is shorter than one packet (--packet-ms {}); give at least {} ms",
+            "--duration {} is shorter than one packet (--packet-ms {packet_ms}); give at least {packet_ms} ms",
             humantime::format_duration(std::time::Duration::from_secs_f64(duration_s)),
-            args.packet_ms,
-            args.packet_ms
         );
     }
     if duration_s > 24.0 * 3600.0 {
         bail!("--duration must be at most 24h");
     }
-    let packets = (duration_s * 1000.0 / f64::from(args.packet_ms)).ceil();
+    let packets = (duration_s * 1000.0 / f64::from(packet_ms)).ceil();
     if packets > f64::from(u32::MAX) {
         bail!("--duration gives too many packets");
     }
@@ -337,6 +399,25 @@ pub fn validate(args: &RunArgs, command_line: String, tui: bool) -> Result<RunPl
         .find(|m| !matches!(m.as_str(), "audio" | "text"))
     {
         bail!("--modalities: `{bad}` is not a modality; give audio, text or audio,text");
+    }
+    if !funasr {
+        for (flag, given) in [
+            ("--language", args.language.is_some()),
+            ("--hotwords", args.hotwords.is_some()),
+            ("--output-jsonl", args.output_jsonl.is_some()),
+        ] {
+            if given {
+                bail!("{flag} is a Fun-ASR setting; give --protocol funasr");
+            }
+        }
+    }
+    for (flag, value) in [
+        ("--client-ping-interval", args.client_ping_interval),
+        ("--client-ping-timeout", args.client_ping_timeout),
+    ] {
+        if !value.is_finite() || value > 86_400.0 {
+            bail!("{flag} must be a number of seconds up to 86400 (0 or less disables)");
+        }
     }
     if args.send_timeout.is_some_and(|t| t.is_zero()) {
         bail!("--send-timeout must be more than zero");
@@ -374,9 +455,9 @@ pub fn validate(args: &RunArgs, command_line: String, tui: bool) -> Result<RunPl
         processes: args.processes,
         sessions_per_process: sessions,
         duration_s,
-        packet_ms: args.packet_ms,
+        packet_ms,
         packets_per_session: packets as u32,
-        late_threshold_ms: args.late_threshold_ms.unwrap_or(args.packet_ms),
+        late_threshold_ms: args.late_threshold_ms.unwrap_or(packet_ms),
         stagger: args.stagger,
         slow_send_threshold_ms: crate::pacing::DEFAULT_SLOW_SEND_THRESHOLD_MS,
         inject_stall_ms: args.inject_stall_ms,
@@ -390,10 +471,16 @@ pub fn validate(args: &RunArgs, command_line: String, tui: bool) -> Result<RunPl
         modalities: args.speak.modalities.clone(),
         client,
         connection,
-        send_timeout_s: args.send_timeout.map_or(
-            f64::from(SEND_TIMEOUT_PACKETS * args.packet_ms) / 1000.0,
-            |t| t.as_secs_f64(),
-        ),
+        language: args.language.clone(),
+        hotwords: args.hotwords.clone(),
+        no_pace: args.no_pace,
+        client_ping_interval_s: args.client_ping_interval,
+        client_ping_timeout_s: args.client_ping_timeout,
+        send_timeout_s: args
+            .send_timeout
+            .map_or(f64::from(SEND_TIMEOUT_PACKETS * packet_ms) / 1000.0, |t| {
+                t.as_secs_f64()
+            }),
         max_message_bytes: args.max_message_bytes,
         admission_retries: ADMISSION_RETRIES,
         admission_retry_interval_ms: ADMISSION_RETRY_INTERVAL_MS,
@@ -401,10 +488,13 @@ pub fn validate(args: &RunArgs, command_line: String, tui: bool) -> Result<RunPl
         trace_writer: args.trace_writer,
         keep_traces: args.keep_traces,
         audio,
-        mock: args
-            .url
-            .is_none()
-            .then(|| MockBehaviour::from_args(&args.mock, args.speak.protocol)),
+        mock: args.url.is_none().then(|| {
+            let mut behaviour = MockBehaviour::from_args(&args.mock, args.speak.protocol);
+            if funasr {
+                behaviour.funasr = Some(args.mock.funasr.clone());
+            }
+            behaviour
+        }),
         tui,
     };
     Ok(RunPlan {
@@ -412,6 +502,7 @@ pub fn validate(args: &RunArgs, command_line: String, tui: bool) -> Result<RunPl
         output_dir,
         force: args.force,
         command_line,
+        output_jsonl: args.output_jsonl.clone(),
     })
 }
 
@@ -438,9 +529,9 @@ fn client_settings(args: &ProtocolArgs, has_url: bool) -> Result<ClientSettings>
         .input_sample_rate
         .unwrap_or_else(|| protocol.default_input_sample_rate());
     match protocol {
-        Protocol::Native => {
+        Protocol::Native | Protocol::Funasr => {
             if rate != crate::protocol::INPUT_SAMPLE_RATE {
-                bail!("--input-sample-rate {rate}: the native protocol takes 16000 Hz input only");
+                bail!("--input-sample-rate {rate}: the {name} protocol takes 16000 Hz input only");
             }
             if args.model.is_some() {
                 bail!("--model applies to --protocol openai or vllm");
@@ -658,6 +749,28 @@ mod tests {
                 "{err}"
             );
         }
+    }
+
+    #[test]
+    fn fun_asr_defaults_to_100_ms_frames_of_the_built_in_speech_issue_11() {
+        let p = plan(&["--protocol", "funasr", "--clients", "8", "--loops", "5"]).unwrap();
+        let s = p.settings;
+        assert_eq!((s.packet_ms, s.sessions_per_process), (100, 8));
+        assert!(matches!(s.audio, AudioSource::Sample { loops: 5, .. }));
+        assert!(s.mock.unwrap().funasr.is_some());
+        assert_eq!(plan(&[]).unwrap().settings.packet_ms, 80);
+        let p = plan(&["--protocol", "funasr", "--chunk-ms", "40"]).unwrap();
+        assert_eq!(p.settings.packet_ms, 40);
+    }
+
+    #[test]
+    fn fun_asr_settings_need_the_fun_asr_protocol_issue_11() {
+        let err = plan(&["--language", "en"]).unwrap_err().to_string();
+        assert!(err.contains("--protocol funasr"), "{err}");
+        let err = plan(&["--protocol", "funasr", "-d", "5s"])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("--loops"), "{err}");
     }
 
     #[test]

@@ -8,8 +8,11 @@
 //!
 //! [`native`] is the first protocol: the full-duplex `/v1/realtime` protocol of sglang-omni;
 //! [`openai`] the OpenAI Realtime API (GA and beta names), [`vllm`] vLLM's transcription
-//! `/v1/realtime` (docs/openai-realtime.md). No event name of theirs appears outside their files.
+//! `/v1/realtime` (docs/openai-realtime.md); [`funasr`] Fun-ASR-Nano's realtime recognition
+//! server (`serve_realtime_ws.py`, docs/funasr.md). No event name of theirs appears outside
+//! their files.
 
+pub mod funasr;
 pub mod native;
 pub mod openai;
 pub mod vllm;
@@ -39,6 +42,8 @@ pub enum Protocol {
     Openai,
     /// vLLM's transcription `/v1/realtime`.
     Vllm,
+    /// Fun-ASR-Nano's realtime recognition server, `serve_realtime_ws.py` (docs/funasr.md).
+    Funasr,
 }
 
 /// Which event names of the OpenAI Realtime API a client speaks (`--api-version`).
@@ -92,6 +97,7 @@ impl Protocol {
             Protocol::Native => native::PATH,
             Protocol::Openai => openai::PATH,
             Protocol::Vllm => vllm::PATH,
+            Protocol::Funasr => funasr::PATH,
         }
     }
 
@@ -100,14 +106,23 @@ impl Protocol {
             Protocol::Native => "native",
             Protocol::Openai => "openai",
             Protocol::Vllm => "vllm",
+            Protocol::Funasr => "funasr",
         }
     }
 
     /// The input sample rate the protocol's servers expect when none is given.
     pub fn default_input_sample_rate(self) -> u32 {
         match self {
-            Protocol::Native | Protocol::Vllm => INPUT_SAMPLE_RATE,
+            Protocol::Native | Protocol::Vllm | Protocol::Funasr => INPUT_SAMPLE_RATE,
             Protocol::Openai => openai::DEFAULT_SAMPLE_RATE,
+        }
+    }
+
+    /// The packet length its clients send by default, in ms (the benchmark's 100 for Fun-ASR).
+    pub fn default_packet_ms(self) -> u32 {
+        match self {
+            Protocol::Native | Protocol::Openai | Protocol::Vllm => 80,
+            Protocol::Funasr => funasr::DEFAULT_CHUNK_MS,
         }
     }
 }
@@ -169,6 +184,8 @@ pub enum Milestone {
     Ready,
     /// The server has taken and answered all the input (`sglang.input_audio.drained`).
     Drained,
+    /// The server took a setting asked for during set-up (a language, hotwords).
+    Configured,
     /// The server ended the session (`session.closed`).
     Closed,
     /// The server committed the input buffer into a turn.
@@ -208,6 +225,16 @@ pub enum Meaning<'a> {
     TurnDone {
         completed: bool,
     },
+    /// A recognition result: provisional, or the final one of the input.
+    Transcript {
+        is_final: bool,
+        /// Its provisional text is not empty.
+        partial_text: bool,
+        /// It holds any text at all (provisional text, or at least one finished sentence).
+        any_text: bool,
+        /// The input the server had received when it made the result, if it says.
+        duration_ms: Option<f64>,
+    },
     /// The server reports an error; a fatal one ends the session.
     Error {
         fatal: bool,
@@ -223,6 +250,9 @@ pub enum Meaning<'a> {
 pub struct Received<'a> {
     pub meaning: Meaning<'a>,
     pub payload: Payload,
+    /// The frame's event name as the server spelled it, for protocols whose metrics count
+    /// events by name (`None` otherwise).
+    pub event: Option<Cow<'a, str>>,
 }
 
 /// One step of setting a session up or ending it: send `send` (if any), then wait for `until`
@@ -303,5 +333,17 @@ pub trait ClientProtocol {
     /// What a binary frame from the server means, or why it is not a frame of this protocol.
     fn classify_binary(&self, bytes: &[u8]) -> Result<Meaning<'static>, String> {
         Err(format!("unexpected binary frame of {} bytes", bytes.len()))
+    }
+
+    /// Whether sessions record the recognition metrics of a transcript benchmark
+    /// ([`crate::contract::worker::TranscriptClient`]).
+    fn records_transcripts(&self) -> bool {
+        false
+    }
+
+    /// Whether `--recv-timeout` bounds each gap between server messages (rather than each
+    /// awaited event as a whole).
+    fn recv_timeout_per_gap(&self) -> bool {
+        false
     }
 }

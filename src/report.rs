@@ -3,6 +3,7 @@
 
 pub mod command;
 mod compare;
+pub mod jsonl;
 mod markdown;
 mod table;
 
@@ -14,7 +15,9 @@ pub use table::table;
 
 /// "pacing-qualified, complete" and its negatives.
 pub fn verdict_line(s: &Summary) -> String {
-    let pacing = if s.verdict.pacing_qualified {
+    let pacing = if s.verdict.unpaced {
+        "unpaced"
+    } else if s.verdict.pacing_qualified {
         "pacing-qualified"
     } else {
         "PACING-UNQUALIFIED"

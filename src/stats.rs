@@ -3,6 +3,8 @@
 //! Everything is recorded in microseconds in an HdrHistogram, so memory does not grow with the
 //! length of a run, and histograms of several processes can be pooled exactly by adding them.
 
+pub mod exact;
+
 use anyhow::{Context, Result};
 use base64::Engine as _;
 use hdrhistogram::serialization::{Deserializer, Serializer, V2Serializer};

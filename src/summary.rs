@@ -1,6 +1,10 @@
 //! The result model of a run: one struct that feeds `summary.json`, `summary.md`, the final
 //! table and the exit code, built from the workers' result files and the mock's stats.
 //! docs/summary.md documents every key; docs/summary.schema.json is its JSON Schema.
+//!
+//! * `funasr`: the Fun-ASR benchmark's figures, for runs of that protocol.
+
+pub mod funasr;
 
 use crate::clock::ClockAnchor;
 use crate::contract::worker::{
@@ -57,6 +61,9 @@ pub struct Summary {
     pub sampler: SamplerSummary,
     /// Faults injected with `--inject-*`.
     pub injections: Vec<InjectionRecord>,
+    /// Fun-ASR's benchmark figures, under its names (`--protocol funasr`; docs/funasr.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub funasr: Option<funasr::FunasrSection>,
     pub output_dir: String,
 }
 
@@ -469,7 +476,10 @@ impl Summary {
             pooled.sessions_with_late_packets,
             settings,
         );
+        let funasr = funasr::section(results(&record), settings);
         let mut verdict = verdict::judge(&Facts {
+            unpaced: settings.no_pace,
+            client_errors: funasr.as_ref().map_or(0, |f| f.summary.errors),
             counts: pooled.counts,
             sessions_with_late_packets: pooled.sessions_with_late_packets,
             late_threshold_ms: settings.late_threshold_ms,
@@ -536,14 +546,15 @@ impl Summary {
             attribution,
             sampler,
             injections: injections_of(&record),
+            funasr,
             output_dir: record.plan.output_dir.display().to_string(),
         }
     }
 
-    /// 0 qualified and complete; 1 anything else (a cancelled run's code is the conductor's:
-    /// 128 + the signal).
+    /// 0 qualified (or unpaced, so not judged) and complete; 1 anything else (a cancelled
+    /// run's code is the conductor's: 128 + the signal).
     pub fn exit_code(&self) -> i32 {
-        if self.verdict.pacing_qualified && self.verdict.complete {
+        if (self.verdict.pacing_qualified || self.verdict.unpaced) && self.verdict.complete {
             0
         } else {
             1

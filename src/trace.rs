@@ -238,6 +238,11 @@ impl SessionTrace {
         self.line(Direction::Send, time_s, frame, JSON);
     }
 
+    /// A sent control frame that is not JSON (a Fun-ASR command): a JSON string in the trace.
+    pub fn send_text(&mut self, time_s: f64, frame: &Utf8Bytes) {
+        self.line(Direction::Send, time_s, frame, Payload::Text);
+    }
+
     /// A received frame as it arrived; `kind` says whether it parsed and where its audio is.
     pub fn receive(&mut self, time_s: f64, frame: &Utf8Bytes, kind: Payload) {
         self.line(Direction::Receive, time_s, frame, kind);

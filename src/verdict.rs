@@ -25,12 +25,19 @@ pub struct Facts<'a> {
     pub missing_results: u64,
     /// Workers whose samples or traces could not all be written.
     pub writer_errors: u64,
+    /// `--no-pace`: packets left as fast as the socket took them; pacing is not judged.
+    pub unpaced: bool,
+    /// Errors in the protocol's benchmark's own client error lists (Fun-ASR's `errors`).
+    pub client_errors: u64,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq, schemars::JsonSchema)]
 pub struct Verdict {
-    /// No packet was late (and every worker's figures are present).
+    /// No packet was late (and every worker's figures are present); false when unpaced.
     pub pacing_qualified: bool,
+    /// `--no-pace`: there was no schedule, so pacing was not judged.
+    #[serde(default)]
+    pub unpaced: bool,
     /// Every session completed by the protocol, none was rejected, the server sent nothing
     /// malformed, nothing was lost, and the run was not cancelled.
     pub complete: bool,
@@ -40,7 +47,12 @@ pub struct Verdict {
 pub fn judge(f: &Facts<'_>) -> Verdict {
     let c = &f.counts;
     let mut reasons = Vec::new();
-    if c.late_packets > 0 {
+    if f.unpaced {
+        reasons.push(
+            "unpaced (--no-pace): packets left as fast as the socket took them, so pacing is not judged; a throughput stress signal, not realtime latency"
+                .to_string(),
+        );
+    } else if c.late_packets > 0 {
         reasons.push(format!(
             "{} late packets (deviation > {} ms) in {} sessions; worst {:.1} ms",
             c.late_packets,
@@ -77,6 +89,12 @@ pub fn judge(f: &Facts<'_>) -> Verdict {
             f.protocol_errors
         ));
     }
+    if f.client_errors > 0 {
+        reasons.push(format!(
+            "{} client errors in the benchmark's figures (see its errors lists)",
+            f.client_errors
+        ));
+    }
     if f.stopped_early > 0 && f.cancelled.is_none() {
         reasons.push(format!(
             "{} sessions were stopped before their last packet",
@@ -89,8 +107,10 @@ pub fn judge(f: &Facts<'_>) -> Verdict {
         ));
     }
     Verdict {
-        pacing_qualified: c.late_packets == 0 && f.missing_results == 0,
+        pacing_qualified: !f.unpaced && c.late_packets == 0 && f.missing_results == 0,
+        unpaced: f.unpaced,
         complete: f.incomplete == 0
+            && f.client_errors == 0
             && f.rejected == 0
             && f.protocol_errors == 0
             && f.stopped_early == 0
@@ -150,6 +170,30 @@ mod tests {
             "{:?}",
             v.reasons
         );
+    }
+
+    #[test]
+    fn an_unpaced_run_says_unpaced_instead_of_judging_its_pacing_issue_11() {
+        let v = judge(&Facts {
+            counts: PacketCounts {
+                late_packets: 7,
+                ..PacketCounts::default()
+            },
+            unpaced: true,
+            ..Facts::default()
+        });
+        assert!(v.unpaced && !v.pacing_qualified && v.complete);
+        assert!(v.reasons[0].starts_with("unpaced"), "{:?}", v.reasons);
+        assert!(!v.reasons.iter().any(|r| r.contains("late packets")));
+    }
+
+    #[test]
+    fn benchmark_client_errors_make_a_run_incomplete_issue_11() {
+        let v = judge(&Facts {
+            client_errors: 1,
+            ..Facts::default()
+        });
+        assert!(!v.complete);
     }
 
     #[test]

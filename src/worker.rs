@@ -340,6 +340,10 @@ fn client_protocol(settings: &Settings) -> Rc<dyn ClientProtocol> {
             settings.packet_ms,
         )),
         Protocol::Vllm => Rc::new(Vllm::new(&settings.client)),
+        Protocol::Funasr => Rc::new(crate::protocol::funasr::Funasr::new(
+            settings.language.as_deref(),
+            settings.hotwords.as_deref(),
+        )),
     }
 }
 

@@ -44,6 +44,9 @@ pub fn run(args: &ConformArgs) -> Result<i32> {
         let name = session_name(file);
         reports.push(match protocol {
             Protocol::Native => check_session(&name, &records, args.profile),
+            Protocol::Funasr => {
+                super::funasr::check_session(&name, &records, &super::funasr::audio_sends(file))
+            }
             other => super::dialects::check(other, &name, &records),
         });
     }
@@ -131,6 +134,8 @@ fn record_run(url: &str, args: &ConformArgs, dir: &Path) -> Result<()> {
     .collect();
     match &args.audio {
         Some(wav) => argv.extend(["--audio".to_string(), wav.display().to_string()]),
+        // Fun-ASR streams the built-in speech sample, whose length sets the duration.
+        None if args.speak.protocol == Protocol::Funasr => {}
         None => argv.extend(["--duration".to_string(), duration_s]),
     }
     argv.extend(protocol_flags(args));

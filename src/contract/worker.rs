@@ -134,6 +134,51 @@ pub struct SessionOutcome {
     /// The last of them, `code: message`, for the reason a failed session gives.
     #[serde(default)]
     pub last_server_error: Option<String>,
+    /// The recognition metrics, for protocols that return transcripts (Fun-ASR).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transcripts: Option<TranscriptClient>,
+}
+
+/// One client as Fun-ASR's `realtime_ws_benchmark.py` measures it, unrounded (the summary
+/// rounds as the benchmark does), with our own figures beside it. Times in ms are from the
+/// audio start (packet 0's send) unless said otherwise; docs/funasr.md defines each.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TranscriptClient {
+    /// Server messages after the audio started, of any kind.
+    pub messages: u64,
+    /// Messages with `sentences`, `partial` or `is_final: true`.
+    pub result_messages: u64,
+    /// Results whose partial is non-empty (a final's partial is empty).
+    pub partial_messages: u64,
+    pub final_messages: u64,
+    /// Messages per event name, in the order first seen.
+    pub events: Vec<(String, u64)>,
+    /// The first result, even one with an empty partial.
+    pub first_update_ms: Option<f64>,
+    /// The last final received.
+    pub final_update_ms: Option<f64>,
+    /// STOP sent (the clock started just before the send) → the last final received.
+    pub final_after_stop_ms: Option<f64>,
+    pub stopped: bool,
+    /// The benchmark's error strings, in its wording where it has one.
+    pub errors: Vec<String>,
+    /// Audio start → STOP sent, in seconds.
+    pub send_seconds: Option<f64>,
+    /// Connection start → the session's end, in seconds.
+    pub wall_seconds: f64,
+    /// (receive − audio start) − `duration_ms` of non-final results: max and p95.
+    pub response_lag_ms_max: Option<f64>,
+    pub response_lag_ms_p95: Option<f64>,
+    /// Ours: the first result with any text (not an empty partial).
+    pub first_text_update_ms: Option<f64>,
+    /// Ours: STOP sent → `stopped`.
+    pub stopped_after_stop_ms: Option<f64>,
+    /// Ours: finals received before STOP was sent.
+    pub finals_before_stop: u64,
+    /// Monotonic seconds: connection start, audio start, the session's end.
+    pub started_s: f64,
+    pub audio_start_s: Option<f64>,
+    pub ended_s: f64,
 }
 
 impl SessionOutcome {
@@ -150,6 +195,7 @@ impl SessionOutcome {
             turns: TurnCounts::default(),
             error_codes: BTreeMap::new(),
             last_server_error: None,
+            transcripts: None,
         }
     }
 }

@@ -47,6 +47,8 @@ pub struct Shared {
     pub timed: Rc<super::timed::Behaviour>,
     /// `--tls-cert`: serve wss://.
     pub tls: Option<tokio_rustls::TlsAcceptor>,
+    /// The Fun-ASR mock's decode engine (with `--protocol funasr`).
+    pub funasr: Option<Rc<super::funasr::Engine>>,
 }
 
 impl Shared {
@@ -70,6 +72,7 @@ impl Shared {
                 crate::protocol::openai::DEFAULT_SAMPLE_RATE,
             )),
             tls: None,
+            funasr: None,
         }
     }
 
@@ -223,6 +226,11 @@ async fn serve_connection<S: AsyncRead + AsyncWrite + Unpin>(stream: S, shared: 
         Protocol::Vllm => {
             let session = super::vllm::Session::new(Rc::clone(&shared.timed), number);
             super::timed::run(ws, session, Rc::clone(&shared.counters)).await;
+        }
+        Protocol::Funasr => {
+            if let Some(engine) = &shared.funasr {
+                super::funasr::run_session(ws, Rc::clone(engine), &shared.counters).await;
+            }
         }
     }
 }

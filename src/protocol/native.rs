@@ -160,7 +160,11 @@ impl ClientProtocol for Native {
             }
             _ => Meaning::Other,
         };
-        Ok(Received { meaning, payload })
+        Ok(Received {
+            meaning,
+            payload,
+            event: None,
+        })
     }
 }
 

@@ -324,7 +324,11 @@ pub fn classify(text: &str) -> Result<Received<'_>, String> {
         }
         _ => Meaning::Other,
     };
-    Ok(Received { meaning, payload })
+    Ok(Received {
+        meaning,
+        payload,
+        event: None,
+    })
 }
 
 /// The fields of a server event the client reads; audio is skipped without being copied.

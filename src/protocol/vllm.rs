@@ -164,6 +164,7 @@ impl ClientProtocol for Vllm {
         Ok(Received {
             meaning,
             payload: Payload::Json { audio_key: None },
+            event: None,
         })
     }
 }

@@ -20,6 +20,7 @@ pub fn markdown(s: &Summary) -> String {
     let mut out = String::new();
     headline(&mut out, s);
     key_figures(&mut out, s);
+    funasr_section(&mut out, s);
     md!(out, "Command: `{}`\n", s.command_line);
     host(&mut out, s);
     stalls_section(&mut out, s);
@@ -50,6 +51,26 @@ fn headline(out: &mut String, s: &Summary) {
         }
         md!(out);
     }
+}
+
+/// The Fun-ASR benchmark's summary lines as it prints them, then ours under other names.
+fn funasr_section(out: &mut String, s: &Summary) {
+    let Some(f) = &s.funasr else {
+        return;
+    };
+    md!(out, "## Fun-ASR benchmark figures\n");
+    md!(
+        out,
+        "As `realtime_ws_benchmark.py` prints them (definitions: docs/funasr.md):\n\n```"
+    );
+    for line in crate::summary::funasr::summary_lines(f) {
+        md!(out, "{line}");
+    }
+    md!(out, "```\n\nOurs, beside them:\n");
+    for line in crate::summary::funasr::our_lines(f) {
+        md!(out, "- {}", line.trim_start_matches("ours: "));
+    }
+    md!(out);
 }
 
 fn key_figures(out: &mut String, s: &Summary) {

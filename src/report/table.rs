@@ -119,6 +119,15 @@ pub fn table(s: &Summary) -> String {
     for e in &s.attribution.explanations {
         row!(out, "stall cause        {e}");
     }
+    if let Some(f) = &s.funasr {
+        // The benchmark's own summary lines, as it prints them, then ours beside them.
+        for line in crate::summary::funasr::summary_lines(f) {
+            row!(out, "{line}");
+        }
+        for line in crate::summary::funasr::our_lines(f) {
+            row!(out, "{line}");
+        }
+    }
     row!(
         out,
         "summary            {}/summary.md (figures: summary.json)",

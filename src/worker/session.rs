@@ -4,7 +4,9 @@
 //! what each packet counts for is decided by the machine, without I/O.
 
 mod connect;
+mod keepalive;
 pub mod machine;
+mod transcripts;
 
 pub use connect::Dialer;
 
@@ -19,7 +21,8 @@ use crate::protocol::{ClientProtocol, EventIds, Outgoing};
 use crate::trace::format::json_string;
 use crate::trace::{Receipt, SessionTrace};
 use connect::Ws;
-use futures_util::{SinkExt, StreamExt};
+use futures_util::{FutureExt as _, SinkExt, StreamExt};
+use keepalive::{Keepalive, Tick};
 use machine::{Action, Flow, Heard, Incoming, Machine};
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -61,6 +64,8 @@ struct Session {
     machine: Machine,
     /// The server let the session in (the WebSocket handshake succeeded).
     admitted: bool,
+    /// `--client-ping-interval`: pings once connected.
+    keepalive: Option<Keepalive>,
 }
 
 /// A frame as the WebSocket takes it, and the same bytes for the trace.
@@ -92,16 +97,23 @@ pub async fn run(ctx: SessionCtx, trace: SessionTrace) -> SessionOutcome {
         trace,
         machine,
         admitted: false,
+        keepalive: None,
     };
+    session.machine.connecting(monotonic_s());
     let result = session.drive().await;
     let Session {
         ctx,
         trace,
-        machine,
+        mut machine,
         admitted,
+        ..
     } = session;
-    let mut machine = machine;
     machine.settle();
+    let failure = match &result {
+        Ok(()) => None,
+        Err(End::Rejected(why) | End::Failed(why)) => Some(why.as_str()),
+    };
+    machine.finish(monotonic_s(), failure);
     let mut outcome = machine.outcome;
     match result {
         Ok(()) => outcome.status = SessionStatus::Completed,
@@ -137,6 +149,12 @@ impl Session {
         let mut ws = match connected {
             Ok(ws) => {
                 self.admitted = true;
+                let s = &self.ctx.settings;
+                self.keepalive = Keepalive::new(
+                    s.client_ping_interval_s,
+                    s.client_ping_timeout_s,
+                    monotonic_s(),
+                );
                 ws
             }
             Err(end) => {
@@ -225,16 +243,41 @@ impl Session {
         let packets = self.ctx.settings.packets_per_session;
         let mut stop = self.ctx.stop.clone();
         let pacer = self.ctx.pacer.clone();
+        let paced = !self.ctx.settings.no_pace;
         let mut seq: u32 = 0;
         while seq < packets {
             let due_s = self.machine.due_s(seq, gate_s);
+            if !paced {
+                // Unpaced, the next send is always ready: take what has arrived first.
+                while let Some(msg) = ws.next().now_or_never() {
+                    if let Err(end) = self.on_message(msg) {
+                        self.machine.abandon(seq);
+                        return Err(end);
+                    }
+                }
+            }
+            let ping_s = self.keepalive.as_ref().map(Keepalive::deadline_s);
             tokio::select! {
                 biased;
                 _ = stop.wait_for(|s| *s) => {
                     self.machine.outcome.stopped_early = true;
                     break;
                 }
-                () = pacer.sleep_until(self.ctx.index, due_s) => {
+                () = tokio::time::sleep_until(instant_at(ping_s.unwrap_or(0.0))), if ping_s.is_some() => {
+                    if let Err(end) = self.keep_alive(ws).await {
+                        self.machine.abandon(seq);
+                        return Err(end);
+                    }
+                }
+                () = pacer.sleep_until(self.ctx.index, due_s), if paced => {
+                    if let Err(end) = self.send_packet(ws, seq, gate_s).await {
+                        // Packet `seq` never finished sending: it is unsent too.
+                        self.machine.abandon(seq);
+                        return Err(end);
+                    }
+                    seq += 1;
+                }
+                () = std::future::ready(()), if !paced => {
                     if let Err(end) = self.send_packet(ws, seq, gate_s).await {
                         // Packet `seq` never finished sending: it is unsent too.
                         self.machine.abandon(seq);
@@ -285,10 +328,39 @@ impl Session {
         Ok(())
     }
 
+    /// Sends a ping when one is due; fails the session when one went unanswered too long.
+    async fn keep_alive(&mut self, ws: &mut Ws) -> Result<(), End> {
+        let Some(keepalive) = &mut self.keepalive else {
+            return Ok(());
+        };
+        match keepalive.tick(monotonic_s()) {
+            Tick::Nothing => Ok(()),
+            Tick::SendPing => self
+                .send_bounded(ws, Message::Ping(Bytes::new()), None)
+                .await
+                .map_err(End::Failed),
+            Tick::TimedOut => {
+                self.machine
+                    .connection_lost(keepalive::TIMEOUT_DETAIL.to_string());
+                Err(End::Failed(format!(
+                    "a keepalive ping was not answered within --client-ping-timeout {}s",
+                    self.ctx.settings.client_ping_timeout_s
+                )))
+            }
+        }
+    }
+
     async fn send_control(&mut self, ws: &mut Ws, frame: Outgoing) -> Result<(), End> {
         let (msg, text) = message(frame);
+        let now_s = monotonic_s();
+        self.machine.control_sending(now_s);
         if let Some(text) = &text {
-            self.trace.send(monotonic_s(), text);
+            // Fun-ASR's commands are plain words, not JSON.
+            if text.starts_with('{') {
+                self.trace.send(now_s, text);
+            } else {
+                self.trace.send_text(now_s, text);
+            }
         }
         self.send_bounded(ws, msg, None).await.map_err(End::Failed)
     }
@@ -353,6 +425,8 @@ impl Session {
     /// it), and by [`STOP_GRACE_S`] once the run is being stopped.
     async fn await_milestone(&mut self, ws: &mut Ws, what: &str) -> Result<(), End> {
         let recv_timeout_s = self.ctx.settings.recv_timeout_s;
+        // Fun-ASR's benchmark bounds each gap between server messages instead.
+        let per_gap = self.ctx.protocol.recv_timeout_per_gap();
         let mut deadline_s = monotonic_s() + recv_timeout_s;
         let mut stop = self.ctx.stop.clone();
         let mut stopping = *stop.borrow();
@@ -360,14 +434,24 @@ impl Session {
             deadline_s = deadline_s.min(monotonic_s() + STOP_GRACE_S);
         }
         loop {
+            let ping_s = self.keepalive.as_ref().map(Keepalive::deadline_s);
             let msg = tokio::select! {
                 msg = ws.next() => msg,
                 _ = tokio::time::sleep_until(instant_at(deadline_s)) => {
+                    if !stopping {
+                        self.machine.recv_timed_out();
+                    }
                     return Err(End::Failed(if stopping {
                         format!("no {what} within {STOP_GRACE_S} s of the stop")
+                    } else if per_gap {
+                        format!("no {what}: no server message for --recv-timeout {recv_timeout_s}s")
                     } else {
                         format!("no {what} within --recv-timeout {recv_timeout_s}s")
                     }));
+                }
+                () = tokio::time::sleep_until(instant_at(ping_s.unwrap_or(0.0))), if ping_s.is_some() => {
+                    self.keep_alive(ws).await?;
+                    continue;
                 }
                 _ = stop.wait_for(|s| *s), if !stopping => {
                     stopping = true;
@@ -375,8 +459,12 @@ impl Session {
                     continue;
                 }
             };
+            let heard = !matches!(msg, Some(Ok(Message::Ping(_) | Message::Pong(_))));
             if self.on_message(msg)? {
                 return Ok(());
+            }
+            if per_gap && heard && !stopping {
+                deadline_s = monotonic_s() + recv_timeout_s;
             }
         }
     }
@@ -397,7 +485,13 @@ impl Session {
                 self.trace_close(frame);
                 self.machine.on_frame(Incoming::Close(frame), now_s)
             }
-            // Ping and pong: tungstenite answers pings itself.
+            Some(Ok(Message::Pong(_))) => {
+                if let Some(keepalive) = &mut self.keepalive {
+                    keepalive.pong();
+                }
+                return Ok(false);
+            }
+            // Pings: tungstenite answers them itself.
             Some(Ok(_)) => return Ok(false),
             Some(Err(WsError::Capacity(err))) => self.machine.on_frame(
                 Incoming::TooLarge(format!(
@@ -412,20 +506,26 @@ impl Session {
                 | WsError::ConnectionClosed
                 | WsError::AlreadyClosed,
             )) => {
+                self.machine
+                    .connection_lost("no close frame received or sent".to_string());
                 return Err(End::Failed(
                     "the server closed the connection mid-session (without a close frame)"
                         .to_string(),
-                ))
+                ));
             }
             Some(Err(err)) => {
+                self.machine
+                    .connection_lost("no close frame received or sent".to_string());
                 return Err(End::Failed(format!(
                     "connection to the server failed: {err}"
-                )))
+                )));
             }
             None => {
+                self.machine
+                    .connection_lost("no close frame received or sent".to_string());
                 return Err(End::Failed(
                     "the server closed the connection mid-session".to_string(),
-                ))
+                ));
             }
         };
         self.record(&msg, heard, now_s)

@@ -10,6 +10,7 @@ mod dashboard;
 mod fake_server;
 mod first_hour;
 mod frozen;
+mod funasr;
 mod limits;
 mod mock_protocol;
 mod openai;

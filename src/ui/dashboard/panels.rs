@@ -37,7 +37,9 @@ pub(super) fn verdict(state: &LiveState, theme: Theme) -> (Span<'static>, Option
     }
     let v = state.verdict();
     let reason = v.reasons.into_iter().next();
-    if v.pacing_qualified {
+    if v.unpaced {
+        (Span::styled("UNPACED", theme.warn()), reason)
+    } else if v.pacing_qualified {
         (Span::styled("QUALIFIED so far", theme.good()), reason)
     } else {
         (Span::styled("UNQUALIFIED", theme.bad()), reason)

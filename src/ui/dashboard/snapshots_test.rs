@@ -35,6 +35,7 @@ fn fixture(
         trace: "full/thread".to_string(),
         thresholds: crate::pacing::Thresholds::from_ms(80, 20),
         output_dir: "runs/fixture".to_string(),
+        unpaced: false,
     });
     s.start_s = Some(100.0);
     s.now_s = 100.0 + elapsed_s as f64 + 0.5;

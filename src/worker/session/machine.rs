@@ -6,6 +6,7 @@
 //! [`Meaning`], and it is tested without sockets.
 
 use super::super::counters::WorkerStats;
+use super::transcripts::{self, Recorder};
 use crate::audio::Audio;
 use crate::contract::worker::{SessionOutcome, MAX_WINDOWS};
 use crate::options::Settings;
@@ -101,6 +102,8 @@ pub struct Machine {
     counted_late_below: u32,
     /// The session's turns, for the dialects that have them (`None` for the native protocol).
     turns: Option<Turns>,
+    /// The recognition metrics, for protocols that return transcripts.
+    transcripts: Option<Recorder>,
 }
 
 impl Machine {
@@ -113,6 +116,9 @@ impl Machine {
     ) -> Machine {
         let steps = protocol.set_up(ids).into();
         let settings_for_turns = settings.protocol;
+        let transcripts = protocol
+            .records_transcripts()
+            .then(|| Recorder::new(settings.recv_timeout_s));
         Machine {
             protocol,
             ids,
@@ -130,7 +136,54 @@ impl Machine {
             first_audio_seen: false,
             counted_late_below: 0,
             turns: (settings_for_turns != Protocol::Native).then(Turns::default),
+            transcripts,
         }
+    }
+
+    /// The session starts connecting at `now_s`.
+    pub fn connecting(&mut self, now_s: f64) {
+        if let Some(r) = &mut self.transcripts {
+            r.connecting(now_s);
+        }
+    }
+
+    /// A control frame (from [`Action::Send`]) is about to be sent at `now_s`; the first one
+    /// after streaming ends the input.
+    pub fn control_sending(&mut self, now_s: f64) {
+        if let (Phase::Finishing, Some(r)) = (self.phase, &mut self.transcripts) {
+            r.stop_sending(now_s);
+        }
+    }
+
+    /// No server message came within `--recv-timeout` of the previous one.
+    pub fn recv_timed_out(&mut self) {
+        if let Some(r) = &mut self.transcripts {
+            r.timed_out();
+        }
+    }
+
+    /// The connection ended without a close frame (`detail` as the benchmark's library words
+    /// it), or a keepalive ping went unanswered.
+    pub fn connection_lost(&mut self, detail: String) {
+        if let Some(r) = &mut self.transcripts {
+            r.closed(detail);
+        }
+    }
+
+    /// The session is over at `ended_s`, failed with `failure` if it did: the outcome gets
+    /// its recognition metrics.
+    pub fn finish(&mut self, ended_s: f64, failure: Option<&str>) {
+        if let Some(mut r) = self.transcripts.take() {
+            if let Some(why) = failure {
+                r.failed(why, matches!(self.phase, Phase::Finishing | Phase::Done));
+            }
+            self.outcome.transcripts = Some(r.finish(ended_s));
+        }
+    }
+
+    /// Whether packets go out as fast as the socket takes them (`--no-pace`).
+    fn unpaced(&self) -> bool {
+        self.settings.no_pace
     }
 
     /// What to do next.
@@ -253,9 +306,17 @@ impl Machine {
                 .hist
                 .start_lateness
                 .record_s(lateness_s);
+            if let Some(r) = &mut self.transcripts {
+                r.audio_started(start_s);
+            }
         }
         let origin_s = self.origin_s.unwrap_or(start_s);
-        let scheduled_s = origin_s + f64::from(seq) * self.settings.packet_s();
+        // Unpaced, a packet is due when it is sent: there is no schedule to judge.
+        let scheduled_s = if self.unpaced() {
+            start_s
+        } else {
+            origin_s + f64::from(seq) * self.settings.packet_s()
+        };
         let audio = self.audio.packet(seq);
         let t_start_ms = u64::from(seq) * u64::from(self.settings.packet_ms);
         let frame = self.protocol.packet(self.ids, seq, t_start_ms, audio);
@@ -297,6 +358,9 @@ impl Machine {
     /// server that stops reading cannot hide late packets behind a send that never returns.
     /// Returns when the next unsent packet becomes late, if it is due at all.
     pub fn count_overdue(&mut self, next_seq: u32, gate_s: f64, now_s: f64) -> Option<f64> {
+        if self.unpaced() {
+            return None;
+        }
         let threshold_s = self.thresholds.late_us as f64 / 1e6;
         let packets = self.settings.packets_per_session;
         let mut seq = next_seq.max(self.counted_late_below);
@@ -337,24 +401,41 @@ impl Machine {
     pub fn on_frame(&mut self, frame: Incoming<'_>, now_s: f64) -> Heard {
         match frame {
             Incoming::Text(text) => match self.protocol.classify(text) {
-                Ok(Received { meaning, payload }) => Heard {
-                    payload: Some(payload),
-                    error: None,
-                    flow: self.on_meaning(meaning, now_s),
-                },
+                Ok(Received {
+                    meaning,
+                    payload,
+                    event,
+                }) => {
+                    if let Some(r) = &mut self.transcripts {
+                        r.message(now_s, event.as_deref(), &meaning);
+                    }
+                    Heard {
+                        payload: Some(payload),
+                        error: None,
+                        flow: self.on_meaning(meaning, now_s),
+                    }
+                }
                 Err(why) => {
+                    if let Some(r) = &mut self.transcripts {
+                        r.message(now_s, None, &Meaning::Other);
+                    }
                     let prefix: String = text.chars().take(80).collect();
                     self.protocol_error(format!("{why}: {prefix:?}"), Some(Payload::Text))
                 }
             },
-            Incoming::Binary(bytes) => match self.protocol.classify_binary(bytes) {
-                Ok(meaning) => Heard {
-                    payload: None,
-                    error: None,
-                    flow: self.on_meaning(meaning, now_s),
-                },
-                Err(why) => self.protocol_error(why, None),
-            },
+            Incoming::Binary(bytes) => {
+                if let Some(r) = &mut self.transcripts {
+                    r.message(now_s, None, &Meaning::Other);
+                }
+                match self.protocol.classify_binary(bytes) {
+                    Ok(meaning) => Heard {
+                        payload: None,
+                        error: None,
+                        flow: self.on_meaning(meaning, now_s),
+                    },
+                    Err(why) => self.protocol_error(why, None),
+                }
+            }
             Incoming::InvalidUtf8 => self.protocol_error(
                 "the server sent a text frame that is not valid UTF-8".to_string(),
                 None,
@@ -364,16 +445,21 @@ impl Machine {
                 heard.flow = Flow::End(why);
                 heard
             }
-            Incoming::Close(frame) => Heard {
-                payload: None,
-                error: None,
-                flow: Flow::End(format!(
-                    "the server closed the connection mid-session{}",
-                    frame
-                        .map(|(code, reason)| format!(" (code {code}, {reason:?})"))
-                        .unwrap_or_default()
-                )),
-            },
+            Incoming::Close(frame) => {
+                if let Some(r) = &mut self.transcripts {
+                    r.closed(transcripts::close_detail(frame));
+                }
+                Heard {
+                    payload: None,
+                    error: None,
+                    flow: Flow::End(format!(
+                        "the server closed the connection mid-session{}",
+                        frame
+                            .map(|(code, reason)| format!(" (code {code}, {reason:?})"))
+                            .unwrap_or_default()
+                    )),
+                }
+            }
         }
     }
 
@@ -481,7 +567,7 @@ impl Machine {
                 self.record(sample);
                 return self.arrived(Some(Milestone::Answered));
             }
-            Meaning::Other => {}
+            Meaning::Transcript { .. } | Meaning::Other => {}
         }
         Flow::Continue
     }
@@ -492,5 +578,7 @@ impl Machine {
     }
 }
 
+#[cfg(test)]
+mod funasr_tests;
 #[cfg(test)]
 mod tests;

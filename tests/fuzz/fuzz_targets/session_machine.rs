@@ -42,6 +42,7 @@ thread_local! {
         let settings = settings();
         let audio = Audio::load(
             &settings.audio,
+            settings.client.input_sample_rate,
             settings.packet_ms,
             settings.packets_per_session,
             settings.input_bytes(),

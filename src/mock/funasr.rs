@@ -1,0 +1,165 @@
+//! The Fun-ASR mock: `serve_realtime_ws.py`'s protocol and cadence with a cost model instead of
+//! a model (docs/funasr.md), so the seed's shapes — finals after STOP that grow with the
+//! clients, batching that tames them, a blocking server that "finishes sooner" with fewer
+//! partials — can be reproduced without a GPU.
+//!
+//! * `session`: one session's state machine, free of sockets;
+//! * `engine`: the shared decode queue, batching and cost model.
+//!
+//! This file is the connection task: it feeds client messages to the session, takes all the
+//! audio that has arrived before deciding on a decode (as a server whose decode loop runs
+//! beside its receive loop), and hands decodes to the engine — or, with `--blocking-decode`,
+//! runs them right here, stalling every session of the mock meanwhile.
+
+mod engine;
+mod session;
+
+pub use engine::Engine;
+
+use super::stats::Counters;
+use futures_util::{FutureExt as _, SinkExt, StreamExt};
+use session::Session;
+use std::rc::Rc;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio_tungstenite::tungstenite::{Error as WsError, Message, Utf8Bytes};
+use tokio_tungstenite::WebSocketStream;
+
+/// Serves one connection until the client closes it.
+pub async fn run_session<S: AsyncRead + AsyncWrite + Unpin>(
+    mut ws: WebSocketStream<S>,
+    engine: Rc<Engine>,
+    counters: &Counters,
+) {
+    let mut session = Session::new(engine.model());
+    let mut arrivals = Arrivals::default();
+    let mut out: Vec<Utf8Bytes> = Vec::with_capacity(4);
+    let mut pending: Option<tokio::sync::oneshot::Receiver<()>> = None;
+    loop {
+        let message = tokio::select! {
+            message = ws.next() => message,
+            () = decoded(&mut pending), if pending.is_some() => {
+                pending = None;
+                session.decoded(&mut out);
+                if let Err(()) = after(&mut ws, &mut session, &engine, &mut pending, &mut out).await {
+                    return;
+                }
+                continue;
+            }
+        };
+        let Some(Ok(message)) = message else {
+            // A vanished peer, or the end of the stream: the session is over.
+            if let Some(Err(WsError::Protocol(_) | WsError::Utf8(_))) = message {
+                counters.protocol_error();
+            }
+            return;
+        };
+        if !take(&mut session, &mut arrivals, message, counters, &mut out) {
+            let _ = ws.flush().await;
+            return;
+        }
+        // Everything that has already arrived, before deciding on a decode.
+        while let Some(Some(Ok(message))) = ws.next().now_or_never() {
+            if !take(&mut session, &mut arrivals, message, counters, &mut out) {
+                let _ = ws.flush().await;
+                return;
+            }
+        }
+        if let Err(()) = after(&mut ws, &mut session, &engine, &mut pending, &mut out).await {
+            return;
+        }
+    }
+}
+
+/// Waits for the decode in flight, if any.
+async fn decoded(pending: &mut Option<tokio::sync::oneshot::Receiver<()>>) {
+    match pending.as_mut() {
+        // A dropped sender (the engine gone) counts as done.
+        Some(rx) => {
+            let _ = rx.await;
+        }
+        None => std::future::pending().await,
+    }
+}
+
+/// When each audio frame arrived against its place in the stream: the mock's own view of the
+/// client's pacing (the session's first frame is the origin; `START` resets it).
+#[derive(Default)]
+struct Arrivals {
+    origin_s: Option<f64>,
+    bytes: u64,
+}
+
+impl Arrivals {
+    fn frame(&mut self, bytes: usize, counters: &Counters) {
+        let now_s = crate::clock::monotonic_s();
+        let origin_s = *self.origin_s.get_or_insert(now_s);
+        let due_s = origin_s + self.bytes as f64 / 32_000.0;
+        counters.record_arrival_deviation_s((now_s - due_s).abs());
+        self.bytes += bytes as u64;
+    }
+}
+
+/// Feeds one message to the session; false when the client closed.
+fn take(
+    session: &mut Session,
+    arrivals: &mut Arrivals,
+    message: Message,
+    counters: &Counters,
+    out: &mut Vec<Utf8Bytes>,
+) -> bool {
+    match message {
+        Message::Text(text) => {
+            let before = out.len();
+            if text
+                .trim()
+                .eq_ignore_ascii_case(crate::protocol::funasr::names::START)
+            {
+                *arrivals = Arrivals::default();
+            }
+            session.on_text(text.as_str(), out);
+            if out[before..]
+                .iter()
+                .any(|f| f.as_str().contains(r#""event":"stopped""#))
+            {
+                counters.session_closed();
+            }
+        }
+        Message::Binary(bytes) => {
+            counters.append_received();
+            arrivals.frame(bytes.len(), counters);
+            session.on_audio(bytes.len());
+        }
+        Message::Close(_) => return false,
+        Message::Ping(_) | Message::Pong(_) | Message::Frame(_) => {}
+    }
+    true
+}
+
+/// Starts the decode the session wants (or runs it, blocking), then sends the outbox.
+async fn after<S: AsyncRead + AsyncWrite + Unpin>(
+    ws: &mut WebSocketStream<S>,
+    session: &mut Session,
+    engine: &Engine,
+    pending: &mut Option<tokio::sync::oneshot::Receiver<()>>,
+    out: &mut Vec<Utf8Bytes>,
+) -> Result<(), ()> {
+    while pending.is_none() {
+        let Some(decode) = session.poll_decode() else {
+            break;
+        };
+        if engine.model().blocking_decode {
+            engine.decode_blocking(decode.audio_s, decode.is_final);
+            session.decoded(out);
+        } else {
+            *pending = Some(engine.submit(decode.audio_s, decode.is_final));
+        }
+    }
+    if out.is_empty() {
+        // Pongs and close replies are queued by tungstenite; send them now.
+        return ws.flush().await.map_err(|_| ());
+    }
+    for frame in out.drain(..) {
+        ws.feed(Message::Text(frame)).await.map_err(|_| ())?;
+    }
+    ws.flush().await.map_err(|_| ())
+}

@@ -1,0 +1,284 @@
+//! The Fun-ASR mock's decode engine: a cost model instead of a model, shared by every session
+//! of the mock. Decodes wait in one queue; compatible decodes of several sessions that arrive
+//! within `--decode-batch-wait-ms` of the first go to the engine as one call (at most
+//! `--decode-max-batch-size`), on at most `--decode-slots` calls at once. A call costs
+//! `--decode-ms` plus `--decode-ms-per-audio-sec` for the longest audio in it (a batch runs in
+//! parallel, padded to its longest).
+//!
+//! [`Batcher`] is the queue without I/O (tested on a fake clock); [`Engine`] drives it with
+//! tokio timers on the mock's loop and logs each call like `--log-decode-profile`.
+
+use crate::cli::FunasrMockArgs;
+use crate::clock::{instant_at, monotonic_s};
+use crate::stats::exact::{median, percentile};
+use std::cell::RefCell;
+use std::collections::VecDeque;
+use std::io::Write as _;
+use std::rc::Rc;
+use tokio::sync::{oneshot, Notify};
+
+/// One decode waiting for the engine.
+#[derive(Debug)]
+pub struct Queued<T> {
+    pub enqueued_s: f64,
+    /// Audio the decode covers, in seconds (what it costs).
+    pub audio_s: f64,
+    pub is_final: bool,
+    pub item: T,
+}
+
+/// The queue and the slots, without I/O.
+#[derive(Debug)]
+pub struct Batcher<T> {
+    queue: VecDeque<Queued<T>>,
+    busy: u32,
+    slots: u32,
+    wait_s: f64,
+    max_batch: usize,
+}
+
+impl<T> Batcher<T> {
+    pub fn new(slots: u32, wait_ms: f64, max_batch: u32) -> Batcher<T> {
+        Batcher {
+            queue: VecDeque::new(),
+            busy: 0,
+            slots: slots.max(1),
+            wait_s: wait_ms.max(0.0) / 1000.0,
+            max_batch: max_batch.max(1) as usize,
+        }
+    }
+
+    pub fn submit(&mut self, queued: Queued<T>) {
+        self.queue.push_back(queued);
+    }
+
+    /// The next call to start at `now_s`, if a slot is free and a batch is ready: full, or
+    /// its first decode has waited the batch wait.
+    pub fn ready(&mut self, now_s: f64) -> Option<Vec<Queued<T>>> {
+        let first = self.queue.front()?;
+        let due = self.queue.len() >= self.max_batch || now_s >= first.enqueued_s + self.wait_s;
+        if self.busy >= self.slots || !due {
+            return None;
+        }
+        self.busy += 1;
+        let n = self.queue.len().min(self.max_batch);
+        Some(self.queue.drain(..n).collect())
+    }
+
+    /// When a waiting batch becomes ready (if a slot is free then).
+    pub fn wake_at(&self) -> Option<f64> {
+        let first = self.queue.front()?;
+        (self.busy < self.slots).then_some(first.enqueued_s + self.wait_s)
+    }
+
+    /// A call finished: its slot is free.
+    pub fn done(&mut self) {
+        self.busy = self.busy.saturating_sub(1);
+    }
+}
+
+/// What one engine call costs, in seconds.
+pub fn call_cost_s(model: &FunasrMockArgs, longest_audio_s: f64) -> f64 {
+    (model.decode_ms + model.decode_ms_per_audio_sec * longest_audio_s).max(0.0) / 1000.0
+}
+
+/// The engine's totals, for the last profile line.
+#[derive(Debug, Default)]
+struct Totals {
+    calls: u64,
+    requests: u64,
+    largest_batch: usize,
+    queue_waits_ms: Vec<f64>,
+}
+
+pub struct Engine {
+    model: FunasrMockArgs,
+    batcher: RefCell<Batcher<oneshot::Sender<()>>>,
+    wake: Notify,
+    totals: RefCell<Totals>,
+}
+
+impl Engine {
+    /// The engine, with its dispatcher running on the current local task set.
+    pub fn start(model: FunasrMockArgs) -> Rc<Engine> {
+        let engine = Rc::new(Engine {
+            batcher: RefCell::new(Batcher::new(
+                model.decode_slots,
+                model.decode_batch_wait_ms,
+                model.decode_max_batch_size,
+            )),
+            model,
+            wake: Notify::new(),
+            totals: RefCell::new(Totals::default()),
+        });
+        if !engine.model.blocking_decode {
+            tokio::task::spawn_local(Rc::clone(&engine).dispatch());
+        }
+        engine
+    }
+
+    pub fn model(&self) -> &FunasrMockArgs {
+        &self.model
+    }
+
+    /// Queues a decode of `audio_s`; the receiver fires when it is done.
+    pub fn submit(&self, audio_s: f64, is_final: bool) -> oneshot::Receiver<()> {
+        let (tx, rx) = oneshot::channel();
+        self.batcher.borrow_mut().submit(Queued {
+            enqueued_s: monotonic_s(),
+            audio_s,
+            is_final,
+            item: tx,
+        });
+        self.wake.notify_one();
+        rx
+    }
+
+    /// `--blocking-decode`: the decode runs here and now, on the WebSocket loop.
+    pub fn decode_blocking(&self, audio_s: f64, is_final: bool) {
+        let cost_s = call_cost_s(&self.model, audio_s);
+        std::thread::sleep(std::time::Duration::from_secs_f64(cost_s));
+        self.account(&[(0.0, audio_s, is_final)], cost_s);
+    }
+
+    async fn dispatch(self: Rc<Engine>) {
+        loop {
+            let now_s = monotonic_s();
+            let batch = self.batcher.borrow_mut().ready(now_s);
+            if let Some(batch) = batch {
+                tokio::task::spawn_local(Rc::clone(&self).run(batch, now_s));
+                continue;
+            }
+            let wake_at = self.batcher.borrow().wake_at();
+            match wake_at {
+                Some(at_s) => {
+                    tokio::select! {
+                        () = tokio::time::sleep_until(instant_at(at_s)) => {}
+                        () = self.wake.notified() => {}
+                    }
+                }
+                None => self.wake.notified().await,
+            }
+        }
+    }
+
+    async fn run(self: Rc<Engine>, batch: Vec<Queued<oneshot::Sender<()>>>, start_s: f64) {
+        let longest_s = batch.iter().map(|q| q.audio_s).fold(0.0, f64::max);
+        let cost_s = call_cost_s(&self.model, longest_s);
+        tokio::time::sleep_until(instant_at(start_s + cost_s)).await;
+        let shape: Vec<(f64, f64, bool)> = batch
+            .iter()
+            .map(|q| ((start_s - q.enqueued_s) * 1000.0, q.audio_s, q.is_final))
+            .collect();
+        for q in batch {
+            let _ = q.item.send(());
+        }
+        self.batcher.borrow_mut().done();
+        self.wake.notify_one();
+        self.account(&shape, cost_s);
+    }
+
+    /// Counts one call of `(queue wait ms, audio s, final)` decodes, and logs it if asked.
+    fn account(&self, shape: &[(f64, f64, bool)], cost_s: f64) {
+        let waits: Vec<f64> = shape.iter().map(|s| s.0).collect();
+        {
+            let mut t = self.totals.borrow_mut();
+            t.calls += 1;
+            t.requests += shape.len() as u64;
+            t.largest_batch = t.largest_batch.max(shape.len());
+            t.queue_waits_ms.extend_from_slice(&waits);
+        }
+        if self.model.log_decode_profile {
+            let audio = shape.iter().map(|s| s.1 * 1000.0);
+            let min_ms = audio.clone().fold(f64::INFINITY, f64::min);
+            let max_ms = audio.fold(0.0, f64::max);
+            let finals = shape.iter().filter(|s| s.2).count();
+            let samples: f64 = shape.iter().map(|s| s.1 * 16_000.0).sum();
+            let line = format!(
+                "decode_profile requests={} partial={} final={} samples={:.0} audio_ms_min={:.0} audio_ms_max={:.0} queue_wait_ms_p50={:.1} queue_wait_ms_max={:.1} engine_ms={:.1}\n",
+                shape.len(),
+                shape.len() - finals,
+                finals,
+                samples,
+                min_ms,
+                max_ms,
+                median(&waits).unwrap_or(0.0),
+                waits.iter().copied().fold(0.0, f64::max),
+                cost_s * 1000.0
+            );
+            let _ = std::io::stderr().write_all(line.as_bytes());
+        }
+    }
+
+    /// The totals as one last profile line.
+    pub fn totals_line(&self) -> String {
+        let t = self.totals.borrow();
+        format!(
+            "decode_profile_total calls={} requests={} batch_mean={:.2} batch_max={} queue_wait_ms_p50={:.1} queue_wait_ms_p95={:.1} queue_wait_ms_max={:.1} blocking={}\n",
+            t.calls,
+            t.requests,
+            t.requests as f64 / t.calls.max(1) as f64,
+            t.largest_batch,
+            median(&t.queue_waits_ms).unwrap_or(0.0),
+            percentile(&t.queue_waits_ms, 95.0).unwrap_or(0.0),
+            t.queue_waits_ms.iter().copied().fold(0.0, f64::max),
+            self.model.blocking_decode
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn queued(at_s: f64, n: u32) -> Queued<u32> {
+        Queued {
+            enqueued_s: at_s,
+            audio_s: 1.0,
+            is_final: false,
+            item: n,
+        }
+    }
+
+    #[test]
+    fn decodes_within_the_batch_wait_go_as_one_call_issue_11() {
+        let mut b = Batcher::new(1, 10.0, 16);
+        b.submit(queued(1.000, 0));
+        assert!(b.ready(1.005).is_none(), "waits for company");
+        assert_eq!(b.wake_at(), Some(1.010));
+        b.submit(queued(1.004, 1));
+        let batch = b.ready(1.010).unwrap();
+        assert_eq!(batch.iter().map(|q| q.item).collect::<Vec<_>>(), [0, 1]);
+        // The one slot is busy: the next waits for it even when its wait is over.
+        b.submit(queued(1.011, 2));
+        assert!(b.ready(1.5).is_none());
+        assert_eq!(b.wake_at(), None);
+        b.done();
+        assert_eq!(b.ready(1.5).unwrap().len(), 1);
+    }
+
+    #[test]
+    fn a_full_batch_starts_at_once_and_size_one_turns_batching_off_issue_11() {
+        let mut b = Batcher::new(2, 10.0, 2);
+        b.submit(queued(0.0, 0));
+        b.submit(queued(0.0, 1));
+        b.submit(queued(0.0, 2));
+        assert_eq!(b.ready(0.0).unwrap().len(), 2);
+        assert!(b.ready(0.0).is_none(), "one left, under its wait");
+        assert_eq!(b.ready(0.01).unwrap().len(), 1);
+        let mut single = Batcher::new(1, 0.0, 1);
+        single.submit(queued(0.0, 0));
+        single.submit(queued(0.0, 1));
+        assert_eq!(single.ready(0.0).unwrap().len(), 1);
+    }
+
+    #[test]
+    fn a_call_costs_its_fixed_part_plus_its_longest_audio_issue_11() {
+        let model = FunasrMockArgs {
+            decode_ms: 20.0,
+            decode_ms_per_audio_sec: 10.0,
+            ..FunasrMockArgs::default()
+        };
+        assert!((call_cost_s(&model, 8.0) - 0.1).abs() < 1e-12);
+    }
+}

@@ -1,0 +1,417 @@
+//! Fun-ASR-Nano's realtime recognition protocol, as `serve_realtime_ws.py` serves it and its
+//! `realtime_ws_benchmark.py` drives it (docs/funasr.md). No path; default port 10095.
+//!
+//! Client → server: text commands, compared by the server after trimming and upper-casing —
+//! `START` → `{"event":"started"}`, `HOTWORDS:w1,w2` → `hotwords_set`, `LANGUAGE:<lang>` →
+//! `language_set`, `STOP` → the final result (when there was audio), then `stopped` — and
+//! binary frames of raw PCM16 (16 kHz, mono, little-endian).
+//!
+//! Server → client: JSON, either an event (`{"event":…}`) or a result (`sentences`, `partial`,
+//! `is_final`, `duration_ms`). Read liberally: numbers as integers or floats, unknown fields
+//! ignored, a field of an unexpected type read as the benchmark's Python would (truthiness).
+
+use super::{
+    AudioPacket, ClientProtocol, Ending, EventIds, Meaning, Milestone, Outgoing, Received, Step,
+};
+use crate::trace::format::Payload;
+use serde::de::{Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::Deserialize;
+use std::borrow::Cow;
+use std::fmt;
+
+/// The server has no path: `ws://HOST:PORT` is `/`.
+pub const PATH: &str = "/";
+
+/// The benchmark's frame length.
+pub const DEFAULT_CHUNK_MS: u32 = 100;
+
+pub mod names {
+    pub const START: &str = "START";
+    pub const STOP: &str = "STOP";
+    pub const LANGUAGE: &str = "LANGUAGE:";
+    pub const HOTWORDS: &str = "HOTWORDS:";
+    pub const COMMIT: &str = "COMMIT";
+    pub const STARTED: &str = "started";
+    pub const LANGUAGE_SET: &str = "language_set";
+    pub const HOTWORDS_SET: &str = "hotwords_set";
+    pub const STOPPED: &str = "stopped";
+    pub const ERROR: &str = "error";
+}
+
+/// The Fun-ASR client side: the optional language and hotwords it sets after `START`.
+#[derive(Debug, Clone, Default)]
+pub struct Funasr {
+    language: Option<String>,
+    hotwords: Option<String>,
+}
+
+impl Funasr {
+    /// Empty values are not sent, as the benchmark skips them.
+    pub fn new(language: Option<&str>, hotwords: Option<&str>) -> Funasr {
+        let given = |v: Option<&str>| v.filter(|v| !v.is_empty()).map(str::to_string);
+        Funasr {
+            language: given(language),
+            hotwords: given(hotwords),
+        }
+    }
+}
+
+impl ClientProtocol for Funasr {
+    /// `START`, then `HOTWORDS:` and `LANGUAGE:` when given, in the benchmark's order.
+    fn set_up(&self, _ids: EventIds) -> Vec<Step> {
+        let mut steps = vec![Step {
+            send: Some(Outgoing::Text(names::START.to_string())),
+            until: Some(Milestone::Ready),
+            awaiting: names::STARTED,
+            ends_turn: false,
+        }];
+        if let Some(hotwords) = &self.hotwords {
+            steps.push(Step {
+                send: Some(Outgoing::Text(format!("{}{hotwords}", names::HOTWORDS))),
+                until: Some(Milestone::Configured),
+                awaiting: names::HOTWORDS_SET,
+                ends_turn: false,
+            });
+        }
+        if let Some(language) = &self.language {
+            steps.push(Step {
+                send: Some(Outgoing::Text(format!("{}{language}", names::LANGUAGE))),
+                until: Some(Milestone::Configured),
+                awaiting: names::LANGUAGE_SET,
+                ends_turn: false,
+            });
+        }
+        steps
+    }
+
+    fn packet(
+        &self,
+        _ids: EventIds,
+        _seq: u32,
+        _t_start_ms: u64,
+        audio: AudioPacket<'_>,
+    ) -> Outgoing {
+        Outgoing::Binary(audio.pcm.to_vec())
+    }
+
+    /// `STOP`, answered by `stopped` whether or not audio was sent.
+    fn finish(&self, _ids: EventIds, _ending: Ending) -> Vec<Step> {
+        vec![Step {
+            send: Some(Outgoing::Text(names::STOP.to_string())),
+            until: Some(Milestone::Closed),
+            awaiting: names::STOPPED,
+            ends_turn: false,
+        }]
+    }
+
+    fn classify<'a>(&self, text: &'a str) -> Result<Received<'a>, String> {
+        let frame: ServerFrame<'a> = serde_json::from_str(text)
+            .map_err(|err| format!("server frame is not a JSON object ({err})"))?;
+        let is_result = frame.sentences.present || frame.partial.present || frame.is_final;
+        let meaning = if is_result {
+            Meaning::Transcript {
+                is_final: frame.is_final,
+                partial_text: frame.partial.truthy,
+                any_text: frame.partial.truthy || frame.sentences.truthy,
+                duration_ms: frame.duration_ms,
+            }
+        } else {
+            match frame.event.as_deref() {
+                Some(names::STARTED) => Meaning::Milestone(Milestone::Ready),
+                Some(names::LANGUAGE_SET | names::HOTWORDS_SET) => {
+                    Meaning::Milestone(Milestone::Configured)
+                }
+                Some(names::STOPPED) => Meaning::Milestone(Milestone::Closed),
+                Some(names::ERROR) => Meaning::Error {
+                    fatal: false,
+                    code: Cow::Borrowed(names::ERROR),
+                    message: frame.error.unwrap_or_default(),
+                },
+                _ => Meaning::Other,
+            }
+        };
+        Ok(Received {
+            meaning,
+            payload: Payload::Json { audio_key: None },
+            event: frame.event.filter(|e| !e.is_empty()),
+        })
+    }
+
+    fn records_transcripts(&self) -> bool {
+        true
+    }
+
+    fn recv_timeout_per_gap(&self) -> bool {
+        true
+    }
+
+    fn client_closes(&self) -> bool {
+        true
+    }
+}
+
+/// The fields of a server frame the client reads; everything else is skipped without a copy.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct ServerFrame<'a> {
+    #[serde(borrow, deserialize_with = "string_or_none")]
+    event: Option<Cow<'a, str>>,
+    #[serde(deserialize_with = "presence")]
+    sentences: Presence,
+    #[serde(deserialize_with = "presence")]
+    partial: Presence,
+    /// `is_final` is exactly `true`, as the benchmark's `is True`.
+    #[serde(deserialize_with = "exactly_true")]
+    is_final: bool,
+    #[serde(deserialize_with = "number_or_none")]
+    duration_ms: Option<f64>,
+    #[serde(borrow, deserialize_with = "string_or_none")]
+    error: Option<Cow<'a, str>>,
+}
+
+/// Whether a key is in the frame (even as `null`), and whether its value is truthy in Python's
+/// sense (a non-empty string or list, a non-zero number, `true`).
+#[derive(Debug, Default, Clone, Copy)]
+struct Presence {
+    present: bool,
+    truthy: bool,
+}
+
+fn presence<'de, D: Deserializer<'de>>(d: D) -> Result<Presence, D::Error> {
+    Ok(Presence {
+        present: true,
+        truthy: d.deserialize_any(Truthy)?,
+    })
+}
+
+struct Truthy;
+
+impl<'de> Visitor<'de> for Truthy {
+    type Value = bool;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+    fn visit_bool<E>(self, v: bool) -> Result<bool, E> {
+        Ok(v)
+    }
+    fn visit_i64<E>(self, v: i64) -> Result<bool, E> {
+        Ok(v != 0)
+    }
+    fn visit_u64<E>(self, v: u64) -> Result<bool, E> {
+        Ok(v != 0)
+    }
+    fn visit_f64<E>(self, v: f64) -> Result<bool, E> {
+        Ok(v != 0.0)
+    }
+    fn visit_str<E>(self, v: &str) -> Result<bool, E> {
+        Ok(!v.is_empty())
+    }
+    fn visit_unit<E>(self) -> Result<bool, E> {
+        Ok(false)
+    }
+    fn visit_none<E>(self) -> Result<bool, E> {
+        Ok(false)
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<bool, A::Error> {
+        let mut any = false;
+        while seq.next_element::<IgnoredAny>()?.is_some() {
+            any = true;
+        }
+        Ok(any)
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<bool, A::Error> {
+        let mut any = false;
+        while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {
+            any = true;
+        }
+        Ok(any)
+    }
+}
+
+fn exactly_true<'de, D: Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum BoolOrNot {
+        Bool(bool),
+        Not(IgnoredAny),
+    }
+    Ok(matches!(BoolOrNot::deserialize(d)?, BoolOrNot::Bool(true)))
+}
+
+fn number_or_none<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum NumberOrNot {
+        Number(f64),
+        Not(IgnoredAny),
+    }
+    Ok(match NumberOrNot::deserialize(d)? {
+        NumberOrNot::Number(n) => Some(n),
+        NumberOrNot::Not(_) => None,
+    })
+}
+
+fn string_or_none<'de: 'a, 'a, D: Deserializer<'de>>(
+    d: D,
+) -> Result<Option<Cow<'a, str>>, D::Error> {
+    struct StringOrNot;
+    impl<'de> Visitor<'de> for StringOrNot {
+        type Value = Option<Cow<'de, str>>;
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("any JSON value")
+        }
+        fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Self::Value, E> {
+            Ok(Some(Cow::Borrowed(v)))
+        }
+        fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
+            Ok(Some(Cow::Owned(v.to_string())))
+        }
+        fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_unit<E>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+            while seq.next_element::<IgnoredAny>()?.is_some() {}
+            Ok(None)
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+            while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+            Ok(None)
+        }
+    }
+    d.deserialize_any(StringOrNot)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn classify(text: &str) -> Received<'_> {
+        Funasr::default().classify(text).unwrap()
+    }
+
+    fn ids() -> EventIds {
+        EventIds {
+            worker: 0,
+            session: 0,
+        }
+    }
+
+    #[test]
+    fn set_up_sends_start_then_hotwords_then_language_each_awaiting_its_ack_issue_11() {
+        let steps = Funasr::new(Some("中文"), Some("a,b")).set_up(ids());
+        let sent: Vec<_> = steps
+            .iter()
+            .map(|s| (s.send.clone(), s.until, s.awaiting))
+            .collect();
+        assert_eq!(
+            sent,
+            [
+                (
+                    Some(Outgoing::Text("START".into())),
+                    Some(Milestone::Ready),
+                    "started"
+                ),
+                (
+                    Some(Outgoing::Text("HOTWORDS:a,b".into())),
+                    Some(Milestone::Configured),
+                    "hotwords_set"
+                ),
+                (
+                    Some(Outgoing::Text("LANGUAGE:中文".into())),
+                    Some(Milestone::Configured),
+                    "language_set"
+                ),
+            ]
+        );
+        assert_eq!(Funasr::new(Some(""), None).set_up(ids()).len(), 1);
+        let end = Funasr::default().finish(ids(), Ending::default());
+        assert_eq!(end[0].send, Some(Outgoing::Text("STOP".into())));
+        assert_eq!(end[0].until, Some(Milestone::Closed));
+    }
+
+    #[test]
+    fn packets_are_the_raw_pcm_as_a_binary_frame_issue_11() {
+        let pcm = [1u8, 2, 3, 4];
+        let frame = Funasr::default().packet(ids(), 0, 0, AudioPacket { pcm: &pcm, b64: "" });
+        assert_eq!(frame, Outgoing::Binary(pcm.to_vec()));
+    }
+
+    #[test]
+    fn events_become_milestones_and_keep_their_names_issue_11() {
+        let r = classify(r#"{"event":"started"}"#);
+        assert_eq!(r.meaning, Meaning::Milestone(Milestone::Ready));
+        assert_eq!(r.event.as_deref(), Some("started"));
+        let r = classify(r#"{"event":"language_set","language":"en"}"#);
+        assert_eq!(r.meaning, Meaning::Milestone(Milestone::Configured));
+        let r = classify(r#"{"event":"stopped","extra":[1,2]}"#);
+        assert_eq!(r.meaning, Meaning::Milestone(Milestone::Closed));
+        let r = classify(r#"{"event":"error","error":"COMMIT needs client endpointing"}"#);
+        assert!(
+            matches!(r.meaning, Meaning::Error { fatal: false, ref message, .. } if message.contains("COMMIT"))
+        );
+        let r = classify(r#"{"event":"something_new"}"#);
+        assert_eq!(
+            (r.meaning, r.event.as_deref()),
+            (Meaning::Other, Some("something_new"))
+        );
+    }
+
+    #[test]
+    fn results_are_read_liberally_issue_11() {
+        let partial = r#"{"sentences":[],"partial":"ni hao","partial_start_ms":0,"duration_ms":960.0,"is_final":false}"#;
+        assert_eq!(
+            classify(partial).meaning,
+            Meaning::Transcript {
+                is_final: false,
+                partial_text: true,
+                any_text: true,
+                duration_ms: Some(960.0)
+            }
+        );
+        let final_ = r#"{"sentences":[{"text":"ni hao","start":0,"end":900}],"partial":"","duration_ms":1000,"is_final":true,"new":1}"#;
+        assert_eq!(
+            classify(final_).meaning,
+            Meaning::Transcript {
+                is_final: true,
+                partial_text: false,
+                any_text: true,
+                duration_ms: Some(1000.0)
+            }
+        );
+        // An empty partial is a result; `is_final: 1` is not `true`; a string duration is none.
+        let odd = r#"{"partial":"","is_final":1,"duration_ms":"5"}"#;
+        assert_eq!(
+            classify(odd).meaning,
+            Meaning::Transcript {
+                is_final: false,
+                partial_text: false,
+                any_text: false,
+                duration_ms: None
+            }
+        );
+        // `sentences: null` is still a result, as `"sentences" in data` is.
+        assert!(matches!(
+            classify(r#"{"sentences":null}"#).meaning,
+            Meaning::Transcript { .. }
+        ));
+        assert_eq!(classify(r#"{"hello":1}"#).meaning, Meaning::Other);
+    }
+
+    #[test]
+    fn a_frame_that_is_not_a_json_object_is_refused_with_the_reason_issue_11() {
+        let err = Funasr::default().classify("hello").unwrap_err();
+        assert!(err.contains("not a JSON object"), "{err}");
+    }
+}

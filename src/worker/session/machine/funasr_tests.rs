@@ -1,0 +1,161 @@
+//! The client session machine on the Fun-ASR protocol, fed frames by hand on a fake clock: the
+//! flow, and the benchmark's metrics it records, against hand-computed values.
+
+use super::*;
+use crate::cli::{Cli, Command};
+use crate::protocol::funasr::Funasr;
+use clap::Parser;
+
+fn machine(args: &[&str]) -> Machine {
+    let mut argv = vec!["duplexbench-tui", "run", "--protocol", "funasr", "-s", "1"];
+    argv.extend_from_slice(args);
+    let Some(Command::Run(run)) = Cli::try_parse_from(argv).unwrap().command else {
+        unreachable!()
+    };
+    let settings = Rc::new(
+        crate::options::validate(&run, String::new(), false)
+            .unwrap()
+            .settings,
+    );
+    let audio = Rc::new(
+        Audio::load(
+            &settings.audio,
+            settings.client.input_sample_rate,
+            settings.packet_ms,
+            settings.packets_per_session,
+            settings.input_bytes(),
+        )
+        .unwrap(),
+    );
+    let protocol = Rc::new(Funasr::new(
+        settings.language.as_deref(),
+        settings.hotwords.as_deref(),
+    ));
+    Machine::new(
+        protocol,
+        EventIds {
+            worker: 0,
+            session: 0,
+        },
+        settings,
+        audio,
+        Rc::new(RefCell::new(WorkerStats::new(1))),
+    )
+}
+
+fn hear(m: &mut Machine, text: &str, now_s: f64) -> Flow {
+    m.on_frame(Incoming::Text(text), now_s).flow
+}
+
+const PARTIAL_500: &str =
+    r#"{"sentences":[],"partial":"word","partial_start_ms":0,"duration_ms":500,"is_final":false}"#;
+const FINAL: &str = r#"{"sentences":[{"text":"w","start":0,"end":5900}],"partial":"","duration_ms":5900,"is_final":true}"#;
+
+/// Connect at 0.0 s, `started` at 0.01 s, 59 packets of 100 ms from 1.0 s, a partial at
+/// 1.45 s, STOP at 7.0 s, the final at 7.3 s, `stopped` at 7.31 s, the end at 7.4 s.
+#[test]
+fn a_full_session_records_the_benchmarks_metrics_on_a_fake_clock_issue_11() {
+    let mut m = machine(&["--language", "en"]);
+    m.connecting(0.0);
+    assert_eq!(
+        m.next_action(),
+        Action::Send(Outgoing::Text("START".into()))
+    );
+    m.control_sending(0.001);
+    assert_eq!(m.next_action(), Action::Await("started"));
+    assert_eq!(hear(&mut m, r#"{"event":"started"}"#, 0.01), Flow::Reached);
+    assert_eq!(
+        m.next_action(),
+        Action::Send(Outgoing::Text("LANGUAGE:en".into()))
+    );
+    assert_eq!(m.next_action(), Action::Await("language_set"));
+    let ack = r#"{"event":"language_set","language":"en"}"#;
+    assert_eq!(hear(&mut m, ack, 0.02), Flow::Reached);
+    assert_eq!(m.next_action(), Action::Stream);
+    let packets = m.settings.packets_per_session;
+    assert_eq!(packets, 59, "5.83 s of the sample in 100 ms frames");
+    for seq in 0..packets {
+        let start_s = 1.0 + f64::from(seq) * 0.1;
+        let (frame, due_s) = m.packet(seq, start_s, 1.0);
+        if seq == 0 {
+            assert_eq!(frame, Outgoing::Binary(m.audio.packet(0).pcm.to_vec()));
+            assert_eq!(m.audio.packet(0).pcm.len(), 3200);
+        }
+        m.sent(seq, due_s, start_s, start_s + 0.0001);
+        if seq == 4 {
+            assert_eq!(hear(&mut m, PARTIAL_500, 1.45), Flow::Continue);
+        }
+    }
+    m.streamed();
+    assert_eq!(m.next_action(), Action::Send(Outgoing::Text("STOP".into())));
+    m.control_sending(7.0);
+    assert_eq!(m.next_action(), Action::Await("stopped"));
+    assert_eq!(hear(&mut m, FINAL, 7.3), Flow::Continue);
+    assert_eq!(hear(&mut m, r#"{"event":"stopped"}"#, 7.31), Flow::Reached);
+    assert_eq!(m.next_action(), Action::Done);
+    m.finish(7.4, None);
+    let t = m.outcome.transcripts.clone().unwrap();
+    let near = |a: Option<f64>, b: f64| a.is_some_and(|a| (a - b).abs() < 1e-6);
+    assert_eq!(
+        (t.messages, t.result_messages, t.partial_messages),
+        (3, 2, 1)
+    );
+    assert_eq!(
+        t.events,
+        [("stopped".to_string(), 1)],
+        "set-up acks are not counted"
+    );
+    assert!(near(t.first_update_ms, 450.0));
+    assert!(near(t.final_update_ms, 6300.0));
+    assert!(near(t.final_after_stop_ms, 300.0));
+    assert!(near(t.send_seconds, 6.0));
+    assert!(
+        near(t.response_lag_ms_p95, -50.0),
+        "450 ms after the audio start, 500 ms heard"
+    );
+    assert!((t.wall_seconds - 7.4).abs() < 1e-9);
+    assert!(t.stopped && t.errors.is_empty());
+    assert_eq!(m.outcome.counts.late_packets, 0);
+}
+
+#[test]
+fn unpaced_packets_are_due_when_sent_so_none_is_late_issue_11() {
+    let mut m = machine(&["--no-pace"]);
+    assert!(matches!(m.next_action(), Action::Send(_)));
+    m.next_action();
+    hear(&mut m, r#"{"event":"started"}"#, 0.01);
+    assert_eq!(m.next_action(), Action::Stream);
+    // Every packet leaves a millisecond after the previous: far ahead of the audio clock.
+    for seq in 0..10 {
+        let start_s = 1.0 + f64::from(seq) * 0.001;
+        let (_, due_s) = m.packet(seq, start_s, 1.0);
+        assert_eq!(due_s, start_s);
+        m.sent(seq, due_s, start_s, start_s);
+    }
+    assert_eq!(m.count_overdue(10, 1.0, 100.0), None);
+    assert_eq!(m.outcome.counts.late_packets, 0);
+}
+
+#[test]
+fn a_wait_for_stopped_that_times_out_after_the_final_is_no_benchmark_error_issue_11() {
+    let mut m = machine(&["--recv-timeout", "2s"]);
+    m.connecting(0.0);
+    m.next_action();
+    m.next_action();
+    hear(&mut m, r#"{"event":"started"}"#, 0.01);
+    m.next_action();
+    let (_, due_s) = m.packet(0, 1.0, 1.0);
+    m.sent(0, due_s, 1.0, 1.0);
+    m.streamed();
+    m.next_action();
+    m.control_sending(1.1);
+    hear(&mut m, FINAL, 1.2);
+    m.recv_timed_out();
+    m.finish(
+        3.2,
+        Some("no stopped: no server message for --recv-timeout 2s"),
+    );
+    let t = m.outcome.transcripts.clone().unwrap();
+    assert!(!t.stopped);
+    assert!(t.errors.is_empty(), "{:?}", t.errors);
+}

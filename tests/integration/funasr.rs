@@ -1,0 +1,296 @@
+//! Fun-ASR end to end (issue 11): the real binary drives the Fun-ASR mock over real sockets
+//! with the built-in speech sample (5.83 s, 59 frames of 100 ms), and writes the benchmark's
+//! figures. Runs are a few clients × one play of the sample.
+
+use crate::mock_protocol::Mock;
+use crate::util::{self, describe, run_to, summary, TempDir};
+use serde_json::Value;
+use std::time::Duration;
+
+const LIMIT: Duration = Duration::from_secs(60);
+
+/// The keys of the benchmark's lines, in its order.
+const CLIENT_KEYS: &[&str] = &[
+    "type",
+    "client_id",
+    "audio_seconds",
+    "chunk_ms",
+    "client_ping_interval",
+    "client_ping_timeout",
+    "messages",
+    "result_messages",
+    "partial_messages",
+    "final_messages",
+    "events",
+    "first_update_ms",
+    "final_update_ms",
+    "final_after_stop_ms",
+    "stopped",
+    "errors",
+    "send_seconds",
+    "wall_seconds",
+    "audio_per_wall",
+    "send_audio_per_wall",
+    "response_lag_ms_max",
+    "response_lag_ms_p95",
+];
+const SUMMARY_KEYS: &[&str] = &[
+    "type",
+    "clients",
+    "total_audio_seconds",
+    "elapsed_seconds",
+    "aggregate_audio_per_wall",
+    "first_update_ms_p50",
+    "first_update_ms_p95",
+    "final_after_stop_ms_p50",
+    "final_after_stop_ms_p95",
+    "client_response_lag_ms_p95_max",
+    "partial_messages",
+    "final_messages",
+    "errors",
+];
+
+/// The keys of a JSON object line, in the order written.
+fn keys_in_order(line: &str) -> Vec<String> {
+    // serde_json's Map sorts its keys; read them off the text instead, depth 1 only.
+    let mut keys = Vec::new();
+    let (mut depth, mut in_str, mut escaped, mut start) = (0, false, false, None);
+    for (i, ch) in line.char_indices() {
+        if in_str {
+            match (escaped, ch) {
+                (true, _) => escaped = false,
+                (false, '\\') => escaped = true,
+                (false, '"') => {
+                    in_str = false;
+                    if let Some(s) = start.take() {
+                        if line[i + 1..].trim_start().starts_with(':') {
+                            keys.push(line[s..i].to_string());
+                        }
+                    }
+                }
+                _ => {}
+            }
+            continue;
+        }
+        match ch {
+            '"' => {
+                in_str = true;
+                start = (depth == 1).then_some(i + 1);
+            }
+            '{' | '[' => depth += 1,
+            '}' | ']' => depth -= 1,
+            _ => {}
+        }
+    }
+    keys
+}
+
+fn received(trace: &str) -> Vec<Value> {
+    trace
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|r| r["direction"] == "receive")
+        .map(|r| r["event"].clone())
+        .collect()
+}
+
+#[test]
+fn the_full_flow_gives_partials_at_the_cadence_one_final_then_stopped_issue_11() {
+    let _serial = util::serial();
+    let dir = TempDir::new("funasr-flow");
+    let out = dir.join("run");
+    let jsonl = dir.join("bench.jsonl");
+    let ran = run_to(
+        &out,
+        &[
+            "--protocol",
+            "funasr",
+            "--clients",
+            "2",
+            "--language",
+            "en",
+            "--keep-traces",
+            "--no-sampler",
+            "--output-jsonl",
+            jsonl.to_str().unwrap(),
+        ],
+        LIMIT,
+    );
+    let s = summary(&out);
+    assert_eq!(s["settings"]["packet_ms"], 100, "100 ms frames for Fun-ASR");
+    let trace = std::fs::read_to_string(out.join("sessions/w0-s0000/trace.jsonl")).unwrap();
+    let events = received(&trace);
+    assert_eq!(events[0]["event"], "started", "{}", describe(&ran));
+    assert_eq!(events[1]["event"], "language_set");
+    let partials: Vec<u64> = events
+        .iter()
+        .filter(|e| e["is_final"] == false)
+        .map(|e| e["duration_ms"].as_u64().unwrap())
+        .collect();
+    // The first decode once 480 ms have arrived (500 in 100 ms frames), then every 800 ms.
+    assert_eq!(partials, [500, 1300, 2100, 2900, 3700, 4500, 5300]);
+    let finals: Vec<&Value> = events.iter().filter(|e| e["is_final"] == true).collect();
+    assert_eq!(finals.len(), 1);
+    assert_eq!(
+        finals[0]["duration_ms"], 5828,
+        "the final covers every sample"
+    );
+    assert_eq!(events.last().unwrap()["event"], "stopped");
+
+    // The benchmark's figures agree with the trace they were measured on.
+    let f = &s["funasr"];
+    let c0 = &f["clients"][0];
+    assert_eq!(c0["partial_messages"], 7);
+    assert_eq!(c0["final_messages"], 1);
+    assert_eq!(c0["stopped"], true);
+    assert_eq!(c0["events"], serde_json::json!({"stopped": 1}));
+    assert_eq!(f["summary"]["partial_messages"], 14);
+    // By hand from the trace and receipts: the first result after the first frame's send, the
+    // final after the STOP line (trace times are to the µs, so within a rounding step).
+    let records: Vec<Value> = trace
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let time_of = |pred: &dyn Fn(&Value) -> bool| {
+        records.iter().find(|r| pred(r)).unwrap()["time_s"]
+            .as_f64()
+            .unwrap()
+    };
+    let receipts: Value = serde_json::from_str(
+        &std::fs::read_to_string(out.join("sessions/w0-s0000/input-send-receipts.json")).unwrap(),
+    )
+    .unwrap();
+    let audio_s = receipts["appends"][0]["start_s"].as_f64().unwrap();
+    let first_s = time_of(&|r| r["event"]["partial"].is_string());
+    let stop_s = time_of(&|r| r["event"] == "STOP");
+    let final_s = time_of(&|r| r["event"]["is_final"] == true);
+    let near = |v: &Value, ms: f64| (v.as_f64().unwrap() - ms).abs() <= 0.11;
+    assert!(
+        near(&c0["first_update_ms"], (first_s - audio_s) * 1000.0),
+        "{c0}"
+    );
+    assert!(
+        near(&c0["final_after_stop_ms"], (final_s - stop_s) * 1000.0),
+        "{c0}"
+    );
+    assert!(
+        near(&c0["final_update_ms"], (final_s - audio_s) * 1000.0),
+        "{c0}"
+    );
+    let stdout = String::from_utf8_lossy(&ran.stdout);
+    assert!(
+        stdout.contains("FunASR realtime WebSocket benchmark\nclients: 2\n"),
+        "{}",
+        describe(&ran)
+    );
+    let md = std::fs::read_to_string(out.join("summary.md")).unwrap();
+    assert!(md.contains("partial/final messages: 14 / 2"), "{md}");
+
+    // The JSONL: one line per client, then the summary, with exactly the benchmark's keys.
+    let text = std::fs::read_to_string(&jsonl).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 3);
+    for line in &lines[..2] {
+        assert!(line.starts_with(r#"{"type": "client", "#), "{line}");
+        assert_eq!(keys_in_order(line), CLIENT_KEYS, "{line}");
+    }
+    assert_eq!(keys_in_order(lines[2]), SUMMARY_KEYS, "{}", lines[2]);
+    let last: Value = serde_json::from_str(lines[2]).unwrap();
+    assert_eq!(last["type"], "summary");
+    assert_eq!(last["clients"], 2);
+}
+
+#[test]
+fn blocking_decodes_give_fewer_partials_at_the_same_load_issue_11() {
+    let _serial = util::serial();
+    // 3 clients, 300 ms a decode: batched they fit in one 800 ms interval, serial they do not.
+    let partials = |blocking: bool| {
+        let dir = TempDir::new("funasr-blocking");
+        let out = dir.join("run");
+        let mut args = vec![
+            "--protocol",
+            "funasr",
+            "--clients",
+            "3",
+            "--no-sampler",
+            "--decode-ms",
+            "300",
+            "--decode-ms-per-audio-sec",
+            "0",
+        ];
+        if blocking {
+            args.push("--blocking-decode");
+        }
+        let ran = run_to(&out, &args, LIMIT);
+        let s = summary(&out);
+        s["funasr"]["summary"]["partial_messages"]
+            .as_u64()
+            .unwrap_or_else(|| panic!("no figures\n{}", describe(&ran)))
+    };
+    let batched = partials(false);
+    let blocking = partials(true);
+    assert_eq!(batched, 21, "7 partials for each of 3 clients");
+    assert!(blocking < batched, "blocking {blocking}, batched {batched}");
+}
+
+#[test]
+fn a_server_that_never_sends_stopped_is_bounded_by_recv_timeout_issue_11() {
+    let _serial = util::serial();
+    let dir = TempDir::new("funasr-never-stopped");
+    let out = dir.join("run");
+    let jsonl = dir.join("bench.jsonl");
+    let started = std::time::Instant::now();
+    let ran = run_to(
+        &out,
+        &[
+            "--protocol",
+            "funasr",
+            "--clients",
+            "2",
+            "--no-sampler",
+            "--recv-timeout",
+            "1s",
+            "--fault-never-stopped",
+            "--output-jsonl",
+            jsonl.to_str().unwrap(),
+        ],
+        LIMIT,
+    );
+    // 5.8 s of audio, then at most 1 s of waiting (and the run's own start and end).
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(ran.status.code(), Some(1), "{}", describe(&ran));
+    let s = summary(&out);
+    let errors = s["sessions"]["errors"].to_string();
+    assert!(errors.contains("no stopped"), "{errors}");
+    // The benchmark records no error when a final came before the timeout, as its own code.
+    let client: Value = serde_json::from_str(
+        std::fs::read_to_string(&jsonl)
+            .unwrap()
+            .lines()
+            .next()
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(client["stopped"], false);
+    assert_eq!(client["final_messages"], 1);
+    assert_eq!(client["errors"], serde_json::json!([]));
+}
+
+#[test]
+fn the_fun_asr_mock_is_conformant_at_a_url_without_a_path_issue_11() {
+    let _serial = util::serial();
+    let mock = Mock::start(&["--protocol", "funasr"]);
+    let url = format!("ws://{}", mock.addr);
+    let checked = util::run(&["conform", "--protocol", "funasr", "--url", &url], LIMIT);
+    let stdout = String::from_utf8_lossy(&checked.stdout);
+    assert!(
+        stdout.contains("verdict: conformant: 2 sessions (protocol funasr), 0 violations"),
+        "{}",
+        describe(&checked)
+    );
+    assert_eq!(checked.status.code(), Some(0), "{}", describe(&checked));
+}
