@@ -22,7 +22,6 @@ for ((m = 0; m <= minutes; m++)); do
   echo "$m,conductor,$conductor,$(rss "$conductor")" >>"$csv"
   for child in $(pgrep -P "$conductor" || true); do
     role=worker
-
     tr '\0' ' ' <"/proc/$child/cmdline" 2>/dev/null | grep -q -- ' mock ' && role=mock
     echo "$m,$role,$child,$(rss "$child")" >>"$csv"
   done
