@@ -55,6 +55,8 @@ pub struct WorkerLive {
     pub first_error: Option<String>,
     pub progress: Progress,
     pub deviation: Option<DurationHistogram>,
+    /// Packet 0's lateness after its gate, per session so far.
+    pub start_lateness: Option<DurationHistogram>,
     /// The server's latency as this worker's sessions see it (cumulative, once a second).
     pub server: Option<ServerLatency>,
     /// Loop-lag window maxima (µs), oldest first.
@@ -218,6 +220,7 @@ impl LiveState {
             Telemetry::Histogram(h) => {
                 let h = *h;
                 w.deviation = Some(h.deviation);
+                w.start_lateness = Some(h.start_lateness);
                 w.server = Some(ServerLatency {
                     accepted: h.accepted,
                     unit_lag: h.unit_lag,
@@ -273,6 +276,19 @@ impl LiveState {
     pub fn pooled_deviation(&self) -> DurationHistogram {
         let mut pooled = DurationHistogram::new();
         for h in self.workers.iter().filter_map(|w| w.deviation.as_ref()) {
+            pooled.add(h);
+        }
+        pooled
+    }
+
+    /// The sessions' start lateness pooled over the workers' latest histograms.
+    pub fn pooled_start_lateness(&self) -> DurationHistogram {
+        let mut pooled = DurationHistogram::new();
+        for h in self
+            .workers
+            .iter()
+            .filter_map(|w| w.start_lateness.as_ref())
+        {
             pooled.add(h);
         }
         pooled

@@ -355,6 +355,7 @@ fn histogram_telemetry(hist: &crate::contract::worker::WorkerHistograms) -> Tele
         accepted: hist.accepted.clone(),
         unit_lag: hist.unit_lag.clone(),
         first_audio: hist.first_audio.clone(),
+        start_lateness: hist.start_lateness.clone(),
     }))
 }
 

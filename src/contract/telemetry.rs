@@ -49,6 +49,9 @@ pub struct LiveHistograms {
     /// From packet 0's send start to the first audio delta, once per session.
     #[serde(default)]
     pub first_audio: DurationHistogram,
+    /// From a session's start gate to its packet 0's send, once per session.
+    #[serde(default)]
+    pub start_lateness: DurationHistogram,
 }
 
 #[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]

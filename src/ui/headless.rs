@@ -109,10 +109,23 @@ pub fn progress_line(live: &mut LiveState, now_s: f64) -> String {
         .map(|(name, h)| format!("{name} {}", p50(h)))
         .collect::<Vec<_>>()
         .join(", ");
+    // Past the duration the sessions are ending: the clock stops at the duration, and the
+    // duration is written as given (7.5 s is not "8 s").
+    let elapsed_s = live.elapsed_s(now_s);
+    let d = live.info.duration_s;
+    let clock = if elapsed_s > d {
+        format!("[{d:>6.1} s / {d} s, ending sessions]")
+    } else {
+        format!("[{elapsed_s:>6.1} s / {d} s]")
+    };
+    let start = live.pooled_start_lateness();
+    let start = if start.count() == 0 {
+        String::new()
+    } else {
+        format!("  start lateness p99 {:.1} ms", start.quantile_ms(0.99))
+    };
     format!(
-        "[{:>6.1} s / {:.0} s] packets {}  late {}  sessions with late packets {}  worst deviation {:.1} ms  loop lag {:.1} ms (max {:.1})  writer queue {} lines  server p50: {server}{}",
-        live.elapsed_s(now_s),
-        live.info.duration_s,
+        "{clock} packets {}  late {}  sessions with late packets {}  worst deviation {:.1} ms{start}  loop lag {:.1} ms (max {:.1})  writer queue {} lines  server p50: {server}{}",
         t.counts.packets,
         t.counts.late_packets,
         t.sessions_with_late_packets,
@@ -176,5 +189,33 @@ mod tests {
         });
         let line = progress_line(&mut l, 0.0);
         assert!(line.contains("accepted 1.5 ms, unit lag –"), "{line}");
+    }
+
+    #[test]
+    fn past_the_duration_the_clock_stops_and_says_sessions_are_ending_issue_13() {
+        let mut l = LiveState::new(RunInfo {
+            duration_s: 7.5,
+            ..RunInfo::default()
+        });
+        l.start_s = Some(100.0);
+        let line = progress_line(&mut l, 110.0);
+        assert!(
+            line.starts_with("[   7.5 s / 7.5 s, ending sessions]"),
+            "{line}"
+        );
+        assert!(!line.contains("10.0 s"), "{line}");
+        let line = progress_line(&mut l, 103.0);
+        assert!(line.starts_with("[   3.0 s / 7.5 s]"), "{line}");
+    }
+
+    #[test]
+    fn progress_shows_the_start_lateness_once_sessions_started_issue_10() {
+        let mut l = live();
+        assert!(!progress_line(&mut l, 0.0).contains("start lateness"));
+        let mut h = DurationHistogram::new();
+        h.record_us(12_000);
+        l.workers[0].start_lateness = Some(h);
+        let line = progress_line(&mut l, 0.0);
+        assert!(line.contains("start lateness p99 12.0 ms"), "{line}");
     }
 }

@@ -50,6 +50,13 @@ pub(super) fn verdict(state: &LiveState, theme: Theme) -> (Span<'static>, Option
 pub fn counters(state: &LiveState, theme: Theme, area: Rect, buf: &mut Buffer) {
     let t = state.totals();
     let pooled = state.pooled_deviation();
+    // Packet 0 after its gate: the one delay deviation (measured from packet 0) cannot show.
+    let start = state.pooled_start_lateness();
+    let start_late = if start.count() == 0 {
+        "–".to_string()
+    } else {
+        format!("{:.2} ms", start.quantile_ms(0.99))
+    };
     let rejected = state.rejected();
     let total = state.info.processes * state.info.sessions_per_process;
     let c = &t.counts;
@@ -79,6 +86,7 @@ pub fn counters(state: &LiveState, theme: Theme, area: Rect, buf: &mut Buffer) {
         2,
         4,
         3,
+        5,
         6,
         keep_if(u64::from(t.sessions_incomplete), 6),
         keep_if(u64::from(rejected), 6),
@@ -86,6 +94,7 @@ pub fn counters(state: &LiveState, theme: Theme, area: Rect, buf: &mut Buffer) {
         7,
         0,
     ];
+    // One rank per line below, in order.
     let lines = vec![
         row("packets", c.packets.to_string(), plain),
         row(
@@ -114,6 +123,7 @@ pub fn counters(state: &LiveState, theme: Theme, area: Rect, buf: &mut Buffer) {
             plain,
         ),
         row("deviation max", ms(c.max_deviation_us), late_style),
+        row("start late p99", start_late, plain),
         row(
             "streaming",
             format!("{}/{total}", t.sessions_streaming),
