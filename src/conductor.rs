@@ -154,7 +154,11 @@ pub fn run(plan: RunPlan, exit_on_finish: bool) -> Result<i32> {
         if !w.guard.wait_or_kill(Duration::from_secs(5)) {
             notes.push(format!("worker {} did not exit and was killed", w.index));
         }
-        results.push((w.guard.pid(), read_result(&output_dir, w.index)));
+        let result = read_result(&output_dir, w.index);
+        if result.is_none() {
+            notes.push(missing_result_note(w, &output_dir));
+        }
+        results.push((w.guard.pid(), result));
     }
     let mock = mock.map(|m| {
         let pid = m.guard.pid();
@@ -296,6 +300,25 @@ fn check_reachable(url: &str, timeout_s: f64) -> Result<()> {
         "cannot reach the server at {url} ({}); start the server or check --url",
         last_err.map_or("no address".to_string(), |e| e.to_string())
     ))
+}
+
+/// Why a worker left no result file, as far as the conductor can tell: how it ended, and
+/// whether its log has anything to say.
+fn missing_result_note(w: &mut WorkerChild, output_dir: &Path) -> String {
+    let how = w
+        .guard
+        .exit_status()
+        .map_or("did not end".to_string(), children::describe_exit);
+    let log = RunPaths::new(output_dir).worker_log(w.index);
+    let log = match std::fs::metadata(&log) {
+        Ok(meta) if meta.len() > 0 => format!("see workers/worker-{}.log", w.index),
+        _ => "its log is empty".to_string(),
+    };
+    format!(
+        "worker {} (pid {}) {how} before it wrote its result; {log}",
+        w.index,
+        w.guard.pid()
+    )
 }
 
 fn read_result(output_dir: &Path, index: u32) -> Option<WorkerResult> {

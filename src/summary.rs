@@ -348,7 +348,7 @@ impl Pooled {
         self.missing += 1;
         self.sessions.incomplete += u64::from(settings.sessions_per_process);
         self.reasons.push(format!(
-            "worker {index} (pid {pid}) left no result file; see workers/worker-{index}.log"
+            "worker {index} (pid {pid}) left no result file: its sessions' figures are missing"
         ));
         self.processes.push(ProcessSummary::without_result(
             Role::Worker,

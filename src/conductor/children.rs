@@ -44,6 +44,34 @@ impl Guarded {
     }
 }
 
+impl Guarded {
+    /// How the child ended, once it has (`None` while it runs).
+    pub fn exit_status(&mut self) -> Option<std::process::ExitStatus> {
+        self.child.try_wait().ok().flatten()
+    }
+}
+
+/// How a process ended, in words: `exited with code 3`, `was killed by signal 9 (SIGKILL)`.
+pub fn describe_exit(status: std::process::ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt as _;
+    match (status.code(), status.signal()) {
+        (Some(code), _) => format!("exited with code {code}"),
+        (None, Some(signal)) => {
+            let name = match signal {
+                1 => " (SIGHUP)",
+                2 => " (SIGINT)",
+                6 => " (SIGABRT)",
+                9 => " (SIGKILL)",
+                11 => " (SIGSEGV)",
+                15 => " (SIGTERM)",
+                _ => "",
+            };
+            format!("was killed by signal {signal}{name}")
+        }
+        (None, None) => "ended".to_string(),
+    }
+}
+
 impl Drop for Guarded {
     fn drop(&mut self) {
         if let Ok(None) = self.child.try_wait() {

@@ -104,3 +104,36 @@ fn ctrl_c_ends_a_run_whose_sends_are_blocked_at_once_issue_13() {
         s["pacing"]
     );
 }
+
+#[test]
+fn a_worker_killed_by_a_signal_is_named_with_the_signal_issue_13() {
+    let _serial = util::serial();
+    let dir = TempDir::new("killed-by-signal");
+    let out = dir.join("out");
+    let mut run = util::spawn_run(&out, &["-s", "2", "-d", "8s", "--trace", "off"]);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let worker = loop {
+        if let Some(&w) = crate::sampler::children_with(run.id(), "\0worker\0").first() {
+            break w;
+        }
+        assert!(Instant::now() < deadline, "no worker started");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    std::thread::sleep(Duration::from_secs(3));
+    duplexbench_tui::sys::signal(worker, libc::SIGKILL);
+    let code = util::wait_with_limit(&mut run, Duration::from_secs(60));
+    assert_eq!(code, Some(1), "a run that lost a worker is not clean");
+    let s = summary(&out);
+    let reasons = s["verdict"]["reasons"].to_string();
+    assert!(
+        reasons.contains(&format!(
+            "worker 0 (pid {worker}) was killed by signal 9 (SIGKILL) before it wrote its result"
+        )),
+        "{reasons}"
+    );
+    assert!(reasons.contains("its log is empty"), "{reasons}");
+    assert_eq!(
+        s["verdict"]["pacing_qualified"], false,
+        "its figures are missing"
+    );
+}

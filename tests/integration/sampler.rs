@@ -154,7 +154,7 @@ fn no_sampler_turns_it_off() {
 }
 
 /// The children of `pid` whose command line holds `word`.
-fn children_with(pid: u32, word: &str) -> Vec<u32> {
+pub fn children_with(pid: u32, word: &str) -> Vec<u32> {
     let Ok(entries) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };
