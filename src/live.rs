@@ -274,8 +274,13 @@ impl LiveState {
 
     /// The deviation histogram pooled over the workers' latest cumulative histograms.
     pub fn pooled_deviation(&self) -> DurationHistogram {
+        self.pooled(|w| w.deviation.as_ref())
+    }
+
+    /// One of the workers' latest cumulative histograms, pooled over the workers that sent it.
+    fn pooled(&self, of: impl Fn(&WorkerLive) -> Option<&DurationHistogram>) -> DurationHistogram {
         let mut pooled = DurationHistogram::new();
-        for h in self.workers.iter().filter_map(|w| w.deviation.as_ref()) {
+        for h in self.workers.iter().filter_map(of) {
             pooled.add(h);
         }
         pooled
@@ -283,15 +288,7 @@ impl LiveState {
 
     /// The sessions' start lateness pooled over the workers' latest histograms.
     pub fn pooled_start_lateness(&self) -> DurationHistogram {
-        let mut pooled = DurationHistogram::new();
-        for h in self
-            .workers
-            .iter()
-            .filter_map(|w| w.start_lateness.as_ref())
-        {
-            pooled.add(h);
-        }
-        pooled
+        self.pooled(|w| w.start_lateness.as_ref())
     }
 
     /// The server's latency pooled over the workers' latest cumulative histograms.
