@@ -253,6 +253,7 @@ fn run_info(plan: &RunPlan) -> RunInfo {
         thresholds: s.thresholds(),
         output_dir: plan.output_dir.display().to_string(),
         unpaced: s.no_pace,
+        protocol_figures: crate::contract::figures::ProtocolFigures::template(s),
     }
 }
 

@@ -10,6 +10,7 @@ pub mod header;
 pub mod heatmap;
 pub mod keys;
 pub mod panels;
+pub mod protocol;
 pub mod server;
 pub mod theme;
 pub mod view;
