@@ -16,6 +16,7 @@ use crate::looplag::LoopLagStats;
 use crate::mock::stats::MockStats;
 use crate::options::{RunPlan, Settings};
 use crate::pacing::PacketCounts;
+use crate::sampler::attribution::plural;
 use crate::sampler::attribution::{self, Attribution, WorkerWindows};
 use crate::sampler::{Episode, SamplerSummary, STALL_MS};
 use crate::stats::{DurationHistogram, FullPercentiles, ShortPercentiles};
@@ -45,6 +46,10 @@ pub struct Summary {
     pub host: HostFacts,
     pub pacing: Pacing,
     pub sessions: Sessions,
+    /// Lines the run's files did not take (a full disk, a quota, an I/O error); absent when
+    /// every line was written. The figures above come from the workers' counters, not the files.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub files_lost: Option<FilesLost>,
     pub peak_overlapping_streams: u64,
     pub processes: Vec<ProcessSummary>,
     pub server: ServerView,
@@ -121,6 +126,52 @@ pub struct Sessions {
     pub stopped_early: u64,
     /// Why sessions did not complete, most frequent first (at most 10 distinct messages).
     pub errors: Vec<ErrorCount>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct FilesLost {
+    /// A write found the disk (or a quota) full (ENOSPC, EDQUOT).
+    pub disk_full: bool,
+    /// Trace and receipt lines not written, over `sessions` sessions.
+    pub trace_lines: u64,
+    pub sessions: u64,
+    /// Samples-file lines not written, over `workers` workers.
+    pub sample_lines: u64,
+    pub workers: u64,
+}
+
+impl FilesLost {
+    fn of<'r>(results: impl Iterator<Item = &'r WorkerResult>) -> Option<FilesLost> {
+        let mut lost = FilesLost::default();
+        for r in results {
+            lost.disk_full |= r.disk_full;
+            if r.writer_error.is_some() {
+                lost.workers += 1;
+                lost.sample_lines += r.sample_lines_not_written;
+            }
+            for s in r.sessions.iter().filter(|s| s.lines_not_written > 0) {
+                lost.sessions += 1;
+                lost.trace_lines += s.lines_not_written;
+            }
+        }
+        (lost != FilesLost::default()).then_some(lost)
+    }
+
+    /// The verdict's reason: what was lost, that the figures are whole, what to do.
+    fn reason(&self, output_dir: &str) -> String {
+        let what = if self.disk_full {
+            format!("the disk holding {output_dir} is full (No space left on device)")
+        } else {
+            format!("files under {output_dir} could not be written")
+        };
+        format!(
+            "{what}: {} trace/receipt lines of {} and {} sample lines of {} were not written; the counts and percentiles here come from the workers' counters and are whole; free space, or trace less (--trace meta or off)",
+            self.trace_lines,
+            plural(self.sessions, "session"),
+            self.sample_lines,
+            plural(self.workers, "worker")
+        )
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
@@ -324,6 +375,7 @@ impl Pooled {
         let mut codes: BTreeMap<String, u64> = BTreeMap::new();
         for (index, (pid, result)) in record.workers.iter().enumerate() {
             match result {
+                Some(r) if r.from_telemetry => p.add_from_telemetry(r, settings),
                 Some(r) => {
                     p.add_worker(r, settings, &mut errors);
                     for s in &r.sessions {
@@ -354,6 +406,26 @@ impl Pooled {
             Role::Worker,
             Some(index),
             pid,
+        ));
+    }
+
+    /// A worker that left no result but whose last telemetry the conductor kept: its packets
+    /// and histograms count (marked as such), its sessions are incomplete and unknown.
+    fn add_from_telemetry(&mut self, r: &WorkerResult, settings: &Settings) {
+        pool(&mut self.histograms, &r.histograms);
+        self.counts.add(&r.counts);
+        self.sessions_with_late_packets += u64::from(r.sessions_with_late_packets);
+        self.server.protocol_errors += r.protocol_errors;
+        self.missing += 1;
+        self.sessions.incomplete += u64::from(settings.sessions_per_process);
+        self.reasons.push(format!(
+            "worker {} (pid {}) left no result file: its {} packets and histograms come from its last telemetry (≤ 1 s old), its sessions' outcomes are missing",
+            r.index, r.pid, r.counts.packets
+        ));
+        self.processes.push(ProcessSummary::without_result(
+            Role::Worker,
+            Some(r.index),
+            r.pid,
         ));
     }
 
@@ -493,6 +565,12 @@ impl Summary {
             missing_results: pooled.missing,
             writer_errors: pooled.writer_errors,
         });
+        let output_dir = record.plan.output_dir.display().to_string();
+        let files_lost = FilesLost::of(results(&record));
+        if let Some(lost) = &files_lost {
+            // First: it explains the incomplete sessions and the cut files the other reasons name.
+            verdict.reasons.insert(0, lost.reason(&output_dir));
+        }
         verdict.reasons.append(&mut pooled.reasons);
         verdict.reasons.extend(record.notes.iter().cloned());
         let (episodes, sampler) = record.sampler.clone().unwrap_or_default();
@@ -535,6 +613,7 @@ impl Summary {
             host: record.host.clone(),
             pacing,
             sessions: pooled.sessions,
+            files_lost,
             peak_overlapping_streams: peak,
             processes: pooled.processes,
             openai: (settings.protocol == crate::protocol::Protocol::Openai)
@@ -547,7 +626,7 @@ impl Summary {
             sampler,
             injections: injections_of(&record),
             funasr,
-            output_dir: record.plan.output_dir.display().to_string(),
+            output_dir,
         }
     }
 
