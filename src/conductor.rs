@@ -194,7 +194,7 @@ pub fn run(plan: RunPlan, exit_on_finish: bool) -> Result<i32> {
             0,
             format!("{err:#}: this table is the only copy of the summary; free space and keep it"),
         );
-        follow::note(&format!("error: {err:#}"));
+        follow::note(&format!("Error: {err:#}"));
     }
     if let (Some(path), Some(section)) = (&plan.output_jsonl, &summary.funasr) {
         report::jsonl::write(path, section)?;

@@ -371,8 +371,9 @@ impl Pooled {
             },
             ..Pooled::default()
         };
-        let mut errors: BTreeMap<String, u64> = BTreeMap::new();
-        let mut codes: BTreeMap<String, u64> = BTreeMap::new();
+        // By kind (paths and numbers aside), each with its first message as the example.
+        let mut errors: BTreeMap<String, (String, u64)> = BTreeMap::new();
+        let mut codes: BTreeMap<String, (String, u64)> = BTreeMap::new();
         for (index, (pid, result)) in record.workers.iter().enumerate() {
             match result {
                 Some(r) if r.from_telemetry => p.add_from_telemetry(r, settings),
@@ -381,7 +382,10 @@ impl Pooled {
                     for s in &r.sessions {
                         p.turns.add(&s.turns);
                         for (code, n) in &s.error_codes {
-                            *codes.entry(code.clone()).or_default() += n;
+                            codes
+                                .entry(code.clone())
+                                .or_insert_with(|| (code.clone(), 0))
+                                .1 += n;
                         }
                     }
                 }
@@ -433,7 +437,7 @@ impl Pooled {
         &mut self,
         r: &WorkerResult,
         settings: &Settings,
-        errors: &mut BTreeMap<String, u64>,
+        errors: &mut BTreeMap<String, (String, u64)>,
     ) {
         pool(&mut self.histograms, &r.histograms);
         self.counts.add(&r.counts);
@@ -448,7 +452,10 @@ impl Pooled {
             }
             self.sessions.stopped_early += u64::from(s.stopped_early);
             if let Some(err) = &s.error {
-                *errors.entry(err.clone()).or_default() += 1;
+                errors
+                    .entry(error_kind(err))
+                    .or_insert_with(|| (err.clone(), 0))
+                    .1 += 1;
             }
         }
         if let Some(err) = &r.writer_error {
@@ -483,14 +490,49 @@ impl Pooled {
 }
 
 /// Why sessions did not complete, most frequent first (at most 10).
-fn most_frequent(errors: BTreeMap<String, u64>) -> Vec<ErrorCount> {
+fn most_frequent(errors: BTreeMap<String, (String, u64)>) -> Vec<ErrorCount> {
     let mut errors: Vec<ErrorCount> = errors
-        .into_iter()
+        .into_values()
         .map(|(message, count)| ErrorCount { message, count })
         .collect();
     errors.sort_by(|a, b| b.count.cmp(&a.count).then(a.message.cmp(&b.message)));
     errors.truncate(10);
     errors
+}
+
+/// What errors are grouped by: the message with its paths and numbers taken out, so that 53
+/// sessions failing with "cannot create files in …/w0-s0012: Too many open files" are one
+/// error counted 53 times, not 53 errors.
+fn error_kind(message: &str) -> String {
+    let mut kind = String::with_capacity(message.len());
+    for (i, word) in message.split(' ').enumerate() {
+        if i > 0 {
+            kind.push(' ');
+        }
+        if word.contains('/') && !word.contains("://") {
+            kind.push('…');
+            // Keep what ends the word, e.g. the colon of "…/w0-s0012:".
+            kind.extend(
+                word.chars()
+                    .rev()
+                    .take_while(|c| c.is_ascii_punctuation() && *c != '/'),
+            );
+            continue;
+        }
+        let mut in_number = false;
+        for c in word.chars() {
+            if c.is_ascii_digit() {
+                if !in_number {
+                    kind.push('#');
+                }
+                in_number = true;
+            } else {
+                kind.push(c);
+                in_number = false;
+            }
+        }
+    }
+    kind
 }
 
 /// The worker results that exist.
@@ -706,6 +748,37 @@ mod tests {
             committed == generated,
             "docs/summary.schema.json is not what the summary's types generate: run UPDATE_SCHEMA=1 cargo test --lib committed_schema"
         );
+    }
+
+    #[test]
+    fn errors_are_grouped_by_kind_not_by_their_paths_or_numbers_issue_13() {
+        let a =
+            "cannot create files in /tmp/run/sessions/w0-s0012: Too many open files (os error 24)";
+        let b =
+            "cannot create files in /tmp/run/sessions/w1-s0003: Too many open files (os error 24)";
+        assert_eq!(error_kind(a), error_kind(b));
+        assert_eq!(
+            error_kind(a),
+            "cannot create files in …: Too many open files (os error #)"
+        );
+        assert_eq!(
+            error_kind("the server stopped reading (send blocked 412 ms)"),
+            error_kind("the server stopped reading (send blocked 398 ms)")
+        );
+        assert_ne!(
+            error_kind("connection refused"),
+            error_kind("connection reset")
+        );
+        let mut errors = BTreeMap::new();
+        for e in [a, b, "connection reset"] {
+            errors
+                .entry(error_kind(e))
+                .or_insert_with(|| (e.to_string(), 0))
+                .1 += 1;
+        }
+        let grouped = most_frequent(errors);
+        assert_eq!(grouped.len(), 2);
+        assert_eq!((grouped[0].message.as_str(), grouped[0].count), (a, 2));
     }
 
     #[test]
