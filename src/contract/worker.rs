@@ -229,6 +229,9 @@ pub struct WorkerResult {
     /// `[due_s, woke_s]` of loop-lag ticks over 20 ms, for attribution.
     pub loop_stall_windows: Vec<[f64; 2]>,
     pub telemetry_dropped: u64,
+    /// The worst server reply of each second, for finding server stalls.
+    #[serde(default)]
+    pub reply_seconds: Vec<ReplySecond>,
     /// An error of the worker's samples file or writer thread.
     pub writer_error: Option<String>,
     pub sessions: Vec<SessionOutcome>,
@@ -239,6 +242,42 @@ pub const RESULT_SCHEMA_VERSION: u32 = 2;
 
 /// The most late-packet or loop-stall windows a worker keeps for attribution.
 pub const MAX_WINDOWS: usize = 100_000;
+
+/// The worst server reply that arrived in one second of the monotonic clock: how long after
+/// what it answers was sent (native: a packet's `accepted`; Fun-ASR: a partial result after
+/// the audio it covers; openai, vllm: a turn's first reply after its input ended).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct ReplySecond {
+    /// `floor` of the arrivals' monotonic time.
+    pub second: u64,
+    pub replies: u32,
+    pub max_lag_ms: f64,
+    /// When what the worst reply answers was sent (monotonic seconds).
+    pub max_sent_s: f64,
+}
+
+impl ReplySecond {
+    /// Files a reply that arrived at `arrival_s` for something sent at `sent_s` into
+    /// `seconds` (arrivals come in order: a worker has one runtime thread).
+    pub fn record(seconds: &mut Vec<ReplySecond>, sent_s: f64, arrival_s: f64) {
+        let second = arrival_s.max(0.0) as u64;
+        let lag_ms = (arrival_s - sent_s) * 1000.0;
+        if let Some(last) = seconds.last_mut().filter(|l| l.second == second) {
+            last.replies += 1;
+            if lag_ms > last.max_lag_ms {
+                last.max_lag_ms = lag_ms;
+                last.max_sent_s = sent_s;
+            }
+        } else if seconds.len() < MAX_WINDOWS {
+            seconds.push(ReplySecond {
+                second,
+                replies: 1,
+                max_lag_ms: lag_ms,
+                max_sent_s: sent_s,
+            });
+        }
+    }
+}
 
 /// A fault injected into a worker (`--inject-*`), and when.
 #[derive(Debug, Clone, Serialize, Deserialize)]

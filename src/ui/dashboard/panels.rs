@@ -350,6 +350,15 @@ pub fn processes(state: &LiveState, theme: Theme, area: Rect, buf: &mut Buffer) 
     if let Some(mock) = &state.mock {
         lines.push(row("mock".to_string(), mock, finished));
     }
+    if let Some(server) = &state.server {
+        lines.push(row("server".to_string(), server, finished));
+    }
+    if let Some(split) = sampler.and_then(|s| s.cpu_split) {
+        lines.push(Line::from(Span::styled(
+            format!("cpu {}", split.describe()),
+            theme.dim(),
+        )));
+    }
     let room = (inner.height as usize).saturating_sub(lines.len());
     match sampler {
         None => lines.push(Line::from(Span::styled(

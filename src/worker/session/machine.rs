@@ -259,9 +259,13 @@ impl Machine {
     }
 
     /// Files a turn latency in the worker's histograms.
-    fn record(&self, sample: Option<Sample>) {
+    fn record(&self, sample: Option<Sample>, now_s: f64) {
         let Some(sample) = sample else { return };
         let mut stats = self.stats.borrow_mut();
+        // A turn's first reply after its input ended is the server's reply lag.
+        if let Sample::FirstTextAfterEnd(s) | Sample::FirstAudioAfterEnd(s) = sample {
+            stats.reply(now_s - s, now_s);
+        }
         let h = &mut stats.hist.turns;
         match sample {
             Sample::FirstTextAfterEnd(s) => h.first_text_after_end.record_s(s),
@@ -499,16 +503,14 @@ impl Machine {
             Meaning::Milestone(reached) => return self.arrived(Some(reached)),
             Meaning::Accepted { seq } => {
                 if let Some(start_s) = self.sent_at(seq) {
-                    self.stats
-                        .borrow_mut()
-                        .hist
-                        .accepted
-                        .record_s(now_s - start_s);
+                    let mut stats = self.stats.borrow_mut();
+                    stats.hist.accepted.record_s(now_s - start_s);
+                    stats.reply(start_s, now_s);
                 }
             }
             Meaning::AudioDelta => {
                 let sample = self.turns.as_mut().and_then(|t| t.audio_delta(now_s));
-                self.record(sample);
+                self.record(sample, now_s);
                 if let (false, Some(origin_s)) = (self.first_audio_seen, self.origin_s) {
                     self.first_audio_seen = true;
                     self.stats
@@ -547,7 +549,7 @@ impl Machine {
             }
             Meaning::TextDelta => {
                 let sample = self.turns.as_mut().and_then(|t| t.text_delta(now_s));
-                self.record(sample);
+                self.record(sample, now_s);
             }
             Meaning::SpeechStarted { .. } => {
                 if let Some(turns) = &mut self.turns {
@@ -560,12 +562,23 @@ impl Machine {
                     .turns
                     .as_mut()
                     .and_then(|t| t.speech_stopped(now_s, anchor_s));
-                self.record(sample);
+                self.record(sample, now_s);
             }
             Meaning::TurnDone { completed } => {
                 let sample = self.turns.as_mut().and_then(|t| t.done(now_s, completed));
-                self.record(sample);
+                self.record(sample, now_s);
                 return self.arrived(Some(Milestone::Answered));
+            }
+            Meaning::Transcript {
+                is_final: false,
+                duration_ms: Some(duration_ms),
+                ..
+            } => {
+                // A partial result is late by how long after its audio's end it came.
+                if let Some(origin_s) = self.origin_s {
+                    let audio_end_s = origin_s + duration_ms / 1000.0;
+                    self.stats.borrow_mut().reply(audio_end_s, now_s);
+                }
             }
             Meaning::Transcript { .. } | Meaning::Other => {}
         }
