@@ -185,8 +185,15 @@ fn stalls_section(out: &mut String, s: &Summary) {
     }
     md!(
         out,
-        "The procfs sampler read every thread of the workers and the mock every {} ms ({} ticks, lateness p99 {:.2} ms, {:.4} cores).\n",
-        sm.interval_ms, sm.ticks, sm.lateness_ms.p99, sm.cpu_cores
+        "The procfs sampler read every thread of the workers{} every {} ms ({} ticks, lateness p99 {:.2} ms, {:.4} cores).\n",
+        match &sm.server {
+            Some(w) => format!(" and of the server (pid {}, {})", w.pid, w.found_by),
+            None => String::new(),
+        },
+        sm.interval_ms,
+        sm.ticks,
+        sm.lateness_ms.p99,
+        sm.cpu_cores
     );
     let load = &sm.host_load;
     if load.seconds > 0 {

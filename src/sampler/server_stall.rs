@@ -1,6 +1,6 @@
 //! Server stalls: seconds in which the server's worst reply came much later than its typical
-//! worst, while the client was clean (no late packet, no loop stall, no blocked send, no stall
-//! of a worker's loop thread). A client that stalls reads its replies late too, so a latency
+//! worst, while the client was clean (no late packet of its own, no loop stall, no stall of a
+//! worker's loop thread; a send the server blocked is the server's doing). A client that stalls reads its replies late too, so a latency
 //! jump that the client's own stalls cover for half its size or more is the client's, not the
 //! server's, and is only counted.
 //! The server's own episodes (the sampled mock or `--server-pid`) that overlap a stall are named

@@ -26,9 +26,15 @@ pub fn find(record: &RunRecord<'_>, episodes: &[Episode]) -> Found {
     let worker_pids: Vec<u32> = results.iter().map(|r| r.pid).collect();
     let mut client_windows: Vec<[f64; 2]> = Vec::new();
     for r in &results {
-        client_windows.extend_from_slice(&r.late_packet_windows);
+        // A packet late because the server stopped reading is the server's doing
+        // (send_backpressure), not a client stall.
+        let blocked = &r.send_blocked_windows;
+        client_windows.extend(
+            r.late_packet_windows
+                .iter()
+                .filter(|l| !blocked.iter().any(|b| b[0] <= l[1] && b[1] >= l[0])),
+        );
         client_windows.extend_from_slice(&r.loop_stall_windows);
-        client_windows.extend_from_slice(&r.send_blocked_windows);
     }
     client_windows.extend(
         episodes
