@@ -7,14 +7,16 @@
 //! beside it.
 
 use super::{Episode, STALL_MS};
-use crate::contract::worker::ReplySecond;
+use crate::contract::worker::{ReplyKind, ReplySecond};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// A second's worst reply must exceed the typical worst by this much...
 pub const JUMP_MS: f64 = 100.0;
-/// ...and be at least this many times the typical worst.
+/// ...and be at least this many times the typical worst (a latency)...
 pub const JUMP_FACTOR: f64 = 2.0;
+/// ...or this many times (a gap between replies, which a stall lengthens by its whole length).
+pub const GAP_JUMP_FACTOR: f64 = 1.5;
 
 /// A jump is the client's when its own stalls cover at least this share of it.
 pub const CLIENT_SHARE: f64 = 0.5;
@@ -55,13 +57,16 @@ pub struct Inputs<'a> {
     pub server_episodes: Vec<&'a Episode>,
     /// The start gate, for `run_time_s`.
     pub gate_s: f64,
-    pub latency: &'a str,
 }
 
-/// Pools the workers' seconds: per second the worst reply of any worker.
-fn pool(seconds: &[&[ReplySecond]]) -> Vec<ReplySecond> {
+/// Pools the workers' seconds of `kind`: per second the worst reply of any worker.
+fn pool(seconds: &[&[ReplySecond]], kind: ReplyKind) -> Vec<ReplySecond> {
     let mut by_second: BTreeMap<u64, ReplySecond> = BTreeMap::new();
-    for s in seconds.iter().flat_map(|w| w.iter()) {
+    for s in seconds
+        .iter()
+        .flat_map(|w| w.iter())
+        .filter(|s| s.kind == kind)
+    {
         by_second
             .entry(s.second)
             .and_modify(|p| {
@@ -107,11 +112,32 @@ fn round3(x: f64) -> f64 {
     (x * 1000.0).round() / 1000.0
 }
 
-/// Finds the server stalls in `inputs`.
+/// Finds the server stalls in `inputs`, each kind of reply against its own typical value.
 pub fn find(inputs: &Inputs<'_>) -> Found {
-    let seconds = pool(&inputs.seconds);
+    let mut kinds: Vec<ReplyKind> = inputs
+        .seconds
+        .iter()
+        .flat_map(|w| w.iter().map(|s| s.kind))
+        .collect();
+    kinds.sort_unstable();
+    kinds.dedup();
+    let mut found = Found::default();
+    for kind in kinds {
+        find_kind(inputs, kind, &mut found);
+    }
+    found.stalls.sort_by(|a, b| a.start_s.total_cmp(&b.start_s));
+    found
+}
+
+fn find_kind(inputs: &Inputs<'_>, kind: ReplyKind, found: &mut Found) {
+    let seconds = pool(&inputs.seconds, kind);
     let typical_ms = median(seconds.iter().map(|s| s.max_lag_ms).collect());
-    let threshold_ms = (typical_ms + JUMP_MS).max(typical_ms * JUMP_FACTOR);
+    let factor = if kind == ReplyKind::DeltaGap {
+        GAP_JUMP_FACTOR
+    } else {
+        JUMP_FACTOR
+    };
+    let threshold_ms = (typical_ms + JUMP_MS).max(typical_ms * factor);
     // Each jumping second's worst reply as a window, merged where they overlap.
     let mut windows: Vec<([f64; 2], f64)> = Vec::new();
     for s in seconds.iter().filter(|s| s.max_lag_ms > threshold_ms) {
@@ -124,7 +150,6 @@ pub fn find(inputs: &Inputs<'_>) -> Found {
             _ => windows.push((w, s.max_lag_ms)),
         }
     }
-    let mut found = Found::default();
     for ([start_s, end_s], peak_ms) in windows {
         // A client that itself stalled for a good part of the jump read its replies late: a
         // few ms of client hiccup inside a 500 ms jump do not explain it.
@@ -159,11 +184,10 @@ pub fn find(inputs: &Inputs<'_>) -> Found {
             peak_lag_ms: round3(peak_ms),
             typical_lag_ms: round3(typical_ms),
             size_ms: round3(peak_ms - typical_ms),
-            latency: inputs.latency.to_string(),
+            latency: kind.as_str().to_string(),
             server_episodes,
         });
     }
-    found
 }
 
 /// `server stall at 3.1 s: accepted lag 512 ms (typical 4 ms), the server held replies back for about 508 ms while the client was clean`
@@ -184,6 +208,7 @@ mod tests {
 
     fn second(second: u64, max_lag_ms: f64) -> ReplySecond {
         ReplySecond {
+            kind: ReplyKind::Accepted,
             second,
             replies: 100,
             max_lag_ms,
@@ -197,7 +222,6 @@ mod tests {
             client_windows: client,
             server_episodes: Vec::new(),
             gate_s: 100.0,
-            latency: "accepted",
         }
     }
 
@@ -215,6 +239,23 @@ mod tests {
         );
         assert!((s.run_time_s - 3.995).abs() < 1e-9, "{s:?}");
         assert!(describe(s).starts_with("server stall at 4.0 s: accepted lag 505 ms"));
+    }
+
+    #[test]
+    fn each_kind_of_reply_has_its_own_typical_latency() {
+        // First replies take 200 ms, delta gaps 40 ms: neither jumps against its own kind.
+        let mut seconds: Vec<ReplySecond> = (100..110).map(|s| second(s, 40.0)).collect();
+        for s in &mut seconds {
+            s.kind = ReplyKind::DeltaGap;
+        }
+        seconds.extend((100..110).step_by(3).map(|s| second(s, 200.0)));
+        seconds.sort_by_key(|s| s.second);
+        assert_eq!(find(&inputs(&seconds, Vec::new())), Found::default());
+        // A 1 s gap between deltas is a stall, named by its kind.
+        seconds[4].max_lag_ms = 1000.0;
+        let found = find(&inputs(&seconds, Vec::new()));
+        assert_eq!(found.stalls.len(), 1, "{found:?}");
+        assert_eq!(found.stalls[0].latency, "gap between replies");
     }
 
     #[test]

@@ -3,18 +3,8 @@
 
 use super::RunRecord;
 use crate::contract::Role;
-use crate::protocol::Protocol;
 use crate::sampler::server_stall::{self, Found, Inputs};
 use crate::sampler::{Episode, STALL_MS};
-
-/// Which reply latency the workers filed for `protocol`.
-pub fn latency_name(protocol: Protocol) -> &'static str {
-    match protocol {
-        Protocol::Native => "accepted",
-        Protocol::Funasr => "response",
-        Protocol::Openai | Protocol::Vllm => "first reply after turn end",
-    }
-}
 
 /// Searches the run for server stalls; `episodes` are the sampler's (empty without it).
 pub fn find(record: &RunRecord<'_>, episodes: &[Episode]) -> Found {
@@ -55,6 +45,5 @@ pub fn find(record: &RunRecord<'_>, episodes: &[Episode]) -> Found {
             .filter(|e| matches!(e.role, Role::Mock | Role::Server))
             .collect(),
         gate_s,
-        latency: latency_name(record.plan.settings.protocol),
     })
 }

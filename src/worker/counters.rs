@@ -2,7 +2,7 @@
 //! its telemetry and of its result file.
 
 use crate::contract::telemetry::Progress;
-use crate::contract::worker::{ReplySecond, SessionStatus, WorkerHistograms};
+use crate::contract::worker::{ReplyKind, ReplySecond, SessionStatus, WorkerHistograms};
 use crate::pacing::PacketCounts;
 
 /// Counters every session of a worker adds to, on the worker's single runtime thread.
@@ -40,9 +40,9 @@ impl WorkerStats {
         }
     }
 
-    /// A server reply arrived at `arrival_s` for what was sent at `sent_s`.
-    pub fn reply(&mut self, sent_s: f64, arrival_s: f64) {
-        ReplySecond::record(&mut self.reply_seconds, sent_s, arrival_s);
+    /// A server reply of `kind` arrived at `arrival_s` for what was sent at `sent_s`.
+    pub fn reply(&mut self, kind: ReplyKind, sent_s: f64, arrival_s: f64) {
+        ReplySecond::record(&mut self.reply_seconds, kind, sent_s, arrival_s);
     }
 
     /// Takes the per-session window maxima and starts a new window.

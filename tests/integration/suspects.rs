@@ -178,3 +178,40 @@ fn a_server_pid_that_does_not_exist_is_a_usage_error_naming_the_flag_issue_15() 
         describe(&output)
     );
 }
+
+#[test]
+fn a_fun_asr_mock_stall_shows_as_a_long_gap_between_results_issue_15() {
+    let _serial = util::serial();
+    let dir = TempDir::new("funasr-stall");
+    let out = dir.join("out");
+    let output = util::run_to(
+        &out,
+        &[
+            "--protocol",
+            "funasr",
+            "-s",
+            "4",
+            "--trace",
+            "meta",
+            "--stall-at",
+            "2s",
+            "--stall-ms",
+            "1000",
+        ],
+        Duration::from_secs(90),
+    );
+    assert!(
+        matches!(output.status.code(), Some(0 | 1)),
+        "{}",
+        describe(&output)
+    );
+    let s = summary(&out);
+    let stalls = s["server_stalls"].as_array().unwrap();
+    assert!(
+        stalls
+            .iter()
+            .any(|st| st["latency"] == "gap between replies"),
+        "{}",
+        s["server_stalls"]
+    );
+}
