@@ -81,12 +81,24 @@ fn pool(seconds: &[&[ReplySecond]], kind: ReplyKind) -> Vec<ReplySecond> {
     by_second.into_values().collect()
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
+/// The `q` quantile (nearest rank below) of `v`.
+fn quantile(mut v: Vec<f64>, q: f64) -> f64 {
     if v.is_empty() {
         return 0.0;
     }
     v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
+    v[((v.len() - 1) as f64 * q) as usize]
+}
+
+/// Which quantile of the seconds' worst replies is the typical one: the lower quartile for the
+/// dense streams (an ack per packet, a delta every few tens of ms), whose floor a quarter of
+/// the seconds still show even when a long stall fills the rest of a short run; the median
+/// for first replies, which are few and vary by turn.
+fn typical_quantile(kind: ReplyKind) -> f64 {
+    match kind {
+        ReplyKind::FirstReply => 0.5,
+        ReplyKind::Accepted | ReplyKind::Response | ReplyKind::DeltaGap => 0.25,
+    }
 }
 
 /// How much of `[from_s, to_s]` the client's windows cover, in seconds (overlaps counted once).
@@ -131,7 +143,10 @@ pub fn find(inputs: &Inputs<'_>) -> Found {
 
 fn find_kind(inputs: &Inputs<'_>, kind: ReplyKind, found: &mut Found) {
     let seconds = pool(&inputs.seconds, kind);
-    let typical_ms = median(seconds.iter().map(|s| s.max_lag_ms).collect());
+    let typical_ms = quantile(
+        seconds.iter().map(|s| s.max_lag_ms).collect(),
+        typical_quantile(kind),
+    );
     let factor = if kind == ReplyKind::DeltaGap {
         GAP_JUMP_FACTOR
     } else {
@@ -239,6 +254,20 @@ mod tests {
         );
         assert!((s.run_time_s - 3.995).abs() < 1e-9, "{s:?}");
         assert!(describe(s).starts_with("server stall at 4.0 s: accepted lag 505 ms"));
+    }
+
+    #[test]
+    fn a_stall_that_fills_most_of_a_short_run_is_still_a_jump() {
+        // 5 s of an 8 s run without a reply: only 4 seconds have replies, 2 of them stalled.
+        let seconds = [
+            second(100, 17.0),
+            second(101, 4.0),
+            second(106, 5273.0),
+            second(107, 5477.0),
+        ];
+        let found = find(&inputs(&seconds, Vec::new()));
+        assert_eq!(found.stalls.len(), 1, "{found:?}");
+        assert_eq!(found.stalls[0].typical_lag_ms, 4.0);
     }
 
     #[test]
