@@ -447,6 +447,7 @@ fn result_from_telemetry(
         send_blocked_windows: Vec::new(),
         loop_stall_windows: Vec::new(),
         telemetry_dropped: p.telemetry_dropped,
+        reply_seconds: Vec::new(),
         writer_error: None,
         sample_lines_not_written: 0,
         disk_full: false,
