@@ -12,12 +12,14 @@ if [ -z "${BIN:-}" ]; then
   cargo build --release --locked --quiet
   BIN=target/release/duplexbench-tui
 fi
-common=(run --no-tui -p 2 -s 8 -d 8s --trace meta)
+common=(run --no-tui -p 2 -s 8 --trace meta)
 
-run() { # NAME ARGS…: a run into $out/NAME
+run() { # NAME ARGS…: a run into $out/NAME (8 s unless ARGS give -d)
   local name=$1
   shift
-  "$BIN" "${common[@]}" --output "$out/$name" --force "$@" >"$out/$name.stdout" 2>"$out/$name.stderr" || true
+  local duration=(-d 8s)
+  [[ " $* " == *" -d "* ]] && duration=()
+  "$BIN" "${common[@]}" "${duration[@]}" --output "$out/$name" --force "$@" >"$out/$name.stdout" 2>"$out/$name.stderr" || true
 }
 
 run busy --inject-stall-ms 300
@@ -26,7 +28,7 @@ run starvation --inject-cpu-starvation-ms 300
 run clean
 
 # stopped: SIGSTOP worker 0 for 500 ms, 4 s into the stream.
-"$BIN" "${common[@]}" --output "$out/stopped" --force >"$out/stopped.stdout" 2>"$out/stopped.stderr" &
+"$BIN" "${common[@]}" -d 8s --output "$out/stopped" --force >"$out/stopped.stdout" 2>"$out/stopped.stderr" &
 conductor=$!
 worker=""
 for _ in $(seq 100); do
@@ -48,10 +50,11 @@ timeout 14 sh -c 'while :; do :; done' &
 run foreign-load
 wait
 
-# send backpressure: the mock stops reading for 5 s and the client's send buffer is small; once
-# the mock's receive buffers (about 128 KiB a connection on loopback) are full, sends block (the
-# send timeout is raised so that the sessions survive it).
-run send-backpressure --stall-at 2s --stall-ms 5000 --send-buffer-bytes 16384 --send-timeout 10s
+# send backpressure: the mock stops reading for 8 s of a 12 s run and the client's send buffer
+# is small; once the mock's receive buffers are full (128 KiB a connection at first, autotuned
+# beyond: a 5 s stall blocked the sends in one run of two), sends block (the send timeout is
+# raised so that the sessions survive it).
+run send-backpressure -d 12s --stall-at 2s --stall-ms 8000 --send-buffer-bytes 16384 --send-timeout 15s
 
 python3 - "$out" <<'EOF'
 import json, sys, os
