@@ -640,8 +640,11 @@ impl Summary {
             .extend(server.stalls.iter().take(5).map(server_stall::describe));
         if server.client_explained > 0 {
             verdict.reasons.push(format!(
-                "the server's reply latency jumped {} time(s) while the client itself stalled: the client's doing, not called a server stall",
-                server.client_explained
+                "the server's reply latency jumped {} while the client itself stalled: the client's doing, not called a server stall",
+                match server.client_explained {
+                    1 => "once".to_string(),
+                    n => format!("{n} times"),
+                }
             ));
         }
         let stalls: Vec<Episode> = episodes
