@@ -62,6 +62,7 @@ pub fn run(plan: RunPlan, exit_on_finish: bool) -> Result<i32> {
     let _folder = run_folder::RunFolder::claim(&output_dir, plan.force)?;
     let started_at = utc_rfc3339();
     let anchor = ClockAnchor::now();
+    let clock_sync = crate::sys::clock_sync::read();
     let host = host::collect(&output_dir);
     let mut plan = plan;
 
@@ -131,6 +132,10 @@ pub fn run(plan: RunPlan, exit_on_finish: bool) -> Result<i32> {
         mock,
         notes,
         sampler,
+        gate_s: live.lock().unwrap_or_else(PoisonError::into_inner).start_s,
+        clock_sync: clock_sync.clone(),
+        absent_sessions: 0,
+        absent_workers: 0,
     };
     // A summary from the start, replaced at the end: a conductor that dies still leaves one.
     let provisional = record(
@@ -253,6 +258,8 @@ fn run_info(plan: &RunPlan) -> RunInfo {
         thresholds: s.thresholds(),
         output_dir: plan.output_dir.display().to_string(),
         unpaced: s.no_pace,
+        shard: s.shard.as_ref().map(|sh| (sh.index, sh.count)),
+        start_at_unix_s: s.start_at_unix_s,
     }
 }
 
@@ -327,14 +334,7 @@ fn read_result(output_dir: &Path, index: u32) -> Option<WorkerResult> {
 }
 
 fn write_summary(output_dir: &Path, summary: &Summary) -> Result<()> {
-    let json = serde_json::to_string_pretty(summary).context("cannot encode the summary")?;
-    let paths = RunPaths::new(output_dir);
-    let path = paths.summary_json();
-    std::fs::write(&path, json + "\n")
-        .with_context(|| format!("cannot write {}", path.display()))?;
-    let path = paths.summary_md();
-    std::fs::write(&path, report::markdown(summary))
-        .with_context(|| format!("cannot write {}", path.display()))
+    report::write_files(output_dir, summary)
 }
 
 /// Deletes the session traces (about 10 MB per 90 s session in full mode); receipts stay.

@@ -134,6 +134,10 @@ pub struct RunInfo {
     pub output_dir: String,
     /// `--no-pace`: pacing is not judged.
     pub unpaced: bool,
+    /// Shard `I` of `N` of a run over several hosts.
+    pub shard: Option<(u32, u32)>,
+    /// `--start-at`: the wall-clock time (Unix seconds) the gate opens.
+    pub start_at_unix_s: Option<f64>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -301,6 +305,11 @@ impl LiveState {
     }
 
     /// Seconds since the start gate (0 before it).
+    /// Seconds until the start gate opens, while it is still ahead (`--start-at`).
+    pub fn countdown_s(&self, now_s: f64) -> Option<f64> {
+        self.start_s.filter(|&s| s > now_s).map(|s| s - now_s)
+    }
+
     pub fn elapsed_s(&self, now_s: f64) -> f64 {
         self.start_s.map_or(0.0, |s| (now_s - s).max(0.0))
     }

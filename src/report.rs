@@ -5,6 +5,7 @@ pub mod command;
 mod compare;
 pub mod jsonl;
 mod markdown;
+mod multihost;
 mod table;
 
 use crate::stats::ShortPercentiles;
@@ -12,6 +13,19 @@ use crate::summary::{Summary, TurnSummary};
 
 pub use markdown::markdown;
 pub use table::table;
+
+/// Writes `summary.json` and `summary.md` into a run's (or a merge's) output folder.
+pub fn write_files(output_dir: &std::path::Path, summary: &Summary) -> anyhow::Result<()> {
+    use anyhow::Context as _;
+    let json = serde_json::to_string_pretty(summary).context("cannot encode the summary")?;
+    let paths = crate::paths::RunPaths::new(output_dir);
+    let path = paths.summary_json();
+    std::fs::write(&path, json + "\n")
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    let path = paths.summary_md();
+    std::fs::write(&path, markdown(summary))
+        .with_context(|| format!("cannot write {}", path.display()))
+}
 
 /// "pacing-qualified, complete" and its negatives.
 pub fn verdict_line(s: &Summary) -> String {

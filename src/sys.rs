@@ -1,5 +1,7 @@
-//! Small operating-system helpers: child-process lifetime and file-descriptor limits.
+//! Small operating-system helpers: child-process lifetime, file-descriptor limits and the
+//! clock's sync state.
 
+pub mod clock_sync;
 pub mod open_files;
 
 use std::os::unix::process::CommandExt;
