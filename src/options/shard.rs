@@ -126,7 +126,9 @@ pub fn start_at(text: &str, now_unix_s: f64) -> Result<f64> {
 
 /// An RFC 3339 UTC time with milliseconds, for Unix seconds `unix_s`.
 pub fn rfc3339(unix_s: f64) -> String {
-    let t = std::time::UNIX_EPOCH + std::time::Duration::from_secs_f64(unix_s.max(0.0));
+    // Rounded to the millisecond: 1796169829.705 is 1796169829.70499… as a float.
+    let ms = (unix_s.max(0.0) * 1000.0).round() as u64;
+    let t = std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms);
     humantime::format_rfc3339_millis(t).to_string()
 }
 
