@@ -228,3 +228,73 @@ fn copy_dir(from: &Path, to: &Path) {
         }
     }
 }
+
+/// A stand-in for `srun` on one box: runs the command once per task (`--ntasks=N`), each with
+/// its own SLURM_PROCID and SLURM_NTASKS, as srun does on N nodes, and fails when any task does.
+const FAKE_SRUN: &str = r#"#!/usr/bin/env bash
+n=1
+while [[ $# -gt 0 && $1 == --* ]]; do
+  case $1 in --ntasks=*) n=${1#--ntasks=} ;; esac
+  shift
+done
+pids=()
+for ((i = 0; i < n; i++)); do
+  SLURM_PROCID=$i SLURM_NTASKS=$n "$@" &
+  pids+=($!)
+done
+code=0
+for p in "${pids[@]}"; do wait "$p" || code=$?; done
+exit $code
+"#;
+
+#[test]
+fn the_slurm_recipe_runs_as_written_with_a_stand_in_srun_issue_16() {
+    let _serial = util::serial();
+    let mock = Mock::start(&[]);
+    let tmp = TempDir::new("slurm");
+    let bin_dir = tmp.join("bin");
+    std::fs::create_dir_all(&bin_dir).unwrap();
+    let srun = bin_dir.join("srun");
+    std::fs::write(&srun, FAKE_SRUN).unwrap();
+    std::fs::set_permissions(&srun, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/docs/deploy/slurm/duplexbench.sbatch"
+    );
+    let path = format!(
+        "{}:{}",
+        bin_dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let results = tmp.join("results");
+    let mut child = Command::new("bash")
+        .arg(script)
+        .current_dir(tmp.join(""))
+        .env("PATH", path)
+        .env("SLURM_JOB_ID", "4242")
+        .env("SLURM_NNODES", "2")
+        .env("URL", mock.url())
+        .env("BIN", util::bin())
+        .env(
+            "LAYOUT",
+            "--processes 1 --sessions 2 --trace off --no-sampler",
+        )
+        .env("DURATION", "1s")
+        .env("LEAD_S", "3")
+        .env("RESULTS", &results)
+        .stdin(Stdio::null())
+        .stdout(std::fs::File::create(tmp.join("out")).unwrap())
+        .stderr(std::fs::File::create(tmp.join("err")).unwrap())
+        .spawn()
+        .unwrap();
+    let code = util::wait_with_limit(&mut child, Duration::from_secs(90));
+    let log = std::fs::read_to_string(tmp.join("out")).unwrap()
+        + &std::fs::read_to_string(tmp.join("err")).unwrap();
+    assert!(matches!(code, Some(0 | 1)), "exit {code:?}\n{log}");
+    let merged = util::summary(&results.join("4242").join("merged"));
+    assert_eq!(merged["merge"]["run_id"], "slurm-4242", "{log}");
+    assert_eq!(merged["merge"]["shard_count"], 2);
+    assert_eq!(merged["merge"]["missing_shards"], serde_json::json!([]));
+    assert_eq!(merged["layout"]["sessions_total"], 4);
+    drop(mock);
+}
