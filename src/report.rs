@@ -19,12 +19,21 @@ pub fn write_files(output_dir: &std::path::Path, summary: &Summary) -> anyhow::R
     use anyhow::Context as _;
     let json = serde_json::to_string_pretty(summary).context("cannot encode the summary")?;
     let paths = crate::paths::RunPaths::new(output_dir);
-    let path = paths.summary_json();
-    std::fs::write(&path, json + "\n")
-        .with_context(|| format!("cannot write {}", path.display()))?;
-    let path = paths.summary_md();
-    std::fs::write(&path, markdown(summary))
-        .with_context(|| format!("cannot write {}", path.display()))
+    write_whole(&paths.summary_json(), &(json + "\n"))?;
+    write_whole(&paths.summary_md(), &markdown(summary))
+}
+
+/// Writes beside `path` and renames: the file is whole or (a full disk) the previous one stays.
+fn write_whole(path: &std::path::Path, text: &str) -> anyhow::Result<()> {
+    use anyhow::Context as _;
+    let mut partial = path.as_os_str().to_owned();
+    partial.push(".partial");
+    let partial = std::path::PathBuf::from(partial);
+    let written = std::fs::write(&partial, text).and_then(|()| std::fs::rename(&partial, path));
+    if written.is_err() {
+        let _ = std::fs::remove_file(&partial);
+    }
+    written.with_context(|| format!("cannot write {}", path.display()))
 }
 
 /// "pacing-qualified, complete" and its negatives.
