@@ -106,7 +106,7 @@ pub fn reasons(
     }
     if let Some(c) = clock.filter(|c| !c.synchronised) {
         reasons.push(format!(
-            "unsynchronised clock: {who}'s kernel says its clock is not synchronised (adjtimex {}, max error {:.1} ms), so its --start-at and wall-clock times may be off; run chrony or ntpd (or PTP) on every host",
+            "unsynchronised clock: the kernel of {who} says its clock is not synchronised (adjtimex {}, max error {:.1} ms), so its --start-at and wall-clock times may be off; run chrony or ntpd (or PTP) on every host",
             c.state,
             c.max_error_us as f64 / 1000.0
         ));
