@@ -29,10 +29,13 @@ pub struct ClockSync {
 
 /// Reads the clock's sync state, or `None` where the call fails (not Linux, a seccomp filter).
 pub fn read() -> Option<ClockSync> {
-    // SAFETY: an all-zero `timex` is a valid value of this plain C struct; `modes = 0` asks the
-    // kernel to read only, and the pointer is to a live, writable, correctly sized struct.
-    let mut tx: libc::timex = unsafe { std::mem::zeroed() };
-    let state = unsafe { libc::adjtimex(&mut tx) };
+    // SAFETY: an all-zero `timex` is a valid value of this plain C struct (integers only);
+    // `modes = 0` asks the kernel to read only, and the pointer is to a live, writable,
+    // correctly sized struct that outlives the call.
+    let (state, tx) = unsafe {
+        let mut tx: libc::timex = std::mem::zeroed();
+        (libc::adjtimex(&mut tx), tx)
+    };
     if state < 0 {
         return None;
     }
