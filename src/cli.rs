@@ -169,6 +169,9 @@ pub struct RunArgs {
     /// Do not run the procfs sampler (stalls are then not classified).
     #[arg(long, help_heading = "Sampling")]
     pub no_sampler: bool,
+    /// Sample this local server process like the workers (CPU, threads, stalls) [default: the built-in mock, or the process listening on a loopback --url's port].
+    #[arg(long, value_name = "PID", help_heading = "Sampling")]
+    pub server_pid: Option<u32>,
 
     /// This host's shard of a run spread over several hosts, 0 to --shard-count − 1 [default: $JOB_COMPLETION_INDEX, else $SLURM_PROCID].
     #[arg(long, value_name = "I", help_heading = "Shards")]
@@ -277,6 +280,12 @@ pub struct MockBehaviourArgs {
     /// openai and vllm mocks: answer the first append with an error event of this code (invalid_audio, processing_error, …).
     #[arg(long, value_name = "CODE", help_heading = "Mock")]
     pub mock_error: Option<String>,
+    /// Stop the whole mock (no reads, no replies, every protocol) once for --stall-ms, this long after its first session connected, e.g. 3s.
+    #[arg(long, value_parser = parse_duration, requires = "stall_ms", help_heading = "Mock")]
+    pub stall_at: Option<Duration>,
+    /// How long the --stall-at stall lasts, in ms.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=60_000), requires = "stall_at", help_heading = "Mock")]
+    pub stall_ms: Option<u32>,
     #[command(flatten)]
     pub funasr: FunasrMockArgs,
 }

@@ -21,5 +21,6 @@ mod report;
 mod run_folder;
 mod runs;
 mod sampler;
+mod suspects;
 mod traces;
 mod util;
