@@ -151,6 +151,10 @@ pub struct RunInfo {
     /// The protocol's own figures with no sample yet (none for the native protocol): which
     /// figures the protocol panel and the headless lines show, in order.
     pub protocol_figures: Option<ProtocolFigures>,
+    /// Shard `I` of `N` of a run over several hosts.
+    pub shard: Option<(u32, u32)>,
+    /// `--start-at`: the wall-clock time (Unix seconds) the gate opens.
+    pub start_at_unix_s: Option<f64>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -361,6 +365,11 @@ impl LiveState {
     }
 
     /// Seconds since the start gate (0 before it).
+    /// Seconds until the start gate opens, while it is still ahead (`--start-at`).
+    pub fn countdown_s(&self, now_s: f64) -> Option<f64> {
+        self.start_s.filter(|&s| s > now_s).map(|s| s - now_s)
+    }
+
     pub fn elapsed_s(&self, now_s: f64) -> f64 {
         self.start_s.map_or(0.0, |s| (now_s - s).max(0.0))
     }

@@ -27,16 +27,32 @@ pub enum Phase {
     Draining,
 }
 
-/// `setting up 64 sessions (2 × 32) against ws://…: waiting for session.created and session.updated`
+/// `setting up 64 sessions (2 × 32) against ws://…`, with `shard 1 of 3: ` first for a shard
+/// of a run over several hosts.
 pub fn setting_up_line(live: &LiveState) -> String {
     let info = &live.info;
     format!(
-        "setting up {} sessions ({} × {}) against {}",
+        "{}setting up {} sessions ({} × {}) against {}",
+        shard_prefix(live),
         u64::from(info.processes) * u64::from(info.sessions_per_process),
         info.processes,
         info.sessions_per_process,
         info.url
     )
+}
+
+/// `shard 1 of 3: `, or nothing on one host.
+fn shard_prefix(live: &LiveState) -> String {
+    live.info
+        .shard
+        .map_or(String::new(), |(i, n)| format!("shard {i} of {n}: "))
+}
+
+/// `--start-at`'s time in UTC, for the lines that wait for it.
+fn start_at_text(live: &LiveState) -> String {
+    live.info
+        .start_at_unix_s
+        .map_or(String::new(), crate::options::shard::rfc3339)
 }
 
 /// After a worker's sessions have set up: `32 of 64 sessions connected (1 of 2 workers set up)`,
@@ -67,10 +83,29 @@ pub fn connected_line(live: &LiveState) -> String {
     line
 }
 
-pub fn streaming_line(live: &LiveState) -> String {
+/// When the gate is set; with `--start-at` still ahead, `waiting for the start at T (in 2.7 s), then streaming: …`.
+pub fn streaming_line(live: &LiveState, now_s: f64) -> String {
+    let wait = match live.countdown_s(now_s) {
+        Some(left) if live.info.start_at_unix_s.is_some() => format!(
+            "waiting for the start at {} (in {left:.1} s), then ",
+            start_at_text(live)
+        ),
+        _ => String::new(),
+    };
     format!(
-        "streaming: {:.0} s of audio per session from the start gate",
+        "{}{wait}streaming: {:.0} s of audio per session from the start gate",
+        shard_prefix(live),
         live.info.duration_s
+    )
+}
+
+/// While the gate is ahead: `[start in   2.7 s] all 64 sessions set up; the gate opens at T`.
+pub fn countdown_line(live: &LiveState, left_s: f64) -> String {
+    format!(
+        "[start in {left_s:>5.1} s] {}all {} sessions set up; the gate opens at {}",
+        shard_prefix(live),
+        u64::from(live.info.processes) * u64::from(live.info.sessions_per_process),
+        start_at_text(live)
     )
 }
 

@@ -37,6 +37,8 @@ fn fixture(
         output_dir: "runs/fixture".to_string(),
         unpaced: false,
         protocol_figures: None,
+        shard: None,
+        start_at_unix_s: None,
     });
     s.start_s = Some(100.0);
     s.now_s = 100.0 + elapsed_s as f64 + 0.5;
@@ -574,4 +576,20 @@ fn a_protocol_panel_before_any_sample_shows_dashes_issue_11() {
         .unwrap_or_else(|| panic!("{screen}"));
     assert!(row.contains('–'), "{row}");
     assert!(screen.contains("partials 0"), "{screen}");
+}
+#[test]
+fn a_shard_waiting_for_start_at_shows_shard_i_of_n_and_the_countdown_issue_16() {
+    let mut state = fixture(2, 4, 0, None);
+    state.info.shard = Some((1, 3));
+    // 2030-01-01T00:00:00Z; the gate is 2.4 s ahead of the dashboard's clock.
+    state.info.start_at_unix_s = Some(1_893_456_000.0);
+    state.now_s = 97.6;
+    let buf = draw(&state, &ViewState::default(), COLOR, 120, 40);
+    let screen = text(&buf);
+    let header: Vec<&str> = screen.lines().take(2).collect();
+    assert!(header[0].contains("shard 1 of 3"), "{header:?}");
+    assert!(
+        header[1].contains("start in 00:03") && header[1].contains("2030-01-01T00:00:00.000Z"),
+        "{header:?}"
+    );
 }

@@ -34,6 +34,7 @@ fn machine(args: &[&str]) -> Machine {
     Machine::new(
         protocol,
         EventIds {
+            shard: 0,
             worker: 0,
             session: 0,
         },
