@@ -73,10 +73,11 @@ fn an_injected_disk_stall_shows_a_d_episode_with_a_writeback_wchan() {
     // The injection is an fsync of 256 MiB just dirtied; a disk (or a host cache) that takes it
     // in a few ms gives no stall to find, which says nothing about the sampler.
     let fsync_ms = s["injections"][0]["duration_ms"].as_f64().unwrap();
+    let detail = s["injections"][0]["detail"].as_str().unwrap_or_default();
     if fsync_ms < 60.0 {
         util::skip(
             "an_injected_disk_stall_shows_a_d_episode_with_a_writeback_wchan",
-            &format!("the disk took the 256 MiB fsync in {fsync_ms:.0} ms: no stall to classify"),
+            &format!("the 256 MiB fsync took {fsync_ms:.0} ms ({detail}): no stall to classify"),
         );
         return;
     }
