@@ -449,7 +449,7 @@ fn result_from_telemetry(
         protocol_errors: p.protocol_errors,
         error_events: 0,
         histograms,
-        stall_injected_at_s: None,
+        first_injection_s: None,
         injections: Vec::new(),
         late_packet_windows: Vec::new(),
         send_blocked_windows: Vec::new(),

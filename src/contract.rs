@@ -1,10 +1,11 @@
 //! The run's contracts: everything that crosses a process boundary or lands in the run folder
 //! for another process to read — the worker's configuration, telemetry and commands, its result
-//! file, process roles and names (the paths of a run folder are [`crate::paths`]). The
-//! conductor, the workers, the sampler and the summary meet here instead of in each other's
-//! internals.
+//! file, the mock's statistics, process roles and names (the paths of a run folder are
+//! [`crate::paths`]). The conductor, the workers, the sampler and the summary meet here instead
+//! of in each other's internals.
 
 pub mod figures;
+pub mod mock;
 pub mod telemetry;
 pub mod worker;
 

@@ -24,7 +24,7 @@ mod timed;
 mod vad;
 mod vllm;
 
-pub use stats::MockStats;
+pub use crate::contract::mock::MockStats;
 
 use crate::cli::MockArgs;
 use crate::{clock, looplag, procstat, sys};

@@ -10,13 +10,13 @@ pub mod multihost;
 pub mod server_stalls;
 
 use crate::clock::ClockAnchor;
+use crate::contract::mock::MockStats;
 use crate::contract::worker::{
     SessionStatus, TurnCounts, TurnHistograms, WorkerHistograms, WorkerResult,
 };
 use crate::contract::Role;
 use crate::host::HostFacts;
 use crate::looplag::LoopLagStats;
-use crate::mock::stats::MockStats;
 use crate::options::{RunPlan, Settings};
 use crate::pacing::PacketCounts;
 use crate::sampler::attribution::plural;
@@ -220,8 +220,14 @@ pub struct ProcessSummary {
     pub writer_queue_peak_bytes: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub pacing: Option<Pacing>,
-    #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub stall_injected_at_s: Option<f64>,
+    /// When the first `--inject-*` fault (of any kind) began in this worker; read from
+    /// summaries of before 2026-12-02 under its old name, `stall_injected_at_s`.
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        default,
+        alias = "stall_injected_at_s"
+    )]
+    pub first_injection_s: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub telemetry_dropped: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none", default)]
@@ -513,7 +519,7 @@ impl Pooled {
                 u64::from(r.sessions_with_late_packets),
                 settings,
             )),
-            stall_injected_at_s: r.stall_injected_at_s,
+            first_injection_s: r.first_injection_s,
             telemetry_dropped: Some(r.telemetry_dropped),
             mock: None,
         });
@@ -772,7 +778,7 @@ impl ProcessSummary {
             writer_queue_peak_lines: None,
             writer_queue_peak_bytes: None,
             pacing: None,
-            stall_injected_at_s: None,
+            first_injection_s: None,
             telemetry_dropped: None,
             mock: None,
         }

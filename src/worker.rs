@@ -12,7 +12,7 @@ mod setup;
 use crate::audio::Audio;
 use crate::cli::WorkerArgs;
 use crate::clock::{instant_at, monotonic_s, ClockAnchor};
-use crate::contract::telemetry::{Command, Telemetry};
+use crate::contract::telemetry::{Telemetry, WorkerCommand};
 use crate::contract::worker::{
     Injection, SessionOutcome, WorkerConfig, WorkerResult, RESULT_SCHEMA_VERSION,
 };
@@ -104,7 +104,7 @@ pub fn run(args: &WorkerArgs) -> Result<()> {
         protocol_errors: run.stats.protocol_errors,
         error_events: run.stats.error_events,
         histograms: run.stats.hist,
-        stall_injected_at_s: run.injections.first().map(|i| i.start_s),
+        first_injection_s: run.injections.first().map(|i| i.start_s),
         late_packet_windows: run.stats.late_windows.clone(),
         send_blocked_windows: run.stats.send_blocked_windows.clone(),
         reply_seconds: run.stats.reply_seconds.clone(),
@@ -149,7 +149,7 @@ async fn drive(
     config: &WorkerConfig,
     tracer: &Tracer,
     telemetry: &control::TelemetrySender,
-    mut commands: tokio::sync::mpsc::UnboundedReceiver<Command>,
+    mut commands: tokio::sync::mpsc::UnboundedReceiver<WorkerCommand>,
     pacer: Rc<pacer::Pacer>,
     audio: Rc<Audio>,
     (protocol, dialer): (Rc<dyn crate::protocol::ClientProtocol>, Rc<session::Dialer>),
@@ -249,7 +249,7 @@ async fn drive(
         ready.await;
         while let Some(command) = commands.recv().await {
             match command {
-                Command::Go { start_s } if gate_tx.borrow().is_none() => {
+                WorkerCommand::Go { start_s } if gate_tx.borrow().is_none() => {
                     let _ = gate_tx.send(Some(start_s));
                     if let Some((busy_ms, disk_mb, starve_ms)) = inject {
                         let injected = injected.clone();
@@ -270,11 +270,11 @@ async fn drive(
                         });
                     }
                 }
-                Command::Go { .. } => {}
-                Command::Stop => {
+                WorkerCommand::Go { .. } => {}
+                WorkerCommand::Stop => {
                     let _ = stop_tx.send(true);
                 }
-                Command::Abort => {
+                WorkerCommand::Abort => {
                     let _ = stop_tx.send(true);
                     let _ = abort_tx.send(true);
                 }

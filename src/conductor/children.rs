@@ -4,9 +4,9 @@
 
 use super::Event;
 use crate::clock::monotonic_s;
-use crate::contract::telemetry::{Command as WorkerCommand, Telemetry};
+use crate::contract::mock::{MockStats, STATS_LINE_PREFIX};
+use crate::contract::telemetry::{Telemetry, WorkerCommand};
 use crate::contract::worker::{WorkerConfig, WorkerResult};
-use crate::mock::stats::{MockStats, STATS_LINE_PREFIX};
 use crate::options::MockBehaviour;
 use crate::paths::RunPaths;
 use crate::protocol::Protocol;

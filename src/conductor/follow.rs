@@ -4,7 +4,7 @@
 use super::children::WorkerChild;
 use super::Event;
 use crate::clock::{monotonic_s, ClockAnchor};
-use crate::contract::telemetry::{Command as WorkerCommand, Telemetry};
+use crate::contract::telemetry::{Telemetry, WorkerCommand};
 use crate::live::LiveState;
 use crate::options::RunPlan;
 use crate::ui::headless::{self, Phase};

@@ -2,7 +2,7 @@
 //!
 //! Workers write [`Telemetry`] as JSON lines on their stdout from a thread of their own, through a
 //! bounded queue: a slow or frozen reader makes them drop (and count) telemetry, never wait. The
-//! conductor writes [`Command`] lines on their stdin. Final figures come from the workers' result
+//! conductor writes [`WorkerCommand`] lines on their stdin. Final figures come from the workers' result
 //! files, or from `done` when a worker could not write its file.
 
 use super::figures::ProtocolFigures;
@@ -94,7 +94,7 @@ pub struct Progress {
 
 /// Conductor to worker, one per line on the worker's stdin.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Command {
+pub enum WorkerCommand {
     /// Start streaming: packet 0 of every session is due at this `CLOCK_MONOTONIC` time.
     Go { start_s: f64 },
     /// Stop streaming now, end the sessions properly and write the results.
@@ -103,21 +103,21 @@ pub enum Command {
     Abort,
 }
 
-impl Command {
+impl WorkerCommand {
     pub fn to_line(self) -> String {
         match self {
-            Command::Go { start_s } => format!("go {start_s:.6}\n"),
-            Command::Stop => "stop\n".to_string(),
-            Command::Abort => "abort\n".to_string(),
+            WorkerCommand::Go { start_s } => format!("go {start_s:.6}\n"),
+            WorkerCommand::Stop => "stop\n".to_string(),
+            WorkerCommand::Abort => "abort\n".to_string(),
         }
     }
 
-    pub fn parse(line: &str) -> Option<Command> {
+    pub fn parse(line: &str) -> Option<WorkerCommand> {
         let mut words = line.split_whitespace();
         match (words.next()?, words.next()) {
-            ("go", Some(t)) => t.parse().ok().map(|start_s| Command::Go { start_s }),
-            ("stop", None) => Some(Command::Stop),
-            ("abort", None) => Some(Command::Abort),
+            ("go", Some(t)) => t.parse().ok().map(|start_s| WorkerCommand::Go { start_s }),
+            ("stop", None) => Some(WorkerCommand::Stop),
+            ("abort", None) => Some(WorkerCommand::Abort),
             _ => None,
         }
     }
@@ -129,10 +129,14 @@ mod tests {
 
     #[test]
     fn commands_round_trip() {
-        for c in [Command::Go { start_s: 12.5 }, Command::Stop, Command::Abort] {
-            assert_eq!(Command::parse(&c.to_line()), Some(c));
+        for c in [
+            WorkerCommand::Go { start_s: 12.5 },
+            WorkerCommand::Stop,
+            WorkerCommand::Abort,
+        ] {
+            assert_eq!(WorkerCommand::parse(&c.to_line()), Some(c));
         }
-        assert_eq!(Command::parse("go"), None);
+        assert_eq!(WorkerCommand::parse("go"), None);
     }
 
     #[test]

@@ -241,7 +241,9 @@ pub struct WorkerResult {
     pub protocol_errors: u64,
     pub error_events: u64,
     pub histograms: WorkerHistograms,
-    pub stall_injected_at_s: Option<f64>,
+    /// When the first `--inject-*` fault (of any kind) began.
+    #[serde(alias = "stall_injected_at_s")]
+    pub first_injection_s: Option<f64>,
     pub injections: Vec<Injection>,
     /// `[scheduled_s, start_s]` of late packets, for attribution.
     pub late_packet_windows: Vec<[f64; 2]>,

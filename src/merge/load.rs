@@ -155,7 +155,7 @@ impl Loaded {
                     r.started_s += d;
                     r.ended_s += d;
                     r.gate_s = r.gate_s.map(|g| g + d);
-                    r.stall_injected_at_s = r.stall_injected_at_s.map(|t| t + d);
+                    r.first_injection_s = r.first_injection_s.map(|t| t + d);
                     for s in &mut r.sessions {
                         s.first_send_s = s.first_send_s.map(|t| t + d);
                         s.last_send_s = s.last_send_s.map(|t| t + d);

@@ -1,19 +1,17 @@
-//! What the mock counts while it serves, and the statistics file it writes on SIGINT/SIGTERM.
+//! What the mock counts while it serves, and how it builds and writes its statistics file
+//! ([`MockStats`], a contract of the run: `contract/mock.rs`) on SIGINT/SIGTERM.
 //!
 //! The mock runs on one thread, so the counters are plain `Cell`s shared by every session task;
 //! the arrival-deviation histogram is one pooled histogram, not one per session, so memory stays
 //! flat however many sessions come and go.
 
+use crate::contract::mock::{MockStats, SCHEMA_VERSION, STATS_LINE_PREFIX};
 use crate::contract::ProcessUsage;
 use crate::looplag::LoopLagStats;
 use crate::stats::{DurationHistogram, ShortPercentiles};
 use anyhow::{Context, Result};
-use serde::{Deserialize, Serialize};
 use std::cell::{Cell, RefCell};
 use std::path::Path;
-
-/// The version of the statistics file layout.
-pub const SCHEMA_VERSION: u32 = 1;
 
 /// The live counters of one mock process.
 #[derive(Debug, Default)]
@@ -89,38 +87,6 @@ impl Counters {
             .unwrap_or_default()
     }
 }
-
-/// The mock's statistics file (`--stats-output`).
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct MockStats {
-    pub schema_version: u32,
-    pub pid: u32,
-    pub listen_addr: String,
-    /// WebSocket handshakes accepted.
-    pub sessions_served: u64,
-    /// Sessions that reached `session.closed`; `sessions_served - sessions_closed` ended otherwise
-    /// (the client disconnected, or the session was still open when the mock stopped).
-    pub sessions_closed: u64,
-    /// Handshakes refused with HTTP 503 because `--max-sessions` were open.
-    pub sessions_rejected: u64,
-    /// `input_audio_buffer.append` events received, rejected ones included.
-    pub appends_received: u64,
-    /// `error` events sent, plus sessions ended by unreadable input.
-    pub protocol_errors: u64,
-    /// Per accepted packet: |(arrival − arrival of seq 0) − (t_start − t_start of seq 0)|, pooled
-    /// over all sessions, in ms.
-    pub arrival_deviation_ms: ShortPercentiles,
-    /// Wake-up lateness of a 10 ms ticker on the mock's runtime, in ms.
-    pub loop_lag_ms: LoopLagStats,
-    pub usage: ProcessUsage,
-    /// Handshake header names (lowercase) and how many handshakes carried each; values are
-    /// never kept.
-    #[serde(default)]
-    pub request_headers: std::collections::BTreeMap<String, u64>,
-}
-
-/// The stdout line that carries the statistics when the file cannot be written.
-pub const STATS_LINE_PREFIX: &str = "stats ";
 
 impl MockStats {
     /// The statistics of this process from its counters and measurements.

@@ -2,7 +2,7 @@
 //! waits: telemetry out on stdout through a bounded queue (full → dropped and counted), and
 //! commands in from stdin.
 
-use crate::contract::telemetry::{Command, Telemetry};
+use crate::contract::telemetry::{Telemetry, WorkerCommand};
 use std::io::{BufRead as _, Write as _};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{sync_channel, Sender, SyncSender, TrySendError};
@@ -104,7 +104,8 @@ impl TelemetrySender {
 
 /// Starts the stdin thread; commands arrive on the returned channel. End of input (the conductor
 /// closed the pipe or died) arrives as `Stop`.
-pub fn spawn_command_reader() -> std::io::Result<tokio::sync::mpsc::UnboundedReceiver<Command>> {
+pub fn spawn_command_reader() -> std::io::Result<tokio::sync::mpsc::UnboundedReceiver<WorkerCommand>>
+{
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
     std::thread::Builder::new()
         .name("commands".to_string())
@@ -112,13 +113,13 @@ pub fn spawn_command_reader() -> std::io::Result<tokio::sync::mpsc::UnboundedRec
             let stdin = std::io::stdin();
             for line in stdin.lock().lines() {
                 let Ok(line) = line else { break };
-                if let Some(command) = Command::parse(&line) {
+                if let Some(command) = WorkerCommand::parse(&line) {
                     if tx.send(command).is_err() {
                         return;
                     }
                 }
             }
-            let _ = tx.send(Command::Stop);
+            let _ = tx.send(WorkerCommand::Stop);
         })?;
     Ok(rx)
 }

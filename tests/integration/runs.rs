@@ -181,7 +181,7 @@ fn stall_makes_every_session_of_the_stalled_worker_late(extra: &[&str]) {
     );
     let stalled = workers(&s)
         .into_iter()
-        .find(|w| w["stall_injected_at_s"].is_number())
+        .find(|w| w["first_injection_s"].is_number())
         .expect("one worker records its injected stall");
     assert_eq!(
         stalled["pacing"]["sessions_with_late_packets"], 4,

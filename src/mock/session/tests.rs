@@ -79,7 +79,7 @@ impl Harness {
     }
 }
 
-use super::super::stats::MockStats;
+use crate::contract::mock::MockStats;
 
 fn kinds(events: &[Value]) -> Vec<&str> {
     events.iter().map(|e| e["type"].as_str().unwrap()).collect()
