@@ -161,7 +161,7 @@ async fn drive(
     let tally = Rc::new(setup::SetupTally::new(settings.sessions_per_process));
     let (gate_tx, gate_rx) = watch::channel(None::<f64>);
     let (stop_tx, stop_rx) = watch::channel(false);
-    let (abort_tx, mut abort_rx) = watch::channel(false);
+    let (abort_tx, abort_rx) = watch::channel(false);
     let (monitors_stop_tx, monitors_stop_rx) = watch::channel(false);
 
     // The loop-lag ticker also samples the writer queue every 10 ms.
@@ -251,23 +251,13 @@ async fn drive(
             match command {
                 WorkerCommand::Go { start_s } if gate_tx.borrow().is_none() => {
                     let _ = gate_tx.send(Some(start_s));
-                    if let Some((busy_ms, disk_mb, starve_ms)) = inject {
-                        let injected = injected.clone();
-                        let dir = run_paths.clone();
-                        // Halfway through, on the runtime thread: each fault in turn.
-                        tokio::task::spawn_local(async move {
-                            tokio::time::sleep_until(instant_at(start_s + duration_s / 2.0)).await;
-                            if let Some(ms) = busy_ms {
-                                injected.borrow_mut().push(inject::busy(ms));
-                            }
-                            if let Some(mb) = disk_mb {
-                                let injection = inject::disk(mb, &dir, worker_index).await;
-                                injected.borrow_mut().push(injection);
-                            }
-                            if let Some(ms) = starve_ms {
-                                injected.borrow_mut().push(inject::cpu_starvation(ms));
-                            }
-                        });
+                    if let Some(faults) = inject {
+                        spawn_injections(
+                            faults,
+                            start_s + duration_s / 2.0,
+                            injected.clone(),
+                            (run_paths.clone(), worker_index),
+                        );
                     }
                 }
                 WorkerCommand::Go { .. } => {}
@@ -286,40 +276,7 @@ async fn drive(
         std::future::pending::<()>().await;
     });
 
-    let mut outcomes = Vec::with_capacity(sessions.len());
-    let mut handles = sessions;
-    let mut aborted = false;
-    for (index, handle) in handles.iter_mut().enumerate() {
-        let outcome = tokio::select! {
-            joined = handle => joined.unwrap_or_else(|err| {
-                let mut o = SessionOutcome::new(index as u32);
-                o.error = Some(format!("session task failed: {err}"));
-                o
-            }),
-            _ = abort_rx.wait_for(|a| *a), if !aborted => {
-                aborted = true;
-                break;
-            }
-        };
-        outcomes.push(outcome);
-    }
-    if aborted {
-        // Sessions that have not ended are given up: their lines written so far stay on disk.
-        for (index, handle) in handles.into_iter().enumerate().skip(outcomes.len()) {
-            let finished = if handle.is_finished() {
-                handle.await.ok()
-            } else {
-                handle.abort();
-                None
-            };
-            outcomes.push(finished.unwrap_or_else(|| {
-                let mut o = SessionOutcome::new(index as u32);
-                o.error = Some("aborted: the run was killed before this session ended".to_string());
-                stats.borrow_mut().session_ended(o.status);
-                o
-            }));
-        }
-    }
+    let outcomes = collect_outcomes(sessions, abort_rx, &stats).await;
     // Every session is done: this worker's run is over, whatever the conductor says next.
     control.abort();
     let gate_s = *gate_rx.borrow();
@@ -343,6 +300,74 @@ async fn drive(
         gate_s,
         injections: injections.take(),
     }
+}
+
+/// The faults to inject (`--inject-stall-ms`, `--inject-disk-stall-mb`,
+/// `--inject-cpu-starvation-ms`), each `None` when not asked for.
+type Faults = (Option<u32>, Option<u32>, Option<u32>);
+
+/// Injects `faults` at `at_s` on the runtime thread, each in turn, recording each in `injected`.
+fn spawn_injections(
+    (busy_ms, disk_mb, starve_ms): Faults,
+    at_s: f64,
+    injected: Rc<RefCell<Vec<Injection>>>,
+    (dir, worker_index): (RunPaths, u32),
+) {
+    tokio::task::spawn_local(async move {
+        tokio::time::sleep_until(instant_at(at_s)).await;
+        if let Some(ms) = busy_ms {
+            injected.borrow_mut().push(inject::busy(ms));
+        }
+        if let Some(mb) = disk_mb {
+            let injection = inject::disk(mb, &dir, worker_index).await;
+            injected.borrow_mut().push(injection);
+        }
+        if let Some(ms) = starve_ms {
+            injected.borrow_mut().push(inject::cpu_starvation(ms));
+        }
+    });
+}
+
+/// Waits for every session's outcome, in order; on an abort, gives up the sessions that have not
+/// ended (their lines written so far stay on disk) and records them as aborted.
+async fn collect_outcomes(
+    mut handles: Vec<tokio::task::JoinHandle<SessionOutcome>>,
+    mut abort_rx: watch::Receiver<bool>,
+    stats: &RefCell<WorkerStats>,
+) -> Vec<SessionOutcome> {
+    let mut outcomes = Vec::with_capacity(handles.len());
+    let mut aborted = false;
+    for (index, handle) in handles.iter_mut().enumerate() {
+        let outcome = tokio::select! {
+            joined = handle => joined.unwrap_or_else(|err| {
+                let mut o = SessionOutcome::new(index as u32);
+                o.error = Some(format!("session task failed: {err}"));
+                o
+            }),
+            _ = abort_rx.wait_for(|a| *a), if !aborted => {
+                aborted = true;
+                break;
+            }
+        };
+        outcomes.push(outcome);
+    }
+    if aborted {
+        for (index, handle) in handles.into_iter().enumerate().skip(outcomes.len()) {
+            let finished = if handle.is_finished() {
+                handle.await.ok()
+            } else {
+                handle.abort();
+                None
+            };
+            outcomes.push(finished.unwrap_or_else(|| {
+                let mut o = SessionOutcome::new(index as u32);
+                o.error = Some("aborted: the run was killed before this session ended".to_string());
+                stats.borrow_mut().session_ended(o.status);
+                o
+            }));
+        }
+    }
+    outcomes
 }
 
 /// The client side of the run's protocol, configured from its settings.
