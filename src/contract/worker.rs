@@ -137,6 +137,9 @@ pub struct SessionOutcome {
     /// The recognition metrics, for protocols that return transcripts (Fun-ASR).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub transcripts: Option<TranscriptClient>,
+    /// Text and binary frames the server sent (a sweep's events per second).
+    #[serde(default)]
+    pub server_events: u64,
 }
 
 /// One client as Fun-ASR's `realtime_ws_benchmark.py` measures it, unrounded (the summary
@@ -196,6 +199,7 @@ impl SessionOutcome {
             error_codes: BTreeMap::new(),
             last_server_error: None,
             transcripts: None,
+            server_events: 0,
         }
     }
 }
