@@ -11,6 +11,7 @@ pub mod heatmap;
 pub mod keys;
 pub mod panels;
 pub mod server;
+pub mod sweep;
 pub mod theme;
 pub mod view;
 
