@@ -20,5 +20,6 @@ mod report;
 mod run_folder;
 mod runs;
 mod sampler;
+mod sweep;
 mod traces;
 mod util;
