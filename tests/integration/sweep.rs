@@ -246,3 +246,45 @@ fn bad_levels_and_unknown_slo_figures_are_usage_errors_that_say_what_to_give_iss
         assert!(!out.join("sweep.json").exists(), "nothing is written");
     }
 }
+
+#[test]
+fn a_warm_up_is_kept_apart_and_repeats_give_min_median_max_issue_15() {
+    let _serial = util::serial();
+    let dir = TempDir::new("sweep-repeats");
+    let out = dir.join("sweep");
+    let done = sweep(
+        &out,
+        &["-s", "2", "-d", "1s", "--repeats", "2", "--warmup", "1s"],
+    );
+    assert!(
+        matches!(done.status.code(), Some(0 | 1)),
+        "{}",
+        describe(&done)
+    );
+    let s = sweep_json(&out);
+    assert_eq!(s["warmup"]["folder"], "warmup", "{s:#}");
+    assert!(
+        s["warmup"]["pacing_qualified"].is_boolean(),
+        "its pacing is checked"
+    );
+    assert_eq!(
+        util::summary(&out.join("warmup"))["settings"]["duration_s"],
+        1.0
+    );
+    let level = &s["levels"][0];
+    let runs = level["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 2, "{s:#}");
+    assert_eq!(runs[1]["folder"], "level-0002-r2");
+    assert!(out.join("level-0002-r2/summary.json").is_file());
+    let t = &level["audio_s_per_s"];
+    let (min, median, max) = (
+        t["min"].as_f64().unwrap(),
+        t["median"].as_f64().unwrap(),
+        t["max"].as_f64().unwrap(),
+    );
+    assert!(min <= median && median <= max, "{t}");
+    // A second sweep into the same folder is refused unless --force.
+    let again = sweep(&out, &["-s", "2", "-d", "1s"]);
+    assert_eq!(again.status.code(), Some(2), "{}", describe(&again));
+    assert!(String::from_utf8_lossy(&again.stderr).contains("--force"));
+}
