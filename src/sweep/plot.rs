@@ -21,6 +21,11 @@ pub fn svg(record: &SweepRecord) -> Result<String> {
     Ok(out)
 }
 
+/// The x of a level of `sessions` total sessions.
+fn x(sessions: f64) -> f64 {
+    sessions.max(1.0).log2()
+}
+
 /// A plotted point: total sessions, the value, whether the level was qualified.
 type Point = (f64, f64, bool);
 
@@ -35,8 +40,11 @@ fn draw(record: &SweepRecord, out: &mut String) -> DrawResult {
         .iter()
         .map(|l| l.sessions_total as f64)
         .collect();
-    let lo = loads.first().copied().unwrap_or(1.0).max(1.0) / 1.3;
-    let hi = loads.last().copied().unwrap_or(2.0).max(2.0) * 1.3;
+    // x is log2 of the total sessions on a linear axis, labelled in sessions: doubling levels
+    // are evenly spaced and every power of two gets a label.
+    let lo = x(loads.first().copied().unwrap_or(1.0)) - 0.4;
+    let hi = x(loads.last().copied().unwrap_or(1.0)).max(lo + 1.0) + 0.4;
+    let x_labels = ((hi - lo).ceil() as usize + 1).max(2);
     let knees: Vec<(u64, &str, RGBColor)> = [
         (
             record.knees.client.sessions_total,
@@ -59,7 +67,7 @@ fn draw(record: &SweepRecord, out: &mut String) -> DrawResult {
         .iter()
         .filter_map(|l| {
             Some((
-                l.sessions_total as f64,
+                x(l.sessions_total as f64),
                 l.audio_s_per_s?.median,
                 l.qualified,
             ))
@@ -71,17 +79,19 @@ fn draw(record: &SweepRecord, out: &mut String) -> DrawResult {
         .margin(12)
         .x_label_area_size(36)
         .y_label_area_size(60)
-        .build_cartesian_2d((lo..hi).log_scale(), 0.0..t_max)?;
+        .build_cartesian_2d(lo..hi, 0.0..t_max)?;
     chart
         .configure_mesh()
         .x_desc("sessions (total)")
         .y_desc("audio s per wall s")
-        .x_label_formatter(&|v| format!("{v:.0}"))
+        .x_labels(x_labels)
+        .x_label_formatter(&|v| format!("{:.0}", v.exp2()))
+        .light_line_style(RGBColor(245, 245, 245))
         .draw()?;
     if let Some(&(n0, t0, _)) = points.first() {
         let ideal = loads
             .iter()
-            .map(|&n| (n, t0 * n / n0))
+            .map(|&n| (x(n), t0 * n / n0.exp2()))
             .filter(|p| p.1 <= t_max);
         chart
             .draw_series(LineSeries::new(
@@ -109,7 +119,7 @@ fn draw(record: &SweepRecord, out: &mut String) -> DrawResult {
     for &(n, name, color) in &knees {
         chart
             .draw_series(LineSeries::new(
-                [(n as f64, 0.0), (n as f64, t_max)],
+                [(x(n as f64), 0.0), (x(n as f64), t_max)],
                 color.stroke_width(1),
             ))?
             .label(name)
@@ -132,7 +142,7 @@ fn draw(record: &SweepRecord, out: &mut String) -> DrawResult {
                 .iter()
                 .filter_map(|l| {
                     Some((
-                        l.sessions_total as f64,
+                        x(l.sessions_total as f64),
                         l.latency(name)?.median,
                         l.qualified,
                     ))
@@ -151,12 +161,14 @@ fn draw(record: &SweepRecord, out: &mut String) -> DrawResult {
         .margin(12)
         .x_label_area_size(36)
         .y_label_area_size(60)
-        .build_cartesian_2d((lo..hi).log_scale(), 0.0..l_max)?;
+        .build_cartesian_2d(lo..hi, 0.0..l_max)?;
     chart
         .configure_mesh()
         .x_desc("sessions (total)")
         .y_desc("ms (median)")
-        .x_label_formatter(&|v| format!("{v:.0}"))
+        .x_labels(x_labels)
+        .x_label_formatter(&|v| format!("{:.0}", v.exp2()))
+        .light_line_style(RGBColor(245, 245, 245))
         .draw()?;
     for (i, (name, pts)) in series.iter().enumerate() {
         let color = SERIES[(i + 1) % SERIES.len()];
@@ -178,7 +190,7 @@ fn draw(record: &SweepRecord, out: &mut String) -> DrawResult {
     }
     for &(n, _, color) in &knees {
         chart.draw_series(LineSeries::new(
-            [(n as f64, 0.0), (n as f64, l_max)],
+            [(x(n as f64), 0.0), (x(n as f64), l_max)],
             color.stroke_width(1),
         ))?;
     }
