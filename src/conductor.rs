@@ -9,9 +9,9 @@ mod run_folder;
 use crate::clock::{monotonic_s, utc_rfc3339, ClockAnchor};
 use crate::contract::telemetry::Telemetry;
 use crate::contract::worker::WorkerConfig;
-use crate::contract::worker::WorkerResult;
+use crate::contract::worker::{WorkerHistograms, WorkerResult, RESULT_SCHEMA_VERSION};
 use crate::contract::Role;
-use crate::live::{Finished, LiveState, ProcessLive, RunInfo, SweepLive};
+use crate::live::{Finished, LiveState, ProcessLive, RunInfo, SweepLive, WorkerLive};
 use crate::options::{self, RunPlan};
 use crate::paths::RunPaths;
 use crate::sampler::{Sampler, Target};
@@ -185,30 +185,55 @@ pub fn run_with(plan: RunPlan, hooks: &Hooks) -> Result<Outcome> {
         if !w.guard.wait_or_kill(Duration::from_secs(5)) {
             notes.push(format!("worker {} did not exit and was killed", w.index));
         }
-        let result = read_result(&output_dir, w.index);
-        if result.is_none() {
-            notes.push(missing_result_note(w, &output_dir));
-        }
+        let result = match (read_result(&output_dir, w.index), w.sent_result.take()) {
+            (Some(result), _) => Some(result),
+            (None, Some((result, write_error))) => {
+                notes.push(format!(
+                    "worker {}: {write_error}; its figures came over its telemetry pipe instead",
+                    w.index
+                ));
+                Some(*result)
+            }
+            (None, None) => {
+                notes.push(missing_result_note(w, &output_dir));
+                let live = live.lock().unwrap_or_else(PoisonError::into_inner);
+                live.workers
+                    .get(w.index as usize)
+                    .and_then(|l| result_from_telemetry(l, w.index, w.guard.pid(), anchor))
+            }
+        };
         results.push((w.guard.pid(), result));
     }
     let mock = mock.map(|m| {
         let pid = m.guard.pid();
         match m.stop() {
-            Ok(stats) => (pid, Some(stats)),
+            Ok((stats, note)) => {
+                notes.extend(note);
+                (pid, Some(stats))
+            }
             Err(err) => {
                 notes.push(format!("mock: {err:#}"));
                 (pid, None)
             }
         }
     });
-    let summary = Summary::build(record(results, mock, ending.cancelled, notes, sampled));
-    write_summary(&output_dir, &summary)?;
+    let mut summary = Summary::build(record(results, mock, ending.cancelled, notes, sampled));
+    // A summary that cannot be written (a full disk) is still shown, with why it is not on disk.
+    let unwritten = write_summary(&output_dir, &summary).err();
+    if let Some(err) = &unwritten {
+        summary.verdict.reasons.insert(
+            0,
+            format!("{err:#}: this table is the only copy of the summary; free space and keep it"),
+        );
+        follow::note(&format!("Error: {err:#}"));
+    }
     if let (Some(path), Some(section)) = (&plan.output_jsonl, &summary.funasr) {
         report::jsonl::write(path, section)?;
     }
     let exit_code = ending
         .cancel_exit_code
-        .unwrap_or_else(|| summary.exit_code());
+        .unwrap_or_else(|| summary.exit_code())
+        .max(i32::from(unwritten.is_some()));
     // Traces of a clean run are deleted unless kept; those of any other run are what to read.
     if !plan.settings.keep_traces && exit_code == 0 {
         delete_traces(&output_dir);
@@ -366,6 +391,62 @@ fn missing_result_note(w: &mut WorkerChild, output_dir: &Path) -> String {
     )
 }
 
+/// What a worker's last telemetry said, as a result marked `from_telemetry`, for a worker that
+/// left no result: its packet counts and cumulative histograms (at most a second old) survive,
+/// its sessions' outcomes do not. None when it never reported progress.
+fn result_from_telemetry(
+    live: &WorkerLive,
+    index: u32,
+    pid: u32,
+    anchor: ClockAnchor,
+) -> Option<WorkerResult> {
+    let p = &live.progress;
+    if p.time_s == 0.0 {
+        return None;
+    }
+    let mut histograms = WorkerHistograms::default();
+    if let Some(h) = &live.deviation {
+        histograms.deviation = h.clone();
+    }
+    if let Some(h) = &live.start_lateness {
+        histograms.start_lateness = h.clone();
+    }
+    if let Some(s) = &live.server {
+        histograms.accepted = s.accepted.clone();
+        histograms.unit_lag = s.unit_lag.clone();
+        histograms.first_audio = s.first_audio.clone();
+    }
+    Some(WorkerResult {
+        schema_version: RESULT_SCHEMA_VERSION,
+        index,
+        pid,
+        anchor,
+        started_s: anchor.monotonic_s,
+        gate_s: None,
+        ended_s: p.time_s,
+        usage: Default::default(),
+        loop_lag: Default::default(),
+        writer_queue_peak_lines: live.queue_peak_lines,
+        writer_queue_peak_bytes: live.queue_peak_bytes,
+        counts: p.counts,
+        sessions_with_late_packets: p.sessions_with_late_packets,
+        protocol_errors: p.protocol_errors,
+        error_events: 0,
+        histograms,
+        stall_injected_at_s: None,
+        injections: Vec::new(),
+        late_packet_windows: Vec::new(),
+        send_blocked_windows: Vec::new(),
+        loop_stall_windows: Vec::new(),
+        telemetry_dropped: p.telemetry_dropped,
+        writer_error: None,
+        sample_lines_not_written: 0,
+        disk_full: false,
+        sessions: Vec::new(),
+        from_telemetry: true,
+    })
+}
+
 fn read_result(output_dir: &Path, index: u32) -> Option<WorkerResult> {
     let text = std::fs::read_to_string(RunPaths::new(output_dir).worker_result(index)).ok()?;
     serde_json::from_str(&text).ok()
@@ -374,12 +455,20 @@ fn read_result(output_dir: &Path, index: u32) -> Option<WorkerResult> {
 fn write_summary(output_dir: &Path, summary: &Summary) -> Result<()> {
     let json = serde_json::to_string_pretty(summary).context("cannot encode the summary")?;
     let paths = RunPaths::new(output_dir);
-    let path = paths.summary_json();
-    std::fs::write(&path, json + "\n")
-        .with_context(|| format!("cannot write {}", path.display()))?;
-    let path = paths.summary_md();
-    std::fs::write(&path, report::markdown(summary))
-        .with_context(|| format!("cannot write {}", path.display()))
+    write_whole(&paths.summary_json(), &(json + "\n"))?;
+    write_whole(&paths.summary_md(), &report::markdown(summary))
+}
+
+/// Writes beside `path` and renames: the file is whole or (a full disk) the previous one stays.
+fn write_whole(path: &Path, text: &str) -> Result<()> {
+    let mut partial = path.as_os_str().to_owned();
+    partial.push(".partial");
+    let partial = PathBuf::from(partial);
+    let written = std::fs::write(&partial, text).and_then(|()| std::fs::rename(&partial, path));
+    if written.is_err() {
+        let _ = std::fs::remove_file(&partial);
+    }
+    written.with_context(|| format!("cannot write {}", path.display()))
 }
 
 /// Deletes the session traces (about 10 MB per 90 s session in full mode); receipts stay.

@@ -13,6 +13,8 @@ use std::collections::VecDeque;
 pub const HISTORY: usize = 600;
 /// The heatmap's time bucket.
 pub const BUCKET_S: f64 = 1.0;
+/// A worker that has not reported for longer than this is shown as silent (it reports 5×/s).
+pub const SILENT_S: f64 = 1.0;
 /// The most buckets kept per session (one hour at 1 s).
 const MAX_BUCKETS: usize = 3600;
 
@@ -283,8 +285,36 @@ impl LiveState {
             t.queue_bytes += p.queue_bytes;
             t.protocol_errors += p.protocol_errors;
             t.telemetry_dropped += p.telemetry_dropped;
+            t.lines_not_written += p.lines_not_written;
+            t.disk_full |= p.disk_full;
         }
         t
+    }
+
+    /// Workers still running whose last progress report is more than a second old (stopped,
+    /// frozen, or starved): their "late 0" means nothing. (index, seconds since it reported).
+    pub fn silent_workers(&self, now_s: f64) -> Vec<(usize, f64)> {
+        self.workers
+            .iter()
+            .enumerate()
+            .filter(|(_, w)| !w.done && !w.gone && w.progress.time_s > 0.0)
+            .map(|(i, w)| (i, now_s - w.progress.time_s))
+            .filter(|&(_, silent_s)| silent_s > SILENT_S)
+            .collect()
+    }
+
+    /// "w0 silent 3.2 s" for the workers that stopped reporting, or None.
+    pub fn silent_text(&self, now_s: f64) -> Option<String> {
+        let silent = self.silent_workers(now_s);
+        let (&(first, first_s), rest) = silent.split_first()?;
+        Some(if rest.is_empty() {
+            format!("worker {first} silent {first_s:.1} s (stopped? see its state)")
+        } else {
+            format!(
+                "{} workers silent (worker {first} for {first_s:.1} s)",
+                silent.len()
+            )
+        })
     }
 
     /// The deviation histogram pooled over the workers' latest cumulative histograms.

@@ -16,6 +16,7 @@ use crate::looplag::LoopLagStats;
 use crate::mock::stats::MockStats;
 use crate::options::{RunPlan, Settings};
 use crate::pacing::PacketCounts;
+use crate::sampler::attribution::plural;
 use crate::sampler::attribution::{self, Attribution, WorkerWindows};
 use crate::sampler::{Episode, SamplerSummary, STALL_MS};
 use crate::stats::{DurationHistogram, FullPercentiles, ShortPercentiles};
@@ -45,6 +46,10 @@ pub struct Summary {
     pub host: HostFacts,
     pub pacing: Pacing,
     pub sessions: Sessions,
+    /// Lines the run's files did not take (a full disk, a quota, an I/O error); absent when
+    /// every line was written. The figures above come from the workers' counters, not the files.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub files_lost: Option<FilesLost>,
     pub peak_overlapping_streams: u64,
     pub processes: Vec<ProcessSummary>,
     pub server: ServerView,
@@ -121,6 +126,52 @@ pub struct Sessions {
     pub stopped_early: u64,
     /// Why sessions did not complete, most frequent first (at most 10 distinct messages).
     pub errors: Vec<ErrorCount>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct FilesLost {
+    /// A write found the disk (or a quota) full (ENOSPC, EDQUOT).
+    pub disk_full: bool,
+    /// Trace and receipt lines not written, over `sessions` sessions.
+    pub trace_lines: u64,
+    pub sessions: u64,
+    /// Samples-file lines not written, over `workers` workers.
+    pub sample_lines: u64,
+    pub workers: u64,
+}
+
+impl FilesLost {
+    fn of<'r>(results: impl Iterator<Item = &'r WorkerResult>) -> Option<FilesLost> {
+        let mut lost = FilesLost::default();
+        for r in results {
+            lost.disk_full |= r.disk_full;
+            if r.writer_error.is_some() {
+                lost.workers += 1;
+                lost.sample_lines += r.sample_lines_not_written;
+            }
+            for s in r.sessions.iter().filter(|s| s.lines_not_written > 0) {
+                lost.sessions += 1;
+                lost.trace_lines += s.lines_not_written;
+            }
+        }
+        (lost != FilesLost::default()).then_some(lost)
+    }
+
+    /// The verdict's reason: what was lost, that the figures are whole, what to do.
+    fn reason(&self, output_dir: &str) -> String {
+        let what = if self.disk_full {
+            format!("the disk holding {output_dir} is full (No space left on device)")
+        } else {
+            format!("files under {output_dir} could not be written")
+        };
+        format!(
+            "{what}: {} trace/receipt lines of {} and {} sample lines of {} were not written; the counts and percentiles here come from the workers' counters and are whole; free space, or trace less (--trace meta or off)",
+            self.trace_lines,
+            plural(self.sessions, "session"),
+            self.sample_lines,
+            plural(self.workers, "worker")
+        )
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
@@ -320,16 +371,21 @@ impl Pooled {
             },
             ..Pooled::default()
         };
-        let mut errors: BTreeMap<String, u64> = BTreeMap::new();
-        let mut codes: BTreeMap<String, u64> = BTreeMap::new();
+        // By kind (paths and numbers aside), each with its first message as the example.
+        let mut errors: BTreeMap<String, (String, u64)> = BTreeMap::new();
+        let mut codes: BTreeMap<String, (String, u64)> = BTreeMap::new();
         for (index, (pid, result)) in record.workers.iter().enumerate() {
             match result {
+                Some(r) if r.from_telemetry => p.add_from_telemetry(r, settings),
                 Some(r) => {
                     p.add_worker(r, settings, &mut errors);
                     for s in &r.sessions {
                         p.turns.add(&s.turns);
                         for (code, n) in &s.error_codes {
-                            *codes.entry(code.clone()).or_default() += n;
+                            codes
+                                .entry(code.clone())
+                                .or_insert_with(|| (code.clone(), 0))
+                                .1 += n;
                         }
                     }
                 }
@@ -357,11 +413,31 @@ impl Pooled {
         ));
     }
 
+    /// A worker that left no result but whose last telemetry the conductor kept: its packets
+    /// and histograms count (marked as such), its sessions are incomplete and unknown.
+    fn add_from_telemetry(&mut self, r: &WorkerResult, settings: &Settings) {
+        pool(&mut self.histograms, &r.histograms);
+        self.counts.add(&r.counts);
+        self.sessions_with_late_packets += u64::from(r.sessions_with_late_packets);
+        self.server.protocol_errors += r.protocol_errors;
+        self.missing += 1;
+        self.sessions.incomplete += u64::from(settings.sessions_per_process);
+        self.reasons.push(format!(
+            "worker {} (pid {}) left no result file: its {} packets and histograms come from its last telemetry (≤ 1 s old), its sessions' outcomes are missing",
+            r.index, r.pid, r.counts.packets
+        ));
+        self.processes.push(ProcessSummary::without_result(
+            Role::Worker,
+            Some(r.index),
+            r.pid,
+        ));
+    }
+
     fn add_worker(
         &mut self,
         r: &WorkerResult,
         settings: &Settings,
-        errors: &mut BTreeMap<String, u64>,
+        errors: &mut BTreeMap<String, (String, u64)>,
     ) {
         pool(&mut self.histograms, &r.histograms);
         self.counts.add(&r.counts);
@@ -376,7 +452,10 @@ impl Pooled {
             }
             self.sessions.stopped_early += u64::from(s.stopped_early);
             if let Some(err) = &s.error {
-                *errors.entry(err.clone()).or_default() += 1;
+                errors
+                    .entry(error_kind(err))
+                    .or_insert_with(|| (err.clone(), 0))
+                    .1 += 1;
             }
         }
         if let Some(err) = &r.writer_error {
@@ -411,14 +490,49 @@ impl Pooled {
 }
 
 /// Why sessions did not complete, most frequent first (at most 10).
-fn most_frequent(errors: BTreeMap<String, u64>) -> Vec<ErrorCount> {
+fn most_frequent(errors: BTreeMap<String, (String, u64)>) -> Vec<ErrorCount> {
     let mut errors: Vec<ErrorCount> = errors
-        .into_iter()
+        .into_values()
         .map(|(message, count)| ErrorCount { message, count })
         .collect();
     errors.sort_by(|a, b| b.count.cmp(&a.count).then(a.message.cmp(&b.message)));
     errors.truncate(10);
     errors
+}
+
+/// What errors are grouped by: the message with its paths and numbers taken out, so that 53
+/// sessions failing with "cannot create files in …/w0-s0012: Too many open files" are one
+/// error counted 53 times, not 53 errors.
+fn error_kind(message: &str) -> String {
+    let mut kind = String::with_capacity(message.len());
+    for (i, word) in message.split(' ').enumerate() {
+        if i > 0 {
+            kind.push(' ');
+        }
+        if word.contains('/') && !word.contains("://") {
+            kind.push('…');
+            // Keep what ends the word, e.g. the colon of "…/w0-s0012:".
+            kind.extend(
+                word.chars()
+                    .rev()
+                    .take_while(|c| c.is_ascii_punctuation() && *c != '/'),
+            );
+            continue;
+        }
+        let mut in_number = false;
+        for c in word.chars() {
+            if c.is_ascii_digit() {
+                if !in_number {
+                    kind.push('#');
+                }
+                in_number = true;
+            } else {
+                kind.push(c);
+                in_number = false;
+            }
+        }
+    }
+    kind
 }
 
 /// The worker results that exist.
@@ -493,6 +607,12 @@ impl Summary {
             missing_results: pooled.missing,
             writer_errors: pooled.writer_errors,
         });
+        let output_dir = record.plan.output_dir.display().to_string();
+        let files_lost = FilesLost::of(results(&record));
+        if let Some(lost) = &files_lost {
+            // First: it explains the incomplete sessions and the cut files the other reasons name.
+            verdict.reasons.insert(0, lost.reason(&output_dir));
+        }
         verdict.reasons.append(&mut pooled.reasons);
         verdict.reasons.extend(record.notes.iter().cloned());
         let (episodes, sampler) = record.sampler.clone().unwrap_or_default();
@@ -535,6 +655,7 @@ impl Summary {
             host: record.host.clone(),
             pacing,
             sessions: pooled.sessions,
+            files_lost,
             peak_overlapping_streams: peak,
             processes: pooled.processes,
             openai: (settings.protocol == crate::protocol::Protocol::Openai)
@@ -547,7 +668,7 @@ impl Summary {
             sampler,
             injections: injections_of(&record),
             funasr,
-            output_dir: record.plan.output_dir.display().to_string(),
+            output_dir,
         }
     }
 
@@ -627,6 +748,37 @@ mod tests {
             committed == generated,
             "docs/summary.schema.json is not what the summary's types generate: run UPDATE_SCHEMA=1 cargo test --lib committed_schema"
         );
+    }
+
+    #[test]
+    fn errors_are_grouped_by_kind_not_by_their_paths_or_numbers_issue_13() {
+        let a =
+            "cannot create files in /tmp/run/sessions/w0-s0012: Too many open files (os error 24)";
+        let b =
+            "cannot create files in /tmp/run/sessions/w1-s0003: Too many open files (os error 24)";
+        assert_eq!(error_kind(a), error_kind(b));
+        assert_eq!(
+            error_kind(a),
+            "cannot create files in …: Too many open files (os error #)"
+        );
+        assert_eq!(
+            error_kind("the server stopped reading (send blocked 412 ms)"),
+            error_kind("the server stopped reading (send blocked 398 ms)")
+        );
+        assert_ne!(
+            error_kind("connection refused"),
+            error_kind("connection reset")
+        );
+        let mut errors = BTreeMap::new();
+        for e in [a, b, "connection reset"] {
+            errors
+                .entry(error_kind(e))
+                .or_insert_with(|| (e.to_string(), 0))
+                .1 += 1;
+        }
+        let grouped = most_frequent(errors);
+        assert_eq!(grouped.len(), 2);
+        assert_eq!((grouped[0].message.as_str(), grouped[0].count), (a, 2));
     }
 
     #[test]

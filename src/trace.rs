@@ -13,6 +13,7 @@ mod writer;
 
 use crate::paths::RunPaths;
 use anyhow::Result;
+pub use files::WriteLoss;
 use files::{SamplesFile, SessionFiles};
 use format::{Direction, Payload};
 use std::cell::RefCell;
@@ -107,6 +108,9 @@ pub struct Receipt {
 pub struct QueueDepth {
     lines: AtomicU64,
     bytes: AtomicU64,
+    /// Lines the files did not take, and whether a write found the disk full: shown live.
+    lost_lines: AtomicU64,
+    disk_full: std::sync::atomic::AtomicBool,
 }
 
 impl QueueDepth {
@@ -118,6 +122,21 @@ impl QueueDepth {
     fn sub(&self, (lines, bytes): (u64, u64)) {
         self.lines.fetch_sub(lines, Ordering::Relaxed);
         self.bytes.fetch_sub(bytes, Ordering::Relaxed);
+    }
+
+    fn lost(&self, lines: u64, disk_full: bool) {
+        self.lost_lines.fetch_add(lines, Ordering::Relaxed);
+        if disk_full {
+            self.disk_full.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// (lines not written so far, whether the disk was full).
+    pub fn losses(&self) -> (u64, bool) {
+        (
+            self.lost_lines.load(Ordering::Relaxed),
+            self.disk_full.load(Ordering::Relaxed),
+        )
     }
 
     /// (lines, bytes) waiting now.
@@ -157,9 +176,13 @@ impl Tracer {
             TraceWriterMode::Thread => {
                 TracerKind::Thread(writer::spawn(config.clone(), depth.clone())?)
             }
-            TraceWriterMode::Inline => TracerKind::Inline(Rc::new(RefCell::new(
-                SamplesFile::create(&RunPaths::new(&config.output_dir), config.worker),
-            ))),
+            TraceWriterMode::Inline => {
+                TracerKind::Inline(Rc::new(RefCell::new(SamplesFile::create(
+                    &RunPaths::new(&config.output_dir),
+                    config.worker,
+                    depth.clone(),
+                ))))
+            }
         };
         Ok(Tracer {
             config,
@@ -185,9 +208,9 @@ impl Tracer {
                     RunPaths::new(&self.config.output_dir).session_dir(self.config.worker, session);
                 let files = SessionFiles::open(
                     &dir,
-                    traced,
-                    self.config.mode == TraceMode::Meta,
+                    (traced, self.config.mode == TraceMode::Meta),
                     crate::clock::monotonic_s(),
+                    self.depth.clone(),
                 );
                 Sink::Inline {
                     files: Box::new(files),
@@ -203,14 +226,15 @@ impl Tracer {
         }
     }
 
-    /// Stops the writer thread after everything queued is written; returns a samples-file error.
-    pub fn shutdown(self) -> Result<(), String> {
+    /// Stops the writer thread after everything queued is written; returns what the samples
+    /// file lost.
+    pub fn shutdown(self) -> Result<(), WriteLoss> {
         match self.kind {
             TracerKind::Thread(handle) => handle.shutdown(),
             TracerKind::Inline(samples) => {
                 let mut samples = samples.borrow_mut();
                 samples.flush();
-                samples.error.take().map_or(Ok(()), Err)
+                samples.loss.take().map_or(Ok(()), Err)
             }
         }
     }
@@ -309,7 +333,7 @@ impl SessionTrace {
 
     /// Waits until every line of the session is written; an error means some were not.
     /// `admitted`: whether the server let the session in (the receipts say so).
-    pub async fn finish(self, admitted: bool) -> Result<(), String> {
+    pub async fn finish(self, admitted: bool) -> Result<(), WriteLoss> {
         match self.sink {
             Sink::Thread(handle) => {
                 let (ack, done) = tokio::sync::oneshot::channel();
@@ -318,8 +342,12 @@ impl SessionTrace {
                     admitted,
                     ack,
                 });
-                done.await
-                    .unwrap_or_else(|_| Err("the trace writer thread stopped".to_string()))
+                done.await.unwrap_or_else(|_| {
+                    Err(WriteLoss {
+                        message: "the trace writer thread stopped".to_string(),
+                        ..WriteLoss::default()
+                    })
+                })
             }
             Sink::Inline { files, .. } => files.finish(crate::clock::monotonic_s(), admitted).0,
         }

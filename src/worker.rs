@@ -22,7 +22,7 @@ use crate::protocol::native::Native;
 use crate::protocol::openai::Openai;
 use crate::protocol::vllm::Vllm;
 use crate::protocol::{ClientProtocol, Protocol};
-use crate::trace::{TraceConfig, Tracer};
+use crate::trace::{TraceConfig, Tracer, WriteLoss};
 use crate::{looplag, procstat, sys};
 use anyhow::{Context, Result};
 use counters::WorkerStats;
@@ -85,7 +85,7 @@ pub fn run(args: &WorkerArgs) -> Result<()> {
             (protocol, dialer),
         ),
     );
-    let writer_error = tracer.shutdown().err();
+    let samples_loss = tracer.shutdown().err();
     let ended_s = monotonic_s();
     let result = WorkerResult {
         schema_version: RESULT_SCHEMA_VERSION,
@@ -110,17 +110,29 @@ pub fn run(args: &WorkerArgs) -> Result<()> {
         loop_stall_windows: run.loop_lag.stall_windows(),
         injections: run.injections,
         telemetry_dropped: telemetry.dropped(),
-        writer_error,
+        writer_error: samples_loss.as_ref().map(WriteLoss::describe),
+        sample_lines_not_written: samples_loss.as_ref().map_or(0, |l| l.lines),
+        disk_full: samples_loss.as_ref().is_some_and(|l| l.disk_full)
+            || run.outcomes.iter().any(|o| o.disk_full),
         sessions: run.outcomes,
+        from_telemetry: false,
     };
     let path = RunPaths::new(&config.output_dir).worker_result(config.index);
     let json = serde_json::to_vec(&result).context("cannot encode the worker result")?;
-    std::fs::write(&path, json).with_context(|| format!("cannot write {}", path.display()))?;
-    telemetry.send_blocking(Telemetry::Done {
-        result_path: path.display().to_string(),
-    });
-    // Give the telemetry thread a moment to deliver `done` before the process exits.
-    std::thread::sleep(Duration::from_millis(20));
+    let done = match std::fs::write(&path, json) {
+        Ok(()) => Telemetry::Done {
+            result_path: path.display().to_string(),
+            write_error: None,
+            result: None,
+        },
+        // A full disk must not cost the figures: they go to the conductor over the pipe.
+        Err(err) => Telemetry::Done {
+            result_path: path.display().to_string(),
+            write_error: Some(format!("cannot write {}: {err}", path.display())),
+            result: Some(Box::new(result)),
+        },
+    };
+    telemetry.send_and_flush(done, Duration::from_secs(5));
     Ok(())
 }
 
@@ -312,6 +324,7 @@ async fn drive(
     // One last progress message, so live views end on the final counters.
     let mut last = stats.borrow().progress(monotonic_s());
     last.loop_lag_max_us = loop_lag.max_us();
+    (last.lines_not_written, last.disk_full) = tracer.depth().losses();
     telemetry.send(Telemetry::Progress(last));
     telemetry.send(histogram_telemetry(&stats.borrow().hist));
     let _ = monitors_stop_tx.send(true);
@@ -383,6 +396,7 @@ async fn report_progress(
         progress.loop_lag_window_max_us = loop_lag.take_window_max_us();
         progress.loop_lag_max_us = loop_lag.max_us();
         (progress.queue_lines, progress.queue_bytes) = depth.get();
+        (progress.lines_not_written, progress.disk_full) = depth.losses();
         progress.telemetry_dropped = telemetry.dropped();
         telemetry.send(Telemetry::Progress(progress));
         telemetry.send(Telemetry::Heat {

@@ -5,8 +5,8 @@
 use super::Event;
 use crate::clock::monotonic_s;
 use crate::contract::telemetry::{Command as WorkerCommand, Telemetry};
-use crate::contract::worker::WorkerConfig;
-use crate::mock::stats::MockStats;
+use crate::contract::worker::{WorkerConfig, WorkerResult};
+use crate::mock::stats::{MockStats, STATS_LINE_PREFIX};
 use crate::options::MockBehaviour;
 use crate::paths::RunPaths;
 use crate::protocol::Protocol;
@@ -94,6 +94,8 @@ pub struct MockChild {
     pub guard: Guarded,
     pub addr: String,
     pub stats_path: PathBuf,
+    /// The statistics the mock printed on stdout because it could not write its file.
+    printed_stats: std::sync::Arc<std::sync::Mutex<Option<String>>>,
 }
 
 impl MockChild {
@@ -128,13 +130,21 @@ impl MockChild {
             .ok_or_else(|| anyhow!("the mock's stdout is not piped"))?;
         let guard = Guarded { child };
         let (tx, rx) = mpsc::channel();
+        let printed_stats = std::sync::Arc::new(std::sync::Mutex::new(None));
+        let printed = printed_stats.clone();
         std::thread::spawn(move || {
             let mut lines = BufReader::new(stdout).lines();
             if let Some(Ok(line)) = lines.next() {
                 let _ = tx.send(line);
             }
             // Keep draining so the mock never blocks on a full pipe.
-            for _ in lines {}
+            for line in lines.map_while(Result::ok) {
+                if let Some(json) = line.strip_prefix(STATS_LINE_PREFIX) {
+                    if let Ok(mut slot) = printed.lock() {
+                        *slot = Some(json.to_string());
+                    }
+                }
+            }
         });
         let line = rx.recv_timeout(Duration::from_secs(10)).map_err(|_| {
             anyhow!(
@@ -151,18 +161,36 @@ impl MockChild {
             guard,
             addr,
             stats_path,
+            printed_stats,
         })
     }
 
     /// Stops the mock with SIGTERM (it writes its stats then) and reads the stats.
-    pub fn stop(mut self) -> Result<MockStats> {
+    /// A note comes with the stats when they did not come from the file.
+    pub fn stop(mut self) -> Result<(MockStats, Option<String>)> {
         sys::signal(self.guard.pid(), libc::SIGTERM);
         if !self.guard.wait_or_kill(Duration::from_secs(5)) {
             bail!("the built-in mock did not exit within 5 s of SIGTERM and was killed");
         }
-        let text = std::fs::read_to_string(&self.stats_path)
-            .with_context(|| format!("the mock left no stats in {}", self.stats_path.display()))?;
-        serde_json::from_str(&text).context("the mock's stats file is not valid")
+        let printed = self.printed_stats.lock().ok().and_then(|mut p| p.take());
+        let text = match (std::fs::read_to_string(&self.stats_path), printed) {
+            (Ok(text), _) => text,
+            (Err(_), Some(json)) => {
+                return serde_json::from_str(&json)
+                    .map(|stats| (stats, Some(format!(
+                        "mock: cannot write {} (see mock.log; a full disk?); its statistics came over its stdout instead",
+                        self.stats_path.display()
+                    ))))
+                    .context("the statistics the mock printed are not valid");
+            }
+            (Err(err), None) => {
+                return Err(err).with_context(|| {
+                    format!("the mock left no stats in {}", self.stats_path.display())
+                })
+            }
+        };
+        let stats = serde_json::from_str(&text).context("the mock's stats file is not valid")?;
+        Ok((stats, None))
     }
 }
 
@@ -171,6 +199,9 @@ pub struct WorkerChild {
     pub index: u32,
     pub guard: Guarded,
     stdin: Option<ChildStdin>,
+    /// The result the worker sent in its `done` because it could not write its file, with
+    /// the write error.
+    pub sent_result: Option<(Box<WorkerResult>, String)>,
 }
 
 impl WorkerChild {
@@ -223,6 +254,7 @@ impl WorkerChild {
             index,
             guard: Guarded { child },
             stdin,
+            sent_result: None,
         })
     }
 

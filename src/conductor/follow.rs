@@ -4,7 +4,7 @@
 use super::children::WorkerChild;
 use super::Event;
 use crate::clock::monotonic_s;
-use crate::contract::telemetry::Command as WorkerCommand;
+use crate::contract::telemetry::{Command as WorkerCommand, Telemetry};
 use crate::live::LiveState;
 use crate::options::RunPlan;
 use crate::ui::headless::{self, Phase};
@@ -86,9 +86,22 @@ pub fn follow(
         let now_s = monotonic_s();
         // A panic while the dashboard drew poisons the lock; the run goes on without it.
         let mut live = live.lock().unwrap_or_else(PoisonError::into_inner);
+        // The conductor's clock, not only the workers' reports: a stopped worker must not
+        // stop the clock that shows it is silent.
+        live.now_s = live.now_s.max(now_s);
         match event {
-            Ok(Event::Telemetry { worker, msg }) => {
-                let ready = matches!(msg, crate::contract::telemetry::Telemetry::Ready { .. });
+            Ok(Event::Telemetry { worker, mut msg }) => {
+                let ready = matches!(msg, Telemetry::Ready { .. });
+                if let Telemetry::Done {
+                    result: result @ Some(_),
+                    write_error,
+                    ..
+                } = &mut msg
+                {
+                    if let Some(w) = workers.get_mut(worker as usize) {
+                        w.sent_result = result.take().zip(write_error.take());
+                    }
+                }
                 live.apply(worker, msg);
                 if ready && !s.tui {
                     notes.push(headless::connected_line(&live));

@@ -15,7 +15,9 @@ use std::time::Duration;
 /// The files a run writes at the top of its folder.
 const RUN_FILES: &[&str] = &[
     "summary.json",
+    "summary.json.partial",
     "summary.md",
+    "summary.md.partial",
     "mock-stats.json",
     "mock-stats.json.partial",
     "mock.log",

@@ -2,8 +2,8 @@
 //!
 //! Workers write [`Telemetry`] as JSON lines on their stdout from a thread of their own, through a
 //! bounded queue: a slow or frozen reader makes them drop (and count) telemetry, never wait. The
-//! conductor writes [`Command`] lines on their stdin. Final figures never come from here: they
-//! come from the workers' result files.
+//! conductor writes [`Command`] lines on their stdin. Final figures come from the workers' result
+//! files, or from `done` when a worker could not write its file.
 
 use crate::pacing::PacketCounts;
 use crate::stats::DurationHistogram;
@@ -32,8 +32,16 @@ pub enum Telemetry {
     /// deviation, and the server's latency as the client sees it.
     /// Boxed: four histograms are large beside the other messages.
     Histogram(Box<LiveHistograms>),
-    /// The worker wrote its result file and is about to exit.
-    Done { result_path: String },
+    /// The worker wrote its result file and is about to exit. When the file could not be
+    /// written (a full disk), the result comes here instead, with the write error: the figures
+    /// measured survive what the disk refused.
+    Done {
+        result_path: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        write_error: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        result: Option<Box<crate::contract::worker::WorkerResult>>,
+    },
 }
 
 /// What a `histogram` message carries (a JSON object beside its `type`).
@@ -72,6 +80,12 @@ pub struct Progress {
     pub queue_bytes: u64,
     pub protocol_errors: u64,
     pub telemetry_dropped: u64,
+    /// Trace, receipt and sample lines the files did not take so far.
+    #[serde(default)]
+    pub lines_not_written: u64,
+    /// Whether a write found the disk (or a quota) full.
+    #[serde(default)]
+    pub disk_full: bool,
 }
 
 /// Conductor to worker, one per line on the worker's stdin.

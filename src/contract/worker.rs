@@ -140,6 +140,12 @@ pub struct SessionOutcome {
     /// Text and binary frames the server sent (a sweep's events per second).
     #[serde(default)]
     pub server_events: u64,
+    /// Trace and receipt lines of this session that could not be written.
+    #[serde(default)]
+    pub lines_not_written: u64,
+    /// Whether those writes found the disk (or a quota) full.
+    #[serde(default)]
+    pub disk_full: bool,
 }
 
 /// One client as Fun-ASR's `realtime_ws_benchmark.py` measures it, unrounded (the summary
@@ -200,6 +206,8 @@ impl SessionOutcome {
             last_server_error: None,
             transcripts: None,
             server_events: 0,
+            lines_not_written: 0,
+            disk_full: false,
         }
     }
 }
@@ -235,7 +243,17 @@ pub struct WorkerResult {
     pub telemetry_dropped: u64,
     /// An error of the worker's samples file or writer thread.
     pub writer_error: Option<String>,
+    /// Samples-file lines that could not be written.
+    #[serde(default)]
+    pub sample_lines_not_written: u64,
+    /// Whether a write of this worker's files (samples or any session's) found the disk full.
+    #[serde(default)]
+    pub disk_full: bool,
     pub sessions: Vec<SessionOutcome>,
+    /// Made by the conductor from the worker's last telemetry, because the worker left no
+    /// result: counts and histograms up to its last report; no session outcomes.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub from_telemetry: bool,
 }
 
 /// 2: packet counts in the pacing vocabulary (`slow_sends`, `unsent_packets`, …).

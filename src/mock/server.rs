@@ -156,7 +156,11 @@ async fn serve_accepted(stream: TcpStream, shared: Rc<Shared>) {
     // Replies are small and latency is what the client measures: never wait for Nagle.
     let _ = stream.set_nodelay(true);
     match shared.tls.clone() {
-        None => serve_connection(stream, shared).await,
+        None => {
+            if !refused_plain_http(&stream, &shared).await {
+                serve_connection(stream, shared).await;
+            }
+        }
         Some(acceptor) => {
             // Not TLS, a certificate the client refused, or too slow: nothing was opened.
             let accepted = tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await;
@@ -165,6 +169,70 @@ async fn serve_accepted(stream: TcpStream, shared: Rc<Shared>) {
             }
         }
     }
+}
+
+/// Looks at the request head without taking it: a complete HTTP request that does not ask for
+/// a WebSocket (a browser, `curl`, a health check) gets a `400` that says what this is, instead
+/// of a closed connection; true when it was answered (or the peer sent nothing and is dropped).
+/// Anything else, complete or not, is the WebSocket handshake's to judge.
+async fn refused_plain_http(stream: &TcpStream, shared: &Shared) -> bool {
+    let mut buf = [0u8; 4096];
+    let deadline = tokio::time::Instant::now() + HANDSHAKE_TIMEOUT;
+    loop {
+        let Ok(Ok(n)) = tokio::time::timeout_at(deadline, stream.peek(&mut buf)).await else {
+            // Silent for the whole handshake time, or broken: there is nothing to serve.
+            return true;
+        };
+        let head = &buf[..n];
+        if let Some(end) = memchr::memmem::find(head, b"\r\n\r\n") {
+            if asks_for_websocket(&head[..end]) {
+                return false;
+            }
+            let body = format!(
+                "this is a WebSocket server (duplexbench-tui mock, {} protocol on {}): connect with a WebSocket client (Upgrade: websocket)\n",
+                shared.protocol.as_str(),
+                shared.protocol.path()
+            );
+            let reply = format!(
+                "HTTP/1.1 400 Bad Request\r\ncontent-type: text/plain; charset=utf-8\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            let _ = tokio::time::timeout_at(deadline, write_all(stream, reply.as_bytes())).await;
+            // Take the request: closing with it unread would reset the connection, and a reset
+            // can throw away the reply before the client reads it.
+            let _ = stream.try_read(&mut buf[..n]);
+            return true;
+        }
+        if n == 0 {
+            return true;
+        }
+        if n == buf.len() {
+            return false;
+        }
+        // The head is not all here yet; peeking again at once would return the same bytes.
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// Whether a request head has `Upgrade: websocket`.
+fn asks_for_websocket(head: &[u8]) -> bool {
+    head.split(|&b| b == b'\n').any(|line| {
+        let line = String::from_utf8_lossy(line).to_ascii_lowercase();
+        line.split_once(':')
+            .is_some_and(|(name, value)| name.trim() == "upgrade" && value.contains("websocket"))
+    })
+}
+
+async fn write_all(stream: &TcpStream, mut bytes: &[u8]) -> std::io::Result<()> {
+    while !bytes.is_empty() {
+        stream.writable().await?;
+        match stream.try_write(bytes) {
+            Ok(n) => bytes = &bytes[n..],
+            Err(err) if err.kind() == std::io::ErrorKind::WouldBlock => {}
+            Err(err) => return Err(err),
+        }
+    }
+    Ok(())
 }
 
 async fn serve_connection<S: AsyncRead + AsyncWrite + Unpin>(stream: S, shared: Rc<Shared>) {

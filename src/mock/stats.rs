@@ -119,6 +119,9 @@ pub struct MockStats {
     pub request_headers: std::collections::BTreeMap<String, u64>,
 }
 
+/// The stdout line that carries the statistics when the file cannot be written.
+pub const STATS_LINE_PREFIX: &str = "stats ";
+
 impl MockStats {
     /// The statistics of this process from its counters and measurements.
     pub fn build(
@@ -162,8 +165,16 @@ impl MockStats {
                 path.display()
             )
         };
-        std::fs::write(partial, text).with_context(context)?;
-        std::fs::rename(partial, path).with_context(context)
+        let written = std::fs::write(partial, &text).and_then(|()| std::fs::rename(partial, path));
+        if let Err(err) = written {
+            // A full disk: leave no half file; the figures still reach whoever reads stdout.
+            let _ = std::fs::remove_file(partial);
+            if let Ok(line) = serde_json::to_string(self) {
+                println!("{STATS_LINE_PREFIX}{line}");
+            }
+            return Err(err).with_context(context);
+        }
+        Ok(())
     }
 }
 

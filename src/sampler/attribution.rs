@@ -179,7 +179,8 @@ pub fn attribute(
     out
 }
 
-fn plural(n: u64, word: &str) -> String {
+/// `1 worker`, `2 workers`.
+pub fn plural(n: u64, word: &str) -> String {
     if n == 1 {
         format!("1 {word}")
     } else {

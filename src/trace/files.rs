@@ -3,14 +3,60 @@
 //! every line, on the runtime, as the seed's original client did.
 
 use super::format::{self, Direction, Payload};
-use super::Receipt;
+use super::{QueueDepth, Receipt};
 use crate::paths::RunPaths;
 use std::fs::File;
 use std::io::Write as _;
 use std::path::Path;
+use std::sync::Arc;
 
 pub const TRACE_FILE: &str = "trace.jsonl";
 pub const RECEIPTS_FILE: &str = "input-send-receipts.json";
+
+/// What a session's (or a worker's samples) files could not take: the first error, how many
+/// lines were lost, and whether the disk (or a quota) was full.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct WriteLoss {
+    pub message: String,
+    pub lines: u64,
+    pub disk_full: bool,
+}
+
+impl WriteLoss {
+    /// Records a failed write of `lines` lines in `slot`, and in the live counters.
+    fn note(
+        slot: &mut Option<WriteLoss>,
+        depth: &QueueDepth,
+        (what, err): (&str, &std::io::Error),
+        lines: u64,
+    ) {
+        let loss = slot.get_or_insert_with(|| WriteLoss {
+            message: format!("{what}: {err}"),
+            ..WriteLoss::default()
+        });
+        loss.lines += lines;
+        loss.disk_full |= is_disk_full(err);
+        depth.lost(lines, is_disk_full(err));
+    }
+
+    /// The message with the count, e.g. "trace write failed: No space left on device (os error
+    /// 28) (153 lines not written)".
+    pub fn describe(&self) -> String {
+        if self.lines > 0 {
+            format!("{} ({} lines not written)", self.message, self.lines)
+        } else {
+            self.message.clone()
+        }
+    }
+}
+
+/// ENOSPC or EDQUOT: no room left for the run's files.
+pub fn is_disk_full(err: &std::io::Error) -> bool {
+    matches!(
+        err.kind(),
+        std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded
+    )
+}
 
 /// One session's trace and receipts, with what is waiting to be written.
 pub struct SessionFiles {
@@ -24,14 +70,20 @@ pub struct SessionFiles {
     pub pending_lines: u64,
     pub pending_bytes: u64,
     pub last_flush_s: f64,
-    /// The first write error, reported when the session ends.
-    error: Option<String>,
-    lost_lines: u64,
+    /// The first write error and what was lost, reported when the session ends.
+    loss: Option<WriteLoss>,
+    depth: Arc<QueueDepth>,
 }
 
 impl SessionFiles {
-    /// Creates the session folder and files. `trace` is false with `--trace off`.
-    pub fn open(dir: &Path, trace: bool, meta: bool, now_s: f64) -> SessionFiles {
+    /// Creates the session folder and files. `trace` is false with `--trace off`, `meta` true
+    /// with `--trace meta`.
+    pub fn open(
+        dir: &Path,
+        (trace, meta): (bool, bool),
+        now_s: f64,
+        depth: Arc<QueueDepth>,
+    ) -> SessionFiles {
         let mut files = SessionFiles {
             trace: None,
             trace_buf: Vec::new(),
@@ -42,8 +94,8 @@ impl SessionFiles {
             pending_lines: 0,
             pending_bytes: 0,
             last_flush_s: now_s,
-            error: None,
-            lost_lines: 0,
+            loss: None,
+            depth,
         };
         let opened = std::fs::create_dir_all(dir).and_then(|()| {
             if trace {
@@ -53,7 +105,8 @@ impl SessionFiles {
             Ok(())
         });
         if let Err(err) = opened {
-            files.error = Some(format!("cannot create files in {}: {err}", dir.display()));
+            let what = format!("cannot create files in {}", dir.display());
+            WriteLoss::note(&mut files.loss, &files.depth, (&what, &err), 0);
         }
         files
     }
@@ -109,14 +162,18 @@ impl SessionFiles {
     /// the receipts are written independently: a failing trace does not cost the receipts.
     pub fn flush(&mut self, now_s: f64) -> (u64, u64) {
         let done = (self.pending_lines, self.pending_bytes);
-        if let Err(err) = write_all(&mut self.trace, &self.trace_buf) {
-            self.lost_lines += self.pending_lines;
-            self.error
-                .get_or_insert(format!("trace write failed: {err}"));
-        }
-        if let Err(err) = write_all(&mut self.receipts, &self.receipts_buf) {
-            self.error
-                .get_or_insert(format!("receipts write failed: {err}"));
+        let trace = write_all(&mut self.trace, &self.trace_buf);
+        let receipts = write_all(&mut self.receipts, &self.receipts_buf);
+        // A line is lost when its trace line or its receipt is; counted once either way.
+        let mut lines = self.pending_lines;
+        for (what, result) in [
+            ("trace write failed", trace),
+            ("receipts write failed", receipts),
+        ] {
+            if let Err(err) = result {
+                let lost = std::mem::take(&mut lines);
+                WriteLoss::note(&mut self.loss, &self.depth, (what, &err), lost);
+            }
         }
         self.trace_buf.clear();
         self.receipts_buf.clear();
@@ -127,17 +184,10 @@ impl SessionFiles {
     }
 
     /// Writes the rest, closes the receipts, and says whether everything reached the files.
-    pub fn finish(mut self, now_s: f64, admitted: bool) -> (Result<(), String>, (u64, u64)) {
+    pub fn finish(mut self, now_s: f64, admitted: bool) -> (Result<(), WriteLoss>, (u64, u64)) {
         format::receipts_close(&mut self.receipts_buf, self.receipts_count == 0, admitted);
         let done = self.flush(now_s);
-        let result = match self.error.take() {
-            None => Ok(()),
-            Some(err) if self.lost_lines > 0 => {
-                Err(format!("{err} ({} lines not written)", self.lost_lines))
-            }
-            Some(err) => Err(err),
-        };
-        (result, done)
+        (self.loss.take().map_or(Ok(()), Err), done)
     }
 }
 
@@ -146,7 +196,7 @@ fn write_all(file: &mut Option<File>, buf: &[u8]) -> std::io::Result<()> {
         Some(f) if !buf.is_empty() => f.write_all(buf),
         Some(_) => Ok(()),
         None if buf.is_empty() => Ok(()),
-        None => Err(std::io::Error::other("file could not be created")),
+        None => Err(std::io::Error::other("its file could not be created")),
     }
 }
 
@@ -154,37 +204,47 @@ fn write_all(file: &mut Option<File>, buf: &[u8]) -> std::io::Result<()> {
 pub struct SamplesFile {
     file: Option<File>,
     buf: Vec<u8>,
+    /// Lines in `buf`.
+    pending: u64,
     worker: u32,
-    pub error: Option<String>,
+    pub loss: Option<WriteLoss>,
+    depth: Arc<QueueDepth>,
 }
 
 impl SamplesFile {
-    pub fn create(paths: &RunPaths, worker: u32) -> SamplesFile {
+    pub fn create(paths: &RunPaths, worker: u32, depth: Arc<QueueDepth>) -> SamplesFile {
         let dir = paths.samples_dir();
         let path = paths.samples(worker);
         let mut samples = SamplesFile {
             file: None,
             buf: format::SAMPLES_HEADER.as_bytes().to_vec(),
+            pending: 0,
             worker,
-            error: None,
+            loss: None,
+            depth,
         };
         match std::fs::create_dir_all(&dir).and_then(|()| File::create(&path)) {
             Ok(f) => samples.file = Some(f),
-            Err(err) => samples.error = Some(format!("cannot create {}: {err}", path.display())),
+            Err(err) => {
+                let what = format!("cannot create {}", path.display());
+                WriteLoss::note(&mut samples.loss, &samples.depth, (&what, &err), 0);
+            }
         }
         samples
     }
 
     pub fn push(&mut self, session: u32, receipt: &Receipt) {
         format::sample_line(&mut self.buf, self.worker, session, receipt);
+        self.pending += 1;
     }
 
     pub fn flush(&mut self) {
         if let Err(err) = write_all(&mut self.file, &self.buf) {
-            self.error
-                .get_or_insert(format!("samples write failed: {err}"));
+            let what = ("samples write failed", &err);
+            WriteLoss::note(&mut self.loss, &self.depth, what, self.pending);
         }
         self.buf.clear();
+        self.pending = 0;
     }
 }
 
@@ -215,7 +275,7 @@ mod tests {
     #[test]
     fn lines_wait_in_the_buffer_until_flushed() {
         let dir = temp_dir("batch");
-        let mut files = SessionFiles::open(&dir, true, false, 0.0);
+        let mut files = SessionFiles::open(&dir, (true, false), 0.0, Arc::default());
         files.push_append(&receipt(0), Some(r#"{"type":"input_audio_buffer.append"}"#));
         files.push_line(
             Direction::Receive,
@@ -239,7 +299,7 @@ mod tests {
     #[test]
     fn a_full_disk_fails_the_session_at_its_end_and_says_how_much_was_lost() {
         let dir = temp_dir("full");
-        let mut files = SessionFiles::open(&dir, true, false, 0.0);
+        let mut files = SessionFiles::open(&dir, (true, false), 0.0, Arc::default());
         // /dev/full answers every write with ENOSPC, as a full disk does.
         files.trace = Some(File::options().write(true).open("/dev/full").unwrap());
         files.push_append(&receipt(0), Some("{}"));
@@ -247,9 +307,30 @@ mod tests {
         let (lines, _) = files.flush(0.5);
         assert_eq!(lines, 2, "the lines leave the queue either way");
         let (result, _) = files.finish(1.0, true);
-        let err = result.unwrap_err();
+        let loss = result.unwrap_err();
+        assert!(loss.disk_full, "{loss:?}");
+        assert_eq!(loss.lines, 2);
+        let err = loss.describe();
         assert!(err.contains("No space left on device"), "{err}");
         assert!(err.contains("2 lines not written"), "{err}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_full_disk_under_the_samples_counts_their_lines_live_and_at_the_end() {
+        let dir = temp_dir("samples-full");
+        let depth = Arc::new(QueueDepth::default());
+        let mut samples = SamplesFile::create(&RunPaths::new(&dir), 0, depth.clone());
+        samples.file = Some(File::options().write(true).open("/dev/full").unwrap());
+        for seq in 0..3 {
+            samples.push(0, &receipt(seq));
+        }
+        samples.flush();
+        samples.push(0, &receipt(3));
+        samples.flush();
+        let loss = samples.loss.take().unwrap();
+        assert_eq!((loss.lines, loss.disk_full), (4, true), "{loss:?}");
+        assert_eq!(depth.losses(), (4, true), "the live counters agree");
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -2,7 +2,7 @@
 //! (in `thread` mode). It batches each session's lines for 0.5 s and gathers sessions that end
 //! within 50 ms of each other, so the runtime never waits for the disk.
 
-use super::files::{SamplesFile, SessionFiles};
+use super::files::{SamplesFile, SessionFiles, WriteLoss};
 use super::format::{Direction, Payload};
 use super::{QueueDepth, Receipt, TraceConfig};
 use crate::clock::monotonic_s;
@@ -43,19 +43,23 @@ pub enum WriterMsg {
     End {
         session: u32,
         admitted: bool,
-        ack: tokio::sync::oneshot::Sender<Result<(), String>>,
+        ack: tokio::sync::oneshot::Sender<Result<(), WriteLoss>>,
     },
 }
 
 /// A session that ended: its index, whether it was admitted, and whom to tell when its lines
 /// are written.
-type Ended = (u32, bool, tokio::sync::oneshot::Sender<Result<(), String>>);
+type Ended = (
+    u32,
+    bool,
+    tokio::sync::oneshot::Sender<Result<(), WriteLoss>>,
+);
 
 /// The sending side, cloned into every session.
 #[derive(Clone)]
 pub struct WriterHandle {
     tx: mpsc::Sender<WriterMsg>,
-    thread: Arc<std::sync::Mutex<Option<JoinHandle<Option<String>>>>>,
+    thread: Arc<std::sync::Mutex<Option<JoinHandle<Option<WriteLoss>>>>>,
 }
 
 impl WriterHandle {
@@ -64,13 +68,16 @@ impl WriterHandle {
         let _ = self.tx.send(msg);
     }
 
-    pub fn shutdown(self) -> Result<(), String> {
+    pub fn shutdown(self) -> Result<(), WriteLoss> {
         let thread = self.thread.lock().ok().and_then(|mut t| t.take());
         drop(self.tx);
         match thread.map(|t| t.join()) {
             Some(Ok(None)) | None => Ok(()),
             Some(Ok(Some(err))) => Err(err),
-            Some(Err(_)) => Err("the trace writer thread panicked".to_string()),
+            Some(Err(_)) => Err(WriteLoss {
+                message: "the trace writer thread panicked".to_string(),
+                ..WriteLoss::default()
+            }),
         }
     }
 }
@@ -99,7 +106,11 @@ struct Writer {
 
 impl Writer {
     fn new(config: TraceConfig, depth: Arc<QueueDepth>) -> Writer {
-        let samples = SamplesFile::create(&RunPaths::new(&config.output_dir), config.worker);
+        let samples = SamplesFile::create(
+            &RunPaths::new(&config.output_dir),
+            config.worker,
+            depth.clone(),
+        );
         Writer {
             config,
             depth,
@@ -110,8 +121,8 @@ impl Writer {
         }
     }
 
-    /// Runs until every sender is gone; returns a samples-file error, if any.
-    fn run(mut self, rx: mpsc::Receiver<WriterMsg>) -> Option<String> {
+    /// Runs until every sender is gone; returns what the samples file lost, if anything.
+    fn run(mut self, rx: mpsc::Receiver<WriterMsg>) -> Option<WriteLoss> {
         let mut next_check_s = monotonic_s() + POLL.as_secs_f64();
         let mut connected = true;
         while connected {
@@ -152,7 +163,7 @@ impl Writer {
             }
         }
         self.samples.flush();
-        self.samples.error.take()
+        self.samples.loss.take()
     }
 
     fn slot(&mut self, session: u32) -> &mut Option<SessionFiles> {
@@ -170,7 +181,13 @@ impl Writer {
                     RunPaths::new(&self.config.output_dir).session_dir(self.config.worker, session);
                 let traced = self.config.mode != TraceMode::Off;
                 let meta = self.config.mode == TraceMode::Meta;
-                *self.slot(session) = Some(SessionFiles::open(&dir, traced, meta, monotonic_s()));
+                let depth = self.depth.clone();
+                *self.slot(session) = Some(SessionFiles::open(
+                    &dir,
+                    (traced, meta),
+                    monotonic_s(),
+                    depth,
+                ));
             }
             WriterMsg::Line {
                 session,
@@ -227,7 +244,10 @@ impl Writer {
                     self.depth.sub(done);
                     result
                 }
-                None => Err(format!("session {session} was never opened")),
+                None => Err(WriteLoss {
+                    message: format!("session {session} was never opened"),
+                    ..WriteLoss::default()
+                }),
             };
             let _ = ack.send(result);
         }

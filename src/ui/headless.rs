@@ -138,11 +138,25 @@ pub fn progress_line(live: &mut LiveState, now_s: f64) -> String {
         } else {
             String::new()
         }
-    ) + &match stalls.as_slice() {
+    ) + &files_lost_text(&t).map(|f| format!("  {f}")).unwrap_or_default()
+        + &live.silent_text(now_s).map(|s| format!("  {s}")).unwrap_or_default()
+        + &match stalls.as_slice() {
         [] => String::new(),
         [one] => format!("  stall: {one}"),
         [.., last] => format!("  {} stalls, latest: {last}", stalls.len()),
     }
+}
+
+/// "DISK FULL: 153 lines not written" once the files lose lines, or None.
+pub fn files_lost_text(t: &crate::contract::telemetry::Progress) -> Option<String> {
+    (t.lines_not_written > 0 || t.disk_full).then(|| {
+        let what = if t.disk_full {
+            "DISK FULL"
+        } else {
+            "write errors"
+        };
+        format!("{what}: {} lines not written", t.lines_not_written)
+    })
 }
 
 #[cfg(test)]
@@ -217,5 +231,39 @@ mod tests {
         l.workers[0].start_lateness = Some(h);
         let line = progress_line(&mut l, 0.0);
         assert!(line.contains("start lateness p99 12.0 ms"), "{line}");
+    }
+
+    #[test]
+    fn a_worker_that_stops_reporting_is_called_silent_issue_13() {
+        let mut l = live();
+        l.start_s = Some(100.0);
+        for w in &mut l.workers {
+            w.progress.time_s = 103.0;
+        }
+        assert!(!progress_line(&mut l, 103.5).contains("silent"));
+        l.workers[1].progress.time_s = 106.0;
+        let line = progress_line(&mut l, 106.2);
+        assert!(line.contains("worker 0 silent 3.2 s"), "{line}");
+        l.workers[1].progress.time_s = 102.0;
+        let line = progress_line(&mut l, 106.2);
+        assert!(
+            line.contains("2 workers silent (worker 0 for 3.2 s)"),
+            "{line}"
+        );
+        // One that finished is not silent.
+        l.workers[0].done = true;
+        l.workers[1].gone = true;
+        assert!(!progress_line(&mut l, 106.2).contains("silent"));
+    }
+
+    #[test]
+    fn lines_the_disk_did_not_take_are_shown_live_issue_13() {
+        let mut l = live();
+        assert!(!progress_line(&mut l, 0.0).contains("not written"));
+        l.workers[0].progress.lines_not_written = 140;
+        l.workers[1].progress.lines_not_written = 2;
+        l.workers[1].progress.disk_full = true;
+        let line = progress_line(&mut l, 0.0);
+        assert!(line.contains("DISK FULL: 142 lines not written"), "{line}");
     }
 }

@@ -5,27 +5,41 @@
 use crate::contract::telemetry::{Command, Telemetry};
 use std::io::{BufRead as _, Write as _};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{sync_channel, SyncSender, TrySendError};
+use std::sync::mpsc::{sync_channel, Sender, SyncSender, TrySendError};
 use std::sync::Arc;
+use std::time::Duration;
 
 /// Telemetry messages that may wait for the stdout thread before new ones are dropped.
 const TELEMETRY_QUEUE: usize = 256;
 
+/// What the stdout thread takes: a message, or a request to say when all before it are out.
+enum Out {
+    Msg(Telemetry),
+    Flushed(Sender<()>),
+}
+
 #[derive(Clone)]
 pub struct TelemetrySender {
-    tx: SyncSender<Telemetry>,
+    tx: SyncSender<Out>,
     dropped: Arc<AtomicU64>,
 }
 
 impl TelemetrySender {
     /// Starts the stdout thread.
     pub fn spawn() -> std::io::Result<TelemetrySender> {
-        let (tx, rx) = sync_channel::<Telemetry>(TELEMETRY_QUEUE);
+        let (tx, rx) = sync_channel::<Out>(TELEMETRY_QUEUE);
         std::thread::Builder::new()
             .name("telemetry".to_string())
             .spawn(move || {
                 let stdout = std::io::stdout();
-                for msg in rx {
+                for out in rx {
+                    let msg = match out {
+                        Out::Msg(msg) => msg,
+                        Out::Flushed(ack) => {
+                            let _ = ack.send(());
+                            continue;
+                        }
+                    };
                     let Ok(mut line) = serde_json::to_string(&msg) else {
                         continue;
                     };
@@ -49,14 +63,17 @@ impl TelemetrySender {
 
     /// Queues a message without ever blocking; counts it when the queue is full.
     pub fn send(&self, msg: Telemetry) {
-        if let Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) = self.tx.try_send(msg) {
+        if let Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) =
+            self.tx.try_send(Out::Msg(msg))
+        {
             self.dropped.fetch_add(1, Ordering::Relaxed);
         }
     }
 
     /// Sends a message that must arrive (`ready`), waiting on the runtime (never blocking it)
     /// while the queue is full.
-    pub async fn send_eventually(&self, mut msg: Telemetry) {
+    pub async fn send_eventually(&self, msg: Telemetry) {
+        let mut msg = Out::Msg(msg);
         loop {
             match self.tx.try_send(msg) {
                 Err(TrySendError::Full(back)) => {
@@ -68,9 +85,16 @@ impl TelemetrySender {
         }
     }
 
-    /// Sends a message that must arrive, from outside the runtime (`done`, at exit).
-    pub fn send_blocking(&self, msg: Telemetry) {
-        let _ = self.tx.send(msg);
+    /// Sends a message that must arrive, from outside the runtime (`done`, at exit), and waits
+    /// (at most `timeout`) until it and everything before it are written to stdout.
+    pub fn send_and_flush(&self, msg: Telemetry, timeout: Duration) {
+        if self.tx.send(Out::Msg(msg)).is_err() {
+            return;
+        }
+        let (ack_tx, ack_rx) = std::sync::mpsc::channel();
+        if self.tx.send(Out::Flushed(ack_tx)).is_ok() {
+            let _ = ack_rx.recv_timeout(timeout);
+        }
     }
 
     pub fn dropped(&self) -> u64 {

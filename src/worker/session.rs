@@ -133,11 +133,13 @@ pub async fn run(ctx: SessionCtx, trace: SessionTrace) -> SessionOutcome {
         }
     }
     // A session closes only after its lines are written; a write error fails it.
-    if let Err(err) = trace.finish(admitted).await {
+    if let Err(loss) = trace.finish(admitted).await {
         if outcome.status == SessionStatus::Completed {
             outcome.status = SessionStatus::Incomplete;
         }
-        outcome.error.get_or_insert(err);
+        outcome.error.get_or_insert(loss.describe());
+        outcome.lines_not_written = loss.lines;
+        outcome.disk_full = loss.disk_full;
     }
     ctx.stats.borrow_mut().session_ended(outcome.status);
     outcome

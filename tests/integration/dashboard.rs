@@ -70,7 +70,10 @@ pub fn tmux_available() -> bool {
         .output()
         .is_ok_and(|o| o.status.success());
     if !ok {
-        eprintln!("SKIPPED: tmux is not installed here, so the dashboard cannot be driven in a real terminal (.ci/run installs it)");
+        crate::util::skip(
+            "dashboard (tmux)",
+            "tmux is not installed here, so the dashboard cannot be driven in a real terminal (.ci/run installs it)",
+        );
     }
     ok
 }

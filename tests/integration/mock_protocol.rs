@@ -328,6 +328,35 @@ async fn wrong_path_is_refused_with_404() {
 }
 
 #[tokio::test]
+async fn a_plain_http_request_gets_a_400_that_says_what_the_mock_is_issue_13() {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let mock = Mock::start(&[]);
+    let mut tcp = TcpStream::connect(&mock.addr).await.unwrap();
+    // The head in two pieces, as a slow client sends it.
+    tcp.write_all(b"GET /v1/realtime HTTP/1.1\r\nHost: localhost\r\n")
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    tcp.write_all(b"Accept: */*\r\n\r\n").await.unwrap();
+    let mut reply = String::new();
+    tokio::time::timeout(STEP, tcp.read_to_string(&mut reply))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(reply.starts_with("HTTP/1.1 400 Bad Request\r\n"), "{reply}");
+    assert!(
+        reply.contains("this is a WebSocket server") && reply.contains("/v1/realtime"),
+        "{reply}"
+    );
+    // A WebSocket client right after is served as ever.
+    let url = format!("ws://{}/v1/realtime", mock.addr);
+    let connected = tokio::time::timeout(STEP, tokio_tungstenite::connect_async(url))
+        .await
+        .unwrap();
+    assert!(connected.is_ok(), "{connected:?}");
+}
+
+#[tokio::test]
 async fn max_sessions_refuses_a_second_connection_with_503_until_the_first_leaves() {
     let mut mock = Mock::start(&["--max-sessions", "1"]);
     let mut first = Client::connect(&mock).await;

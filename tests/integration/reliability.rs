@@ -134,6 +134,156 @@ fn a_worker_killed_by_a_signal_is_named_with_the_signal_issue_13() {
     assert!(reasons.contains("its log is empty"), "{reasons}");
     assert_eq!(
         s["verdict"]["pacing_qualified"], false,
-        "its figures are missing"
+        "its sessions' outcomes are missing"
     );
+    // What its telemetry said before it died survives, marked as such.
+    assert!(
+        reasons.contains("histograms come from its last telemetry"),
+        "{reasons}"
+    );
+    let packets = s["pacing"]["packets"].as_u64().unwrap();
+    assert!(packets > 0, "{}", s["pacing"]);
+    assert!(s["pacing"]["deviation_ms"]["max"].as_f64().unwrap() > 0.0);
+}
+
+/// Runs `duplexbench-tui run ARGS --output <tmpfs>/run` on a tmpfs of `size` mounted in a
+/// private mount namespace (root only), then copies the run folder out of it; None (and a
+/// recorded skip) where this machine cannot mount one.
+fn run_on_a_small_tmpfs(
+    dir: &TempDir,
+    size: &str,
+    args: &[&str],
+) -> Option<(std::process::Output, std::path::PathBuf)> {
+    let mount = dir.join("small-disk");
+    let copy = dir.join("copied");
+    std::fs::create_dir_all(&mount).unwrap();
+    let script = r#"mount -t tmpfs -o "size=$1" tmpfs "$2" || exit 97
+bin=$3; mnt=$2; copy=$4; shift 4
+"$bin" run --output "$mnt/run" "$@"; code=$?
+cp -r "$mnt/run" "$copy"; exit $code"#;
+    let mut cmd = std::process::Command::new("unshare");
+    cmd.args([
+        "-m",
+        "--propagation",
+        "private",
+        "sh",
+        "-c",
+        script,
+        "sh",
+        size,
+    ])
+    .arg(&mount)
+    .arg(util::bin())
+    .arg(&copy)
+    .args(args)
+    .stdin(std::process::Stdio::null());
+    let out = assert_cmd::Command::from_std(cmd)
+        .timeout(Duration::from_secs(90))
+        .output();
+    let why = match &out {
+        Err(err) => format!("unshare cannot run: {err}"),
+        Ok(out) if out.status.code() == Some(97) => {
+            String::from_utf8_lossy(&out.stderr).trim().to_string()
+        }
+        Ok(_) => String::new(),
+    };
+    if !why.is_empty() {
+        util::skip(
+            "a_full_disk_is_named_and_the_figures_survive_issue_13",
+            &format!("cannot mount a small tmpfs here (needs root and unshare -m): {why}"),
+        );
+        return None;
+    }
+    let out = out.ok()?;
+    Some((out, copy))
+}
+
+#[test]
+fn a_full_disk_is_named_and_the_figures_survive_issue_13() {
+    let _serial = util::serial();
+    let dir = TempDir::new("full-disk");
+    let args = [
+        "--no-tui",
+        "-s",
+        "2",
+        "-d",
+        "12s",
+        "--trace",
+        "full",
+        "--keep-traces",
+    ];
+    let Some((out, copy)) = run_on_a_small_tmpfs(&dir, "1m", &args) else {
+        return;
+    };
+    let text = util::describe(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    // Named in the verdict, with what was lost and what to do.
+    assert!(
+        stdout.contains("is full (No space left on device)")
+            && stdout.contains("lines of 2 sessions")
+            && stdout.contains("free space"),
+        "{text}"
+    );
+    // The figures survive: every packet counted, from the worker's counters.
+    let sent: u64 = stdout
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("packets")?
+                .split_whitespace()
+                .next()?
+                .parse()
+                .ok()
+        })
+        .unwrap_or_else(|| panic!("no packets line: {text}"));
+    assert_eq!(sent, 2 * 150, "{text}");
+    // The headless progress said so while it happened.
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("DISK FULL"),
+        "{text}"
+    );
+    // No torn or half-written files: JSON on disk parses, no `.partial` is left.
+    for entry in std::fs::read_dir(&copy).unwrap().flatten() {
+        let name = entry.file_name().to_string_lossy().to_string();
+        assert!(!name.ends_with(".partial"), "{name} left behind");
+        if name.ends_with(".json") {
+            let body = std::fs::read_to_string(entry.path()).unwrap();
+            serde_json::from_str::<serde_json::Value>(&body)
+                .unwrap_or_else(|e| panic!("{name} is torn: {e}"));
+        }
+    }
+}
+
+#[test]
+fn a_stopped_worker_is_shown_silent_live_not_healthy_issue_13() {
+    let _serial = util::serial();
+    let dir = TempDir::new("silent");
+    let out = dir.join("out");
+    let stderr = std::fs::File::create(dir.join("stderr")).unwrap();
+    let mut run = std::process::Command::new(util::bin())
+        .args([
+            "run", "--no-tui", "-s", "2", "-d", "14s", "--trace", "off", "--output",
+        ])
+        .arg(&out)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(stderr)
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let worker = loop {
+        if let Some(&w) = crate::sampler::children_with(run.id(), "\0worker\0").first() {
+            break w;
+        }
+        assert!(Instant::now() < deadline, "no worker started");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    std::thread::sleep(Duration::from_secs(3));
+    // Stopped across at least one headless progress line (every 5 s on a pipe).
+    duplexbench_tui::sys::signal(worker, libc::SIGSTOP);
+    std::thread::sleep(Duration::from_secs(6));
+    duplexbench_tui::sys::signal(worker, libc::SIGCONT);
+    util::wait_with_limit(&mut run, Duration::from_secs(60));
+    let text = std::fs::read_to_string(dir.join("stderr")).unwrap();
+    assert!(text.contains("worker 0 silent"), "{text}");
 }

@@ -99,7 +99,10 @@ fn an_injected_cpu_starvation_is_attributed_cpu_starvation() {
     let (s, _dir) = run_with(&["--inject-cpu-starvation-ms", "300"], "starve");
     let detail = s["injections"][0]["detail"].as_str().unwrap().to_string();
     if !detail.contains("SCHED_FIFO") {
-        eprintln!("SKIPPED: no real-time priority here ({detail}); the starvation is not strong enough to assert on");
+        crate::util::skip(
+            "an_injected_cpu_starvation_is_attributed_cpu_starvation",
+            &format!("no real-time priority here ({detail}); the starvation is not strong enough to assert on"),
+        );
         return;
     }
     let late = s["pacing"]["late_packets"].as_u64().unwrap();

@@ -116,3 +116,17 @@ pub fn wait_with_limit(child: &mut std::process::Child, limit: Duration) -> Opti
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+/// Says that a test did not run its assertions and why, on stderr and in
+/// `target/tmp/skipped-tests.txt`, which `.ci/run` prints at its end: a skip is never silent.
+pub fn skip(test: &str, why: &str) {
+    eprintln!("SKIPPED {test}: {why}");
+    let path = Path::new(env!("CARGO_TARGET_TMPDIR")).join("skipped-tests.txt");
+    if let Ok(mut file) = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+    {
+        let _ = std::io::Write::write_all(&mut file, format!("{test}: {why}\n").as_bytes());
+    }
+}

@@ -123,6 +123,16 @@ pub fn draw(state: &LiveState, theme: Theme, area: Rect, buf: &mut Buffer) {
                 Span::styled("░".repeat(bar_width - filled), theme.dim()),
             ),
         ];
+        let totals = state.totals();
+        for warning in [
+            crate::ui::headless::files_lost_text(&totals),
+            state.silent_text(state.now_s),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            items.push((Some(0), Span::styled(format!(" │ {warning}"), theme.bad())));
+        }
         if let Some(c) = &state.cancelled {
             items.push((
                 Some(0),
