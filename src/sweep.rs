@@ -158,9 +158,9 @@ impl<'p> Sweep<'p> {
                 let rest = n - i - 1;
                 self.record.stopped_early = (rest > 0).then(|| {
                     format!(
-                        "the client was pacing-unqualified at {sessions} sessions ({}): higher levels would measure the client, not the server, so the {rest} level{} above were not run",
+                        "the client was pacing-unqualified at {sessions} sessions ({}): higher levels would measure the client, not the server, so {} not run",
                         why.unwrap_or_else(|| "late packets".to_string()),
-                        if rest == 1 { "" } else { "s" }
+                        if rest == 1 { "the level above was".to_string() } else { format!("the {rest} levels above were") }
                     )
                 });
                 self.finish_level()?;

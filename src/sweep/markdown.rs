@@ -270,7 +270,7 @@ pub fn markdown(record: &SweepRecord) -> String {
     }
     let _ = writeln!(out, "## Plot\n");
     let _ = writeln!(out, "![latency and throughput against load]({PLOT_FILE})\n");
-    let _ = writeln!(out, "Top: throughput (audio seconds per wall second) against total sessions, with the line a server that keeps up would follow; bottom: the headline latencies. Unqualified levels are drawn hollow; the vertical lines are the client's knee (grey) and the server's by throughput (orange). docs/sweep.md says how to read it.\n");
+    let _ = writeln!(out, "Top: throughput (audio seconds per wall second) against total sessions, with the line a server that keeps up would follow; bottom: the headline latencies. Unqualified levels are drawn hollow; the vertical lines are the client's knee (grey), the server's by throughput (orange) and by `--slo` (brown). docs/sweep.md says how to read it.\n");
     let _ = writeln!(out, "## Latency figures (ms)\n");
     let names = figures::latency_paths(record.protocol);
     let mut rows = vec![std::iter::once("figure".to_string())

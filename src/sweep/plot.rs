@@ -53,8 +53,17 @@ fn draw(record: &SweepRecord, out: &mut String) -> DrawResult {
         ),
         (
             record.knees.server_throughput.sessions_total,
-            "server knee",
+            "server knee (throughput)",
             RGBColor(255, 127, 14),
+        ),
+        (
+            record
+                .knees
+                .server_slo
+                .as_ref()
+                .and_then(|k| k.sessions_total),
+            "server knee (--slo)",
+            RGBColor(140, 86, 75),
         ),
     ]
     .into_iter()
