@@ -296,3 +296,134 @@ pub fn markdown(record: &SweepRecord) -> String {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sweep::knees::{self, Point};
+    use crate::sweep::plan::Slo;
+    use std::collections::BTreeMap;
+
+    fn run(folder: &str, qualified: bool, throughput: f64, unit_lag_p99: f64) -> RunFigures {
+        let latency_ms: BTreeMap<String, Option<f64>> =
+            figures::latency_paths(crate::protocol::Protocol::Native)
+                .into_iter()
+                .map(|name| {
+                    let v = if name == "unit_lag_ms.p99" {
+                        unit_lag_p99
+                    } else {
+                        1.0
+                    };
+                    (name, Some(v))
+                })
+                .collect();
+        RunFigures {
+            folder: folder.to_string(),
+            repeat: 1,
+            pacing_qualified: qualified,
+            complete: true,
+            cancelled: false,
+            verdict: figures::verdict_words(qualified, false, true),
+            reasons: if qualified {
+                vec![]
+            } else {
+                vec!["12 late packets".to_string()]
+            },
+            late_packets: if qualified { 0 } else { 12 },
+            deviation_p99_ms: 2.0,
+            max_deviation_ms: 4.0,
+            client_cpu_cores: 0.1,
+            audio_s: throughput * 10.0,
+            streaming_wall_s: 10.0,
+            audio_s_per_s: Some(throughput),
+            server_events: 1000,
+            server_events_per_s: Some(100.0),
+            latency_ms,
+        }
+    }
+
+    /// Three levels: 8 and 16 qualified, 32 not; the objective breaks at 16.
+    fn record() -> SweepRecord {
+        let slos = vec![Slo::parse("unit_lag_ms.p99<10").unwrap()];
+        let levels: Vec<Level> = [
+            (8, true, 8.0, 5.0),
+            (16, true, 15.9, 12.0),
+            (32, false, 20.0, 90.0),
+        ]
+        .into_iter()
+        .map(|(n, q, t, lag)| {
+            Level::of(n, 1, vec![run(&format!("level-{n:04}"), q, t, lag)], &slos)
+        })
+        .collect();
+        let points: Vec<Point> = levels.iter().map(Point::of).collect();
+        SweepRecord {
+            schema_version: crate::sweep::record::SCHEMA_VERSION,
+            tool_version: "0.1.0".to_string(),
+            command_line: "duplexbench-tui sweep -s 8,16,32".to_string(),
+            started_at: "2026-12-02T00:00:00Z".to_string(),
+            protocol: crate::protocol::Protocol::Native,
+            url: None,
+            processes: 1,
+            duration_s: 10.0,
+            packet_ms: 80,
+            repeats: 1,
+            cooldown_s: 2.0,
+            planned_sessions: vec![8, 16, 32, 64],
+            knees: knees::find(&points, true),
+            slos,
+            host: crate::host::HostFacts {
+                cpu_model: "AMD EPYC".to_string(),
+                logical_cpus: 2,
+                kernel: "6.18".to_string(),
+                ..Default::default()
+            },
+            warmup: None,
+            levels,
+            stopped_early: Some("the client was pacing-unqualified at 32 sessions".to_string()),
+            cancelled: false,
+        }
+    }
+
+    #[test]
+    fn the_sweep_report_shows_the_knees_the_table_and_the_plot() {
+        let r = record();
+        let md = markdown(&r);
+        insta::assert_snapshot!(md);
+        assert!(md.contains("- The client's knee: **16 sessions**"), "{md}");
+        assert!(
+            md.contains("by `unit_lag_ms.p99<10`: **8 sessions**"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| 32 | 1 × 32 | UNQUALIFIED | yes | 12 |"),
+            "{md}"
+        );
+        assert!(md.contains("![latency and throughput against load](sweep.svg)"));
+        let text = text(&r);
+        insta::assert_snapshot!(text);
+        assert!(text.contains("broken: unit_lag_ms.p99<10"), "{text}");
+        let svg = crate::sweep::plot::svg(&r).unwrap();
+        assert!(
+            svg.starts_with("<svg") && svg.contains("server knee (--slo)"),
+            "{svg}"
+        );
+    }
+
+    #[test]
+    fn a_finished_run_is_one_line_naming_its_level_and_folder() {
+        let line = run_line(
+            crate::protocol::Protocol::Native,
+            (2, 4),
+            16,
+            &run("level-0016", true, 15.9, 12.0),
+        );
+        assert!(
+            line.starts_with("sweep: level 2/4 16 sessions: pacing-qualified, complete;"),
+            "{line}"
+        );
+        assert!(
+            line.contains("unit_lag_ms.p99 12.0") && line.ends_with("→ level-0016"),
+            "{line}"
+        );
+    }
+}
