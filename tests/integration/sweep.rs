@@ -288,3 +288,43 @@ fn a_warm_up_is_kept_apart_and_repeats_give_min_median_max_issue_15() {
     assert_eq!(again.status.code(), Some(2), "{}", describe(&again));
     assert!(String::from_utf8_lossy(&again.stderr).contains("--force"));
 }
+
+#[test]
+fn ctrl_c_during_a_level_stops_that_run_cleanly_and_counts_no_level_issue_15() {
+    let _serial = util::serial();
+    let dir = TempDir::new("sweep-cancel-level");
+    let out = dir.join("sweep");
+    let mut child = std::process::Command::new(util::bin())
+        .args([
+            "sweep", "--no-tui", "--trace", "off", "-s", "2,4", "-d", "20s", "--output",
+        ])
+        .arg(&out)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Streaming has begun once the first level's samples file has packets in it.
+    let samples = out.join("level-0002/samples/worker-0.csv");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while std::fs::read_to_string(&samples).map_or(0, |s| s.lines().count()) < 10 {
+        assert!(Instant::now() < deadline, "level 2 never streamed");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let code = util::wait_with_limit(&mut child, Duration::from_secs(60));
+    assert_eq!(code, Some(130));
+    let s = sweep_json(&out);
+    assert_eq!(s["cancelled"], true, "{s:#}");
+    assert_eq!(
+        s["levels"].as_array().unwrap().len(),
+        0,
+        "a cancelled run is no level: {s:#}"
+    );
+    assert_eq!(
+        util::summary(&out.join("level-0002"))["cancelled"],
+        true,
+        "its own summary says so"
+    );
+    assert!(!out.join("level-0004").exists());
+}
