@@ -5,24 +5,20 @@
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
-fn read(clock: libc::clockid_t) -> f64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid, writable timespec and both clocks always exist on Linux.
-    unsafe { libc::clock_gettime(clock, &mut ts) };
+/// A clock in seconds (rustix reads it through the vDSO, as libc does: no system call).
+pub fn read(clock: rustix::time::ClockId) -> f64 {
+    let ts = rustix::time::clock_gettime(clock);
     ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
 }
 
 /// `CLOCK_MONOTONIC` in seconds: the time base of every `*_s` figure the tool records.
 pub fn monotonic_s() -> f64 {
-    read(libc::CLOCK_MONOTONIC)
+    read(rustix::time::ClockId::Monotonic)
 }
 
 /// `CLOCK_REALTIME` in seconds since the Unix epoch.
 pub fn realtime_s() -> f64 {
-    read(libc::CLOCK_REALTIME)
+    read(rustix::time::ClockId::Realtime)
 }
 
 /// One simultaneous reading of both clocks.

@@ -1,18 +1,15 @@
 //! CPU time and memory of a process, for the per-process figures.
 //!
-//! A process measures itself with `getrusage(2)` at its end; the conductor reads children it
+//! A process measures itself at its end (`CLOCK_PROCESS_CPUTIME_ID`, `VmHWM`); the conductor reads children it
 //! watches live from `/proc/<pid>/stat` and `/proc/<pid>/status` (see proc(5)).
 
 use crate::contract::ProcessUsage;
 
-/// The calling process's CPU time and peak RSS so far.
+/// The calling process's CPU time (all threads, to the nanosecond) and peak RSS so far.
 pub fn self_usage(wall_seconds: f64) -> ProcessUsage {
-    // SAFETY: an all-zero rusage is a valid value for getrusage to overwrite.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: `usage` is valid and writable; RUSAGE_SELF always exists.
-    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
-    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
-    let cpu_seconds = tv(usage.ru_utime) + tv(usage.ru_stime);
+    let cpu_seconds = crate::clock::read(rustix::time::ClockId::ProcessCPUTime);
+    let peak_rss_bytes = std::fs::read_to_string("/proc/self/status")
+        .map_or(0, |status| status_kb(&status, "VmHWM:"));
     ProcessUsage {
         cpu_seconds,
         wall_seconds,
@@ -21,8 +18,19 @@ pub fn self_usage(wall_seconds: f64) -> ProcessUsage {
         } else {
             0.0
         },
-        peak_rss_bytes: usage.ru_maxrss.max(0) as u64 * 1024,
+        peak_rss_bytes,
     }
+}
+
+/// A `/proc/<pid>/status` figure given in kB, in bytes; 0 when absent.
+fn status_kb(status: &str, key: &str) -> u64 {
+    status
+        .lines()
+        .find(|l| l.starts_with(key))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse::<u64>().ok())
+        .unwrap_or(0)
+        * 1024
 }
 
 /// A live reading of another process: CPU seconds so far, current and peak RSS, and its state
@@ -39,35 +47,20 @@ pub struct LiveReading {
 pub fn read_live(pid: u32) -> Option<LiveReading> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    parse_live(&stat, &status, clock_ticks_per_second())
-}
-
-fn clock_ticks_per_second() -> f64 {
-    // SAFETY: sysconf has no preconditions.
-    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    if ticks > 0 {
-        ticks as f64
-    } else {
-        100.0
-    }
+    parse_live(
+        &stat,
+        &status,
+        rustix::param::clock_ticks_per_second().max(1) as f64,
+    )
 }
 
 fn parse_live(stat: &str, status: &str, ticks_per_s: f64) -> Option<LiveReading> {
     let stat = crate::sampler::procfs::parse_stat(stat)?;
-    let kb = |key: &str| {
-        status
-            .lines()
-            .find(|l| l.starts_with(key))
-            .and_then(|l| l.split_whitespace().nth(1))
-            .and_then(|v| v.parse::<u64>().ok())
-            .unwrap_or(0)
-            * 1024
-    };
     Some(LiveReading {
         state: stat.state,
         cpu_seconds: (stat.utime + stat.stime) as f64 / ticks_per_s,
-        rss_bytes: kb("VmRSS:"),
-        peak_rss_bytes: kb("VmHWM:"),
+        rss_bytes: status_kb(status, "VmRSS:"),
+        peak_rss_bytes: status_kb(status, "VmHWM:"),
     })
 }
 

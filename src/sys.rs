@@ -12,19 +12,14 @@ use std::process::Command;
 /// `PR_SET_PDEATHSIG` fires when the spawning *thread* exits, so children must be spawned from a
 /// thread that lives as long as the run (the conductor spawns from its main thread).
 pub fn die_with_parent(command: &mut Command) -> &mut Command {
-    // SAFETY: getpid is async-signal-safe.
-    let parent = unsafe { libc::getpid() };
+    let parent = rustix::process::getpid();
     // SAFETY: the closure runs between fork and exec and only calls async-signal-safe functions.
     unsafe {
         command.pre_exec(move || {
-            if libc::setpgid(0, 0) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
+            rustix::process::setpgid(None, None)?;
+            rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))?;
             // The parent may have died before prctl took effect.
-            if libc::getppid() != parent {
+            if rustix::process::getppid() != Some(parent) {
                 libc::_exit(1);
             }
             Ok(())

@@ -5,6 +5,7 @@
 use crate::clock::monotonic_s;
 use crate::contract::worker::Injection;
 use crate::paths::RunPaths;
+use rustix::thread::{gettid, sched_getaffinity, sched_getcpu, sched_setaffinity, CpuSet};
 use std::io::Write as _;
 use std::time::Duration;
 
@@ -72,11 +73,9 @@ pub async fn disk(mb: u32, paths: &RunPaths, worker: u32) -> Injection {
     }
 }
 
-fn cpu_set_of(cpu: usize) -> libc::cpu_set_t {
-    // SAFETY: an all-zero cpu_set_t is the empty set.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    // SAFETY: `cpu` is a CPU number reported by sched_getcpu, within the set's size.
-    unsafe { libc::CPU_SET(cpu, &mut set) };
+fn cpu_set_of(cpu: usize) -> CpuSet {
+    let mut set = CpuSet::new();
+    set.set(cpu);
     set
 }
 
@@ -85,28 +84,17 @@ fn cpu_set_of(cpu: usize) -> libc::cpu_set_t {
 /// spinning threads at normal priority do). The runtime thread stays runnable but waits in the
 /// run queue. Returns at once; the starving runs beside the runtime.
 pub fn cpu_starvation(ms: u32) -> Injection {
-    // SAFETY: gettid and sched_getcpu have no preconditions.
-    let (runtime_tid, cpu) = unsafe { (libc::gettid(), libc::sched_getcpu()) };
-    let cpu = cpu.max(0) as usize;
-    // SAFETY: an all-zero cpu_set_t is a valid buffer for sched_getaffinity to fill.
-    let mut original: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    // SAFETY: `original` is a valid, writable cpu_set_t of the size passed.
-    unsafe {
-        libc::sched_getaffinity(
-            runtime_tid,
-            std::mem::size_of::<libc::cpu_set_t>(),
-            &mut original,
-        )
-    };
+    let (runtime_tid, cpu) = (gettid(), sched_getcpu());
+    let original = sched_getaffinity(Some(runtime_tid)).unwrap_or_else(|_| cpu_set_of(cpu));
     let pinned = cpu_set_of(cpu);
     let start_s = monotonic_s();
     let end_s = start_s + f64::from(ms) / 1000.0;
     let (realtime_tx, realtime_rx) = std::sync::mpsc::channel();
     let spin = move |realtime: bool| {
-        // SAFETY: pinning this thread (0) to a set holding one valid CPU.
-        unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &pinned) };
+        let _ = sched_setaffinity(None, &pinned);
         if realtime {
             let param = libc::sched_param { sched_priority: 1 };
+            // rustix has no sched_setscheduler; the one raw call left here.
             // SAFETY: `param` is valid; failure (no permission) is reported, not fatal.
             let ok = unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) } == 0;
             let _ = realtime_tx.send(ok);
@@ -118,10 +106,7 @@ pub fn cpu_starvation(ms: u32) -> Injection {
             std::hint::spin_loop();
         }
     };
-    // SAFETY: pinning the runtime thread to the same single CPU.
-    unsafe {
-        libc::sched_setaffinity(runtime_tid, std::mem::size_of::<libc::cpu_set_t>(), &pinned)
-    };
+    let _ = sched_setaffinity(Some(runtime_tid), &pinned);
     let leader = std::thread::Builder::new()
         .name("starver".to_string())
         .spawn({
@@ -152,19 +137,9 @@ pub fn cpu_starvation(ms: u32) -> Injection {
         .spawn(move || {
             // This thread inherited the runtime's pin: leave it first, so that the restore is
             // not itself starved by the spinners.
-            // SAFETY: setting this thread's mask to the runtime's original one.
-            unsafe {
-                libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &original)
-            };
+            let _ = sched_setaffinity(None, &original);
             std::thread::sleep(Duration::from_secs_f64((end_s - monotonic_s()).max(0.0)));
-            // SAFETY: restoring the mask read above.
-            unsafe {
-                libc::sched_setaffinity(
-                    runtime_tid,
-                    std::mem::size_of::<libc::cpu_set_t>(),
-                    &original,
-                )
-            };
+            let _ = sched_setaffinity(Some(runtime_tid), &original);
         });
     Injection {
         kind: "cpu_starvation".to_string(),

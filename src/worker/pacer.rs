@@ -9,12 +9,16 @@
 //! a packet leaves at most about a granule late and a worker wakes at most 4,000 times a second.
 
 use crate::clock::monotonic_s;
+use rustix::time::{
+    timerfd_create, timerfd_settime, Itimerspec, TimerfdClockId, TimerfdFlags, TimerfdTimerFlags,
+    Timespec,
+};
 use std::cell::{Cell, RefCell};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::future::poll_fn;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::task::{Poll, Waker};
 use tokio::io::unix::AsyncFd;
 
@@ -43,19 +47,10 @@ struct State {
 impl Pacer {
     /// A pacer for `sessions` sessions (indices `0..sessions`); needs a runtime with I/O.
     pub fn new(sessions: u32) -> io::Result<Pacer> {
-        // SAFETY: timerfd_create has no memory arguments; a non-negative result is a new
-        // descriptor that nothing else owns.
-        let raw = unsafe {
-            libc::timerfd_create(
-                libc::CLOCK_MONOTONIC,
-                libc::TFD_NONBLOCK | libc::TFD_CLOEXEC,
-            )
-        };
-        if raw < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: `raw` was just created and is owned by no one else.
-        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        let fd = timerfd_create(
+            TimerfdClockId::Monotonic,
+            TimerfdFlags::NONBLOCK | TimerfdFlags::CLOEXEC,
+        )?;
         // SAFETY: the AsyncFd owns `fd` from here on; it stays open and the same descriptor
         // until the AsyncFd is dropped.
         let fd = unsafe { AsyncFd::register_with_interest(fd, tokio::io::Interest::READABLE) }
@@ -168,26 +163,18 @@ impl Pacer {
     }
 
     fn arm(&self, at_ns: u64) {
-        let spec = libc::itimerspec {
-            it_interval: libc::timespec {
+        let spec = Itimerspec {
+            it_interval: Timespec {
                 tv_sec: 0,
                 tv_nsec: 0,
             },
-            it_value: libc::timespec {
-                tv_sec: (at_ns / 1_000_000_000) as libc::time_t,
-                tv_nsec: (at_ns % 1_000_000_000) as libc::c_long,
+            it_value: Timespec {
+                tv_sec: (at_ns / 1_000_000_000) as _,
+                tv_nsec: (at_ns % 1_000_000_000) as _,
             },
         };
-        // SAFETY: `spec` is a valid itimerspec; the old value is not asked for. A failure
-        // leaves the backstop in `run` to wake the sessions.
-        unsafe {
-            libc::timerfd_settime(
-                self.fd.as_raw_fd(),
-                libc::TFD_TIMER_ABSTIME,
-                &spec,
-                std::ptr::null_mut(),
-            );
-        }
+        // A failure leaves the backstop in `run` to wake the sessions.
+        let _ = timerfd_settime(self.fd.get_ref(), TimerfdTimerFlags::ABSTIME, &spec);
         self.armed_ns.set(at_ns);
     }
 }

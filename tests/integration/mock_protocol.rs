@@ -142,7 +142,8 @@ impl Client {
         }
     }
 
-    async fn expect(&mut self, kind: &str) -> Value {
+    /// The next event, which must be of type `kind`.
+    async fn next_event(&mut self, kind: &str) -> Value {
         let event = self.recv().await;
         assert_eq!(event["type"], kind, "{event}");
         event
@@ -162,9 +163,9 @@ impl Client {
     /// created → update → updated.
     async fn set_up(mock: &Mock) -> Client {
         let mut client = Client::connect(mock).await;
-        client.expect(names::SESSION_CREATED).await;
+        client.next_event(names::SESSION_CREATED).await;
         client.send(protocol::session_update(1)).await;
-        client.expect(names::SESSION_UPDATED).await;
+        client.next_event(names::SESSION_UPDATED).await;
         client
     }
 
@@ -177,19 +178,19 @@ impl Client {
             }
         }
         self.send(protocol::session_close(3)).await;
-        self.expect(names::SESSION_CLOSED).await;
+        self.next_event(names::SESSION_CLOSED).await;
         self.expect_close().await;
     }
 
     /// The replies of one 80 ms unit: a whole unit of audio, a transcript, `sglang.unit.done`.
     async fn expect_unit(&mut self, n: u32, t_start_ms: u64, duration_ms: u64) {
-        let audio = self.expect(names::AUDIO_DELTA).await;
+        let audio = self.next_event(names::AUDIO_DELTA).await;
         let pcm = base64::engine::general_purpose::STANDARD
             .decode(audio["delta"].as_str().unwrap())
             .unwrap();
         assert_eq!(pcm.len(), 22_050 * 80 / 1000 * 2, "the padded tail too");
-        self.expect(names::TRANSCRIPT_DELTA).await;
-        let unit = self.expect(names::UNIT_DONE).await;
+        self.next_event(names::TRANSCRIPT_DELTA).await;
+        let unit = self.next_event(names::UNIT_DONE).await;
         assert_eq!(unit["unit_id"], format!("unit_{n}"));
         assert_eq!(unit["sglang"]["chunk_seq"], n);
         assert_eq!(unit["sglang"]["media_time"]["t_start_ms"], t_start_ms);
@@ -213,14 +214,14 @@ async fn full_session_gets_every_event_in_order() {
     let mock = Mock::start(&[]);
     let mut client = Client::connect(&mock).await;
 
-    let created = client.expect(names::SESSION_CREATED).await;
+    let created = client.next_event(names::SESSION_CREATED).await;
     assert_eq!(created["session"]["object"], "realtime.session");
     assert_eq!(created["session"]["model"], "duplexbench-mock");
     assert_eq!(created["session"]["sglang"]["granted"], Value::Null);
     let session_id = created["session"]["id"].clone();
 
     client.send(protocol::session_update(1)).await;
-    let updated = client.expect(names::SESSION_UPDATED).await;
+    let updated = client.next_event(names::SESSION_UPDATED).await;
     assert_eq!(updated["client_event_id"], "0000000000000001");
     assert_eq!(updated["session"]["id"], session_id);
     assert_eq!(updated["session"]["output_modalities"][0], "audio");
@@ -243,7 +244,7 @@ async fn full_session_gets_every_event_in_order() {
         let (bytes, duration_ms) = if seq == 4 { (1280, 40) } else { (2560, 80) };
         client.append(seq, t_start_ms, bytes).await;
 
-        let accepted = client.expect(names::ACCEPTED).await;
+        let accepted = client.next_event(names::ACCEPTED).await;
         assert_eq!(accepted["seq"], seq);
         assert_eq!(accepted["accepted_end_ms"], t_start_ms + duration_ms);
         let id = protocol::EventIds {
@@ -253,7 +254,7 @@ async fn full_session_gets_every_event_in_order() {
         .id(100 + seq);
         assert_eq!(accepted["client_event_id"], format!("{id:016x}"));
         if seq == 0 {
-            client.expect(names::RESPONSE_CREATED).await;
+            client.next_event(names::RESPONSE_CREATED).await;
         }
         // The 40 ms tail is not a whole unit: its unit comes at the end of input.
         if seq < 4 {
@@ -262,13 +263,13 @@ async fn full_session_gets_every_event_in_order() {
     }
 
     client.send(protocol::input_end(2)).await;
-    let ended = client.expect(names::INPUT_ENDED).await;
+    let ended = client.next_event(names::INPUT_ENDED).await;
     assert_eq!(ended["accepted_end_ms"], 360);
     assert_eq!(ended["tail_policy"], "pad");
     client.expect_unit(4, 320, 40).await;
-    client.expect(names::AUDIO_DONE).await;
-    client.expect(names::RESPONSE_DONE).await;
-    let drained = client.expect(names::INPUT_DRAINED).await;
+    client.next_event(names::AUDIO_DONE).await;
+    client.next_event(names::RESPONSE_DONE).await;
+    let drained = client.next_event(names::INPUT_DRAINED).await;
     assert_eq!(drained["accepted_end_ms"], 360);
     assert_eq!(drained["padding_ms"], 40);
     // Issue #10: consumed is the accepted input, the padding apart.
@@ -276,7 +277,7 @@ async fn full_session_gets_every_event_in_order() {
     assert_eq!(drained["discarded_ms"], 0);
 
     client.send(protocol::session_close(3)).await;
-    let closed = client.expect(names::SESSION_CLOSED).await;
+    let closed = client.next_event(names::SESSION_CLOSED).await;
     assert_eq!(closed["reason"], "client_closed");
     client.expect_close().await;
 }
@@ -287,28 +288,28 @@ async fn malformed_messages_get_errors_and_the_session_keeps_working() {
     let mut client = Client::set_up(&mock).await;
 
     client.send("this is not json".to_string()).await;
-    let error = client.expect(names::ERROR).await;
+    let error = client.next_event(names::ERROR).await;
     assert_eq!(error["error"]["code"], "invalid_json");
     assert_eq!(error["error"]["type"], "invalid_request_error");
     assert_eq!(error["sglang"]["fatal"], false);
 
     client.append(1, 80, 2560).await;
-    let error = client.expect(names::ERROR).await;
+    let error = client.next_event(names::ERROR).await;
     assert_eq!(error["error"]["code"], "seq_out_of_order");
 
     tokio::time::timeout(STEP, client.ws.send(Message::Binary(vec![1, 2, 3].into())))
         .await
         .unwrap()
         .unwrap();
-    let error = client.expect(names::ERROR).await;
+    let error = client.next_event(names::ERROR).await;
     assert_eq!(error["error"]["code"], "binary_not_supported");
 
     client.append(0, 0, 2560).await;
-    assert_eq!(client.expect(names::ACCEPTED).await["seq"], 0);
-    client.expect(names::RESPONSE_CREATED).await;
-    client.expect(names::AUDIO_DELTA).await;
-    client.expect(names::TRANSCRIPT_DELTA).await;
-    client.expect(names::UNIT_DONE).await;
+    assert_eq!(client.next_event(names::ACCEPTED).await["seq"], 0);
+    client.next_event(names::RESPONSE_CREATED).await;
+    client.next_event(names::AUDIO_DELTA).await;
+    client.next_event(names::TRANSCRIPT_DELTA).await;
+    client.next_event(names::UNIT_DONE).await;
     client.finish().await;
 }
 
@@ -360,7 +361,7 @@ async fn a_plain_http_request_gets_a_400_that_says_what_the_mock_is_issue_13() {
 async fn max_sessions_refuses_a_second_connection_with_503_until_the_first_leaves() {
     let mut mock = Mock::start(&["--max-sessions", "1"]);
     let mut first = Client::connect(&mock).await;
-    first.expect(names::SESSION_CREATED).await;
+    first.next_event(names::SESSION_CREATED).await;
 
     let second = tokio::time::timeout(STEP, tokio_tungstenite::connect_async(mock.url()))
         .await
@@ -374,12 +375,12 @@ async fn max_sessions_refuses_a_second_connection_with_503_until_the_first_leave
 
     // Once the first session has closed, its place is free again.
     first.send(protocol::session_close(3)).await;
-    first.expect(names::SESSION_CLOSED).await;
+    first.next_event(names::SESSION_CLOSED).await;
     first.expect_close().await;
     let mut third = Client::connect(&mock).await;
-    third.expect(names::SESSION_CREATED).await;
+    third.next_event(names::SESSION_CREATED).await;
     third.send(protocol::session_close(3)).await;
-    third.expect(names::SESSION_CLOSED).await;
+    third.next_event(names::SESSION_CLOSED).await;
 
     let stats = mock.terminate();
     assert_eq!(stats.sessions_rejected, 1);
@@ -392,21 +393,21 @@ async fn sigterm_writes_the_statistics_file() {
     let mut client = Client::set_up(&mock).await;
     for seq in 0..3u32 {
         client.append(seq, u64::from(seq) * 80, 2560).await;
-        client.expect(names::ACCEPTED).await;
+        client.next_event(names::ACCEPTED).await;
         if seq == 0 {
-            client.expect(names::RESPONSE_CREATED).await;
+            client.next_event(names::RESPONSE_CREATED).await;
         }
-        client.expect(names::AUDIO_DELTA).await;
-        client.expect(names::TRANSCRIPT_DELTA).await;
-        client.expect(names::UNIT_DONE).await;
+        client.next_event(names::AUDIO_DELTA).await;
+        client.next_event(names::TRANSCRIPT_DELTA).await;
+        client.next_event(names::UNIT_DONE).await;
     }
     client.append(7, 560, 2560).await;
-    client.expect(names::ERROR).await;
+    client.next_event(names::ERROR).await;
     client.finish().await;
 
     // A second client that leaves without a word is served but never closed.
     let mut leaver = Client::connect(&mock).await;
-    leaver.expect(names::SESSION_CREATED).await;
+    leaver.next_event(names::SESSION_CREATED).await;
     drop(leaver);
 
     let stats = mock.terminate();
@@ -495,11 +496,11 @@ async fn an_oversized_message_ends_only_its_own_session() {
 async fn float_milliseconds_and_unknown_fields_are_accepted() {
     let mock = Mock::start(&[]);
     let mut client = Client::connect(&mock).await;
-    client.expect(names::SESSION_CREATED).await;
+    client.next_event(names::SESSION_CREATED).await;
     client
         .send(r#"{"type":"session.update","event_id":"9b2f4c1de0a84f6b8a3e5d7c9b1a2f3e","session":{"output_modalities":["audio"],"voice":"any"},"unknown":{"x":1}}"#.to_string())
         .await;
-    client.expect(names::SESSION_UPDATED).await;
+    client.next_event(names::SESSION_UPDATED).await;
     let audio = base64::engine::general_purpose::STANDARD.encode(vec![0u8; 2560]);
     for seq in 0..2u32 {
         let t_start_ms = f64::from(seq) * 80.0;
@@ -509,11 +510,11 @@ async fn float_milliseconds_and_unknown_fields_are_accepted() {
                 u128::from(seq) + 0xfeed
             ))
             .await;
-        let accepted = client.expect(names::ACCEPTED).await;
+        let accepted = client.next_event(names::ACCEPTED).await;
         assert_eq!(accepted["seq"], seq);
         assert!(accepted["event_id"].is_string(), "{accepted}");
         if seq == 0 {
-            client.expect(names::RESPONSE_CREATED).await;
+            client.next_event(names::RESPONSE_CREATED).await;
         }
         client.expect_unit(seq, u64::from(seq) * 80, 80).await;
     }
@@ -524,11 +525,11 @@ async fn float_milliseconds_and_unknown_fields_are_accepted() {
 async fn asking_voicechat_for_minicpmo_modalities_is_a_fatal_error_naming_what_it_serves() {
     let mock = Mock::start(&["--profile", "voicechat"]);
     let mut client = Client::connect(&mock).await;
-    client.expect(names::SESSION_CREATED).await;
+    client.next_event(names::SESSION_CREATED).await;
     client
         .send(r#"{"type":"session.update","event_id":"u1","session":{"output_modalities":["audio","text"]}}"#.to_string())
         .await;
-    let error = client.expect(names::ERROR).await;
+    let error = client.next_event(names::ERROR).await;
     assert_eq!(error["sglang"]["fatal"], true);
     assert_eq!(error["error"]["code"], "unsupported_modalities");
     let message = error["error"]["message"].as_str().unwrap();
@@ -548,11 +549,11 @@ async fn asking_voicechat_for_minicpmo_modalities_is_a_fatal_error_naming_what_i
 async fn minicpmo_grants_audio_and_text_with_1000ms_units() {
     let mock = Mock::start(&["--profile", "minicpmo"]);
     let mut client = Client::connect(&mock).await;
-    client.expect(names::SESSION_CREATED).await;
+    client.next_event(names::SESSION_CREATED).await;
     client
         .send(r#"{"type":"session.update","event_id":"u1","session":{"output_modalities":["audio","text"]}}"#.to_string())
         .await;
-    let updated = client.expect(names::SESSION_UPDATED).await;
+    let updated = client.next_event(names::SESSION_UPDATED).await;
     let granted = &updated["session"]["sglang"]["granted"];
     assert_eq!(granted["native_unit_ms"], 1000);
     assert_eq!(granted["output_audio_format"]["rate"], 24_000);

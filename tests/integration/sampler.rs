@@ -243,3 +243,31 @@ fn a_cpu_hog_beside_the_run_is_reported_as_foreign_load_issue_15() {
     let reasons = s["verdict"]["reasons"].to_string();
     assert!(reasons.contains("other processes used"), "{reasons}");
 }
+
+#[test]
+fn the_hand_parsers_of_proc_agree_with_the_procfs_crate_on_real_files_issue_9() {
+    use duplexbench_tui::sampler::procfs::{parse_schedstat, parse_stat};
+    use procfs_core::FromRead as _;
+    // Every thread of this test process, as the sampler reads a worker's.
+    for entry in std::fs::read_dir("/proc/self/task").unwrap().flatten() {
+        let dir = entry.path();
+        let (Ok(stat), Ok(schedstat)) = (
+            std::fs::read_to_string(dir.join("stat")),
+            std::fs::read_to_string(dir.join("schedstat")),
+        ) else {
+            continue; // the thread ended meanwhile
+        };
+        let ours = parse_stat(&stat).unwrap();
+        let theirs = procfs_core::process::Stat::from_read(stat.as_bytes()).unwrap();
+        assert_eq!(ours.comm, theirs.comm);
+        assert_eq!(ours.state, theirs.state);
+        assert_eq!((ours.utime, ours.stime), (theirs.utime, theirs.stime));
+        assert_eq!(ours.processor, theirs.processor.map(|p| p as u32));
+        let ours = parse_schedstat(&schedstat).unwrap();
+        let theirs = procfs_core::process::Schedstat::from_read(schedstat.as_bytes()).unwrap();
+        assert_eq!(
+            (ours.on_cpu_ns, ours.wait_ns, ours.timeslices),
+            (theirs.sum_exec_runtime, theirs.run_delay, theirs.pcount)
+        );
+    }
+}
