@@ -176,6 +176,9 @@ pub struct RunArgs {
     /// Do not run the procfs sampler (stalls are then not classified).
     #[arg(long, help_heading = "Sampling")]
     pub no_sampler: bool,
+    /// Sample this local server process like the workers (CPU, threads, stalls) [default: the built-in mock, or the process listening on a loopback --url's port].
+    #[arg(long, value_name = "PID", help_heading = "Sampling")]
+    pub server_pid: Option<u32>,
 
     /// Run without the dashboard: progress lines on stderr, the summary on stdout (the default when stdout is not a terminal).
     #[arg(long, help_heading = "Dashboard")]
@@ -271,6 +274,12 @@ pub struct MockBehaviourArgs {
     /// openai and vllm mocks: answer the first append with an error event of this code (invalid_audio, processing_error, …).
     #[arg(long, value_name = "CODE", help_heading = "Mock")]
     pub mock_error: Option<String>,
+    /// Stop the whole mock (no reads, no replies, every protocol) once for --stall-ms, this long after its first session connected, e.g. 3s.
+    #[arg(long, value_parser = parse_duration, requires = "stall_ms", help_heading = "Mock")]
+    pub stall_at: Option<Duration>,
+    /// How long the --stall-at stall lasts, in ms.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=60_000), requires = "stall_at", help_heading = "Mock")]
+    pub stall_ms: Option<u32>,
     #[command(flatten)]
     pub funasr: FunasrMockArgs,
 }

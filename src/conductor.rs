@@ -14,7 +14,8 @@ use crate::contract::Role;
 use crate::live::{Finished, LiveState, ProcessLive, RunInfo, SweepLive, WorkerLive};
 use crate::options::{self, RunPlan};
 use crate::paths::RunPaths;
-use crate::sampler::{Sampler, Target};
+use crate::sampler::listener::{self, Listener};
+use crate::sampler::{Sampler, Target, WatchedServer};
 use crate::summary::{RunRecord, Summary};
 use crate::trace::files::TRACE_FILE;
 use crate::ui::dashboard::Dashboard;
@@ -133,6 +134,11 @@ pub fn run_with(plan: RunPlan, hooks: &Hooks) -> Result<Outcome> {
         state.mock = mock.as_ref().map(|m| ProcessLive::new(m.guard.pid()));
         state.sampler = sampler.as_ref().map(|s| s.live.clone());
         state.sweep = hooks.sweep.clone();
+        state.server = sampler
+            .as_ref()
+            .and_then(|s| s.server_pid())
+            .filter(|_| mock.is_none())
+            .map(ProcessLive::new);
         for (w, child) in state.workers.iter_mut().zip(&workers) {
             w.process = ProcessLive::new(child.guard.pid());
         }
@@ -282,22 +288,69 @@ fn start_sampler(
             pid: w.guard.pid(),
         })
         .collect();
-    if let Some(mock) = mock {
-        targets.push(Target {
-            role: Role::Mock,
-            index: None,
-            pid: mock.guard.pid(),
-        });
-    }
+    let (server, note) = server_target(plan, mock);
+    let watched = server.as_ref().map(|(t, found_by)| WatchedServer {
+        pid: t.pid,
+        found_by: found_by.clone(),
+    });
+    targets.extend(server.map(|(t, _)| t));
     let interval = Duration::from_secs_f64(interval_ms / 1000.0);
     match Sampler::start(PathBuf::from("/proc"), targets, interval) {
-        Ok(sampler) => Some(sampler),
+        Ok(mut sampler) => {
+            sampler.server = watched;
+            if let (Some(note), Ok(mut live)) = (note, sampler.live.lock()) {
+                live.notes.insert(note);
+            }
+            Some(sampler)
+        }
         Err(err) => {
             follow::note(&format!(
                 "the procfs sampler could not start ({err}); stalls will not be classified"
             ));
             None
         }
+    }
+}
+
+/// The server process to sample beside the workers: the built-in mock, `--server-pid`, or the
+/// process listening on a loopback `--url`'s port; and what to say when it cannot be found.
+fn server_target(
+    plan: &RunPlan,
+    mock: Option<&MockChild>,
+) -> (Option<(Target, String)>, Option<String>) {
+    let server = |pid| Target {
+        role: Role::Server,
+        index: None,
+        pid,
+    };
+    if let Some(mock) = mock {
+        let target = Target {
+            role: Role::Mock,
+            index: None,
+            pid: mock.guard.pid(),
+        };
+        return (Some((target, "built-in mock".to_string())), None);
+    }
+    if let Some(pid) = plan.settings.server_pid {
+        return (Some((server(pid), "--server-pid".to_string())), None);
+    }
+    let Some(port) = listener::loopback_port(&plan.settings.url) else {
+        return (None, None);
+    };
+    match listener::find(Path::new("/proc"), port) {
+        Listener::Found(pid) if pid != std::process::id() => {
+            follow::note(&format!(
+                "sampling the server: pid {pid}, listening on port {port}"
+            ));
+            (Some((server(pid), format!("listening on port {port}"))), None)
+        }
+        Listener::Found(_) | Listener::NotListening => (None, None),
+        Listener::NotVisible => (
+            None,
+            Some(format!(
+                "the process listening on port {port} is not one this user may inspect (another user's or another container's): the server is not sampled and its CPU counts as other; pass --server-pid, or run as its user"
+            )),
+        ),
     }
 }
 
@@ -439,6 +492,7 @@ fn result_from_telemetry(
         send_blocked_windows: Vec::new(),
         loop_stall_windows: Vec::new(),
         telemetry_dropped: p.telemetry_dropped,
+        reply_seconds: Vec::new(),
         writer_error: None,
         sample_lines_not_written: 0,
         disk_full: false,

@@ -15,6 +15,8 @@ use serde::{Deserialize, Serialize};
 pub enum Role {
     Worker,
     Mock,
+    /// A local server the run drives (`--server-pid`, or found listening on a loopback `--url`).
+    Server,
 }
 
 /// `worker 3` or `mock`: how every output names a process.
@@ -23,6 +25,7 @@ pub fn process_name(role: Role, index: Option<u32>) -> String {
         (Role::Worker, Some(i)) => format!("worker {i}"),
         (Role::Worker, None) => "worker".to_string(),
         (Role::Mock, _) => "mock".to_string(),
+        (Role::Server, _) => "server".to_string(),
     }
 }
 

@@ -143,6 +143,8 @@ pub struct LiveState {
     pub info: RunInfo,
     pub workers: Vec<WorkerLive>,
     pub mock: Option<ProcessLive>,
+    /// A local server the sampler watches that is not the built-in mock (`--server-pid`).
+    pub server: Option<ProcessLive>,
     /// `CLOCK_MONOTONIC` time of the start gate, once given.
     pub start_s: Option<f64>,
     /// The latest time any telemetry was stamped with (the dashboard's "now").
@@ -255,8 +257,8 @@ impl LiveState {
                 w.process.refresh(now_s);
             }
         }
-        if let Some(mock) = &mut self.mock {
-            mock.refresh(now_s);
+        for p in [&mut self.mock, &mut self.server].into_iter().flatten() {
+            p.refresh(now_s);
         }
     }
 

@@ -89,6 +89,9 @@ async fn serve_until_signal(args: &MockArgs, started_s: f64) -> Result<MockStats
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let ticker = tokio::task::spawn_local(looplag::run(lag.clone(), || {}, stop_rx));
 
+    if let Some(stall) = crate::options::MockStall::from_args(&args.behaviour) {
+        tokio::task::spawn_local(stall_once(stall, Rc::clone(&shared.first_session)));
+    }
     announce(&listen_addr);
     tokio::select! {
         _ = sigterm.recv() => {}
@@ -108,6 +111,21 @@ async fn serve_until_signal(args: &MockArgs, started_s: f64) -> Result<MockStats
         lag.stats(),
         usage,
     ))
+}
+
+/// `--stall-at`, `--stall-ms`: a server stall on purpose. The mock runs on one thread, so
+/// blocking it stops everything at once — reads, replies, timers of every protocol — as a
+/// server whose process froze would (a GC pause, a swapped-out page, a stuck GPU call).
+async fn stall_once(stall: crate::options::MockStall, first_session: Rc<tokio::sync::Notify>) {
+    first_session.notified().await;
+    tokio::time::sleep(std::time::Duration::from_secs_f64(stall.at_s)).await;
+    let _ = writeln!(
+        std::io::stderr(),
+        "mock: stalling for {} ms (--stall-at {} s after the first session)",
+        stall.ms,
+        stall.at_s
+    );
+    std::thread::sleep(std::time::Duration::from_millis(u64::from(stall.ms)));
 }
 
 /// Binds `host:port`, with a message that says what to do when the port is taken.

@@ -45,6 +45,9 @@ pub struct Settings {
     pub inject_cpu_starvation_ms: Option<u32>,
     /// The procfs sampler's interval, or `None` with `--no-sampler`.
     pub sample_interval_ms: Option<f64>,
+    /// `--server-pid`: the local server to sample beside the workers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_pid: Option<u32>,
     pub connect_timeout_s: f64,
     pub recv_timeout_s: f64,
     /// The wire protocol spoken.
@@ -183,9 +186,29 @@ pub struct MockBehaviour {
     pub served_model: String,
     #[serde(default)]
     pub mock_error: Option<String>,
+    /// `--stall-at` (seconds after the first session) and `--stall-ms`: the mock stops once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stall: Option<MockStall>,
     /// The Fun-ASR mock's cadence and cost model (with `--protocol funasr`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub funasr: Option<crate::cli::FunasrMockArgs>,
+}
+
+/// A stall of the whole mock: it stops reading and replying for `ms`, once, `at_s` seconds
+/// after its first session connected.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct MockStall {
+    pub at_s: f64,
+    pub ms: u32,
+}
+
+impl MockStall {
+    pub fn from_args(args: &MockBehaviourArgs) -> Option<MockStall> {
+        Some(MockStall {
+            at_s: args.stall_at?.as_secs_f64(),
+            ms: args.stall_ms?,
+        })
+    }
 }
 
 fn default_profile() -> Profile {
@@ -211,6 +234,7 @@ impl MockBehaviour {
             response_deltas: args.response_deltas,
             served_model: args.served_model.clone(),
             mock_error: args.mock_error.clone(),
+            stall: MockStall::from_args(args),
             funasr: None,
         }
     }
@@ -245,6 +269,14 @@ impl MockBehaviour {
         }
         if let Some(code) = &self.mock_error {
             flags.extend(["--mock-error".to_string(), code.clone()]);
+        }
+        if let Some(stall) = &self.stall {
+            flags.extend([
+                "--stall-at".to_string(),
+                format!("{}s", stall.at_s),
+                "--stall-ms".to_string(),
+                stall.ms.to_string(),
+            ]);
         }
         if let Some(f) = &self.funasr {
             for (flag, value) in [
@@ -444,6 +476,9 @@ pub fn validate(args: &RunArgs, command_line: String, tui: bool) -> Result<RunPl
         }
         None => String::new(),
     };
+    if let Some(pid) = args.server_pid {
+        check_server_pid(pid, args.url.is_some())?;
+    }
     let connection = connection_settings(&args.connection, &url)?;
     let output_dir = args
         .output
@@ -464,6 +499,7 @@ pub fn validate(args: &RunArgs, command_line: String, tui: bool) -> Result<RunPl
         inject_disk_stall_mb: args.inject_disk_stall_mb,
         inject_cpu_starvation_ms: args.inject_cpu_starvation_ms,
         sample_interval_ms: (!args.no_sampler).then_some(args.sample_interval_ms),
+        server_pid: args.server_pid,
         connect_timeout_s: args.connect_timeout.as_secs_f64(),
         recv_timeout_s: args.recv_timeout.as_secs_f64(),
         send_buffer_bytes: args.send_buffer_bytes,
@@ -504,6 +540,17 @@ pub fn validate(args: &RunArgs, command_line: String, tui: bool) -> Result<RunPl
         command_line,
         output_jsonl: args.output_jsonl.clone(),
     })
+}
+
+/// `--server-pid` names a process that exists, of a server given with `--url`.
+fn check_server_pid(pid: u32, has_url: bool) -> Result<()> {
+    if !has_url {
+        bail!("--server-pid {pid} needs --url: without it the built-in mock is the server, and it is sampled already");
+    }
+    if !std::path::Path::new("/proc").join(pid.to_string()).exists() {
+        bail!("--server-pid {pid}: no such process; give the pid of the running server (e.g. from `ss -ltnp`), or leave it out to find the process listening on a loopback --url");
+    }
+    Ok(())
 }
 
 /// Sessions per worker: `--sessions`, or `--concurrency` (the total) spread over `--processes`.

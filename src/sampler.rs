@@ -6,7 +6,9 @@
 pub mod attribution;
 pub mod episodes;
 pub mod host_load;
+pub mod listener;
 pub mod procfs;
+pub mod server_stall;
 
 use crate::clock::monotonic_s;
 use crate::contract::Role;
@@ -79,6 +81,8 @@ pub struct SamplerLive {
     /// Stalls seen so far.
     pub stalls: u64,
     pub notes: BTreeSet<String>,
+    /// The latest second's CPU split: client, server, other.
+    pub cpu_split: Option<host_load::CpuSplit>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -99,6 +103,21 @@ struct Thread {
     last_kept: Option<usize>,
     /// The previous sample's schedstat and state letter.
     last: Option<(procfs::SchedStat, char)>,
+}
+
+/// What to say once when a watched process's /proc may not be read.
+fn denied_note(target: &Target) -> String {
+    match target.role {
+        Role::Server => format!(
+            "/proc of the server (pid {}) cannot be read: its stalls are not classified; run duplexbench-tui as the server's user to sample it",
+            target.pid
+        ),
+        _ => format!(
+            "/proc of {} (pid {}) cannot be read: its stalls are not classified; run duplexbench-tui as the same user as its workers",
+            target.name(),
+            target.pid
+        ),
+    }
 }
 
 /// Extends `into` by `span` (same thread, same class), pooling their wchan counts.
@@ -160,8 +179,22 @@ impl SamplerCore {
 
     fn relist(&mut self) {
         for (t, target) in self.targets.iter().enumerate() {
-            let Ok(tids) = procfs::list_threads(&self.root, target.pid) else {
-                continue;
+            let tids = match procfs::list_threads(&self.root, target.pid) {
+                Ok(tids) => tids,
+                // A server the user named that cannot be read is said once; a worker that
+                // exited is no news.
+                Err(err) if target.role == Role::Server && self.ticks == 0 => {
+                    self.note(if err.kind() == std::io::ErrorKind::PermissionDenied {
+                        denied_note(target)
+                    } else {
+                        format!(
+                            "the server (pid {}) cannot be read under /proc ({err}): it is not sampled",
+                            target.pid
+                        )
+                    });
+                    continue;
+                }
+                Err(_) => continue,
             };
             for tid in tids {
                 if self.threads.contains_key(&tid) || self.gone.contains(&tid) {
@@ -183,11 +216,7 @@ impl SamplerCore {
                             },
                         );
                     }
-                    Err(ReadError::Denied) => self.note(format!(
-                        "/proc of {} (pid {}) cannot be read: its stalls are not classified; run duplexbench-tui as the same user as its workers",
-                        target.name(),
-                        target.pid
-                    )),
+                    Err(ReadError::Denied) => self.note(denied_note(target)),
                     Err(_) => {}
                 }
             }
@@ -403,6 +432,17 @@ pub struct SamplerSummary {
     /// CPU used on the box by processes outside the run, once a second.
     #[serde(default)]
     pub host_load: host_load::HostLoad,
+    /// The server process sampled beside the workers, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<WatchedServer>,
+}
+
+/// The local server the sampler watched, and how it was found.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct WatchedServer {
+    pub pid: u32,
+    /// `built-in mock`, `--server-pid`, or `listening on port N`.
+    pub found_by: String,
 }
 
 /// What the sampler thread hands back: the core's report, its tick lateness, its CPU seconds,
@@ -415,6 +455,9 @@ pub struct Sampler {
     stop: Arc<AtomicBool>,
     pub live: Arc<Mutex<SamplerLive>>,
     interval_s: f64,
+    server_pid: Option<u32>,
+    /// The server watched, as the summary names it (set by the conductor).
+    pub server: Option<WatchedServer>,
 }
 
 fn thread_cpu_seconds() -> f64 {
@@ -431,11 +474,27 @@ impl Sampler {
         let live = Arc::new(Mutex::new(SamplerLive::default()));
         let stop = Arc::new(AtomicBool::new(false));
         let interval_s = interval.as_secs_f64();
-        // The run's own CPU: its children and this conductor.
-        let mut pids: Vec<u32> = targets.iter().map(|t| t.pid).collect();
-        pids.push(std::process::id());
-        let host =
-            host_load::HostLoadTracker::new(root.clone(), pids, host_load::DEFAULT_THRESHOLD_CORES);
+        // The client's CPU: the workers and this conductor; the server's: the watched one.
+        let mut client: Vec<u32> = targets
+            .iter()
+            .filter(|t| t.role == Role::Worker)
+            .map(|t| t.pid)
+            .collect();
+        client.push(std::process::id());
+        let server = targets
+            .iter()
+            .find(|t| matches!(t.role, Role::Mock | Role::Server))
+            .map(|t| t.pid);
+        let external_server = targets
+            .iter()
+            .find(|t| t.role == Role::Server)
+            .map(|t| t.pid);
+        let host = host_load::HostLoadTracker::new(
+            root.clone(),
+            client,
+            server,
+            host_load::DEFAULT_THRESHOLD_CORES,
+        );
         let core = SamplerCore::new(root, targets, live.clone());
         let stopping = stop.clone();
         let thread = std::thread::Builder::new()
@@ -446,7 +505,14 @@ impl Sampler {
             stop,
             live,
             interval_s,
+            server_pid: external_server,
+            server: None,
         })
+    }
+
+    /// The watched server that is not the built-in mock (`--server-pid`, or found on the port).
+    pub fn server_pid(&self) -> Option<u32> {
+        self.server_pid
     }
 
     /// Stops the thread and returns its episodes and figures.
@@ -472,6 +538,7 @@ impl Sampler {
             malformed_reads: report.malformed,
             notes: report.notes,
             host_load,
+            server: self.server,
         };
         (report.episodes, summary)
     }
@@ -501,6 +568,9 @@ fn run(
         if now_s >= next_host_s {
             host.sample(now_s);
             next_host_s = now_s + 1.0;
+            if let (Some(split), Ok(mut live)) = (host.latest, core.live.lock()) {
+                live.cpu_split = Some(split);
+            }
         }
         due_s += interval_s;
         let after_s = monotonic_s();
@@ -686,6 +756,37 @@ mod tests {
         let report = c.finish();
         assert_eq!(report.malformed, 1);
         assert!(report.episodes.is_empty());
+    }
+
+    #[test]
+    fn a_server_that_cannot_be_read_is_said_once_and_the_workers_are_still_sampled_issue_15() {
+        let fake = FakeProc::new("server-gone");
+        fake.thread((100, 100), "duplexbench-tui", 'S', (0, 0), "0");
+        let targets = vec![
+            Target {
+                role: Role::Worker,
+                index: Some(0),
+                pid: 100,
+            },
+            Target {
+                role: Role::Server,
+                index: None,
+                pid: 4242,
+            },
+        ];
+        let live = Arc::new(Mutex::new(SamplerLive::default()));
+        let mut c = SamplerCore::new(fake.path().to_path_buf(), targets, live);
+        for i in 0..(2 * RELIST_TICKS) {
+            c.tick(6.0 + 0.005 * i as f64);
+        }
+        let report = c.finish();
+        assert_eq!(report.threads_seen, 1);
+        assert_eq!(report.notes.len(), 1, "{:?}", report.notes);
+        assert!(
+            report.notes[0].starts_with("the server (pid 4242) cannot be read under /proc"),
+            "{:?}",
+            report.notes
+        );
     }
 
     #[test]

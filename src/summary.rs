@@ -5,6 +5,7 @@
 //! * `funasr`: the Fun-ASR benchmark's figures, for runs of that protocol.
 
 pub mod funasr;
+pub mod server_stalls;
 
 use crate::clock::ClockAnchor;
 use crate::contract::worker::{
@@ -18,6 +19,7 @@ use crate::options::{RunPlan, Settings};
 use crate::pacing::PacketCounts;
 use crate::sampler::attribution::plural;
 use crate::sampler::attribution::{self, Attribution, WorkerWindows};
+use crate::sampler::server_stall::{self, ServerStall};
 use crate::sampler::{Episode, SamplerSummary, STALL_MS};
 use crate::stats::{DurationHistogram, FullPercentiles, ShortPercentiles};
 pub use crate::verdict::Verdict;
@@ -63,6 +65,9 @@ pub struct Summary {
     pub stalls: Vec<Episode>,
     /// What the late packets and loop stalls fell into.
     pub attribution: Attribution,
+    /// Times the server's reply latency jumped while the client was clean (docs/sampler.md).
+    #[serde(default)]
+    pub server_stalls: Vec<ServerStall>,
     pub sampler: SamplerSummary,
     /// Faults injected with `--inject-*`.
     pub injections: Vec<InjectionRecord>,
@@ -629,6 +634,19 @@ impl Summary {
                 load.foreign_cores_max, load.seconds_over_threshold, load.threshold_cores
             ));
         }
+        let server = server_stalls::find(&record, &episodes);
+        verdict
+            .reasons
+            .extend(server.stalls.iter().take(5).map(server_stall::describe));
+        if server.client_explained > 0 {
+            verdict.reasons.push(format!(
+                "the server's reply latency jumped {} while the client itself stalled: the client's doing, not called a server stall",
+                match server.client_explained {
+                    1 => "once".to_string(),
+                    n => format!("{n} times"),
+                }
+            ));
+        }
         let stalls: Vec<Episode> = episodes
             .into_iter()
             .filter(|e| e.duration_ms >= STALL_MS)
@@ -665,6 +683,7 @@ impl Summary {
             server: pooled.server,
             stalls,
             attribution,
+            server_stalls: server.stalls,
             sampler,
             injections: injections_of(&record),
             funasr,

@@ -107,6 +107,7 @@ pub fn run(args: &WorkerArgs) -> Result<()> {
         stall_injected_at_s: run.injections.first().map(|i| i.start_s),
         late_packet_windows: run.stats.late_windows.clone(),
         send_blocked_windows: run.stats.send_blocked_windows.clone(),
+        reply_seconds: run.stats.reply_seconds.clone(),
         loop_stall_windows: run.loop_lag.stall_windows(),
         injections: run.injections,
         telemetry_dropped: telemetry.dropped(),

@@ -241,6 +241,9 @@ pub struct WorkerResult {
     /// `[due_s, woke_s]` of loop-lag ticks over 20 ms, for attribution.
     pub loop_stall_windows: Vec<[f64; 2]>,
     pub telemetry_dropped: u64,
+    /// The worst server reply of each second, for finding server stalls.
+    #[serde(default)]
+    pub reply_seconds: Vec<ReplySecond>,
     /// An error of the worker's samples file or writer thread.
     pub writer_error: Option<String>,
     /// Samples-file lines that could not be written.
@@ -261,6 +264,80 @@ pub const RESULT_SCHEMA_VERSION: u32 = 2;
 
 /// The most late-packet or loop-stall windows a worker keeps for attribution.
 pub const MAX_WINDOWS: usize = 100_000;
+
+/// Which server reply latency a [`ReplySecond`] holds; each has its own typical value.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, Default,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum ReplyKind {
+    /// Native: a packet's send start → its `sglang.input_audio.accepted`.
+    #[default]
+    Accepted,
+    /// Fun-ASR: a partial result after the end of the audio it covers.
+    Response,
+    /// openai, vllm: a turn's input end → its first text or audio delta.
+    FirstReply,
+    /// openai, vllm: one delta of an answer → the next; Fun-ASR: one result → the next, while
+    /// the audio streams.
+    DeltaGap,
+}
+
+impl ReplyKind {
+    /// How the summary names it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReplyKind::Accepted => "accepted",
+            ReplyKind::Response => "response",
+            ReplyKind::FirstReply => "first reply after turn end",
+            ReplyKind::DeltaGap => "gap between replies",
+        }
+    }
+}
+
+/// The worst server reply of one kind that arrived in one second of the monotonic clock: how
+/// long after what it answers was sent (or, for a delta gap, after the previous delta).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct ReplySecond {
+    #[serde(default)]
+    pub kind: ReplyKind,
+    /// `floor` of the arrivals' monotonic time.
+    pub second: u64,
+    pub replies: u32,
+    pub max_lag_ms: f64,
+    /// When what the worst reply answers was sent (monotonic seconds).
+    pub max_sent_s: f64,
+}
+
+impl ReplySecond {
+    /// Files a reply of `kind` that arrived at `arrival_s` for something sent at `sent_s` into
+    /// `seconds` (arrivals come in order: a worker has one runtime thread; the kinds of one
+    /// second sit side by side at the end).
+    pub fn record(seconds: &mut Vec<ReplySecond>, kind: ReplyKind, sent_s: f64, arrival_s: f64) {
+        let second = arrival_s.max(0.0) as u64;
+        let lag_ms = (arrival_s - sent_s) * 1000.0;
+        let recent = seconds.len().saturating_sub(4);
+        let found = seconds[recent..]
+            .iter_mut()
+            .rev()
+            .find(|s| s.second == second && s.kind == kind);
+        if let Some(last) = found {
+            last.replies += 1;
+            if lag_ms > last.max_lag_ms {
+                last.max_lag_ms = lag_ms;
+                last.max_sent_s = sent_s;
+            }
+        } else if seconds.len() < MAX_WINDOWS {
+            seconds.push(ReplySecond {
+                kind,
+                second,
+                replies: 1,
+                max_lag_ms: lag_ms,
+                max_sent_s: sent_s,
+            });
+        }
+    }
+}
 
 /// A fault injected into a worker (`--inject-*`), and when.
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -49,6 +49,8 @@ pub struct Shared {
     pub tls: Option<tokio_rustls::TlsAcceptor>,
     /// The Fun-ASR mock's decode engine (with `--protocol funasr`).
     pub funasr: Option<Rc<super::funasr::Engine>>,
+    /// Told when the first session has connected (the `--stall-at` clock starts then).
+    pub first_session: Rc<tokio::sync::Notify>,
 }
 
 impl Shared {
@@ -73,6 +75,7 @@ impl Shared {
             )),
             tls: None,
             funasr: None,
+            first_session: Rc::new(tokio::sync::Notify::new()),
         }
     }
 
@@ -282,6 +285,10 @@ async fn serve_connection<S: AsyncRead + AsyncWrite + Unpin>(stream: S, shared: 
     shared.counters.session_served();
     let number = shared.next_session.get();
     shared.next_session.set(number + 1);
+    if number == 0 {
+        // Stored as a permit if nobody waits yet.
+        shared.first_session.notify_one();
+    }
     match shared.protocol {
         Protocol::Native => {
             let session = Session::new(Rc::clone(&shared.templates), number);

@@ -185,21 +185,59 @@ fn stalls_section(out: &mut String, s: &Summary) {
     }
     md!(
         out,
-        "The procfs sampler read every thread of the workers and the mock every {} ms ({} ticks, lateness p99 {:.2} ms, {:.4} cores).\n",
-        sm.interval_ms, sm.ticks, sm.lateness_ms.p99, sm.cpu_cores
+        "The procfs sampler read every thread of the workers{} every {} ms ({} ticks, lateness p99 {:.2} ms, {:.4} cores).\n",
+        match &sm.server {
+            Some(w) => format!(" and of the server (pid {}, {})", w.pid, w.found_by),
+            None => String::new(),
+        },
+        sm.interval_ms,
+        sm.ticks,
+        sm.lateness_ms.p99,
+        sm.cpu_cores
     );
     let load = &sm.host_load;
     if load.seconds > 0 {
+        let server = match load.server_cores_mean {
+            Some(mean) => format!(
+                "server {mean:.2} (at most {:.2})",
+                load.server_cores_max.unwrap_or(mean)
+            ),
+            None => "server not watched (counted as other)".to_string(),
+        };
         md!(
             out,
-            "CPU split: the run's processes {:.2} cores on average; other processes {:.2} on average, {:.2} at most, over {} cores in {} of {} s.\n",
-            load.run_cores_mean,
+            "CPU split, cores on average over {} s: client {:.2}, {server}, other processes {:.2} (at most {:.2}; over {} cores in {} s); the box {:.2}.\n",
+            load.seconds,
+            load.client_cores_mean,
             load.foreign_cores_mean,
             load.foreign_cores_max,
             load.threshold_cores,
             load.seconds_over_threshold,
-            load.seconds
+            load.host_cores_mean
         );
+    }
+    if !s.server_stalls.is_empty() {
+        md!(
+            out,
+            "| server stall at (s) | latency | peak (ms) | typical (ms) | held back (ms) | the server's own episodes |\n|---|---|---|---|---|---|"
+        );
+        for st in &s.server_stalls {
+            md!(
+                out,
+                "| {:.1} | {} | {:.0} | {:.0} | {:.0} | {} |",
+                st.run_time_s,
+                st.latency,
+                st.peak_lag_ms,
+                st.typical_lag_ms,
+                st.size_ms,
+                if st.server_episodes.is_empty() {
+                    "none over 20 ms".to_string()
+                } else {
+                    st.server_episodes.join(", ")
+                }
+            );
+        }
+        md!(out, "");
     }
     for i in &s.injections {
         md!(

@@ -116,6 +116,19 @@ pub fn table(s: &Summary) -> String {
             proc.loop_lag_ms.max
         );
     }
+    let load = &s.sampler.host_load;
+    if load.seconds > 0 {
+        let server = load
+            .server_cores_mean
+            .map_or("– (not watched)".to_string(), |c| format!("{c:.2}"));
+        row!(
+            out,
+            "cpu split          client {:.2} / server {server} / other {:.2} cores (mean over {} s)",
+            load.client_cores_mean,
+            load.foreign_cores_mean,
+            load.seconds
+        );
+    }
     for e in &s.attribution.explanations {
         row!(out, "stall cause        {e}");
     }

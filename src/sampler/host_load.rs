@@ -1,6 +1,7 @@
 //! Foreign load: CPU the box spent on processes that are not part of the run, once a second,
 //! from `/proc/stat` (all CPUs' busy time) minus the run's own processes' `utime + stime`
-//! (proc(5)). Seed 001's pitfall — "don't build while benchmarking" — made visible: seconds in
+//! (proc(5)), split into the client (workers and conductor), the server (the built-in mock or a
+//! local server the run watches) and the rest. Seed 001's pitfall — "don't build while benchmarking" — made visible: seconds in
 //! which others used more than a threshold of cores are windows the attribution can blame late
 //! packets on when nothing better explains them.
 
@@ -23,6 +24,16 @@ pub struct HostLoad {
     pub foreign_cores_mean: f64,
     /// The run's own processes (workers, mock, conductor) on average, in cores.
     pub run_cores_mean: f64,
+    /// The CPU split on average: the client (workers and conductor), the watched server (the
+    /// built-in mock or `--server-pid`; absent when none is watched), the whole box, in cores.
+    #[serde(default)]
+    pub client_cores_mean: f64,
+    #[serde(default)]
+    pub server_cores_mean: Option<f64>,
+    #[serde(default)]
+    pub server_cores_max: Option<f64>,
+    #[serde(default)]
+    pub host_cores_mean: f64,
     /// `[from_s, to_s]` of consecutive seconds over the threshold (monotonic clock).
     pub windows: Vec<[f64; 2]>,
 }
@@ -49,24 +60,64 @@ fn process_jiffies(root: &Path, pid: u32) -> u64 {
         .map_or(0, |s| s.utime + s.stime)
 }
 
+/// One second's CPU split, in cores, as the live views show it.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct CpuSplit {
+    pub client_cores: f64,
+    /// `None` when no server process is watched.
+    pub server_cores: Option<f64>,
+    /// Everything else on the box: its busy time minus the client and the server.
+    pub other_cores: f64,
+}
+
+impl CpuSplit {
+    /// `client 0.05, server 0.03, other 1.60 cores`
+    pub fn describe(&self) -> String {
+        match self.server_cores {
+            Some(server) => format!(
+                "client {:.2}, server {server:.2}, other {:.2} cores",
+                self.client_cores, self.other_cores
+            ),
+            None => format!(
+                "client {:.2}, other {:.2} cores (no server watched)",
+                self.client_cores, self.other_cores
+            ),
+        }
+    }
+}
+
 /// Samples the host once a second.
 pub struct HostLoadTracker {
     root: PathBuf,
-    pids: Vec<u32>,
+    client_pids: Vec<u32>,
+    server_pid: Option<u32>,
     ticks_per_second: f64,
     threshold_cores: f64,
-    last: Option<(f64, u64, u64)>,
+    /// (time, host busy, client, server) jiffies at the previous sample.
+    last: Option<(f64, u64, u64, u64)>,
     out: HostLoad,
     foreign_sum: f64,
     run_sum: f64,
+    client_sum: f64,
+    server_sum: f64,
+    host_sum: f64,
+    /// The latest second's split, for the live views.
+    pub latest: Option<CpuSplit>,
 }
 
 impl HostLoadTracker {
-    /// Follows the run's `pids` under `root`; `/proc/stat` is `root/stat`.
-    pub fn new(root: PathBuf, pids: Vec<u32>, threshold_cores: f64) -> Self {
+    /// Follows the client's `client_pids` and the server's `server_pid` under `root`;
+    /// `/proc/stat` is `root/stat`.
+    pub fn new(
+        root: PathBuf,
+        client_pids: Vec<u32>,
+        server_pid: Option<u32>,
+        threshold_cores: f64,
+    ) -> Self {
         HostLoadTracker {
             root,
-            pids,
+            client_pids,
+            server_pid,
             ticks_per_second: rustix::param::clock_ticks_per_second() as f64,
             threshold_cores,
             last: None,
@@ -76,6 +127,10 @@ impl HostLoadTracker {
             },
             foreign_sum: 0.0,
             run_sum: 0.0,
+            client_sum: 0.0,
+            server_sum: 0.0,
+            host_sum: 0.0,
+            latest: None,
         }
     }
 
@@ -87,22 +142,39 @@ impl HostLoadTracker {
         else {
             return;
         };
-        let run: u64 = self
-            .pids
+        let client: u64 = self
+            .client_pids
             .iter()
             .map(|&p| process_jiffies(&self.root, p))
             .sum();
-        if let Some((last_s, last_busy, last_run)) = self.last {
+        let server = self
+            .server_pid
+            .map_or(0, |p| process_jiffies(&self.root, p));
+        if let Some((last_s, last_busy, last_client, last_server)) = self.last {
             let wall_s = now_s - last_s;
             if wall_s > 0.0 {
                 let cores = |j: u64| j as f64 / self.ticks_per_second / wall_s;
-                let run_cores = cores(run.saturating_sub(last_run));
+                let client_cores = cores(client.saturating_sub(last_client));
+                let server_cores = cores(server.saturating_sub(last_server));
+                let host_cores = cores(busy.saturating_sub(last_busy));
                 // A process that exits takes its CPU time with it: never below zero.
-                let foreign = (cores(busy.saturating_sub(last_busy)) - run_cores).max(0.0);
-                self.record(last_s, now_s, foreign, run_cores);
+                let foreign = (host_cores - client_cores - server_cores).max(0.0);
+                self.client_sum += client_cores;
+                self.server_sum += server_cores;
+                self.host_sum += host_cores;
+                if self.server_pid.is_some() {
+                    let max = self.out.server_cores_max.get_or_insert(0.0);
+                    *max = max.max(server_cores);
+                }
+                self.latest = Some(CpuSplit {
+                    client_cores,
+                    server_cores: self.server_pid.map(|_| server_cores),
+                    other_cores: foreign,
+                });
+                self.record(last_s, now_s, foreign, client_cores + server_cores);
             }
         }
-        self.last = Some((now_s, busy, run));
+        self.last = Some((now_s, busy, client, server));
     }
 
     fn record(&mut self, from_s: f64, to_s: f64, foreign: f64, run_cores: f64) {
@@ -123,10 +195,20 @@ impl HostLoadTracker {
     pub fn finish(mut self) -> HostLoad {
         if self.out.seconds > 0 {
             let n = self.out.seconds as f64;
-            self.out.foreign_cores_mean = (self.foreign_sum / n * 1000.0).round() / 1000.0;
-            self.out.run_cores_mean = (self.run_sum / n * 1000.0).round() / 1000.0;
+            let mean = |sum: f64| (sum / n * 1000.0).round() / 1000.0;
+            self.out.foreign_cores_mean = mean(self.foreign_sum);
+            self.out.run_cores_mean = mean(self.run_sum);
+            self.out.client_cores_mean = mean(self.client_sum);
+            self.out.host_cores_mean = mean(self.host_sum);
+            if self.server_pid.is_some() {
+                self.out.server_cores_mean = Some(mean(self.server_sum));
+            }
         }
         self.out.foreign_cores_max = (self.out.foreign_cores_max * 1000.0).round() / 1000.0;
+        self.out.server_cores_max = self
+            .out
+            .server_cores_max
+            .map(|m| (m * 1000.0).round() / 1000.0);
         self.out
     }
 }
@@ -144,7 +226,7 @@ mod tests {
 
     #[test]
     fn seconds_over_the_threshold_merge_into_windows_issue_15() {
-        let mut t = HostLoadTracker::new(PathBuf::from("/nonexistent"), vec![], 0.5);
+        let mut t = HostLoadTracker::new(PathBuf::from("/nonexistent"), vec![], None, 0.5);
         t.record(10.0, 11.0, 0.9, 0.2);
         t.record(11.0, 12.0, 1.1, 0.2);
         t.record(12.0, 13.0, 0.1, 0.2);
@@ -157,11 +239,21 @@ mod tests {
     }
 
     #[test]
-    fn foreign_load_is_the_box_minus_the_run_on_a_fake_proc() {
+    fn foreign_load_is_the_box_minus_the_client_and_the_server_on_a_fake_proc_issue_15() {
         let root =
             std::env::temp_dir().join(format!("duplexbench-hostload-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&root);
         std::fs::create_dir_all(root.join("42")).unwrap();
+        std::fs::create_dir_all(root.join("43")).unwrap();
+        let proc_stat = |pid: u32, jiffies: u64| {
+            let mut fields = vec!["0".to_string(); 50];
+            fields[10] = jiffies.to_string();
+            std::fs::write(
+                root.join(pid.to_string()).join("stat"),
+                format!("{pid} (p) S {}\n", fields.join(" ")),
+            )
+            .unwrap();
+        };
         let write = |busy: u64, run: u64| {
             std::fs::write(
                 root.join("stat"),
@@ -177,17 +269,28 @@ mod tests {
             )
             .unwrap();
         };
-        let mut t = HostLoadTracker::new(root.clone(), vec![42], 0.5);
+        let mut t = HostLoadTracker::new(root.clone(), vec![42], Some(43), 0.5);
         t.ticks_per_second = 100.0;
         write(1000, 100);
+        proc_stat(43, 500);
         t.sample(1.0);
-        // One second later the box used 150 jiffies (1.5 cores), the run 30 (0.3 cores).
+        // One second later the box used 150 jiffies (1.5 cores), the client 30 (0.3 cores),
+        // the server 20 (0.2 cores).
         write(1150, 130);
+        proc_stat(43, 520);
         t.sample(2.0);
+        let split = t.latest.unwrap();
+        assert_eq!(
+            split.describe(),
+            "client 0.30, server 0.20, other 1.00 cores"
+        );
         let load = t.finish();
         assert_eq!(load.seconds, 1);
-        assert!((load.foreign_cores_max - 1.2).abs() < 1e-9, "{load:?}");
-        assert!((load.run_cores_mean - 0.3).abs() < 1e-9);
+        assert!((load.foreign_cores_max - 1.0).abs() < 1e-9, "{load:?}");
+        assert!((load.run_cores_mean - 0.5).abs() < 1e-9);
+        assert!((load.client_cores_mean - 0.3).abs() < 1e-9);
+        assert_eq!(load.server_cores_mean, Some(0.2));
+        assert!((load.host_cores_mean - 1.5).abs() < 1e-9);
         assert_eq!(load.seconds_over_threshold, 1);
         let _ = std::fs::remove_dir_all(&root);
     }

@@ -118,6 +118,11 @@ pub fn progress_line(live: &mut LiveState, now_s: f64) -> String {
     } else {
         format!("[{elapsed_s:>6.1} s / {d} s]")
     };
+    let cpu = live
+        .sampler
+        .as_ref()
+        .and_then(|s| s.lock().ok().and_then(|l| l.cpu_split))
+        .map_or(String::new(), |split| format!("  cpu {}", split.describe()));
     let start = live.pooled_start_lateness();
     let start = if start.count() == 0 {
         String::new()
@@ -125,7 +130,7 @@ pub fn progress_line(live: &mut LiveState, now_s: f64) -> String {
         format!("  start lateness p99 {:.1} ms", start.quantile_ms(0.99))
     };
     format!(
-        "{clock} packets {}  late {}  sessions with late packets {}  worst deviation {:.1} ms{start}  loop lag {:.1} ms (max {:.1})  writer queue {} lines  server p50: {server}{}",
+        "{clock} packets {}  late {}  sessions with late packets {}  worst deviation {:.1} ms{start}  loop lag {:.1} ms (max {:.1})  writer queue {} lines  server p50: {server}{}{cpu}",
         t.counts.packets,
         t.counts.late_packets,
         t.sessions_with_late_packets,

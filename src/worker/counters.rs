@@ -2,7 +2,7 @@
 //! its telemetry and of its result file.
 
 use crate::contract::telemetry::Progress;
-use crate::contract::worker::{SessionStatus, WorkerHistograms};
+use crate::contract::worker::{ReplyKind, ReplySecond, SessionStatus, WorkerHistograms};
 use crate::pacing::PacketCounts;
 
 /// Counters every session of a worker adds to, on the worker's single runtime thread.
@@ -23,6 +23,8 @@ pub struct WorkerStats {
     pub late_windows: Vec<[f64; 2]>,
     /// `[start_s, end_s]` of sends that blocked for more than a late threshold.
     pub send_blocked_windows: Vec<[f64; 2]>,
+    /// The worst server reply of each second (one entry a second: no allocation per reply).
+    pub reply_seconds: Vec<ReplySecond>,
     /// Per session, the heat cell since the last heat telemetry: the worst deviation (µs + 1;
     /// 0 = no packet).
     pub heat: Vec<u32>,
@@ -36,6 +38,11 @@ impl WorkerStats {
             heat: vec![0; sessions as usize],
             ..WorkerStats::default()
         }
+    }
+
+    /// A server reply of `kind` arrived at `arrival_s` for what was sent at `sent_s`.
+    pub fn reply(&mut self, kind: ReplyKind, sent_s: f64, arrival_s: f64) {
+        ReplySecond::record(&mut self.reply_seconds, kind, sent_s, arrival_s);
     }
 
     /// Takes the per-session window maxima and starts a new window.

@@ -20,6 +20,7 @@ mod report;
 mod run_folder;
 mod runs;
 mod sampler;
+mod suspects;
 mod sweep;
 mod traces;
 mod util;

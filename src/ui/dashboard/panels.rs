@@ -276,14 +276,31 @@ pub fn workers(state: &LiveState, theme: Theme, area: Rect, buf: &mut Buffer) {
 
 /// Per process: state, CPU, RSS, disk stalls and the latest wchan; then the latest stalls.
 pub fn processes(state: &LiveState, theme: Theme, area: Rect, buf: &mut Buffer) {
-    let block = Block::default()
-        .borders(Borders::ALL)
-        .title(" Processes │ stalls ");
-    let inner = block.inner(area);
-    block.render(area, buf);
     // Read in place, not copied: this runs ten times a second.
     let guard = state.sampler.as_ref().and_then(|s| s.lock().ok());
     let sampler = guard.as_deref();
+    // The rows give the client's and the server's cores; the title the rest of the box's.
+    let title = match sampler.and_then(|s| s.cpu_split) {
+        Some(split) => Line::from(vec![
+            Span::raw(if area.width >= 44 {
+                " Processes │ stalls │ "
+            } else {
+                " Processes │ "
+            }),
+            Span::styled(
+                format!("other {:.2} cores ", split.other_cores),
+                if split.other_cores > crate::sampler::host_load::DEFAULT_THRESHOLD_CORES {
+                    theme.warn()
+                } else {
+                    Style::default()
+                },
+            ),
+        ]),
+        None => Line::from(" Processes │ stalls "),
+    };
+    let block = Block::default().borders(Borders::ALL).title(title);
+    let inner = block.inner(area);
+    block.render(area, buf);
     let wide = inner.width >= 44;
     let mut lines = vec![Line::from(Span::styled(
         format!(
@@ -350,6 +367,10 @@ pub fn processes(state: &LiveState, theme: Theme, area: Rect, buf: &mut Buffer) 
     if let Some(mock) = &state.mock {
         lines.push(row("mock".to_string(), mock, finished));
     }
+    if let Some(server) = &state.server {
+        lines.push(row("server".to_string(), server, finished));
+    }
+
     let room = (inner.height as usize).saturating_sub(lines.len());
     match sampler {
         None => lines.push(Line::from(Span::styled(

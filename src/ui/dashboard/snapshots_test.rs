@@ -142,6 +142,12 @@ fn fixture(
             }],
         });
     }
+    // The CPU split of the latest second (issue 15).
+    sampler.cpu_split = Some(crate::sampler::host_load::CpuSplit {
+        client_cores: 0.42,
+        server_cores: Some(0.11),
+        other_cores: 0.05,
+    });
     s.sampler = Some(Arc::new(Mutex::new(sampler)));
     if let Some((worker, _)) = stall {
         let w = &mut s.workers[worker];

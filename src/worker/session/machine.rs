@@ -8,7 +8,7 @@
 use super::super::counters::WorkerStats;
 use super::transcripts::{self, Recorder};
 use crate::audio::Audio;
-use crate::contract::worker::{SessionOutcome, MAX_WINDOWS};
+use crate::contract::worker::{ReplyKind, SessionOutcome, MAX_WINDOWS};
 use crate::options::Settings;
 use crate::pacing::{self, PacketClass, Thresholds};
 use crate::protocol::{
@@ -98,6 +98,9 @@ pub struct Machine {
     send_ring: [(u32, f64); SEND_RING],
     last_seq: Option<u32>,
     first_audio_seen: bool,
+    /// The previous delta of the answer under way (turn dialects), or the previous result
+    /// (Fun-ASR): a server that stalls mid-stream shows as a long gap to the next.
+    last_delta_s: Option<f64>,
     /// Packets below this sequence number were counted late while still unsent.
     counted_late_below: u32,
     /// The session's turns, for the dialects that have them (`None` for the native protocol).
@@ -134,6 +137,7 @@ impl Machine {
             send_ring: [(u32::MAX, 0.0); SEND_RING],
             last_seq: None,
             first_audio_seen: false,
+            last_delta_s: None,
             counted_late_below: 0,
             turns: (settings_for_turns != Protocol::Native).then(Turns::default),
             transcripts,
@@ -243,6 +247,8 @@ impl Machine {
         }
         let t_end_ms = u64::from(seq + 1) * u64::from(self.settings.packet_ms);
         let frames = self.protocol.turn_end(self.ids, seq, t_end_ms)?;
+        // The answer after a turn's end is timed from that end, not from the previous delta.
+        self.last_delta_s = None;
         let end_s = self.sent_at(u64::from(seq));
         if let (Some(turns), Some(end_s)) = (&mut self.turns, end_s) {
             turns.ended(end_s);
@@ -252,6 +258,7 @@ impl Machine {
 
     /// A commit after the last packet ends the turn there.
     fn end_turn_at_last_packet(&mut self) {
+        self.last_delta_s = None;
         let end_s = self.last_seq.and_then(|seq| self.sent_at(u64::from(seq)));
         if let (Some(turns), Some(end_s)) = (&mut self.turns, end_s) {
             turns.ended(end_s);
@@ -259,9 +266,13 @@ impl Machine {
     }
 
     /// Files a turn latency in the worker's histograms.
-    fn record(&self, sample: Option<Sample>) {
+    fn record(&self, sample: Option<Sample>, now_s: f64) {
         let Some(sample) = sample else { return };
         let mut stats = self.stats.borrow_mut();
+        // A turn's first reply after its input ended is the server's reply lag.
+        if let Sample::FirstTextAfterEnd(s) | Sample::FirstAudioAfterEnd(s) = sample {
+            stats.reply(ReplyKind::FirstReply, now_s - s, now_s);
+        }
         let h = &mut stats.hist.turns;
         match sample {
             Sample::FirstTextAfterEnd(s) => h.first_text_after_end.record_s(s),
@@ -270,6 +281,22 @@ impl Machine {
             Sample::FirstAudioAfterStart(s) => h.first_audio_after_start.record_s(s),
             Sample::DoneAfterEnd(s) => h.done_after_end.record_s(s),
             Sample::SpeechStopped(s) => h.speech_stopped.record_s(s),
+        }
+    }
+
+    /// A delta of an answer arrived at `now_s`: the gap since the previous one is a reply lag.
+    fn delta_gap(&mut self, now_s: f64) {
+        if self.turns.is_some() {
+            self.reply_gap(now_s);
+        }
+    }
+
+    /// A reply of a stream of them (deltas of an answer, Fun-ASR's results) arrived at `now_s`.
+    fn reply_gap(&mut self, now_s: f64) {
+        if let Some(previous_s) = self.last_delta_s.replace(now_s) {
+            self.stats
+                .borrow_mut()
+                .reply(ReplyKind::DeltaGap, previous_s, now_s);
         }
     }
 
@@ -502,16 +529,15 @@ impl Machine {
             Meaning::Milestone(reached) => return self.arrived(Some(reached)),
             Meaning::Accepted { seq } => {
                 if let Some(start_s) = self.sent_at(seq) {
-                    self.stats
-                        .borrow_mut()
-                        .hist
-                        .accepted
-                        .record_s(now_s - start_s);
+                    let mut stats = self.stats.borrow_mut();
+                    stats.hist.accepted.record_s(now_s - start_s);
+                    stats.reply(ReplyKind::Accepted, start_s, now_s);
                 }
             }
             Meaning::AudioDelta => {
+                self.delta_gap(now_s);
                 let sample = self.turns.as_mut().and_then(|t| t.audio_delta(now_s));
-                self.record(sample);
+                self.record(sample, now_s);
                 if let (false, Some(origin_s)) = (self.first_audio_seen, self.origin_s) {
                     self.first_audio_seen = true;
                     self.stats
@@ -549,8 +575,9 @@ impl Machine {
                 }
             }
             Meaning::TextDelta => {
+                self.delta_gap(now_s);
                 let sample = self.turns.as_mut().and_then(|t| t.text_delta(now_s));
-                self.record(sample);
+                self.record(sample, now_s);
             }
             Meaning::SpeechStarted { .. } => {
                 if let Some(turns) = &mut self.turns {
@@ -563,14 +590,35 @@ impl Machine {
                     .turns
                     .as_mut()
                     .and_then(|t| t.speech_stopped(now_s, anchor_s));
-                self.record(sample);
+                self.record(sample, now_s);
             }
             Meaning::TurnDone { completed } => {
+                self.last_delta_s = None;
                 let sample = self.turns.as_mut().and_then(|t| t.done(now_s, completed));
-                self.record(sample);
+                self.record(sample, now_s);
                 return self.arrived(Some(Milestone::Answered));
             }
-            Meaning::Transcript { .. } | Meaning::Other => {}
+            Meaning::Transcript {
+                is_final,
+                duration_ms,
+                ..
+            } => {
+                // A partial result is late by how long after its audio's end it came; but a
+                // server that stalls reads the backlog at once and reports it as received, so
+                // the stall shows in the gap between results.
+                if let (false, Some(duration_ms), Some(origin_s)) =
+                    (is_final, duration_ms, self.origin_s)
+                {
+                    let audio_end_s = origin_s + duration_ms / 1000.0;
+                    self.stats
+                        .borrow_mut()
+                        .reply(ReplyKind::Response, audio_end_s, now_s);
+                }
+                if self.phase != Phase::Finishing && self.origin_s.is_some() {
+                    self.reply_gap(now_s);
+                }
+            }
+            Meaning::Other => {}
         }
         Flow::Continue
     }
