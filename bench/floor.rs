@@ -58,6 +58,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let (mut ws, _) = tungstenite::client(url.as_str(), stream)?;
         wait_for(&mut ws, Milestone::Created)?;
         let ids = EventIds {
+            shard: 0,
             worker: 0,
             session: k as u32,
         };
@@ -109,6 +110,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 drain(&mut stream, &mut sink)?;
             }
             let id = EventIds {
+                shard: 0,
                 worker: 0,
                 session: (next % sessions) as u32,
             }

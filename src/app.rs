@@ -41,6 +41,7 @@ fn dispatch(cli: Cli) -> Result<i32> {
             crate::sweep::report(&args)
         }
         Some(Command::Report(args)) => crate::report::command::run(&args),
+        Some(Command::Merge(args)) => crate::merge::run(&args),
         Some(Command::Completions(args)) => print_completions(args.shell),
         Some(Command::Man) => print_man_page(),
         Some(Command::Worker(args)) => worker::run(&args).map(|()| 0),

@@ -42,6 +42,8 @@ pub enum Command {
     Mock(MockArgs),
     /// Check that a server speaks its protocol (--protocol): run 2 short sessions against --url, or read recorded --trace files.
     Conform(ConformArgs),
+    /// Pool the shards of one run (run with --shard-index/--shard-count on several hosts) into one summary, exactly.
+    Merge(MergeArgs),
     /// Run the same run at several loads (--sessions 16..1024): a verdict per level, the client's and the server's knee.
     // The levels take the run's --sessions and -c (lists here); the run's own are hidden.
     #[command(after_help = AFTER_HELP)]
@@ -179,6 +181,19 @@ pub struct RunArgs {
     /// Sample this local server process like the workers (CPU, threads, stalls) [default: the built-in mock, or the process listening on a loopback --url's port].
     #[arg(long, value_name = "PID", help_heading = "Sampling")]
     pub server_pid: Option<u32>,
+
+    /// This host's shard of a run spread over several hosts, 0 to --shard-count − 1 [default: $JOB_COMPLETION_INDEX, else $SLURM_PROCID].
+    #[arg(long, value_name = "I", help_heading = "Shards")]
+    pub shard_index: Option<u32>,
+    /// How many shards (hosts) the run has [default: $SLURM_NTASKS with --shard-index].
+    #[arg(long, value_name = "N", help_heading = "Shards")]
+    pub shard_count: Option<u32>,
+    /// The name of the whole run, the same for every shard; `merge` refuses shards of different runs [default: slurm-$SLURM_JOB_ID].
+    #[arg(long, value_name = "ID", help_heading = "Shards")]
+    pub run_id: Option<String>,
+    /// Hold every session at the start gate until this wall-clock time: RFC 3339 UTC (2026-12-01T12:00:00Z) or +30s from now [default: as soon as all are set up].
+    #[arg(long, value_name = "TIME", help_heading = "Shards")]
+    pub start_at: Option<String>,
 
     /// Run without the dashboard: progress lines on stderr, the summary on stdout (the default when stdout is not a terminal).
     #[arg(long, help_heading = "Dashboard")]
@@ -359,6 +374,16 @@ pub struct MockArgs {
     pub tls_key: Option<PathBuf>,
     #[command(flatten)]
     pub behaviour: MockBehaviourArgs,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct MergeArgs {
+    /// The shards' output folders, one per shard (each holds summary.json and workers/).
+    #[arg(required = true, num_args = 1.., value_name = "SHARD_DIR")]
+    pub shards: Vec<PathBuf>,
+    /// Folder for the merged summary.json and summary.md (created; must not hold a summary).
+    #[arg(long, short = 'o', value_name = "DIR")]
+    pub output: PathBuf,
 }
 
 #[derive(Debug, Clone, Args)]

@@ -93,6 +93,7 @@ pub fn run_with(plan: RunPlan, hooks: &Hooks) -> Result<Outcome> {
     let _folder = run_folder::RunFolder::claim(&output_dir, plan.force)?;
     let started_at = utc_rfc3339();
     let anchor = ClockAnchor::now();
+    let clock_sync = crate::sys::clock_sync::read();
     let host = host::collect(&output_dir);
     let mut plan = plan;
 
@@ -168,6 +169,10 @@ pub fn run_with(plan: RunPlan, hooks: &Hooks) -> Result<Outcome> {
         mock,
         notes,
         sampler,
+        gate_s: live.lock().unwrap_or_else(PoisonError::into_inner).start_s,
+        clock_sync: clock_sync.clone(),
+        absent_sessions: 0,
+        absent_workers: 0,
     };
     // A summary from the start, replaced at the end: a conductor that dies still leaves one.
     let provisional = record(
@@ -365,6 +370,9 @@ fn run_info(plan: &RunPlan) -> RunInfo {
         thresholds: s.thresholds(),
         output_dir: plan.output_dir.display().to_string(),
         unpaced: s.no_pace,
+        protocol_figures: crate::contract::figures::ProtocolFigures::template(s),
+        shard: s.shard.as_ref().map(|sh| (sh.index, sh.count)),
+        start_at_unix_s: s.start_at_unix_s,
     }
 }
 
@@ -507,22 +515,7 @@ fn read_result(output_dir: &Path, index: u32) -> Option<WorkerResult> {
 }
 
 fn write_summary(output_dir: &Path, summary: &Summary) -> Result<()> {
-    let json = serde_json::to_string_pretty(summary).context("cannot encode the summary")?;
-    let paths = RunPaths::new(output_dir);
-    write_whole(&paths.summary_json(), &(json + "\n"))?;
-    write_whole(&paths.summary_md(), &report::markdown(summary))
-}
-
-/// Writes beside `path` and renames: the file is whole or (a full disk) the previous one stays.
-fn write_whole(path: &Path, text: &str) -> Result<()> {
-    let mut partial = path.as_os_str().to_owned();
-    partial.push(".partial");
-    let partial = PathBuf::from(partial);
-    let written = std::fs::write(&partial, text).and_then(|()| std::fs::rename(&partial, path));
-    if written.is_err() {
-        let _ = std::fs::remove_file(&partial);
-    }
-    written.with_context(|| format!("cannot write {}", path.display()))
+    report::write_files(output_dir, summary)
 }
 
 /// Deletes the session traces (about 10 MB per 90 s session in full mode); receipts stay.

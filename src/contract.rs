@@ -4,6 +4,7 @@
 //! conductor, the workers, the sampler and the summary meet here instead of in each other's
 //! internals.
 
+pub mod figures;
 pub mod telemetry;
 pub mod worker;
 

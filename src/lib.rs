@@ -34,6 +34,7 @@ pub mod contract;
 pub mod host;
 pub mod live;
 pub mod looplag;
+pub mod merge;
 pub mod mock;
 pub mod options;
 pub mod pacing;

@@ -2,6 +2,7 @@
 //! children in /proc: a plain struct that the headless progress lines and the dashboard render.
 //! The final figures never come from here.
 
+use crate::contract::figures::ProtocolFigures;
 use crate::contract::telemetry::{Progress, Telemetry};
 use crate::pacing::Thresholds;
 use crate::procstat::{self, LiveReading};
@@ -61,6 +62,8 @@ pub struct WorkerLive {
     pub start_lateness: Option<DurationHistogram>,
     /// The server's latency as this worker's sessions see it (cumulative, once a second).
     pub server: Option<ServerLatency>,
+    /// The protocol's own figures (cumulative, once a second; none for the native protocol).
+    pub protocol: Option<ProtocolFigures>,
     /// Loop-lag window maxima (µs), oldest first.
     pub lag_history: VecDeque<u64>,
     /// Writer queue depth in lines, oldest first.
@@ -106,6 +109,15 @@ pub fn p50_p99(h: &DurationHistogram) -> String {
     }
 }
 
+/// `p50 / p95` in ms of a figure that may be negative, or "–" when it holds no sample.
+pub fn p50_p95_signed(h: &crate::stats::SignedHistogram) -> String {
+    if h.count() == 0 {
+        "–".to_string()
+    } else {
+        format!("{:.1}/{:.1} ms", h.quantile_ms(0.5), h.quantile_ms(0.95))
+    }
+}
+
 /// The p50 alone, or "–".
 pub fn p50(h: &DurationHistogram) -> String {
     if h.count() == 0 {
@@ -136,6 +148,13 @@ pub struct RunInfo {
     pub output_dir: String,
     /// `--no-pace`: pacing is not judged.
     pub unpaced: bool,
+    /// The protocol's own figures with no sample yet (none for the native protocol): which
+    /// figures the protocol panel and the headless lines show, in order.
+    pub protocol_figures: Option<ProtocolFigures>,
+    /// Shard `I` of `N` of a run over several hosts.
+    pub shard: Option<(u32, u32)>,
+    /// `--start-at`: the wall-clock time (Unix seconds) the gate opens.
+    pub start_at_unix_s: Option<f64>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -245,6 +264,9 @@ impl LiveState {
                     unit_lag: h.unit_lag,
                     first_audio: h.first_audio,
                 });
+                if h.protocol.is_some() {
+                    w.protocol = h.protocol;
+                }
             }
             Telemetry::Done { .. } => w.done = true,
         }
@@ -347,7 +369,22 @@ impl LiveState {
         pooled
     }
 
+    /// The protocol's own figures pooled over the workers' latest ones, in the run's order;
+    /// `None` for the native protocol.
+    pub fn pooled_protocol(&self) -> Option<ProtocolFigures> {
+        let mut pooled = self.info.protocol_figures.clone()?;
+        for f in self.workers.iter().filter_map(|w| w.protocol.as_ref()) {
+            pooled.add(f);
+        }
+        Some(pooled)
+    }
+
     /// Seconds since the start gate (0 before it).
+    /// Seconds until the start gate opens, while it is still ahead (`--start-at`).
+    pub fn countdown_s(&self, now_s: f64) -> Option<f64> {
+        self.start_s.filter(|&s| s > now_s).map(|s| s - now_s)
+    }
+
     pub fn elapsed_s(&self, now_s: f64) -> f64 {
         self.start_s.map_or(0.0, |s| (now_s - s).max(0.0))
     }

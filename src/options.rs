@@ -11,6 +11,9 @@ use anyhow::{bail, Result};
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
+pub mod shard;
+pub use shard::Shard;
+
 /// Connection attempts refused with HTTP 503 are retried this many times...
 pub const ADMISSION_RETRIES: u32 = 3;
 /// ...this far apart.
@@ -90,6 +93,13 @@ pub struct Settings {
     /// How the built-in mock was told to behave (absent with `--url`).
     pub mock: Option<MockBehaviour>,
     pub tui: bool,
+    /// `--shard-index`/`--shard-count`/`--run-id`: this run is one shard of a run over several
+    /// hosts (absent on one host).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<Shard>,
+    /// `--start-at`: the wall-clock instant (Unix seconds) the start gate opens.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_at_unix_s: Option<f64>,
 }
 
 /// How sessions connect. The secrets serialise as `<redacted>`; a worker gets them from the
@@ -365,6 +375,12 @@ pub fn validate(args: &RunArgs, command_line: String, tui: bool) -> Result<RunPl
         );
     }
     let sessions = sessions_per_process(args)?;
+    let shard = shard::shard_of(args, &|name| std::env::var(name).ok())?;
+    let start_at_unix_s = args
+        .start_at
+        .as_deref()
+        .map(|text| shard::start_at(text, crate::clock::realtime_s()))
+        .transpose()?;
     let client = client_settings(&args.speak, args.url.is_some())?;
     let rate = client.input_sample_rate;
     let funasr = args.speak.protocol == Protocol::Funasr;
@@ -532,6 +548,8 @@ pub fn validate(args: &RunArgs, command_line: String, tui: bool) -> Result<RunPl
             behaviour
         }),
         tui,
+        shard,
+        start_at_unix_s,
     };
     Ok(RunPlan {
         settings,

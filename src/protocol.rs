@@ -270,14 +270,18 @@ pub struct Step {
 /// Makes the client's event ids: run-unique, from the worker, the session and a number.
 #[derive(Debug, Clone, Copy)]
 pub struct EventIds {
+    /// The shard of a run over several hosts (0 on one host; at most 256 shards).
+    pub shard: u32,
     pub worker: u32,
     pub session: u32,
 }
 
 impl EventIds {
-    /// A run-unique id: worker, session and sequence number packed in 64 bits.
+    /// A run-unique id: shard (8 bits), worker (8), session (16) and sequence number (32)
+    /// packed in 64 bits; on one host (shard 0) the shard's bits are zero.
     pub fn id(self, seq: u32) -> u64 {
-        (u64::from(self.worker & 0xffff) << 48)
+        (u64::from(self.shard & 0xff) << 56)
+            | (u64::from(self.worker & 0xff) << 48)
             | (u64::from(self.session & 0xffff) << 32)
             | u64::from(seq)
     }

@@ -5,6 +5,7 @@ pub mod command;
 mod compare;
 pub mod jsonl;
 mod markdown;
+mod multihost;
 mod table;
 
 use crate::stats::ShortPercentiles;
@@ -12,6 +13,28 @@ use crate::summary::{Summary, TurnSummary};
 
 pub use markdown::markdown;
 pub use table::table;
+
+/// Writes `summary.json` and `summary.md` into a run's (or a merge's) output folder.
+pub fn write_files(output_dir: &std::path::Path, summary: &Summary) -> anyhow::Result<()> {
+    use anyhow::Context as _;
+    let json = serde_json::to_string_pretty(summary).context("cannot encode the summary")?;
+    let paths = crate::paths::RunPaths::new(output_dir);
+    write_whole(&paths.summary_json(), &(json + "\n"))?;
+    write_whole(&paths.summary_md(), &markdown(summary))
+}
+
+/// Writes beside `path` and renames: the file is whole or (a full disk) the previous one stays.
+fn write_whole(path: &std::path::Path, text: &str) -> anyhow::Result<()> {
+    use anyhow::Context as _;
+    let mut partial = path.as_os_str().to_owned();
+    partial.push(".partial");
+    let partial = std::path::PathBuf::from(partial);
+    let written = std::fs::write(&partial, text).and_then(|()| std::fs::rename(&partial, path));
+    if written.is_err() {
+        let _ = std::fs::remove_file(&partial);
+    }
+    written.with_context(|| format!("cannot write {}", path.display()))
+}
 
 /// "pacing-qualified, complete" and its negatives.
 pub fn verdict_line(s: &Summary) -> String {

@@ -119,6 +119,94 @@ impl DurationHistogram {
     }
 }
 
+/// A histogram of durations that may be negative (Fun-ASR's response lag is, by a chunk, when
+/// the server keeps up): the magnitudes below zero in a histogram of their own, so both sides
+/// keep the relative resolution a single offset histogram would lose. The second histogram is
+/// made with the first value below zero: figures that cannot be negative do not carry it.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct SignedHistogram {
+    pub at_or_above_zero: DurationHistogram,
+    /// |value| of the values below zero.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub below_zero: Option<DurationHistogram>,
+}
+
+impl SignedHistogram {
+    /// Records a value given in microseconds.
+    pub fn record_us(&mut self, us: i64) {
+        if us < 0 {
+            self.below_zero
+                .get_or_insert_with(DurationHistogram::new)
+                .record_us(us.saturating_neg());
+        } else {
+            self.at_or_above_zero.record_us(us);
+        }
+    }
+
+    /// Records a value given in seconds.
+    pub fn record_s(&mut self, seconds: f64) {
+        self.record_us((seconds * 1e6).round() as i64);
+    }
+
+    /// A histogram of non-negative values, as a signed one.
+    pub fn of(h: &DurationHistogram) -> SignedHistogram {
+        SignedHistogram {
+            at_or_above_zero: h.clone(),
+            below_zero: None,
+        }
+    }
+
+    fn below_count(&self) -> u64 {
+        self.below_zero.as_ref().map_or(0, DurationHistogram::count)
+    }
+
+    pub fn count(&self) -> u64 {
+        self.at_or_above_zero.count() + self.below_count()
+    }
+
+    /// The value at quantile `q` (0..=1) in milliseconds; 0 when empty. The values below zero
+    /// come first, largest magnitude first.
+    pub fn quantile_ms(&self, q: f64) -> f64 {
+        let below = self.below_count();
+        let total = self.count();
+        if total == 0 {
+            return 0.0;
+        }
+        // The rank HdrHistogram would take over all the values, then on the side it falls on.
+        let rank = ((q.clamp(0.0, 1.0) * total as f64).ceil() as u64).max(1);
+        match &self.below_zero {
+            Some(below_zero) if rank <= below => {
+                // Half a rank below the one wanted, so rounding cannot tip it to the next.
+                let q_below = ((below - rank) as f64 + 0.5) / below as f64;
+                -below_zero.quantile_ms(q_below)
+            }
+            _ => {
+                let above = self.at_or_above_zero.count();
+                self.at_or_above_zero
+                    .quantile_ms(((rank - below) as f64 - 0.5) / above as f64)
+            }
+        }
+    }
+
+    /// The largest value in milliseconds (negative when all are); 0 when empty.
+    pub fn max_ms(&self) -> f64 {
+        match &self.below_zero {
+            _ if self.at_or_above_zero.count() > 0 => self.at_or_above_zero.max_ms(),
+            Some(below_zero) => -below_zero.quantile_ms(0.0),
+            None => 0.0,
+        }
+    }
+
+    pub fn add(&mut self, other: &SignedHistogram) {
+        self.at_or_above_zero.add(&other.at_or_above_zero);
+        if let Some(theirs) = &other.below_zero {
+            self.below_zero
+                .get_or_insert_with(DurationHistogram::new)
+                .add(theirs);
+        }
+    }
+}
+
 /// Serde support: a histogram travels as its base64 V2 encoding.
 impl Serialize for DurationHistogram {
     fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
@@ -181,6 +269,42 @@ mod tests {
         pooled.add(&b);
         assert_eq!(pooled.count(), 2);
         assert!((pooled.max_ms() - 150.0).abs() < 0.2);
+    }
+
+    #[test]
+    fn a_signed_histogram_orders_values_below_zero_first_issue_11() {
+        let mut h = SignedHistogram::default();
+        for ms in -50..=49 {
+            h.record_us(ms * 1000);
+        }
+        assert_eq!(h.count(), 100);
+        assert!(
+            (h.quantile_ms(0.0) + 50.0).abs() < 0.1,
+            "{}",
+            h.quantile_ms(0.0)
+        );
+        assert!(
+            (h.quantile_ms(0.25) + 26.0).abs() < 0.1,
+            "{}",
+            h.quantile_ms(0.25)
+        );
+        assert!(
+            (h.quantile_ms(0.5) + 1.0).abs() < 0.1,
+            "{}",
+            h.quantile_ms(0.5)
+        );
+        assert!(
+            (h.quantile_ms(0.95) - 44.0).abs() < 0.1,
+            "{}",
+            h.quantile_ms(0.95)
+        );
+        assert!((h.max_ms() - 49.0).abs() < 0.1);
+        let mut negative = SignedHistogram::default();
+        negative.record_us(-20_000);
+        negative.record_us(-10_000);
+        assert!((negative.max_ms() + 10.0).abs() < 0.1);
+        assert!((negative.quantile_ms(0.5) + 20.0).abs() < 0.1);
+        assert_eq!(SignedHistogram::default().quantile_ms(0.5), 0.0);
     }
 
     #[test]

@@ -3,8 +3,10 @@
 //! docs/summary.md documents every key; docs/summary.schema.json is its JSON Schema.
 //!
 //! * `funasr`: the Fun-ASR benchmark's figures, for runs of that protocol.
+//! * `multihost`: the start gate, the streaming window, the clock's sync state, a merge's shards.
 
 pub mod funasr;
+pub mod multihost;
 pub mod server_stalls;
 
 use crate::clock::ClockAnchor;
@@ -22,6 +24,7 @@ use crate::sampler::attribution::{self, Attribution, WorkerWindows};
 use crate::sampler::server_stall::{self, ServerStall};
 use crate::sampler::{Episode, SamplerSummary, STALL_MS};
 use crate::stats::{DurationHistogram, FullPercentiles, ShortPercentiles};
+use crate::sys::clock_sync::ClockSync;
 pub use crate::verdict::Verdict;
 use crate::verdict::{self, Facts};
 use serde::{Deserialize, Serialize};
@@ -74,6 +77,19 @@ pub struct Summary {
     /// Fun-ASR's benchmark figures, under its names (`--protocol funasr`; docs/funasr.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub funasr: Option<funasr::FunasrSection>,
+    /// `--start-at`: when the start gate was to open and when it did (absent without it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_gate: Option<multihost::StartGate>,
+    /// The first packet's send to the last one's, on this host's wall clock (absent when no
+    /// packet was sent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub streaming_window: Option<multihost::StreamingWindow>,
+    /// What the kernel said about its clock at the start (adjtimex).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clock_sync: Option<ClockSync>,
+    /// A merged run (`merge`): its shards and their overlap (absent for a run).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub merge: Option<multihost::MergeSection>,
     pub output_dir: String,
 }
 
@@ -298,6 +314,14 @@ pub struct RunRecord<'a> {
     pub notes: Vec<String>,
     /// The sampler's episodes and figures (`None` with `--no-sampler`).
     pub sampler: Option<(Vec<Episode>, SamplerSummary)>,
+    /// When the start gate was set to open (`CLOCK_MONOTONIC`), if it was.
+    pub gate_s: Option<f64>,
+    /// The clock's sync state at the start.
+    pub clock_sync: Option<ClockSync>,
+    /// Sessions and workers with no result at all (a merge's missing shards): counted as
+    /// incomplete and missing; `notes` says why.
+    pub absent_sessions: u64,
+    pub absent_workers: u64,
 }
 
 fn pacing_of(
@@ -397,6 +421,8 @@ impl Pooled {
                 None => p.add_missing(index as u32, *pid, settings),
             }
         }
+        p.sessions.incomplete += record.absent_sessions;
+        p.missing += record.absent_workers;
         p.sessions.errors = most_frequent(errors);
         p.server.error_codes = most_frequent(codes);
         p.server.accepted_ms = sampled(&p.histograms.accepted);
@@ -584,11 +610,25 @@ impl Summary {
         if let Some((pid, stats)) = &record.mock {
             pooled.processes.push(mock_process(*pid, stats.as_ref()));
         }
-        let peak = peak_overlap(results(&record).flat_map(|r| {
-            r.sessions
-                .iter()
-                .filter_map(|s| Some((s.first_send_s?, s.last_send_s?)))
-        }));
+        let intervals = || {
+            results(&record).flat_map(|r| {
+                r.sessions
+                    .iter()
+                    .filter_map(|s| Some((s.first_send_s?, s.last_send_s?)))
+            })
+        };
+        let peak = peak_overlap(intervals());
+        let streaming_window = multihost::StreamingWindow::of(&record.anchor, intervals());
+        let start_gate = settings.start_at_unix_s.map(|at| {
+            let first_packet_s = intervals().map(|(a, _)| a).reduce(f64::min);
+            multihost::start_gate(
+                at,
+                &record.anchor,
+                record.gate_s,
+                first_packet_s,
+                settings.late_threshold_ms,
+            )
+        });
         let pacing = pacing_of(
             &pooled.histograms,
             pooled.counts,
@@ -620,6 +660,17 @@ impl Summary {
         }
         verdict.reasons.append(&mut pooled.reasons);
         verdict.reasons.extend(record.notes.iter().cloned());
+        if settings.shard.is_some() || start_gate.is_some() {
+            let who = settings.shard.as_ref().map_or("this run".to_string(), |s| {
+                format!("shard {} of {}", s.index, s.count)
+            });
+            verdict.reasons.extend(multihost::reasons(
+                &who,
+                start_gate.as_ref(),
+                record.clock_sync.as_ref(),
+                settings.late_threshold_ms,
+            ));
+        }
         let (episodes, sampler) = record.sampler.clone().unwrap_or_default();
         let attribution = attribution_of(
             &record,
@@ -687,6 +738,10 @@ impl Summary {
             sampler,
             injections: injections_of(&record),
             funasr,
+            start_gate,
+            streaming_window,
+            clock_sync: record.clock_sync.clone(),
+            merge: None,
             output_dir,
         }
     }

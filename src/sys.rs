@@ -1,5 +1,7 @@
-//! Small operating-system helpers: child-process lifetime and file-descriptor limits.
+//! Small operating-system helpers: child-process lifetime, file-descriptor limits, whether the
+//! terminal is still there, and the clock's sync state.
 
+pub mod clock_sync;
 pub mod open_files;
 
 use std::os::unix::process::CommandExt;
@@ -38,5 +40,41 @@ pub fn signal(pid: u32, signal: i32) {
     // SAFETY: kill has no memory-safety preconditions.
     unsafe {
         libc::kill(pid as libc::pid_t, signal);
+    }
+}
+
+/// What the terminal on stdin did while [`wait_for_terminal`] waited.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TerminalInput {
+    /// Input is waiting to be read.
+    Ready,
+    /// Nothing came within the time.
+    Quiet,
+    /// The terminal is gone (its pty was closed, e.g. a killed tmux pane).
+    HungUp,
+}
+
+/// Waits at most `timeout` for input on stdin, and tells a terminal that is gone apart: on a
+/// hung-up tty, crossterm's own poll spins on a core forever instead of returning
+/// (crossterm-rs/crossterm#793), so the dashboard asks here first.
+pub fn wait_for_terminal(timeout: std::time::Duration) -> TerminalInput {
+    use rustix::event::{poll, PollFd, PollFlags, Timespec};
+    let stdin = std::io::stdin();
+    let mut fds = [PollFd::new(&stdin, PollFlags::IN)];
+    let timeout = Timespec {
+        tv_sec: i64::try_from(timeout.as_secs()).unwrap_or(i64::MAX),
+        tv_nsec: i64::from(timeout.subsec_nanos()),
+    };
+    match poll(&mut fds, Some(&timeout)) {
+        Ok(0) | Err(rustix::io::Errno::INTR) => TerminalInput::Quiet,
+        Ok(_) => {
+            let gone = PollFlags::HUP | PollFlags::ERR | PollFlags::NVAL;
+            if fds[0].revents().intersects(gone) {
+                TerminalInput::HungUp
+            } else {
+                TerminalInput::Ready
+            }
+        }
+        Err(_) => TerminalInput::HungUp,
     }
 }

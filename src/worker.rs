@@ -180,6 +180,7 @@ async fn drive(
     ));
     let progress_task = tokio::task::spawn_local(report_progress(
         stats.clone(),
+        settings.clone(),
         loop_lag.clone(),
         tracer.depth(),
         telemetry.clone(),
@@ -327,7 +328,7 @@ async fn drive(
     last.loop_lag_max_us = loop_lag.max_us();
     (last.lines_not_written, last.disk_full) = tracer.depth().losses();
     telemetry.send(Telemetry::Progress(last));
-    telemetry.send(histogram_telemetry(&stats.borrow().hist));
+    telemetry.send(histogram_telemetry(&stats.borrow(), &settings));
     let _ = monitors_stop_tx.send(true);
     let _ = lag_task.await;
     let _ = progress_task.await;
@@ -363,18 +364,27 @@ fn client_protocol(settings: &Settings) -> Rc<dyn ClientProtocol> {
 
 /// Live counters and heat for the conductor, five times a second; the histogram once a second.
 /// The histograms live views show: the client's deviation and the server's latency.
-fn histogram_telemetry(hist: &crate::contract::worker::WorkerHistograms) -> Telemetry {
+/// With them, the protocol's own figures (none for the native protocol).
+fn histogram_telemetry(stats: &WorkerStats, settings: &Settings) -> Telemetry {
+    let hist = &stats.hist;
     Telemetry::Histogram(Box::new(crate::contract::telemetry::LiveHistograms {
         deviation: hist.deviation.clone(),
         accepted: hist.accepted.clone(),
         unit_lag: hist.unit_lag.clone(),
         first_audio: hist.first_audio.clone(),
         start_lateness: hist.start_lateness.clone(),
+        protocol: crate::contract::figures::ProtocolFigures::of(
+            settings,
+            &stats.transcripts,
+            &stats.turn_counts,
+            &hist.turns,
+        ),
     }))
 }
 
 async fn report_progress(
     stats: Rc<RefCell<WorkerStats>>,
+    settings: Rc<Settings>,
     loop_lag: std::sync::Arc<looplag::LoopLag>,
     depth: std::sync::Arc<crate::trace::QueueDepth>,
     telemetry: control::TelemetrySender,
@@ -391,7 +401,7 @@ async fn report_progress(
         let (mut progress, heat, histogram) = {
             let mut s = stats.borrow_mut();
             // Cloned once a second, not on every tick: four histograms of a few KiB each.
-            let histogram = (tick % 5 == 0).then(|| histogram_telemetry(&s.hist));
+            let histogram = (tick % 5 == 0).then(|| histogram_telemetry(&s, &settings));
             (s.progress(time_s), s.take_heat(), histogram)
         };
         progress.loop_lag_window_max_us = loop_lag.take_window_max_us();

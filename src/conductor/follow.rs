@@ -3,7 +3,7 @@
 
 use super::children::WorkerChild;
 use super::Event;
-use crate::clock::monotonic_s;
+use crate::clock::{monotonic_s, ClockAnchor};
 use crate::contract::telemetry::{Command as WorkerCommand, Telemetry};
 use crate::live::LiveState;
 use crate::options::RunPlan;
@@ -165,17 +165,22 @@ pub fn follow(
         }
         live.cancelled = live.cancelled.take().or(ending.cancelled.clone());
         if live.start_s.is_none() && live.all_ready() && ending.cancelled.is_none() && !stop_sent {
-            let start_s = monotonic_s() + GATE_LEAD_S;
+            let start_s = gate_s(s.start_at_unix_s);
             for w in workers.iter_mut() {
                 w.command(WorkerCommand::Go { start_s });
             }
             live.start_s = Some(start_s);
             // Streaming, then ending, draining and closing every session, then writing results.
             deadline_s = start_s + s.duration_s + 2.0 * s.recv_timeout_s + 30.0;
-            next_progress_s = start_s + progress_interval_s;
+            // With --start-at far ahead, a countdown line every interval until then.
+            next_progress_s = if start_s - now_s > progress_interval_s {
+                now_s + progress_interval_s
+            } else {
+                start_s + progress_interval_s
+            };
             phase = Phase::Streaming;
             if !s.tui {
-                notes.push(headless::streaming_line(&live));
+                notes.push(headless::streaming_line(&live, monotonic_s()));
             }
         }
         if (ending.cancelled.is_some() || now_s > deadline_s) && !stop_sent {
@@ -219,12 +224,19 @@ pub fn follow(
                 .push("workers that did not exit after the abort were killed".to_string());
             return ending;
         }
+        // While the gate is ahead no telemetry moves the dashboard's clock: its countdown
+        // runs on the conductor's.
+        if live.countdown_s(now_s).is_some() {
+            live.now_s = live.now_s.max(now_s);
+        }
         if now_s >= next_proc_read_s {
             live.refresh_processes(now_s);
             next_proc_read_s = now_s + 1.0;
         }
         if !s.tui && now_s >= next_progress_s {
-            let line = if live.start_s.is_some() {
+            let line = if let Some(left_s) = live.countdown_s(now_s) {
+                headless::countdown_line(&live, left_s)
+            } else if live.start_s.is_some() {
                 headless::progress_line(&mut live, now_s)
             } else {
                 headless::setup_progress_line(&live, now_s - setup_started_s)
@@ -235,6 +247,19 @@ pub fn follow(
         }
         drop(live);
         flush(&mut notes);
+    }
+}
+
+/// When the start gate opens, on `CLOCK_MONOTONIC`: a moment from now, so that every worker
+/// has the command in time; with `--start-at`, that instant of this host's wall clock (or now,
+/// when the sessions set up too late for it: the summary then says how late).
+fn gate_s(start_at_unix_s: Option<f64>) -> f64 {
+    match start_at_unix_s {
+        Some(at) => {
+            let anchor = ClockAnchor::now();
+            (anchor.monotonic_s + (at - anchor.realtime_s)).max(anchor.monotonic_s)
+        }
+        None => monotonic_s() + GATE_LEAD_S,
     }
 }
 

@@ -5,6 +5,7 @@
 //! conductor writes [`Command`] lines on their stdin. Final figures come from the workers' result
 //! files, or from `done` when a worker could not write its file.
 
+use super::figures::ProtocolFigures;
 use crate::pacing::PacketCounts;
 use crate::stats::DurationHistogram;
 use serde::{Deserialize, Serialize};
@@ -60,6 +61,9 @@ pub struct LiveHistograms {
     /// From a session's start gate to its packet 0's send, once per session.
     #[serde(default)]
     pub start_lateness: DurationHistogram,
+    /// The protocol's own figures (absent for the native protocol).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub protocol: Option<ProtocolFigures>,
 }
 
 #[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]

@@ -97,6 +97,19 @@ impl TurnCounts {
         self.text_intervals += o.text_intervals;
         self.text_span_s += o.text_span_s;
     }
+
+    /// Adds what changed from `before` to `after` (a session's counts around one event: the
+    /// worker's live tally, O(1) per event).
+    pub fn add_change(&mut self, before: &TurnCounts, after: &TurnCounts) {
+        self.ended += after.ended.saturating_sub(before.ended);
+        self.answered += after.answered.saturating_sub(before.answered);
+        self.failed += after.failed.saturating_sub(before.failed);
+        self.speech_started += after.speech_started.saturating_sub(before.speech_started);
+        self.text_deltas += after.text_deltas.saturating_sub(before.text_deltas);
+        self.audio_deltas += after.audio_deltas.saturating_sub(before.audio_deltas);
+        self.text_intervals += after.text_intervals.saturating_sub(before.text_intervals);
+        self.text_span_s += after.text_span_s - before.text_span_s;
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

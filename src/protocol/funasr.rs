@@ -303,6 +303,7 @@ mod tests {
 
     fn ids() -> EventIds {
         EventIds {
+            shard: 0,
             worker: 0,
             session: 0,
         }

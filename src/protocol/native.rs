@@ -312,6 +312,7 @@ mod tests {
     #[test]
     fn append_frame_is_valid_json_with_the_protocol_fields() {
         let ids = EventIds {
+            shard: 0,
             worker: 1,
             session: 2,
         };
@@ -386,6 +387,7 @@ mod tests {
     #[test]
     fn set_up_waits_for_created_then_sends_the_update_and_waits_for_updated() {
         let ids = EventIds {
+            shard: 0,
             worker: 0,
             session: 1,
         };
@@ -428,6 +430,7 @@ mod tests {
     #[test]
     fn the_update_asks_for_the_modalities_given_issue_10() {
         let ids = EventIds {
+            shard: 0,
             worker: 0,
             session: 0,
         };

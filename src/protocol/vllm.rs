@@ -233,6 +233,7 @@ mod tests {
             update: session_update("m"),
         };
         let ids = EventIds {
+            shard: 0,
             worker: 0,
             session: 0,
         };

@@ -36,7 +36,7 @@ fn label(path: &Path) -> String {
 }
 
 /// Reads `summary.json` from a run folder, or the file given.
-fn load(path: &Path) -> Result<(PathBuf, Summary)> {
+pub fn load(path: &Path) -> Result<(PathBuf, Summary)> {
     let file = if path.is_dir() {
         path.join("summary.json")
     } else {

@@ -19,6 +19,7 @@ macro_rules! md {
 pub fn markdown(s: &Summary) -> String {
     let mut out = String::new();
     headline(&mut out, s);
+    super::multihost::section(&mut out, s);
     key_figures(&mut out, s);
     funasr_section(&mut out, s);
     md!(out, "Command: `{}`\n", s.command_line);

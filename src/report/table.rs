@@ -32,6 +32,35 @@ pub fn table(s: &Summary) -> String {
         s.settings.trace.as_str(),
         s.settings.trace_writer.as_str()
     );
+    if let Some(shard) = &s.settings.shard {
+        let gate = s
+            .start_gate
+            .as_ref()
+            .and_then(|g| g.opened_late_ms)
+            .map_or(String::new(), |ms| {
+                format!(", first packet {ms:.1} ms after --start-at")
+            });
+        row!(
+            out,
+            "shard              {} of {} of run {}{gate}",
+            shard.index,
+            shard.count,
+            shard.run_id
+        );
+    }
+    if let Some(m) = &s.merge {
+        let present = m.shards.iter().filter(|r| r.present).count();
+        let spread = m
+            .first_packet_spread_ms
+            .map_or(String::new(), |ms| format!(", gate spread {ms:.1} ms"));
+        row!(
+            out,
+            "merge              {present} of {} shards of run {}, together {:.0} % of the time{spread}",
+            m.shard_count,
+            m.run_id,
+            m.overlap_fraction * 100.0
+        );
+    }
     row!(
         out,
         "sessions           {} completed, {} incomplete, {} rejected of {}",

@@ -10,6 +10,7 @@ pub mod header;
 pub mod heatmap;
 pub mod keys;
 pub mod panels;
+pub mod protocol;
 pub mod server;
 pub mod sweep;
 pub mod theme;
@@ -26,6 +27,7 @@ use crossterm::{cursor, execute};
 use keys::{on_key, ViewState};
 use ratatui::backend::CrosstermBackend;
 use ratatui::Terminal;
+use std::io::IsTerminal as _;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Once};
 use std::thread::JoinHandle;
@@ -121,6 +123,8 @@ fn ui_loop(
     let mut view = ViewState::default();
     let mut quit_sent = false;
     let mut next_frame = Instant::now();
+    // crossterm reads keys from stdin when it is the terminal: then it is watched for a hang-up.
+    let watch_stdin = std::io::stdin().is_terminal();
     loop {
         if shutdown.load(Ordering::Relaxed) {
             return Ok(());
@@ -130,7 +134,7 @@ fn ui_loop(
             return Ok(());
         }
         let wait = next_frame.saturating_duration_since(Instant::now());
-        if event::poll(wait).context("cannot read the terminal")? {
+        if next_event(wait, watch_stdin)? {
             match event::read().context("cannot read the terminal")? {
                 TermEvent::Key(key) if key.kind != KeyEventKind::Release => {
                     // The finished run stays explorable: only the keys that say "leave" leave.
@@ -163,6 +167,19 @@ fn ui_loop(
             next_frame = Instant::now() + FRAME;
         }
     }
+}
+
+/// Whether a terminal event is waiting, after at most `wait`. A terminal that hung up ends the
+/// dashboard (the run goes on headless to its summary) instead of leaving crossterm to spin.
+fn next_event(wait: Duration, watch_stdin: bool) -> Result<bool> {
+    if watch_stdin {
+        if crate::sys::wait_for_terminal(wait) == crate::sys::TerminalInput::HungUp {
+            anyhow::bail!("the terminal hung up");
+        }
+        // Ready or not, crossterm may hold events it has already read.
+        return event::poll(Duration::ZERO).context("cannot read the terminal");
+    }
+    event::poll(wait).context("cannot read the terminal")
 }
 
 /// At "press q, Enter or Esc": those keys (and Ctrl-C) leave; Esc first closes the help.

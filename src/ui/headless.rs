@@ -2,7 +2,8 @@
 //! writing results) and a progress line every second on a terminal, every 5 s otherwise, so a
 //! run is never silent for longer than that.
 
-use crate::live::{p50, LiveState};
+use crate::contract::figures::{ProtocolFigures, Value};
+use crate::live::{p50, p50_p95_signed, LiveState};
 
 /// How often a progress line is printed when stderr is a terminal...
 pub const TERMINAL_PROGRESS_INTERVAL_S: f64 = 1.0;
@@ -26,16 +27,32 @@ pub enum Phase {
     Draining,
 }
 
-/// `setting up 64 sessions (2 × 32) against ws://…: waiting for session.created and session.updated`
+/// `setting up 64 sessions (2 × 32) against ws://…`, with `shard 1 of 3: ` first for a shard
+/// of a run over several hosts.
 pub fn setting_up_line(live: &LiveState) -> String {
     let info = &live.info;
     format!(
-        "setting up {} sessions ({} × {}) against {}",
+        "{}setting up {} sessions ({} × {}) against {}",
+        shard_prefix(live),
         u64::from(info.processes) * u64::from(info.sessions_per_process),
         info.processes,
         info.sessions_per_process,
         info.url
     )
+}
+
+/// `shard 1 of 3: `, or nothing on one host.
+fn shard_prefix(live: &LiveState) -> String {
+    live.info
+        .shard
+        .map_or(String::new(), |(i, n)| format!("shard {i} of {n}: "))
+}
+
+/// `--start-at`'s time in UTC, for the lines that wait for it.
+fn start_at_text(live: &LiveState) -> String {
+    live.info
+        .start_at_unix_s
+        .map_or(String::new(), crate::options::shard::rfc3339)
 }
 
 /// After a worker's sessions have set up: `32 of 64 sessions connected (1 of 2 workers set up)`,
@@ -66,10 +83,29 @@ pub fn connected_line(live: &LiveState) -> String {
     line
 }
 
-pub fn streaming_line(live: &LiveState) -> String {
+/// When the gate is set; with `--start-at` still ahead, `waiting for the start at T (in 2.7 s), then streaming: …`.
+pub fn streaming_line(live: &LiveState, now_s: f64) -> String {
+    let wait = match live.countdown_s(now_s) {
+        Some(left) if live.info.start_at_unix_s.is_some() => format!(
+            "waiting for the start at {} (in {left:.1} s), then ",
+            start_at_text(live)
+        ),
+        _ => String::new(),
+    };
     format!(
-        "streaming: {:.0} s of audio per session from the start gate",
+        "{}{wait}streaming: {:.0} s of audio per session from the start gate",
+        shard_prefix(live),
         live.info.duration_s
+    )
+}
+
+/// While the gate is ahead: `[start in   2.7 s] all 64 sessions set up; the gate opens at T`.
+pub fn countdown_line(live: &LiveState, left_s: f64) -> String {
+    format!(
+        "[start in {left_s:>5.1} s] {}all {} sessions set up; the gate opens at {}",
+        shard_prefix(live),
+        u64::from(live.info.processes) * u64::from(live.info.sessions_per_process),
+        start_at_text(live)
     )
 }
 
@@ -102,13 +138,20 @@ pub fn progress_line(live: &mut LiveState, now_s: f64) -> String {
         .iter()
         .map(crate::live::describe_stall)
         .collect();
-    let server = live.pooled_server();
-    let server = server
-        .figures()
-        .iter()
-        .map(|(name, h)| format!("{name} {}", p50(h)))
-        .collect::<Vec<_>>()
-        .join(", ");
+    // The protocol's own figures where it has them, else the native server's.
+    let server = match live.pooled_protocol() {
+        Some(figures) => protocol_figures(&figures),
+        None => {
+            let server = live.pooled_server();
+            let server = server
+                .figures()
+                .iter()
+                .map(|(name, h)| format!("{name} {}", p50(h)))
+                .collect::<Vec<_>>()
+                .join(", ");
+            format!("server p50: {server}")
+        }
+    };
     // Past the duration the sessions are ending: the clock stops at the duration, and the
     // duration is written as given (7.5 s is not "8 s").
     let elapsed_s = live.elapsed_s(now_s);
@@ -130,7 +173,7 @@ pub fn progress_line(live: &mut LiveState, now_s: f64) -> String {
         format!("  start lateness p99 {:.1} ms", start.quantile_ms(0.99))
     };
     format!(
-        "{clock} packets {}  late {}  sessions with late packets {}  worst deviation {:.1} ms{start}  loop lag {:.1} ms (max {:.1})  writer queue {} lines  server p50: {server}{}{cpu}",
+        "{clock} packets {}  late {}  sessions with late packets {}  worst deviation {:.1} ms{start}  loop lag {:.1} ms (max {:.1})  writer queue {} lines  {server}{}{cpu}",
         t.counts.packets,
         t.counts.late_packets,
         t.sessions_with_late_packets,
@@ -150,6 +193,32 @@ pub fn progress_line(live: &mut LiveState, now_s: f64) -> String {
         [one] => format!("  stall: {one}"),
         [.., last] => format!("  {} stalls, latest: {last}", stalls.len()),
     }
+}
+
+/// `Fun-ASR p50/p95: first update 412.0/530.1 ms (8), …; partials 312, finals 8, errors 0`:
+/// the latencies with their sample counts, then the counts and rates.
+fn protocol_figures(figures: &ProtocolFigures) -> String {
+    let mut latencies = Vec::new();
+    let mut others = Vec::new();
+    for f in &figures.figures {
+        match &f.value {
+            Value::Latency(h) if h.count() == 0 => latencies.push(format!("{} –", f.name)),
+            Value::Latency(h) => {
+                latencies.push(format!("{} {} ({})", f.name, p50_p95_signed(h), h.count()))
+            }
+            Value::Count(n) => others.push(format!("{} {n}", f.name)),
+            Value::Rate { events, seconds } if *seconds > 0.0 => {
+                others.push(format!("{} {:.1}", f.name, *events as f64 / seconds))
+            }
+            Value::Rate { .. } => others.push(format!("{} –", f.name)),
+        }
+    }
+    format!(
+        "{} p50/p95: {}; {}",
+        figures.title,
+        latencies.join(", "),
+        others.join(", ")
+    )
 }
 
 /// "DISK FULL: 153 lines not written" once the files lose lines, or None.
@@ -236,6 +305,44 @@ mod tests {
         l.workers[0].start_lateness = Some(h);
         let line = progress_line(&mut l, 0.0);
         assert!(line.contains("start lateness p99 12.0 ms"), "{line}");
+    }
+
+    #[test]
+    fn progress_shows_the_protocols_own_figures_in_place_of_the_servers_issue_11() {
+        use crate::contract::figures::{ProtocolFigures, TranscriptTally};
+        use crate::contract::worker::{TurnCounts, TurnHistograms};
+        use clap::Parser as _;
+        let argv = ["duplexbench-tui", "run", "--protocol", "funasr"];
+        let Some(crate::cli::Command::Run(run)) =
+            crate::cli::Cli::try_parse_from(argv).unwrap().command
+        else {
+            unreachable!()
+        };
+        let settings = crate::options::validate(&run, String::new(), false)
+            .unwrap()
+            .settings;
+        let mut l = live();
+        l.info.protocol_figures = ProtocolFigures::template(&settings);
+        let line = progress_line(&mut l, 0.0);
+        assert!(
+            line.contains("Fun-ASR p50/p95: first update –, final after STOP –, response lag –; partials 0, finals 0, errors 0"),
+            "{line}"
+        );
+        assert!(!line.contains("server p50"), "{line}");
+        let mut tally = TranscriptTally::default();
+        tally.first_update.record_us(41_000);
+        tally.response_lag.record_us(-20_000);
+        tally.partials = 7;
+        l.workers[0].protocol = ProtocolFigures::of(
+            &settings,
+            &tally,
+            &TurnCounts::default(),
+            &TurnHistograms::default(),
+        );
+        let line = progress_line(&mut l, 0.0);
+        assert!(line.contains("first update 41.0/41.0 ms (1)"), "{line}");
+        assert!(line.contains("response lag -20.0/-20.0 ms (1)"), "{line}");
+        assert!(line.contains("partials 7"), "{line}");
     }
 
     #[test]

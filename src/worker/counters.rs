@@ -1,8 +1,11 @@
 //! The live counters a worker's sessions add to, on its single runtime thread: the source of
 //! its telemetry and of its result file.
 
+use crate::contract::figures::TranscriptTally;
 use crate::contract::telemetry::Progress;
-use crate::contract::worker::{ReplyKind, ReplySecond, SessionStatus, WorkerHistograms};
+use crate::contract::worker::{
+    ReplyKind, ReplySecond, SessionStatus, TurnCounts, WorkerHistograms,
+};
 use crate::pacing::PacketCounts;
 
 /// Counters every session of a worker adds to, on the worker's single runtime thread.
@@ -30,6 +33,12 @@ pub struct WorkerStats {
     pub heat: Vec<u32>,
     pub queue_peak_lines: u64,
     pub queue_peak_bytes: u64,
+    /// The live figures of a transcript protocol (Fun-ASR); the result's come from the
+    /// sessions' own records.
+    pub transcripts: TranscriptTally,
+    /// What the sessions' turns counted so far (openai, vllm), for the live figures; the
+    /// result's are each session's own.
+    pub turn_counts: TurnCounts,
 }
 
 impl WorkerStats {

@@ -82,6 +82,7 @@ fn message(frame: Outgoing) -> (Message, Option<Utf8Bytes>) {
 /// Runs one session to its end and says how it went.
 pub async fn run(ctx: SessionCtx, trace: SessionTrace) -> SessionOutcome {
     let ids = EventIds {
+        shard: ctx.settings.shard.as_ref().map_or(0, |s| s.index),
         worker: ctx.worker,
         session: ctx.index,
     };
@@ -310,6 +311,7 @@ impl Session {
         self.machine.sent(seq, due_s, start_s, completed_s);
         let receipt = Receipt {
             event_id: EventIds {
+                shard: self.ctx.settings.shard.as_ref().map_or(0, |s| s.index),
                 worker: self.ctx.worker,
                 session: self.ctx.index,
             }

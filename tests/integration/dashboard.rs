@@ -166,3 +166,57 @@ fn a_finished_run_waits_for_a_key_then_restores_the_terminal() {
     );
     assert_eq!(std::fs::read_to_string(&exit_file).unwrap().trim(), "0");
 }
+
+/// Whether process `pid` is gone (or a zombie nobody has reaped yet).
+fn exited(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |stat| {
+        stat.rsplit(')')
+            .next()
+            .is_some_and(|rest| rest.trim_start().starts_with('Z'))
+    })
+}
+
+#[test]
+fn a_terminal_that_goes_away_ends_the_run_with_a_summary_instead_of_a_spinning_dashboard() {
+    if !tmux_available() {
+        return;
+    }
+    let _serial = util::serial();
+    let dir = TempDir::new("tmux-hangup");
+    let out = dir.join("out");
+    let pid_file = dir.join("pid");
+    let command = format!(
+        "echo $$ > {}; exec {} run -s 2 -d 60s --output {}",
+        pid_file.display(),
+        util::bin(),
+        out.display()
+    );
+    let tmux = Tmux::start(&command, 120, 40).expect("tmux starts");
+    wait_for(
+        "dashboard with packets flowing",
+        Duration::from_secs(30),
+        || {
+            let s = tmux.screen();
+            s.contains("Deviation heatmap") && !s.contains("packets           0 ")
+        },
+        || tmux.screen(),
+    );
+    let pid: u32 = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    // The pane and its pty go away, as when a terminal window is closed.
+    drop(tmux);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !exited(pid) {
+        if Instant::now() >= deadline {
+            // Left running, it would spin on a core: stop it before failing.
+            duplexbench_tui::sys::signal(pid, libc::SIGKILL);
+            panic!("the conductor {pid} did not end after its terminal hung up");
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let summary = util::summary(&out);
+    assert_eq!(summary["cancelled"], true, "{summary}");
+}

@@ -185,6 +185,19 @@ fn the_full_flow_gives_partials_at_the_cadence_one_final_then_stopped_issue_11()
     );
     let md = std::fs::read_to_string(out.join("summary.md")).unwrap();
     assert!(md.contains("partial/final messages: 14 / 2"), "{md}");
+    // The progress line 5 s in shows the benchmark's figures live, from the workers' telemetry.
+    let stderr = String::from_utf8_lossy(&ran.stderr);
+    let live = stderr
+        .lines()
+        .find_map(|l| {
+            l.split_once("Fun-ASR p50/p95: first update ")
+                .map(|(_, v)| v)
+        })
+        .unwrap_or_else(|| panic!("no live Fun-ASR figures\n{}", describe(&ran)));
+    assert!(
+        live.starts_with(|c: char| c.is_ascii_digit()),
+        "a first update so far: {live}"
+    );
 
     // The JSONL: one line per client, then the summary, with exactly the benchmark's keys.
     let text = std::fs::read_to_string(&jsonl).unwrap();

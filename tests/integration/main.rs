@@ -13,6 +13,7 @@ mod frozen;
 mod funasr;
 mod limits;
 mod mock_protocol;
+mod multihost;
 mod openai;
 mod orphans;
 mod reliability;

@@ -152,6 +152,7 @@ impl Client {
     async fn append(&mut self, seq: u32, t_start_ms: u64, pcm_bytes: usize) {
         let audio = base64::engine::general_purpose::STANDARD.encode(vec![0u8; pcm_bytes]);
         let id = protocol::EventIds {
+            shard: 0,
             worker: 0,
             session: 0,
         }
@@ -248,6 +249,7 @@ async fn full_session_gets_every_event_in_order() {
         assert_eq!(accepted["seq"], seq);
         assert_eq!(accepted["accepted_end_ms"], t_start_ms + duration_ms);
         let id = protocol::EventIds {
+            shard: 0,
             worker: 0,
             session: 0,
         }

@@ -75,6 +75,13 @@ fn the_openai_mock_cuts_the_speech_sample_into_timed_turns_issue_12() {
     let md = std::fs::read_to_string(out.join("summary.md")).unwrap();
     assert!(md.contains("| openai first text after end p50"), "{md}");
     assert!(String::from_utf8_lossy(&output.stdout).contains("openai turns"));
+    // The progress line shows the turn latencies live in place of the native server's.
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("OpenAI turns p50/p95: first text ") && !stderr.contains("server p50"),
+        "{}",
+        describe(&output)
+    );
 }
 
 #[test]

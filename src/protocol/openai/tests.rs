@@ -23,6 +23,7 @@ fn client(version: ApiVersion, turn_detection: TurnDetection, every: Option<u64>
 }
 
 const IDS: EventIds = EventIds {
+    shard: 0,
     worker: 0,
     session: 1,
 };

@@ -73,6 +73,13 @@ pub fn draw(state: &LiveState, theme: Theme, area: Rect, buf: &mut Buffer) {
                 layout_text(info.processes, info.sessions_per_process)
             )),
         ),
+        (
+            Some(0),
+            Span::raw(
+                info.shard
+                    .map_or(String::new(), |(i, n)| format!(" │ shard {i} of {n}")),
+            ),
+        ),
         (Some(2), Span::raw(format!(" │ trace {}", info.trace))),
         (Some(1), Span::raw(format!(" │ {}", info.url))),
     ]);
@@ -91,6 +98,26 @@ pub fn draw(state: &LiveState, theme: Theme, area: Rect, buf: &mut Buffer) {
                     Some(0),
                     Span::raw(format!("│ summary: {} ", f.summary_path)),
                 ),
+            ],
+            width,
+        )
+    } else if let Some(left_s) = state.countdown_s(state.now_s) {
+        let at = info.start_at_unix_s.map_or(String::new(), |t| {
+            format!(" at {}", crate::options::shard::rfc3339(t))
+        });
+        fit_segments(
+            vec![
+                (
+                    None,
+                    Span::styled(format!(" start in {}", mmss(left_s.ceil())), theme.warn()),
+                ),
+                (
+                    Some(0),
+                    Span::raw(format!(
+                        "{at}: every session is set up and waits at the gate"
+                    )),
+                ),
+                output,
             ],
             width,
         )

@@ -36,6 +36,9 @@ fn fixture(
         thresholds: crate::pacing::Thresholds::from_ms(80, 20),
         output_dir: "runs/fixture".to_string(),
         unpaced: false,
+        protocol_figures: None,
+        shard: None,
+        start_at_unix_s: None,
     });
     s.start_s = Some(100.0);
     s.now_s = 100.0 + elapsed_s as f64 + 0.5;
@@ -468,4 +471,148 @@ fn a_sweep_level_shows_its_place_and_the_levels_done_issue_15() {
     // On a small screen the table gives way; the header still says where the sweep is.
     let small = text(&draw(&state, &ViewState::default(), COLOR, 80, 22));
     assert!(!small.contains("Sweep: level"), "{small}");
+}
+
+/// The settings of `run --protocol <protocol>` with `args`.
+fn settings_of(protocol: &str, args: &[&str]) -> crate::options::Settings {
+    use clap::Parser as _;
+    let mut argv = vec!["duplexbench-tui", "run", "--protocol", protocol];
+    argv.extend_from_slice(args);
+    let Some(crate::cli::Command::Run(run)) =
+        crate::cli::Cli::try_parse_from(argv).unwrap().command
+    else {
+        unreachable!()
+    };
+    crate::options::validate(&run, String::new(), false)
+        .unwrap()
+        .settings
+}
+
+/// A fixture of 2 × 4 sessions on `settings`' protocol, each worker with the same made-up
+/// tallies: Fun-ASR results, or turns with deltas.
+fn protocol_fixture(settings: &crate::options::Settings) -> LiveState {
+    use crate::contract::figures::{ProtocolFigures, TranscriptTally};
+    use crate::contract::worker::{TurnCounts, TurnHistograms};
+    let mut state = fixture(2, 4, 20, None);
+    state.info.url = format!("ws://127.0.0.1:8765{}", settings.protocol.path());
+    state.info.protocol_figures = ProtocolFigures::template(settings);
+    let mut transcripts = TranscriptTally::default();
+    let mut turns = TurnHistograms::default();
+    for k in 0..4i64 {
+        transcripts.first_update.record_us(480_000 + k * 21_000);
+        transcripts.final_after_stop.record_us(300_000 + k * 45_000);
+        turns.first_text_after_end.record_us(150_000 + k * 9_000);
+        turns.first_text_after_start.record_us(520_000 + k * 12_000);
+        turns.first_audio_after_end.record_us(180_000 + k * 11_000);
+        turns.done_after_end.record_us(410_000 + k * 30_000);
+        turns.speech_stopped.record_us(240_000 + k * 5_000);
+    }
+    for k in 0..150i64 {
+        transcripts
+            .response_lag
+            .record_us(-60_000 + k * 571 % 80_000);
+    }
+    transcripts.partials = 150;
+    transcripts.finals = 4;
+    let counts = TurnCounts {
+        ended: 4,
+        answered: 4,
+        text_deltas: 96,
+        audio_deltas: 40,
+        text_intervals: 92,
+        text_span_s: 7.4,
+        ..TurnCounts::default()
+    };
+    for w in &mut state.workers {
+        w.server = None;
+        w.protocol = ProtocolFigures::of(settings, &transcripts, &counts, &turns);
+    }
+    state
+}
+
+#[test]
+fn funasr_runs_show_first_update_final_after_stop_and_response_lag_live_issue_11() {
+    let state = protocol_fixture(&settings_of("funasr", &[]));
+    let screen = text(&draw(&state, &ViewState::default(), COLOR, 120, 40));
+    insta::assert_snapshot!(screen);
+    assert!(screen.contains("Fun-ASR"), "{screen}");
+    assert!(!screen.contains("Server p50"), "{screen}");
+    let row = screen
+        .lines()
+        .find(|l| l.contains("first update"))
+        .unwrap_or_default();
+    // 8 clients over two workers; p50 of 480, 501, 522, 543 ms, twice.
+    assert!(row.contains("501.") && row.contains("   8"), "{row}");
+    assert!(
+        screen.contains("partials 300  finals 8  errors 0"),
+        "{screen}"
+    );
+}
+
+#[test]
+fn openai_runs_show_the_turn_latencies_live_issue_12() {
+    let settings = settings_of(
+        "openai",
+        &[
+            "--audio",
+            "assets/speech-16k.wav",
+            "--input-sample-rate",
+            "16000",
+        ],
+    );
+    let state = protocol_fixture(&settings);
+    let screen = text(&draw(&state, &ViewState::default(), COLOR, 120, 40));
+    insta::assert_snapshot!(screen);
+    for name in [
+        "OpenAI turns",
+        "first text",
+        "first audio",
+        "done",
+        "speech stopped",
+    ] {
+        assert!(screen.contains(name), "{name}: {screen}");
+    }
+    assert!(screen.contains("text deltas/s"), "{screen}");
+}
+
+#[test]
+fn vllm_runs_show_the_transcription_latencies_live_issue_12() {
+    let state = protocol_fixture(&settings_of("vllm", &[]));
+    let screen = text(&draw(&state, &ViewState::default(), COLOR, 120, 40));
+    insta::assert_snapshot!(screen);
+    assert!(screen.contains("vLLM turns") && screen.contains("text from start"));
+    assert!(!screen.contains("first audio"), "{screen}");
+    // 92 intervals over 7.4 s in each worker: 12.4 deltas a second.
+    assert!(screen.contains("12.4"), "{screen}");
+}
+
+#[test]
+fn a_protocol_panel_before_any_sample_shows_dashes_issue_11() {
+    let mut state = protocol_fixture(&settings_of("funasr", &[]));
+    for w in &mut state.workers {
+        w.protocol = None;
+    }
+    let screen = text(&draw(&state, &ViewState::default(), COLOR, 100, 30));
+    let row = screen
+        .lines()
+        .find(|l| l.contains("final after STOP"))
+        .unwrap_or_else(|| panic!("{screen}"));
+    assert!(row.contains('–'), "{row}");
+    assert!(screen.contains("partials 0"), "{screen}");
+}
+#[test]
+fn a_shard_waiting_for_start_at_shows_shard_i_of_n_and_the_countdown_issue_16() {
+    let mut state = fixture(2, 4, 0, None);
+    state.info.shard = Some((1, 3));
+    // 2030-01-01T00:00:00Z; the gate is 2.4 s ahead of the dashboard's clock.
+    state.info.start_at_unix_s = Some(1_893_456_000.0);
+    state.now_s = 97.6;
+    let buf = draw(&state, &ViewState::default(), COLOR, 120, 40);
+    let screen = text(&buf);
+    let header: Vec<&str> = screen.lines().take(2).collect();
+    assert!(header[0].contains("shard 1 of 3"), "{header:?}");
+    assert!(
+        header[1].contains("start in 00:03") && header[1].contains("2030-01-01T00:00:00.000Z"),
+        "{header:?}"
+    );
 }

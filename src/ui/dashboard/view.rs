@@ -2,13 +2,16 @@
 
 use super::keys::ViewState;
 use super::theme::Theme;
-use super::{header, heatmap, panels, server, sweep};
+use super::{header, heatmap, panels, protocol, server, sweep};
 use crate::live::LiveState;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::Frame;
 
 /// The Server panel: three figures and borders.
 const SERVER_HEIGHT: u16 = 5;
+/// The left column's width with a protocol panel, on a screen at least 100 wide (4 less on
+/// smaller ones: the sample counts are left out first).
+const PROTOCOL_WIDTH: u16 = 38;
 
 /// Draws the dashboard for `state` into the frame.
 pub fn render(frame: &mut Frame<'_>, state: &LiveState, view: &ViewState, theme: Theme) {
@@ -42,21 +45,35 @@ pub fn render(frame: &mut Frame<'_>, state: &LiveState, view: &ViewState, theme:
     if let (Some(s), true) = (&state.sweep, sweep_height > 0) {
         sweep::draw(s, theme, sweep_area, buf);
     }
-    let counters_width = if area.width >= 100 { 32 } else { 28 };
+    // The protocol's own figures, for the protocols that have them, in place of the native
+    // server's; their column is wider when the screen has room for their numbers.
+    let figures = state.pooled_protocol();
+    let counters_width = match (&figures, area.width) {
+        (Some(_), 100..) => PROTOCOL_WIDTH,
+        (Some(_), _) => PROTOCOL_WIDTH - 4,
+        (None, 100..) => 32,
+        (None, _) => 28,
+    };
     let [counters, heat] =
         Layout::horizontal([Constraint::Length(counters_width), Constraint::Min(20)]).areas(middle);
+    let server_height = match &figures {
+        Some(f) => protocol::height(f, counters_width),
+        None => SERVER_HEIGHT,
+    };
     // The server's figures under the pacing ones, when the pacing panel keeps room for its
     // verdict (it leaves its least important lines out first).
-    let server_height = if counters.height >= SERVER_HEIGHT + 8 {
-        SERVER_HEIGHT
+    let server_height = if counters.height >= server_height + 8 {
+        server_height
     } else {
         0
     };
     let [counters, server_area] =
         Layout::vertical([Constraint::Min(0), Constraint::Length(server_height)]).areas(counters);
     panels::counters(state, theme, counters, buf);
-    if server_height > 0 {
-        server::draw(state, theme, server_area, buf);
+    match (&figures, server_height > 0) {
+        (_, false) => {}
+        (Some(f), true) => protocol::draw(f, theme, server_area, buf),
+        (None, true) => server::draw(state, theme, server_area, buf),
     }
     heatmap::draw(state, view, theme, heat, buf);
     if bottom > 0 {

@@ -181,8 +181,46 @@ impl Machine {
             if let Some(why) = failure {
                 r.failed(why, matches!(self.phase, Phase::Finishing | Phase::Done));
             }
-            self.outcome.transcripts = Some(r.finish(ended_s));
+            let client = r.finish(ended_s);
+            let mut stats = self.stats.borrow_mut();
+            let live = &mut stats.transcripts;
+            if let Some(ms) = client.final_after_stop_ms {
+                live.final_after_stop.record_s(ms / 1000.0);
+            }
+            live.errors += client.errors.len() as u64;
+            drop(stats);
+            self.outcome.transcripts = Some(client);
         }
+    }
+
+    /// Files what a message added to the benchmark's figures in the worker's live tally.
+    fn tally(&self, counted: transcripts::Counted) {
+        if counted == transcripts::Counted::default() {
+            return;
+        }
+        let mut stats = self.stats.borrow_mut();
+        let live = &mut stats.transcripts;
+        if let Some(ms) = counted.first_update_ms {
+            live.first_update.record_s(ms / 1000.0);
+        }
+        if let Some(ms) = counted.lag_ms {
+            live.response_lag.record_s(ms / 1000.0);
+        }
+        live.partials += u64::from(counted.partial);
+        live.finals += u64::from(counted.is_final);
+    }
+
+    /// Runs `f` on the session's turns, if it has them, adding what it counted to the
+    /// worker's live tally.
+    fn on_turns<R>(&mut self, f: impl FnOnce(&mut Turns) -> R) -> Option<R> {
+        let turns = self.turns.as_mut()?;
+        let before = turns.counts;
+        let result = f(turns);
+        self.stats
+            .borrow_mut()
+            .turn_counts
+            .add_change(&before, &turns.counts);
+        Some(result)
     }
 
     /// Whether packets go out as fast as the socket takes them (`--no-pace`).
@@ -249,9 +287,8 @@ impl Machine {
         let frames = self.protocol.turn_end(self.ids, seq, t_end_ms)?;
         // The answer after a turn's end is timed from that end, not from the previous delta.
         self.last_delta_s = None;
-        let end_s = self.sent_at(u64::from(seq));
-        if let (Some(turns), Some(end_s)) = (&mut self.turns, end_s) {
-            turns.ended(end_s);
+        if let Some(end_s) = self.sent_at(u64::from(seq)) {
+            self.on_turns(|t| t.ended(end_s));
         }
         Some(frames)
     }
@@ -259,9 +296,8 @@ impl Machine {
     /// A commit after the last packet ends the turn there.
     fn end_turn_at_last_packet(&mut self) {
         self.last_delta_s = None;
-        let end_s = self.last_seq.and_then(|seq| self.sent_at(u64::from(seq)));
-        if let (Some(turns), Some(end_s)) = (&mut self.turns, end_s) {
-            turns.ended(end_s);
+        if let Some(end_s) = self.last_seq.and_then(|seq| self.sent_at(u64::from(seq))) {
+            self.on_turns(|t| t.ended(end_s));
         }
     }
 
@@ -437,7 +473,8 @@ impl Machine {
                     event,
                 }) => {
                     if let Some(r) = &mut self.transcripts {
-                        r.message(now_s, event.as_deref(), &meaning);
+                        let counted = r.message(now_s, event.as_deref(), &meaning);
+                        self.tally(counted);
                     }
                     Heard {
                         payload: Some(payload),
@@ -447,7 +484,8 @@ impl Machine {
                 }
                 Err(why) => {
                     if let Some(r) = &mut self.transcripts {
-                        r.message(now_s, None, &Meaning::Other);
+                        let counted = r.message(now_s, None, &Meaning::Other);
+                        self.tally(counted);
                     }
                     let prefix: String = text.chars().take(80).collect();
                     self.protocol_error(format!("{why}: {prefix:?}"), Some(Payload::Text))
@@ -455,7 +493,8 @@ impl Machine {
             },
             Incoming::Binary(bytes) => {
                 if let Some(r) = &mut self.transcripts {
-                    r.message(now_s, None, &Meaning::Other);
+                    let counted = r.message(now_s, None, &Meaning::Other);
+                    self.tally(counted);
                 }
                 match self.protocol.classify_binary(bytes) {
                     Ok(meaning) => Heard {
@@ -536,7 +575,7 @@ impl Machine {
             }
             Meaning::AudioDelta => {
                 self.delta_gap(now_s);
-                let sample = self.turns.as_mut().and_then(|t| t.audio_delta(now_s));
+                let sample = self.on_turns(|t| t.audio_delta(now_s)).flatten();
                 self.record(sample, now_s);
                 if let (false, Some(origin_s)) = (self.first_audio_seen, self.origin_s) {
                     self.first_audio_seen = true;
@@ -576,25 +615,22 @@ impl Machine {
             }
             Meaning::TextDelta => {
                 self.delta_gap(now_s);
-                let sample = self.turns.as_mut().and_then(|t| t.text_delta(now_s));
+                let sample = self.on_turns(|t| t.text_delta(now_s)).flatten();
                 self.record(sample, now_s);
             }
             Meaning::SpeechStarted { .. } => {
-                if let Some(turns) = &mut self.turns {
-                    turns.speech_started();
-                }
+                self.on_turns(|t| t.speech_started());
             }
             Meaning::SpeechStopped { audio_ms } => {
                 let anchor_s = audio_ms.and_then(|ms| self.sent_at_audio_ms(ms));
                 let sample = self
-                    .turns
-                    .as_mut()
-                    .and_then(|t| t.speech_stopped(now_s, anchor_s));
+                    .on_turns(|t| t.speech_stopped(now_s, anchor_s))
+                    .flatten();
                 self.record(sample, now_s);
             }
             Meaning::TurnDone { completed } => {
                 self.last_delta_s = None;
-                let sample = self.turns.as_mut().and_then(|t| t.done(now_s, completed));
+                let sample = self.on_turns(|t| t.done(now_s, completed)).flatten();
                 self.record(sample, now_s);
                 return self.arrived(Some(Milestone::Answered));
             }

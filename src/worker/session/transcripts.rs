@@ -12,6 +12,18 @@ use crate::stats::exact::{percentile, python_float};
 /// Room for the lags of a session's partials before the vector grows (a minute at 0.8 s).
 const LAGS_RESERVED: usize = 80;
 
+/// What one message added to the benchmark's figures, for the worker's live tally.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Counted {
+    /// The client's first result came: audio start → it, in ms.
+    pub first_update_ms: Option<f64>,
+    /// A non-final result's response lag, in ms.
+    pub lag_ms: Option<f64>,
+    /// A result with a non-empty partial.
+    pub partial: bool,
+    pub is_final: bool,
+}
+
 pub struct Recorder {
     c: TranscriptClient,
     recv_timeout_s: f64,
@@ -61,15 +73,17 @@ impl Recorder {
     }
 
     /// A server message arrived at `now_s`, with its event name and meaning (`Other` for a
-    /// frame the protocol could not read: the benchmark counts it all the same).
-    pub fn message(&mut self, now_s: f64, event: Option<&str>, meaning: &Meaning<'_>) {
+    /// frame the protocol could not read: the benchmark counts it all the same). Returns what
+    /// it added to the live figures.
+    pub fn message(&mut self, now_s: f64, event: Option<&str>, meaning: &Meaning<'_>) -> Counted {
+        let mut counted = Counted::default();
         if !self.listening {
-            return;
+            return counted;
         }
         if now_s - self.last_message_s > self.recv_timeout_s {
             // The benchmark's wait would have given up before this message came.
             self.timed_out();
-            return;
+            return counted;
         }
         self.last_message_s = now_s;
         let c = &mut self.c;
@@ -89,13 +103,19 @@ impl Recorder {
                 duration_ms,
             } => {
                 c.result_messages += 1;
-                c.first_update_ms.get_or_insert(at_ms);
+                if c.first_update_ms.is_none() {
+                    c.first_update_ms = Some(at_ms);
+                    counted.first_update_ms = Some(at_ms);
+                }
                 if any_text {
                     c.first_text_update_ms.get_or_insert(at_ms);
                 }
                 c.partial_messages += u64::from(partial_text);
+                counted.partial = partial_text;
+                counted.is_final = is_final;
                 if let (false, Some(duration_ms)) = (is_final, duration_ms) {
                     self.lags_ms.push(at_ms - duration_ms);
+                    counted.lag_ms = Some(at_ms - duration_ms);
                 }
                 if is_final {
                     c.final_messages += 1;
@@ -113,6 +133,7 @@ impl Recorder {
             }
             _ => {}
         }
+        counted
     }
 
     /// No server message came within `--recv-timeout` of the previous one.

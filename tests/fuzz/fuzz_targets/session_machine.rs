@@ -197,6 +197,7 @@ fuzz_target!(|data: &[u8]| {
     let (settings, audio) = FIXTURE.with(|(s, a)| (s.clone(), a.clone()));
     let packets = settings.packets_per_session;
     let ids = EventIds {
+        shard: 0,
         worker: 0,
         session: 1,
     };

@@ -34,6 +34,7 @@ fn machine(args: &[&str]) -> Machine {
     Machine::new(
         protocol,
         EventIds {
+            shard: 0,
             worker: 0,
             session: 0,
         },
@@ -116,6 +117,16 @@ fn a_full_session_records_the_benchmarks_metrics_on_a_fake_clock_issue_11() {
     assert!((t.wall_seconds - 7.4).abs() < 1e-9);
     assert!(t.stopped && t.errors.is_empty());
     assert_eq!(m.outcome.counts.late_packets, 0);
+    // The worker's live tally saw the same figures, once each.
+    let stats = m.stats.borrow();
+    let live = &stats.transcripts;
+    assert_eq!(live.first_update.count(), 1);
+    assert!((live.first_update.quantile_ms(0.5) - 450.0).abs() < 0.5);
+    assert_eq!(live.final_after_stop.count(), 1);
+    assert!((live.final_after_stop.quantile_ms(0.5) - 300.0).abs() < 0.5);
+    assert_eq!(live.response_lag.count(), 1);
+    assert!((live.response_lag.quantile_ms(0.5) + 50.0).abs() < 0.1);
+    assert_eq!((live.partials, live.finals, live.errors), (1, 1, 0));
 }
 
 #[test]

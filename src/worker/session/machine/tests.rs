@@ -36,6 +36,7 @@ fn harness(args: &[&str]) -> Harness {
         .unwrap(),
     );
     let ids = EventIds {
+        shard: 0,
         worker: 0,
         session: 1,
     };

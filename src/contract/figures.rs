@@ -1,0 +1,269 @@
+//! The protocol's own latency figures, live: one mechanism for every protocol. A worker tallies
+//! what its protocol measures as events arrive (histograms and counters, O(1) per event), and
+//! once a second turns the tallies into a [`ProtocolFigures`] — a titled list of named latencies,
+//! counts and rates — that rides its `histogram` telemetry. The conductor pools the workers'
+//! lists figure by figure, and the dashboard's protocol panel and the headless lines render
+//! whatever list they get without knowing the protocol. Which figures a protocol has and what
+//! they are called is decided here, once, by [`ProtocolFigures::of`].
+//!
+//! Live figures are for watching a run: the summary's figures are computed from the sessions'
+//! own records (Fun-ASR's from its per-client values, as its benchmark does) and never from
+//! these.
+
+use super::worker::{TurnCounts, TurnHistograms};
+use crate::options::Settings;
+use crate::protocol::{Protocol, TurnDetection};
+use crate::stats::{DurationHistogram, SignedHistogram};
+use serde::{Deserialize, Serialize};
+
+/// What a worker tallies for the live figures of a transcript protocol (Fun-ASR), beside the
+/// per-client records its result carries.
+#[derive(Debug, Clone, Default)]
+pub struct TranscriptTally {
+    /// Audio start → the client's first result, once per client.
+    pub first_update: DurationHistogram,
+    /// STOP sent → the client's last final, once per client, when its session ends.
+    pub final_after_stop: DurationHistogram,
+    /// (receive − audio start) − `duration_ms` of every non-final result.
+    pub response_lag: SignedHistogram,
+    /// Results with a non-empty partial.
+    pub partials: u64,
+    pub finals: u64,
+    /// The benchmark's error strings, counted as clients end.
+    pub errors: u64,
+}
+
+/// One figure's value.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Value {
+    /// A latency, shown as p50 / p95 and its sample count.
+    Latency(SignedHistogram),
+    Count(u64),
+    /// Events over the seconds they spanned (pooled by adding both).
+    Rate {
+        events: u64,
+        seconds: f64,
+    },
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Figure {
+    pub name: String,
+    pub value: Value,
+}
+
+/// A protocol's live figures, in the order every output shows them.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ProtocolFigures {
+    /// What the panel is called (`Fun-ASR`, `OpenAI turns`).
+    pub title: String,
+    pub figures: Vec<Figure>,
+}
+
+fn latency(name: &str, h: SignedHistogram) -> Figure {
+    Figure {
+        name: name.to_string(),
+        value: Value::Latency(h),
+    }
+}
+
+fn count(name: &str, n: u64) -> Figure {
+    Figure {
+        name: name.to_string(),
+        value: Value::Count(n),
+    }
+}
+
+impl ProtocolFigures {
+    /// The figures of the run's protocol from a worker's tallies (its turn counts: what its
+    /// sessions' turns counted so far); `None` for the native protocol, whose server figures
+    /// have their own panel.
+    pub fn of(
+        settings: &Settings,
+        transcripts: &TranscriptTally,
+        turn_counts: &TurnCounts,
+        turns: &TurnHistograms,
+    ) -> Option<ProtocolFigures> {
+        let turn_figures = |title: &str, with_audio: bool, with_vad: bool, streaming: bool| {
+            let mut figures = vec![latency(
+                "first text",
+                SignedHistogram::of(&turns.first_text_after_end),
+            )];
+            if streaming {
+                figures.push(latency(
+                    "text from start",
+                    SignedHistogram::of(&turns.first_text_after_start),
+                ));
+            }
+            if with_audio {
+                figures.push(latency(
+                    "first audio",
+                    SignedHistogram::of(&turns.first_audio_after_end),
+                ));
+            }
+            figures.push(latency("done", SignedHistogram::of(&turns.done_after_end)));
+            if with_vad {
+                figures.push(latency(
+                    "speech stopped",
+                    SignedHistogram::of(&turns.speech_stopped),
+                ));
+            }
+            figures.push(Figure {
+                name: "text deltas/s".to_string(),
+                value: Value::Rate {
+                    events: turn_counts.text_intervals,
+                    seconds: turn_counts.text_span_s,
+                },
+            });
+            figures.push(count("turns", turn_counts.ended));
+            figures.push(count("answered", turn_counts.answered));
+            figures.push(count("failed", turn_counts.failed));
+            figures.push(count("text deltas", turn_counts.text_deltas));
+            if with_audio {
+                figures.push(count("audio deltas", turn_counts.audio_deltas));
+            }
+            ProtocolFigures {
+                title: title.to_string(),
+                figures,
+            }
+        };
+        match settings.protocol {
+            Protocol::Native => None,
+            Protocol::Funasr => Some(ProtocolFigures {
+                title: "Fun-ASR".to_string(),
+                figures: vec![
+                    latency(
+                        "first update",
+                        SignedHistogram::of(&transcripts.first_update),
+                    ),
+                    latency(
+                        "final after STOP",
+                        SignedHistogram::of(&transcripts.final_after_stop),
+                    ),
+                    latency("response lag", transcripts.response_lag.clone()),
+                    count("partials", transcripts.partials),
+                    count("finals", transcripts.finals),
+                    count("errors", transcripts.errors),
+                ],
+            }),
+            Protocol::Openai => Some(turn_figures(
+                "OpenAI turns",
+                settings.modalities.iter().any(|m| m == "audio"),
+                settings.client.turn_detection == TurnDetection::ServerVad,
+                false,
+            )),
+            Protocol::Vllm => Some(turn_figures("vLLM turns", false, false, true)),
+        }
+    }
+
+    /// The run's figures before any sample: what the panel shows until the workers report.
+    pub fn template(settings: &Settings) -> Option<ProtocolFigures> {
+        Self::of(
+            settings,
+            &TranscriptTally::default(),
+            &TurnCounts::default(),
+            &TurnHistograms::default(),
+        )
+    }
+
+    /// Adds another worker's figures of the same name and kind (pooling); others are ignored.
+    pub fn add(&mut self, other: &ProtocolFigures) {
+        for theirs in &other.figures {
+            let Some(ours) = self.figures.iter_mut().find(|f| f.name == theirs.name) else {
+                continue;
+            };
+            match (&mut ours.value, &theirs.value) {
+                (Value::Latency(a), Value::Latency(b)) => a.add(b),
+                (Value::Count(a), Value::Count(b)) => *a += b,
+                (
+                    Value::Rate { events, seconds },
+                    Value::Rate {
+                        events: e,
+                        seconds: s,
+                    },
+                ) => {
+                    *events += e;
+                    *seconds += s;
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings(protocol: Protocol) -> Settings {
+        use clap::Parser as _;
+        let argv = ["duplexbench-tui", "run", "--protocol", protocol.as_str()];
+        let Some(crate::cli::Command::Run(run)) =
+            crate::cli::Cli::try_parse_from(argv).unwrap().command
+        else {
+            unreachable!()
+        };
+        crate::options::validate(&run, String::new(), false)
+            .unwrap()
+            .settings
+    }
+
+    #[test]
+    fn the_native_protocol_has_no_protocol_figures_and_the_others_name_theirs() {
+        assert!(ProtocolFigures::template(&settings(Protocol::Native)).is_none());
+        let names = |p| {
+            ProtocolFigures::template(&settings(p))
+                .map(|f| f.figures.into_iter().map(|f| f.name).collect::<Vec<_>>())
+                .unwrap_or_default()
+        };
+        assert_eq!(
+            names(Protocol::Funasr),
+            [
+                "first update",
+                "final after STOP",
+                "response lag",
+                "partials",
+                "finals",
+                "errors"
+            ]
+        );
+        assert!(names(Protocol::Vllm).contains(&"text from start".to_string()));
+        assert!(!names(Protocol::Vllm).contains(&"first audio".to_string()));
+        assert!(names(Protocol::Openai).contains(&"speech stopped".to_string()));
+    }
+
+    #[test]
+    fn figures_pool_by_name_and_survive_telemetry_issue_11() {
+        let s = settings(Protocol::Funasr);
+        let mut tally = TranscriptTally::default();
+        tally.first_update.record_us(400_000);
+        tally.response_lag.record_us(-20_000);
+        tally.partials = 3;
+        let one = ProtocolFigures::of(
+            &s,
+            &tally,
+            &TurnCounts::default(),
+            &TurnHistograms::default(),
+        )
+        .unwrap();
+        let line = serde_json::to_string(&one).unwrap();
+        let back: ProtocolFigures = serde_json::from_str(&line).unwrap();
+        let mut pooled = ProtocolFigures::template(&s).unwrap();
+        pooled.add(&back);
+        pooled.add(&one);
+        let by_name = |name: &str| {
+            pooled
+                .figures
+                .iter()
+                .find(|f| f.name == name)
+                .map(|f| f.value.clone())
+        };
+        let Some(Value::Latency(lag)) = by_name("response lag") else {
+            panic!("{pooled:?}")
+        };
+        assert_eq!(lag.count(), 2);
+        assert!((lag.quantile_ms(0.5) + 20.0).abs() < 0.1);
+        assert!(matches!(by_name("partials"), Some(Value::Count(6))));
+    }
+}

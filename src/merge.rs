@@ -1,0 +1,252 @@
+//! `duplexbench-tui merge SHARD_DIR… --output DIR`: the shards of one run over several hosts
+//! (`run --shard-index I --shard-count N --run-id ID`) pooled into one summary, exactly: the
+//! workers' HdrHistograms are added (never percentiles averaged), their sessions' send
+//! intervals are put on the shared wall clock through each worker's clock anchor, so that the
+//! peak of simultaneous sessions is the real one across hosts. docs/multihost.md.
+
+mod load;
+
+use crate::cli::MergeArgs;
+use crate::clock::ClockAnchor;
+use crate::options::RunPlan;
+use crate::report;
+use crate::summary::multihost::{self, MergeSection, ShardRow, StreamingWindow};
+use crate::summary::{RunRecord, Summary};
+use anyhow::{bail, Result};
+use load::Loaded;
+use std::io::Write as _;
+
+/// Shards whose streaming windows overlap less than this share of the shortest one did not
+/// stream together for most of the run.
+const MIN_OVERLAP_FRACTION: f64 = 0.9;
+
+/// Runs the command: 0 or 1 as the merged verdict says (as `run`); refusals are `Err` (exit 2).
+pub fn run(args: &MergeArgs) -> Result<i32> {
+    let shards = load::all(&args.shards)?;
+    let out = &args.output;
+    if out.join("summary.json").exists() {
+        bail!(
+            "--output {} holds a summary already; give a new folder for the merge",
+            out.display()
+        );
+    }
+    let summary = merge(&shards, out, &command_line())?;
+    std::fs::create_dir_all(out)
+        .map_err(|e| anyhow::anyhow!("cannot create --output {}: {e}", out.display()))?;
+    report::write_files(out, &summary)?;
+    let _ = std::io::stdout().write_all(report::table(&summary).as_bytes());
+    Ok(summary.exit_code())
+}
+
+fn command_line() -> String {
+    std::env::args().collect::<Vec<_>>().join(" ")
+}
+
+/// The merged summary of `shards` (checked to be of one run), written to `output`.
+pub fn merge(shards: &[Loaded], output: &std::path::Path, command_line: &str) -> Result<Summary> {
+    let Some(first) = shards.first() else {
+        bail!("give the output folder of at least one shard");
+    };
+    let shard = first.shard();
+    let s0 = &first.summary.settings;
+    let per_shard_workers = s0.processes;
+    let per_shard_sessions = u64::from(s0.processes) * u64::from(s0.sessions_per_process);
+    let present: Vec<u32> = shards.iter().map(|l| l.shard().index).collect();
+    let missing: Vec<u32> = (0..shard.count).filter(|i| !present.contains(i)).collect();
+
+    let mut settings = s0.clone();
+    settings.processes = s0.processes * shard.count;
+    settings.shard = None;
+    settings.start_at_unix_s = None;
+    settings.tui = false;
+    let plan = RunPlan {
+        settings,
+        output_dir: output.to_path_buf(),
+        force: false,
+        command_line: command_line.to_string(),
+        output_jsonl: None,
+    };
+
+    let mut notes = Vec::new();
+    for &index in &missing {
+        notes.push(format!(
+            "missing shard: shard {index} of {} was not given to merge (no folder of run {} with --shard-index {index}); its {per_shard_sessions} sessions are counted incomplete",
+            shard.count, shard.run_id
+        ));
+    }
+    let threshold = s0.late_threshold_ms;
+    for l in shards {
+        let who = format!("shard {}", l.shard().index);
+        let s = &l.summary;
+        notes.extend(multihost::reasons(
+            &who,
+            s.start_gate.as_ref(),
+            None,
+            threshold,
+        ));
+        if s.settings.start_at_unix_s.is_none() {
+            notes.push(format!(
+                "{who} had no --start-at: the shards did not start at one instant, so their windows may not overlap"
+            ));
+        }
+    }
+    let unsynced: Vec<String> = shards
+        .iter()
+        .filter(|l| {
+            l.summary
+                .clock_sync
+                .as_ref()
+                .is_some_and(|c| !c.synchronised)
+        })
+        .map(|l| l.shard().index.to_string())
+        .collect();
+    if !unsynced.is_empty() {
+        notes.push(format!(
+            "unsynchronised clock: the kernel of shard {} says its clock is not synchronised (adjtimex), so the shards' start gates and windows may not line up; run chrony or ntpd (or PTP) on every host",
+            unsynced.join(", ")
+        ));
+    }
+    notes.extend(one_start_at(shards));
+    let windows: Vec<StreamingWindow> = shards
+        .iter()
+        .filter_map(|l| l.summary.streaming_window)
+        .collect();
+    let overlap = (windows.len() == shards.len())
+        .then(|| multihost::overlap(&windows))
+        .flatten();
+    let shortest_s = windows
+        .iter()
+        .map(StreamingWindow::seconds)
+        .reduce(f64::min)
+        .unwrap_or(0.0);
+    let overlap_fraction = match overlap {
+        Some(o) if shortest_s > 0.0 => (o.seconds() / shortest_s).min(1.0),
+        Some(_) => 1.0,
+        None => 0.0,
+    };
+    if overlap.is_none() && shards.len() > 1 {
+        notes.push(format!(
+            "non-overlapping windows: the {} shards never all streamed at the same time (by their wall clocks), so this is not one load; start them with one --start-at",
+            shards.len()
+        ));
+    } else if overlap_fraction < MIN_OVERLAP_FRACTION {
+        notes.push(format!(
+            "non-overlapping windows: the shards streamed together for only {:.0} % of the shortest one's window; start them with one --start-at",
+            overlap_fraction * 100.0
+        ));
+    }
+    let cancelled: Vec<String> = shards
+        .iter()
+        .filter(|l| l.summary.cancelled)
+        .map(|l| format!("shard {}", l.shard().index))
+        .collect();
+
+    // Every worker of every shard, numbered run-wide and with its times on the wall clock.
+    let workers = shards
+        .iter()
+        .flat_map(|l| l.workers_on_wall_clock(per_shard_workers))
+        .collect();
+    let record = RunRecord {
+        plan: &plan,
+        host: first.summary.host.clone(),
+        started_at: shards
+            .iter()
+            .map(|l| l.summary.started_at.clone())
+            .min()
+            .unwrap_or_default(),
+        // The merged times are Unix seconds already.
+        anchor: ClockAnchor {
+            realtime_s: 0.0,
+            monotonic_s: 0.0,
+        },
+        wall_seconds: wall_seconds(shards),
+        cancelled: (!cancelled.is_empty()).then(|| format!("{} cancelled", cancelled.join(", "))),
+        workers,
+        mock: None,
+        notes,
+        sampler: None,
+        gate_s: None,
+        clock_sync: None,
+        absent_sessions: missing.len() as u64 * per_shard_sessions,
+        absent_workers: missing.len() as u64 * u64::from(per_shard_workers),
+    };
+    let mut summary = Summary::build(record);
+    if overlap.is_none() && shards.len() > 1 {
+        summary.verdict.complete = false;
+    }
+    let starts: Vec<f64> = windows.iter().map(|w| w.start_unix_s).collect();
+    let spread = starts
+        .iter()
+        .copied()
+        .reduce(f64::max)
+        .zip(starts.iter().copied().reduce(f64::min))
+        .map(|(hi, lo)| ((hi - lo) * 1e6).round() / 1000.0);
+    let cpu_s: f64 = shards.iter().map(|l| l.worker_cpu_seconds()).sum();
+    let session_s: f64 = shards
+        .iter()
+        .map(|l| l.summary.layout.sessions_total as f64 * l.summary.settings.duration_s)
+        .sum();
+    let mut rows: Vec<ShardRow> = shards.iter().map(Loaded::row).collect();
+    rows.extend(missing.iter().map(|&index| ShardRow {
+        index,
+        dir: None,
+        present: false,
+        hostname: None,
+        cpu_model: None,
+        sessions: per_shard_sessions,
+        completed: 0,
+        packets: 0,
+        late_packets: 0,
+        deviation_p99_ms: None,
+        worker_cpu_seconds: None,
+        window: None,
+        start_gate: None,
+        clock_sync: None,
+        verdict: None,
+    }));
+    rows.sort_by_key(|r| r.index);
+    summary.merge = Some(MergeSection {
+        run_id: shard.run_id.clone(),
+        shard_count: shard.count,
+        shards: rows,
+        missing_shards: missing,
+        overlap,
+        overlap_fraction: (overlap_fraction * 1000.0).round() / 1000.0,
+        first_packet_spread_ms: spread,
+        cpu_per_session_second: (session_s > 0.0)
+            .then(|| ((cpu_s / session_s) * 1e6).round() / 1e6),
+    });
+    Ok(summary)
+}
+
+/// A reason when the shards were given different `--start-at` instants (more than 1 ms apart:
+/// `+30s` is from each host's own start, so shards started by hand need one absolute time).
+fn one_start_at(shards: &[Loaded]) -> Option<String> {
+    let ats: Vec<(u32, f64)> = shards
+        .iter()
+        .filter_map(|l| Some((l.shard().index, l.summary.settings.start_at_unix_s?)))
+        .collect();
+    let lo = ats.iter().map(|a| a.1).reduce(f64::min)?;
+    let hi = ats.iter().map(|a| a.1).reduce(f64::max)?;
+    (hi - lo > 0.001).then(|| {
+        let list: Vec<String> = ats
+            .iter()
+            .map(|(i, at)| format!("shard {i} {}", crate::options::shard::rfc3339(*at)))
+            .collect();
+        format!(
+            "different --start-at: {}; give every shard the same absolute time (+30s counts from each host's own start)",
+            list.join(", ")
+        )
+    })
+}
+
+/// From the earliest shard's start to the latest shard's end, in seconds.
+fn wall_seconds(shards: &[Loaded]) -> f64 {
+    let spans = shards.iter().map(|l| {
+        let start = l.summary.clock_anchor.realtime_s;
+        (start, start + l.summary.wall_seconds)
+    });
+    let start = spans.clone().map(|s| s.0).reduce(f64::min).unwrap_or(0.0);
+    let end = spans.map(|s| s.1).reduce(f64::max).unwrap_or(0.0);
+    (end - start).max(0.0)
+}

@@ -1,0 +1,214 @@
+//! Reading the shards given to `merge`, and refusing those that are not shards of one run:
+//! the same `--run-id` and shard count, layout, packets and protocol, each index once.
+
+use crate::contract::worker::WorkerResult;
+use crate::contract::Role;
+use crate::options::Shard;
+use crate::paths::RunPaths;
+use crate::summary::multihost::ShardRow;
+use crate::summary::Summary;
+use anyhow::{bail, Result};
+use std::path::{Path, PathBuf};
+
+/// One shard's output folder: its summary and its workers' result files.
+pub struct Loaded {
+    pub dir: PathBuf,
+    pub summary: Summary,
+    shard: Shard,
+    /// Per worker of the shard: its pid and its result file, if it left one.
+    workers: Vec<(u32, Option<WorkerResult>)>,
+}
+
+/// Reads every folder and checks that they are shards of one run.
+pub fn all(dirs: &[PathBuf]) -> Result<Vec<Loaded>> {
+    let mut loaded: Vec<Loaded> = Vec::new();
+    for dir in dirs {
+        let l = one(dir)?;
+        if let Some(first) = loaded.first() {
+            same_run(first, &l)?;
+        }
+        if let Some(twin) = loaded.iter().find(|o| o.shard.index == l.shard.index) {
+            bail!(
+                "{} and {} are both shard {} of run {}: give each shard's folder once",
+                twin.dir.display(),
+                l.dir.display(),
+                l.shard.index,
+                l.shard.run_id
+            );
+        }
+        loaded.push(l);
+    }
+    loaded.sort_by_key(|l| l.shard.index);
+    Ok(loaded)
+}
+
+fn one(dir: &Path) -> Result<Loaded> {
+    let (_, summary) = crate::report::command::load(dir)?;
+    let Some(shard) = summary.settings.shard.clone() else {
+        bail!(
+            "{} is not a shard: its run had no --shard-index/--shard-count/--run-id (run each host's share with them, see docs/multihost.md)",
+            dir.display()
+        );
+    };
+    if summary.merge.is_some() {
+        bail!(
+            "{} is a merge already; give the shards' own folders",
+            dir.display()
+        );
+    }
+    let paths = RunPaths::new(dir);
+    let pids = summary
+        .processes
+        .iter()
+        .filter(|p| p.role == Role::Worker)
+        .map(|p| (p.index, p.pid));
+    let pid_of = |k: u32| {
+        pids.clone()
+            .find(|(i, _)| *i == Some(k))
+            .map_or(0, |(_, pid)| pid)
+    };
+    let workers = (0..summary.settings.processes)
+        .map(|k| {
+            let result = std::fs::read_to_string(paths.worker_result(k))
+                .ok()
+                .and_then(|text| serde_json::from_str::<WorkerResult>(&text).ok());
+            (pid_of(k), result)
+        })
+        .collect();
+    Ok(Loaded {
+        dir: dir.to_path_buf(),
+        summary,
+        shard,
+        workers,
+    })
+}
+
+/// Refuses `b` unless it is a shard of `a`'s run, naming every difference.
+fn same_run(a: &Loaded, b: &Loaded) -> Result<()> {
+    let (sa, sb) = (&a.summary.settings, &b.summary.settings);
+    let mut differ = Vec::new();
+    let mut check = |what: &str, x: String, y: String| {
+        if x != y {
+            differ.push(format!("{what} {x} vs {y}"));
+        }
+    };
+    check("--run-id", a.shard.run_id.clone(), b.shard.run_id.clone());
+    check(
+        "--shard-count",
+        a.shard.count.to_string(),
+        b.shard.count.to_string(),
+    );
+    check(
+        "layout",
+        format!("{} × {}", sa.processes, sa.sessions_per_process),
+        format!("{} × {}", sb.processes, sb.sessions_per_process),
+    );
+    check(
+        "packets per session",
+        sa.packets_per_session.to_string(),
+        sb.packets_per_session.to_string(),
+    );
+    check(
+        "--packet-ms",
+        sa.packet_ms.to_string(),
+        sb.packet_ms.to_string(),
+    );
+    check(
+        "--protocol",
+        sa.protocol.as_str().to_string(),
+        sb.protocol.as_str().to_string(),
+    );
+    check(
+        "--late-threshold-ms",
+        sa.late_threshold_ms.to_string(),
+        sb.late_threshold_ms.to_string(),
+    );
+    check("--no-pace", sa.no_pace.to_string(), sb.no_pace.to_string());
+    if !differ.is_empty() {
+        bail!(
+            "{} (shard {}) and {} (shard {}) are not shards of one run: {}; merge pools the shards of one run only",
+            a.dir.display(),
+            a.shard.index,
+            b.dir.display(),
+            b.shard.index,
+            differ.join("; ")
+        );
+    }
+    Ok(())
+}
+
+impl Loaded {
+    pub fn shard(&self) -> &Shard {
+        &self.shard
+    }
+
+    /// The shard's workers, numbered run-wide (shard × workers per shard + K), their times
+    /// moved from the host's `CLOCK_MONOTONIC` to Unix seconds through each one's anchor.
+    pub fn workers_on_wall_clock(&self, per_shard: u32) -> Vec<(u32, Option<WorkerResult>)> {
+        let base = self.shard.index * per_shard;
+        self.workers
+            .iter()
+            .map(|(pid, result)| {
+                let result = result.clone().map(|mut r| {
+                    let d = r.anchor.realtime_s - r.anchor.monotonic_s;
+                    r.index += base;
+                    r.started_s += d;
+                    r.ended_s += d;
+                    r.gate_s = r.gate_s.map(|g| g + d);
+                    r.stall_injected_at_s = r.stall_injected_at_s.map(|t| t + d);
+                    for s in &mut r.sessions {
+                        s.first_send_s = s.first_send_s.map(|t| t + d);
+                        s.last_send_s = s.last_send_s.map(|t| t + d);
+                    }
+                    for w in r
+                        .late_packet_windows
+                        .iter_mut()
+                        .chain(&mut r.send_blocked_windows)
+                        .chain(&mut r.loop_stall_windows)
+                    {
+                        w[0] += d;
+                        w[1] += d;
+                    }
+                    for i in &mut r.injections {
+                        i.start_s += d;
+                        i.end_s += d;
+                    }
+                    r.anchor.monotonic_s = r.anchor.realtime_s;
+                    r
+                });
+                (*pid, result)
+            })
+            .collect()
+    }
+
+    pub fn worker_cpu_seconds(&self) -> f64 {
+        self.summary
+            .processes
+            .iter()
+            .filter(|p| p.role == Role::Worker)
+            .map(|p| p.cpu_seconds)
+            .sum()
+    }
+
+    /// The shard's row in the merged summary.
+    pub fn row(&self) -> ShardRow {
+        let s = &self.summary;
+        ShardRow {
+            index: self.shard.index,
+            dir: Some(self.dir.display().to_string()),
+            present: true,
+            hostname: Some(s.host.hostname.clone()),
+            cpu_model: Some(s.host.cpu_model.clone()),
+            sessions: s.layout.sessions_total,
+            completed: s.sessions.completed,
+            packets: s.pacing.counts.packets,
+            late_packets: s.pacing.counts.late_packets,
+            deviation_p99_ms: Some(s.pacing.deviation_ms.p99),
+            worker_cpu_seconds: Some((self.worker_cpu_seconds() * 1000.0).round() / 1000.0),
+            window: s.streaming_window,
+            start_gate: s.start_gate.clone(),
+            clock_sync: s.clock_sync.clone(),
+            verdict: Some(s.verdict.clone()),
+        }
+    }
+}
