@@ -35,6 +35,11 @@ fn dispatch(cli: Cli) -> Result<i32> {
         Some(Command::Run(args)) => run(&args),
         Some(Command::Mock(args)) => mock::run(&args).map(|()| 0),
         Some(Command::Conform(args)) => conform::run(&args),
+        Some(Command::Sweep(args)) => crate::sweep::run(&args, command_line()),
+        // A sweep's folder renders as a sweep; any other as a run.
+        Some(Command::Report(args)) if crate::sweep::is_sweep(&args.run) => {
+            crate::sweep::report(&args)
+        }
         Some(Command::Report(args)) => crate::report::command::run(&args),
         Some(Command::Merge(args)) => crate::merge::run(&args),
         Some(Command::Completions(args)) => print_completions(args.shell),

@@ -8,6 +8,9 @@ use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 use std::time::Duration;
 
+mod sweep;
+pub use sweep::SweepArgs;
+
 #[derive(Debug, Parser)]
 #[command(
     name = "duplexbench-tui",
@@ -41,7 +44,13 @@ pub enum Command {
     Conform(ConformArgs),
     /// Pool the shards of one run (run with --shard-index/--shard-count on several hosts) into one summary, exactly.
     Merge(MergeArgs),
-    /// Render a run's summary again (Markdown, or text with --text), or compare two runs with --vs.
+    /// Run the same run at several loads (--sessions 16..1024): a verdict per level, the client's and the server's knee.
+    // The levels take the run's --sessions and -c (lists here); the run's own are hidden.
+    #[command(after_help = AFTER_HELP)]
+    #[command(mut_arg("sessions", |a| a.hide(true).long("run-sessions").short(None).visible_alias(None)))]
+    #[command(mut_arg("concurrency", |a| a.hide(true).long("run-concurrency").short(None)))]
+    Sweep(SweepArgs),
+    /// Render a run's summary again (Markdown, or text with --text), or compare two runs with --vs; a sweep's folder renders its sweep.md.
     Report(ReportArgs),
     /// Print a shell completion script, e.g. `duplexbench-tui completions bash > ~/.local/share/bash-completion/completions/duplexbench-tui`.
     Completions(CompletionsArgs),
@@ -379,7 +388,7 @@ pub struct MergeArgs {
 
 #[derive(Debug, Clone, Args)]
 pub struct ReportArgs {
-    /// A run's output folder, or its summary.json.
+    /// A run's output folder, or its summary.json; or a sweep's folder, or its sweep.json.
     pub run: PathBuf,
     /// Another run to compare it with: both values of every headline figure and their ratio.
     #[arg(long, value_name = "OTHER")]

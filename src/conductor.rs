@@ -11,7 +11,7 @@ use crate::contract::telemetry::Telemetry;
 use crate::contract::worker::WorkerConfig;
 use crate::contract::worker::{WorkerHistograms, WorkerResult, RESULT_SCHEMA_VERSION};
 use crate::contract::Role;
-use crate::live::{Finished, LiveState, ProcessLive, RunInfo, WorkerLive};
+use crate::live::{Finished, LiveState, ProcessLive, RunInfo, SweepLive, WorkerLive};
 use crate::options::{self, RunPlan};
 use crate::paths::RunPaths;
 use crate::sampler::listener::{self, Listener};
@@ -44,11 +44,41 @@ pub enum Event {
     Quit,
 }
 
+/// How a run fits into what started it: a plain run, `conform`'s short run, or a sweep's level.
+#[derive(Debug, Clone, Default)]
+pub struct Hooks {
+    /// Close the dashboard as soon as the run ends instead of waiting for a key.
+    pub exit_on_finish: bool,
+    /// Do not print the final table on stdout (a sweep prints one line per level instead).
+    pub quiet: bool,
+    /// The sweep this run is a level of, for the dashboard.
+    pub sweep: Option<SweepLive>,
+}
+
+/// What a finished (or cancelled) run leaves its caller.
+#[derive(Debug)]
+pub struct Outcome {
+    /// 0, 1, or 128 + signal when cancelled (docs/exit-codes.md).
+    pub exit_code: i32,
+    /// The summary as written to `summary.json`.
+    pub summary: Summary,
+}
+
 /// Runs a whole run; returns the process exit code (0, 1, or 128 + signal when cancelled).
 /// Start-up errors are `Err`.
 pub fn run(plan: RunPlan, exit_on_finish: bool) -> Result<i32> {
+    let hooks = Hooks {
+        exit_on_finish,
+        ..Hooks::default()
+    };
+    run_with(plan, &hooks).map(|outcome| outcome.exit_code)
+}
+
+/// Runs a whole run as `hooks` say and returns its exit code and summary.
+pub fn run_with(plan: RunPlan, hooks: &Hooks) -> Result<Outcome> {
+    let exit_on_finish = hooks.exit_on_finish;
     let (tx, rx) = mpsc::channel();
-    install_signal_thread(tx.clone())?;
+    let _signals = install_signal_thread(tx.clone())?;
     let output_dir = plan.output_dir.clone();
     // The first line of every run, before the dashboard takes the screen (it stays on the
     // normal screen behind it): where the results go.
@@ -104,6 +134,7 @@ pub fn run(plan: RunPlan, exit_on_finish: bool) -> Result<i32> {
         let mut state = live.lock().unwrap_or_else(PoisonError::into_inner);
         state.mock = mock.as_ref().map(|m| ProcessLive::new(m.guard.pid()));
         state.sampler = sampler.as_ref().map(|s| s.live.clone());
+        state.sweep = hooks.sweep.clone();
         state.server = sampler
             .as_ref()
             .and_then(|s| s.server_pid())
@@ -240,8 +271,11 @@ pub fn run(plan: RunPlan, exit_on_finish: bool) -> Result<i32> {
     }
     // The same table either way: after the dashboard, the terminal is restored and this is
     // what stays on the screen. A closed stdout (e.g. piped into `head`) is not an error.
-    let _ = std::io::Write::write_all(&mut std::io::stdout(), report::table(&summary).as_bytes());
-    Ok(exit_code)
+    if !hooks.quiet {
+        let _ =
+            std::io::Write::write_all(&mut std::io::stdout(), report::table(&summary).as_bytes());
+    }
+    Ok(Outcome { exit_code, summary })
 }
 
 /// Starts the procfs sampler on the workers and the built-in mock, unless `--no-sampler`.
@@ -349,10 +383,21 @@ fn enum_name(value: &impl serde::Serialize) -> String {
         .unwrap_or_default()
 }
 
-fn install_signal_thread(tx: Sender<Event>) -> Result<()> {
+/// The signal thread of one run; dropped at the run's end, it ends the thread (a sweep runs
+/// many runs in one process).
+struct SignalThread(signal_hook::iterator::Handle);
+
+impl Drop for SignalThread {
+    fn drop(&mut self) {
+        self.0.close();
+    }
+}
+
+fn install_signal_thread(tx: Sender<Event>) -> Result<SignalThread> {
     let mut signals =
         signal_hook::iterator::Signals::new([libc::SIGINT, libc::SIGTERM, libc::SIGHUP])
             .context("cannot install signal handlers")?;
+    let handle = SignalThread(signals.handle());
     std::thread::Builder::new()
         .name("signals".to_string())
         .spawn(move || {
@@ -363,7 +408,7 @@ fn install_signal_thread(tx: Sender<Event>) -> Result<()> {
             }
         })
         .context("cannot start the signal thread")?;
-    Ok(())
+    Ok(handle)
 }
 
 /// Fails early, with a message that says what to do, when `--url` cannot be reached at all.

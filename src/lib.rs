@@ -17,6 +17,7 @@
 //!   native server serves.
 //! * [`tls`] and [`secret`]: wss:// for every protocol, and the credentials that must never be
 //!   written.
+//! * [`sweep`]: the same run at several loads, one conductor run per level, and the knees.
 //! * [`pacing`] and [`verdict`]: the one vocabulary for packets and the one verdict.
 //! * [`audio`], [`stats`], [`clock`], [`procstat`], [`host`], [`sys`]: shared plumbing.
 
@@ -46,6 +47,7 @@ pub mod sampler;
 pub mod secret;
 pub mod stats;
 pub mod summary;
+pub mod sweep;
 pub mod sys;
 pub mod tls;
 pub mod trace;

@@ -178,6 +178,21 @@ pub struct LiveState {
     pub stalls_reported: u64,
     /// What the procfs sampler sees (absent with `--no-sampler`).
     pub sampler: Option<std::sync::Arc<std::sync::Mutex<crate::sampler::SamplerLive>>>,
+    /// The sweep this run is a level of (`sweep`; absent for a plain run).
+    pub sweep: Option<SweepLive>,
+}
+
+/// Where a sweep is, for the dashboard: which level this run is, and the levels done so far.
+#[derive(Debug, Clone, Default)]
+pub struct SweepLive {
+    /// This run's level, from 1, of `levels`.
+    pub level: usize,
+    pub levels: usize,
+    /// `64 sessions` or `64 sessions, repeat 2 of 3`.
+    pub label: String,
+    /// The per-level table: its header, then one line per run already finished.
+    pub header: String,
+    pub rows: Vec<String>,
 }
 
 impl LiveState {

@@ -150,6 +150,9 @@ pub struct SessionOutcome {
     /// The recognition metrics, for protocols that return transcripts (Fun-ASR).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub transcripts: Option<TranscriptClient>,
+    /// Text and binary frames the server sent (a sweep's events per second).
+    #[serde(default)]
+    pub server_events: u64,
     /// Trace and receipt lines of this session that could not be written.
     #[serde(default)]
     pub lines_not_written: u64,
@@ -215,6 +218,7 @@ impl SessionOutcome {
             error_codes: BTreeMap::new(),
             last_server_error: None,
             transcripts: None,
+            server_events: 0,
             lines_not_written: 0,
             disk_full: false,
         }

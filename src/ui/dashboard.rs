@@ -12,6 +12,7 @@ pub mod keys;
 pub mod panels;
 pub mod protocol;
 pub mod server;
+pub mod sweep;
 pub mod theme;
 pub mod view;
 

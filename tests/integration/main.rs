@@ -22,5 +22,6 @@ mod run_folder;
 mod runs;
 mod sampler;
 mod suspects;
+mod sweep;
 mod traces;
 mod util;

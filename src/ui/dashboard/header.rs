@@ -51,30 +51,39 @@ pub fn draw(state: &LiveState, theme: Theme, area: Rect, buf: &mut Buffer) {
     let info = &state.info;
     let width = area.width as usize;
     let (verdict, _) = verdict(state, theme);
-    let title = fit_segments(
-        vec![
-            (Some(3), Span::styled(" duplexbench-tui │", theme.title())),
-            (None, Span::raw(" ")),
-            (None, verdict),
-            (
-                Some(0),
-                Span::raw(format!(
-                    " │ {}",
-                    layout_text(info.processes, info.sessions_per_process)
-                )),
+    let mut segments = vec![
+        (Some(3), Span::styled(" duplexbench-tui │", theme.title())),
+        (None, Span::raw(" ")),
+        (None, verdict),
+    ];
+    if let Some(s) = &state.sweep {
+        segments.push((
+            Some(0),
+            Span::styled(
+                format!(" │ sweep level {}/{}", s.level, s.levels),
+                theme.title(),
             ),
-            (
-                Some(0),
-                Span::raw(
-                    info.shard
-                        .map_or(String::new(), |(i, n)| format!(" │ shard {i} of {n}")),
-                ),
+        ));
+    }
+    segments.extend([
+        (
+            Some(0),
+            Span::raw(format!(
+                " │ {}",
+                layout_text(info.processes, info.sessions_per_process)
+            )),
+        ),
+        (
+            Some(0),
+            Span::raw(
+                info.shard
+                    .map_or(String::new(), |(i, n)| format!(" │ shard {i} of {n}")),
             ),
-            (Some(2), Span::raw(format!(" │ trace {}", info.trace))),
-            (Some(1), Span::raw(format!(" │ {}", info.url))),
-        ],
-        width,
-    );
+        ),
+        (Some(2), Span::raw(format!(" │ trace {}", info.trace))),
+        (Some(1), Span::raw(format!(" │ {}", info.url))),
+    ]);
+    let title = fit_segments(segments, width);
     let elapsed = state.elapsed_s(state.now_s).min(info.duration_s);
     let output = (
         Some(1),

@@ -450,6 +450,29 @@ fn after_the_run_workers_show_exited_and_the_stall_line_says_in_the_run_issue_14
     assert!(!screen.contains("so far"), "{screen}");
 }
 
+#[test]
+fn a_sweep_level_shows_its_place_and_the_levels_done_issue_15() {
+    let mut state = fixture(1, 64, 20, None);
+    state.sweep = Some(crate::live::SweepLive {
+        level: 3,
+        levels: 4,
+        label: "64 sessions".to_string(),
+        header: "sessions  P × S     client  audio s/s".to_string(),
+        rows: vec![
+            "      16  1 × 16  qualified       15.9".to_string(),
+            "      32  1 × 32  qualified       31.7".to_string(),
+        ],
+    });
+    let screen = text(&draw(&state, &ViewState::default(), COLOR, 120, 40));
+    insta::assert_snapshot!(screen);
+    assert!(screen.contains("sweep level 3/4"), "{screen}");
+    assert!(screen.contains("Sweep: level 3 of 4"), "{screen}");
+    assert!(screen.contains("1 × 32  qualified"), "{screen}");
+    // On a small screen the table gives way; the header still says where the sweep is.
+    let small = text(&draw(&state, &ViewState::default(), COLOR, 80, 22));
+    assert!(!small.contains("Sweep: level"), "{small}");
+}
+
 /// The settings of `run --protocol <protocol>` with `args`.
 fn settings_of(protocol: &str, args: &[&str]) -> crate::options::Settings {
     use clap::Parser as _;

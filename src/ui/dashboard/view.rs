@@ -2,7 +2,7 @@
 
 use super::keys::ViewState;
 use super::theme::Theme;
-use super::{header, heatmap, panels, protocol, server};
+use super::{header, heatmap, panels, protocol, server, sweep};
 use crate::live::LiveState;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::Frame;
@@ -28,14 +28,23 @@ pub fn render(frame: &mut Frame<'_>, state: &LiveState, view: &ViewState, theme:
     } else {
         0
     };
-    let [header, middle, lower, footer] = Layout::vertical([
+    // A sweep's table of levels, under the header, when there is room for it besides the rest.
+    let sweep_height = match &state.sweep {
+        Some(s) if area.height >= 24 => sweep::height(s, (area.height / 6).max(1)),
+        _ => 0,
+    };
+    let [header, sweep_area, middle, lower, footer] = Layout::vertical([
         Constraint::Length(2),
+        Constraint::Length(sweep_height),
         Constraint::Min(5),
         Constraint::Length(bottom),
         Constraint::Length(1),
     ])
     .areas(area);
     header::draw(state, theme, header, buf);
+    if let (Some(s), true) = (&state.sweep, sweep_height > 0) {
+        sweep::draw(s, theme, sweep_area, buf);
+    }
     // The protocol's own figures, for the protocols that have them, in place of the native
     // server's; their column is wider when the screen has room for their numbers.
     let figures = state.pooled_protocol();

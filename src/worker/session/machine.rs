@@ -462,6 +462,9 @@ impl Machine {
 
     /// Takes one item of the WebSocket stream, received at `now_s`.
     pub fn on_frame(&mut self, frame: Incoming<'_>, now_s: f64) -> Heard {
+        if matches!(frame, Incoming::Text(_) | Incoming::Binary(_)) {
+            self.outcome.server_events += 1;
+        }
         match frame {
             Incoming::Text(text) => match self.protocol.classify(text) {
                 Ok(Received {

@@ -1,0 +1,347 @@
+//! `duplexbench-tui sweep`: the same run at several loads (issue 15). Each level (and each
+//! repeat) is a full run made by the conductor into its own folder under the sweep's; the
+//! sweep reads each run's summary, stops once the client is no longer pacing-qualified (the
+//! figures would measure the client), finds the client's and the server's knees, and writes
+//! `sweep.json`, `sweep.md` and `sweep.svg` after every level (docs/sweep.md).
+//!
+//! * `plan`: levels, `--slo` and a run plan per level, validated before anything starts.
+//! * `figures`: what a run contributes (verdict, latency by dotted path, throughput).
+//! * `record`: the result model (`sweep.json`); `knees`: where the knees are and why.
+//! * `markdown` and `plot`: sweep.md, the text table, the per-level lines, sweep.svg.
+
+pub mod figures;
+pub mod knees;
+pub mod markdown;
+pub mod plan;
+pub mod plot;
+pub mod record;
+
+use crate::cli::{ReportArgs, SweepArgs};
+use crate::conductor::{self, Hooks};
+use crate::live::SweepLive;
+use anyhow::{bail, Context, Result};
+use figures::RunFigures;
+use plan::SweepPlan;
+use record::{Level, SweepRecord};
+use std::io::{IsTerminal as _, Write as _};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+pub const SWEEP_JSON: &str = "sweep.json";
+pub const SWEEP_MD: &str = "sweep.md";
+pub const PLOT_FILE: &str = "sweep.svg";
+
+/// Runs a sweep; 0 when at least one level was pacing-qualified, 1 when none was, 128 +
+/// signal when cancelled (docs/exit-codes.md). Start-up errors are `Err`.
+pub fn run(args: &SweepArgs, command_line: String) -> Result<i32> {
+    let tui = !args.run.no_tui && std::io::stdout().is_terminal();
+    let plan = plan::validate(args, command_line, tui)?;
+    if let Some(top) = plan.levels.last().and_then(|l| l.runs.first()) {
+        crate::sys::open_files::ensure(&crate::sys::open_files::Layout::of(&top.settings))?;
+    }
+    claim(&plan.output_dir, plan.force)?;
+    // Between runs no conductor listens for signals: this flag ends the sweep there too (a
+    // run's own handler still stops that run cleanly).
+    let signal = Arc::new(AtomicUsize::new(0));
+    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+        signal_hook::flag::register_usize(sig, signal.clone(), sig as usize)
+            .context("cannot install signal handlers")?;
+    }
+    Sweep::new(&plan).go(&signal)
+}
+
+/// A sweep under way.
+struct Sweep<'p> {
+    plan: &'p SweepPlan,
+    record: SweepRecord,
+    /// Runs started so far (the first one needs no cooldown).
+    started: usize,
+    /// The cancelled run's exit code (128 + signal).
+    cancel_code: Option<i32>,
+}
+
+impl<'p> Sweep<'p> {
+    fn new(plan: &'p SweepPlan) -> Sweep<'p> {
+        let first = plan.levels.first().and_then(|l| l.runs.first());
+        let settings = first.map(|p| &p.settings);
+        let record = SweepRecord {
+            schema_version: record::SCHEMA_VERSION,
+            tool_version: env!("CARGO_PKG_VERSION").to_string(),
+            command_line: plan.command_line.clone(),
+            started_at: crate::clock::utc_rfc3339(),
+            protocol: settings.map(|s| s.protocol).unwrap_or_default(),
+            url: settings.filter(|s| !s.builtin_mock).map(|s| s.url.clone()),
+            processes: settings.map_or(1, |s| s.processes),
+            duration_s: settings.map_or(0.0, |s| s.duration_s),
+            packet_ms: settings.map_or(0, |s| s.packet_ms),
+            repeats: plan.repeats,
+            cooldown_s: plan.cooldown.as_secs_f64(),
+            planned_sessions: plan.levels.iter().map(|l| l.sessions_total).collect(),
+            slos: plan.slos.clone(),
+            host: crate::host::collect(&plan.output_dir),
+            warmup: None,
+            levels: Vec::new(),
+            stopped_early: None,
+            cancelled: false,
+            knees: knees::find(&[], !plan.slos.is_empty()),
+        };
+        Sweep {
+            plan,
+            record,
+            started: 0,
+            cancel_code: None,
+        }
+    }
+
+    fn go(mut self, signal: &AtomicUsize) -> Result<i32> {
+        self.write()?;
+        let n = self.plan.levels.len();
+        if let Some(warmup) = &self.plan.warmup {
+            let label = format!("warm-up, {} sessions", warmup.settings.total_sessions());
+            if let Some(figures) = self.one_run(warmup, "warmup", 1, (0, n), label, signal)? {
+                note(&format!(
+                    "sweep: warm-up (figures discarded): {}; {} late packets → warmup",
+                    figures.verdict, figures.late_packets
+                ));
+                self.record.warmup = Some(figures);
+            }
+        }
+        for (i, level) in self.plan.levels.iter().enumerate() {
+            if self.cancel_code.is_some() {
+                break;
+            }
+            let mut runs = Vec::new();
+            for (r, run) in level.runs.iter().enumerate() {
+                let repeat = r as u32 + 1;
+                let folder = plan::level_folder(level.sessions_total, repeat);
+                let label = if self.plan.repeats > 1 {
+                    format!(
+                        "{} sessions, repeat {repeat} of {}",
+                        level.sessions_total, self.plan.repeats
+                    )
+                } else {
+                    format!("{} sessions", level.sessions_total)
+                };
+                match self.one_run(run, &folder, repeat, (i + 1, n), label, signal)? {
+                    Some(figures) => {
+                        note(&markdown::run_line(
+                            self.record.protocol,
+                            (i + 1, n),
+                            level.sessions_total,
+                            &figures,
+                        ));
+                        runs.push(figures);
+                    }
+                    None => break,
+                }
+            }
+            if runs.is_empty() {
+                break;
+            }
+            let level = Level::of(
+                level.sessions_total,
+                self.record.processes,
+                runs,
+                &self.plan.slos,
+            );
+            let unqualified = !level.qualified;
+            let sessions = level.sessions_total;
+            let why = level
+                .runs
+                .iter()
+                .find(|r| !r.pacing_qualified)
+                .and_then(|r| r.reasons.first().cloned());
+            self.record.levels.push(level);
+            if unqualified && self.cancel_code.is_none() {
+                let rest = n - i - 1;
+                self.record.stopped_early = (rest > 0).then(|| {
+                    format!(
+                        "the client was pacing-unqualified at {sessions} sessions ({}): higher levels would measure the client, not the server, so {} not run",
+                        why.unwrap_or_else(|| "late packets".to_string()),
+                        if rest == 1 { "the level above was".to_string() } else { format!("the {rest} levels above were") }
+                    )
+                });
+                self.finish_level()?;
+                break;
+            }
+            self.finish_level()?;
+        }
+        if self.cancel_code.is_some() {
+            self.record.cancelled = true;
+            let done = self.record.levels.len();
+            self.record.stopped_early = Some(format!("cancelled after {done} of {n} levels"));
+        }
+        self.finish_level()?;
+        let _ = std::io::stdout().write_all(markdown::text(&self.record).as_bytes());
+        note(&format!(
+            "sweep: results in {}",
+            self.plan.output_dir.join(SWEEP_MD).display()
+        ));
+        Ok(match self.cancel_code {
+            Some(code) => code,
+            None if self.record.knees.client.sessions_total.is_some() => 0,
+            None => 1,
+        })
+    }
+
+    /// Runs one level's repeat (or the warm-up) after the cooldown; `None` when the sweep
+    /// was cancelled before or during it.
+    fn one_run(
+        &mut self,
+        run: &crate::options::RunPlan,
+        folder: &str,
+        repeat: u32,
+        level: (usize, usize),
+        label: String,
+        signal: &AtomicUsize,
+    ) -> Result<Option<RunFigures>> {
+        if self.started > 0 {
+            cool_down(self.plan.cooldown, signal);
+        }
+        if let Some(code) = cancelled(signal) {
+            self.cancel_code = Some(code);
+            return Ok(None);
+        }
+        self.started += 1;
+        let lines = markdown::table_lines(&self.record);
+        let hooks = Hooks {
+            exit_on_finish: true,
+            quiet: true,
+            sweep: Some(SweepLive {
+                level: level.0.max(1),
+                levels: level.1,
+                label,
+                header: lines.first().cloned().unwrap_or_default(),
+                rows: lines.into_iter().skip(1).collect(),
+            }),
+        };
+        let outcome = match conductor::run_with(run.clone(), &hooks) {
+            Ok(outcome) => outcome,
+            Err(err) => {
+                self.record.stopped_early = Some(format!("{folder} could not start: {err:#}"));
+                self.finish_level()?;
+                return Err(err.context(format!("sweep {folder}")));
+            }
+        };
+        let figures = RunFigures::of(&outcome.summary, &run.output_dir, folder, repeat);
+        if outcome.summary.cancelled {
+            let code = cancelled(signal).unwrap_or(outcome.exit_code.max(128 + libc::SIGINT));
+            self.cancel_code = Some(code);
+            note(&format!("sweep: {folder} was cancelled; its folder holds what it did, the sweep keeps the levels before it"));
+            return Ok(None);
+        }
+        Ok(Some(figures))
+    }
+
+    /// Knees anew, then the files: after every level, so a sweep that dies keeps what it did.
+    fn finish_level(&mut self) -> Result<()> {
+        let points: Vec<knees::Point> = self.record.levels.iter().map(knees::Point::of).collect();
+        self.record.knees = knees::find(&points, !self.plan.slos.is_empty());
+        self.write()
+    }
+
+    fn write(&self) -> Result<()> {
+        write_files(&self.plan.output_dir, &self.record)
+    }
+}
+
+/// The exit code a signal asks for, once one came.
+fn cancelled(signal: &AtomicUsize) -> Option<i32> {
+    match signal.load(Ordering::SeqCst) {
+        0 => None,
+        sig => Some(128 + sig as i32),
+    }
+}
+
+/// Waits `cooldown` between runs, ending early on a signal.
+fn cool_down(cooldown: Duration, signal: &AtomicUsize) {
+    let until = Instant::now() + cooldown;
+    while cancelled(signal).is_none() {
+        let left = until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return;
+        }
+        std::thread::sleep(left.min(Duration::from_millis(100)));
+    }
+}
+
+/// Creates the sweep folder; refuses one that holds a run, or a sweep unless `--force`.
+fn claim(dir: &Path, force: bool) -> Result<()> {
+    if dir.join("summary.json").exists() {
+        bail!(
+            "{} holds a run (summary.json), not a sweep; choose another --output",
+            dir.display()
+        );
+    }
+    if dir.join(SWEEP_JSON).exists() && !force {
+        bail!("{} already holds a sweep ({SWEEP_JSON}); choose another --output, or give --force to run it again (each level's previous files are deleted first)", dir.display());
+    }
+    std::fs::create_dir_all(dir).with_context(|| {
+        format!(
+            "cannot create the sweep folder {}; choose another with --output",
+            dir.display()
+        )
+    })?;
+    note(&format!(
+        "sweep folder {}",
+        std::path::absolute(dir)
+            .unwrap_or_else(|_| dir.to_path_buf())
+            .display()
+    ));
+    Ok(())
+}
+
+fn write_files(dir: &Path, record: &SweepRecord) -> Result<()> {
+    let json = serde_json::to_string_pretty(record).context("cannot encode the sweep")?;
+    let write = |name: &str, text: String| {
+        let path = dir.join(name);
+        std::fs::write(&path, text).with_context(|| format!("cannot write {}", path.display()))
+    };
+    write(SWEEP_JSON, json + "\n")?;
+    write(SWEEP_MD, markdown::markdown(record))?;
+    write(PLOT_FILE, plot::svg(record)?)
+}
+
+/// Writes a line to stderr; a closed stderr is not an error.
+fn note(text: &str) {
+    let _ = writeln!(std::io::stderr(), "{text}");
+}
+
+/// Whether `path` is a sweep folder or its sweep.json (for `report`).
+pub fn is_sweep(path: &Path) -> bool {
+    path.join(SWEEP_JSON).is_file() || path.file_name().is_some_and(|n| n == SWEEP_JSON)
+}
+
+/// `report SWEEP`: sweep.md again (or the text table with `--text`), from sweep.json.
+pub fn report(args: &ReportArgs) -> Result<i32> {
+    if args.vs.is_some() {
+        bail!(
+            "report --vs compares two runs; give two level folders of the sweeps, e.g. {}",
+            args.run.join(plan::level_folder(64, 1)).display()
+        );
+    }
+    let file: PathBuf = if args.run.is_dir() {
+        args.run.join(SWEEP_JSON)
+    } else {
+        args.run.clone()
+    };
+    let text = std::fs::read_to_string(&file)
+        .with_context(|| format!("cannot read {}", file.display()))?;
+    let value: serde_json::Value =
+        serde_json::from_str(&text).with_context(|| format!("{} is not JSON", file.display()))?;
+    let version = value["schema_version"].as_u64().unwrap_or(0);
+    if version != u64::from(record::SCHEMA_VERSION) {
+        bail!("{} is a sweep of schema_version {version}; this duplexbench-tui reads {} (use the version that wrote it)", file.display(), record::SCHEMA_VERSION);
+    }
+    let record: SweepRecord = serde_json::from_value(value)
+        .with_context(|| format!("{} is not a duplexbench-tui sweep", file.display()))?;
+    let out = if args.text {
+        markdown::text(&record)
+    } else {
+        markdown::markdown(&record)
+    };
+    let _ = std::io::stdout().write_all(out.as_bytes());
+    Ok(0)
+}

@@ -1,0 +1,272 @@
+//! What a sweep takes from each run: the client's verdict, the server's latency figures for
+//! the protocol (named by dotted paths such as `unit_lag_ms.p99`, the names `--slo` uses), and
+//! throughput (audio seconds per wall second, server events per second).
+
+use crate::contract::worker::WorkerResult;
+use crate::paths::RunPaths;
+use crate::protocol::Protocol;
+use crate::stats::ShortPercentiles;
+use crate::summary::{Summary, TurnSummary};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// One run of a level (or the warm-up), as the sweep records it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct RunFigures {
+    /// The run's folder, relative to the sweep folder.
+    pub folder: String,
+    pub repeat: u32,
+    pub pacing_qualified: bool,
+    pub complete: bool,
+    pub cancelled: bool,
+    /// `pacing-qualified, complete` and its negatives.
+    pub verdict: String,
+    pub reasons: Vec<String>,
+    pub late_packets: u64,
+    pub deviation_p99_ms: f64,
+    pub max_deviation_ms: f64,
+    /// CPU of the worker processes together, in cores.
+    pub client_cpu_cores: f64,
+    /// Audio the sessions sent, in seconds.
+    pub audio_s: f64,
+    /// From the start gate to the last worker's end (every session drained and closed).
+    pub streaming_wall_s: f64,
+    /// `audio_s / streaming_wall_s`: a server that falls behind drains late, so it falls.
+    pub audio_s_per_s: Option<f64>,
+    /// Text and binary frames the server sent.
+    pub server_events: u64,
+    pub server_events_per_s: Option<f64>,
+    /// The protocol's latency figures, by dotted path (`null`: no sample).
+    pub latency_ms: BTreeMap<String, Option<f64>>,
+}
+
+const SHORT: [&str; 3] = ["p50", "p99", "max"];
+
+fn short(name: &str, q: Option<&ShortPercentiles>, out: &mut Vec<(String, Option<f64>)>) {
+    for (field, value) in SHORT
+        .iter()
+        .zip([q.map(|q| q.p50), q.map(|q| q.p99), q.map(|q| q.max)])
+    {
+        out.push((format!("{name}.{field}"), value));
+    }
+}
+
+fn turns(t: Option<&TurnSummary>, out: &mut Vec<(String, Option<f64>)>) {
+    let of = |f: fn(&TurnSummary) -> Option<&ShortPercentiles>| t.and_then(f);
+    short(
+        "first_text_after_end_ms",
+        of(|t| t.first_text_after_end_ms.as_ref()),
+        out,
+    );
+    short(
+        "first_text_after_start_ms",
+        of(|t| t.first_text_after_start_ms.as_ref()),
+        out,
+    );
+    short(
+        "first_audio_after_end_ms",
+        of(|t| t.first_audio_after_end_ms.as_ref()),
+        out,
+    );
+    short(
+        "first_audio_after_start_ms",
+        of(|t| t.first_audio_after_start_ms.as_ref()),
+        out,
+    );
+    short(
+        "done_after_end_ms",
+        of(|t| t.done_after_end_ms.as_ref()),
+        out,
+    );
+    short(
+        "speech_stopped_after_audio_ms",
+        of(|t| t.speech_stopped_after_audio_ms.as_ref()),
+        out,
+    );
+}
+
+/// The protocol's latency figures of `summary` (all `None` without one: the names alone).
+fn latency_of(protocol: Protocol, summary: Option<&Summary>) -> Vec<(String, Option<f64>)> {
+    let mut out = Vec::new();
+    match protocol {
+        Protocol::Native => {
+            let v = summary.map(|s| &s.server);
+            short(
+                "accepted_ms",
+                v.and_then(|v| v.accepted_ms.as_ref()),
+                &mut out,
+            );
+            short(
+                "unit_lag_ms",
+                v.and_then(|v| v.unit_lag_ms.as_ref()),
+                &mut out,
+            );
+            short(
+                "first_audio_ms",
+                v.and_then(|v| v.first_audio_ms.as_ref()),
+                &mut out,
+            );
+        }
+        Protocol::Openai => turns(summary.and_then(|s| s.openai.as_ref()), &mut out),
+        Protocol::Vllm => turns(summary.and_then(|s| s.vllm.as_ref()), &mut out),
+        Protocol::Funasr => {
+            let f = summary.and_then(|s| s.funasr.as_ref());
+            let b = f.map(|f| &f.summary);
+            let o = f.map(|f| &f.ours);
+            for (name, value) in [
+                ("first_update_ms.p50", b.and_then(|b| b.first_update_ms_p50)),
+                ("first_update_ms.p95", b.and_then(|b| b.first_update_ms_p95)),
+                (
+                    "final_after_stop_ms.p50",
+                    b.and_then(|b| b.final_after_stop_ms_p50),
+                ),
+                (
+                    "final_after_stop_ms.p95",
+                    b.and_then(|b| b.final_after_stop_ms_p95),
+                ),
+                (
+                    "client_response_lag_ms.p95_max",
+                    b.and_then(|b| b.client_response_lag_ms_p95_max),
+                ),
+                (
+                    "first_text_update_ms.p50",
+                    o.and_then(|o| o.first_text_update_ms_p50),
+                ),
+                (
+                    "first_text_update_ms.p95",
+                    o.and_then(|o| o.first_text_update_ms_p95),
+                ),
+                (
+                    "stopped_after_stop_ms.p50",
+                    o.and_then(|o| o.stopped_after_stop_ms_p50),
+                ),
+                (
+                    "stopped_after_stop_ms.p95",
+                    o.and_then(|o| o.stopped_after_stop_ms_p95),
+                ),
+            ] {
+                out.push((name.to_string(), value));
+            }
+        }
+    }
+    out
+}
+
+/// The figure paths `--slo` may name for `protocol`.
+pub fn latency_paths(protocol: Protocol) -> Vec<String> {
+    latency_of(protocol, None)
+        .into_iter()
+        .map(|(name, _)| name)
+        .collect()
+}
+
+/// The latency figures a table shows for `protocol`, the most telling first.
+pub fn headline(protocol: Protocol) -> &'static [&'static str] {
+    match protocol {
+        Protocol::Native => &["accepted_ms.p99", "unit_lag_ms.p99", "first_audio_ms.p50"],
+        Protocol::Openai | Protocol::Vllm => &[
+            "first_text_after_end_ms.p99",
+            "first_audio_after_end_ms.p99",
+            "done_after_end_ms.p99",
+        ],
+        Protocol::Funasr => &["first_update_ms.p95", "final_after_stop_ms.p95"],
+    }
+}
+
+impl RunFigures {
+    /// The figures of a finished run in `dir` (its summary, and its workers' result files for
+    /// the throughput).
+    pub fn of(summary: &Summary, dir: &Path, folder: &str, repeat: u32) -> RunFigures {
+        let settings = &summary.settings;
+        let paths = RunPaths::new(dir);
+        let results: Vec<WorkerResult> = (0..settings.processes)
+            .filter_map(|k| std::fs::read_to_string(paths.worker_result(k)).ok())
+            .filter_map(|text| serde_json::from_str(&text).ok())
+            .collect();
+        let packet_s = settings.packet_s();
+        let mut audio_s = 0.0;
+        let mut server_events = 0;
+        for s in results.iter().flat_map(|r| &r.sessions) {
+            audio_s += (s.counts.packets as f64 * packet_s).min(settings.duration_s);
+            server_events += s.server_events;
+        }
+        let gate = results.iter().filter_map(|r| r.gate_s).reduce(f64::min);
+        let end = results.iter().map(|r| r.ended_s).reduce(f64::max);
+        let streaming_wall_s = match (gate, end) {
+            (Some(g), Some(e)) if e > g => e - g,
+            _ => 0.0,
+        };
+        let per_s = |x: f64| (streaming_wall_s > 0.0).then(|| round3(x / streaming_wall_s));
+        RunFigures {
+            folder: folder.to_string(),
+            repeat,
+            pacing_qualified: summary.verdict.pacing_qualified,
+            complete: summary.verdict.complete,
+            cancelled: summary.cancelled,
+            verdict: verdict_words(
+                summary.verdict.pacing_qualified,
+                summary.verdict.unpaced,
+                summary.verdict.complete,
+            ),
+            reasons: summary.verdict.reasons.clone(),
+            late_packets: summary.pacing.counts.late_packets,
+            deviation_p99_ms: summary.pacing.deviation_ms.p99,
+            max_deviation_ms: summary.pacing.deviation_ms.max,
+            client_cpu_cores: round3(
+                summary
+                    .processes
+                    .iter()
+                    .filter(|p| p.role == crate::contract::Role::Worker)
+                    .map(|p| p.cpu_cores)
+                    .sum(),
+            ),
+            audio_s: round3(audio_s),
+            streaming_wall_s: round3(streaming_wall_s),
+            audio_s_per_s: per_s(audio_s),
+            server_events,
+            server_events_per_s: per_s(server_events as f64),
+            latency_ms: latency_of(settings.protocol, Some(summary))
+                .into_iter()
+                .collect(),
+        }
+    }
+}
+
+/// `pacing-qualified, complete` and its negatives (the run report's words).
+pub fn verdict_words(qualified: bool, unpaced: bool, complete: bool) -> String {
+    let pacing = match (unpaced, qualified) {
+        (true, _) => "unpaced",
+        (false, true) => "pacing-qualified",
+        (false, false) => "PACING-UNQUALIFIED",
+    };
+    let complete = if complete { "complete" } else { "NOT complete" };
+    format!("{pacing}, {complete}")
+}
+
+fn round3(x: f64) -> f64 {
+    (x * 1000.0).round() / 1000.0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_protocol_names_its_figures_and_its_headline_is_among_them() {
+        for p in [
+            Protocol::Native,
+            Protocol::Openai,
+            Protocol::Vllm,
+            Protocol::Funasr,
+        ] {
+            let paths = latency_paths(p);
+            assert!(!paths.is_empty());
+            for h in headline(p) {
+                assert!(paths.iter().any(|x| x == h), "{p:?}: {h}");
+            }
+        }
+        assert!(latency_paths(Protocol::Native).contains(&"unit_lag_ms.p99".to_string()));
+        assert!(latency_paths(Protocol::Funasr).contains(&"first_update_ms.p95".to_string()));
+    }
+}

@@ -1,0 +1,277 @@
+//! The two knees of a sweep (docs/sweep.md). The client's: the largest level the client carried
+//! pacing-qualified (beyond it the figures measure the client). The server's: the last level
+//! where throughput still rose with the load, and, with `--slo`, the last level where every
+//! objective held. Only qualified levels can place the server's knee.
+
+use super::record::Level;
+use serde::{Deserialize, Serialize};
+
+/// Throughput "still rises" when it grows at least this share of the load's growth: doubling
+/// the sessions must bring at least 1.5 × the audio seconds per second.
+pub const MIN_GAIN_SHARE: f64 = 0.5;
+/// Throughput that falls by more than this share from one level to the next has collapsed.
+pub const COLLAPSE_SHARE: f64 = 0.05;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Knee {
+    /// The level, in total sessions (`null`: no level qualifies).
+    pub sessions_total: Option<u64>,
+    /// Why this level, in one sentence.
+    pub reason: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Knees {
+    pub client: Knee,
+    /// The last qualified level where throughput (audio s per s) still rose.
+    pub server_throughput: Knee,
+    /// The last qualified level where every `--slo` held (`null` without `--slo`).
+    pub server_slo: Option<Knee>,
+}
+
+/// What a knee is found from, per level in rising order.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Point {
+    pub sessions_total: u64,
+    pub qualified: bool,
+    /// Audio seconds per wall second (median).
+    pub throughput: Option<f64>,
+    /// The first `--slo` that did not hold, with its value.
+    pub broken_slo: Option<String>,
+}
+
+impl Point {
+    pub fn of(level: &Level) -> Point {
+        Point {
+            sessions_total: level.sessions_total,
+            qualified: level.qualified,
+            throughput: level.audio_s_per_s.map(|s| s.median),
+            broken_slo: level.slos.iter().find(|c| !c.holds).map(|c| match c.value {
+                Some(v) => format!("{} ({v:.1})", c.slo),
+                None => format!("{} (no sample)", c.slo),
+            }),
+        }
+    }
+}
+
+/// Both knees of `points`; `has_slos` says whether `--slo` was given, `stopped` whether the
+/// sweep stopped at an unqualified level.
+pub fn find(points: &[Point], has_slos: bool) -> Knees {
+    let qualified: Vec<&Point> = points.iter().take_while(|p| p.qualified).collect();
+    let first_unqualified = points.iter().find(|p| !p.qualified);
+    let client = match (qualified.last(), first_unqualified) {
+        (None, Some(u)) => Knee {
+            sessions_total: None,
+            reason: format!("the client was pacing-unqualified already at {} sessions, the lowest level: no figure of this sweep measures the server", u.sessions_total),
+        },
+        (None, None) => Knee {
+            sessions_total: None,
+            reason: "no level finished".to_string(),
+        },
+        (Some(q), Some(u)) => Knee {
+            sessions_total: Some(q.sessions_total),
+            reason: format!("the client was pacing-qualified up to {} sessions and not at {}: the sweep stopped there, since higher levels would measure the client", q.sessions_total, u.sessions_total),
+        },
+        (Some(q), None) => Knee {
+            sessions_total: Some(q.sessions_total),
+            reason: format!("the client was pacing-qualified at every level, up to {}: its knee is at or above it", q.sessions_total),
+        },
+    };
+    let limited = first_unqualified
+        .map(|u| {
+            format!(
+                "; the client's limit came first (unqualified at {} sessions)",
+                u.sessions_total
+            )
+        })
+        .unwrap_or_default();
+    Knees {
+        client,
+        server_throughput: throughput_knee(&qualified, &limited),
+        server_slo: has_slos.then(|| slo_knee(&qualified, &limited)),
+    }
+}
+
+fn throughput_knee(points: &[&Point], limited: &str) -> Knee {
+    let Some(first) = points.first() else {
+        return Knee {
+            sessions_total: None,
+            reason: "no qualified level: the server's knee cannot be told".to_string(),
+        };
+    };
+    let mut knee = *first;
+    for pair in points.windows(2) {
+        let (a, b) = (pair[0], pair[1]);
+        let (Some(ta), Some(tb)) = (a.throughput, b.throughput) else {
+            return Knee {
+                sessions_total: Some(knee.sessions_total),
+                reason: format!("no throughput figure at {} sessions", b.sessions_total),
+            };
+        };
+        let load_gain = b.sessions_total as f64 / a.sessions_total as f64 - 1.0;
+        let gain = if ta > 0.0 { tb / ta - 1.0 } else { 0.0 };
+        if gain >= MIN_GAIN_SHARE * load_gain {
+            knee = b;
+            continue;
+        }
+        let reason = if gain < -COLLAPSE_SHARE {
+            format!("throughput fell from {ta:.1} to {tb:.1} audio s/s from {} to {} sessions: more load gave less (congestion collapse)", a.sessions_total, b.sessions_total)
+        } else {
+            format!("throughput rose only {:.0}% (from {ta:.1} to {tb:.1} audio s/s) while the load rose {:.0}% (from {} to {} sessions): the server stopped keeping up", gain * 100.0, load_gain * 100.0, a.sessions_total, b.sessions_total)
+        };
+        return Knee {
+            sessions_total: Some(a.sessions_total),
+            reason,
+        };
+    }
+    Knee {
+        sessions_total: Some(knee.sessions_total),
+        reason: format!("throughput still rose at the largest qualified level ({} sessions): the server's knee is at or above it{limited}", knee.sessions_total),
+    }
+}
+
+fn slo_knee(points: &[&Point], limited: &str) -> Knee {
+    let mut knee: Option<&Point> = None;
+    for p in points {
+        if let Some(broken) = &p.broken_slo {
+            return match knee {
+                Some(k) => Knee {
+                    sessions_total: Some(k.sessions_total),
+                    reason: format!(
+                        "every --slo held up to {} sessions; at {} {broken} did not",
+                        k.sessions_total, p.sessions_total
+                    ),
+                },
+                None => Knee {
+                    sessions_total: None,
+                    reason: format!(
+                        "{broken} did not hold already at {} sessions, the lowest qualified level",
+                        p.sessions_total
+                    ),
+                },
+            };
+        }
+        knee = Some(p);
+    }
+    match knee {
+        Some(k) => Knee {
+            sessions_total: Some(k.sessions_total),
+            reason: format!("every --slo held at every qualified level, up to {} sessions: the server's knee is at or above it{limited}", k.sessions_total),
+        },
+        None => Knee {
+            sessions_total: None,
+            reason: "no qualified level: the objectives cannot be judged".to_string(),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn points(levels: &[(u64, bool, f64)]) -> Vec<Point> {
+        levels
+            .iter()
+            .map(|&(n, qualified, t)| Point {
+                sessions_total: n,
+                qualified,
+                throughput: Some(t),
+                broken_slo: None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn rising_throughput_puts_the_knee_at_the_top_and_says_it_is_above() {
+        let k = find(
+            &points(&[(8, true, 7.9), (16, true, 15.8), (32, true, 31.0)]),
+            false,
+        );
+        assert_eq!(k.server_throughput.sessions_total, Some(32));
+        assert!(
+            k.server_throughput.reason.contains("at or above"),
+            "{}",
+            k.server_throughput.reason
+        );
+        assert_eq!(k.client.sessions_total, Some(32));
+        assert!(k.server_slo.is_none());
+    }
+
+    #[test]
+    fn flat_throughput_puts_the_knee_at_the_last_level_that_rose() {
+        let k = find(
+            &points(&[
+                (8, true, 8.0),
+                (16, true, 16.0),
+                (32, true, 18.0),
+                (64, true, 18.5),
+            ]),
+            false,
+        );
+        assert_eq!(k.server_throughput.sessions_total, Some(16));
+        assert!(
+            k.server_throughput.reason.contains("rose only 12%"),
+            "{}",
+            k.server_throughput.reason
+        );
+    }
+
+    #[test]
+    fn collapsing_throughput_is_called_congestion_collapse() {
+        let k = find(
+            &points(&[(8, true, 8.0), (16, true, 16.0), (32, true, 9.0)]),
+            false,
+        );
+        assert_eq!(k.server_throughput.sessions_total, Some(16));
+        assert!(
+            k.server_throughput.reason.contains("congestion collapse"),
+            "{}",
+            k.server_throughput.reason
+        );
+    }
+
+    #[test]
+    fn a_broken_slo_puts_the_server_knee_below_it() {
+        let mut p = points(&[(8, true, 8.0), (16, true, 16.0), (32, true, 32.0)]);
+        p[2].broken_slo = Some("unit_lag_ms.p99<200 (312.0)".to_string());
+        let k = find(&p, true);
+        let slo = k.server_slo.unwrap();
+        assert_eq!(slo.sessions_total, Some(16));
+        assert!(
+            slo.reason
+                .contains("at 32 unit_lag_ms.p99<200 (312.0) did not"),
+            "{}",
+            slo.reason
+        );
+        p[0].broken_slo = p[2].broken_slo.clone();
+        let slo = find(&p, true).server_slo.unwrap();
+        assert_eq!(slo.sessions_total, None);
+        assert!(slo.reason.contains("already at 8"), "{}", slo.reason);
+    }
+
+    #[test]
+    fn the_client_knee_is_the_largest_qualified_level_and_unqualified_levels_do_not_count() {
+        let k = find(
+            &points(&[(8, true, 8.0), (16, true, 16.0), (32, false, 2.0)]),
+            false,
+        );
+        assert_eq!(k.client.sessions_total, Some(16));
+        assert!(k.client.reason.contains("not at 32"), "{}", k.client.reason);
+        assert_eq!(
+            k.server_throughput.sessions_total,
+            Some(16),
+            "the collapse at 32 measures the client"
+        );
+        assert!(
+            k.server_throughput
+                .reason
+                .contains("client's limit came first"),
+            "{}",
+            k.server_throughput.reason
+        );
+        let k = find(&points(&[(8, false, 8.0)]), true);
+        assert_eq!(k.client.sessions_total, None);
+        assert_eq!(k.server_throughput.sessions_total, None);
+        assert_eq!(k.server_slo.unwrap().sessions_total, None);
+    }
+}

@@ -1,0 +1,429 @@
+//! Renderings of a [`SweepRecord`]: `sweep.md` (the table, the knees, the plot, every
+//! level's latency figures), the text table printed at the end, and the one line per level
+//! that headless sweeps print and the dashboard's Sweep panel lists.
+
+use super::figures::{self, RunFigures};
+use super::record::{Level, Spread, SweepRecord};
+use super::PLOT_FILE;
+use std::fmt::Write as _;
+
+/// `12.3`, or with repeats `12.3 (11.9–13.0)`; `–` without a sample.
+fn cell(s: Option<Spread>, decimals: usize) -> String {
+    match s {
+        None => "–".to_string(),
+        Some(s) if s.min == s.max => format!("{:.decimals$}", s.median),
+        Some(s) => format!(
+            "{:.d$} ({:.d$}–{:.d$})",
+            s.median,
+            s.min,
+            s.max,
+            d = decimals
+        ),
+    }
+}
+
+fn client(level: &Level) -> &'static str {
+    match (
+        level.qualified,
+        level.runs.iter().any(|r| r.verdict.starts_with("unpaced")),
+    ) {
+        (_, true) => "unpaced",
+        (true, false) => "qualified",
+        (false, false) => "UNQUALIFIED",
+    }
+}
+
+/// The table's columns: the fixed ones, then the protocol's headline latencies.
+fn header(record: &SweepRecord) -> Vec<String> {
+    let mut h: Vec<String> = [
+        "sessions",
+        "P × S",
+        "client",
+        "complete",
+        "late",
+        "client CPU",
+        "audio s/s",
+        "events/s",
+    ]
+    .into_iter()
+    .map(str::to_string)
+    .collect();
+    h.extend(
+        figures::headline(record.protocol)
+            .iter()
+            .map(|f| f.to_string()),
+    );
+    if !record.slos.is_empty() {
+        h.push("SLOs".to_string());
+    }
+    h
+}
+
+fn row(record: &SweepRecord, level: &Level) -> Vec<String> {
+    let mut r = vec![
+        level.sessions_total.to_string(),
+        format!("{} × {}", level.processes, level.sessions_per_process),
+        client(level).to_string(),
+        if level.complete { "yes" } else { "NO" }.to_string(),
+        level.late_packets.to_string(),
+        cell(level.client_cpu_cores, 2),
+        cell(level.audio_s_per_s, 1),
+        cell(level.server_events_per_s, 0),
+    ];
+    r.extend(
+        figures::headline(record.protocol)
+            .iter()
+            .map(|f| cell(level.latency(f), 1)),
+    );
+    if !record.slos.is_empty() {
+        let broken: Vec<&str> = level
+            .slos
+            .iter()
+            .filter(|c| !c.holds)
+            .map(|c| c.slo.as_str())
+            .collect();
+        r.push(if broken.is_empty() {
+            "held".to_string()
+        } else {
+            format!("broken: {}", broken.join(", "))
+        });
+    }
+    r
+}
+
+fn markdown_table(rows: &[Vec<String>]) -> String {
+    let mut out = String::new();
+    for (i, r) in rows.iter().enumerate() {
+        let _ = writeln!(out, "| {} |", r.join(" | "));
+        if i == 0 {
+            let _ = writeln!(out, "|{}", "---|".repeat(r.len()));
+        }
+    }
+    out
+}
+
+fn text_table(rows: &[Vec<String>]) -> Vec<String> {
+    let columns = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let widths: Vec<usize> = (0..columns)
+        .map(|c| {
+            rows.iter()
+                .filter_map(|r| r.get(c))
+                .map(|s| s.chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    rows.iter()
+        .map(|r| {
+            r.iter()
+                .zip(&widths)
+                .map(|(s, w)| format!("{s:>w$}"))
+                .collect::<Vec<_>>()
+                .join("  ")
+                .trim_end()
+                .to_string()
+        })
+        .collect()
+}
+
+/// The per-level table as text lines: the header, then a line per level.
+pub fn table_lines(record: &SweepRecord) -> Vec<String> {
+    let mut rows = vec![header(record)];
+    rows.extend(record.levels.iter().map(|l| row(record, l)));
+    text_table(&rows)
+}
+
+fn knee_text(k: &super::knees::Knee) -> String {
+    match k.sessions_total {
+        Some(n) => format!("**{n} sessions**: {}", k.reason),
+        None => format!("**none**: {}", k.reason),
+    }
+}
+
+/// The text printed at the end of a sweep: the table and the knees.
+pub fn text(record: &SweepRecord) -> String {
+    let mut out = table_lines(record).join("\n");
+    out.push('\n');
+    let k = &record.knees;
+    let plain = |k: &super::knees::Knee| knee_text(k).replace("**", "");
+    let _ = writeln!(out, "client's knee: {}", plain(&k.client));
+    let _ = writeln!(
+        out,
+        "server's knee (throughput): {}",
+        plain(&k.server_throughput)
+    );
+    if let Some(slo) = &k.server_slo {
+        let _ = writeln!(out, "server's knee (--slo): {}", plain(slo));
+    }
+    if let Some(why) = &record.stopped_early {
+        let _ = writeln!(out, "stopped early: {why}");
+    }
+    out
+}
+
+/// One line for a finished run of a level (headless progress, the dashboard's Sweep panel).
+pub fn run_line(
+    record_protocol: crate::protocol::Protocol,
+    level: (usize, usize),
+    sessions: u64,
+    run: &RunFigures,
+) -> String {
+    let figures = figures::headline(record_protocol)
+        .iter()
+        .map(|f| match run.latency_ms.get(*f).copied().flatten() {
+            Some(v) => format!("{f} {v:.1}"),
+            None => format!("{f} –"),
+        })
+        .collect::<Vec<_>>()
+        .join("  ");
+    format!(
+        "sweep: level {}/{} {sessions} sessions{}: {}; late {}; client {:.2} cores; audio {} s/s; events {}/s; {figures} → {}",
+        level.0,
+        level.1,
+        if run.repeat > 1 { format!(" (repeat {})", run.repeat) } else { String::new() },
+        run.verdict,
+        run.late_packets,
+        run.client_cpu_cores,
+        run.audio_s_per_s.map_or("–".to_string(), |v| format!("{v:.1}")),
+        run.server_events_per_s.map_or("–".to_string(), |v| format!("{v:.0}")),
+        run.folder
+    )
+}
+
+/// `sweep.md`.
+pub fn markdown(record: &SweepRecord) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "# duplexbench-tui sweep: {} levels of {} protocol\n",
+        record.levels.len(),
+        record.protocol.as_str()
+    );
+    let _ = writeln!(out, "`{}`\n", record.command_line);
+    let target = record
+        .url
+        .clone()
+        .unwrap_or_else(|| "the built-in mock".to_string());
+    let _ = writeln!(
+        out,
+        "Started {} against {target}; {} per level, {} repeat{}, {} s cooldown; host: {} ({} logical CPUs), kernel {}.\n",
+        record.started_at,
+        if record.duration_s > 0.0 { format!("{:.0} s of audio", record.duration_s) } else { "the audio".to_string() },
+        record.repeats,
+        if record.repeats == 1 { "" } else { "s (figures: median (min–max))" },
+        record.cooldown_s,
+        record.host.cpu_model,
+        record.host.logical_cpus,
+        record.host.kernel
+    );
+    if record.cancelled {
+        let _ = writeln!(
+            out,
+            "**Cancelled**: the levels below are those that finished.\n"
+        );
+    }
+    if let Some(why) = &record.stopped_early {
+        let _ = writeln!(out, "**Stopped early**: {why}\n");
+    }
+    let _ = writeln!(out, "## Knees\n");
+    let k = &record.knees;
+    let _ = writeln!(out, "- The client's knee: {}", knee_text(&k.client));
+    let _ = writeln!(
+        out,
+        "- The server's knee by throughput: {}",
+        knee_text(&k.server_throughput)
+    );
+    if let Some(slo) = &k.server_slo {
+        let slos: Vec<String> = record
+            .slos
+            .iter()
+            .map(|s| format!("`{}`", s.text()))
+            .collect();
+        let _ = writeln!(
+            out,
+            "- The server's knee by {}: {}",
+            slos.join(", "),
+            knee_text(slo)
+        );
+    }
+    let _ = writeln!(out, "\n## Levels\n");
+    let mut rows = vec![header(record)];
+    rows.extend(record.levels.iter().map(|l| row(record, l)));
+    out.push_str(&markdown_table(&rows));
+    let _ = writeln!(
+        out,
+        "\nEach level's run folder holds its own summary.md: {}.\n",
+        record
+            .levels
+            .iter()
+            .flat_map(|l| &l.runs)
+            .map(|r| format!("[{0}]({0}/summary.md)", r.folder))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    if let Some(w) = &record.warmup {
+        let _ = writeln!(
+            out,
+            "Warm-up ([{0}]({0}/summary.md), figures discarded): {1}; {2} late packets.\n",
+            w.folder, w.verdict, w.late_packets
+        );
+    }
+    let _ = writeln!(out, "## Plot\n");
+    let _ = writeln!(out, "![latency and throughput against load]({PLOT_FILE})\n");
+    let _ = writeln!(out, "Top: throughput (audio seconds per wall second) against total sessions, with the line a server that keeps up would follow; bottom: the headline latencies. Unqualified levels are drawn hollow; the vertical lines are the client's knee (grey), the server's by throughput (orange) and by `--slo` (brown). docs/sweep.md says how to read it.\n");
+    let _ = writeln!(out, "## Latency figures (ms)\n");
+    let names = figures::latency_paths(record.protocol);
+    let mut rows = vec![std::iter::once("figure".to_string())
+        .chain(record.levels.iter().map(|l| l.sessions_total.to_string()))
+        .collect::<Vec<_>>()];
+    for name in &names {
+        rows.push(
+            std::iter::once(format!("`{name}`"))
+                .chain(record.levels.iter().map(|l| cell(l.latency(name), 1)))
+                .collect(),
+        );
+    }
+    out.push_str(&markdown_table(&rows));
+    let reasons: Vec<String> = record
+        .levels
+        .iter()
+        .flat_map(|l| &l.runs)
+        .filter(|r| !r.reasons.is_empty())
+        .map(|r| format!("- {}: {}", r.folder, r.reasons.join("; ")))
+        .collect();
+    if !reasons.is_empty() {
+        let _ = writeln!(out, "\n## Verdict reasons\n\n{}", reasons.join("\n"));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sweep::knees::{self, Point};
+    use crate::sweep::plan::Slo;
+    use std::collections::BTreeMap;
+
+    fn run(folder: &str, qualified: bool, throughput: f64, unit_lag_p99: f64) -> RunFigures {
+        let latency_ms: BTreeMap<String, Option<f64>> =
+            figures::latency_paths(crate::protocol::Protocol::Native)
+                .into_iter()
+                .map(|name| {
+                    let v = if name == "unit_lag_ms.p99" {
+                        unit_lag_p99
+                    } else {
+                        1.0
+                    };
+                    (name, Some(v))
+                })
+                .collect();
+        RunFigures {
+            folder: folder.to_string(),
+            repeat: 1,
+            pacing_qualified: qualified,
+            complete: true,
+            cancelled: false,
+            verdict: figures::verdict_words(qualified, false, true),
+            reasons: if qualified {
+                vec![]
+            } else {
+                vec!["12 late packets".to_string()]
+            },
+            late_packets: if qualified { 0 } else { 12 },
+            deviation_p99_ms: 2.0,
+            max_deviation_ms: 4.0,
+            client_cpu_cores: 0.1,
+            audio_s: throughput * 10.0,
+            streaming_wall_s: 10.0,
+            audio_s_per_s: Some(throughput),
+            server_events: 1000,
+            server_events_per_s: Some(100.0),
+            latency_ms,
+        }
+    }
+
+    /// Three levels: 8 and 16 qualified, 32 not; the objective breaks at 16.
+    fn record() -> SweepRecord {
+        let slos = vec![Slo::parse("unit_lag_ms.p99<10").unwrap()];
+        let levels: Vec<Level> = [
+            (8, true, 8.0, 5.0),
+            (16, true, 15.9, 12.0),
+            (32, false, 20.0, 90.0),
+        ]
+        .into_iter()
+        .map(|(n, q, t, lag)| {
+            Level::of(n, 1, vec![run(&format!("level-{n:04}"), q, t, lag)], &slos)
+        })
+        .collect();
+        let points: Vec<Point> = levels.iter().map(Point::of).collect();
+        SweepRecord {
+            schema_version: crate::sweep::record::SCHEMA_VERSION,
+            tool_version: "0.1.0".to_string(),
+            command_line: "duplexbench-tui sweep -s 8,16,32".to_string(),
+            started_at: "2026-12-02T00:00:00Z".to_string(),
+            protocol: crate::protocol::Protocol::Native,
+            url: None,
+            processes: 1,
+            duration_s: 10.0,
+            packet_ms: 80,
+            repeats: 1,
+            cooldown_s: 2.0,
+            planned_sessions: vec![8, 16, 32, 64],
+            knees: knees::find(&points, true),
+            slos,
+            host: crate::host::HostFacts {
+                cpu_model: "AMD EPYC".to_string(),
+                logical_cpus: 2,
+                kernel: "6.18".to_string(),
+                ..Default::default()
+            },
+            warmup: None,
+            levels,
+            stopped_early: Some("the client was pacing-unqualified at 32 sessions".to_string()),
+            cancelled: false,
+        }
+    }
+
+    #[test]
+    fn the_sweep_report_shows_the_knees_the_table_and_the_plot() {
+        let r = record();
+        let md = markdown(&r);
+        insta::assert_snapshot!(md);
+        assert!(md.contains("- The client's knee: **16 sessions**"), "{md}");
+        assert!(
+            md.contains("by `unit_lag_ms.p99<10`: **8 sessions**"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| 32 | 1 × 32 | UNQUALIFIED | yes | 12 |"),
+            "{md}"
+        );
+        assert!(md.contains("![latency and throughput against load](sweep.svg)"));
+        let text = text(&r);
+        insta::assert_snapshot!(text);
+        assert!(text.contains("broken: unit_lag_ms.p99<10"), "{text}");
+        let svg = crate::sweep::plot::svg(&r).unwrap();
+        assert!(
+            svg.starts_with("<svg") && svg.contains("server knee (--slo)"),
+            "{svg}"
+        );
+    }
+
+    #[test]
+    fn a_finished_run_is_one_line_naming_its_level_and_folder() {
+        let line = run_line(
+            crate::protocol::Protocol::Native,
+            (2, 4),
+            16,
+            &run("level-0016", true, 15.9, 12.0),
+        );
+        assert!(
+            line.starts_with("sweep: level 2/4 16 sessions: pacing-qualified, complete;"),
+            "{line}"
+        );
+        assert!(
+            line.contains("unit_lag_ms.p99 12.0") && line.ends_with("→ level-0016"),
+            "{line}"
+        );
+    }
+}

@@ -1,0 +1,373 @@
+//! A sweep's command line validated: the levels (`--sessions 16,32,64`, `--sessions 16..1024`,
+//! or totals with `-c`), the `--slo` objectives, and one run plan per level, made by the run's
+//! own validation so a sweep level is exactly the run its options describe.
+
+use super::figures;
+use crate::cli::{RunArgs, SweepArgs};
+use crate::options::{self, RunPlan};
+use anyhow::{bail, Context, Result};
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// The most levels one sweep runs.
+pub const MAX_LEVELS: usize = 32;
+
+/// A validated sweep.
+#[derive(Debug, Clone)]
+pub struct SweepPlan {
+    pub output_dir: PathBuf,
+    pub levels: Vec<LevelPlan>,
+    pub repeats: u32,
+    pub cooldown: Duration,
+    pub slos: Vec<Slo>,
+    /// The warm-up run (`--warmup`), at the first level's load, into `warmup/`.
+    pub warmup: Option<RunPlan>,
+    pub force: bool,
+    pub command_line: String,
+}
+
+/// One level: its load and a run plan per repeat (folders `level-0064`, `level-0064-r2`, …).
+#[derive(Debug, Clone)]
+pub struct LevelPlan {
+    pub sessions_total: u64,
+    pub runs: Vec<RunPlan>,
+}
+
+/// The folder of a level's `repeat` (from 1).
+pub fn level_folder(sessions_total: u64, repeat: u32) -> String {
+    match repeat {
+        1 => format!("level-{sessions_total:04}"),
+        r => format!("level-{sessions_total:04}-r{r}"),
+    }
+}
+
+/// Parses levels: numbers and doubling ranges, comma-separated, e.g. `16,32,64`, `16..1024`
+/// (16, 32, …, 1024) or `8,16..64`. A range doubles from its start while it stays at or below
+/// its end, and ends with its end. The levels must rise strictly. `flag` names the option in
+/// errors.
+pub fn parse_levels(text: &str, flag: &str) -> Result<Vec<u32>> {
+    let usage = "give e.g. 16,32,64 or a doubling range 16..1024";
+    let number = |word: &str| -> Result<u32> {
+        match word.trim().parse::<u32>() {
+            Ok(n) if (1..=65_535).contains(&n) => Ok(n),
+            _ => bail!(
+                "{flag} `{text}`: `{}` is not a number of sessions from 1 to 65535; {usage}",
+                word.trim()
+            ),
+        }
+    };
+    let mut levels: Vec<u32> = Vec::new();
+    for item in text.split(',') {
+        if item.trim().is_empty() {
+            bail!("{flag} `{text}` has an empty level; {usage}");
+        }
+        match item.split_once("..") {
+            Some((from, to)) => {
+                let (from, to) = (number(from)?, number(to)?);
+                if to <= from {
+                    bail!("{flag} `{text}`: the range {from}..{to} does not rise; {usage}");
+                }
+                let mut n = from;
+                while n < to {
+                    levels.push(n);
+                    n = n.saturating_mul(2);
+                }
+                levels.push(to);
+            }
+            None => levels.push(number(item)?),
+        }
+        if levels.len() > MAX_LEVELS {
+            bail!("{flag} `{text}` gives more than {MAX_LEVELS} levels; give fewer");
+        }
+    }
+    if let Some(w) = levels.windows(2).find(|w| w[1] <= w[0]) {
+        bail!(
+            "{flag} `{text}`: the levels must rise ({} then {}); {usage}",
+            w[0],
+            w[1]
+        );
+    }
+    Ok(levels)
+}
+
+/// A comparison of an `--slo`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub enum Comparison {
+    #[serde(rename = "<")]
+    Below,
+    #[serde(rename = "<=")]
+    AtMost,
+    #[serde(rename = ">")]
+    Above,
+    #[serde(rename = ">=")]
+    AtLeast,
+}
+
+impl Comparison {
+    fn symbol(self) -> &'static str {
+        match self {
+            Comparison::Below => "<",
+            Comparison::AtMost => "<=",
+            Comparison::Above => ">",
+            Comparison::AtLeast => ">=",
+        }
+    }
+}
+
+/// A service-level objective: a protocol figure (a dotted path such as `unit_lag_ms.p99`), a
+/// comparison and a bound, judged on a level's median.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Slo {
+    pub figure: String,
+    pub comparison: Comparison,
+    pub bound: f64,
+}
+
+impl Slo {
+    /// Parses `figure<bound` (or `<=`, `>`, `>=`); the figure is checked by [`check_slos`].
+    pub fn parse(text: &str) -> Result<Slo> {
+        let usage = "give a figure, a comparison and a number, e.g. unit_lag_ms.p99<200";
+        let Some(at) = text.find(['<', '>']) else {
+            bail!("--slo `{text}` has no comparison (<, <=, > or >=); {usage}");
+        };
+        let (figure, rest) = text.split_at(at);
+        let (comparison, bound) = match rest.as_bytes() {
+            [b'<', b'=', ..] => (Comparison::AtMost, &rest[2..]),
+            [b'>', b'=', ..] => (Comparison::AtLeast, &rest[2..]),
+            [b'<', ..] => (Comparison::Below, &rest[1..]),
+            _ => (Comparison::Above, &rest[1..]),
+        };
+        let figure = figure.trim();
+        if figure.is_empty() {
+            bail!("--slo `{text}` names no figure; {usage}");
+        }
+        let bound = match bound.trim().parse::<f64>() {
+            Ok(b) if b.is_finite() => b,
+            _ => bail!(
+                "--slo `{text}`: `{}` is not a number; {usage}",
+                bound.trim()
+            ),
+        };
+        Ok(Slo {
+            figure: figure.to_string(),
+            comparison,
+            bound,
+        })
+    }
+
+    /// Whether `value` meets the objective.
+    pub fn holds(&self, value: f64) -> bool {
+        match self.comparison {
+            Comparison::Below => value < self.bound,
+            Comparison::AtMost => value <= self.bound,
+            Comparison::Above => value > self.bound,
+            Comparison::AtLeast => value >= self.bound,
+        }
+    }
+
+    /// `unit_lag_ms.p99<200`.
+    pub fn text(&self) -> String {
+        format!("{}{}{}", self.figure, self.comparison.symbol(), self.bound)
+    }
+}
+
+/// Refuses an `--slo` whose figure the protocol's summary does not have, listing those it has.
+pub fn check_slos(slos: &[Slo], protocol: crate::protocol::Protocol) -> Result<()> {
+    let paths = figures::latency_paths(protocol);
+    for slo in slos {
+        if !paths.contains(&slo.figure) {
+            bail!(
+                "--slo `{}`: `{}` is not a figure of the {} protocol's summary; the figures are {}",
+                slo.text(),
+                slo.figure,
+                protocol.as_str(),
+                paths.join(", ")
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Validates a sweep: every level's run plan is made (and checked) before anything starts.
+pub fn validate(args: &SweepArgs, command_line: String, tui: bool) -> Result<SweepPlan> {
+    let base = &args.run;
+    let processes = base.processes;
+    let totals: Vec<u64> = match (&args.levels_per_process, &args.levels_total) {
+        (Some(text), _) => parse_levels(text, "--sessions")?
+            .into_iter()
+            .map(|s| u64::from(s) * u64::from(processes))
+            .collect(),
+        (None, Some(text)) => {
+            let levels = parse_levels(text, "--concurrency")?;
+            if let Some(bad) = levels.iter().find(|&&n| n % processes != 0) {
+                bail!("--concurrency level {bad} does not spread evenly over --processes {processes}; give multiples of {processes}, or --sessions for the sessions of each process");
+            }
+            levels.into_iter().map(u64::from).collect()
+        }
+        (None, None) => {
+            bail!(
+                "sweep needs its levels: --sessions 16,32,64 (per process) or -c 64,128 (in total)"
+            )
+        }
+    };
+    if base.output_jsonl.is_some() {
+        bail!("--output-jsonl is not written by a sweep: each level's summary.json holds its Fun-ASR section (report LEVEL_FOLDER renders it)");
+    }
+    let slos = args
+        .slos
+        .iter()
+        .map(|t| Slo::parse(t))
+        .collect::<Result<Vec<_>>>()?;
+    check_slos(&slos, base.speak.protocol)?;
+    let output_dir = base.output.clone().unwrap_or_else(|| {
+        PathBuf::from("runs").join(format!("sweep-{}", crate::clock::utc_stamp()))
+    });
+    let level_args = |total: u64, folder: &str| -> RunArgs {
+        let mut run = base.clone();
+        run.sessions = (total / u64::from(processes)) as u32;
+        run.concurrency = None;
+        run.output = Some(output_dir.join(folder));
+        if args
+            .inject_from_sessions
+            .is_some_and(|from| total < u64::from(from))
+        {
+            run.inject_stall_ms = None;
+            run.inject_disk_stall_mb = None;
+            run.inject_cpu_starvation_ms = None;
+        }
+        run
+    };
+    let mut levels = Vec::with_capacity(totals.len());
+    for &total in &totals {
+        let mut runs = Vec::new();
+        for repeat in 1..=args.repeats {
+            let folder = level_folder(total, repeat);
+            let line = format!("{command_line}  # {folder}");
+            let plan = options::validate(&level_args(total, &folder), line, tui)
+                .with_context(|| format!("level {total}"))?;
+            runs.push(plan);
+        }
+        levels.push(LevelPlan {
+            sessions_total: total,
+            runs,
+        });
+    }
+    let warmup = match &args.warmup {
+        None => None,
+        Some(length) => {
+            let mut run = level_args(totals[0], "warmup");
+            if let Some(length) = length {
+                if run.audio.is_some() || run.speak.protocol == crate::protocol::Protocol::Funasr {
+                    bail!("--warmup {}: with --audio or --protocol funasr the warm-up plays the level's audio; give --warmup without a length", humantime::format_duration(*length));
+                }
+                run.duration = Some(*length);
+            }
+            run.inject_stall_ms = None;
+            run.inject_disk_stall_mb = None;
+            run.inject_cpu_starvation_ms = None;
+            let line = format!("{command_line}  # warmup");
+            Some(options::validate(&run, line, tui).context("--warmup")?)
+        }
+    };
+    Ok(SweepPlan {
+        output_dir,
+        levels,
+        repeats: args.repeats,
+        cooldown: args.cooldown,
+        slos,
+        warmup,
+        force: base.force,
+        command_line,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_list_of_levels_is_taken_as_given() {
+        assert_eq!(
+            parse_levels("16,32,64,128", "--sessions").unwrap(),
+            [16, 32, 64, 128]
+        );
+        assert_eq!(parse_levels(" 8 ", "--sessions").unwrap(), [8]);
+    }
+
+    #[test]
+    fn a_range_doubles_and_ends_with_its_end() {
+        assert_eq!(
+            parse_levels("16..1024", "--sessions").unwrap(),
+            [16, 32, 64, 128, 256, 512, 1024]
+        );
+        assert_eq!(
+            parse_levels("10..100", "--sessions").unwrap(),
+            [10, 20, 40, 80, 100]
+        );
+        assert_eq!(
+            parse_levels("4,8..32", "--sessions").unwrap(),
+            [4, 8, 16, 32]
+        );
+    }
+
+    #[test]
+    fn bad_levels_name_the_flag_and_what_to_give() {
+        for (text, says) in [
+            ("64,32", "must rise"),
+            ("16,16", "must rise"),
+            ("64..16", "does not rise"),
+            ("0,8", "not a number of sessions"),
+            ("lots", "not a number of sessions"),
+            ("8,,16", "empty level"),
+        ] {
+            let err = parse_levels(text, "-c").unwrap_err().to_string();
+            assert!(err.starts_with("-c `"), "{err}");
+            assert!(err.contains(says), "{text}: {err}");
+        }
+    }
+
+    #[test]
+    fn more_than_32_levels_are_refused() {
+        let many: Vec<String> = (1..=33).map(|n| n.to_string()).collect();
+        let err = parse_levels(&many.join(","), "--sessions")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("more than 32 levels"), "{err}");
+        assert_eq!(parse_levels("1..65535", "--sessions").unwrap().len(), 17);
+    }
+
+    #[test]
+    fn an_slo_is_a_figure_a_comparison_and_a_number() {
+        let slo = Slo::parse("first_update_ms.p95<800").unwrap();
+        assert_eq!(
+            (slo.figure.as_str(), slo.comparison, slo.bound),
+            ("first_update_ms.p95", Comparison::Below, 800.0)
+        );
+        assert!(slo.holds(799.9) && !slo.holds(800.0));
+        let slo = Slo::parse("unit_lag_ms.p99 <= 200").unwrap();
+        assert_eq!(slo.comparison, Comparison::AtMost);
+        assert!(slo.holds(200.0));
+        assert_eq!(slo.text(), "unit_lag_ms.p99<=200");
+        assert_eq!(
+            Slo::parse("x>=1.5").unwrap().comparison,
+            Comparison::AtLeast
+        );
+        assert!(Slo::parse("x>2").unwrap().holds(3.0));
+        for bad in ["unit_lag_ms.p99", "<200", "unit_lag_ms.p99<fast", "a<inf"] {
+            assert!(Slo::parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn an_slo_on_a_figure_the_protocol_lacks_lists_the_figures_it_has() {
+        use crate::protocol::Protocol;
+        let slo = [Slo::parse("first_update_ms.p95<800").unwrap()];
+        let err = check_slos(&slo, Protocol::Native).unwrap_err().to_string();
+        assert!(err.contains("not a figure of the native protocol"), "{err}");
+        assert!(err.contains("unit_lag_ms.p99"), "{err}");
+        assert!(check_slos(&slo, Protocol::Funasr).is_ok());
+        let slo = [Slo::parse("unit_lag_ms.p99<200").unwrap()];
+        assert!(check_slos(&slo, Protocol::Native).is_ok());
+    }
+}

@@ -1,0 +1,330 @@
+//! `sweep` (issue 15, item 1): the same run at several loads against the real mock on loopback,
+//! each level a run folder; a stall injected from one level up stops the sweep there; Ctrl-C
+//! keeps the levels done; bad levels and objectives are usage errors.
+
+use crate::util::{self, describe, TempDir};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+fn sweep_json(out: &Path) -> serde_json::Value {
+    let text = std::fs::read_to_string(out.join("sweep.json"))
+        .unwrap_or_else(|e| panic!("no sweep.json in {}: {e}", out.display()));
+    serde_json::from_str(&text).unwrap()
+}
+
+fn sweep(out: &Path, args: &[&str]) -> std::process::Output {
+    let mut all = vec![
+        "sweep",
+        "--no-tui",
+        "--trace",
+        "off",
+        "--cooldown",
+        "0s",
+        "--output",
+    ];
+    all.push(out.to_str().unwrap());
+    all.extend_from_slice(args);
+    util::run(&all, Duration::from_secs(240))
+}
+
+#[test]
+fn a_sweep_of_8_16_32_gives_a_level_folder_each_a_table_json_and_svg_issue_15() {
+    let _serial = util::serial();
+    let dir = TempDir::new("sweep");
+    let out = dir.join("sweep");
+    let done = sweep(
+        &out,
+        &["-s", "8,16,32", "-d", "3s", "--slo", "unit_lag_ms.p99<5000"],
+    );
+    assert!(
+        matches!(done.status.code(), Some(0 | 1)),
+        "{}",
+        describe(&done)
+    );
+    let s = sweep_json(&out);
+    assert_eq!(s["schema_version"], 1);
+    assert_eq!(s["planned_sessions"], serde_json::json!([8, 16, 32]));
+    let levels = s["levels"].as_array().unwrap();
+    // The box is busy: a level may be unqualified, and then the sweep stops there.
+    let all_qualified = levels.iter().all(|l| l["qualified"] == true);
+    if all_qualified {
+        assert_eq!(levels.len(), 3, "{s:#}");
+        assert!(s["stopped_early"].is_null());
+    } else {
+        assert_eq!(
+            levels.last().unwrap()["qualified"],
+            false,
+            "it stops at the first unqualified level: {s:#}"
+        );
+    }
+    let stderr = String::from_utf8_lossy(&done.stderr);
+    for (i, level) in levels.iter().enumerate() {
+        let n = level["sessions_total"].as_u64().unwrap();
+        assert_eq!(n, [8, 16, 32][i]);
+        let folder = level["runs"][0]["folder"].as_str().unwrap();
+        assert_eq!(folder, format!("level-{n:04}"));
+        let summary = util::summary(&out.join(folder));
+        assert_eq!(
+            summary["layout"]["sessions_total"], n,
+            "each level is a full run"
+        );
+        assert!(
+            level["audio_s_per_s"]["median"].as_f64().unwrap() > 0.0,
+            "{level:#}"
+        );
+        assert!(
+            level["server_events_per_s"]["median"].as_f64().unwrap() > 0.0,
+            "{level:#}"
+        );
+        assert!(
+            level["latency_ms"]["unit_lag_ms.p99"]["median"].is_number(),
+            "{level:#}"
+        );
+        assert_eq!(level["slos"][0]["slo"], "unit_lag_ms.p99<5000");
+        assert!(
+            stderr.contains(&format!("sweep: level {}/3 {n} sessions", i + 1)),
+            "one line per level: {stderr}"
+        );
+    }
+    assert!(s["knees"]["client"]["reason"].is_string());
+    assert!(s["knees"]["server_throughput"]["reason"].is_string());
+    assert!(s["knees"]["server_slo"]["reason"].is_string());
+    let md = std::fs::read_to_string(out.join("sweep.md")).unwrap();
+    assert!(
+        md.contains("| sessions | P × S | client | complete |"),
+        "{md}"
+    );
+    assert!(
+        md.contains("![latency and throughput against load](sweep.svg)"),
+        "{md}"
+    );
+    assert!(md.contains("The client's knee"), "{md}");
+    let svg = std::fs::read_to_string(out.join("sweep.svg")).unwrap();
+    assert!(svg.starts_with("<svg"), "{svg}");
+    assert!(svg.contains("throughput against load") && svg.contains("unit_lag_ms.p99"));
+    let stdout = String::from_utf8_lossy(&done.stdout);
+    assert!(stdout.contains("client's knee:"), "{stdout}");
+    // `report` renders the sweep again from sweep.json.
+    let again = util::run(&["report", out.to_str().unwrap()], Duration::from_secs(30));
+    assert_eq!(again.status.code(), Some(0), "{}", describe(&again));
+    assert_eq!(String::from_utf8_lossy(&again.stdout), md);
+}
+
+#[test]
+fn a_stall_from_8_sessions_up_stops_the_sweep_there_and_names_the_client_knee_issue_15() {
+    let _serial = util::serial();
+    let dir = TempDir::new("sweep-stall");
+    let out = dir.join("sweep");
+    let done = sweep(
+        &out,
+        &[
+            "-s",
+            "4,8,16",
+            "-d",
+            "3s",
+            "--inject-stall-ms",
+            "400",
+            "--inject-from-sessions",
+            "8",
+        ],
+    );
+    let s = sweep_json(&out);
+    let levels = s["levels"].as_array().unwrap();
+    let last = levels.last().unwrap();
+    assert_eq!(last["qualified"], false, "{s:#}");
+    assert!(
+        levels.len() <= 2,
+        "nothing runs above the unqualified level: {s:#}"
+    );
+    assert!(!out.join("level-0016").exists());
+    assert!(
+        s["stopped_early"]
+            .as_str()
+            .unwrap()
+            .contains("pacing-unqualified"),
+        "{s:#}"
+    );
+    let client = &s["knees"]["client"];
+    if levels.len() == 2 && levels[0]["qualified"] == true {
+        assert_eq!(last["sessions_total"], 8, "{s:#}");
+        assert_eq!(client["sessions_total"], 4, "{s:#}");
+        assert!(
+            client["reason"]
+                .as_str()
+                .unwrap()
+                .contains("up to 4 sessions and not at 8"),
+            "{client}"
+        );
+        assert_eq!(done.status.code(), Some(0), "{}", describe(&done));
+        // The stall went to level 8 only.
+        assert!(util::summary(&out.join("level-0004"))["injections"]
+            .as_array()
+            .unwrap()
+            .is_empty());
+        assert!(!util::summary(&out.join("level-0008"))["injections"]
+            .as_array()
+            .unwrap()
+            .is_empty());
+    } else {
+        // The busy box made level 4 unqualified already: no knee, exit 1.
+        assert_eq!(client["sessions_total"], serde_json::Value::Null, "{s:#}");
+        assert_eq!(done.status.code(), Some(1), "{}", describe(&done));
+    }
+}
+
+#[test]
+fn ctrl_c_ends_the_sweep_and_keeps_the_levels_done_issue_15() {
+    let _serial = util::serial();
+    let dir = TempDir::new("sweep-cancel");
+    let out = dir.join("sweep");
+    let mut child = std::process::Command::new(util::bin())
+        .args([
+            "sweep",
+            "--no-tui",
+            "--trace",
+            "off",
+            "--cooldown",
+            "30s",
+            "-s",
+            "2,4",
+            "-d",
+            "1s",
+            "--output",
+        ])
+        .arg(&out)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // The first level is done once sweep.json lists it; the sweep then sits in its cooldown.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !std::fs::read_to_string(out.join("sweep.json"))
+        .is_ok_and(|t| t.contains("\"folder\": \"level-0002\""))
+    {
+        assert!(Instant::now() < deadline, "level 2 never finished");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let code = util::wait_with_limit(&mut child, Duration::from_secs(30));
+    assert_eq!(code, Some(130));
+    let s = sweep_json(&out);
+    assert_eq!(s["cancelled"], true);
+    assert_eq!(s["levels"].as_array().unwrap().len(), 1, "{s:#}");
+    assert!(
+        !out.join("level-0004").exists(),
+        "the cooldown was cut short, not the next level run"
+    );
+    let md = std::fs::read_to_string(out.join("sweep.md")).unwrap();
+    assert!(md.contains("**Cancelled**"), "{md}");
+}
+
+#[test]
+fn bad_levels_and_unknown_slo_figures_are_usage_errors_that_say_what_to_give_issue_15() {
+    let dir = TempDir::new("sweep-bad");
+    let out = dir.join("sweep");
+    for (args, says) in [
+        (&["-s", "16,8"][..], "the levels must rise"),
+        (
+            &["-c", "3,6", "-p", "2"][..],
+            "does not spread evenly over --processes 2",
+        ),
+        (
+            &["-s", "4", "--slo", "first_update_ms.p95<800"][..],
+            "the figures are accepted_ms.p50",
+        ),
+        (
+            &["-s", "4", "--slo", "unit_lag_ms.p99"][..],
+            "has no comparison",
+        ),
+        (&[][..], "--sessions"),
+    ] {
+        let done = sweep(&out, args);
+        assert_eq!(done.status.code(), Some(2), "{args:?}: {}", describe(&done));
+        let err = String::from_utf8_lossy(&done.stderr);
+        assert!(err.contains(says), "{args:?}: {err}");
+        assert!(!out.join("sweep.json").exists(), "nothing is written");
+    }
+}
+
+#[test]
+fn a_warm_up_is_kept_apart_and_repeats_give_min_median_max_issue_15() {
+    let _serial = util::serial();
+    let dir = TempDir::new("sweep-repeats");
+    let out = dir.join("sweep");
+    let done = sweep(
+        &out,
+        &["-s", "2", "-d", "1s", "--repeats", "2", "--warmup", "1s"],
+    );
+    assert!(
+        matches!(done.status.code(), Some(0 | 1)),
+        "{}",
+        describe(&done)
+    );
+    let s = sweep_json(&out);
+    assert_eq!(s["warmup"]["folder"], "warmup", "{s:#}");
+    assert!(
+        s["warmup"]["pacing_qualified"].is_boolean(),
+        "its pacing is checked"
+    );
+    assert_eq!(
+        util::summary(&out.join("warmup"))["settings"]["duration_s"],
+        1.0
+    );
+    let level = &s["levels"][0];
+    let runs = level["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 2, "{s:#}");
+    assert_eq!(runs[1]["folder"], "level-0002-r2");
+    assert!(out.join("level-0002-r2/summary.json").is_file());
+    let t = &level["audio_s_per_s"];
+    let (min, median, max) = (
+        t["min"].as_f64().unwrap(),
+        t["median"].as_f64().unwrap(),
+        t["max"].as_f64().unwrap(),
+    );
+    assert!(min <= median && median <= max, "{t}");
+    // A second sweep into the same folder is refused unless --force.
+    let again = sweep(&out, &["-s", "2", "-d", "1s"]);
+    assert_eq!(again.status.code(), Some(2), "{}", describe(&again));
+    assert!(String::from_utf8_lossy(&again.stderr).contains("--force"));
+}
+
+#[test]
+fn ctrl_c_during_a_level_stops_that_run_cleanly_and_counts_no_level_issue_15() {
+    let _serial = util::serial();
+    let dir = TempDir::new("sweep-cancel-level");
+    let out = dir.join("sweep");
+    let mut child = std::process::Command::new(util::bin())
+        .args([
+            "sweep", "--no-tui", "--trace", "off", "-s", "2,4", "-d", "20s", "--output",
+        ])
+        .arg(&out)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Streaming has begun once the first level's samples file has packets in it.
+    let samples = out.join("level-0002/samples/worker-0.csv");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while std::fs::read_to_string(&samples).map_or(0, |s| s.lines().count()) < 10 {
+        assert!(Instant::now() < deadline, "level 2 never streamed");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let code = util::wait_with_limit(&mut child, Duration::from_secs(60));
+    assert_eq!(code, Some(130));
+    let s = sweep_json(&out);
+    assert_eq!(s["cancelled"], true, "{s:#}");
+    assert_eq!(
+        s["levels"].as_array().unwrap().len(),
+        0,
+        "a cancelled run is no level: {s:#}"
+    );
+    assert_eq!(
+        util::summary(&out.join("level-0002"))["cancelled"],
+        true,
+        "its own summary says so"
+    );
+    assert!(!out.join("level-0004").exists());
+}
