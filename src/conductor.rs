@@ -7,6 +7,7 @@ mod follow;
 mod run_folder;
 
 use crate::clock::{monotonic_s, utc_rfc3339, ClockAnchor};
+use crate::contract::mock::MockStats;
 use crate::contract::telemetry::Telemetry;
 use crate::contract::worker::WorkerConfig;
 use crate::contract::worker::{WorkerHistograms, WorkerResult, RESULT_SCHEMA_VERSION};
@@ -97,24 +98,7 @@ pub fn run_with(plan: RunPlan, hooks: &Hooks) -> Result<Outcome> {
     let host = host::collect(&output_dir);
     let mut plan = plan;
 
-    let mock = match &plan.settings.mock {
-        Some(behaviour) => {
-            let mock = MockChild::start(&output_dir, plan.settings.protocol, behaviour)?;
-            plan.settings.url = format!("ws://{}{}", mock.addr, plan.settings.protocol.path());
-            if !plan.settings.tui {
-                follow::note(&format!(
-                    "mock up at {} (profile {})",
-                    mock.addr,
-                    behaviour.profile.name()
-                ));
-            }
-            Some(mock)
-        }
-        None => {
-            check_reachable(&plan.settings.url, plan.settings.connect_timeout_s)?;
-            None
-        }
-    };
+    let mock = start_mock_or_reach_server(&mut plan)?;
 
     let mut workers = Vec::new();
     for index in 0..plan.settings.processes {
@@ -190,44 +174,9 @@ pub fn run_with(plan: RunPlan, hooks: &Hooks) -> Result<Outcome> {
     let sampled = sampler.map(Sampler::stop);
 
     // Every worker has exited or is killed now; collect what they wrote.
-    let mut results = Vec::new();
     let mut notes = ending.notes;
-    for w in &mut workers {
-        if !w.guard.wait_or_kill(Duration::from_secs(5)) {
-            notes.push(format!("worker {} did not exit and was killed", w.index));
-        }
-        let result = match (read_result(&output_dir, w.index), w.sent_result.take()) {
-            (Some(result), _) => Some(result),
-            (None, Some((result, write_error))) => {
-                notes.push(format!(
-                    "worker {}: {write_error}; its figures came over its telemetry pipe instead",
-                    w.index
-                ));
-                Some(*result)
-            }
-            (None, None) => {
-                notes.push(missing_result_note(w, &output_dir));
-                let live = live.lock().unwrap_or_else(PoisonError::into_inner);
-                live.workers
-                    .get(w.index as usize)
-                    .and_then(|l| result_from_telemetry(l, w.index, w.guard.pid(), anchor))
-            }
-        };
-        results.push((w.guard.pid(), result));
-    }
-    let mock = mock.map(|m| {
-        let pid = m.guard.pid();
-        match m.stop() {
-            Ok((stats, note)) => {
-                notes.extend(note);
-                (pid, Some(stats))
-            }
-            Err(err) => {
-                notes.push(format!("mock: {err:#}"));
-                (pid, None)
-            }
-        }
-    });
+    let results = collect_results(&mut workers, &output_dir, (&live, anchor), &mut notes);
+    let mock = mock.map(|m| stop_mock(m, &mut notes));
     let mut summary = Summary::build(record(results, mock, ending.cancelled, notes, sampled));
     // A summary that cannot be written (a full disk) is still shown, with why it is not on disk.
     let unwritten = write_summary(&output_dir, &summary).err();
@@ -276,6 +225,75 @@ pub fn run_with(plan: RunPlan, hooks: &Hooks) -> Result<Outcome> {
             std::io::Write::write_all(&mut std::io::stdout(), report::table(&summary).as_bytes());
     }
     Ok(Outcome { exit_code, summary })
+}
+
+/// Starts the built-in mock and points the run at it, or (with `--url`) checks that the server
+/// can be reached at all.
+fn start_mock_or_reach_server(plan: &mut RunPlan) -> Result<Option<MockChild>> {
+    let Some(behaviour) = &plan.settings.mock else {
+        check_reachable(&plan.settings.url, plan.settings.connect_timeout_s)?;
+        return Ok(None);
+    };
+    let mock = MockChild::start(&plan.output_dir, plan.settings.protocol, behaviour)?;
+    if !plan.settings.tui {
+        follow::note(&format!(
+            "mock up at {} (profile {})",
+            mock.addr,
+            behaviour.profile.name()
+        ));
+    }
+    plan.settings.url = format!("ws://{}{}", mock.addr, plan.settings.protocol.path());
+    Ok(Some(mock))
+}
+
+/// Each worker's result once it has exited (killed after 5 s): its file, else the copy it sent
+/// in its last telemetry (a full disk), else what its telemetry last said (marked as such).
+fn collect_results(
+    workers: &mut [WorkerChild],
+    output_dir: &Path,
+    (live, anchor): (&Mutex<LiveState>, ClockAnchor),
+    notes: &mut Vec<String>,
+) -> Vec<(u32, Option<WorkerResult>)> {
+    let mut results = Vec::with_capacity(workers.len());
+    for w in workers {
+        if !w.guard.wait_or_kill(Duration::from_secs(5)) {
+            notes.push(format!("worker {} did not exit and was killed", w.index));
+        }
+        let result = match (read_result(output_dir, w.index), w.sent_result.take()) {
+            (Some(result), _) => Some(result),
+            (None, Some((result, write_error))) => {
+                notes.push(format!(
+                    "worker {}: {write_error}; its figures came over its telemetry pipe instead",
+                    w.index
+                ));
+                Some(*result)
+            }
+            (None, None) => {
+                notes.push(missing_result_note(w, output_dir));
+                let live = live.lock().unwrap_or_else(PoisonError::into_inner);
+                live.workers
+                    .get(w.index as usize)
+                    .and_then(|l| result_from_telemetry(l, w.index, w.guard.pid(), anchor))
+            }
+        };
+        results.push((w.guard.pid(), result));
+    }
+    results
+}
+
+/// Stops the built-in mock and takes its statistics (a failure is a note, not an error).
+fn stop_mock(mock: MockChild, notes: &mut Vec<String>) -> (u32, Option<MockStats>) {
+    let pid = mock.guard.pid();
+    match mock.stop() {
+        Ok((stats, note)) => {
+            notes.extend(note);
+            (pid, Some(stats))
+        }
+        Err(err) => {
+            notes.push(format!("mock: {err:#}"));
+            (pid, None)
+        }
+    }
 }
 
 /// Starts the procfs sampler on the workers and the built-in mock, unless `--no-sampler`.
