@@ -2,7 +2,7 @@
 //! printed at the end of a headless run ([`table`]).
 
 pub mod command;
-mod compare;
+pub mod compare;
 pub mod jsonl;
 mod markdown;
 mod multihost;

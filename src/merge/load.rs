@@ -85,11 +85,10 @@ fn one(dir: &Path) -> Result<Loaded> {
 
 /// Refuses `b` unless it is a shard of `a`'s run, naming every difference.
 fn same_run(a: &Loaded, b: &Loaded) -> Result<()> {
-    let (sa, sb) = (&a.summary.settings, &b.summary.settings);
     let mut differ = Vec::new();
     let mut check = |what: &str, x: String, y: String| {
         if x != y {
-            differ.push(format!("{what} {x} vs {y}"));
+            differ.push(format!("{what}: {x} vs {y}"));
         }
     };
     check("--run-id", a.shard.run_id.clone(), b.shard.run_id.clone());
@@ -98,32 +97,10 @@ fn same_run(a: &Loaded, b: &Loaded) -> Result<()> {
         a.shard.count.to_string(),
         b.shard.count.to_string(),
     );
-    check(
-        "layout",
-        format!("{} × {}", sa.processes, sa.sessions_per_process),
-        format!("{} × {}", sb.processes, sb.sessions_per_process),
-    );
-    check(
-        "packets per session",
-        sa.packets_per_session.to_string(),
-        sb.packets_per_session.to_string(),
-    );
-    check(
-        "--packet-ms",
-        sa.packet_ms.to_string(),
-        sb.packet_ms.to_string(),
-    );
-    check(
-        "--protocol",
-        sa.protocol.as_str().to_string(),
-        sb.protocol.as_str().to_string(),
-    );
-    check(
-        "--late-threshold-ms",
-        sa.late_threshold_ms.to_string(),
-        sb.late_threshold_ms.to_string(),
-    );
-    check("--no-pace", sa.no_pace.to_string(), sb.no_pace.to_string());
+    // The load itself: the same settings `report --vs` requires of two runs it compares.
+    differ.extend(crate::report::compare::differing_settings(
+        &a.summary, &b.summary,
+    ));
     if !differ.is_empty() {
         bail!(
             "{} (shard {}) and {} (shard {}) are not shards of one run: {}; merge pools the shards of one run only",

@@ -13,7 +13,8 @@ struct Figure {
     b: Option<f64>,
 }
 
-/// The settings that must be equal for two runs to compare, with their values in each run.
+/// The settings that must be equal for two runs to compare (or two shards to be one run's),
+/// with their values in each run.
 pub fn differing_settings(a: &Summary, b: &Summary) -> Vec<String> {
     let (x, y) = (&a.settings, &b.settings);
     let mut out = Vec::new();
@@ -54,6 +55,7 @@ pub fn differing_settings(a: &Summary, b: &Summary) -> Vec<String> {
     );
     check("stagger", x.stagger.to_string(), y.stagger.to_string());
     check("audio", format!("{:?}", x.audio), format!("{:?}", y.audio));
+    check("--no-pace", x.no_pace.to_string(), y.no_pace.to_string());
     out
 }
 

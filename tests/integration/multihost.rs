@@ -175,7 +175,7 @@ fn three_shards_open_their_gates_together_and_merge_exactly_issue_16() {
     assert_eq!(out.status.code(), Some(2), "{}", describe(&out));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.contains("not shards of one run") && err.contains("layout 1 × 4 vs 1 × 8"),
+        err.contains("not shards of one run") && err.contains("sessions per process: 4 vs 8"),
         "{err}"
     );
     assert!(!tmp.join("refused").join("summary.json").exists());
