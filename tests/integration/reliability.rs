@@ -111,14 +111,7 @@ fn a_worker_killed_by_a_signal_is_named_with_the_signal_issue_13() {
     let dir = TempDir::new("killed-by-signal");
     let out = dir.join("out");
     let mut run = util::spawn_run(&out, &["-s", "2", "-d", "8s", "--trace", "off"]);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let worker = loop {
-        if let Some(&w) = crate::sampler::children_with(run.id(), "\0worker\0").first() {
-            break w;
-        }
-        assert!(Instant::now() < deadline, "no worker started");
-        std::thread::sleep(Duration::from_millis(100));
-    };
+    let worker = first_worker(&run);
     std::thread::sleep(Duration::from_secs(3));
     duplexbench_tui::sys::signal(worker, libc::SIGKILL);
     let code = util::wait_with_limit(&mut run, Duration::from_secs(60));
@@ -270,14 +263,7 @@ fn a_stopped_worker_is_shown_silent_live_not_healthy_issue_13() {
         .stderr(stderr)
         .spawn()
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let worker = loop {
-        if let Some(&w) = crate::sampler::children_with(run.id(), "\0worker\0").first() {
-            break w;
-        }
-        assert!(Instant::now() < deadline, "no worker started");
-        std::thread::sleep(Duration::from_millis(100));
-    };
+    let worker = first_worker(&run);
     std::thread::sleep(Duration::from_secs(3));
     // Stopped across at least one headless progress line (every 5 s on a pipe).
     duplexbench_tui::sys::signal(worker, libc::SIGSTOP);
@@ -286,4 +272,16 @@ fn a_stopped_worker_is_shown_silent_live_not_healthy_issue_13() {
     util::wait_with_limit(&mut run, Duration::from_secs(60));
     let text = std::fs::read_to_string(dir.join("stderr")).unwrap();
     assert!(text.contains("worker 0 silent"), "{text}");
+}
+
+/// The pid of the first worker the conductor `run` starts (waits up to 30 s).
+fn first_worker(run: &std::process::Child) -> u32 {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Some(&w) = crate::sampler::children_with(run.id(), "\0worker\0").first() {
+            return w;
+        }
+        assert!(Instant::now() < deadline, "no worker started");
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }
