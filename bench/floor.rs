@@ -4,18 +4,26 @@
 //! (`session.created` → `session.update` → `session.updated`), then on one thread, for each packet
 //! that is due: one `read` that drains (and discards) whatever the server sent, and one `write` of
 //! the append frame, built in place with a zero mask key. No JSON parsing, no UTF-8 checks, no
-//! timestamps kept, no traces, no histograms: only the system calls every client has to make.
+//! traces: only the system calls every client has to make, and one clock read per packet.
 //! Sessions are spread evenly over one packet interval and due packets are sent in 1 ms groups
 //! (the granularity of tokio's timer). At the end the sockets are dropped; the mock counts those
 //! sessions as incomplete, which does not matter here.
 //!
-//! It prints one JSON line: `sessions`, `appends`, `max_lateness_ms`; `cpu_s`, `user_s`, `sys_s`
-//! and `wall_s` of the whole process (set-up included, as for the clients' workers), `cores` =
-//! `cpu_s / wall_s`; and `streaming_cpu_s` over the `streaming_s` of paced sending alone.
+//! With `--one-gate` every session's first packet is due at the same instant (duplexbench-tui's
+//! default start) and packets are sent in groups of 250 µs (its pacer's granularity), so that the
+//! deviation of a burst of S sends at once is what the system calls alone cost.
+//!
+//! A packet is due when duplexbench-tui would call it due: packet 0 when its session starts,
+//! packet k at packet 0's actual send plus k intervals; its deviation is |send start − due|.
+//!
+//! It prints one JSON line: `sessions`, `appends`, `one_gate`, `group_us`, `max_lateness_ms`,
+//! `deviation_ms` (`p50`, `p99`, `max`); `cpu_s`, `user_s`, `sys_s` and `wall_s` of the whole
+//! process (set-up included, as for the clients' workers), `cores` = `cpu_s / wall_s`; and
+//! `streaming_cpu_s` over the `streaming_s` of paced sending alone.
 //!
 //! ```sh
 //! cargo build --release --example floor
-//! ./target/release/examples/floor ws://127.0.0.1:PORT/v1/realtime 128 30
+//! ./target/release/examples/floor ws://127.0.0.1:PORT/v1/realtime 128 30 [--one-gate]
 //! ```
 //! `bench/run.py --floor` does this against a fresh mock, beside both clients.
 
@@ -29,7 +37,10 @@ use duplexbench_tui::protocol::{self, ClientProtocol as _, EventIds, Meaning, Mi
 use tokio_tungstenite::tungstenite::{self, Message};
 
 const PACKET: Duration = Duration::from_millis(80);
+/// Due packets sent together with staggered sessions: tokio's timer granularity.
 const GROUP: Duration = Duration::from_millis(1);
+/// ... and with one gate: duplexbench-tui's pacer granularity (`pacer::GRANULARITY_NS`).
+const ONE_GATE_GROUP: Duration = Duration::from_micros(250);
 
 struct Conn {
     // Kept so that the handshake state lives as long as the socket; not used after set-up.
@@ -40,8 +51,10 @@ struct Conn {
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let born = Instant::now();
     let args: Vec<String> = std::env::args().collect();
+    let (one_gate, args): (Vec<_>, Vec<_>) = args.iter().partition(|a| *a == "--one-gate");
+    let one_gate = !one_gate.is_empty();
     let [_, url, sessions, duration_s] = args.as_slice() else {
-        return Err("usage: floor WS_URL SESSIONS DURATION_S".into());
+        return Err("usage: floor WS_URL SESSIONS DURATION_S [--one-gate]".into());
     };
     let sessions: usize = sessions.parse()?;
     let duration = Duration::from_secs_f64(duration_s.parse()?);
@@ -73,7 +86,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .encode(vec![0u8; protocol::input_packet_bytes(80)]);
     let mut frame = Vec::with_capacity(16 << 10);
     let mut sink = vec![0u8; 256 << 10];
-    let slot = PACKET / sessions as u32;
+    let (slot, group) = if one_gate {
+        (Duration::ZERO, ONE_GATE_GROUP)
+    } else {
+        (PACKET / sessions as u32, GROUP)
+    };
+    // Packet 0's actual send per session: what later packets are due from.
+    let mut origin: Vec<Option<Instant>> = vec![None; sessions];
+    let mut deviation_us = hdrhistogram::Histogram::<u64>::new_with_bounds(1, 3_600_000_000, 3)?;
     // FLOOR_READ_EVERY=N reads a session's socket only before every N-th packet: with a large N,
     // what is left is the cost of the sends alone (replies wait in the socket buffer).
     let read_every: u32 = std::env::var("FLOOR_READ_EVERY")
@@ -88,23 +108,41 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut appends = 0u64;
     let mut max_lateness = Duration::ZERO;
     let mut next = 0usize; // the next packet in due order: session next % S, packet next / S
+                           // The schedule (gate plus stagger plus k intervals) decides how many packets a session has
+                           // and when the loop wakes; the due time decides the deviation, as duplexbench-tui's does.
+    let scheduled =
+        |next: usize| t0 + slot * (next % sessions) as u32 + PACKET * (next / sessions) as u32;
+    let due = |origin: &[Option<Instant>], next: usize| match origin[next % sessions] {
+        Some(first) => first + PACKET * (next / sessions) as u32,
+        None => scheduled(next),
+    };
     loop {
-        let due = t0 + slot * (next % sessions) as u32 + PACKET * (next / sessions) as u32;
-        if due >= end {
+        if scheduled(next) >= end {
             break;
         }
+        let wake = due(&origin, next);
         let now = Instant::now();
-        if due > now {
-            std::thread::sleep(due - now);
+        if wake > now {
+            std::thread::sleep(wake - now);
         }
-        let group_end = Instant::now() + GROUP;
+        let group_end = Instant::now() + group;
         loop {
-            let due = t0 + slot * (next % sessions) as u32 + PACKET * (next / sessions) as u32;
-            if due > group_end || due >= end {
+            let due_at = due(&origin, next);
+            if due_at > group_end || scheduled(next) >= end {
                 break;
             }
-            max_lateness = max_lateness.max(Instant::now().saturating_duration_since(due));
-            let conn = &mut conns[next % sessions];
+            let session = next % sessions;
+            let start = Instant::now();
+            max_lateness = max_lateness.max(start.saturating_duration_since(due_at));
+            let first = *origin[session].get_or_insert(start);
+            let due_at = first + PACKET * (next / sessions) as u32;
+            let off = if start > due_at {
+                start - due_at
+            } else {
+                due_at - start
+            };
+            deviation_us.saturating_record(off.as_micros() as u64);
+            let conn = &mut conns[session];
             let mut stream = conn.ws.get_ref();
             if conn.seq % read_every == 0 {
                 drain(&mut stream, &mut sink)?;
@@ -112,7 +150,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             let id = EventIds {
                 shard: 0,
                 worker: 0,
-                session: (next % sessions) as u32,
+                session: session as u32,
             }
             .id(conn.seq);
             let payload =
@@ -139,7 +177,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         serde_json::json!({
             "sessions": sessions,
             "appends": appends,
+            "one_gate": one_gate,
+            "group_us": group.as_micros() as u64,
             "max_lateness_ms": max_lateness.as_secs_f64() * 1e3,
+            "deviation_ms": {
+                "p50": deviation_us.value_at_quantile(0.50) as f64 / 1e3,
+                "p99": deviation_us.value_at_quantile(0.99) as f64 / 1e3,
+                "max": deviation_us.max() as f64 / 1e3,
+            },
             "cpu_s": user + sys,
             "user_s": user,
             "sys_s": sys,

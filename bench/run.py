@@ -177,7 +177,7 @@ def read_json_line(path):
 def figures_from_floor(outs: list[dict]) -> dict:
     cpu = sum(o["cpu_s"] for o in outs)
     sys_s = sum(o["sys_s"] for o in outs)
-    return {
+    figures = {
         "client_cpu_seconds": round(cpu, 4),
         "client_cpu_cores": sum(o["cores"] for o in outs),
         "floor_sys_share": sys_s / cpu if cpu else 0.0,
@@ -185,6 +185,13 @@ def figures_from_floor(outs: list[dict]) -> dict:
         "floor_appends": sum(o["appends"] for o in outs),
         "floor_max_lateness_ms": max(o["max_lateness_ms"] for o in outs),
     }
+    # Older floor builds printed no deviation. With P > 1 the pooled p50/p99 are not known
+    # exactly: the largest process's is taken (P = 1 is exact).
+    if all("deviation_ms" in o for o in outs):
+        for k in ("p50", "p99", "max"):
+            figures[f"deviation_{k}_ms"] = max(o["deviation_ms"][k] for o in outs)
+        figures["floor_one_gate"] = all(o.get("one_gate") for o in outs)
+    return figures
 
 
 def figures_from_ours(summary: dict) -> dict:
@@ -269,6 +276,7 @@ def run_one(cfg, client: str, processes: int, sessions: int, duration: int, trac
         "sessions_per_process": sessions,
         "duration_s": duration,
         "trace": trace,
+        "start": cfg.start or "gate, floor staggered",
         "run_dir": run_dir,
         "started_at": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "ok": False,
@@ -292,12 +300,17 @@ def run_one(cfg, client: str, processes: int, sessions: int, duration: int, trac
                 "-p", str(processes), "-s", str(sessions), "-d", f"{duration}s",
                 "--trace", trace, "--output", out_dir,
             ]
+            if cfg.start == "stagger":
+                cmd.append("--stagger")
             cmds = [(cmd, out_dir)]
         elif client == FLOOR:
             cmds = []
             for k in range(processes):
                 out_dir = os.path.join(run_dir, f"floor-p{k}")
-                cmds.append(([cfg.floor_binary, mock.url, str(sessions), str(duration)], out_dir))
+                cmd = [cfg.floor_binary, mock.url, str(sessions), str(duration)]
+                if cfg.start == "gate":
+                    cmd.append("--one-gate")
+                cmds.append((cmd, out_dir))
         else:
             cmds = []
             for k in range(processes):
@@ -384,7 +397,9 @@ def run_one(cfg, client: str, processes: int, sessions: int, duration: int, trac
         log(
             f"{client:17s} {record['layout']:>7s} {duration}s: {record['floor_appends']} appends, "
             f"{record['client_cpu_cores']:.3f} cores ({record['floor_sys_share']:.0%} system), "
-            f"max lateness {record['floor_max_lateness_ms']:.1f} ms, mock {record.get('mock_cpu_cores', 0):.3f} cores"
+            f"max lateness {record['floor_max_lateness_ms']:.1f} ms, "
+            f"deviation p50 {record.get('deviation_p50_ms', '?')} p99 {record.get('deviation_p99_ms', '?')} "
+            f"max {record.get('deviation_max_ms', '?')} ms{' (one gate)' if record.get('floor_one_gate') else ''}, mock {record.get('mock_cpu_cores', 0):.3f} cores"
         )
     elif record["ok"]:
         log(
@@ -435,7 +450,7 @@ def median_of(runs, key):
 
 
 # Rows the floor client has a figure for.
-FLOOR_ROWS = {"client_cpu_cores", "cpu_s_per_session_s", "client_tree_cpu_seconds", "mock_cpu_cores", "mock_arrival_p99_ms"}
+FLOOR_ROWS = {"deviation_p50_ms", "deviation_p99_ms", "deviation_max_ms", "client_cpu_cores", "cpu_s_per_session_s", "client_tree_cpu_seconds", "mock_cpu_cores", "mock_arrival_p99_ms"}
 
 
 def layout_table(runs_by_client: dict) -> list[str]:
@@ -544,7 +559,8 @@ def compare(cfg, layouts, duration, trace, repeats, work) -> tuple[list, list[st
                 by_client[client].append(r)
                 records.append(r)
         md.append("")
-        md.append(f"### {p} × {s}, {duration} s, trace {trace}, {repeats} run{'s' if repeats > 1 else ''} per client")
+        start = {None: "", "gate": ", one start gate (the floor too)", "stagger": ", staggered starts (both)"}[cfg.start]
+        md.append(f"### {p} × {s}, {duration} s, trace {trace}{start}, {repeats} run{'s' if repeats > 1 else ''} per client")
         md.append("")
         md.extend(layout_table(by_client))
     return records, md
@@ -664,6 +680,12 @@ def main() -> int:
     ap.add_argument("--python", default=sys.executable, help="Python for the reference client (with websockets)")
     ap.add_argument("--floor-binary", default=os.path.join(REPO, "target", "release", "examples", "floor"))
     ap.add_argument("--no-floor", dest="floor", action="store_false", help="leave out the floor client (bench/floor.rs)")
+    ap.add_argument(
+        "--start", choices=("gate", "stagger"),
+        help="how sessions start: `gate` = one start gate for ours and the floor (its --one-gate); "
+        "`stagger` = ours with --stagger and the floor staggered. Default: ours one gate, the floor "
+        "staggered (how every run before issue #17 was made)",
+    )
     ap.add_argument("--settle-s", type=float, default=2.0, help="pause between runs (default 2 s)")
     ap.add_argument("--title", help="text for the results heading")
     global CFG

@@ -351,3 +351,78 @@ pub trait ClientProtocol {
         false
     }
 }
+
+/// The value of `type` when it is a JSON object's first key, read without parsing the rest.
+///
+/// Most of what a server sends is deltas whose meaning is their type alone; parsing them skipped
+/// every byte of their audio once more on the runtime. Whitespace is allowed where JSON allows
+/// it (Python servers write `{"type": "…"}`). `None` when `type` is not first, is escaped, or
+/// the frame does not end with `}` (cut off): the caller parses those in full.
+pub fn leading_type(text: &str) -> Option<&str> {
+    let b = text.as_bytes();
+    let ws = |mut i: usize| {
+        while b
+            .get(i)
+            .is_some_and(|c| matches!(c, b' ' | b'\t' | b'\n' | b'\r'))
+        {
+            i += 1;
+        }
+        i
+    };
+    let mut i = ws(0);
+    if b.get(i) != Some(&b'{') {
+        return None;
+    }
+    i = ws(i + 1);
+    if !b.get(i..)?.starts_with(br#""type""#) {
+        return None;
+    }
+    i = ws(i + 6);
+    if b.get(i) != Some(&b':') {
+        return None;
+    }
+    i = ws(i + 1);
+    if b.get(i) != Some(&b'"') {
+        return None;
+    }
+    let start = i + 1;
+    let len = memchr::memchr2(b'"', b'\\', b.get(start..)?)?;
+    if b[start + len] != b'"' || text.trim_end().as_bytes().last() != Some(&b'}') {
+        return None;
+    }
+    text.get(start..start + len)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::leading_type;
+
+    #[test]
+    fn leading_type_reads_the_first_key_compact_or_spaced() {
+        assert_eq!(
+            leading_type(r#"{"type":"a.b","delta":"QUFB"}"#),
+            Some("a.b")
+        );
+        assert_eq!(
+            leading_type(" {\n \"type\" : \"a.b\", \"delta\": \"QUFB\"}\n"),
+            Some("a.b")
+        );
+    }
+
+    #[test]
+    fn leading_type_leaves_everything_else_to_the_parser() {
+        for text in [
+            r#"{"event_id":"x","type":"a.b"}"#, // not first
+            r#"{"type":"a\"b","x":1}"#,         // escaped
+            r#"{"type":"a.b","delta":"QUF"#,    // cut off
+            r#"{"type":1}"#,                    // not a string
+            r#"{"types":"a.b"}"#,               // another key
+            r#"["type","a.b"]"#,
+            "",
+            "{",
+            r#"{"type":""#,
+        ] {
+            assert_eq!(leading_type(text), None, "{text:?}");
+        }
+    }
+}

@@ -118,6 +118,20 @@ impl ClientProtocol for Native {
     }
 
     fn classify<'a>(&self, text: &'a str) -> Result<Received<'a>, String> {
+        // The deltas (most frames, nearly all the bytes) mean their type alone: their audio is
+        // not parsed at all. Everything else is parsed in full.
+        let delta = match super::leading_type(text) {
+            Some(names::AUDIO_DELTA) => Some((Meaning::AudioDelta, Some("delta"))),
+            Some(names::TRANSCRIPT_DELTA | names::TEXT_DELTA) => Some((Meaning::TextDelta, None)),
+            _ => None,
+        };
+        if let Some((meaning, audio_key)) = delta {
+            return Ok(Received {
+                meaning,
+                payload: Payload::Json { audio_key },
+                event: None,
+            });
+        }
         let event: ServerEvent<'a> = serde_json::from_str(text)
             .map_err(|err| format!("server frame is not a JSON event ({err})"))?;
         let mut payload = Payload::Json { audio_key: None };
@@ -307,6 +321,34 @@ mod tests {
 
     fn classify(text: &str) -> Meaning<'_> {
         Native::default().classify(text).unwrap().meaning
+    }
+
+    #[test]
+    fn deltas_read_by_their_type_alone_mean_what_a_full_parse_says() {
+        for (text, meaning, audio_key) in [
+            (
+                r#"{"type":"response.output_audio.delta","event_id":"e","delta":"AAAA"}"#,
+                Meaning::AudioDelta,
+                Some("delta"),
+            ),
+            (
+                r#"{"type": "response.output_audio_transcript.delta", "delta": "hi"}"#,
+                Meaning::TextDelta,
+                None,
+            ),
+            (
+                r#"{"event_id":"e","type":"response.output_text.delta","delta":"hi"}"#,
+                Meaning::TextDelta,
+                None,
+            ),
+        ] {
+            let fast = Native::default().classify(text).unwrap();
+            assert_eq!(fast.meaning, meaning, "{text}");
+            assert_eq!(fast.payload, Payload::Json { audio_key }, "{text}");
+        }
+        // A delta cut off is not taken by its type: the full parse says what is wrong.
+        let cut = r#"{"type":"response.output_audio.delta","delta":"AA"#;
+        assert!(Native::default().classify(cut).is_err());
     }
 
     #[test]

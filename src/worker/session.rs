@@ -247,6 +247,10 @@ impl Session {
         let mut stop = self.ctx.stop.clone();
         let pacer = self.ctx.pacer.clone();
         let paced = !self.ctx.settings.no_pace;
+        // One wait for the stop for the whole loop: made afresh each packet, it registered with
+        // and left the channel's waiter list every time.
+        let stopped = stop.wait_for(|s| *s);
+        tokio::pin!(stopped);
         let mut seq: u32 = 0;
         while seq < packets {
             let due_s = self.machine.due_s(seq, gate_s);
@@ -262,7 +266,7 @@ impl Session {
             let ping_s = self.keepalive.as_ref().map(Keepalive::deadline_s);
             tokio::select! {
                 biased;
-                _ = stop.wait_for(|s| *s) => {
+                _ = &mut stopped => {
                     self.machine.outcome.stopped_early = true;
                     break;
                 }
@@ -380,30 +384,36 @@ impl Session {
         overdue: Option<(u32, f64)>,
     ) -> Result<(), String> {
         let started_s = monotonic_s();
-        let timeout_s = self.ctx.settings.send_timeout_s;
-        let mut stop = self.ctx.stop.clone();
-        let stopped_before = *stop.borrow();
         let sending = ws.send(msg);
         tokio::pin!(sending);
-        let mut next_late_s =
-            overdue.and_then(|(seq, gate_s)| self.machine.count_overdue(seq, gate_s, started_s));
-        let result = loop {
-            let late_at = instant_at(next_late_s.unwrap_or(started_s + timeout_s));
-            tokio::select! {
-                biased;
-                sent = &mut sending => break sent.map_err(|err| err.to_string()),
-                () = tokio::time::sleep_until(instant_at(started_s + timeout_s)) => {
-                    break Err(format!(
-                        "the server stopped reading: a send blocked for more than --send-timeout {:.0} ms",
-                        timeout_s * 1000.0
-                    ));
-                }
-                _ = stop.wait_for(|s| *s), if !stopped_before => {
-                    break Err("the run was stopped while a send was blocked".to_string());
-                }
-                () = tokio::time::sleep_until(late_at), if next_late_s.is_some() => {
-                    let (seq, gate_s) = overdue.unwrap_or_default();
-                    next_late_s = self.machine.count_overdue(seq, gate_s, monotonic_s());
+        // Nearly every send finishes at once (the socket has room): no timers for those.
+        let result = match (&mut sending).now_or_never() {
+            Some(sent) => sent.map_err(|err| err.to_string()),
+            None => {
+                let timeout_s = self.ctx.settings.send_timeout_s;
+                let mut stop = self.ctx.stop.clone();
+                let stopped_before = *stop.borrow();
+                let mut next_late_s = overdue
+                    .and_then(|(seq, gate_s)| self.machine.count_overdue(seq, gate_s, started_s));
+                loop {
+                    let late_at = instant_at(next_late_s.unwrap_or(started_s + timeout_s));
+                    tokio::select! {
+                        biased;
+                        sent = &mut sending => break sent.map_err(|err| err.to_string()),
+                        () = tokio::time::sleep_until(instant_at(started_s + timeout_s)) => {
+                            break Err(format!(
+                                "the server stopped reading: a send blocked for more than --send-timeout {:.0} ms",
+                                timeout_s * 1000.0
+                            ));
+                        }
+                        _ = stop.wait_for(|s| *s), if !stopped_before => {
+                            break Err("the run was stopped while a send was blocked".to_string());
+                        }
+                        () = tokio::time::sleep_until(late_at), if next_late_s.is_some() => {
+                            let (seq, gate_s) = overdue.unwrap_or_default();
+                            next_late_s = self.machine.count_overdue(seq, gate_s, monotonic_s());
+                        }
+                    }
                 }
             }
         };

@@ -63,10 +63,13 @@ impl Dialer {
 /// together; read straight into tungstenite's frame buffer, they took two reads a packet (it
 /// reads only into what is left of that buffer), two-thirds of the receive path's system calls.
 const SOCKET_READ_BYTES: usize = 64 << 10;
-/// tungstenite's frame buffer. Before each read it zero-fills the room it reads into, and the
-/// frames it hands out (kept by the trace writer for up to 0.5 s) pin it, so the default of
-/// 128 KiB cost a large memset per read and a fresh allocation whenever it was pinned.
-const FRAME_BUFFER_BYTES: usize = 16 << 10;
+/// tungstenite's frame buffer. Before each read it zero-fills the room it reads into (up to this
+/// much), and the frames it hands out (kept by the trace writer for up to 0.5 s) pin it: the
+/// default of 128 KiB cost a large memset per read and a fresh allocation whenever it was
+/// pinned; at 16 KiB the memset was still 3 % of a worker's CPU (issue 17), as every wake-up ends
+/// with one read that finds nothing. 8 KiB holds a whole 80 ms audio delta; the socket reads
+/// stay large (the [`SOCKET_READ_BYTES`] buffer under it).
+const FRAME_BUFFER_BYTES: usize = 8 << 10;
 
 /// Connects, retrying refusals with HTTP 503. The trace gets an `admission` line for each
 /// refusal, in the shape sglang-omni's client writes (`connection_denied`, `exhausted` on the
