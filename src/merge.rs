@@ -8,7 +8,8 @@ mod load;
 
 use crate::cli::MergeArgs;
 use crate::clock::ClockAnchor;
-use crate::options::RunPlan;
+use crate::host::HostFacts;
+use crate::options::{RunPlan, Settings, Shard};
 use crate::report;
 use crate::summary::multihost::{self, MergeSection, ShardRow, StreamingWindow};
 use crate::summary::{RunRecord, Summary};
@@ -49,32 +50,69 @@ pub fn merge(shards: &[Loaded], output: &std::path::Path, command_line: &str) ->
     };
     let shard = first.shard();
     let s0 = &first.summary.settings;
-    let per_shard_workers = s0.processes;
-    let per_shard_sessions = u64::from(s0.processes) * u64::from(s0.sessions_per_process);
+    let layout = ShardLayout {
+        workers: s0.processes,
+        sessions: u64::from(s0.processes) * u64::from(s0.sessions_per_process),
+    };
     let present: Vec<u32> = shards.iter().map(|l| l.shard().index).collect();
     let missing: Vec<u32> = (0..shard.count).filter(|i| !present.contains(i)).collect();
+    let plan = merged_plan(s0, shard.count, output, command_line);
+    let mut notes = shard_notes(shards, shard, &missing, layout, s0.late_threshold_ms);
+    let together = Together::of(shards, &mut notes);
+    let host = first.summary.host.clone();
+    let record = merged_record(&plan, shards, host, notes, missing.len() as u64, layout);
+    let mut summary = Summary::build(record);
+    if together.overlap.is_none() && shards.len() > 1 {
+        summary.verdict.complete = false;
+    }
+    summary.merge = Some(merge_section(shards, shard, missing, &together, layout));
+    Ok(summary)
+}
 
+/// What one shard runs: every shard runs the same layout.
+#[derive(Debug, Clone, Copy)]
+struct ShardLayout {
+    workers: u32,
+    sessions: u64,
+}
+
+/// The first shard's settings with every shard's workers, run as one plan.
+fn merged_plan(
+    s0: &Settings,
+    shard_count: u32,
+    output: &std::path::Path,
+    command_line: &str,
+) -> RunPlan {
     let mut settings = s0.clone();
-    settings.processes = s0.processes * shard.count;
+    settings.processes = s0.processes * shard_count;
     settings.shard = None;
     settings.start_at_unix_s = None;
     settings.tui = false;
-    let plan = RunPlan {
+    RunPlan {
         settings,
         output_dir: output.to_path_buf(),
         force: false,
         command_line: command_line.to_string(),
         output_jsonl: None,
-    };
+    }
+}
 
+/// The shards' reasons: the missing ones, each one's start gate, clocks not synchronised,
+/// different `--start-at` instants.
+fn shard_notes(
+    shards: &[Loaded],
+    shard: &Shard,
+    missing: &[u32],
+    layout: ShardLayout,
+    late_threshold_ms: u32,
+) -> Vec<String> {
     let mut notes = Vec::new();
-    for &index in &missing {
+    for &index in missing {
         notes.push(format!(
-            "missing shard: shard {index} of {} was not given to merge (no folder of run {} with --shard-index {index}); its {per_shard_sessions} sessions are counted incomplete",
-            shard.count, shard.run_id
+            "missing shard: shard {index} of {} was not given to merge (no folder of run {} with --shard-index {index}); its {} sessions are counted incomplete",
+            shard.count, shard.run_id, layout.sessions
         ));
     }
-    let threshold = s0.late_threshold_ms;
     for l in shards {
         let who = format!("shard {}", l.shard().index);
         let s = &l.summary;
@@ -82,7 +120,7 @@ pub fn merge(shards: &[Loaded], output: &std::path::Path, command_line: &str) ->
             &who,
             s.start_gate.as_ref(),
             None,
-            threshold,
+            late_threshold_ms,
         ));
         if s.settings.start_at_unix_s.is_none() {
             notes.push(format!(
@@ -107,48 +145,78 @@ pub fn merge(shards: &[Loaded], output: &std::path::Path, command_line: &str) ->
         ));
     }
     notes.extend(one_start_at(shards));
-    let windows: Vec<StreamingWindow> = shards
-        .iter()
-        .filter_map(|l| l.summary.streaming_window)
-        .collect();
-    let overlap = (windows.len() == shards.len())
-        .then(|| multihost::overlap(&windows))
-        .flatten();
-    let shortest_s = windows
-        .iter()
-        .map(StreamingWindow::seconds)
-        .reduce(f64::min)
-        .unwrap_or(0.0);
-    let overlap_fraction = match overlap {
-        Some(o) if shortest_s > 0.0 => (o.seconds() / shortest_s).min(1.0),
-        Some(_) => 1.0,
-        None => 0.0,
-    };
-    if overlap.is_none() && shards.len() > 1 {
-        notes.push(format!(
-            "non-overlapping windows: the {} shards never all streamed at the same time (by their wall clocks), so this is not one load; start them with one --start-at",
-            shards.len()
-        ));
-    } else if overlap_fraction < MIN_OVERLAP_FRACTION {
-        notes.push(format!(
-            "non-overlapping windows: the shards streamed together for only {:.0} % of the shortest one's window; start them with one --start-at",
-            overlap_fraction * 100.0
-        ));
+    notes
+}
+
+/// How far the shards' streaming windows overlap, by their wall clocks.
+struct Together {
+    windows: Vec<StreamingWindow>,
+    overlap: Option<StreamingWindow>,
+    /// The overlap's share of the shortest window.
+    fraction: f64,
+}
+
+impl Together {
+    /// The overlap, with a reason in `notes` when the shards did not stream together.
+    fn of(shards: &[Loaded], notes: &mut Vec<String>) -> Together {
+        let windows: Vec<StreamingWindow> = shards
+            .iter()
+            .filter_map(|l| l.summary.streaming_window)
+            .collect();
+        let overlap = (windows.len() == shards.len())
+            .then(|| multihost::overlap(&windows))
+            .flatten();
+        let shortest_s = windows
+            .iter()
+            .map(StreamingWindow::seconds)
+            .reduce(f64::min)
+            .unwrap_or(0.0);
+        let overlap_fraction = match overlap {
+            Some(o) if shortest_s > 0.0 => (o.seconds() / shortest_s).min(1.0),
+            Some(_) => 1.0,
+            None => 0.0,
+        };
+        if overlap.is_none() && shards.len() > 1 {
+            notes.push(format!(
+                "non-overlapping windows: the {} shards never all streamed at the same time (by their wall clocks), so this is not one load; start them with one --start-at",
+                shards.len()
+            ));
+        } else if overlap_fraction < MIN_OVERLAP_FRACTION {
+            notes.push(format!(
+                "non-overlapping windows: the shards streamed together for only {:.0} % of the shortest one's window; start them with one --start-at",
+                overlap_fraction * 100.0
+            ));
+        }
+        Together {
+            windows,
+            overlap,
+            fraction: overlap_fraction,
+        }
     }
+}
+
+/// Every worker of every shard as one run's record, numbered run-wide and with its times on
+/// the wall clock; the missing shards' sessions and workers are absent.
+fn merged_record<'a>(
+    plan: &'a RunPlan,
+    shards: &[Loaded],
+    host: HostFacts,
+    notes: Vec<String>,
+    missing_shards: u64,
+    layout: ShardLayout,
+) -> RunRecord<'a> {
     let cancelled: Vec<String> = shards
         .iter()
         .filter(|l| l.summary.cancelled)
         .map(|l| format!("shard {}", l.shard().index))
         .collect();
-
-    // Every worker of every shard, numbered run-wide and with its times on the wall clock.
     let workers = shards
         .iter()
-        .flat_map(|l| l.workers_on_wall_clock(per_shard_workers))
+        .flat_map(|l| l.workers_on_wall_clock(layout.workers))
         .collect();
-    let record = RunRecord {
-        plan: &plan,
-        host: first.summary.host.clone(),
+    RunRecord {
+        plan,
+        host,
         started_at: shards
             .iter()
             .map(|l| l.summary.started_at.clone())
@@ -167,14 +235,21 @@ pub fn merge(shards: &[Loaded], output: &std::path::Path, command_line: &str) ->
         sampler: None,
         gate_s: None,
         clock_sync: None,
-        absent_sessions: missing.len() as u64 * per_shard_sessions,
-        absent_workers: missing.len() as u64 * u64::from(per_shard_workers),
-    };
-    let mut summary = Summary::build(record);
-    if overlap.is_none() && shards.len() > 1 {
-        summary.verdict.complete = false;
+        absent_sessions: missing_shards * layout.sessions,
+        absent_workers: missing_shards * u64::from(layout.workers),
     }
-    let starts: Vec<f64> = windows.iter().map(|w| w.start_unix_s).collect();
+}
+
+/// The summary's `merge`: a row per shard (the missing ones too), the overlap, the spread of
+/// the first packets and the workers' CPU per session-second.
+fn merge_section(
+    shards: &[Loaded],
+    shard: &Shard,
+    missing: Vec<u32>,
+    together: &Together,
+    layout: ShardLayout,
+) -> MergeSection {
+    let starts: Vec<f64> = together.windows.iter().map(|w| w.start_unix_s).collect();
     let spread = starts
         .iter()
         .copied()
@@ -193,7 +268,7 @@ pub fn merge(shards: &[Loaded], output: &std::path::Path, command_line: &str) ->
         present: false,
         hostname: None,
         cpu_model: None,
-        sessions: per_shard_sessions,
+        sessions: layout.sessions,
         completed: 0,
         packets: 0,
         late_packets: 0,
@@ -205,18 +280,17 @@ pub fn merge(shards: &[Loaded], output: &std::path::Path, command_line: &str) ->
         verdict: None,
     }));
     rows.sort_by_key(|r| r.index);
-    summary.merge = Some(MergeSection {
+    MergeSection {
         run_id: shard.run_id.clone(),
         shard_count: shard.count,
         shards: rows,
         missing_shards: missing,
-        overlap,
-        overlap_fraction: (overlap_fraction * 1000.0).round() / 1000.0,
+        overlap: together.overlap,
+        overlap_fraction: (together.fraction * 1000.0).round() / 1000.0,
         first_packet_spread_ms: spread,
         cpu_per_session_second: (session_s > 0.0)
             .then(|| ((cpu_s / session_s) * 1e6).round() / 1e6),
-    });
-    Ok(summary)
+    }
 }
 
 /// A reason when the shards were given different `--start-at` instants (more than 1 ms apart:

@@ -382,12 +382,53 @@ pub fn validate(args: &RunArgs, command_line: String, tui: bool) -> Result<RunPl
         .map(|text| shard::start_at(text, crate::clock::realtime_s()))
         .transpose()?;
     let client = client_settings(&args.speak, args.url.is_some())?;
-    let rate = client.input_sample_rate;
-    let funasr = args.speak.protocol == Protocol::Funasr;
     let packet_ms = args
         .packet_ms
         .unwrap_or_else(|| args.speak.protocol.default_packet_ms());
-    let audio = match &args.audio {
+    let audio = audio_of(args, client.input_sample_rate)?;
+    let (duration_s, packets) = duration_of(args, &audio, client.input_sample_rate, packet_ms)?;
+    check_limits(args, duration_s, sessions)?;
+    let url = match &args.url {
+        Some(url) => {
+            check_url(url)?;
+            url.clone()
+        }
+        None => String::new(),
+    };
+    if let Some(pid) = args.server_pid {
+        check_server_pid(pid, args.url.is_some())?;
+    }
+    let connection = connection_settings(&args.connection, &url)?;
+    let output_dir = args
+        .output
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("runs").join(crate::clock::utc_stamp()));
+    let checked = Checked {
+        url,
+        sessions,
+        duration_s,
+        packet_ms,
+        packets,
+        client,
+        connection,
+        audio,
+        tui,
+        shard,
+        start_at_unix_s,
+    };
+    Ok(RunPlan {
+        settings: checked.settings(args),
+        output_dir,
+        force: args.force,
+        command_line,
+        output_jsonl: args.output_jsonl.clone(),
+    })
+}
+
+/// The input audio: silence, an `--audio` file (looped), or Fun-ASR's built-in speech sample.
+fn audio_of(args: &RunArgs, rate: u32) -> Result<AudioSource> {
+    let funasr = args.speak.protocol == Protocol::Funasr;
+    Ok(match &args.audio {
         // Fun-ASR recognises speech: without --audio it streams the built-in sample.
         None if funasr => {
             if args.duration.is_some() {
@@ -407,8 +448,17 @@ pub fn validate(args: &RunArgs, command_line: String, tui: bool) -> Result<RunPl
                 loops: args.loops,
             }
         }
-    };
-    let duration_s = match (&audio, args.duration) {
+    })
+}
+
+/// Each session's audio in seconds (the file's, or `--duration`), and its packets.
+fn duration_of(
+    args: &RunArgs,
+    audio: &AudioSource,
+    rate: u32,
+    packet_ms: u32,
+) -> Result<(f64, f64)> {
+    let duration_s = match (audio, args.duration) {
         (AudioSource::Wav { .. } | AudioSource::Sample { .. }, _) => {
             audio.total_samples().unwrap_or(0) as f64 / f64::from(rate)
         }
@@ -434,6 +484,13 @@ pub fn validate(args: &RunArgs, command_line: String, tui: bool) -> Result<RunPl
     if packets > f64::from(u32::MAX) {
         bail!("--duration gives too many packets");
     }
+    Ok((duration_s, packets))
+}
+
+/// The timeouts, modalities, protocol-only flags, pings, the late threshold against the run's
+/// length, and the run's size.
+fn check_limits(args: &RunArgs, duration_s: f64, sessions: u32) -> Result<()> {
+    let funasr = args.speak.protocol == Protocol::Funasr;
     if args.connect_timeout.is_zero() {
         bail!("--connect-timeout must be more than zero");
     }
@@ -485,79 +542,93 @@ pub fn validate(args: &RunArgs, command_line: String, tui: bool) -> Result<RunPl
     if total > 65_535 {
         bail!("--processes × --sessions is {total}; at most 65535 sessions per run are supported");
     }
-    let url = match &args.url {
-        Some(url) => {
-            check_url(url)?;
-            url.clone()
-        }
-        None => String::new(),
-    };
-    if let Some(pid) = args.server_pid {
-        check_server_pid(pid, args.url.is_some())?;
-    }
-    let connection = connection_settings(&args.connection, &url)?;
-    let output_dir = args
-        .output
-        .clone()
-        .unwrap_or_else(|| PathBuf::from("runs").join(crate::clock::utc_stamp()));
-    let settings = Settings {
-        builtin_mock: args.url.is_none(),
-        url,
-        processes: args.processes,
-        sessions_per_process: sessions,
-        duration_s,
-        packet_ms,
-        packets_per_session: packets as u32,
-        late_threshold_ms: args.late_threshold_ms.unwrap_or(packet_ms),
-        stagger: args.stagger,
-        slow_send_threshold_ms: crate::pacing::DEFAULT_SLOW_SEND_THRESHOLD_MS,
-        inject_stall_ms: args.inject_stall_ms,
-        inject_disk_stall_mb: args.inject_disk_stall_mb,
-        inject_cpu_starvation_ms: args.inject_cpu_starvation_ms,
-        sample_interval_ms: (!args.no_sampler).then_some(args.sample_interval_ms),
-        server_pid: args.server_pid,
-        connect_timeout_s: args.connect_timeout.as_secs_f64(),
-        recv_timeout_s: args.recv_timeout.as_secs_f64(),
-        send_buffer_bytes: args.send_buffer_bytes,
-        protocol: args.speak.protocol,
-        modalities: args.speak.modalities.clone(),
-        client,
-        connection,
-        language: args.language.clone(),
-        hotwords: args.hotwords.clone(),
-        no_pace: args.no_pace,
-        client_ping_interval_s: args.client_ping_interval,
-        client_ping_timeout_s: args.client_ping_timeout,
-        send_timeout_s: args
-            .send_timeout
-            .map_or(f64::from(SEND_TIMEOUT_PACKETS * packet_ms) / 1000.0, |t| {
-                t.as_secs_f64()
+    Ok(())
+}
+
+/// What `validate` checked, before it is laid out as [`Settings`].
+struct Checked {
+    url: String,
+    sessions: u32,
+    duration_s: f64,
+    packet_ms: u32,
+    packets: f64,
+    client: ClientSettings,
+    connection: ConnectionSettings,
+    audio: AudioSource,
+    tui: bool,
+    shard: Option<Shard>,
+    start_at_unix_s: Option<f64>,
+}
+
+impl Checked {
+    /// The settings: what was checked, and the flags taken as they are.
+    fn settings(self, args: &RunArgs) -> Settings {
+        let Checked {
+            url,
+            sessions,
+            duration_s,
+            packet_ms,
+            packets,
+            client,
+            connection,
+            audio,
+            tui,
+            shard,
+            start_at_unix_s,
+        } = self;
+        let funasr = args.speak.protocol == Protocol::Funasr;
+        Settings {
+            builtin_mock: args.url.is_none(),
+            url,
+            processes: args.processes,
+            sessions_per_process: sessions,
+            duration_s,
+            packet_ms,
+            packets_per_session: packets as u32,
+            late_threshold_ms: args.late_threshold_ms.unwrap_or(packet_ms),
+            stagger: args.stagger,
+            slow_send_threshold_ms: crate::pacing::DEFAULT_SLOW_SEND_THRESHOLD_MS,
+            inject_stall_ms: args.inject_stall_ms,
+            inject_disk_stall_mb: args.inject_disk_stall_mb,
+            inject_cpu_starvation_ms: args.inject_cpu_starvation_ms,
+            sample_interval_ms: (!args.no_sampler).then_some(args.sample_interval_ms),
+            server_pid: args.server_pid,
+            connect_timeout_s: args.connect_timeout.as_secs_f64(),
+            recv_timeout_s: args.recv_timeout.as_secs_f64(),
+            send_buffer_bytes: args.send_buffer_bytes,
+            protocol: args.speak.protocol,
+            modalities: args.speak.modalities.clone(),
+            client,
+            connection,
+            language: args.language.clone(),
+            hotwords: args.hotwords.clone(),
+            no_pace: args.no_pace,
+            client_ping_interval_s: args.client_ping_interval,
+            client_ping_timeout_s: args.client_ping_timeout,
+            send_timeout_s: args
+                .send_timeout
+                .map_or(f64::from(SEND_TIMEOUT_PACKETS * packet_ms) / 1000.0, |t| {
+                    t.as_secs_f64()
+                }),
+            max_message_bytes: args.max_message_bytes,
+            admission_retries: ADMISSION_RETRIES,
+            admission_retry_interval_ms: ADMISSION_RETRY_INTERVAL_MS,
+            trace: args.trace,
+            trace_writer: args.trace_writer,
+            keep_traces: args.keep_traces,
+            audio,
+            mock: args.url.is_none().then(|| {
+                let mut behaviour = MockBehaviour::from_args(&args.mock, args.speak.protocol);
+                if funasr {
+                    behaviour.funasr = Some(args.mock.funasr.clone());
+                }
+                behaviour
             }),
-        max_message_bytes: args.max_message_bytes,
-        admission_retries: ADMISSION_RETRIES,
-        admission_retry_interval_ms: ADMISSION_RETRY_INTERVAL_MS,
-        trace: args.trace,
-        trace_writer: args.trace_writer,
-        keep_traces: args.keep_traces,
-        audio,
-        mock: args.url.is_none().then(|| {
-            let mut behaviour = MockBehaviour::from_args(&args.mock, args.speak.protocol);
-            if funasr {
-                behaviour.funasr = Some(args.mock.funasr.clone());
-            }
-            behaviour
-        }),
-        tui,
-        shard,
-        start_at_unix_s,
-    };
-    Ok(RunPlan {
-        settings,
-        output_dir,
-        force: args.force,
-        command_line,
-        output_jsonl: args.output_jsonl.clone(),
-    })
+            tui,
+            shard,
+            start_at_unix_s,
+        }
+    }
 }
 
 /// `--server-pid` names a process that exists, of a server given with `--url`.

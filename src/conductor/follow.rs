@@ -6,7 +6,7 @@ use super::Event;
 use crate::clock::{monotonic_s, ClockAnchor};
 use crate::contract::telemetry::{Telemetry, WorkerCommand};
 use crate::live::LiveState;
-use crate::options::RunPlan;
+use crate::options::{RunPlan, Settings};
 use crate::ui::headless::{self, Phase};
 use std::io::{IsTerminal as _, Write as _};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
@@ -42,13 +42,15 @@ fn signal_name(signal: i32) -> &'static str {
     }
 }
 
-/// Shows a message: in the dashboard's header, or (headless) on stderr once the lock is released.
-fn say(tui: bool, live: &mut LiveState, notes: &mut Vec<String>, text: String) {
-    if tui {
-        live.cancelled = Some(text);
-    } else {
-        notes.push(text);
-    }
+/// What the loop does after one event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Next {
+    /// Go on following.
+    Go,
+    /// Every worker is gone (or the channel closed): flush the notes and end.
+    Done,
+    /// The workers were killed: end now.
+    Killed,
 }
 
 /// Runs the gate and the run itself, until every worker is gone.
@@ -58,29 +60,11 @@ pub fn follow(
     live: &Mutex<LiveState>,
     rx: &Receiver<Event>,
 ) -> Ending {
-    let s = &plan.settings;
-    let setup_budget_s = s.connect_timeout_s * f64::from(s.admission_retries + 1)
-        + f64::from(s.admission_retries) * s.admission_retry_interval_ms as f64 / 1000.0
-        + 2.0 * s.recv_timeout_s
-        + 10.0;
-    let mut deadline_s = monotonic_s() + setup_budget_s;
-    let mut ending = Ending::default();
-    let mut stop_sent = false;
-    let mut abort_at_s: Option<f64> = None;
-    let mut kill_at_s: Option<f64> = None;
-    let progress_interval_s = headless::progress_interval_s(std::io::stderr().is_terminal());
-    let setup_started_s = monotonic_s();
-    let mut next_progress_s = setup_started_s + progress_interval_s;
-    let mut next_proc_read_s = monotonic_s();
-    // In the dashboard, messages go to its header instead of over the screen; headless, they
-    // go to stderr after the state's lock is released (a stalled stderr must not hold the loop).
-    let mut notes: Vec<String> = Vec::new();
-    let mut phase = Phase::SettingUp;
-    if !s.tui {
+    let mut run = Follower::new(&plan.settings, workers);
+    if !run.s.tui {
         let live = live.lock().unwrap_or_else(PoisonError::into_inner);
         note(&headless::setting_up_line(&live));
     }
-
     loop {
         let event = rx.recv_timeout(Duration::from_millis(100));
         let now_s = monotonic_s();
@@ -89,164 +73,287 @@ pub fn follow(
         // The conductor's clock, not only the workers' reports: a stopped worker must not
         // stop the clock that shows it is silent.
         live.now_s = live.now_s.max(now_s);
+        let next = match run.on_event(&mut live, event, now_s) {
+            Next::Go => run.step(&mut live, now_s),
+            other => other,
+        };
+        if next == Next::Killed {
+            return run.ending;
+        }
+        drop(live);
+        run.flush();
+        if next == Next::Done {
+            return run.ending;
+        }
+    }
+}
+
+/// The control loop's state: where the run is, what was asked of the workers and when the
+/// next thing is due.
+struct Follower<'a> {
+    s: &'a Settings,
+    workers: &'a mut [WorkerChild],
+    ending: Ending,
+    /// In the dashboard, messages go to its header instead of over the screen; headless, they
+    /// go to stderr after the state's lock is released (a stalled stderr must not hold the loop).
+    notes: Vec<String>,
+    phase: Phase,
+    /// When the workers are stopped unless they are done: the set-up's budget, then the run's.
+    deadline_s: f64,
+    stop_sent: bool,
+    abort_at_s: Option<f64>,
+    kill_at_s: Option<f64>,
+    progress_interval_s: f64,
+    setup_started_s: f64,
+    next_progress_s: f64,
+    next_proc_read_s: f64,
+}
+
+impl<'a> Follower<'a> {
+    fn new(s: &'a Settings, workers: &'a mut [WorkerChild]) -> Self {
+        let setup_budget_s = s.connect_timeout_s * f64::from(s.admission_retries + 1)
+            + f64::from(s.admission_retries) * s.admission_retry_interval_ms as f64 / 1000.0
+            + 2.0 * s.recv_timeout_s
+            + 10.0;
+        let deadline_s = monotonic_s() + setup_budget_s;
+        let progress_interval_s = headless::progress_interval_s(std::io::stderr().is_terminal());
+        let setup_started_s = monotonic_s();
+        Follower {
+            s,
+            workers,
+            ending: Ending::default(),
+            notes: Vec::new(),
+            phase: Phase::SettingUp,
+            deadline_s,
+            stop_sent: false,
+            abort_at_s: None,
+            kill_at_s: None,
+            progress_interval_s,
+            setup_started_s,
+            next_progress_s: setup_started_s + progress_interval_s,
+            next_proc_read_s: monotonic_s(),
+        }
+    }
+
+    /// Folds one event (or its absence) into the live state.
+    fn on_event(
+        &mut self,
+        live: &mut LiveState,
+        event: Result<Event, RecvTimeoutError>,
+        now_s: f64,
+    ) -> Next {
         match event {
-            Ok(Event::Telemetry { worker, mut msg }) => {
-                let ready = matches!(msg, Telemetry::Ready { .. });
-                if let Telemetry::Done {
-                    result: result @ Some(_),
-                    write_error,
-                    ..
-                } = &mut msg
-                {
-                    if let Some(w) = workers.get_mut(worker as usize) {
-                        w.sent_result = result.take().zip(write_error.take());
-                    }
-                }
-                live.apply(worker, msg);
-                if ready && !s.tui {
-                    notes.push(headless::connected_line(&live));
-                }
-            }
+            Ok(Event::Telemetry { worker, msg }) => self.on_telemetry(live, worker, msg),
             Ok(Event::WorkerGone { worker }) => {
                 if let Some(w) = live.workers.get_mut(worker as usize) {
                     w.gone = true;
                 }
             }
-            Ok(Event::Signal(signal)) => {
-                let name = signal_name(signal);
-                if ending.cancelled.is_none() {
-                    say(s.tui, &mut live, &mut notes, format!("{name}: stopping the sessions and writing the summary (again to abort)"));
-                    ending.cancelled = Some(format!("{name} received"));
-                    ending.cancel_exit_code = Some(128 + signal);
-                } else {
-                    say(
-                        s.tui,
-                        &mut live,
-                        &mut notes,
-                        format!("{name} again: aborting the sessions"),
-                    );
-                    abort_at_s.get_or_insert(now_s);
-                }
-            }
+            Ok(Event::Signal(signal)) => self.on_signal(live, signal, now_s),
             Ok(Event::Quit) => {
-                if ending.cancelled.is_none() {
-                    say(
-                        s.tui,
-                        &mut live,
-                        &mut notes,
+                if self.ending.cancelled.is_none() {
+                    self.say(
+                        live,
                         "q: stopping the sessions and writing the summary".to_string(),
                     );
-                    ending.cancelled = Some("stopped from the dashboard".to_string());
-                    ending.cancel_exit_code = Some(128 + libc::SIGINT);
+                    self.ending.cancelled = Some("stopped from the dashboard".to_string());
+                    self.ending.cancel_exit_code = Some(128 + libc::SIGINT);
                 }
             }
             Err(RecvTimeoutError::Timeout) => {}
-            Err(RecvTimeoutError::Disconnected) => {
-                drop(live);
-                flush(&mut notes);
-                return ending;
+            Err(RecvTimeoutError::Disconnected) => return Next::Done,
+        }
+        Next::Go
+    }
+
+    /// A worker's telemetry: its result (kept in case its file is never written), then the
+    /// live state.
+    fn on_telemetry(&mut self, live: &mut LiveState, worker: u32, mut msg: Telemetry) {
+        let ready = matches!(msg, Telemetry::Ready { .. });
+        if let Telemetry::Done {
+            result: result @ Some(_),
+            write_error,
+            ..
+        } = &mut msg
+        {
+            if let Some(w) = self.workers.get_mut(worker as usize) {
+                w.sent_result = result.take().zip(write_error.take());
             }
         }
-        // Draining starts when the audio is sent, or when a session already ended (a fast
-        // server drains before the duration has passed on the conductor's clock).
-        let audio_sent = live.start_s.is_some_and(|start| {
-            now_s >= start + s.duration_s - s.packet_s() || live.totals().sessions_done > 0
-        });
-        if phase == Phase::Streaming && (audio_sent || live.all_gone()) {
-            phase = Phase::Draining;
-            if !s.tui {
-                notes.push(headless::draining_line(&live));
-            }
+        live.apply(worker, msg);
+        if ready && !self.s.tui {
+            self.notes.push(headless::connected_line(live));
         }
-        if live.all_gone() {
-            drop(live);
-            flush(&mut notes);
-            return ending;
-        }
-        live.cancelled = live.cancelled.take().or(ending.cancelled.clone());
-        if live.start_s.is_none() && live.all_ready() && ending.cancelled.is_none() && !stop_sent {
-            let start_s = gate_s(s.start_at_unix_s);
-            for w in workers.iter_mut() {
-                w.command(WorkerCommand::Go { start_s });
-            }
-            live.start_s = Some(start_s);
-            // Streaming, then ending, draining and closing every session, then writing results.
-            deadline_s = start_s + s.duration_s + 2.0 * s.recv_timeout_s + 30.0;
-            // With --start-at far ahead, a countdown line every interval until then.
-            next_progress_s = if start_s - now_s > progress_interval_s {
-                now_s + progress_interval_s
-            } else {
-                start_s + progress_interval_s
-            };
-            phase = Phase::Streaming;
-            if !s.tui {
-                notes.push(headless::streaming_line(&live, monotonic_s()));
-            }
-        }
-        if (ending.cancelled.is_some() || now_s > deadline_s) && !stop_sent {
-            if ending.cancelled.is_none() {
-                let what = if live.start_s.is_some() {
-                    "the run went past its deadline: stopping the workers"
-                } else {
-                    "the sessions did not all set up in time: stopping the workers"
-                };
-                say(s.tui, &mut live, &mut notes, what.to_string());
-                ending.notes.push(what.to_string());
-            }
-            for w in workers.iter_mut() {
-                w.command(WorkerCommand::Stop);
-            }
-            stop_sent = true;
-            // Ending a session waits at most STOP_GRACE_S per awaited event; give it room.
-            abort_at_s.get_or_insert(now_s + 2.0 * s.recv_timeout_s.min(10.0) + 10.0);
-        }
-        if abort_at_s.is_some_and(|a| now_s >= a) && kill_at_s.is_none() {
-            say(
-                s.tui,
-                &mut live,
-                &mut notes,
-                "aborting the sessions that have not ended".to_string(),
+    }
+
+    /// The first signal stops the sessions; the second aborts them.
+    fn on_signal(&mut self, live: &mut LiveState, signal: i32, now_s: f64) {
+        let name = signal_name(signal);
+        if self.ending.cancelled.is_none() {
+            self.say(
+                live,
+                format!("{name}: stopping the sessions and writing the summary (again to abort)"),
             );
-            ending
-                .notes
-                .push("sessions that had not ended were aborted".to_string());
-            for w in workers.iter_mut() {
-                w.command(WorkerCommand::Abort);
-            }
-            kill_at_s = Some(now_s + ABORT_GRACE_S);
+            self.ending.cancelled = Some(format!("{name} received"));
+            self.ending.cancel_exit_code = Some(128 + signal);
+        } else {
+            self.say(live, format!("{name} again: aborting the sessions"));
+            self.abort_at_s.get_or_insert(now_s);
         }
-        if kill_at_s.is_some_and(|k| now_s >= k) {
-            for w in workers.iter_mut() {
-                let _ = w.guard.child.kill();
-            }
-            ending
-                .notes
-                .push("workers that did not exit after the abort were killed".to_string());
-            return ending;
+    }
+
+    /// What is due after an event: the phase, the gate, stopping, aborting or killing the
+    /// workers, the processes' figures and the progress lines.
+    fn step(&mut self, live: &mut LiveState, now_s: f64) -> Next {
+        self.watch_draining(live, now_s);
+        if live.all_gone() {
+            return Next::Done;
+        }
+        live.cancelled = live.cancelled.take().or(self.ending.cancelled.clone());
+        if live.start_s.is_none()
+            && live.all_ready()
+            && self.ending.cancelled.is_none()
+            && !self.stop_sent
+        {
+            self.open_gate(live, now_s);
+        }
+        if (self.ending.cancelled.is_some() || now_s > self.deadline_s) && !self.stop_sent {
+            self.stop(live, now_s);
+        }
+        if self.abort_at_s.is_some_and(|a| now_s >= a) && self.kill_at_s.is_none() {
+            self.abort(live, now_s);
+        }
+        if self.kill_at_s.is_some_and(|k| now_s >= k) {
+            self.kill();
+            return Next::Killed;
         }
         // While the gate is ahead no telemetry moves the dashboard's clock: its countdown
         // runs on the conductor's.
         if live.countdown_s(now_s).is_some() {
             live.now_s = live.now_s.max(now_s);
         }
-        if now_s >= next_proc_read_s {
+        if now_s >= self.next_proc_read_s {
             live.refresh_processes(now_s);
-            next_proc_read_s = now_s + 1.0;
+            self.next_proc_read_s = now_s + 1.0;
         }
-        if !s.tui && now_s >= next_progress_s {
-            let line = if let Some(left_s) = live.countdown_s(now_s) {
-                headless::countdown_line(&live, left_s)
-            } else if live.start_s.is_some() {
-                headless::progress_line(&mut live, now_s)
+        if !self.s.tui && now_s >= self.next_progress_s {
+            self.progress(live, now_s);
+        }
+        Next::Go
+    }
+
+    /// Draining starts when the audio is sent, or when a session already ended (a fast
+    /// server drains before the duration has passed on the conductor's clock).
+    fn watch_draining(&mut self, live: &LiveState, now_s: f64) {
+        let s = self.s;
+        let audio_sent = live.start_s.is_some_and(|start| {
+            now_s >= start + s.duration_s - s.packet_s() || live.totals().sessions_done > 0
+        });
+        if self.phase == Phase::Streaming && (audio_sent || live.all_gone()) {
+            self.phase = Phase::Draining;
+            if !s.tui {
+                self.notes.push(headless::draining_line(live));
+            }
+        }
+    }
+
+    /// Every worker set up: the gate opens for all of them at once.
+    fn open_gate(&mut self, live: &mut LiveState, now_s: f64) {
+        let s = self.s;
+        let start_s = gate_s(s.start_at_unix_s);
+        for w in self.workers.iter_mut() {
+            w.command(WorkerCommand::Go { start_s });
+        }
+        live.start_s = Some(start_s);
+        // Streaming, then ending, draining and closing every session, then writing results.
+        self.deadline_s = start_s + s.duration_s + 2.0 * s.recv_timeout_s + 30.0;
+        // With --start-at far ahead, a countdown line every interval until then.
+        self.next_progress_s = if start_s - now_s > self.progress_interval_s {
+            now_s + self.progress_interval_s
+        } else {
+            start_s + self.progress_interval_s
+        };
+        self.phase = Phase::Streaming;
+        if !s.tui {
+            self.notes
+                .push(headless::streaming_line(live, monotonic_s()));
+        }
+    }
+
+    /// Cancelled or past the deadline: the workers end their sessions.
+    fn stop(&mut self, live: &mut LiveState, now_s: f64) {
+        if self.ending.cancelled.is_none() {
+            let what = if live.start_s.is_some() {
+                "the run went past its deadline: stopping the workers"
             } else {
-                headless::setup_progress_line(&live, now_s - setup_started_s)
+                "the sessions did not all set up in time: stopping the workers"
             };
-            notes.push(line);
-            // Never behind: after a stalled stderr, the next line is one interval from now.
-            next_progress_s = (next_progress_s + progress_interval_s).max(now_s);
+            self.say(live, what.to_string());
+            self.ending.notes.push(what.to_string());
         }
-        drop(live);
-        flush(&mut notes);
+        for w in self.workers.iter_mut() {
+            w.command(WorkerCommand::Stop);
+        }
+        self.stop_sent = true;
+        // Ending a session waits at most STOP_GRACE_S per awaited event; give it room.
+        self.abort_at_s
+            .get_or_insert(now_s + 2.0 * self.s.recv_timeout_s.min(10.0) + 10.0);
+    }
+
+    /// The sessions that have not ended are aborted; the workers get a grace to write results.
+    fn abort(&mut self, live: &mut LiveState, now_s: f64) {
+        self.say(
+            live,
+            "aborting the sessions that have not ended".to_string(),
+        );
+        self.ending
+            .notes
+            .push("sessions that had not ended were aborted".to_string());
+        for w in self.workers.iter_mut() {
+            w.command(WorkerCommand::Abort);
+        }
+        self.kill_at_s = Some(now_s + ABORT_GRACE_S);
+    }
+
+    /// The last resort: workers that did not exit after the abort.
+    fn kill(&mut self) {
+        for w in self.workers.iter_mut() {
+            let _ = w.guard.child.kill();
+        }
+        self.ending
+            .notes
+            .push("workers that did not exit after the abort were killed".to_string());
+    }
+
+    /// A headless progress line: the countdown, the run's progress or the set-up's.
+    fn progress(&mut self, live: &mut LiveState, now_s: f64) {
+        let line = if let Some(left_s) = live.countdown_s(now_s) {
+            headless::countdown_line(live, left_s)
+        } else if live.start_s.is_some() {
+            headless::progress_line(live, now_s)
+        } else {
+            headless::setup_progress_line(live, now_s - self.setup_started_s)
+        };
+        self.notes.push(line);
+        // Never behind: after a stalled stderr, the next line is one interval from now.
+        self.next_progress_s = (self.next_progress_s + self.progress_interval_s).max(now_s);
+    }
+
+    /// Shows a message: in the dashboard's header, or (headless) on stderr once the lock is
+    /// released.
+    fn say(&mut self, live: &mut LiveState, text: String) {
+        if self.s.tui {
+            live.cancelled = Some(text);
+        } else {
+            self.notes.push(text);
+        }
+    }
+
+    /// Prints the messages gathered while the state was locked.
+    fn flush(&mut self) {
+        for text in self.notes.drain(..) {
+            note(&text);
+        }
     }
 }
 
@@ -260,12 +367,5 @@ fn gate_s(start_at_unix_s: Option<f64>) -> f64 {
             (anchor.monotonic_s + (at - anchor.realtime_s)).max(anchor.monotonic_s)
         }
         None => monotonic_s() + GATE_LEAD_S,
-    }
-}
-
-/// Prints the messages gathered while the state was locked.
-fn flush(notes: &mut Vec<String>) {
-    for text in notes.drain(..) {
-        note(&text);
     }
 }

@@ -237,89 +237,78 @@ impl Session {
         counters: &Counters,
         out: &mut Vec<Utf8Bytes>,
     ) {
-        let client_event_id = event.event_id.as_deref();
-        if let Err((code, message)) = self.check_streaming() {
-            self.error(out, counters, code, &message, client_event_id);
-            return;
+        match self.check_append(event) {
+            Ok((seq, audio_bytes)) => {
+                self.accept(event, seq, audio_bytes, arrival_s, counters, out)
+            }
+            Err((code, message)) => {
+                self.error(out, counters, code, &message, event.event_id.as_deref());
+            }
         }
-        let sglang = event.sglang.as_ref();
-        let seq = match sglang.and_then(|s| s.seq()) {
+    }
+
+    /// An append's seq and audio size, or what is wrong with it (checked in this order: the
+    /// phase, the seq, its order, the audio, its size).
+    fn check_append(&self, event: &ClientEvent<'_>) -> Result<(u64, usize), (ErrorCode, String)> {
+        self.check_streaming()?;
+        let seq = match event.sglang.as_ref().and_then(|s| s.seq()) {
             Some(Ok(seq)) => seq,
             Some(Err(number)) => {
-                let message = format!("sglang.seq must be a whole number from 0, got {number}");
-                self.error(
-                    out,
-                    counters,
+                return Err((
                     ErrorCode::InvalidField,
-                    &message,
-                    client_event_id,
-                );
-                return;
+                    format!("sglang.seq must be a whole number from 0, got {number}"),
+                ))
             }
             None => {
-                let message = "append needs sglang.seq";
-                self.error(
-                    out,
-                    counters,
+                return Err((
                     ErrorCode::MissingField,
-                    message,
-                    client_event_id,
-                );
-                return;
+                    "append needs sglang.seq".to_string(),
+                ))
             }
         };
         if seq != self.next_seq {
-            let message = format!("expected seq {}, got {seq}; packet dropped", self.next_seq);
-            self.error(
-                out,
-                counters,
+            return Err((
                 ErrorCode::SeqOutOfOrder,
-                &message,
-                client_event_id,
-            );
-            return;
+                format!("expected seq {}, got {seq}; packet dropped", self.next_seq),
+            ));
         }
         let audio_bytes = match event.audio.as_deref().map(decoded_len) {
             Some(Ok(bytes)) => bytes,
-            Some(Err(message)) => {
-                self.error(
-                    out,
-                    counters,
-                    ErrorCode::InvalidAudio,
-                    &message,
-                    client_event_id,
-                );
-                return;
-            }
+            Some(Err(message)) => return Err((ErrorCode::InvalidAudio, message)),
             None => {
-                let message = "append needs `audio` (base64 PCM16)";
-                self.error(
-                    out,
-                    counters,
+                return Err((
                     ErrorCode::MissingField,
-                    message,
-                    client_event_id,
-                );
-                return;
+                    "append needs `audio` (base64 PCM16)".to_string(),
+                ))
             }
         };
         if audio_bytes > replies::MAX_APPEND_BYTES {
-            let message = format!(
-                "append of {audio_bytes} bytes exceeds max_append_bytes {}",
-                replies::MAX_APPEND_BYTES
-            );
-            self.error(
-                out,
-                counters,
+            return Err((
                 ErrorCode::AppendTooLarge,
-                &message,
-                client_event_id,
-            );
-            return;
+                format!(
+                    "append of {audio_bytes} bytes exceeds max_append_bytes {}",
+                    replies::MAX_APPEND_BYTES
+                ),
+            ));
         }
+        Ok((seq, audio_bytes))
+    }
 
+    /// A valid append: its arrival against the session's timeline, `accepted`, and the units
+    /// it completes (sent once a burst of them is ready).
+    fn accept(
+        &mut self,
+        event: &ClientEvent<'_>,
+        seq: u64,
+        audio_bytes: usize,
+        arrival_s: f64,
+        counters: &Counters,
+        out: &mut Vec<Utf8Bytes>,
+    ) {
         // The media time the client states, or (it is optional) where the input stands.
-        let t_start_ms = sglang
+        let t_start_ms = event
+            .sglang
+            .as_ref()
             .and_then(|s| s.t_start_ms)
             .unwrap_or_else(|| self.accepted_end_ms());
         let origin = *self.origin.get_or_insert(Origin {
@@ -336,7 +325,7 @@ impl Session {
             &event_id,
             seq,
             self.accepted_end_ms(),
-            client_event_id,
+            event.event_id.as_deref(),
         ));
         let unit_bytes = self.templates.unit_input_bytes;
         while self.accepted_bytes >= (self.units + 1) * unit_bytes {

@@ -176,14 +176,39 @@ fn host(out: &mut String, s: &Summary) {
 /// What the procfs sampler found, in sentences and a table.
 fn stalls_section(out: &mut String, s: &Summary) {
     md!(out, "\n## Stalls and their causes\n");
-    let sm = &s.sampler;
-    if !sm.enabled {
+    if !s.sampler.enabled {
         md!(
             out,
             "The procfs sampler was off (`--no-sampler`): stalls are not classified."
         );
         return;
     }
+    sampler_line(out, s);
+    cpu_split(out, s);
+    server_stalls_table(out, s);
+    for i in &s.injections {
+        md!(
+            out,
+            "- Injected into worker {}: {} ({:.0} ms), {}.",
+            i.worker,
+            i.kind,
+            i.duration_ms,
+            i.detail
+        );
+    }
+    for e in &s.attribution.explanations {
+        md!(out, "- {e}.");
+    }
+    attribution_table(out, s);
+    for n in &s.sampler.notes {
+        md!(out, "\nNote: {n}.");
+    }
+    stalls_table(out, s);
+}
+
+/// What the sampler read, how often, and what it cost.
+fn sampler_line(out: &mut String, s: &Summary) {
+    let sm = &s.sampler;
     md!(
         out,
         "The procfs sampler read every thread of the workers{} every {} ms ({} ticks, lateness p99 {:.2} ms, {:.4} cores).\n",
@@ -196,7 +221,11 @@ fn stalls_section(out: &mut String, s: &Summary) {
         sm.lateness_ms.p99,
         sm.cpu_cores
     );
-    let load = &sm.host_load;
+}
+
+/// The CPU split between the client, the server and other processes.
+fn cpu_split(out: &mut String, s: &Summary) {
+    let load = &s.sampler.host_load;
     if load.seconds > 0 {
         let server = match load.server_cores_mean {
             Some(mean) => format!(
@@ -217,6 +246,10 @@ fn stalls_section(out: &mut String, s: &Summary) {
             load.host_cores_mean
         );
     }
+}
+
+/// The server's stalls, one row each.
+fn server_stalls_table(out: &mut String, s: &Summary) {
     if !s.server_stalls.is_empty() {
         md!(
             out,
@@ -240,19 +273,10 @@ fn stalls_section(out: &mut String, s: &Summary) {
         }
         md!(out, "");
     }
-    for i in &s.injections {
-        md!(
-            out,
-            "- Injected into worker {}: {} ({:.0} ms), {}.",
-            i.worker,
-            i.kind,
-            i.duration_ms,
-            i.detail
-        );
-    }
-    for e in &s.attribution.explanations {
-        md!(out, "- {e}.");
-    }
+}
+
+/// What the late packets and loop stalls fell into, by cause.
+fn attribution_table(out: &mut String, s: &Summary) {
     let a = &s.attribution;
     if a.late_packets.total() + a.loop_stalls.total() == 0 {
         md!(
@@ -292,9 +316,10 @@ fn stalls_section(out: &mut String, s: &Summary) {
             md!(out, "| {name} | {l} | {st} |");
         }
     }
-    for n in &sm.notes {
-        md!(out, "\nNote: {n}.");
-    }
+}
+
+/// The first stalls, one row each.
+fn stalls_table(out: &mut String, s: &Summary) {
     if !s.stalls.is_empty() {
         md!(
             out,

@@ -16,13 +16,30 @@ macro_rules! row {
 /// The table.
 pub fn table(s: &Summary) -> String {
     let mut out = String::new();
-    let p = &s.pacing;
-    let c = &p.counts;
-    let d = &p.deviation_ms;
+    verdict(&mut out, s);
+    layout(&mut out, s);
+    pacing(&mut out, s);
+    server(&mut out, s);
+    processes(&mut out, s);
+    funasr(&mut out, s);
+    row!(
+        out,
+        "summary            {}/summary.md (figures: summary.json)",
+        s.output_dir
+    );
+    out
+}
+
+/// The verdict and its reasons.
+fn verdict(out: &mut String, s: &Summary) {
     row!(out, "verdict            {}", verdict_line(s));
     for r in &s.verdict.reasons {
         row!(out, "                   - {r}");
     }
+}
+
+/// The layout, and the shard or the merge this run is.
+fn layout(out: &mut String, s: &Summary) {
     row!(
         out,
         "layout             {} x {} sessions, {:.0} s, trace {}/{}",
@@ -61,6 +78,13 @@ pub fn table(s: &Summary) -> String {
             m.overlap_fraction * 100.0
         );
     }
+}
+
+/// The sessions and the pacing of their packets.
+fn pacing(out: &mut String, s: &Summary) {
+    let p = &s.pacing;
+    let c = &p.counts;
+    let d = &p.deviation_ms;
     row!(
         out,
         "sessions           {} completed, {} incomplete, {} rejected of {}",
@@ -103,6 +127,10 @@ pub fn table(s: &Summary) -> String {
         l.p99,
         l.max
     );
+}
+
+/// The server's latency, errors and turns.
+fn server(out: &mut String, s: &Summary) {
     for (name, q) in server_figures(s) {
         row!(
             out,
@@ -135,6 +163,10 @@ pub fn table(s: &Summary) -> String {
             );
         }
     }
+}
+
+/// Each process, the CPU split and the causes of stalls.
+fn processes(out: &mut String, s: &Summary) {
     for proc in &s.processes {
         let name = process_name(proc.role, proc.index);
         row!(
@@ -161,8 +193,11 @@ pub fn table(s: &Summary) -> String {
     for e in &s.attribution.explanations {
         row!(out, "stall cause        {e}");
     }
+}
+
+/// The Fun-ASR benchmark's own summary lines, as it prints them, then ours beside them.
+fn funasr(out: &mut String, s: &Summary) {
     if let Some(f) = &s.funasr {
-        // The benchmark's own summary lines, as it prints them, then ours beside them.
         for line in crate::summary::funasr::summary_lines(f) {
             row!(out, "{line}");
         }
@@ -170,10 +205,4 @@ pub fn table(s: &Summary) -> String {
             row!(out, "{line}");
         }
     }
-    row!(
-        out,
-        "summary            {}/summary.md (figures: summary.json)",
-        s.output_dir
-    );
-    out
 }

@@ -35,17 +35,52 @@ fn draw(record: &SweepRecord, out: &mut String) -> DrawResult {
     let root = SVGBackend::with_string(out, SIZE).into_drawing_area();
     root.fill(&WHITE)?;
     let (top, bottom) = root.split_vertically(SIZE.1 / 2);
-    let loads: Vec<f64> = record
-        .levels
-        .iter()
-        .map(|l| l.sessions_total as f64)
-        .collect();
-    // x is log2 of the total sessions on a linear axis, labelled in sessions: doubling levels
-    // are evenly spaced and every power of two gets a label.
-    let lo = x(loads.first().copied().unwrap_or(1.0)) - 0.4;
-    let hi = x(loads.last().copied().unwrap_or(1.0)).max(lo + 1.0) + 0.4;
-    let x_labels = ((hi - lo).ceil() as usize + 1).max(2);
-    let knees: Vec<(u64, &str, RGBColor)> = [
+    let axis = Axis::of(record);
+    let knees = knees(record);
+    throughput(&top, record, &axis, &knees)?;
+    latency(&bottom, record, &axis, &knees)?;
+    root.present()?;
+    Ok(())
+}
+
+/// One half of the picture.
+type Area<'a> = DrawingArea<SVGBackend<'a>, plotters::coord::Shift>;
+
+/// A knee drawn as a vertical line: its total sessions, its name, its colour.
+type Knee = (u64, &'static str, RGBColor);
+
+/// The x axis both charts share: log2 of the total sessions on a linear axis, labelled in
+/// sessions, so doubling levels are evenly spaced and every power of two gets a label.
+struct Axis {
+    /// Every level's total sessions.
+    loads: Vec<f64>,
+    lo: f64,
+    hi: f64,
+    labels: usize,
+}
+
+impl Axis {
+    fn of(record: &SweepRecord) -> Axis {
+        let loads: Vec<f64> = record
+            .levels
+            .iter()
+            .map(|l| l.sessions_total as f64)
+            .collect();
+        let lo = x(loads.first().copied().unwrap_or(1.0)) - 0.4;
+        let hi = x(loads.last().copied().unwrap_or(1.0)).max(lo + 1.0) + 0.4;
+        let labels = ((hi - lo).ceil() as usize + 1).max(2);
+        Axis {
+            loads,
+            lo,
+            hi,
+            labels,
+        }
+    }
+}
+
+/// The knees the sweep found (client, server throughput, server `--slo`).
+fn knees(record: &SweepRecord) -> Vec<Knee> {
+    [
         (
             record.knees.client.sessions_total,
             "client knee",
@@ -68,9 +103,12 @@ fn draw(record: &SweepRecord, out: &mut String) -> DrawResult {
     ]
     .into_iter()
     .filter_map(|(n, name, c)| Some((n?, name, c)))
-    .collect();
+    .collect()
+}
 
-    // Throughput, with the line of a server that keeps up (proportional to the first level).
+/// Throughput, with the line of a server that keeps up (proportional to the first level).
+fn throughput(area: &Area<'_>, record: &SweepRecord, axis: &Axis, knees: &[Knee]) -> DrawResult {
+    let (lo, hi, x_labels, loads) = (axis.lo, axis.hi, axis.labels, &axis.loads);
     let points: Vec<Point> = record
         .levels
         .iter()
@@ -83,7 +121,7 @@ fn draw(record: &SweepRecord, out: &mut String) -> DrawResult {
         })
         .collect();
     let t_max = points.iter().map(|p| p.1).fold(1.0, f64::max) * 1.15;
-    let mut chart = ChartBuilder::on(&top)
+    let mut chart = ChartBuilder::on(area)
         .caption("throughput against load", ("sans-serif", 18))
         .margin(12)
         .x_label_area_size(36)
@@ -125,7 +163,7 @@ fn draw(record: &SweepRecord, out: &mut String) -> DrawResult {
         };
         Circle::new((n, t), 4, style)
     }))?;
-    for &(n, name, color) in &knees {
+    for &(n, name, color) in knees {
         chart
             .draw_series(LineSeries::new(
                 [(x(n as f64), 0.0), (x(n as f64), t_max)],
@@ -140,8 +178,12 @@ fn draw(record: &SweepRecord, out: &mut String) -> DrawResult {
         .background_style(WHITE.mix(0.85))
         .border_style(BLACK)
         .draw()?;
+    Ok(())
+}
 
-    // The headline latencies (medians).
+/// The headline latencies (medians).
+fn latency(area: &Area<'_>, record: &SweepRecord, axis: &Axis, knees: &[Knee]) -> DrawResult {
+    let (lo, hi, x_labels) = (axis.lo, axis.hi, axis.labels);
     let names = figures::headline(record.protocol);
     let series: Vec<(&str, Vec<Point>)> = names
         .iter()
@@ -165,7 +207,7 @@ fn draw(record: &SweepRecord, out: &mut String) -> DrawResult {
         .flat_map(|(_, p)| p.iter().map(|p| p.1))
         .fold(1.0, f64::max)
         * 1.15;
-    let mut chart = ChartBuilder::on(&bottom)
+    let mut chart = ChartBuilder::on(area)
         .caption("latency against load", ("sans-serif", 18))
         .margin(12)
         .x_label_area_size(36)
@@ -197,7 +239,7 @@ fn draw(record: &SweepRecord, out: &mut String) -> DrawResult {
             Circle::new((n, v), 4, style)
         }))?;
     }
-    for &(n, _, color) in &knees {
+    for &(n, _, color) in knees {
         chart.draw_series(LineSeries::new(
             [(x(n as f64), 0.0), (x(n as f64), l_max)],
             color.stroke_width(1),
@@ -209,6 +251,5 @@ fn draw(record: &SweepRecord, out: &mut String) -> DrawResult {
         .background_style(WHITE.mix(0.85))
         .border_style(BLACK)
         .draw()?;
-    root.present()?;
     Ok(())
 }

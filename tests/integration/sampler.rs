@@ -1,5 +1,5 @@
 //! The procfs sampler on real processes: each injected fault is found and named in the summary.
-//! (Parsing and classification on a fake /proc tree are unit tests in src/sampler.rs.)
+//! (Parsing and classification on a fake /proc tree are unit tests under src/sampler/.)
 
 use crate::util::{self, describe, summary, TempDir};
 use serde_json::Value;
