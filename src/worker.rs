@@ -149,7 +149,7 @@ async fn drive(
     config: &WorkerConfig,
     tracer: &Tracer,
     telemetry: &control::TelemetrySender,
-    mut commands: tokio::sync::mpsc::UnboundedReceiver<WorkerCommand>,
+    commands: tokio::sync::mpsc::UnboundedReceiver<WorkerCommand>,
     pacer: Rc<pacer::Pacer>,
     audio: Rc<Audio>,
     (protocol, dialer): (Rc<dyn crate::protocol::ClientProtocol>, Rc<session::Dialer>),
@@ -162,133 +162,47 @@ async fn drive(
     let (gate_tx, gate_rx) = watch::channel(None::<f64>);
     let (stop_tx, stop_rx) = watch::channel(false);
     let (abort_tx, abort_rx) = watch::channel(false);
-    let (monitors_stop_tx, monitors_stop_rx) = watch::channel(false);
 
-    // The loop-lag ticker also samples the writer queue every 10 ms.
-    let loop_lag = looplag::LoopLag::new();
-    let depth = tracer.depth();
-    let tick_stats = stats.clone();
-    let lag_task = tokio::task::spawn_local(looplag::run(
-        loop_lag.clone(),
-        move || {
-            let (lines, bytes) = depth.get();
-            let mut s = tick_stats.borrow_mut();
-            s.queue_peak_lines = s.queue_peak_lines.max(lines);
-            s.queue_peak_bytes = s.queue_peak_bytes.max(bytes);
-        },
-        monitors_stop_rx.clone(),
-    ));
-    let progress_task = tokio::task::spawn_local(report_progress(
-        stats.clone(),
-        settings.clone(),
-        loop_lag.clone(),
-        tracer.depth(),
-        telemetry.clone(),
-        monitors_stop_rx,
-    ));
-
+    let monitors = Monitors::spawn(&stats, &settings, tracer, telemetry);
     let pacer_task = tokio::task::spawn_local({
         let pacer = pacer.clone();
         async move { pacer.run().await }
     });
-
-    let url: Rc<str> = Rc::from(settings.url.as_str());
-
-    let sessions: Vec<_> = (0..settings.sessions_per_process)
-        .map(|index| {
-            let ctx = session::SessionCtx {
-                worker: config.index,
-                index,
-                settings: settings.clone(),
-                protocol: protocol.clone(),
-                url: url.clone(),
-                dialer: dialer.clone(),
-                audio: audio.clone(),
-                stats: stats.clone(),
-                tally: tally.clone(),
-                pacer: pacer.clone(),
-                gate: gate_rx.clone(),
-                stop: stop_rx.clone(),
-            };
-            tokio::task::spawn_local(session::run(ctx, tracer.open_session(index)))
-        })
-        .collect();
-
-    // Report readiness once every session has set up (or given up), then obey commands.
-    let ready = {
-        let tally = tally.clone();
-        let telemetry = telemetry.clone();
-        async move {
-            tally.all_settled().await;
-            let (connected, rejected, failed, first_error) = tally.counts();
-            telemetry
-                .send_eventually(Telemetry::Ready {
-                    pid: std::process::id(),
-                    connected,
-                    rejected,
-                    failed,
-                    first_error,
-                })
-                .await;
-        }
-    };
+    let sessions = spawn_sessions(
+        session::SessionCtx {
+            worker: config.index,
+            index: 0,
+            settings: settings.clone(),
+            protocol,
+            url: Rc::from(settings.url.as_str()),
+            dialer,
+            audio,
+            stats: stats.clone(),
+            tally: tally.clone(),
+            pacer,
+            gate: gate_rx.clone(),
+            stop: stop_rx,
+        },
+        tracer,
+    );
     let injections = Rc::new(RefCell::new(Vec::new()));
-    let inject = config.inject_faults.then(|| {
-        let s = &settings;
-        (
-            s.inject_stall_ms,
-            s.inject_disk_stall_mb,
-            s.inject_cpu_starvation_ms,
-        )
-    });
-    let duration_s = settings.duration_s;
-    let injected = injections.clone();
-    let run_paths = RunPaths::new(&config.output_dir);
-    let worker_index = config.index;
-    let control = tokio::task::spawn_local(async move {
-        ready.await;
-        while let Some(command) = commands.recv().await {
-            match command {
-                WorkerCommand::Go { start_s } if gate_tx.borrow().is_none() => {
-                    let _ = gate_tx.send(Some(start_s));
-                    if let Some(faults) = inject {
-                        spawn_injections(
-                            faults,
-                            start_s + duration_s / 2.0,
-                            injected.clone(),
-                            (run_paths.clone(), worker_index),
-                        );
-                    }
-                }
-                WorkerCommand::Go { .. } => {}
-                WorkerCommand::Stop => {
-                    let _ = stop_tx.send(true);
-                }
-                WorkerCommand::Abort => {
-                    let _ = stop_tx.send(true);
-                    let _ = abort_tx.send(true);
-                }
-            }
-        }
-        // The conductor is gone (end of input): stop.
-        let _ = stop_tx.send(true);
-        // Keep the abort sender alive: dropping it must not read as an abort.
-        std::future::pending::<()>().await;
-    });
+    let control = spawn_control(
+        config,
+        commands,
+        report_ready(tally, telemetry.clone()),
+        Switches {
+            gate: gate_tx,
+            stop: stop_tx,
+            abort: abort_tx,
+        },
+        injections.clone(),
+    );
 
     let outcomes = collect_outcomes(sessions, abort_rx, &stats).await;
     // Every session is done: this worker's run is over, whatever the conductor says next.
     control.abort();
     let gate_s = *gate_rx.borrow();
-    // One last progress message, so live views end on the final counters.
-    let mut last = stats.borrow().progress(monotonic_s());
-    last.loop_lag_max_us = loop_lag.max_us();
-    (last.lines_not_written, last.disk_full) = tracer.depth().losses();
-    telemetry.send(Telemetry::Progress(last));
-    telemetry.send(histogram_telemetry(&stats.borrow(), &settings));
-    let _ = monitors_stop_tx.send(true);
-    let _ = lag_task.await;
-    let _ = progress_task.await;
+    let loop_lag = monitors.finish(&stats, &settings, tracer, telemetry).await;
     pacer_task.abort();
     let stats = Rc::try_unwrap(stats)
         .map(RefCell::into_inner)
@@ -300,6 +214,163 @@ async fn drive(
         gate_s,
         injections: injections.take(),
     }
+}
+
+/// The tasks that watch the run rather than stream: the loop-lag ticker (which also samples the
+/// writer queue) and the progress reports to the conductor.
+struct Monitors {
+    loop_lag: std::sync::Arc<looplag::LoopLag>,
+    lag_task: tokio::task::JoinHandle<()>,
+    progress_task: tokio::task::JoinHandle<()>,
+    stop: watch::Sender<bool>,
+}
+
+impl Monitors {
+    fn spawn(
+        stats: &Rc<RefCell<WorkerStats>>,
+        settings: &Rc<Settings>,
+        tracer: &Tracer,
+        telemetry: &control::TelemetrySender,
+    ) -> Monitors {
+        let (stop, stop_rx) = watch::channel(false);
+        // The loop-lag ticker also samples the writer queue every 10 ms.
+        let loop_lag = looplag::LoopLag::new();
+        let depth = tracer.depth();
+        let tick_stats = stats.clone();
+        let lag_task = tokio::task::spawn_local(looplag::run(
+            loop_lag.clone(),
+            move || {
+                let (lines, bytes) = depth.get();
+                let mut s = tick_stats.borrow_mut();
+                s.queue_peak_lines = s.queue_peak_lines.max(lines);
+                s.queue_peak_bytes = s.queue_peak_bytes.max(bytes);
+            },
+            stop_rx.clone(),
+        ));
+        let progress_task = tokio::task::spawn_local(report_progress(
+            stats.clone(),
+            settings.clone(),
+            loop_lag.clone(),
+            tracer.depth(),
+            telemetry.clone(),
+            stop_rx,
+        ));
+        Monitors {
+            loop_lag,
+            lag_task,
+            progress_task,
+            stop,
+        }
+    }
+
+    /// Sends the last progress message and the histograms, so live views end on the final
+    /// counters, then stops the monitors; returns the loop-lag record.
+    async fn finish(
+        self,
+        stats: &RefCell<WorkerStats>,
+        settings: &Settings,
+        tracer: &Tracer,
+        telemetry: &control::TelemetrySender,
+    ) -> std::sync::Arc<looplag::LoopLag> {
+        let mut last = stats.borrow().progress(monotonic_s());
+        last.loop_lag_max_us = self.loop_lag.max_us();
+        (last.lines_not_written, last.disk_full) = tracer.depth().losses();
+        telemetry.send(Telemetry::Progress(last));
+        telemetry.send(histogram_telemetry(&stats.borrow(), settings));
+        let _ = self.stop.send(true);
+        let _ = self.lag_task.await;
+        let _ = self.progress_task.await;
+        self.loop_lag
+    }
+}
+
+/// Spawns one task per session, each from `template` with its own index and trace.
+fn spawn_sessions(
+    template: session::SessionCtx,
+    tracer: &Tracer,
+) -> Vec<tokio::task::JoinHandle<SessionOutcome>> {
+    (0..template.settings.sessions_per_process)
+        .map(|index| {
+            let ctx = session::SessionCtx {
+                index,
+                ..template.clone()
+            };
+            tokio::task::spawn_local(session::run(ctx, tracer.open_session(index)))
+        })
+        .collect()
+}
+
+/// Reports readiness once every session has set up (or given up).
+async fn report_ready(tally: Rc<setup::SetupTally>, telemetry: control::TelemetrySender) {
+    tally.all_settled().await;
+    let (connected, rejected, failed, first_error) = tally.counts();
+    telemetry
+        .send_eventually(Telemetry::Ready {
+            pid: std::process::id(),
+            connected,
+            rejected,
+            failed,
+            first_error,
+        })
+        .await;
+}
+
+/// What the conductor's commands switch for the sessions: the start gate, stop and abort.
+struct Switches {
+    gate: watch::Sender<Option<f64>>,
+    stop: watch::Sender<bool>,
+    abort: watch::Sender<bool>,
+}
+
+/// Once `ready` has been reported, obeys the conductor's commands: `Go` opens the gate (and
+/// schedules the injections half way through, when asked for), `Stop` and `Abort` end the run.
+fn spawn_control(
+    config: &WorkerConfig,
+    mut commands: tokio::sync::mpsc::UnboundedReceiver<WorkerCommand>,
+    ready: impl std::future::Future<Output = ()> + 'static,
+    switches: Switches,
+    injected: Rc<RefCell<Vec<Injection>>>,
+) -> tokio::task::JoinHandle<()> {
+    let settings = &config.settings;
+    let inject = config.inject_faults.then_some((
+        settings.inject_stall_ms,
+        settings.inject_disk_stall_mb,
+        settings.inject_cpu_starvation_ms,
+    ));
+    let duration_s = settings.duration_s;
+    let run_paths = RunPaths::new(&config.output_dir);
+    let worker_index = config.index;
+    let Switches { gate, stop, abort } = switches;
+    tokio::task::spawn_local(async move {
+        ready.await;
+        while let Some(command) = commands.recv().await {
+            match command {
+                WorkerCommand::Go { start_s } if gate.borrow().is_none() => {
+                    let _ = gate.send(Some(start_s));
+                    if let Some(faults) = inject {
+                        spawn_injections(
+                            faults,
+                            start_s + duration_s / 2.0,
+                            injected.clone(),
+                            (run_paths.clone(), worker_index),
+                        );
+                    }
+                }
+                WorkerCommand::Go { .. } => {}
+                WorkerCommand::Stop => {
+                    let _ = stop.send(true);
+                }
+                WorkerCommand::Abort => {
+                    let _ = stop.send(true);
+                    let _ = abort.send(true);
+                }
+            }
+        }
+        // The conductor is gone (end of input): stop.
+        let _ = stop.send(true);
+        // Keep the abort sender alive: dropping it must not read as an abort.
+        std::future::pending::<()>().await;
+    })
 }
 
 /// The faults to inject (`--inject-stall-ms`, `--inject-disk-stall-mb`,

@@ -35,6 +35,7 @@ use tokio_tungstenite::tungstenite::{Bytes, Error as WsError, Message, Utf8Bytes
 const STOP_GRACE_S: f64 = 3.0;
 
 /// Everything a session task needs; built by the worker.
+#[derive(Clone)]
 pub struct SessionCtx {
     pub worker: u32,
     pub index: u32,
