@@ -77,7 +77,6 @@ pub fn run(plan: RunPlan, exit_on_finish: bool) -> Result<i32> {
 
 /// Runs a whole run as `hooks` say and returns its exit code and summary.
 pub fn run_with(plan: RunPlan, hooks: &Hooks) -> Result<Outcome> {
-    let exit_on_finish = hooks.exit_on_finish;
     let (tx, rx) = mpsc::channel();
     let _signals = install_signal_thread(tx.clone())?;
     let output_dir = plan.output_dir.clone();
@@ -92,80 +91,23 @@ pub fn run_with(plan: RunPlan, hooks: &Hooks) -> Result<Outcome> {
     // Held until the run ends; dropped after a start-up error that wrote nothing, it leaves
     // no empty folder behind.
     let _folder = run_folder::RunFolder::claim(&output_dir, plan.force)?;
-    let started_at = utc_rfc3339();
-    let anchor = ClockAnchor::now();
-    let clock_sync = crate::sys::clock_sync::read();
-    let host = host::collect(&output_dir);
+    let start = RunStart::now(&output_dir);
     let mut plan = plan;
 
     let mock = start_mock_or_reach_server(&mut plan)?;
-
-    let mut workers = Vec::new();
-    for index in 0..plan.settings.processes {
-        let config = WorkerConfig {
-            index,
-            settings: plan.settings.clone(),
-            output_dir: output_dir.clone(),
-            inject_faults: index == 0 && plan.settings.injects(),
-        };
-        workers.push(WorkerChild::start(&config, tx.clone())?);
-    }
-
+    let mut workers = start_workers(&plan, &tx)?;
     let sampler = start_sampler(&plan, mock.as_ref(), &workers);
-    let live = Arc::new(Mutex::new(LiveState::new(run_info(&plan))));
-    // A panic while the dashboard drew poisons the lock; the state itself is still good.
-    {
-        let mut state = live.lock().unwrap_or_else(PoisonError::into_inner);
-        state.mock = mock.as_ref().map(|m| ProcessLive::new(m.guard.pid()));
-        state.sampler = sampler.as_ref().map(|s| s.live.clone());
-        state.sweep = hooks.sweep.clone();
-        state.server = sampler
-            .as_ref()
-            .and_then(|s| s.server_pid())
-            .filter(|_| mock.is_none())
-            .map(ProcessLive::new);
-        for (w, child) in state.workers.iter_mut().zip(&workers) {
-            w.process = ProcessLive::new(child.guard.pid());
-        }
-    }
-    let dashboard = if plan.settings.tui {
-        let quit = tx.clone();
-        let on_quit = move || {
-            let _ = quit.send(Event::Quit);
-        };
-        Some(Dashboard::start(
-            live.clone(),
-            Box::new(on_quit),
-            exit_on_finish,
-        )?)
-    } else {
-        None
-    };
+    let live = Arc::new(Mutex::new(live_state(
+        &plan,
+        hooks,
+        mock.as_ref(),
+        sampler.as_ref(),
+        &workers,
+    )));
+    let dashboard = start_dashboard(&plan, &live, &tx, hooks.exit_on_finish)?;
     drop(tx);
-    let record = |workers, mock, cancelled, notes, sampler| RunRecord {
-        plan: &plan,
-        host: host.clone(),
-        started_at: started_at.clone(),
-        anchor,
-        wall_seconds: monotonic_s() - anchor.monotonic_s,
-        cancelled,
-        workers,
-        mock,
-        notes,
-        sampler,
-        gate_s: live.lock().unwrap_or_else(PoisonError::into_inner).start_s,
-        clock_sync: clock_sync.clone(),
-        absent_sessions: 0,
-        absent_workers: 0,
-    };
     // A summary from the start, replaced at the end: a conductor that dies still leaves one.
-    let provisional = record(
-        workers.iter().map(|w| (w.guard.pid(), None)).collect(),
-        None,
-        Some("the run did not finish: this summary was written when it started; receipts and samples hold what was sent".to_string()),
-        Vec::new(),
-        None,
-    );
+    let provisional = start.record(&plan, &live, Left::provisional(&workers));
     write_summary(&output_dir, &Summary::build(provisional))?;
     let ending = follow::follow(&plan, &mut workers, &live, &rx);
     if !plan.settings.tui {
@@ -175,48 +117,29 @@ pub fn run_with(plan: RunPlan, hooks: &Hooks) -> Result<Outcome> {
 
     // Every worker has exited or is killed now; collect what they wrote.
     let mut notes = ending.notes;
-    let results = collect_results(&mut workers, &output_dir, (&live, anchor), &mut notes);
+    let results = collect_results(&mut workers, &output_dir, (&live, start.anchor), &mut notes);
     let mock = mock.map(|m| stop_mock(m, &mut notes));
-    let mut summary = Summary::build(record(results, mock, ending.cancelled, notes, sampled));
-    // A summary that cannot be written (a full disk) is still shown, with why it is not on disk.
-    let unwritten = write_summary(&output_dir, &summary).err();
-    if let Some(err) = &unwritten {
-        summary.verdict.reasons.insert(
-            0,
-            format!("{err:#}: this table is the only copy of the summary; free space and keep it"),
-        );
-        follow::note(&format!("Error: {err:#}"));
-    }
+    let left = Left {
+        workers: results,
+        mock,
+        cancelled: ending.cancelled,
+        notes,
+        sampler: sampled,
+    };
+    let (summary, unwritten) = write_final_summary(&output_dir, start.record(&plan, &live, left));
     if let (Some(path), Some(section)) = (&plan.output_jsonl, &summary.funasr) {
         report::jsonl::write(path, section)?;
     }
     let exit_code = ending
         .cancel_exit_code
         .unwrap_or_else(|| summary.exit_code())
-        .max(i32::from(unwritten.is_some()));
+        .max(i32::from(unwritten));
     // Traces of a clean run are deleted unless kept; those of any other run are what to read.
     if !plan.settings.keep_traces && exit_code == 0 {
         delete_traces(&output_dir);
     }
-    let summary_path = RunPaths::new(&output_dir)
-        .summary_md()
-        .display()
-        .to_string();
     if let Some(dashboard) = dashboard {
-        {
-            let mut state = live.lock().unwrap_or_else(PoisonError::into_inner);
-            state.finished = Some(Finished {
-                verdict: report::verdict_line(&summary),
-                reasons: summary.verdict.reasons.clone(),
-                summary_path: summary_path.clone(),
-                exit_code,
-            });
-        }
-        let shown = dashboard.wait();
-        if let Err(err) = shown {
-            // The run and its files are fine; the exit code stays the run's.
-            follow::note(&format!("the dashboard failed: {err:#}"));
-        }
+        show_finished(dashboard, &live, &summary, exit_code, &output_dir);
     }
     // The same table either way: after the dashboard, the terminal is restored and this is
     // what stays on the screen. A closed stdout (e.g. piped into `head`) is not an error.
@@ -225,6 +148,170 @@ pub fn run_with(plan: RunPlan, hooks: &Hooks) -> Result<Outcome> {
             std::io::Write::write_all(&mut std::io::stdout(), report::table(&summary).as_bytes());
     }
     Ok(Outcome { exit_code, summary })
+}
+
+/// What is known of a run from its start, in every summary written of it.
+struct RunStart {
+    started_at: String,
+    anchor: ClockAnchor,
+    clock_sync: Option<crate::sys::clock_sync::ClockSync>,
+    host: host::HostFacts,
+}
+
+/// What a run has left when a summary is written: the workers' results, the mock's stats,
+/// why it was cancelled, notes and the sampler's findings.
+struct Left {
+    workers: Vec<(u32, Option<WorkerResult>)>,
+    mock: Option<(u32, Option<MockStats>)>,
+    cancelled: Option<String>,
+    notes: Vec<String>,
+    sampler: Option<(Vec<crate::sampler::Episode>, crate::sampler::SamplerSummary)>,
+}
+
+impl Left {
+    /// Nothing yet: the workers are running.
+    fn provisional(workers: &[WorkerChild]) -> Left {
+        Left {
+            workers: workers.iter().map(|w| (w.guard.pid(), None)).collect(),
+            mock: None,
+            cancelled: Some("the run did not finish: this summary was written when it started; receipts and samples hold what was sent".to_string()),
+            notes: Vec::new(),
+            sampler: None,
+        }
+    }
+}
+
+impl RunStart {
+    fn now(output_dir: &Path) -> RunStart {
+        let started_at = utc_rfc3339();
+        let anchor = ClockAnchor::now();
+        let clock_sync = crate::sys::clock_sync::read();
+        let host = host::collect(output_dir);
+        RunStart {
+            started_at,
+            anchor,
+            clock_sync,
+            host,
+        }
+    }
+
+    /// The record a summary is built from, as of now.
+    fn record<'a>(&self, plan: &'a RunPlan, live: &Mutex<LiveState>, left: Left) -> RunRecord<'a> {
+        RunRecord {
+            plan,
+            host: self.host.clone(),
+            started_at: self.started_at.clone(),
+            anchor: self.anchor,
+            wall_seconds: monotonic_s() - self.anchor.monotonic_s,
+            cancelled: left.cancelled,
+            workers: left.workers,
+            mock: left.mock,
+            notes: left.notes,
+            sampler: left.sampler,
+            gate_s: live.lock().unwrap_or_else(PoisonError::into_inner).start_s,
+            clock_sync: self.clock_sync.clone(),
+            absent_sessions: 0,
+            absent_workers: 0,
+        }
+    }
+}
+
+/// Spawns the worker children; the first injects the faults asked for.
+fn start_workers(plan: &RunPlan, tx: &Sender<Event>) -> Result<Vec<WorkerChild>> {
+    let mut workers = Vec::new();
+    for index in 0..plan.settings.processes {
+        let config = WorkerConfig {
+            index,
+            settings: plan.settings.clone(),
+            output_dir: plan.output_dir.clone(),
+            inject_faults: index == 0 && plan.settings.injects(),
+        };
+        workers.push(WorkerChild::start(&config, tx.clone())?);
+    }
+    Ok(workers)
+}
+
+/// The live state at the start: the run's facts and the processes it watches.
+fn live_state(
+    plan: &RunPlan,
+    hooks: &Hooks,
+    mock: Option<&MockChild>,
+    sampler: Option<&Sampler>,
+    workers: &[WorkerChild],
+) -> LiveState {
+    let mut state = LiveState::new(run_info(plan));
+    state.mock = mock.map(|m| ProcessLive::new(m.guard.pid()));
+    state.sampler = sampler.map(|s| s.live.clone());
+    state.sweep = hooks.sweep.clone();
+    state.server = sampler
+        .and_then(|s| s.server_pid())
+        .filter(|_| mock.is_none())
+        .map(ProcessLive::new);
+    for (w, child) in state.workers.iter_mut().zip(workers) {
+        w.process = ProcessLive::new(child.guard.pid());
+    }
+    state
+}
+
+/// Starts the dashboard when `--tui` asks for it; `q` or Ctrl-C in it sends `Event::Quit`.
+fn start_dashboard(
+    plan: &RunPlan,
+    live: &Arc<Mutex<LiveState>>,
+    tx: &Sender<Event>,
+    exit_on_finish: bool,
+) -> Result<Option<Dashboard>> {
+    if !plan.settings.tui {
+        return Ok(None);
+    }
+    let quit = tx.clone();
+    let on_quit = move || {
+        let _ = quit.send(Event::Quit);
+    };
+    Ok(Some(Dashboard::start(
+        live.clone(),
+        Box::new(on_quit),
+        exit_on_finish,
+    )?))
+}
+
+/// Builds the final summary and writes it; returns it and whether writing failed. A summary
+/// that cannot be written (a full disk) is still shown, with why it is not on disk.
+fn write_final_summary(output_dir: &Path, record: RunRecord<'_>) -> (Summary, bool) {
+    let mut summary = Summary::build(record);
+    let unwritten = write_summary(output_dir, &summary).err();
+    if let Some(err) = &unwritten {
+        summary.verdict.reasons.insert(
+            0,
+            format!("{err:#}: this table is the only copy of the summary; free space and keep it"),
+        );
+        follow::note(&format!("Error: {err:#}"));
+    }
+    (summary, unwritten.is_some())
+}
+
+/// Shows the verdict on the dashboard and waits until it is closed.
+fn show_finished(
+    dashboard: Dashboard,
+    live: &Mutex<LiveState>,
+    summary: &Summary,
+    exit_code: i32,
+    output_dir: &Path,
+) {
+    let summary_path = RunPaths::new(output_dir).summary_md().display().to_string();
+    {
+        let mut state = live.lock().unwrap_or_else(PoisonError::into_inner);
+        state.finished = Some(Finished {
+            verdict: report::verdict_line(summary),
+            reasons: summary.verdict.reasons.clone(),
+            summary_path,
+            exit_code,
+        });
+    }
+    let shown = dashboard.wait();
+    if let Err(err) = shown {
+        // The run and its files are fine; the exit code stays the run's.
+        follow::note(&format!("the dashboard failed: {err:#}"));
+    }
 }
 
 /// Starts the built-in mock and points the run at it, or (with `--url`) checks that the server
