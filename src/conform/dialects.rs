@@ -114,50 +114,51 @@ impl Findings<'_> {
     }
 }
 
+/// Every server event of the OpenAI Realtime API a session may see.
+const OPENAI_EVENTS: &[&str] = &[
+    openai::names::SESSION_CREATED,
+    openai::names::SESSION_UPDATED,
+    openai::names::COMMITTED,
+    openai::names::SPEECH_STARTED,
+    openai::names::SPEECH_STOPPED,
+    openai::names::ITEM_CREATED,
+    openai::names::INPUT_TRANSCRIPT_DELTA,
+    openai::names::INPUT_TRANSCRIPT_DONE,
+    openai::names::RESPONSE_CREATED,
+    openai::names::RESPONSE_DONE,
+    openai::names::ERROR,
+    openai::names::AUDIO_DELTA,
+    openai::names::AUDIO_DONE,
+    openai::names::TRANSCRIPT_DELTA,
+    openai::names::TEXT_DELTA,
+    openai::names::BETA_AUDIO_DELTA,
+    openai::names::BETA_AUDIO_DONE,
+    openai::names::BETA_TRANSCRIPT_DELTA,
+    openai::names::BETA_TEXT_DELTA,
+    "input_audio_buffer.cleared",
+    "conversation.item.added",
+    "conversation.item.done",
+    "response.output_item.added",
+    "response.output_item.done",
+    "response.content_part.added",
+    "response.content_part.done",
+    "response.output_audio_transcript.done",
+    "response.audio_transcript.done",
+    "response.output_text.done",
+    "response.text.done",
+    "rate_limits.updated",
+];
+
+/// The OpenAI Realtime API's rules over one session's records.
 fn openai_rules(v: &mut Findings<'_>, records: &[Record]) {
     use openai::names as n;
-    const KNOWN: &[&str] = &[
-        n::SESSION_CREATED,
-        n::SESSION_UPDATED,
-        n::COMMITTED,
-        n::SPEECH_STARTED,
-        n::SPEECH_STOPPED,
-        n::ITEM_CREATED,
-        n::INPUT_TRANSCRIPT_DELTA,
-        n::INPUT_TRANSCRIPT_DONE,
-        n::RESPONSE_CREATED,
-        n::RESPONSE_DONE,
-        n::ERROR,
-        n::AUDIO_DELTA,
-        n::AUDIO_DONE,
-        n::TRANSCRIPT_DELTA,
-        n::TEXT_DELTA,
-        n::BETA_AUDIO_DELTA,
-        n::BETA_AUDIO_DONE,
-        n::BETA_TRANSCRIPT_DELTA,
-        n::BETA_TEXT_DELTA,
-        "input_audio_buffer.cleared",
-        "conversation.item.added",
-        "conversation.item.done",
-        "response.output_item.added",
-        "response.output_item.done",
-        "response.content_part.added",
-        "response.content_part.done",
-        "response.output_audio_transcript.done",
-        "response.audio_transcript.done",
-        "response.output_text.done",
-        "response.text.done",
-        "rate_limits.updated",
-    ];
-    let (mut updates, mut commits) = (0i64, 0i64);
-    let mut speaking = false;
-    let mut open: Vec<String> = Vec::new();
+    let mut tally = OpenaiTally::default();
     for (i, r) in records.iter().enumerate() {
         let kind = r.kind();
         if r.direction == Direction::Send {
             match kind {
-                n::SESSION_UPDATE => updates += 1,
-                n::COMMIT => commits += 1,
+                n::SESSION_UPDATE => tally.updates += 1,
+                n::COMMIT => tally.commits += 1,
                 _ => {}
             }
             continue;
@@ -165,6 +166,26 @@ fn openai_rules(v: &mut Findings<'_>, records: &[Record]) {
         if r.direction != Direction::Receive {
             continue;
         }
+        tally.received(v, (i, r));
+    }
+    tally.finish(v);
+}
+
+/// What an OpenAI Realtime session owes so far: updates and commits unanswered, whether the
+/// server's VAD has speech open, and the responses created and not done.
+#[derive(Default)]
+struct OpenaiTally {
+    updates: i64,
+    commits: i64,
+    speaking: bool,
+    open: Vec<String>,
+}
+
+impl OpenaiTally {
+    /// A server event (record `i`): an event_id, a known kind, and the order of its kind.
+    fn received(&mut self, v: &mut Findings<'_>, (i, r): (usize, &Record)) {
+        use openai::names as n;
+        let kind = r.kind();
         if !matches!(r.event.get("event_id"), Some(Value::String(id)) if !id.is_empty()) {
             v.add(
                 "oa-event-id",
@@ -173,13 +194,13 @@ fn openai_rules(v: &mut Findings<'_>, records: &[Record]) {
                 "none",
             );
         }
-        if !KNOWN.contains(&kind) {
+        if !OPENAI_EVENTS.contains(&kind) {
             v.add("oa-known-event", Some((i, r)), "an event of the API", kind);
         }
         match kind {
             n::SESSION_UPDATED => {
-                updates -= 1;
-                if updates < 0 {
+                self.updates -= 1;
+                if self.updates < 0 {
                     v.add(
                         "oa-updated",
                         Some((i, r)),
@@ -190,7 +211,7 @@ fn openai_rules(v: &mut Findings<'_>, records: &[Record]) {
             }
             n::SPEECH_STARTED | n::SPEECH_STOPPED => {
                 let starts = kind == n::SPEECH_STARTED;
-                if speaking == starts {
+                if self.speaking == starts {
                     v.add(
                         "oa-vad-order",
                         Some((i, r)),
@@ -198,36 +219,18 @@ fn openai_rules(v: &mut Findings<'_>, records: &[Record]) {
                         kind,
                     );
                 }
-                speaking = starts;
+                self.speaking = starts;
             }
             // A commit of the server's VAD is not one the client asked for.
-            n::COMMITTED | n::ERROR if commits > 0 => commits -= 1,
+            n::COMMITTED | n::ERROR if self.commits > 0 => self.commits -= 1,
             n::RESPONSE_CREATED => {
                 let id = r.event.pointer("/response/id").and_then(Value::as_str);
-                open.push(id.unwrap_or_default().to_string());
+                self.open.push(id.unwrap_or_default().to_string());
             }
-            n::RESPONSE_DONE => {
-                let id = r
-                    .event
-                    .pointer("/response/id")
-                    .and_then(Value::as_str)
-                    .unwrap_or_default();
-                let status = r.event.pointer("/response/status").and_then(Value::as_str);
-                match open.iter().position(|o| o == id) {
-                    Some(at) if status.is_some() => {
-                        open.remove(at);
-                    }
-                    _ => v.add(
-                        "oa-response",
-                        Some((i, r)),
-                        "a created response, with a status",
-                        id,
-                    ),
-                }
-            }
+            n::RESPONSE_DONE => self.response_done(v, (i, r)),
             _ if kind.starts_with("response.") && kind.ends_with(".delta") => {
                 let id = r.event.get("response_id").and_then(Value::as_str);
-                if id.is_some_and(|id| !open.iter().any(|o| o == id)) {
+                if id.is_some_and(|id| !self.open.iter().any(|o| o == id)) {
                     v.add(
                         "oa-response",
                         Some((i, r)),
@@ -239,29 +242,54 @@ fn openai_rules(v: &mut Findings<'_>, records: &[Record]) {
             _ => {}
         }
     }
-    if updates > 0 {
-        v.add(
-            "oa-updated",
-            None,
-            "a session.updated per session.update",
-            &format!("{updates} unanswered"),
-        );
+
+    /// `response.done`: of a created response, with a status; it is no longer open.
+    fn response_done(&mut self, v: &mut Findings<'_>, (i, r): (usize, &Record)) {
+        let id = r
+            .event
+            .pointer("/response/id")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let status = r.event.pointer("/response/status").and_then(Value::as_str);
+        match self.open.iter().position(|o| o == id) {
+            Some(at) if status.is_some() => {
+                self.open.remove(at);
+            }
+            _ => v.add(
+                "oa-response",
+                Some((i, r)),
+                "a created response, with a status",
+                id,
+            ),
+        }
     }
-    if commits > 0 {
-        v.add(
-            "oa-commit",
-            None,
-            "committed (or an error) per commit",
-            &format!("{commits} unanswered"),
-        );
-    }
-    if !open.is_empty() {
-        v.add(
-            "oa-response",
-            None,
-            "response.done for every response",
-            &format!("{} open", open.len()),
-        );
+
+    /// At the end of the session: nothing left unanswered or open.
+    fn finish(self, v: &mut Findings<'_>) {
+        if self.updates > 0 {
+            v.add(
+                "oa-updated",
+                None,
+                "a session.updated per session.update",
+                &format!("{} unanswered", self.updates),
+            );
+        }
+        if self.commits > 0 {
+            v.add(
+                "oa-commit",
+                None,
+                "committed (or an error) per commit",
+                &format!("{} unanswered", self.commits),
+            );
+        }
+        if !self.open.is_empty() {
+            v.add(
+                "oa-response",
+                None,
+                "response.done for every response",
+                &format!("{} open", self.open.len()),
+            );
+        }
     }
 }
 

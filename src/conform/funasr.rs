@@ -28,139 +28,29 @@ pub fn check_session(session: &str, records: &[Record], audio_sends_s: &[f64]) -
         violations: Vec::new(),
         line: 0,
         kind: String::new(),
+        audio_sends_s,
+        last_time_s: f64::NEG_INFINITY,
+        start_sent: false,
+        started_s: None,
+        awaiting: Vec::new(),
+        stop_sent: false,
+        finals: 0,
+        stopped: 0,
+        last_duration: None,
+        close_recorded: false,
     };
-    let first_audio_s = audio_sends_s.iter().copied().fold(f64::INFINITY, f64::min);
-    let mut last_time_s = f64::NEG_INFINITY;
-    let mut start_sent = false;
-    let mut started_s: Option<f64> = None;
-    let mut awaiting: Vec<&'static str> = Vec::new();
-    let mut stop_sent = false;
-    let mut finals = 0u32;
-    let mut stopped = 0u32;
-    let mut last_duration: Option<f64> = None;
-    let mut close_recorded = false;
     for (index, record) in records.iter().enumerate() {
         c.line = index + 1;
         c.kind = kind(record);
-        if let Direction::Unreadable(why) = &record.direction {
-            c.flag("trace-record", "a trace record", why.clone());
-            continue;
-        }
-        if record.time_s < last_time_s {
-            c.flag(
-                "trace-record",
-                "records in time order",
-                format!("{} after {last_time_s}", record.time_s),
-            );
-        }
-        last_time_s = record.time_s;
-        match &record.direction {
-            Direction::Send => {
-                let command = record.event.as_str().unwrap_or("").trim().to_uppercase();
-                if command == names::START {
-                    start_sent = true;
-                    awaiting.push(names::STARTED);
-                } else if command.starts_with(names::LANGUAGE) {
-                    awaiting.push(names::LANGUAGE_SET);
-                } else if command.starts_with(names::HOTWORDS) {
-                    awaiting.push(names::HOTWORDS_SET);
-                } else if command == names::STOP {
-                    stop_sent = true;
-                }
-            }
-            Direction::Error => c.flag("client-error", "no client error", record.event.to_string()),
-            Direction::Close => close_recorded = true,
-            Direction::Admission | Direction::Unreadable(_) => {}
-            Direction::Receive => {
-                let e = &record.event;
-                if stopped > 0 {
-                    c.flag("stopped-last", "nothing after stopped", e.to_string());
-                }
-                let is_result = e.get("sentences").is_some()
-                    || e.get("partial").is_some()
-                    || e.get("is_final") == Some(&Value::Bool(true));
-                if is_result {
-                    c.result(e, &mut last_duration);
-                    if e.get("is_final") == Some(&Value::Bool(true)) {
-                        finals += 1;
-                        if !stop_sent {
-                            c.flag("final-once", "the final after STOP", "a final before STOP");
-                        }
-                    }
-                    continue;
-                }
-                let event = e.get("event").and_then(Value::as_str).unwrap_or("");
-                match event {
-                    names::STARTED | names::LANGUAGE_SET | names::HOTWORDS_SET => {
-                        let answered = awaiting.first() == Some(&event);
-                        let rule = if event == names::STARTED {
-                            "started-first"
-                        } else {
-                            "setting-ack"
-                        };
-                        if answered {
-                            awaiting.remove(0);
-                        } else {
-                            c.flag(rule, format!("{event} answering its command"), "unasked");
-                        }
-                        if event == names::STARTED {
-                            started_s.get_or_insert(record.time_s);
-                        }
-                        let shaped = match event {
-                            names::LANGUAGE_SET => e.get("language").is_some_and(Value::is_string),
-                            names::HOTWORDS_SET => e.get("hotwords").is_some_and(Value::is_array),
-                            _ => true,
-                        };
-                        if !shaped {
-                            c.flag("setting-ack", "the setting echoed back", e.to_string());
-                        }
-                    }
-                    names::STOPPED => {
-                        stopped += 1;
-                        if !stop_sent {
-                            c.flag("stopped-last", "stopped after STOP", "stopped before STOP");
-                        }
-                        if !audio_sends_s.is_empty() && finals == 0 {
-                            c.flag("stopped-last", "stopped after the final", "no final yet");
-                        }
-                    }
-                    names::ERROR => c.flag("server-error", "no error event", e.to_string()),
-                    _ => c.flag("unknown-event", "a result or a known event", e.to_string()),
-                }
-            }
-        }
+        c.record(record);
     }
     c.line = 0;
-    if start_sent && started_s.is_none() {
-        c.flag_session("started-first", "started", "none");
-    }
-    if let Some(started_s) = started_s {
-        if first_audio_s < started_s {
-            c.flag_session(
-                "started-first",
-                "started before the first audio frame",
-                format!("audio at {first_audio_s:.6} s, started at {started_s:.6} s"),
-            );
-        }
-    }
-    if stop_sent {
-        let expected = u32::from(!audio_sends_s.is_empty());
-        if finals != expected {
-            c.flag_session(
-                "final-once",
-                format!("{expected} final result"),
-                format!("{finals}"),
-            );
-        }
-        if stopped != 1 {
-            c.flag_session("stopped-last", "exactly one stopped", format!("{stopped}"));
-        }
-    }
+    c.check_end();
     SessionReport {
         session: session.to_string(),
         profile: None,
         violations: c.violations,
-        close_recorded,
+        close_recorded: c.close_recorded,
     }
 }
 
@@ -176,14 +66,168 @@ fn kind(record: &Record) -> String {
     }
 }
 
+/// One session's check: its findings, the line read, and what its records said so far.
 struct Check<'a> {
     session: &'a str,
     violations: Vec<Violation>,
     line: usize,
     kind: String,
+    /// The send starts of the session's audio frames.
+    audio_sends_s: &'a [f64],
+    last_time_s: f64,
+    start_sent: bool,
+    started_s: Option<f64>,
+    /// The answers owed, in the order their commands were sent.
+    awaiting: Vec<&'static str>,
+    stop_sent: bool,
+    finals: u32,
+    stopped: u32,
+    last_duration: Option<f64>,
+    close_recorded: bool,
 }
 
 impl Check<'_> {
+    /// One record: in time order, then by its direction.
+    fn record(&mut self, record: &Record) {
+        if let Direction::Unreadable(why) = &record.direction {
+            self.flag("trace-record", "a trace record", why.clone());
+            return;
+        }
+        if record.time_s < self.last_time_s {
+            self.flag(
+                "trace-record",
+                "records in time order",
+                format!("{} after {}", record.time_s, self.last_time_s),
+            );
+        }
+        self.last_time_s = record.time_s;
+        match &record.direction {
+            Direction::Send => self.sent(&record.event),
+            Direction::Error => {
+                self.flag("client-error", "no client error", record.event.to_string());
+            }
+            Direction::Close => self.close_recorded = true,
+            Direction::Admission | Direction::Unreadable(_) => {}
+            Direction::Receive => self.received(record),
+        }
+    }
+
+    /// A command the client sent: the answer it is owed.
+    fn sent(&mut self, event: &Value) {
+        let command = event.as_str().unwrap_or("").trim().to_uppercase();
+        if command == names::START {
+            self.start_sent = true;
+            self.awaiting.push(names::STARTED);
+        } else if command.starts_with(names::LANGUAGE) {
+            self.awaiting.push(names::LANGUAGE_SET);
+        } else if command.starts_with(names::HOTWORDS) {
+            self.awaiting.push(names::HOTWORDS_SET);
+        } else if command == names::STOP {
+            self.stop_sent = true;
+        }
+    }
+
+    /// A server frame: a result, or one of the named events.
+    fn received(&mut self, record: &Record) {
+        let e = &record.event;
+        if self.stopped > 0 {
+            self.flag("stopped-last", "nothing after stopped", e.to_string());
+        }
+        let is_result = e.get("sentences").is_some()
+            || e.get("partial").is_some()
+            || e.get("is_final") == Some(&Value::Bool(true));
+        if is_result {
+            self.result(e);
+            if e.get("is_final") == Some(&Value::Bool(true)) {
+                self.finals += 1;
+                if !self.stop_sent {
+                    self.flag("final-once", "the final after STOP", "a final before STOP");
+                }
+            }
+            return;
+        }
+        let event = e.get("event").and_then(Value::as_str).unwrap_or("");
+        match event {
+            names::STARTED | names::LANGUAGE_SET | names::HOTWORDS_SET => {
+                self.answer(event, e, record.time_s);
+            }
+            names::STOPPED => {
+                self.stopped += 1;
+                if !self.stop_sent {
+                    self.flag("stopped-last", "stopped after STOP", "stopped before STOP");
+                }
+                if !self.audio_sends_s.is_empty() && self.finals == 0 {
+                    self.flag("stopped-last", "stopped after the final", "no final yet");
+                }
+            }
+            names::ERROR => self.flag("server-error", "no error event", e.to_string()),
+            _ => self.flag("unknown-event", "a result or a known event", e.to_string()),
+        }
+    }
+
+    /// `started`, `language_set` or `hotwords_set` at `time_s`: the answer owed first, with the
+    /// setting echoed back.
+    fn answer(&mut self, event: &str, e: &Value, time_s: f64) {
+        let answered = self.awaiting.first() == Some(&event);
+        let rule = if event == names::STARTED {
+            "started-first"
+        } else {
+            "setting-ack"
+        };
+        if answered {
+            self.awaiting.remove(0);
+        } else {
+            self.flag(rule, format!("{event} answering its command"), "unasked");
+        }
+        if event == names::STARTED {
+            self.started_s.get_or_insert(time_s);
+        }
+        let shaped = match event {
+            names::LANGUAGE_SET => e.get("language").is_some_and(Value::is_string),
+            names::HOTWORDS_SET => e.get("hotwords").is_some_and(Value::is_array),
+            _ => true,
+        };
+        if !shaped {
+            self.flag("setting-ack", "the setting echoed back", e.to_string());
+        }
+    }
+
+    /// The rules over the whole session: started before the audio, one final and one stopped.
+    fn check_end(&mut self) {
+        let first_audio_s = self
+            .audio_sends_s
+            .iter()
+            .copied()
+            .fold(f64::INFINITY, f64::min);
+        if self.start_sent && self.started_s.is_none() {
+            self.flag_session("started-first", "started", "none");
+        }
+        if let Some(started_s) = self.started_s {
+            if first_audio_s < started_s {
+                self.flag_session(
+                    "started-first",
+                    "started before the first audio frame",
+                    format!("audio at {first_audio_s:.6} s, started at {started_s:.6} s"),
+                );
+            }
+        }
+        if self.stop_sent {
+            let expected = u32::from(!self.audio_sends_s.is_empty());
+            let finals = self.finals;
+            if finals != expected {
+                self.flag_session(
+                    "final-once",
+                    format!("{expected} final result"),
+                    format!("{finals}"),
+                );
+            }
+            let stopped = self.stopped;
+            if stopped != 1 {
+                self.flag_session("stopped-last", "exactly one stopped", format!("{stopped}"));
+            }
+        }
+    }
+
     fn flag(&mut self, rule: &'static str, expected: impl Into<String>, got: impl Into<String>) {
         self.violations.push(Violation {
             rule,
@@ -204,7 +248,8 @@ impl Check<'_> {
         self.flag(rule, expected, got);
     }
 
-    fn result(&mut self, e: &Value, last_duration: &mut Option<f64>) {
+    /// A result's shape, and its duration against the last one.
+    fn result(&mut self, e: &Value) {
         let sentences_ok = match e.get("sentences") {
             None => true,
             Some(Value::Array(list)) => list.iter().all(|s| {
@@ -222,7 +267,7 @@ impl Check<'_> {
             self.flag("result-shape", "a well-formed result", e.to_string());
         }
         if let Some(d) = duration {
-            if let Some(last) = *last_duration {
+            if let Some(last) = self.last_duration {
                 if d < last {
                     self.flag(
                         "duration-monotonic",
@@ -231,7 +276,7 @@ impl Check<'_> {
                     );
                 }
             }
-            *last_duration = Some(d);
+            self.last_duration = Some(d);
         }
     }
 }

@@ -66,6 +66,24 @@ pub fn check(
             output_rate_hz: given.map(|p| f64::from(p.output_sample_rate())),
         };
     };
+    check_fixed(granted, findings);
+    let stated = Stated::read(granted, findings);
+    check_request(asked, session, stated.modalities, findings);
+    let profile = check_profile(given, &stated, findings);
+    Terms {
+        profile,
+        unit_ms: stated
+            .unit_ms
+            .or_else(|| profile.map(|p| f64::from(p.unit_ms()))),
+        output_rate_hz: stated
+            .output_rate_hz
+            .or_else(|| profile.map(|p| f64::from(p.output_sample_rate()))),
+    }
+}
+
+/// `grant-listed` for what every native server grants alike: the fixed capabilities, no
+/// microturns and the session timeout.
+fn check_fixed(granted: &Value, findings: &mut Vec<Finding>) {
     for (key, expected) in fixed_capabilities() {
         let got = granted.get(key);
         if got != Some(&expected) {
@@ -89,41 +107,72 @@ pub fn check(
             show(timeout),
         ));
     }
+}
 
-    let unit = granted.get("native_unit_ms");
-    let unit_ms = unit.and_then(Value::as_f64).filter(|ms| *ms > 0.0);
-    if unit_ms.is_none() {
-        findings.push((
-            "grant-listed",
-            "native_unit_ms, a number of ms".to_string(),
-            show(unit),
-        ));
-    }
-    let output_format = granted.get("output_audio_format");
-    let output_rate_hz = output_format
-        .and_then(|f| f.get("rate"))
-        .and_then(Value::as_f64);
-    let pcm = output_format.and_then(|f| f.get("type")) == Some(&json!("audio/pcm"));
-    if output_rate_hz.is_none() || !pcm {
-        findings.push((
-            "grant-listed",
-            r#"output_audio_format {"type":"audio/pcm","rate":<Hz>}"#.to_string(),
-            show(output_format),
-        ));
-    }
-    let modalities = granted.get("output_modalities");
-    let names: Option<Vec<&str>> = modalities
-        .and_then(Value::as_array)
-        .and_then(|list| list.iter().map(Value::as_str).collect());
-    if names.is_none() {
-        findings.push((
-            "grant-listed",
-            "output_modalities, a list of names".to_string(),
-            show(modalities),
-        ));
-    }
+/// The capabilities whose values depend on the model: the unit, the output format and the
+/// output modalities, as granted.
+struct Stated<'a> {
+    unit: Option<&'a Value>,
+    unit_ms: Option<f64>,
+    output_format: Option<&'a Value>,
+    output_rate_hz: Option<f64>,
+    modalities: Option<&'a Value>,
+    names: Option<Vec<&'a str>>,
+}
 
-    // Asked and granted: the same list, in granted and at session level.
+impl<'a> Stated<'a> {
+    /// Reads them, with a `grant-listed` finding for each one missing or of the wrong shape.
+    fn read(granted: &'a Value, findings: &mut Vec<Finding>) -> Stated<'a> {
+        let unit = granted.get("native_unit_ms");
+        let unit_ms = unit.and_then(Value::as_f64).filter(|ms| *ms > 0.0);
+        if unit_ms.is_none() {
+            findings.push((
+                "grant-listed",
+                "native_unit_ms, a number of ms".to_string(),
+                show(unit),
+            ));
+        }
+        let output_format = granted.get("output_audio_format");
+        let output_rate_hz = output_format
+            .and_then(|f| f.get("rate"))
+            .and_then(Value::as_f64);
+        let pcm = output_format.and_then(|f| f.get("type")) == Some(&json!("audio/pcm"));
+        if output_rate_hz.is_none() || !pcm {
+            findings.push((
+                "grant-listed",
+                r#"output_audio_format {"type":"audio/pcm","rate":<Hz>}"#.to_string(),
+                show(output_format),
+            ));
+        }
+        let modalities = granted.get("output_modalities");
+        let names: Option<Vec<&str>> = modalities
+            .and_then(Value::as_array)
+            .and_then(|list| list.iter().map(Value::as_str).collect());
+        if names.is_none() {
+            findings.push((
+                "grant-listed",
+                "output_modalities, a list of names".to_string(),
+                show(modalities),
+            ));
+        }
+        Stated {
+            unit,
+            unit_ms,
+            output_format,
+            output_rate_hz,
+            modalities,
+            names,
+        }
+    }
+}
+
+/// `grant-request`: asked and granted are the same list, in granted and at session level.
+fn check_request(
+    asked: Option<&Value>,
+    session: Option<&Value>,
+    modalities: Option<&Value>,
+    findings: &mut Vec<Finding>,
+) {
     if let (Some(asked), Some(modalities)) = (asked, modalities) {
         if asked != modalities {
             findings.push((
@@ -143,10 +192,18 @@ pub fn check(
             ));
         }
     }
+}
 
-    let profile = given.or_else(|| unit_ms.and_then(Profile::from_unit_ms));
-    match profile {
-        None => findings.push((
+/// `grant-profile`: the profile given, or the one the unit names, and whether what was granted
+/// keeps to its terms; returns that profile.
+fn check_profile(
+    given: Option<Profile>,
+    stated: &Stated<'_>,
+    findings: &mut Vec<Finding>,
+) -> Option<Profile> {
+    let profile = given.or_else(|| stated.unit_ms.and_then(Profile::from_unit_ms));
+    let Some(p) = profile else {
+        findings.push((
             "grant-profile",
             format!(
                 "native_unit_ms of a known profile ({})",
@@ -156,44 +213,38 @@ pub fn check(
                     .collect::<Vec<_>>()
                     .join(", ")
             ),
-            show(unit),
-        )),
-        Some(p) => {
-            if unit_ms != Some(f64::from(p.unit_ms())) {
-                findings.push((
-                    "grant-profile",
-                    format!("native_unit_ms {} ({})", p.unit_ms(), p.name()),
-                    show(unit),
-                ));
-            }
-            if output_rate_hz.is_some() && output_rate_hz != Some(f64::from(p.output_sample_rate()))
-            {
-                findings.push((
-                    "grant-profile",
-                    format!(
-                        "output_audio_format.rate {} ({})",
-                        p.output_sample_rate(),
-                        p.name()
-                    ),
-                    show(output_format.and_then(|f| f.get("rate"))),
-                ));
-            }
-            if let Some(names) = &names {
-                let served = p.output_modalities();
-                if let Some(extra) = names.iter().find(|n| !served.contains(n)) {
-                    findings.push((
-                        "grant-profile",
-                        format!("output_modalities among {served:?} ({})", p.name()),
-                        format!("{extra:?} granted"),
-                    ));
-                }
-            }
+            show(stated.unit),
+        ));
+        return None;
+    };
+    if stated.unit_ms != Some(f64::from(p.unit_ms())) {
+        findings.push((
+            "grant-profile",
+            format!("native_unit_ms {} ({})", p.unit_ms(), p.name()),
+            show(stated.unit),
+        ));
+    }
+    let output_rate_hz = stated.output_rate_hz;
+    if output_rate_hz.is_some() && output_rate_hz != Some(f64::from(p.output_sample_rate())) {
+        findings.push((
+            "grant-profile",
+            format!(
+                "output_audio_format.rate {} ({})",
+                p.output_sample_rate(),
+                p.name()
+            ),
+            show(stated.output_format.and_then(|f| f.get("rate"))),
+        ));
+    }
+    if let Some(names) = &stated.names {
+        let served = p.output_modalities();
+        if let Some(extra) = names.iter().find(|n| !served.contains(n)) {
+            findings.push((
+                "grant-profile",
+                format!("output_modalities among {served:?} ({})", p.name()),
+                format!("{extra:?} granted"),
+            ));
         }
     }
-    Terms {
-        profile,
-        unit_ms: unit_ms.or_else(|| profile.map(|p| f64::from(p.unit_ms()))),
-        output_rate_hz: output_rate_hz
-            .or_else(|| profile.map(|p| f64::from(p.output_sample_rate()))),
-    }
+    profile
 }

@@ -317,13 +317,62 @@ impl<'a> Check<'a> {
         }
     }
 
+    /// A server event: the rules every event keeps, then those of its kind.
     fn receive(&mut self, event: &Value) {
         let kind = self.kind.clone();
+        self.check_every_event(event, &kind);
+        if let Some(&(answer, command)) = ANSWERS.iter().find(|(a, _)| *a == kind) {
+            self.answer(event, answer, command);
+        }
+        let counted = [
+            names::SESSION_CREATED,
+            names::SESSION_UPDATED,
+            names::INPUT_ENDED,
+            names::INPUT_DRAINED,
+            names::SESSION_CLOSED,
+        ];
+        if let Some(name) = counted.into_iter().find(|n| *n == kind) {
+            *self.received.entry(name).or_default() += 1;
+        } else {
+            *self.received.entry("other").or_default() += 1;
+        }
+        match kind.as_str() {
+            names::SESSION_CREATED => {}
+            names::SESSION_UPDATED => self.updated(event),
+            names::ACCEPTED => self.accepted(event),
+            names::INPUT_ENDED => self.ended(event),
+            names::INPUT_DRAINED => self.drained(event),
+            names::UNIT_DONE => self.unit(event),
+            names::RESPONSE_CREATED => self.response_created(event),
+            names::RESPONSE_DONE => self.response_done(event),
+            names::SESSION_CLOSED => self.session_closed(event),
+            names::ERROR => self.server_error(event),
+            k if MEDIA_DELTAS.contains(&k) => self.delta(event),
+            names::AUDIO_DONE => {
+                if let Some(response) = self.response_of(event) {
+                    response.audio_done = true;
+                }
+                self.after_drained_response_event();
+            }
+            k if QUIET_EVENTS.contains(&k) => {
+                self.response_of(event);
+                self.after_drained_response_event();
+            }
+            other => {
+                let other = other.to_string();
+                self.flag("unknown-event", "an event of the native protocol", other);
+            }
+        }
+    }
+
+    /// What every server event of `kind` keeps: session.created first, an event_id of its own,
+    /// nothing after session.closed.
+    fn check_every_event(&mut self, event: &Value, kind: &str) {
         if self.received.is_empty() && kind != names::SESSION_CREATED {
             self.flag(
                 "session-complete",
                 "session.created as the first server event",
-                kind.clone(),
+                kind,
             );
         }
         match event.get("event_id").and_then(Value::as_str) {
@@ -342,96 +391,60 @@ impl<'a> Check<'a> {
             }
         }
         if self.closed {
+            self.flag("closed-order", "no server event after session.closed", kind);
+        }
+    }
+
+    /// The first `session.updated`: what it grants sets the session's terms.
+    fn updated(&mut self, event: &Value) {
+        if self.terms.is_some() {
+            return;
+        }
+        let mut findings = Vec::new();
+        self.terms = Some(grant::check(
+            event,
+            self.asked.as_ref(),
+            self.given,
+            &mut findings,
+        ));
+        for (rule, expected, got) in findings {
+            self.flag(rule, expected, got);
+        }
+    }
+
+    /// `session.closed`: after the input drained, for the reason the client gave.
+    fn session_closed(&mut self, event: &Value) {
+        if !self.drained {
             self.flag(
                 "closed-order",
-                "no server event after session.closed",
-                kind.clone(),
+                "session.closed after sglang.input_audio.drained",
+                "before it",
             );
         }
-        if let Some(&(answer, command)) = ANSWERS.iter().find(|(a, _)| *a == kind) {
-            self.answer(event, answer, command);
+        let reason = event.get("reason");
+        if reason.and_then(Value::as_str) != Some("client_closed") {
+            self.flag("closed-order", "reason \"client_closed\"", show(reason));
         }
-        let counted = [
-            names::SESSION_CREATED,
-            names::SESSION_UPDATED,
-            names::INPUT_ENDED,
-            names::INPUT_DRAINED,
-            names::SESSION_CLOSED,
-        ];
-        if let Some(name) = counted.into_iter().find(|n| *n == kind) {
-            *self.received.entry(name).or_default() += 1;
-        } else {
-            *self.received.entry("other").or_default() += 1;
-        }
-        match kind.as_str() {
-            names::SESSION_CREATED => {}
-            names::SESSION_UPDATED => {
-                if self.terms.is_none() {
-                    let mut findings = Vec::new();
-                    self.terms = Some(grant::check(
-                        event,
-                        self.asked.as_ref(),
-                        self.given,
-                        &mut findings,
-                    ));
-                    for (rule, expected, got) in findings {
-                        self.flag(rule, expected, got);
-                    }
-                }
-            }
-            names::ACCEPTED => self.accepted(event),
-            names::INPUT_ENDED => self.ended(event),
-            names::INPUT_DRAINED => self.drained(event),
-            names::UNIT_DONE => self.unit(event),
-            names::RESPONSE_CREATED => self.response_created(event),
-            names::RESPONSE_DONE => self.response_done(event),
-            names::SESSION_CLOSED => {
-                if !self.drained {
-                    self.flag(
-                        "closed-order",
-                        "session.closed after sglang.input_audio.drained",
-                        "before it",
-                    );
-                }
-                let reason = event.get("reason");
-                if reason.and_then(Value::as_str) != Some("client_closed") {
-                    self.flag("closed-order", "reason \"client_closed\"", show(reason));
-                }
-                self.closed = true;
-            }
-            names::ERROR => {
-                let error = event.get("error");
-                let field = |key: &str| {
-                    error
-                        .and_then(|e| e.get(key))
-                        .and_then(Value::as_str)
-                        .unwrap_or("?")
-                        .to_string()
-                };
-                let fatal = event
-                    .get("sglang")
-                    .and_then(|s| s.get("fatal"))
-                    .and_then(Value::as_bool)
-                    .unwrap_or(false);
-                let got = format!("{} (fatal {fatal}): {}", field("code"), field("message"));
-                self.flag("server-error", "no error event", got);
-            }
-            k if MEDIA_DELTAS.contains(&k) => self.delta(event),
-            names::AUDIO_DONE => {
-                if let Some(response) = self.response_of(event) {
-                    response.audio_done = true;
-                }
-                self.after_drained_response_event();
-            }
-            k if QUIET_EVENTS.contains(&k) => {
-                self.response_of(event);
-                self.after_drained_response_event();
-            }
-            other => {
-                let other = other.to_string();
-                self.flag("unknown-event", "an event of the native protocol", other);
-            }
-        }
+        self.closed = true;
+    }
+
+    /// An `error` event: its code, whether fatal, and its message.
+    fn server_error(&mut self, event: &Value) {
+        let error = event.get("error");
+        let field = |key: &str| {
+            error
+                .and_then(|e| e.get(key))
+                .and_then(Value::as_str)
+                .unwrap_or("?")
+                .to_string()
+        };
+        let fatal = event
+            .get("sglang")
+            .and_then(|s| s.get("fatal"))
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
+        let got = format!("{} (fatal {fatal}): {}", field("code"), field("message"));
+        self.flag("server-error", "no error event", got);
     }
 
     /// `client-event-id`: `answer` names a `command` the client sent, and answers it once.
