@@ -48,8 +48,44 @@ pub fn layout_text(processes: u32, sessions_per_process: u32) -> String {
 /// Title line and progress line. What does not fit is left out whole, the least important
 /// first: the output folder, the trace mode, the URL, the layout; the verdict always stays.
 pub fn draw(state: &LiveState, theme: Theme, area: Rect, buf: &mut Buffer) {
-    let info = &state.info;
     let width = area.width as usize;
+    let title = fit_segments(title_segments(state, theme), width);
+    let output = (
+        Some(1),
+        Span::styled(format!(" │ output {}", state.info.output_dir), theme.dim()),
+    );
+    let progress = if let Some(f) = &state.finished {
+        fit_segments(
+            vec![
+                (None, Span::styled(" finished ", theme.title())),
+                (None, Span::styled("│ q, Enter or Esc: exit ", theme.warn())),
+                (
+                    Some(0),
+                    Span::raw(format!("│ summary: {} ", f.summary_path)),
+                ),
+            ],
+            width,
+        )
+    } else if let Some(left_s) = state.countdown_s(state.now_s) {
+        fit_segments(countdown_segments(state, left_s, output, theme), width)
+    } else if state.start_s.is_none() {
+        fit_segments(
+            vec![(None, Span::raw(" setting up sessions…")), output],
+            width,
+        )
+    } else {
+        fit_segments(progress_segments(state, output, theme), width)
+    };
+    Paragraph::new(vec![title, progress]).render(area, buf);
+}
+
+/// A header segment: its rank (`None` always shown, else 0 most important) and its span.
+type Segment = (Option<usize>, Span<'static>);
+
+/// The title line: the name, the verdict, the sweep level, the layout, the shard, the trace
+/// mode and the URL.
+fn title_segments(state: &LiveState, theme: Theme) -> Vec<Segment> {
+    let info = &state.info;
     let (verdict, _) = verdict(state, theme);
     let mut segments = vec![
         (Some(3), Span::styled(" duplexbench-tui │", theme.title())),
@@ -83,91 +119,77 @@ pub fn draw(state: &LiveState, theme: Theme, area: Rect, buf: &mut Buffer) {
         (Some(2), Span::raw(format!(" │ trace {}", info.trace))),
         (Some(1), Span::raw(format!(" │ {}", info.url))),
     ]);
-    let title = fit_segments(segments, width);
+    segments
+}
+
+/// Before the start gate: the countdown, `left_s` to go, and when it opens.
+fn countdown_segments(
+    state: &LiveState,
+    left_s: f64,
+    output: Segment,
+    theme: Theme,
+) -> Vec<Segment> {
+    let at = state.info.start_at_unix_s.map_or(String::new(), |t| {
+        format!(" at {}", crate::options::shard::rfc3339(t))
+    });
+    vec![
+        (
+            None,
+            Span::styled(format!(" start in {}", mmss(left_s.ceil())), theme.warn()),
+        ),
+        (
+            Some(0),
+            Span::raw(format!(
+                "{at}: every session is set up and waits at the gate"
+            )),
+        ),
+        output,
+    ]
+}
+
+/// While streaming: elapsed and remaining time, a bar, then any warnings.
+fn progress_segments(state: &LiveState, output: Segment, theme: Theme) -> Vec<Segment> {
+    let info = &state.info;
     let elapsed = state.elapsed_s(state.now_s).min(info.duration_s);
-    let output = (
-        Some(1),
-        Span::styled(format!(" │ output {}", info.output_dir), theme.dim()),
-    );
-    let progress = if let Some(f) = &state.finished {
-        fit_segments(
-            vec![
-                (None, Span::styled(" finished ", theme.title())),
-                (None, Span::styled("│ q, Enter or Esc: exit ", theme.warn())),
-                (
-                    Some(0),
-                    Span::raw(format!("│ summary: {} ", f.summary_path)),
-                ),
-            ],
-            width,
-        )
-    } else if let Some(left_s) = state.countdown_s(state.now_s) {
-        let at = info.start_at_unix_s.map_or(String::new(), |t| {
-            format!(" at {}", crate::options::shard::rfc3339(t))
-        });
-        fit_segments(
-            vec![
-                (
-                    None,
-                    Span::styled(format!(" start in {}", mmss(left_s.ceil())), theme.warn()),
-                ),
-                (
-                    Some(0),
-                    Span::raw(format!(
-                        "{at}: every session is set up and waits at the gate"
-                    )),
-                ),
-                output,
-            ],
-            width,
-        )
-    } else if state.start_s.is_none() {
-        fit_segments(
-            vec![(None, Span::raw(" setting up sessions…")), output],
-            width,
-        )
+    let fraction = if info.duration_s > 0.0 {
+        elapsed / info.duration_s
     } else {
-        let fraction = if info.duration_s > 0.0 {
-            elapsed / info.duration_s
-        } else {
-            1.0
-        };
-        let bar_width = 30usize;
-        let filled = ((fraction * bar_width as f64).round() as usize).min(bar_width);
-        let mut items = vec![
-            (
-                None,
-                Span::raw(format!(
-                    " elapsed {} / {}  remaining {}  ",
-                    mmss(elapsed),
-                    mmss(info.duration_s),
-                    mmss(info.duration_s - elapsed)
-                )),
-            ),
-            (None, Span::styled("█".repeat(filled), theme.title())),
-            (
-                None,
-                Span::styled("░".repeat(bar_width - filled), theme.dim()),
-            ),
-        ];
-        let totals = state.totals();
-        for warning in [
-            crate::ui::headless::files_lost_text(&totals),
-            state.silent_text(state.now_s),
-        ]
-        .into_iter()
-        .flatten()
-        {
-            items.push((Some(0), Span::styled(format!(" │ {warning}"), theme.bad())));
-        }
-        if let Some(c) = &state.cancelled {
-            items.push((
-                Some(0),
-                Span::styled(format!(" │ stopping: {c}"), theme.warn()),
-            ));
-        }
-        items.push(output);
-        fit_segments(items, width)
+        1.0
     };
-    Paragraph::new(vec![title, progress]).render(area, buf);
+    let bar_width = 30usize;
+    let filled = ((fraction * bar_width as f64).round() as usize).min(bar_width);
+    let mut items = vec![
+        (
+            None,
+            Span::raw(format!(
+                " elapsed {} / {}  remaining {}  ",
+                mmss(elapsed),
+                mmss(info.duration_s),
+                mmss(info.duration_s - elapsed)
+            )),
+        ),
+        (None, Span::styled("█".repeat(filled), theme.title())),
+        (
+            None,
+            Span::styled("░".repeat(bar_width - filled), theme.dim()),
+        ),
+    ];
+    let totals = state.totals();
+    for warning in [
+        crate::ui::headless::files_lost_text(&totals),
+        state.silent_text(state.now_s),
+    ]
+    .into_iter()
+    .flatten()
+    {
+        items.push((Some(0), Span::styled(format!(" │ {warning}"), theme.bad())));
+    }
+    if let Some(c) = &state.cancelled {
+        items.push((
+            Some(0),
+            Span::styled(format!(" │ stopping: {c}"), theme.warn()),
+        ));
+    }
+    items.push(output);
+    items
 }

@@ -167,33 +167,7 @@ pub fn draw(state: &LiveState, view: &ViewState, theme: Theme, area: Rect, buf: 
         view.scroll.min(lines.len().saturating_sub(height))
     };
     let shown = &lines[first_line..lines.len().min(first_line + height)];
-    // Told in what the eye sees: sessions and terminal lines (a line holds two rows of
-    // half blocks in colour), so that "N per line" matches the labels' ranges.
-    let sessions: usize = lines.iter().flatten().map(|r| r.sessions.len()).sum();
-    let per_line = group * per_line;
-    let title = format!(
-        " Deviation heatmap: {sessions} sessions{}{}{} ",
-        if per_line > 1 {
-            format!(", {per_line} per line")
-        } else {
-            String::new()
-        },
-        if lines.len() > shown.len() {
-            format!(
-                ", lines {}-{} of {}",
-                first_line + 1,
-                first_line + shown.len(),
-                lines.len()
-            )
-        } else {
-            String::new()
-        },
-        if view.violations_only {
-            ", violations only"
-        } else {
-            ""
-        }
-    );
+    let title = title(&lines, group * per_line, (first_line, shown.len()), view);
     block.title(title).render(area, buf);
 
     let grid_width = (inner.width - LABEL_WIDTH) as usize;
@@ -211,29 +185,8 @@ pub fn draw(state: &LiveState, view: &ViewState, theme: Theme, area: Rect, buf: 
                 .iter()
                 .map(|row| Heat::of(row_value(state, row, axis.buckets(col)), thresholds))
                 .collect();
-            let Some(cell) = buf.cell_mut((x, y)) else {
-                continue;
-            };
-            if theme.color {
-                let top = heats.first().copied().unwrap_or(Heat::Empty);
-                let bottom = heats.get(1).copied().unwrap_or(Heat::Empty);
-                match (top, bottom) {
-                    (Heat::Empty, Heat::Empty) => {
-                        cell.set_symbol(" ");
-                    }
-                    (Heat::Empty, b) => {
-                        cell.set_symbol("▄").set_fg(theme.heat_color(b));
-                    }
-                    (t, b) => {
-                        cell.set_symbol("▀")
-                            .set_fg(theme.heat_color(t))
-                            .set_bg(theme.heat_color(b));
-                    }
-                }
-            } else {
-                let heat = heats.first().copied().unwrap_or(Heat::Empty);
-                cell.set_symbol(theme.heat_glyph(heat))
-                    .set_style(theme.heat_style(heat));
+            if let Some(cell) = buf.cell_mut((x, y)) {
+                paint_cell(cell, &heats, theme);
             }
         }
     }
@@ -255,6 +208,67 @@ pub fn draw(state: &LiveState, view: &ViewState, theme: Theme, area: Rect, buf: 
         inner.width as usize,
     ))
     .render(Rect::new(inner.x, legend_y, inner.width, 1), buf);
+}
+
+/// The panel's title, told in what the eye sees: sessions and terminal lines (a line holds two
+/// rows of half blocks in colour), so that "N per line" matches the labels' ranges; then which
+/// of the `lines` are shown (from `first_line`, `shown` of them) and the filter.
+fn title(
+    lines: &[Vec<HeatRow>],
+    per_line: usize,
+    (first_line, shown): (usize, usize),
+    view: &ViewState,
+) -> String {
+    let sessions: usize = lines.iter().flatten().map(|r| r.sessions.len()).sum();
+    format!(
+        " Deviation heatmap: {sessions} sessions{}{}{} ",
+        if per_line > 1 {
+            format!(", {per_line} per line")
+        } else {
+            String::new()
+        },
+        if lines.len() > shown {
+            format!(
+                ", lines {}-{} of {}",
+                first_line + 1,
+                first_line + shown,
+                lines.len()
+            )
+        } else {
+            String::new()
+        },
+        if view.violations_only {
+            ", violations only"
+        } else {
+            ""
+        }
+    )
+}
+
+/// One cell of the grid: in colour, two rows as half blocks (top in the foreground); without,
+/// the first row's glyph.
+fn paint_cell(cell: &mut ratatui::buffer::Cell, heats: &[Heat], theme: Theme) {
+    if theme.color {
+        let top = heats.first().copied().unwrap_or(Heat::Empty);
+        let bottom = heats.get(1).copied().unwrap_or(Heat::Empty);
+        match (top, bottom) {
+            (Heat::Empty, Heat::Empty) => {
+                cell.set_symbol(" ");
+            }
+            (Heat::Empty, b) => {
+                cell.set_symbol("▄").set_fg(theme.heat_color(b));
+            }
+            (t, b) => {
+                cell.set_symbol("▀")
+                    .set_fg(theme.heat_color(t))
+                    .set_bg(theme.heat_color(b));
+            }
+        }
+    } else {
+        let heat = heats.first().copied().unwrap_or(Heat::Empty);
+        cell.set_symbol(theme.heat_glyph(heat))
+            .set_style(theme.heat_style(heat));
+    }
 }
 
 /// The colour (or glyph) scale, shared by the heatmap and the help, in `width` columns: the

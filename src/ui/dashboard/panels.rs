@@ -3,6 +3,7 @@
 use super::theme::Theme;
 use crate::live::{LiveState, ProcessLive};
 use crate::pacing::Thresholds;
+use crate::sampler::SamplerLive;
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
 use ratatui::style::Style;
@@ -48,6 +49,37 @@ pub(super) fn verdict(state: &LiveState, theme: Theme) -> (Span<'static>, Option
 
 /// Counters, pooled percentiles and the live verdict.
 pub fn counters(state: &LiveState, theme: Theme, area: Rect, buf: &mut Buffer) {
+    let (verdict, reason) = verdict(state, theme);
+    let mut ranked = packet_lines(state, theme);
+    ranked.extend(session_lines(state, theme));
+    ranked.push((7, Line::from("")));
+    ranked.push((0, Line::from(verdict)));
+    let block = Block::default().borders(Borders::ALL).title(" Pacing ");
+    let inner = block.inner(area);
+    let reason_lines = reason
+        .as_deref()
+        .map_or(0, |r| wrapped_height(r, inner.width as usize));
+    let mut lines = fit_ranked(ranked, inner.height as usize, reason_lines);
+    if let Some(reason) = reason {
+        lines.push(Line::from(Span::styled(reason, theme.dim())));
+    }
+    Paragraph::new(lines)
+        .wrap(Wrap { trim: true })
+        .block(block)
+        .render(area, buf);
+}
+
+/// A counter's line: its name in a column, then its value.
+fn counter_row(name: &str, value: String, style: Style) -> Line<'static> {
+    Line::from(vec![
+        Span::raw(format!("{name:<18}")),
+        Span::styled(value, style),
+    ])
+}
+
+/// The packets' lines, each with how readily it is left out when the panel is short (higher
+/// goes first): the late count stays longest.
+fn packet_lines(state: &LiveState, theme: Theme) -> Vec<(u8, Line<'static>)> {
     let t = state.totals();
     let pooled = state.pooled_deviation();
     // Packet 0 after its gate: the one delay deviation (measured from packet 0) cannot show.
@@ -57,113 +89,122 @@ pub fn counters(state: &LiveState, theme: Theme, area: Rect, buf: &mut Buffer) {
     } else {
         format!("{:.2} ms", start.quantile_ms(0.99))
     };
-    let rejected = state.rejected();
-    let total = state.info.processes * state.info.sessions_per_process;
     let c = &t.counts;
     let late_style = if c.late_packets > 0 {
         theme.bad()
     } else {
         Style::default()
     };
-    let row = |name: &str, value: String, style: Style| {
-        Line::from(vec![
-            Span::raw(format!("{name:<18}")),
-            Span::styled(value, style),
-        ])
-    };
     let plain = Style::default();
-    let (verdict, reason) = verdict(state, theme);
-    // Each line with how readily it is left out when the panel is short (higher goes first):
-    // the verdict, its reason and the late count stay longest; a non-zero problem count is kept
-    // like the late count.
+    let thresholds = &state.info.thresholds;
+    vec![
+        (1, counter_row("packets", c.packets.to_string(), plain)),
+        (
+            0,
+            counter_row(
+                &format!("late (>{} ms)", thresholds.late_us / 1000),
+                c.late_packets.to_string(),
+                late_style,
+            ),
+        ),
+        (
+            3,
+            counter_row(
+                "late sessions",
+                t.sessions_with_late_packets.to_string(),
+                late_style,
+            ),
+        ),
+        (
+            5,
+            counter_row(
+                &format!("slow (>{} ms)", thresholds.slow_us / 1000),
+                c.slow_sends.to_string(),
+                plain,
+            ),
+        ),
+        (
+            2,
+            counter_row(
+                "deviation p50",
+                format!("{:.2} ms", pooled.quantile_ms(0.5)),
+                plain,
+            ),
+        ),
+        (
+            2,
+            counter_row(
+                "deviation p99",
+                format!("{:.2} ms", pooled.quantile_ms(0.99)),
+                plain,
+            ),
+        ),
+        (
+            4,
+            counter_row("deviation max", ms(c.max_deviation_us), late_style),
+        ),
+        (3, counter_row("start late p99", start_late, plain)),
+    ]
+}
+
+/// The sessions' lines, ranked as the packets' are; a non-zero problem count is kept like the
+/// late count.
+fn session_lines(state: &LiveState, theme: Theme) -> Vec<(u8, Line<'static>)> {
+    let t = state.totals();
+    let rejected = state.rejected();
+    let total = state.info.processes * state.info.sessions_per_process;
+    let plain = Style::default();
     let keep_if = |n: u64, rank: u8| if n > 0 { 1 } else { rank };
-    let ranks = [
-        1,
-        0,
-        3,
-        5,
-        2,
-        2,
-        4,
-        3,
-        5,
-        6,
-        keep_if(u64::from(t.sessions_incomplete), 6),
-        keep_if(u64::from(rejected), 6),
-        keep_if(t.protocol_errors, 6),
-        7,
-        0,
-    ];
-    // One rank per line below, in order.
-    let lines = vec![
-        row("packets", c.packets.to_string(), plain),
-        row(
-            &format!("late (>{} ms)", state.info.thresholds.late_us / 1000),
-            c.late_packets.to_string(),
-            late_style,
+    let warn_if = |n: u64| if n > 0 { theme.warn() } else { plain };
+    let incomplete = u64::from(t.sessions_incomplete);
+    vec![
+        (
+            5,
+            counter_row(
+                "streaming",
+                format!("{}/{total}", t.sessions_streaming),
+                plain,
+            ),
         ),
-        row(
-            "late sessions",
-            t.sessions_with_late_packets.to_string(),
-            late_style,
+        (
+            6,
+            counter_row("completed", t.sessions_completed.to_string(), plain),
         ),
-        row(
-            &format!("slow (>{} ms)", state.info.thresholds.slow_us / 1000),
-            c.slow_sends.to_string(),
-            plain,
+        (
+            keep_if(incomplete, 6),
+            counter_row(
+                "incomplete",
+                t.sessions_incomplete.to_string(),
+                warn_if(incomplete),
+            ),
         ),
-        row(
-            "deviation p50",
-            format!("{:.2} ms", pooled.quantile_ms(0.5)),
-            plain,
+        (
+            keep_if(u64::from(rejected), 6),
+            counter_row(
+                "rejected",
+                rejected.to_string(),
+                warn_if(u64::from(rejected)),
+            ),
         ),
-        row(
-            "deviation p99",
-            format!("{:.2} ms", pooled.quantile_ms(0.99)),
-            plain,
+        (
+            keep_if(t.protocol_errors, 6),
+            counter_row(
+                "protocol errors",
+                t.protocol_errors.to_string(),
+                warn_if(t.protocol_errors),
+            ),
         ),
-        row("deviation max", ms(c.max_deviation_us), late_style),
-        row("start late p99", start_late, plain),
-        row(
-            "streaming",
-            format!("{}/{total}", t.sessions_streaming),
-            plain,
-        ),
-        row("completed", t.sessions_completed.to_string(), plain),
-        row(
-            "incomplete",
-            t.sessions_incomplete.to_string(),
-            if t.sessions_incomplete > 0 {
-                theme.warn()
-            } else {
-                plain
-            },
-        ),
-        row(
-            "rejected",
-            rejected.to_string(),
-            if rejected > 0 { theme.warn() } else { plain },
-        ),
-        row(
-            "protocol errors",
-            t.protocol_errors.to_string(),
-            if t.protocol_errors > 0 {
-                theme.warn()
-            } else {
-                plain
-            },
-        ),
-        Line::from(""),
-        Line::from(verdict),
-    ];
-    let block = Block::default().borders(Borders::ALL).title(" Pacing ");
-    let inner = block.inner(area);
-    let reason_lines = reason
-        .as_deref()
-        .map_or(0, |r| wrapped_height(r, inner.width as usize));
-    let mut ranked: Vec<(u8, Line)> = ranks.into_iter().zip(lines).collect();
-    // Leave out the least important lines until the rest and the reason fit.
-    while ranked.len() + reason_lines > inner.height as usize {
+    ]
+}
+
+/// Leaves out the least important lines (the highest rank, the last of equals first; rank 0
+/// never) until the rest and `reserved` more fit in `height`.
+fn fit_ranked(
+    mut ranked: Vec<(u8, Line<'static>)>,
+    height: usize,
+    reserved: usize,
+) -> Vec<Line<'static>> {
+    while ranked.len() + reserved > height {
         let Some(drop) = ranked
             .iter()
             .enumerate()
@@ -175,14 +216,7 @@ pub fn counters(state: &LiveState, theme: Theme, area: Rect, buf: &mut Buffer) {
         };
         ranked.remove(drop);
     }
-    let mut lines: Vec<Line> = ranked.into_iter().map(|(_, line)| line).collect();
-    if let Some(reason) = reason {
-        lines.push(Line::from(Span::styled(reason, theme.dim())));
-    }
-    Paragraph::new(lines)
-        .wrap(Wrap { trim: true })
-        .block(block)
-        .render(area, buf);
+    ranked.into_iter().map(|(_, line)| line).collect()
 }
 
 /// Lines `text` takes when word-wrapped to `width` columns (a word longer than a line is cut).
@@ -279,26 +313,9 @@ pub fn processes(state: &LiveState, theme: Theme, area: Rect, buf: &mut Buffer) 
     // Read in place, not copied: this runs ten times a second.
     let guard = state.sampler.as_ref().and_then(|s| s.lock().ok());
     let sampler = guard.as_deref();
-    // The rows give the client's and the server's cores; the title the rest of the box's.
-    let title = match sampler.and_then(|s| s.cpu_split) {
-        Some(split) => Line::from(vec![
-            Span::raw(if area.width >= 44 {
-                " Processes │ stalls │ "
-            } else {
-                " Processes │ "
-            }),
-            Span::styled(
-                format!("other {:.2} cores ", split.other_cores),
-                if split.other_cores > crate::sampler::host_load::DEFAULT_THRESHOLD_CORES {
-                    theme.warn()
-                } else {
-                    Style::default()
-                },
-            ),
-        ]),
-        None => Line::from(" Processes │ stalls "),
-    };
-    let block = Block::default().borders(Borders::ALL).title(title);
+    let block = Block::default()
+        .borders(Borders::ALL)
+        .title(processes_title(sampler, theme, area.width));
     let inner = block.inner(area);
     block.render(area, buf);
     let wide = inner.width >= 44;
@@ -316,50 +333,7 @@ pub fn processes(state: &LiveState, theme: Theme, area: Rect, buf: &mut Buffer) 
     ))];
     let finished = state.finished.is_some();
     let row = |name: String, p: &ProcessLive, exited: bool| {
-        let view = sampler.and_then(|s| s.processes.get(&p.pid));
-        let st = view
-            .map(|v| v.state)
-            .filter(|c| *c != '\0')
-            .or(p.reading.map(|r| r.state))
-            .unwrap_or('-');
-        let rss = p.reading.map_or(0, |r| r.rss_bytes);
-        let st_style = if st == 'D' {
-            theme.bad()
-        } else {
-            Style::default()
-        };
-        let disk = match (view, sampler) {
-            (_, None) => "off".to_string(),
-            (Some(v), Some(_)) if v.disk_stalls > 0 => format!(
-                "{} {}",
-                v.disk_stalls,
-                v.last_wchan.as_deref().unwrap_or("")
-            ),
-            _ => "0".to_string(),
-        };
-        let (st_text, cores) = if exited {
-            // A zombie's state (Z) and its last CPU reading say nothing after the run.
-            ("exited".to_string(), String::new())
-        } else {
-            (format!("{st:>2}"), format!(" {:>6.3}", p.cpu_cores))
-        };
-        Line::from(vec![
-            Span::raw(format!("{name:<6}{:>8} ", p.pid)),
-            Span::styled(format!("{st_text:<2}"), st_style),
-            Span::raw(format!("{cores} {:>9}", mib(rss))),
-            Span::styled(
-                if wide {
-                    format!("  {disk}")
-                } else {
-                    String::new()
-                },
-                if disk.starts_with(|c: char| c.is_ascii_digit() && c != '0') {
-                    theme.bad()
-                } else {
-                    Style::default()
-                },
-            ),
-        ])
+        process_row(&name, p, exited, (sampler, wide), theme)
     };
     for (i, w) in state.workers.iter().enumerate() {
         lines.push(row(format!("w{i}"), &w.process, w.gone || finished));
@@ -370,37 +344,125 @@ pub fn processes(state: &LiveState, theme: Theme, area: Rect, buf: &mut Buffer) 
     if let Some(server) = &state.server {
         lines.push(row("server".to_string(), server, finished));
     }
-
     let room = (inner.height as usize).saturating_sub(lines.len());
-    match sampler {
-        None => lines.push(Line::from(Span::styled(
-            "procfs sampler off (--no-sampler)",
-            theme.dim(),
-        ))),
-        Some(s) if s.recent.is_empty() => {
-            lines.push(Line::from(Span::styled(
-                if finished {
-                    "no stall over 20 ms in the run"
-                } else {
-                    "no stall over 20 ms so far"
-                },
-                theme.dim(),
-            )));
-        }
-        Some(s) => {
-            for e in s.recent.iter().rev().take(room) {
-                let when = state.start_s.map_or(0.0, |start| e.start_s - start);
-                lines.push(Line::from(vec![
-                    Span::styled(format!("{when:>6.1}s "), theme.dim()),
-                    Span::styled(crate::live::describe_stall(e), theme.warn()),
-                ]));
-            }
-        }
-    }
+    lines.extend(stall_lines(state, sampler, room, theme));
     if let Some(note) = sampler.and_then(|s| s.notes.iter().next()) {
         lines.push(Line::from(Span::styled(note.clone(), theme.warn())));
     }
     Paragraph::new(lines).render(inner, buf);
+}
+
+/// The processes panel's title: the rows give the client's and the server's cores, the title
+/// the rest of the box's.
+fn processes_title(sampler: Option<&SamplerLive>, theme: Theme, width: u16) -> Line<'static> {
+    match sampler.and_then(|s| s.cpu_split) {
+        Some(split) => Line::from(vec![
+            Span::raw(if width >= 44 {
+                " Processes │ stalls │ "
+            } else {
+                " Processes │ "
+            }),
+            Span::styled(
+                format!("other {:.2} cores ", split.other_cores),
+                if split.other_cores > crate::sampler::host_load::DEFAULT_THRESHOLD_CORES {
+                    theme.warn()
+                } else {
+                    Style::default()
+                },
+            ),
+        ]),
+        None => Line::from(" Processes │ stalls "),
+    }
+}
+
+/// One process's row: pid, state, cores, RSS and (when `wide`) its disk stalls.
+fn process_row(
+    name: &str,
+    p: &ProcessLive,
+    exited: bool,
+    (sampler, wide): (Option<&SamplerLive>, bool),
+    theme: Theme,
+) -> Line<'static> {
+    let view = sampler.and_then(|s| s.processes.get(&p.pid));
+    let st = view
+        .map(|v| v.state)
+        .filter(|c| *c != '\0')
+        .or(p.reading.map(|r| r.state))
+        .unwrap_or('-');
+    let rss = p.reading.map_or(0, |r| r.rss_bytes);
+    let st_style = if st == 'D' {
+        theme.bad()
+    } else {
+        Style::default()
+    };
+    let disk = match (view, sampler) {
+        (_, None) => "off".to_string(),
+        (Some(v), Some(_)) if v.disk_stalls > 0 => format!(
+            "{} {}",
+            v.disk_stalls,
+            v.last_wchan.as_deref().unwrap_or("")
+        ),
+        _ => "0".to_string(),
+    };
+    let (st_text, cores) = if exited {
+        // A zombie's state (Z) and its last CPU reading say nothing after the run.
+        ("exited".to_string(), String::new())
+    } else {
+        (format!("{st:>2}"), format!(" {:>6.3}", p.cpu_cores))
+    };
+    Line::from(vec![
+        Span::raw(format!("{name:<6}{:>8} ", p.pid)),
+        Span::styled(format!("{st_text:<2}"), st_style),
+        Span::raw(format!("{cores} {:>9}", mib(rss))),
+        Span::styled(
+            if wide {
+                format!("  {disk}")
+            } else {
+                String::new()
+            },
+            if disk.starts_with(|c: char| c.is_ascii_digit() && c != '0') {
+                theme.bad()
+            } else {
+                Style::default()
+            },
+        ),
+    ])
+}
+
+/// The latest stalls, newest first, as many as there is `room` for (or why there are none).
+fn stall_lines(
+    state: &LiveState,
+    sampler: Option<&SamplerLive>,
+    room: usize,
+    theme: Theme,
+) -> Vec<Line<'static>> {
+    match sampler {
+        None => vec![Line::from(Span::styled(
+            "procfs sampler off (--no-sampler)",
+            theme.dim(),
+        ))],
+        Some(s) if s.recent.is_empty() => vec![Line::from(Span::styled(
+            if state.finished.is_some() {
+                "no stall over 20 ms in the run"
+            } else {
+                "no stall over 20 ms so far"
+            },
+            theme.dim(),
+        ))],
+        Some(s) => s
+            .recent
+            .iter()
+            .rev()
+            .take(room)
+            .map(|e| {
+                let when = state.start_s.map_or(0.0, |start| e.start_s - start);
+                Line::from(vec![
+                    Span::styled(format!("{when:>6.1}s "), theme.dim()),
+                    Span::styled(crate::live::describe_stall(e), theme.warn()),
+                ])
+            })
+            .collect(),
+    }
 }
 
 pub fn footer(state: &LiveState, theme: Theme, area: Rect, buf: &mut Buffer) {
