@@ -98,76 +98,107 @@ impl<'p> Sweep<'p> {
     fn go(mut self, signal: &AtomicUsize) -> Result<i32> {
         self.write()?;
         let n = self.plan.levels.len();
-        if let Some(warmup) = &self.plan.warmup {
-            let label = format!("warm-up, {} sessions", warmup.settings.total_sessions());
-            if let Some(figures) = self.one_run(warmup, "warmup", 1, (0, n), label, signal)? {
-                note(&format!(
-                    "sweep: warm-up (figures discarded): {}; {} late packets → warmup",
-                    figures.verdict, figures.late_packets
-                ));
-                self.record.warmup = Some(figures);
-            }
-        }
-        for (i, level) in self.plan.levels.iter().enumerate() {
+        self.warm_up(n, signal)?;
+        let plan = self.plan;
+        for (i, level) in plan.levels.iter().enumerate() {
             if self.cancel_code.is_some() {
                 break;
             }
-            let mut runs = Vec::new();
-            for (r, run) in level.runs.iter().enumerate() {
-                let repeat = r as u32 + 1;
-                let folder = plan::level_folder(level.sessions_total, repeat);
-                let label = if self.plan.repeats > 1 {
-                    format!(
-                        "{} sessions, repeat {repeat} of {}",
-                        level.sessions_total, self.plan.repeats
-                    )
-                } else {
-                    format!("{} sessions", level.sessions_total)
-                };
-                match self.one_run(run, &folder, repeat, (i + 1, n), label, signal)? {
-                    Some(figures) => {
-                        note(&markdown::run_line(
-                            self.record.protocol,
-                            (i + 1, n),
-                            level.sessions_total,
-                            &figures,
-                        ));
-                        runs.push(figures);
-                    }
-                    None => break,
-                }
-            }
+            let runs = self.level_runs(level, (i + 1, n), signal)?;
             if runs.is_empty() {
                 break;
             }
-            let level = Level::of(
-                level.sessions_total,
-                self.record.processes,
-                runs,
-                &self.plan.slos,
-            );
-            let unqualified = !level.qualified;
-            let sessions = level.sessions_total;
-            let why = level
-                .runs
-                .iter()
-                .find(|r| !r.pacing_qualified)
-                .and_then(|r| r.reasons.first().cloned());
-            self.record.levels.push(level);
-            if unqualified && self.cancel_code.is_none() {
-                let rest = n - i - 1;
-                self.record.stopped_early = (rest > 0).then(|| {
-                    format!(
-                        "the client was pacing-unqualified at {sessions} sessions ({}): higher levels would measure the client, not the server, so {} not run",
-                        why.unwrap_or_else(|| "late packets".to_string()),
-                        if rest == 1 { "the level above was".to_string() } else { format!("the {rest} levels above were") }
-                    )
-                });
-                self.finish_level()?;
+            if self.record_level(level.sessions_total, runs, n - i - 1)? {
                 break;
             }
-            self.finish_level()?;
         }
+        self.finish(n)
+    }
+
+    /// The warm-up run, when asked for: its figures are noted, kept apart and discarded.
+    fn warm_up(&mut self, n: usize, signal: &AtomicUsize) -> Result<()> {
+        let Some(warmup) = &self.plan.warmup else {
+            return Ok(());
+        };
+        let label = format!("warm-up, {} sessions", warmup.settings.total_sessions());
+        if let Some(figures) = self.one_run(warmup, "warmup", 1, (0, n), label, signal)? {
+            note(&format!(
+                "sweep: warm-up (figures discarded): {}; {} late packets → warmup",
+                figures.verdict, figures.late_packets
+            ));
+            self.record.warmup = Some(figures);
+        }
+        Ok(())
+    }
+
+    /// Level `at` (from 1, of n)'s repeats, each noted in one line; fewer when cancelled.
+    fn level_runs(
+        &mut self,
+        level: &plan::LevelPlan,
+        at: (usize, usize),
+        signal: &AtomicUsize,
+    ) -> Result<Vec<RunFigures>> {
+        let mut runs = Vec::new();
+        for (r, run) in level.runs.iter().enumerate() {
+            let repeat = r as u32 + 1;
+            let folder = plan::level_folder(level.sessions_total, repeat);
+            let label = if self.plan.repeats > 1 {
+                format!(
+                    "{} sessions, repeat {repeat} of {}",
+                    level.sessions_total, self.plan.repeats
+                )
+            } else {
+                format!("{} sessions", level.sessions_total)
+            };
+            match self.one_run(run, &folder, repeat, at, label, signal)? {
+                Some(figures) => {
+                    note(&markdown::run_line(
+                        self.record.protocol,
+                        at,
+                        level.sessions_total,
+                        &figures,
+                    ));
+                    runs.push(figures);
+                }
+                None => break,
+            }
+        }
+        Ok(runs)
+    }
+
+    /// Records a level's runs and writes the sweep's files; returns whether the sweep stops
+    /// here, with `rest` levels above not run, because the client was pacing-unqualified.
+    fn record_level(
+        &mut self,
+        sessions_total: u64,
+        runs: Vec<RunFigures>,
+        rest: usize,
+    ) -> Result<bool> {
+        let level = Level::of(sessions_total, self.record.processes, runs, &self.plan.slos);
+        let unqualified = !level.qualified;
+        let sessions = level.sessions_total;
+        let why = level
+            .runs
+            .iter()
+            .find(|r| !r.pacing_qualified)
+            .and_then(|r| r.reasons.first().cloned());
+        self.record.levels.push(level);
+        let stop = unqualified && self.cancel_code.is_none();
+        if stop {
+            self.record.stopped_early = (rest > 0).then(|| {
+                format!(
+                    "the client was pacing-unqualified at {sessions} sessions ({}): higher levels would measure the client, not the server, so {} not run",
+                    why.unwrap_or_else(|| "late packets".to_string()),
+                    if rest == 1 { "the level above was".to_string() } else { format!("the {rest} levels above were") }
+                )
+            });
+        }
+        self.finish_level()?;
+        Ok(stop)
+    }
+
+    /// The end of the sweep (of `n` levels): its files, sweep.md on stdout, the exit code.
+    fn finish(mut self, n: usize) -> Result<i32> {
         if self.cancel_code.is_some() {
             self.record.cancelled = true;
             let done = self.record.levels.len();

@@ -193,6 +193,17 @@ pub fn run_line(
 /// `sweep.md`.
 pub fn markdown(record: &SweepRecord) -> String {
     let mut out = String::new();
+    intro(&mut out, record);
+    knee_section(&mut out, record);
+    levels(&mut out, record);
+    plot(&mut out);
+    latency_figures(&mut out, record);
+    verdict_reasons(&mut out, record);
+    out
+}
+
+/// The title, the command line, what was run against what, and whether it ended early.
+fn intro(out: &mut String, record: &SweepRecord) {
     let _ = writeln!(
         out,
         "# duplexbench-tui sweep: {} levels of {} protocol\n",
@@ -225,6 +236,10 @@ pub fn markdown(record: &SweepRecord) -> String {
     if let Some(why) = &record.stopped_early {
         let _ = writeln!(out, "**Stopped early**: {why}\n");
     }
+}
+
+/// `## Knees`: the client's, the server's by throughput and by `--slo`.
+fn knee_section(out: &mut String, record: &SweepRecord) {
     let _ = writeln!(out, "## Knees\n");
     let k = &record.knees;
     let _ = writeln!(out, "- The client's knee: {}", knee_text(&k.client));
@@ -246,6 +261,10 @@ pub fn markdown(record: &SweepRecord) -> String {
             knee_text(slo)
         );
     }
+}
+
+/// `## Levels`: one row per level, and links to their runs' summaries.
+fn levels(out: &mut String, record: &SweepRecord) {
     let _ = writeln!(out, "\n## Levels\n");
     let mut rows = vec![header(record)];
     rows.extend(record.levels.iter().map(|l| row(record, l)));
@@ -268,9 +287,17 @@ pub fn markdown(record: &SweepRecord) -> String {
             w.folder, w.verdict, w.late_packets
         );
     }
+}
+
+/// `## Plot`: sweep.svg and how to read it.
+fn plot(out: &mut String) {
     let _ = writeln!(out, "## Plot\n");
     let _ = writeln!(out, "![latency and throughput against load]({PLOT_FILE})\n");
     let _ = writeln!(out, "Top: throughput (audio seconds per wall second) against total sessions, with the line a server that keeps up would follow; bottom: the headline latencies. Unqualified levels are drawn hollow; the vertical lines are the client's knee (grey), the server's by throughput (orange) and by `--slo` (brown). docs/sweep.md says how to read it.\n");
+}
+
+/// `## Latency figures (ms)`: each latency path against the levels.
+fn latency_figures(out: &mut String, record: &SweepRecord) {
     let _ = writeln!(out, "## Latency figures (ms)\n");
     let names = figures::latency_paths(record.protocol);
     let mut rows = vec![std::iter::once("figure".to_string())
@@ -284,6 +311,10 @@ pub fn markdown(record: &SweepRecord) -> String {
         );
     }
     out.push_str(&markdown_table(&rows));
+}
+
+/// `## Verdict reasons`, when any run had one.
+fn verdict_reasons(out: &mut String, record: &SweepRecord) {
     let reasons: Vec<String> = record
         .levels
         .iter()
@@ -294,7 +325,6 @@ pub fn markdown(record: &SweepRecord) -> String {
     if !reasons.is_empty() {
         let _ = writeln!(out, "\n## Verdict reasons\n\n{}", reasons.join("\n"));
     }
-    out
 }
 
 #[cfg(test)]
