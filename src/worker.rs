@@ -86,8 +86,20 @@ pub fn run(args: &WorkerArgs) -> Result<()> {
         ),
     );
     let samples_loss = tracer.shutdown().err();
+    let result = result_of(&config, (anchor, started_s), run, samples_loss, &telemetry);
+    hand_over(result, &config, &telemetry)
+}
+
+/// The worker's result: its run's figures, its process's usage and what was lost on the way.
+fn result_of(
+    config: &WorkerConfig,
+    (anchor, started_s): (ClockAnchor, f64),
+    run: RunOutput,
+    samples_loss: Option<WriteLoss>,
+    telemetry: &control::TelemetrySender,
+) -> WorkerResult {
     let ended_s = monotonic_s();
-    let result = WorkerResult {
+    WorkerResult {
         schema_version: RESULT_SCHEMA_VERSION,
         index: config.index,
         pid: std::process::id(),
@@ -117,7 +129,16 @@ pub fn run(args: &WorkerArgs) -> Result<()> {
             || run.outcomes.iter().any(|o| o.disk_full),
         sessions: run.outcomes,
         from_telemetry: false,
-    };
+    }
+}
+
+/// Writes the result file and tells the conductor where it is: a full disk must not cost the
+/// figures, so when the file cannot be written they go over the pipe instead.
+fn hand_over(
+    result: WorkerResult,
+    config: &WorkerConfig,
+    telemetry: &control::TelemetrySender,
+) -> Result<()> {
     let path = RunPaths::new(&config.output_dir).worker_result(config.index);
     let json = serde_json::to_vec(&result).context("cannot encode the worker result")?;
     let done = match std::fs::write(&path, json) {
