@@ -563,6 +563,7 @@ impl Machine {
         Flow::Continue
     }
 
+    /// What the server said, as the protocol classified it, at `now_s`.
     fn on_meaning(&mut self, meaning: Meaning<'_>, now_s: f64) -> Flow {
         match meaning {
             Meaning::Milestone(reached) => return self.arrived(Some(reached)),
@@ -573,19 +574,7 @@ impl Machine {
                     stats.reply(ReplyKind::Accepted, start_s, now_s);
                 }
             }
-            Meaning::AudioDelta => {
-                self.delta_gap(now_s);
-                let sample = self.on_turns(|t| t.audio_delta(now_s)).flatten();
-                self.record(sample, now_s);
-                if let (false, Some(origin_s)) = (self.first_audio_seen, self.origin_s) {
-                    self.first_audio_seen = true;
-                    self.stats
-                        .borrow_mut()
-                        .hist
-                        .first_audio
-                        .record_s(now_s - origin_s);
-                }
-            }
+            Meaning::AudioDelta => self.on_audio_delta(now_s),
             Meaning::UnitDone { input_end_ms } => {
                 if let Some(start_s) = self.sent_at_audio_ms(input_end_ms) {
                     self.stats
@@ -599,20 +588,7 @@ impl Machine {
                 fatal,
                 code,
                 message,
-            } => {
-                self.stats.borrow_mut().error_events += 1;
-                *self
-                    .outcome
-                    .error_codes
-                    .entry(code.to_string())
-                    .or_default() += 1;
-                self.outcome.last_server_error = Some(format!("{code}: {message}"));
-                if fatal {
-                    return Flow::End(format!(
-                        "the server ended the session with error {code}: {message}"
-                    ));
-                }
-            }
+            } => return self.on_error(fatal, &code, &message),
             Meaning::TextDelta => {
                 self.delta_gap(now_s);
                 let sample = self.on_turns(|t| t.text_delta(now_s)).flatten();
@@ -638,25 +614,59 @@ impl Machine {
                 is_final,
                 duration_ms,
                 ..
-            } => {
-                // A partial result is late by how long after its audio's end it came; but a
-                // server that stalls reads the backlog at once and reports it as received, so
-                // the stall shows in the gap between results.
-                if let (false, Some(duration_ms), Some(origin_s)) =
-                    (is_final, duration_ms, self.origin_s)
-                {
-                    let audio_end_s = origin_s + duration_ms / 1000.0;
-                    self.stats
-                        .borrow_mut()
-                        .reply(ReplyKind::Response, audio_end_s, now_s);
-                }
-                if self.phase != Phase::Finishing && self.origin_s.is_some() {
-                    self.reply_gap(now_s);
-                }
-            }
+            } => self.on_transcript(is_final, duration_ms, now_s),
             Meaning::Other => {}
         }
         Flow::Continue
+    }
+
+    /// A delta of audio: its gap, its turn's figures, and the session's first audio.
+    fn on_audio_delta(&mut self, now_s: f64) {
+        self.delta_gap(now_s);
+        let sample = self.on_turns(|t| t.audio_delta(now_s)).flatten();
+        self.record(sample, now_s);
+        if let (false, Some(origin_s)) = (self.first_audio_seen, self.origin_s) {
+            self.first_audio_seen = true;
+            self.stats
+                .borrow_mut()
+                .hist
+                .first_audio
+                .record_s(now_s - origin_s);
+        }
+    }
+
+    /// An error event: counted by code; a fatal one ends the session.
+    fn on_error(&mut self, fatal: bool, code: &str, message: &str) -> Flow {
+        self.stats.borrow_mut().error_events += 1;
+        *self
+            .outcome
+            .error_codes
+            .entry(code.to_string())
+            .or_default() += 1;
+        self.outcome.last_server_error = Some(format!("{code}: {message}"));
+        if fatal {
+            return Flow::End(format!(
+                "the server ended the session with error {code}: {message}"
+            ));
+        }
+        Flow::Continue
+    }
+
+    /// A transcription result (Fun-ASR): a partial's lateness behind its audio, and the gap
+    /// between results while streaming.
+    fn on_transcript(&mut self, is_final: bool, duration_ms: Option<f64>, now_s: f64) {
+        // A partial result is late by how long after its audio's end it came; but a
+        // server that stalls reads the backlog at once and reports it as received, so
+        // the stall shows in the gap between results.
+        if let (false, Some(duration_ms), Some(origin_s)) = (is_final, duration_ms, self.origin_s) {
+            let audio_end_s = origin_s + duration_ms / 1000.0;
+            self.stats
+                .borrow_mut()
+                .reply(ReplyKind::Response, audio_end_s, now_s);
+        }
+        if self.phase != Phase::Finishing && self.origin_s.is_some() {
+            self.reply_gap(now_s);
+        }
     }
 
     fn sent_at(&self, seq: u64) -> Option<f64> {
