@@ -7,7 +7,7 @@ use crate::cli::{RunArgs, SweepArgs};
 use crate::options::{self, RunPlan};
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// The most levels one sweep runs.
@@ -192,8 +192,58 @@ pub fn check_slos(slos: &[Slo], protocol: crate::protocol::Protocol) -> Result<(
 /// Validates a sweep: every level's run plan is made (and checked) before anything starts.
 pub fn validate(args: &SweepArgs, command_line: String, tui: bool) -> Result<SweepPlan> {
     let base = &args.run;
-    let processes = base.processes;
-    let totals: Vec<u64> = match (&args.levels_per_process, &args.levels_total) {
+    let totals = level_totals(args)?;
+    if base.output_jsonl.is_some() {
+        bail!("--output-jsonl is not written by a sweep: each level's summary.json holds its Fun-ASR section (report LEVEL_FOLDER renders it)");
+    }
+    let slos = args
+        .slos
+        .iter()
+        .map(|t| Slo::parse(t))
+        .collect::<Result<Vec<_>>>()?;
+    check_slos(&slos, base.speak.protocol)?;
+    let output_dir = base.output.clone().unwrap_or_else(|| {
+        PathBuf::from("runs").join(format!("sweep-{}", crate::clock::utc_stamp()))
+    });
+    let mut levels = Vec::with_capacity(totals.len());
+    for &total in &totals {
+        let mut runs = Vec::new();
+        for repeat in 1..=args.repeats {
+            let folder = level_folder(total, repeat);
+            let line = format!("{command_line}  # {folder}");
+            let plan = options::validate(&level_args(args, &output_dir, total, &folder), line, tui)
+                .with_context(|| format!("level {total}"))?;
+            runs.push(plan);
+        }
+        levels.push(LevelPlan {
+            sessions_total: total,
+            runs,
+        });
+    }
+    let warmup = match &args.warmup {
+        None => None,
+        Some(length) => {
+            let run = warmup_args(level_args(args, &output_dir, totals[0], "warmup"), *length)?;
+            let line = format!("{command_line}  # warmup");
+            Some(options::validate(&run, line, tui).context("--warmup")?)
+        }
+    };
+    Ok(SweepPlan {
+        output_dir,
+        levels,
+        repeats: args.repeats,
+        cooldown: args.cooldown,
+        slos,
+        warmup,
+        force: base.force,
+        command_line,
+    })
+}
+
+/// The levels' total sessions, from `--sessions` (per process) or `--concurrency` (in total).
+fn level_totals(args: &SweepArgs) -> Result<Vec<u64>> {
+    let processes = args.run.processes;
+    Ok(match (&args.levels_per_process, &args.levels_total) {
         (Some(text), _) => parse_levels(text, "--sessions")?
             .into_iter()
             .map(|s| u64::from(s) * u64::from(processes))
@@ -210,76 +260,40 @@ pub fn validate(args: &SweepArgs, command_line: String, tui: bool) -> Result<Swe
                 "sweep needs its levels: --sessions 16,32,64 (per process) or -c 64,128 (in total)"
             )
         }
-    };
-    if base.output_jsonl.is_some() {
-        bail!("--output-jsonl is not written by a sweep: each level's summary.json holds its Fun-ASR section (report LEVEL_FOLDER renders it)");
-    }
-    let slos = args
-        .slos
-        .iter()
-        .map(|t| Slo::parse(t))
-        .collect::<Result<Vec<_>>>()?;
-    check_slos(&slos, base.speak.protocol)?;
-    let output_dir = base.output.clone().unwrap_or_else(|| {
-        PathBuf::from("runs").join(format!("sweep-{}", crate::clock::utc_stamp()))
-    });
-    let level_args = |total: u64, folder: &str| -> RunArgs {
-        let mut run = base.clone();
-        run.sessions = (total / u64::from(processes)) as u32;
-        run.concurrency = None;
-        run.output = Some(output_dir.join(folder));
-        if args
-            .inject_from_sessions
-            .is_some_and(|from| total < u64::from(from))
-        {
-            run.inject_stall_ms = None;
-            run.inject_disk_stall_mb = None;
-            run.inject_cpu_starvation_ms = None;
-        }
-        run
-    };
-    let mut levels = Vec::with_capacity(totals.len());
-    for &total in &totals {
-        let mut runs = Vec::new();
-        for repeat in 1..=args.repeats {
-            let folder = level_folder(total, repeat);
-            let line = format!("{command_line}  # {folder}");
-            let plan = options::validate(&level_args(total, &folder), line, tui)
-                .with_context(|| format!("level {total}"))?;
-            runs.push(plan);
-        }
-        levels.push(LevelPlan {
-            sessions_total: total,
-            runs,
-        });
-    }
-    let warmup = match &args.warmup {
-        None => None,
-        Some(length) => {
-            let mut run = level_args(totals[0], "warmup");
-            if let Some(length) = length {
-                if run.audio.is_some() || run.speak.protocol == crate::protocol::Protocol::Funasr {
-                    bail!("--warmup {}: with --audio or --protocol funasr the warm-up plays the level's audio; give --warmup without a length", humantime::format_duration(*length));
-                }
-                run.duration = Some(*length);
-            }
-            run.inject_stall_ms = None;
-            run.inject_disk_stall_mb = None;
-            run.inject_cpu_starvation_ms = None;
-            let line = format!("{command_line}  # warmup");
-            Some(options::validate(&run, line, tui).context("--warmup")?)
-        }
-    };
-    Ok(SweepPlan {
-        output_dir,
-        levels,
-        repeats: args.repeats,
-        cooldown: args.cooldown,
-        slos,
-        warmup,
-        force: base.force,
-        command_line,
     })
+}
+
+/// The run's arguments of a level of `total` sessions, into `folder` of the sweep's
+/// `output_dir`; no injections below `--inject-from-sessions`.
+fn level_args(args: &SweepArgs, output_dir: &Path, total: u64, folder: &str) -> RunArgs {
+    let mut run = args.run.clone();
+    run.sessions = (total / u64::from(args.run.processes)) as u32;
+    run.concurrency = None;
+    run.output = Some(output_dir.join(folder));
+    if args
+        .inject_from_sessions
+        .is_some_and(|from| total < u64::from(from))
+    {
+        run.inject_stall_ms = None;
+        run.inject_disk_stall_mb = None;
+        run.inject_cpu_starvation_ms = None;
+    }
+    run
+}
+
+/// The warm-up's arguments from the first level's: `length` of synthetic audio if given, and
+/// no injections.
+fn warmup_args(mut run: RunArgs, length: Option<Duration>) -> Result<RunArgs> {
+    if let Some(length) = length {
+        if run.audio.is_some() || run.speak.protocol == crate::protocol::Protocol::Funasr {
+            bail!("--warmup {}: with --audio or --protocol funasr the warm-up plays the level's audio; give --warmup without a length", humantime::format_duration(length));
+        }
+        run.duration = Some(length);
+    }
+    run.inject_stall_ms = None;
+    run.inject_disk_stall_mb = None;
+    run.inject_cpu_starvation_ms = None;
+    Ok(run)
 }
 
 #[cfg(test)]
