@@ -71,86 +71,42 @@ fn cpu_per_session_second(s: &Summary) -> Option<f64> {
     (session_seconds > 0.0).then(|| cpu / session_seconds)
 }
 
+/// The figures compared, each taken from both summaries.
 fn figures(a: &Summary, b: &Summary) -> Vec<Figure> {
-    let pace = |s: &Summary| s.pacing.clone();
-    let (pa, pb) = (pace(a), pace(b));
-    let server = |s: &Summary, f: fn(&crate::stats::ShortPercentiles) -> f64, which: usize| {
-        let q = match which {
-            0 => s.server.accepted_ms.as_ref(),
-            1 => s.server.unit_lag_ms.as_ref(),
-            _ => s.server.first_audio_ms.as_ref(),
-        };
-        q.map(f)
+    let both = |name, unit, of: &dyn Fn(&Summary) -> Option<f64>| Figure {
+        name,
+        unit,
+        a: of(a),
+        b: of(b),
     };
-    let p50 = |q: &crate::stats::ShortPercentiles| q.p50;
-    let p99 = |q: &crate::stats::ShortPercentiles| q.p99;
     vec![
-        Figure {
-            name: "late packets",
-            unit: "",
-            a: Some(pa.counts.late_packets as f64),
-            b: Some(pb.counts.late_packets as f64),
-        },
-        Figure {
-            name: "deviation p50",
-            unit: "ms",
-            a: Some(pa.deviation_ms.p50),
-            b: Some(pb.deviation_ms.p50),
-        },
-        Figure {
-            name: "deviation p99",
-            unit: "ms",
-            a: Some(pa.deviation_ms.p99),
-            b: Some(pb.deviation_ms.p99),
-        },
-        Figure {
-            name: "deviation max",
-            unit: "ms",
-            a: Some(pa.deviation_ms.max),
-            b: Some(pb.deviation_ms.max),
-        },
-        Figure {
-            name: "start lateness p99",
-            unit: "ms",
-            a: Some(pa.start_lateness_ms.p99),
-            b: Some(pb.start_lateness_ms.p99),
-        },
-        Figure {
-            name: "server accepted p50",
-            unit: "ms",
-            a: server(a, p50, 0),
-            b: server(b, p50, 0),
-        },
-        Figure {
-            name: "server accepted p99",
-            unit: "ms",
-            a: server(a, p99, 0),
-            b: server(b, p99, 0),
-        },
-        Figure {
-            name: "server unit lag p50",
-            unit: "ms",
-            a: server(a, p50, 1),
-            b: server(b, p50, 1),
-        },
-        Figure {
-            name: "server unit lag p99",
-            unit: "ms",
-            a: server(a, p99, 1),
-            b: server(b, p99, 1),
-        },
-        Figure {
-            name: "server first audio p50",
-            unit: "ms",
-            a: server(a, p50, 2),
-            b: server(b, p50, 2),
-        },
-        Figure {
-            name: "client CPU per session-second",
-            unit: "ms",
-            a: cpu_per_session_second(a).map(|c| c * 1000.0),
-            b: cpu_per_session_second(b).map(|c| c * 1000.0),
-        },
+        both("late packets", "", &|s| {
+            Some(s.pacing.counts.late_packets as f64)
+        }),
+        both("deviation p50", "ms", &|s| Some(s.pacing.deviation_ms.p50)),
+        both("deviation p99", "ms", &|s| Some(s.pacing.deviation_ms.p99)),
+        both("deviation max", "ms", &|s| Some(s.pacing.deviation_ms.max)),
+        both("start lateness p99", "ms", &|s| {
+            Some(s.pacing.start_lateness_ms.p99)
+        }),
+        both("server accepted p50", "ms", &|s| {
+            s.server.accepted_ms.as_ref().map(|q| q.p50)
+        }),
+        both("server accepted p99", "ms", &|s| {
+            s.server.accepted_ms.as_ref().map(|q| q.p99)
+        }),
+        both("server unit lag p50", "ms", &|s| {
+            s.server.unit_lag_ms.as_ref().map(|q| q.p50)
+        }),
+        both("server unit lag p99", "ms", &|s| {
+            s.server.unit_lag_ms.as_ref().map(|q| q.p99)
+        }),
+        both("server first audio p50", "ms", &|s| {
+            s.server.first_audio_ms.as_ref().map(|q| q.p50)
+        }),
+        both("client CPU per session-second", "ms", &|s| {
+            cpu_per_session_second(s).map(|c| c * 1000.0)
+        }),
     ]
 }
 

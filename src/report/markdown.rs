@@ -74,12 +74,24 @@ fn funasr_section(out: &mut String, s: &Summary) {
     md!(out);
 }
 
+/// The key figures' table: the client's rows, the server's, and the peak of streams.
 fn key_figures(out: &mut String, s: &Summary) {
+    md!(out, "| figure | value |\n|---|---|");
+    client_rows(out, s);
+    server_rows(out, s);
+    md!(
+        out,
+        "| peak overlapping streams | {} |\n",
+        s.peak_overlapping_streams
+    );
+}
+
+/// The client's rows: sessions, packets, send deviation and start lateness.
+fn client_rows(out: &mut String, s: &Summary) {
     let p = &s.pacing;
     let c = &p.counts;
     let d = &p.deviation_ms;
     let ss = &s.sessions;
-    md!(out, "| figure | value |\n|---|---|");
     md!(
         out,
         "| sessions | {} completed, {} incomplete, {} rejected of {}{} |",
@@ -124,6 +136,10 @@ fn key_figures(out: &mut String, s: &Summary) {
         l.p99,
         l.max
     );
+}
+
+/// The server's rows: its latencies, errors, error codes and turns.
+fn server_rows(out: &mut String, s: &Summary) {
     for (name, q) in server_figures(s) {
         md!(
             out,
@@ -150,11 +166,6 @@ fn key_figures(out: &mut String, s: &Summary) {
             );
         }
     }
-    md!(
-        out,
-        "| peak overlapping streams | {} |\n",
-        s.peak_overlapping_streams
-    );
 }
 
 fn host(out: &mut String, s: &Summary) {

@@ -3,7 +3,7 @@
 
 use super::verdict_line;
 use crate::options::shard::rfc3339;
-use crate::summary::multihost::{MergeSection, StartGate};
+use crate::summary::multihost::{MergeSection, ShardRow, StartGate};
 use crate::summary::Summary;
 use crate::sys::clock_sync::ClockSync;
 use std::fmt::Write as _;
@@ -86,58 +86,63 @@ fn merged(out: &mut String, s: &Summary, m: &MergeSection) {
     );
     let _ = writeln!(out, "|---|---|---|---|---|---|---|---|---|---|---|");
     for r in &m.shards {
-        if !r.present {
-            let _ = writeln!(
-                out,
-                "| {} | – | {} | – | – | – | – | – | – | – | MISSING |",
-                r.index, r.sessions
-            );
-            continue;
-        }
-        let gate = r
-            .start_gate
-            .as_ref()
-            .map_or("no --start-at".to_string(), |g| {
-                g.opened_late_ms.map_or("never opened".to_string(), |ms| {
-                    format!("+{ms:.1} ms{}", if g.late { " LATE" } else { "" })
-                })
-            });
-        let clock = match &r.clock_sync {
-            Some(c) if c.synchronised => "synced".to_string(),
-            Some(_) => "NOT synced".to_string(),
-            None => "?".to_string(),
-        };
-        let verdict = r.verdict.as_ref().map_or("–".to_string(), |v| {
-            let pacing = if v.pacing_qualified {
-                "qualified"
-            } else {
-                "UNQUALIFIED"
-            };
-            let complete = if v.complete {
-                "complete"
-            } else {
-                "NOT complete"
-            };
-            format!("{pacing}, {complete}")
-        });
-        let _ = writeln!(
-            out,
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {gate} | {clock} | {verdict} |",
-            r.index,
-            r.hostname.as_deref().unwrap_or("?"),
-            r.sessions,
-            r.completed,
-            r.packets,
-            r.late_packets,
-            r.deviation_p99_ms
-                .map_or("–".to_string(), |p| format!("{p:.2}")),
-            r.worker_cpu_seconds
-                .map_or("–".to_string(), |c| format!("{c:.2}")),
-        );
+        shard_row(out, r);
     }
     let _ = writeln!(
         out,
         "\nThe pooled figures below add the shards' histograms (never their percentiles); the merged verdict is {}.\n",
         verdict_line(s)
+    );
+}
+
+/// One shard's row of the `## Shards` table; a missing shard says so.
+fn shard_row(out: &mut String, r: &ShardRow) {
+    if !r.present {
+        let _ = writeln!(
+            out,
+            "| {} | – | {} | – | – | – | – | – | – | – | MISSING |",
+            r.index, r.sessions
+        );
+        return;
+    }
+    let gate = r
+        .start_gate
+        .as_ref()
+        .map_or("no --start-at".to_string(), |g| {
+            g.opened_late_ms.map_or("never opened".to_string(), |ms| {
+                format!("+{ms:.1} ms{}", if g.late { " LATE" } else { "" })
+            })
+        });
+    let clock = match &r.clock_sync {
+        Some(c) if c.synchronised => "synced".to_string(),
+        Some(_) => "NOT synced".to_string(),
+        None => "?".to_string(),
+    };
+    let verdict = r.verdict.as_ref().map_or("–".to_string(), |v| {
+        let pacing = if v.pacing_qualified {
+            "qualified"
+        } else {
+            "UNQUALIFIED"
+        };
+        let complete = if v.complete {
+            "complete"
+        } else {
+            "NOT complete"
+        };
+        format!("{pacing}, {complete}")
+    });
+    let _ = writeln!(
+        out,
+        "| {} | {} | {} | {} | {} | {} | {} | {} | {gate} | {clock} | {verdict} |",
+        r.index,
+        r.hostname.as_deref().unwrap_or("?"),
+        r.sessions,
+        r.completed,
+        r.packets,
+        r.late_packets,
+        r.deviation_p99_ms
+            .map_or("–".to_string(), |p| format!("{p:.2}")),
+        r.worker_cpu_seconds
+            .map_or("–".to_string(), |c| format!("{c:.2}")),
     );
 }
