@@ -21,8 +21,10 @@ pub fn die_with_parent(command: &mut Command) -> &mut Command {
             rustix::process::setpgid(None, None)?;
             rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))?;
             // The parent may have died before prctl took effect.
+            // An error here makes the child exit without running the program (std reports
+            // it to `spawn`, and no one is left to hear it).
             if rustix::process::getppid() != Some(parent) {
-                libc::_exit(1);
+                return Err(std::io::ErrorKind::NotFound.into());
             }
             Ok(())
         })
@@ -36,10 +38,12 @@ pub fn raise_open_file_limit() {
 }
 
 /// Sends `signal` to `pid`; errors (the process is already gone) are ignored.
-pub fn signal(pid: u32, signal: i32) {
-    // SAFETY: kill has no memory-safety preconditions.
-    unsafe {
-        libc::kill(pid as libc::pid_t, signal);
+pub fn signal(pid: u32, signal: rustix::process::Signal) {
+    if let Some(pid) = i32::try_from(pid)
+        .ok()
+        .and_then(rustix::process::Pid::from_raw)
+    {
+        let _ = rustix::process::kill_process(pid, signal);
     }
 }
 

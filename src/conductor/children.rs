@@ -168,7 +168,7 @@ impl MockChild {
     /// Stops the mock with SIGTERM (it writes its stats then) and reads the stats.
     /// A note comes with the stats when they did not come from the file.
     pub fn stop(mut self) -> Result<(MockStats, Option<String>)> {
-        sys::signal(self.guard.pid(), libc::SIGTERM);
+        sys::signal(self.guard.pid(), rustix::process::Signal::TERM);
         if !self.guard.wait_or_kill(Duration::from_secs(5)) {
             bail!("the built-in mock did not exit within 5 s of SIGTERM and was killed");
         }

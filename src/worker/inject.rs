@@ -93,10 +93,18 @@ pub fn cpu_starvation(ms: u32) -> Injection {
     let spin = move |realtime: bool| {
         let _ = sched_setaffinity(None, &pinned);
         if realtime {
-            let param = libc::sched_param { sched_priority: 1 };
-            // rustix has no sched_setscheduler; the one raw call left here.
-            // SAFETY: `param` is valid; failure (no permission) is reported, not fatal.
-            let ok = unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) } == 0;
+            // SCHED_FIFO at its lowest priority (1) for this thread; failure (no permission) is
+            // reported, not fatal. rustix and nix do not wrap sched_setscheduler.
+            use thread_priority::unix::{
+                set_thread_priority_and_policy, thread_native_id, RealtimeThreadSchedulePolicy,
+                ThreadSchedulePolicy,
+            };
+            let ok = set_thread_priority_and_policy(
+                thread_native_id(),
+                thread_priority::ThreadPriority::Min,
+                ThreadSchedulePolicy::Realtime(RealtimeThreadSchedulePolicy::Fifo),
+            )
+            .is_ok();
             let _ = realtime_tx.send(ok);
             if !ok {
                 return;

@@ -212,7 +212,7 @@ fn a_terminal_that_goes_away_ends_the_run_with_a_summary_instead_of_a_spinning_d
     while !exited(pid) {
         if Instant::now() >= deadline {
             // Left running, it would spin on a core: stop it before failing.
-            duplexbench_tui::sys::signal(pid, libc::SIGKILL);
+            duplexbench_tui::sys::signal(pid, rustix::process::Signal::KILL);
             panic!("the conductor {pid} did not end after its terminal hung up");
         }
         std::thread::sleep(Duration::from_millis(200));

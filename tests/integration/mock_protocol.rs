@@ -87,7 +87,7 @@ impl Mock {
 
     /// SIGTERM, then the exit status and the statistics the mock wrote.
     pub fn terminate(&mut self) -> MockStats {
-        duplexbench_tui::sys::signal(self.child.id(), libc::SIGTERM);
+        duplexbench_tui::sys::signal(self.child.id(), rustix::process::Signal::TERM);
         let deadline = Instant::now() + Duration::from_secs(10);
         let status = loop {
             if let Some(status) = self.child.try_wait().expect("poll the mock") {

@@ -86,7 +86,7 @@ fn ctrl_c_ends_a_run_whose_sends_are_blocked_at_once_issue_13() {
         ],
     );
     std::thread::sleep(Duration::from_secs(4));
-    duplexbench_tui::sys::signal(child.id(), libc::SIGINT);
+    duplexbench_tui::sys::signal(child.id(), rustix::process::Signal::INT);
     let stopped = Instant::now();
     let code = util::wait_with_limit(&mut child, Duration::from_secs(40));
     assert_eq!(code, Some(130), "a Ctrl-C'd run exits 130");
@@ -113,7 +113,7 @@ fn a_worker_killed_by_a_signal_is_named_with_the_signal_issue_13() {
     let mut run = util::spawn_run(&out, &["-s", "2", "-d", "8s", "--trace", "off"]);
     let worker = first_worker(&run);
     std::thread::sleep(Duration::from_secs(3));
-    duplexbench_tui::sys::signal(worker, libc::SIGKILL);
+    duplexbench_tui::sys::signal(worker, rustix::process::Signal::KILL);
     let code = util::wait_with_limit(&mut run, Duration::from_secs(60));
     assert_eq!(code, Some(1), "a run that lost a worker is not clean");
     let s = summary(&out);
@@ -266,9 +266,9 @@ fn a_stopped_worker_is_shown_silent_live_not_healthy_issue_13() {
     let worker = first_worker(&run);
     std::thread::sleep(Duration::from_secs(3));
     // Stopped across at least one headless progress line (every 5 s on a pipe).
-    duplexbench_tui::sys::signal(worker, libc::SIGSTOP);
+    duplexbench_tui::sys::signal(worker, rustix::process::Signal::STOP);
     std::thread::sleep(Duration::from_secs(6));
-    duplexbench_tui::sys::signal(worker, libc::SIGCONT);
+    duplexbench_tui::sys::signal(worker, rustix::process::Signal::CONT);
     util::wait_with_limit(&mut run, Duration::from_secs(60));
     let text = std::fs::read_to_string(dir.join("stderr")).unwrap();
     assert!(text.contains("worker 0 silent"), "{text}");

@@ -209,9 +209,9 @@ fn a_worker_stopped_for_500ms_gives_a_stopped_episode_issue_15() {
         std::thread::sleep(Duration::from_millis(100));
     };
     std::thread::sleep(Duration::from_secs(4));
-    duplexbench_tui::sys::signal(worker, libc::SIGSTOP);
+    duplexbench_tui::sys::signal(worker, rustix::process::Signal::STOP);
     std::thread::sleep(Duration::from_millis(500));
-    duplexbench_tui::sys::signal(worker, libc::SIGCONT);
+    duplexbench_tui::sys::signal(worker, rustix::process::Signal::CONT);
     let code = util::wait_with_limit(&mut run, Duration::from_secs(60));
     assert!(matches!(code, Some(0 | 1)), "exit {code:?}");
     let s = summary(&out);
