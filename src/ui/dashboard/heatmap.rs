@@ -43,7 +43,7 @@ pub fn layout_lines(
     let thresholds = &state.info.thresholds;
     let mut by_worker: Vec<Vec<usize>> = vec![Vec::new(); state.workers.len().max(1)];
     for s in 0..state.heat.len() {
-        let listed = !view.violations_only
+        let listed = !view.late_only
             || state.heat[s]
                 .iter()
                 .any(|&v| Heat::of(v, thresholds) == Heat::Late);
@@ -190,7 +190,7 @@ pub fn draw(state: &LiveState, view: &ViewState, theme: Theme, area: Rect, buf: 
             }
         }
     }
-    if shown.is_empty() && view.violations_only {
+    if shown.is_empty() && view.late_only {
         let text = if state.finished.is_some() {
             "no session had a late packet in the run (v: show all sessions)"
         } else {
@@ -237,11 +237,7 @@ fn title(
         } else {
             String::new()
         },
-        if view.violations_only {
-            ", violations only"
-        } else {
-            ""
-        }
+        if view.late_only { ", late only" } else { "" }
     )
 }
 
@@ -352,11 +348,11 @@ mod tests {
     }
 
     #[test]
-    fn the_violation_filter_keeps_only_late_sessions() {
+    fn the_late_filter_keeps_only_late_sessions() {
         let mut s = state(1, 4);
         s.heat[2] = vec![1_000, 150_001];
         let view = ViewState {
-            violations_only: true,
+            late_only: true,
             ..ViewState::default()
         };
         let (lines, _) = layout_lines(&s, &view, 10, 2);

@@ -8,7 +8,7 @@ pub struct ViewState {
     /// First session row shown when rows are not grouped.
     pub scroll: usize,
     /// Show only sessions with a late packet.
-    pub violations_only: bool,
+    pub late_only: bool,
     /// Group sessions so every one fits (default), or one row per session with scrolling.
     pub grouped: bool,
     pub help: bool,
@@ -20,7 +20,7 @@ impl Default for ViewState {
     fn default() -> Self {
         ViewState {
             scroll: 0,
-            violations_only: false,
+            late_only: false,
             grouped: true,
             help: false,
             max_scroll: std::cell::Cell::new(usize::MAX),
@@ -43,7 +43,7 @@ pub fn on_key(view: &mut ViewState, code: KeyCode) {
         KeyCode::Char('?') | KeyCode::Char('h') => view.help = !view.help,
         KeyCode::Esc => view.help = false,
         KeyCode::Char('v') => {
-            view.violations_only = !view.violations_only;
+            view.late_only = !view.late_only;
             view.scroll = 0;
             relayout(view);
         }

@@ -467,9 +467,9 @@ fn stall_lines(
 
 pub fn footer(state: &LiveState, theme: Theme, area: Rect, buf: &mut Buffer) {
     let text = if state.finished.is_some() {
-        " q Enter Esc exit  ? help  ↑↓ PgUp PgDn scroll  v violations only  g group rows"
+        " q Enter Esc exit  ? help  ↑↓ PgUp PgDn scroll  v late only  g group rows"
     } else {
-        " q quit  ? help  ↑↓ PgUp PgDn scroll  v violations only  g group rows"
+        " q quit  ? help  ↑↓ PgUp PgDn scroll  v late only  g group rows"
     };
     Paragraph::new(Line::from(Span::styled(text, theme.dim()))).render(area, buf);
 }

@@ -303,7 +303,7 @@ fn keys_toggle_the_filter_and_scroll_ungrouped_rows() {
     let mut view = ViewState::default();
     super::keys::on_key(&mut view, crossterm::event::KeyCode::Char('v'));
     let screen = text(&draw(&state, &view, NO_COLOR, 120, 40));
-    assert!(screen.contains("violations only"), "{screen}");
+    assert!(screen.contains("late only"), "{screen}");
     assert!(
         screen.contains("w0 s5 "),
         "the late session of worker 0 is listed: {screen}"
@@ -420,7 +420,7 @@ fn a_short_run_fills_the_width_of_a_wide_terminal_issue_14() {
 }
 
 #[test]
-fn violations_only_with_nothing_late_says_so_issue_14() {
+fn late_only_with_nothing_late_says_so_issue_14() {
     let state = fixture(2, 8, 20, None);
     let mut view = ViewState::default();
     super::keys::on_key(&mut view, crossterm::event::KeyCode::Char('v'));
