@@ -603,7 +603,7 @@ fn result_from_telemetry(
         injections: Vec::new(),
         late_packet_windows: Vec::new(),
         send_blocked_windows: Vec::new(),
-        loop_stall_windows: Vec::new(),
+        loop_lag_windows: Vec::new(),
         telemetry_dropped: p.telemetry_dropped,
         reply_seconds: Vec::new(),
         writer_error: None,

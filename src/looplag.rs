@@ -21,12 +21,16 @@ pub struct LoopLag {
     max_us: AtomicU64,
     /// The largest lag since the live reader last took it (see [`LoopLag::take_window_max_us`]).
     window_max_us: AtomicU64,
-    /// `[due_s, woke_s]` of ticks more than 20 ms late (at most [`MAX_STALL_WINDOWS`]).
-    stall_windows: Mutex<Vec<[f64; 2]>>,
+    /// `[due_s, woke_s]` of ticks more than [`LAG_WINDOW_US`] late (at most
+    /// [`MAX_LAG_WINDOWS`]).
+    lag_windows: Mutex<Vec<[f64; 2]>>,
 }
 
-/// The most stall windows kept.
-const MAX_STALL_WINDOWS: usize = 100_000;
+/// How late a tick must be for its window to be kept for attribution ("stall" is the
+/// sampler's word for a process that stopped running; a late tick is loop lag).
+pub const LAG_WINDOW_US: u64 = 20_000;
+/// The most lag windows kept.
+const MAX_LAG_WINDOWS: usize = 100_000;
 
 /// Loop-lag figures as they appear in result files and the summary.
 #[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, schemars::JsonSchema)]
@@ -62,18 +66,18 @@ impl LoopLag {
     pub fn record_tick(&self, due_s: f64, woke_s: f64) {
         let lag_us = ((woke_s - due_s) * 1e6).max(0.0) as u64;
         self.record_us(lag_us);
-        if lag_us > 20_000 {
-            if let Ok(mut windows) = self.stall_windows.lock() {
-                if windows.len() < MAX_STALL_WINDOWS {
+        if lag_us > LAG_WINDOW_US {
+            if let Ok(mut windows) = self.lag_windows.lock() {
+                if windows.len() < MAX_LAG_WINDOWS {
                     windows.push([due_s, woke_s]);
                 }
             }
         }
     }
 
-    /// The windows of ticks more than 20 ms late.
-    pub fn stall_windows(&self) -> Vec<[f64; 2]> {
-        self.stall_windows
+    /// The windows of ticks more than [`LAG_WINDOW_US`] late.
+    pub fn lag_windows(&self) -> Vec<[f64; 2]> {
+        self.lag_windows
             .lock()
             .map(|w| w.clone())
             .unwrap_or_default()

@@ -120,7 +120,7 @@ fn result_of(
         late_packet_windows: run.stats.late_windows.clone(),
         send_blocked_windows: run.stats.send_blocked_windows.clone(),
         reply_seconds: run.stats.reply_seconds.clone(),
-        loop_stall_windows: run.loop_lag.stall_windows(),
+        loop_lag_windows: run.loop_lag.lag_windows(),
         injections: run.injections,
         telemetry_dropped: telemetry.dropped(),
         writer_error: samples_loss.as_ref().map(WriteLoss::describe),

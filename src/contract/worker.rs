@@ -253,8 +253,10 @@ pub struct WorkerResult {
     pub late_packet_windows: Vec<[f64; 2]>,
     /// `[start_s, end_s]` of sends that blocked for more than a late threshold.
     pub send_blocked_windows: Vec<[f64; 2]>,
-    /// `[due_s, woke_s]` of loop-lag ticks over 20 ms, for attribution.
-    pub loop_stall_windows: Vec<[f64; 2]>,
+    /// `[due_s, woke_s]` of loop-lag ticks over 20 ms, for attribution (named
+    /// `loop_stall_windows` in results of earlier versions).
+    #[serde(alias = "loop_stall_windows")]
+    pub loop_lag_windows: Vec<[f64; 2]>,
     pub telemetry_dropped: u64,
     /// The worst server reply of each second, for finding server stalls.
     #[serde(default)]

@@ -141,7 +141,7 @@ impl Loaded {
                         .late_packet_windows
                         .iter_mut()
                         .chain(&mut r.send_blocked_windows)
-                        .chain(&mut r.loop_stall_windows)
+                        .chain(&mut r.loop_lag_windows)
                     {
                         w[0] += d;
                         w[1] += d;

@@ -24,7 +24,7 @@ pub fn find(record: &RunRecord<'_>, episodes: &[Episode]) -> Found {
                 .iter()
                 .filter(|l| !blocked.iter().any(|b| b[0] <= l[1] && b[1] >= l[0])),
         );
-        client_windows.extend_from_slice(&r.loop_stall_windows);
+        client_windows.extend_from_slice(&r.loop_lag_windows);
     }
     client_windows.extend(
         episodes

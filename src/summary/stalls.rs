@@ -29,7 +29,7 @@ pub(super) fn attribution_of(
             index: r.index,
             pid: r.pid,
             late_packets: &r.late_packet_windows,
-            loop_stalls: &r.loop_stall_windows,
+            loop_stalls: &r.loop_lag_windows,
             send_blocked: &r.send_blocked_windows,
         })
         .collect();
