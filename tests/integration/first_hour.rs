@@ -210,7 +210,7 @@ fn json_is_refused_with_a_pointer_to_output_and_sizes_take_units_issue_14() {
 
 #[test]
 fn the_finished_dashboard_stays_explorable_and_leaves_the_table_behind_issue_14() {
-    use crate::dashboard::{tmux_available, wait_for, Tmux};
+    use crate::dashboard::{recording_exit, tmux_available, wait_for, Tmux};
     if !tmux_available() {
         return;
     }
@@ -218,12 +218,12 @@ fn the_finished_dashboard_stays_explorable_and_leaves_the_table_behind_issue_14(
     let dir = TempDir::new("tmux-explore");
     let out = dir.join("out");
     let exit_file = dir.join("exit");
-    let command = format!(
-        "{} run -p 2 -s 2 -d 3s --output {}; echo $? > {}; sleep 30",
+    let run = format!(
+        "{} run -p 2 -s 2 -d 3s --output {}",
         util::bin(),
-        out.display(),
-        exit_file.display()
+        out.display()
     );
+    let command = recording_exit(&run, &exit_file);
     let tmux = Tmux::start(&command, 120, 40).expect("tmux starts");
     wait_for(
         "the finished dashboard",
