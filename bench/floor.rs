@@ -102,7 +102,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .unwrap_or(1)
         .max(1);
 
-    let usage_start = rusage();
+    let cpu_start = cpu_now();
     let t0 = Instant::now() + Duration::from_millis(20);
     let end = t0 + duration;
     let mut appends = 0u64;
@@ -168,8 +168,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     }
     let streaming_s = Instant::now().duration_since(t0).as_secs_f64();
-    let (user, sys) = cpu_of(&rusage());
-    let (user0, sys0) = cpu_of(&usage_start);
+    let (user, sys) = cpu_now();
+    let (user0, sys0) = cpu_start;
     let (s_user, s_sys) = (user - user0, sys - sys0);
     let wall_s = born.elapsed().as_secs_f64();
     println!(
@@ -237,17 +237,11 @@ fn write_all(stream: &mut &TcpStream, mut buf: &[u8]) -> std::io::Result<()> {
     Ok(())
 }
 
-fn rusage() -> libc::rusage {
-    // SAFETY: getrusage fills the struct it is given; zeroed is a valid rusage.
-    unsafe {
-        let mut usage: libc::rusage = std::mem::zeroed();
-        libc::getrusage(libc::RUSAGE_SELF, &mut usage);
-        usage
-    }
-}
-
-/// (user, system) seconds.
-fn cpu_of(usage: &libc::rusage) -> (f64, f64) {
-    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
-    (secs(usage.ru_utime), secs(usage.ru_stime))
+/// This process's (user, system) CPU seconds so far, from `getrusage` through nix's safe wrapper.
+fn cpu_now() -> (f64, f64) {
+    use nix::sys::resource::{getrusage, UsageWho};
+    use nix::sys::time::TimeValLike;
+    let secs = |t: nix::sys::time::TimeVal| t.num_microseconds() as f64 * 1e-6;
+    getrusage(UsageWho::RUSAGE_SELF)
+        .map_or((0.0, 0.0), |u| (secs(u.user_time()), secs(u.system_time())))
 }

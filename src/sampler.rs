@@ -1,7 +1,7 @@
 //! The procfs sampler: an OS thread of the conductor that reads `stat`, `schedstat`
 //! and (in `D`) `wchan` of every thread of every worker and of the mock, on an absolute 5 ms
 //! schedule, from outside the processes it measures. It turns the samples into episodes (see
-//! [`episodes`]) that [`attribution`] lines up with late packets and loop stalls.
+//! [`episodes`]) that [`attribution`] lines up with late packets and loop-lag windows.
 //!
 //! This file holds the thread, its schedule and the types the live views and the summary read;
 //! `sampling.rs` is the sampling itself ([`SamplerCore`]), free of the thread and the clock.

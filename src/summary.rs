@@ -40,7 +40,11 @@ use serde::{Deserialize, Serialize};
 /// 2: the pacing vocabulary (`slow_sends` beside `slow_send_threshold_ms`,
 /// `sessions_with_late_packets`, `unsent_packets`, `max_deviation_us`), server percentiles
 /// `null` without samples, `send_backpressure` in the attribution.
-pub const SCHEMA_VERSION: u32 = 2;
+/// 3: `attribution.loop_lag_windows` (was `loop_stalls`: "stall" is the sampler's episode only).
+pub const SCHEMA_VERSION: u32 = 3;
+
+/// The oldest summary this build reads (`report`): 2 differs from 3 only in a key read by alias.
+pub const OLDEST_READ_SCHEMA_VERSION: u32 = 2;
 
 /// duplexbench-tui run summary (`summary.json`); every key is documented in docs/summary.md.
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
@@ -73,7 +77,7 @@ pub struct Summary {
     pub vllm: Option<TurnSummary>,
     /// Episodes of 20 ms or more of any watched thread (at most 200, by start time).
     pub stalls: Vec<Episode>,
-    /// What the late packets and loop stalls fell into.
+    /// What the late packets and loop-lag windows fell into.
     pub attribution: Attribution,
     /// Times the server's reply latency jumped while the client was clean (docs/sampler.md).
     #[serde(default)]

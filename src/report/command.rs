@@ -3,7 +3,7 @@
 
 use super::{compare, markdown, table};
 use crate::cli::ReportArgs;
-use crate::summary::{Summary, SCHEMA_VERSION};
+use crate::summary::{Summary, OLDEST_READ_SCHEMA_VERSION, SCHEMA_VERSION};
 use anyhow::{bail, Context, Result};
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -51,9 +51,9 @@ pub fn load(path: &Path) -> Result<(PathBuf, Summary)> {
     let value: serde_json::Value =
         serde_json::from_str(&text).with_context(|| format!("{} is not JSON", file.display()))?;
     let version = value["schema_version"].as_u64().unwrap_or(0);
-    if version != u64::from(SCHEMA_VERSION) {
+    if !(u64::from(OLDEST_READ_SCHEMA_VERSION)..=u64::from(SCHEMA_VERSION)).contains(&version) {
         bail!(
-            "{} is a summary of schema_version {version}; this duplexbench-tui reads {SCHEMA_VERSION} (re-run with this version, or use the version that wrote it)",
+            "{} is a summary of schema_version {version}; this duplexbench-tui reads {OLDEST_READ_SCHEMA_VERSION} to {SCHEMA_VERSION} (re-run with this version, or use the version that wrote it)",
             file.display()
         );
     }

@@ -286,43 +286,51 @@ fn server_stalls_table(out: &mut String, s: &Summary) {
     }
 }
 
-/// What the late packets and loop stalls fell into, by cause.
+/// What the late packets and loop-lag windows fell into, by cause.
 fn attribution_table(out: &mut String, s: &Summary) {
     let a = &s.attribution;
-    if a.late_packets.total() + a.loop_stalls.total() == 0 {
+    if a.late_packets.total() + a.loop_lag_windows.total() == 0 {
         md!(
             out,
-            "- No late packet and no loop stall over 20 ms to explain."
+            "- No late packet and no loop-lag window over 20 ms to explain."
         );
     } else {
         md!(
             out,
-            "\n| cause | late packets | loop stalls > 20 ms |\n|---|---|---|"
+            "\n| cause | late packets | loop-lag windows > 20 ms |\n|---|---|---|"
         );
         for (name, l, st) in [
             (
                 "disk_wait",
                 a.late_packets.disk_wait,
-                a.loop_stalls.disk_wait,
+                a.loop_lag_windows.disk_wait,
             ),
             (
                 "cpu_starvation",
                 a.late_packets.cpu_starvation,
-                a.loop_stalls.cpu_starvation,
+                a.loop_lag_windows.cpu_starvation,
             ),
-            ("busy", a.late_packets.busy, a.loop_stalls.busy),
-            ("stopped", a.late_packets.stopped, a.loop_stalls.stopped),
+            ("busy", a.late_packets.busy, a.loop_lag_windows.busy),
+            (
+                "stopped",
+                a.late_packets.stopped,
+                a.loop_lag_windows.stopped,
+            ),
             (
                 "send_backpressure",
                 a.late_packets.send_backpressure,
-                a.loop_stalls.send_backpressure,
+                a.loop_lag_windows.send_backpressure,
             ),
             (
                 "foreign_load",
                 a.late_packets.foreign_load,
-                a.loop_stalls.foreign_load,
+                a.loop_lag_windows.foreign_load,
             ),
-            ("unknown", a.late_packets.unknown, a.loop_stalls.unknown),
+            (
+                "unknown",
+                a.late_packets.unknown,
+                a.loop_lag_windows.unknown,
+            ),
         ] {
             md!(out, "| {name} | {l} | {st} |");
         }

@@ -1,4 +1,4 @@
-//! Lining episodes up with what they cost: every late packet and every loop stall of a worker is
+//! Lining episodes up with what they cost: every late packet and every loop-lag window of a worker is
 //! given the class of the episode of that worker's loop thread that overlaps it most (same
 //! monotonic clock), or `unknown` when none does. A late packet that fell due while one of its
 //! worker's sends was blocked by the server (the worker records those windows itself) is
@@ -54,18 +54,20 @@ impl ClassCounts {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Attribution {
     pub late_packets: ClassCounts,
-    pub loop_stalls: ClassCounts,
+    /// Loop-lag windows over `LAG_WINDOW_US` by class (schema 2 called it `loop_stalls`).
+    #[serde(alias = "loop_stalls")]
+    pub loop_lag_windows: ClassCounts,
     /// One sentence per (worker, class): what the late packets fell into.
     pub explanations: Vec<String>,
 }
 
 /// One worker's windows: `[from_s, to_s]` for each late packet (due time to send start) and for
-/// each loop stall over 20 ms (tick due time to wake-up).
+/// each loop-lag window over 20 ms (tick due time to wake-up).
 pub struct WorkerWindows<'a> {
     pub index: u32,
     pub pid: u32,
     pub late_packets: &'a [[f64; 2]],
-    pub loop_stalls: &'a [[f64; 2]],
+    pub loop_lag_windows: &'a [[f64; 2]],
     /// Sends that blocked for more than a late threshold: `[start_s, end_s]`.
     pub send_blocked: &'a [[f64; 2]],
 }
@@ -94,7 +96,7 @@ fn best_overlap<'e>(
         .copied()
 }
 
-/// Attributes late packets and loop stalls; `episodes` is `None` when the sampler did not run,
+/// Attributes late packets and loop-lag windows; `episodes` is `None` when the sampler did not run,
 /// and then only what the workers saw themselves (send backpressure) is attributed. A late
 /// packet no episode explains that fell in a second of foreign load (`foreign`) is
 /// `foreign_load`.
@@ -149,10 +151,10 @@ pub fn attribute(
                 }
             }
         }
-        for window in w.loop_stalls {
+        for window in w.loop_lag_windows {
             let class =
                 best_overlap(&loop_episodes, *window).map_or(StallClass::Unknown, |e| e.class);
-            out.loop_stalls.add(class);
+            out.loop_lag_windows.add(class);
         }
         let mut per_class: BTreeMap<StallClass, Vec<(u64, &Episode)>> = BTreeMap::new();
         for ((class, _), (count, e)) in by_episode {
@@ -280,7 +282,7 @@ mod tests {
                 index: 0,
                 pid: 10,
                 late_packets: &late,
-                loop_stalls: &stalls,
+                loop_lag_windows: &stalls,
                 send_blocked: &[],
             }],
         );
@@ -296,7 +298,7 @@ mod tests {
                 unknown: 1
             }
         );
-        assert_eq!(a.loop_stalls.disk_wait, 1);
+        assert_eq!(a.loop_lag_windows.disk_wait, 1);
         assert!(
             a.explanations.iter().any(|e| e == "2 late packets fell during 1 D-state stall of worker 0 in folio_wait_bit_common (longest 400 ms)"),
             "{:?}",
@@ -320,7 +322,7 @@ mod tests {
                 index: 0,
                 pid: 1,
                 late_packets: &[],
-                loop_stalls: &[],
+                loop_lag_windows: &[],
                 send_blocked: &[],
             }],
         );
@@ -337,7 +339,7 @@ mod tests {
             index: 0,
             pid: 10,
             late_packets: &late,
-            loop_stalls: &[],
+            loop_lag_windows: &[],
             send_blocked: &blocked,
         }];
         let a = attribute(Some(&episodes), &[], &windows);

@@ -1,5 +1,5 @@
 //! Server stalls: seconds in which the server's worst reply came much later than its typical
-//! worst, while the client was clean (no late packet of its own, no loop stall, no stall of a
+//! worst, while the client was clean (no late packet of its own, no loop-lag window, no stall of a
 //! worker's loop thread; a send the server blocked is the server's doing). A client that stalls reads its replies late too, so a latency
 //! jump that the client's own stalls cover for half its size or more is the client's, not the
 //! server's, and is only counted.

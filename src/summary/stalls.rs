@@ -1,5 +1,5 @@
 //! The summary's stalls: the sampler's episodes worth listing, the faults injected, and what
-//! the late packets and loop stalls fell into.
+//! the late packets and loop-lag windows fell into.
 
 use super::{results, InjectionRecord, RunRecord};
 use crate::sampler::attribution::{self, Attribution, WorkerWindows};
@@ -17,7 +17,7 @@ pub(super) fn listed(episodes: Vec<Episode>) -> Vec<Episode> {
         .collect()
 }
 
-/// What the late packets, loop stalls and blocked sends of every worker fell into.
+/// What the late packets, loop-lag windows and blocked sends of every worker fell into.
 pub(super) fn attribution_of(
     record: &RunRecord<'_>,
     episodes: &[Episode],
@@ -29,7 +29,7 @@ pub(super) fn attribution_of(
             index: r.index,
             pid: r.pid,
             late_packets: &r.late_packet_windows,
-            loop_stalls: &r.loop_lag_windows,
+            loop_lag_windows: &r.loop_lag_windows,
             send_blocked: &r.send_blocked_windows,
         })
         .collect();

@@ -33,6 +33,7 @@ fn report_renders_a_run_again_and_compares_two_with_their_ratios_issue_15() {
         std::fs::read_to_string(a.join("summary.md")).unwrap(),
         "today's report of the same summary is the same file"
     );
+    older_summaries_are_read_or_refused_by_version(&dir, &a, &md);
     let vs = util::run(
         &["report", a.to_str().unwrap(), "--vs", b.to_str().unwrap()],
         Duration::from_secs(30),
@@ -73,4 +74,36 @@ fn report_of_a_folder_without_a_summary_is_a_clear_error() {
     );
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("give a run's output folder"));
+}
+
+/// A schema 2 summary (the loop-lag counts were `attribution.loop_stalls`) renders as its schema 3
+/// self; schema 1 is refused, naming the versions this build reads.
+fn older_summaries_are_read_or_refused_by_version(dir: &TempDir, run: &std::path::Path, md: &str) {
+    let mut summary = util::summary(run);
+    assert_eq!(summary["schema_version"], 3);
+    let counts = summary["attribution"]
+        .as_object_mut()
+        .unwrap()
+        .remove("loop_lag_windows")
+        .expect("attribution.loop_lag_windows");
+    summary["attribution"]["loop_stalls"] = counts;
+    summary["schema_version"] = 2.into();
+    let old = dir.join("schema-2.json");
+    std::fs::write(&old, serde_json::to_vec(&summary).unwrap()).unwrap();
+    let again = util::run(&["report", old.to_str().unwrap()], Duration::from_secs(30));
+    assert_eq!(again.status.code(), Some(0), "{}", describe(&again));
+    assert_eq!(
+        String::from_utf8_lossy(&again.stdout),
+        md,
+        "schema 2 reads as 3"
+    );
+    summary["schema_version"] = 1.into();
+    std::fs::write(&old, serde_json::to_vec(&summary).unwrap()).unwrap();
+    let refused = util::run(&["report", old.to_str().unwrap()], Duration::from_secs(30));
+    assert_eq!(refused.status.code(), Some(2), "{}", describe(&refused));
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        err.contains("schema_version 1") && err.contains("reads 2 to 3"),
+        "{err}"
+    );
 }

@@ -121,7 +121,7 @@ fn short_2x4_run_completes_with_every_summary_key_and_a_valid_schema() {
     }
     validate_against_schema(&s);
 
-    assert_eq!(s["schema_version"], 2);
+    assert_eq!(s["schema_version"], 3);
     // Pacing depends on how busy the machine is; completion does not.
     assert_eq!(s["verdict"]["complete"], true);
     assert_eq!(s["sessions"]["completed"], 8);

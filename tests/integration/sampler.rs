@@ -99,7 +99,7 @@ fn an_injected_disk_stall_shows_a_d_episode_with_a_writeback_wchan() {
     );
     let a = &s["attribution"];
     let explained = a["late_packets"]["disk_wait"].as_u64().unwrap()
-        + a["loop_stalls"]["disk_wait"].as_u64().unwrap();
+        + a["loop_lag_windows"]["disk_wait"].as_u64().unwrap();
     // Writing the data costs CPU too, so some late packets may fall into `busy`, and on a busy
     // box a short D episode may sit inside a longer wait for a CPU; a D episode long enough to
     // be the stall must explain some of it.
