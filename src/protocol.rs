@@ -393,9 +393,49 @@ pub fn leading_type(text: &str) -> Option<&str> {
     text.get(start..start + len)
 }
 
+/// Whether `text` has `"key"` followed by a colon and a string value (whitespace allowed), read
+/// without parsing: where a delta read by its [`leading_type`] keeps its audio.
+pub fn has_string_key(text: &str, key: &str) -> bool {
+    let b = text.as_bytes();
+    let mut quoted = [0u8; 16];
+    let Some(pattern) = quoted.get_mut(..key.len() + 2) else {
+        return false;
+    };
+    pattern[0] = b'"';
+    pattern[1..=key.len()].copy_from_slice(key.as_bytes());
+    pattern[key.len() + 1] = b'"';
+    let is_ws = |c: &u8| matches!(c, b' ' | b'\t' | b'\n' | b'\r');
+    memchr::memmem::find_iter(b, pattern).any(|at| {
+        let mut rest = b[at + pattern.len()..].iter().skip_while(|c| is_ws(c));
+        rest.next() == Some(&b':') && rest.find(|c| !is_ws(c)) == Some(&b'"')
+    })
+}
+
 #[cfg(test)]
 mod tests {
-    use super::leading_type;
+    use super::{has_string_key, leading_type};
+
+    #[test]
+    fn a_string_key_is_found_spaced_or_not_and_null_or_nested_text_is_no_string_key() {
+        assert!(has_string_key(r#"{"type":"t","delta":"AAAA"}"#, "delta"));
+        assert!(has_string_key(
+            r#"{"type": "t", "delta" : "AAAA"}"#,
+            "delta"
+        ));
+        assert!(!has_string_key(
+            r#"{"type":"t","delta":null,"audio":"AA"}"#,
+            "delta"
+        ));
+        assert!(has_string_key(
+            r#"{"type":"t","delta":null,"audio":"AA"}"#,
+            "audio"
+        ));
+        assert!(!has_string_key(r#"{"type":"t","text":"delta"}"#, "delta"));
+        assert!(!has_string_key(
+            r#"{"type":"t","d":"x"}"#,
+            "a_key_longer_than_the_buffer"
+        ));
+    }
 
     #[test]
     fn leading_type_reads_the_first_key_compact_or_spaced() {

@@ -272,6 +272,9 @@ impl ClientProtocol for Openai {
 
 /// What a server event of the API means, in either naming.
 pub fn classify(text: &str) -> Result<Received<'_>, String> {
+    if let Some(delta) = delta_by_leading_type(text) {
+        return Ok(delta);
+    }
     let event: ServerEvent<'_> = serde_json::from_str(text)
         .map_err(|err| format!("server frame is not a JSON event ({err})"))?;
     let mut payload = Payload::Json { audio_key: None };
@@ -327,6 +330,30 @@ pub fn classify(text: &str) -> Result<Received<'_>, String> {
     Ok(Received {
         meaning,
         payload,
+        event: None,
+    })
+}
+
+/// The deltas (most frames, nearly all the bytes) by their leading `type` alone, their audio not
+/// parsed; everything else (and a delta whose `type` is not first) is parsed in full.
+fn delta_by_leading_type(text: &str) -> Option<Received<'_>> {
+    let (meaning, audio_key) = match super::leading_type(text)? {
+        names::AUDIO_DELTA | names::BETA_AUDIO_DELTA => {
+            // As the full parse decides: vllm-omni's `audio` only when there is no `delta`.
+            let in_audio =
+                !super::has_string_key(text, "delta") && super::has_string_key(text, "audio");
+            let key = if in_audio { "audio" } else { "delta" };
+            (Meaning::AudioDelta, Some(key))
+        }
+        names::TRANSCRIPT_DELTA
+        | names::BETA_TRANSCRIPT_DELTA
+        | names::TEXT_DELTA
+        | names::BETA_TEXT_DELTA => (Meaning::TextDelta, None),
+        _ => return None,
+    };
+    Some(Received {
+        meaning,
+        payload: Payload::Json { audio_key },
         event: None,
     })
 }

@@ -120,6 +120,29 @@ fn meta_traces_leave_out_audio_and_off_writes_no_trace() {
         .find(|l| l["event"]["type"] == "response.output_audio.delta")
         .unwrap();
     assert!(delta["event"]["delta"].is_null());
+    // The same events as a full trace of the same load, in the same order per direction, with
+    // time never going back: leaving the audio out loses no line.
+    let full_out = dir.join("full");
+    run_two_sessions("full", &full_out);
+    for session in ["w0-s0000", "w0-s0001"] {
+        let path = |out: &Path| out.join("sessions").join(session).join("trace.jsonl");
+        let (meta, full) = (lines(&path(&out)), lines(&path(&full_out)));
+        for direction in ["send", "receive"] {
+            let types = |trace: &[serde_json::Value]| -> Vec<String> {
+                trace
+                    .iter()
+                    .filter(|l| l["direction"] == direction)
+                    .map(|l| l["event"]["type"].to_string())
+                    .collect()
+            };
+            assert_eq!(types(&meta), types(&full), "{session} {direction}");
+        }
+        let times: Vec<f64> = meta.iter().map(|l| l["time_s"].as_f64().unwrap()).collect();
+        assert!(
+            times.windows(2).all(|w| w[0] <= w[1]),
+            "{session}: {times:?}"
+        );
+    }
 
     let out = dir.join("off");
     run_two_sessions("off", &out);

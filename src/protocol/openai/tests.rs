@@ -221,3 +221,30 @@ fn the_client_ends_the_last_turn_unless_server_vad_already_did_issue_12() {
     );
     assert!(vad.client_closes());
 }
+
+#[test]
+fn deltas_read_by_their_leading_type_mean_what_the_full_parse_says_issue_17() {
+    let full = |text: &str| {
+        // The same frame with `type` not first takes the full parse.
+        let moved = text.replacen(r#"{"type""#, r#"{"x":0,"type""#, 1);
+        assert!(super::super::leading_type(&moved).is_none(), "{moved}");
+        let r = classify(&moved).unwrap();
+        format!("{:?}", (r.meaning, r.payload))
+    };
+    for text in [
+        r#"{"type":"response.output_audio.delta","delta":"AAAA"}"#,
+        r#"{"type": "response.audio.delta", "item_id": "i", "delta": "AAAA"}"#,
+        r#"{"type":"response.audio.delta","audio":"AAAA","sample_rate_hz":24000}"#,
+        r#"{"type":"response.audio.delta","delta":null,"audio":"AAAA"}"#,
+        r#"{"type":"response.output_audio_transcript.delta","delta":"hi"}"#,
+        r#"{"type":"response.text.delta","delta":"hi"}"#,
+    ] {
+        assert!(super::super::leading_type(text).is_some(), "{text}");
+        let fast = classify(text).unwrap();
+        assert_eq!(
+            format!("{:?}", (fast.meaning, fast.payload)),
+            full(text),
+            "{text}"
+        );
+    }
+}
