@@ -396,19 +396,7 @@ pub fn leading_type(text: &str) -> Option<&str> {
 /// Whether `text` has `"key"` followed by a colon and a string value (whitespace allowed), read
 /// without parsing: where a delta read by its [`leading_type`] keeps its audio.
 pub fn has_string_key(text: &str, key: &str) -> bool {
-    let b = text.as_bytes();
-    let mut quoted = [0u8; 16];
-    let Some(pattern) = quoted.get_mut(..key.len() + 2) else {
-        return false;
-    };
-    pattern[0] = b'"';
-    pattern[1..=key.len()].copy_from_slice(key.as_bytes());
-    pattern[key.len() + 1] = b'"';
-    let is_ws = |c: &u8| matches!(c, b' ' | b'\t' | b'\n' | b'\r');
-    memchr::memmem::find_iter(b, pattern).any(|at| {
-        let mut rest = b[at + pattern.len()..].iter().skip_while(|c| is_ws(c));
-        rest.next() == Some(&b':') && rest.find(|c| !is_ws(c)) == Some(&b'"')
-    })
+    crate::trace::format::string_value(text, key).is_some()
 }
 
 #[cfg(test)]

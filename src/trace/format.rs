@@ -118,31 +118,45 @@ pub fn json_string(text: &str) -> String {
 /// Whitespace around the colon is allowed (servers written in Python put a space there); base64
 /// holds no quote or backslash, so the value ends at the next quote.
 pub fn strip_audio<'a>(payload: &'a str, key: &str) -> Cow<'a, str> {
-    let quoted = format!("\"{key}\"");
-    let finder = memchr::memmem::Finder::new(quoted.as_bytes());
-    let mut from = 0;
-    while let Some(found) = finder.find(&payload.as_bytes()[from..]) {
-        let key_start = from + found;
-        let rest = &payload[key_start + quoted.len()..];
-        let after_ws = rest.trim_start();
-        if let Some(value) = after_ws.strip_prefix(':').map(str::trim_start) {
-            if let Some(value) = value.strip_prefix('"') {
-                if let Some(len) = memchr::memchr(b'"', value.as_bytes()) {
-                    let value_start = payload.len() - value.len();
-                    let value_end = value_start + len + 1;
-                    let mut out = String::with_capacity(payload.len() - len + 40);
-                    out.push_str(&payload[..key_start]);
-                    out.push_str(&quoted);
-                    out.push_str(":null,\"audio_b64_chars\":");
-                    out.push_str(&len.to_string());
-                    out.push_str(&payload[value_end..]);
-                    return Cow::Owned(out);
-                }
-            }
+    let Some((key_start, value_start)) = string_value(payload, key) else {
+        return Cow::Borrowed(payload);
+    };
+    let Some(len) = memchr::memchr(b'"', &payload.as_bytes()[value_start..]) else {
+        return Cow::Borrowed(payload);
+    };
+    let mut out = String::with_capacity(payload.len() - len + 40);
+    out.push_str(&payload[..key_start]);
+    out.push('"');
+    out.push_str(key);
+    out.push_str("\":null,\"audio_b64_chars\":");
+    out.push_str(itoa::Buffer::new().format(len));
+    out.push_str(&payload[value_start + len + 1..]);
+    Cow::Owned(out)
+}
+
+/// Where the first string value of `key` is: (where `"key"` starts, where the value starts, just
+/// after its opening quote), found without parsing — `"key"`, whitespace, `:`, whitespace, `"`.
+/// Whitespace is allowed where JSON allows it; keys of up to 14 bytes (the audio keys).
+pub fn string_value(payload: &str, key: &str) -> Option<(usize, usize)> {
+    let b = payload.as_bytes();
+    let mut quoted = [0u8; 16];
+    let pattern = quoted.get_mut(..key.len() + 2)?;
+    pattern[0] = b'"';
+    pattern[1..=key.len()].copy_from_slice(key.as_bytes());
+    pattern[key.len() + 1] = b'"';
+    let is_ws = |c: &u8| matches!(c, b' ' | b'\t' | b'\n' | b'\r');
+    let skip_ws = |mut i: usize| {
+        while b.get(i).is_some_and(is_ws) {
+            i += 1;
         }
-        from = key_start + quoted.len();
-    }
-    Cow::Borrowed(payload)
+        i
+    };
+    memchr::memmem::find_iter(b, pattern).find_map(|key_start| {
+        let colon = skip_ws(key_start + pattern.len());
+        let quote = skip_ws(colon + 1);
+        (b.get(colon) == Some(&b':') && b.get(quote) == Some(&b'"'))
+            .then_some((key_start, quote + 1))
+    })
 }
 
 /// The opening of a receipts file, written with the first append.
@@ -251,6 +265,19 @@ mod tests {
         assert_eq!(v["event"]["delta"], serde_json::Value::Null);
         assert_eq!(v["event"]["audio_b64_chars"], 4);
         assert_eq!(v["event"]["item_id"], "x");
+        // The key's name as a value first, then the key itself.
+        let named = r#"{"type":"t","name":"delta","delta" :"AAAAAA"}"#;
+        let v = line(
+            named,
+            Payload::Json {
+                audio_key: Some("delta"),
+            },
+            true,
+        );
+        assert_eq!(
+            (&v["event"]["name"], &v["event"]["audio_b64_chars"]),
+            (&"delta".into(), &6.into())
+        );
         let text = r#"{"type":"response.output_audio_transcript.delta","delta":"hi"}"#;
         assert_eq!(
             line(text, Payload::Json { audio_key: None }, true)["event"]["delta"],
