@@ -8,10 +8,9 @@
 use super::{
     AudioPacket, ClientProtocol, Ending, EventIds, Meaning, Milestone, Outgoing, Received, Step,
 };
-use crate::trace::format::Payload;
+use crate::trace::format::{push_hex16_str, Payload};
 use serde::{Deserialize, Deserializer};
 use std::borrow::Cow;
-use std::fmt::Write as _;
 
 /// The path the native protocol is served on.
 pub const PATH: &str = "/v1/realtime";
@@ -224,14 +223,13 @@ pub fn append_frame(event_id: u64, seq: u32, t_start_ms: u64, audio_b64: &str) -
         + TAIL.len();
     let mut out = String::with_capacity(len);
     out.push_str(HEAD);
-    // Writing into a String cannot fail.
-    let _ = write!(out, "{event_id:016x}");
+    push_hex16_str(&mut out, event_id);
     out.push_str(AUDIO);
     out.push_str(audio_b64);
     out.push_str(SEQ);
-    let _ = write!(out, "{seq}");
+    out.push_str(itoa::Buffer::new().format(seq));
     out.push_str(T_START);
-    let _ = write!(out, "{t_start_ms}");
+    out.push_str(itoa::Buffer::new().format(t_start_ms));
     out.push_str(TAIL);
     debug_assert_eq!(out.len(), len);
     out

@@ -16,11 +16,10 @@ use super::{ApiVersion, ClientSettings, TurnDetection};
 use super::{
     AudioPacket, ClientProtocol, Ending, EventIds, Meaning, Milestone, Outgoing, Received, Step,
 };
-use crate::trace::format::{json_string, Payload};
+use crate::trace::format::{json_string, push_hex16_str, Payload};
 use serde::de::IgnoredAny;
 use serde::Deserialize;
 use std::borrow::Cow;
-use std::fmt::Write as _;
 
 /// The path OpenAI serves the API on (the model goes in the query: `?model=gpt-realtime`).
 pub const PATH: &str = "/v1/realtime";
@@ -173,8 +172,7 @@ pub fn append_frame(event_id: u64, audio_b64: &str) -> String {
     let len = HEAD.len() + 16 + AUDIO.len() + audio_b64.len() + TAIL.len();
     let mut out = String::with_capacity(len);
     out.push_str(HEAD);
-    // Writing into a String cannot fail.
-    let _ = write!(out, "{event_id:016x}");
+    push_hex16_str(&mut out, event_id);
     out.push_str(AUDIO);
     out.push_str(audio_b64);
     out.push_str(TAIL);

@@ -103,10 +103,17 @@ pub fn push_int<I: itoa::Integer>(out: &mut Vec<u8>, n: I) {
 
 /// Writes an event id as the protocols spell it: 16 lower-case hex digits.
 pub fn push_hex16(out: &mut Vec<u8>, n: u64) {
+    out.extend_from_slice(&hex16(n));
+}
+
+/// ... into a frame being built (the append frames: `write!` and its formatter, per packet).
+pub fn push_hex16_str(out: &mut String, n: u64) {
+    out.extend(hex16(n).map(char::from));
+}
+
+fn hex16(n: u64) -> [u8; 16] {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    for shift in (0..16).rev() {
-        out.push(DIGITS[((n >> (shift * 4)) & 0xf) as usize]);
-    }
+    std::array::from_fn(|i| DIGITS[((n >> ((15 - i) * 4)) & 0xf) as usize])
 }
 
 /// A JSON string literal (for error messages that go into trace lines).
@@ -311,6 +318,9 @@ mod tests {
             let (mut dec, mut hex, mut secs) = (Vec::new(), Vec::new(), Vec::new());
             push_int(&mut dec, n);
             push_hex16(&mut hex, n);
+            let mut hex_str = String::new();
+            push_hex16_str(&mut hex_str, n);
+            assert_eq!(hex_str.as_bytes(), hex);
             let s = (n % 10_000_000_000) as f64 / 1e6;
             push_seconds(&mut secs, s);
             assert_eq!(dec, n.to_string().into_bytes());
