@@ -3,7 +3,6 @@
 //! A frame is encoded once, when it is sent or as it arrived; a trace line only wraps it.
 
 use super::Receipt;
-use std::borrow::Cow;
 use std::io::Write as _;
 
 /// The `direction` of a trace line.
@@ -50,32 +49,46 @@ pub fn trace_line(
     kind: Payload,
     meta: bool,
 ) {
-    let event: Cow<'_, str> = match kind {
-        Payload::Text => Cow::Owned(json_string(payload)),
-        Payload::Json { audio_key } => {
-            // With `meta`, the audio goes first, so that the scan below does not run over it.
-            let event = match (meta, audio_key) {
-                (true, Some(key)) => strip_audio(payload, key),
-                _ => Cow::Borrowed(payload),
-            };
-            // memchr: in full traces this runs over every byte of every frame, audio included.
-            if memchr::memchr2(b'\n', b'\r', event.as_bytes()).is_some() {
-                match serde_json::from_str::<serde_json::Value>(&event) {
-                    Ok(value) => Cow::Owned(value.to_string()),
-                    Err(_) => Cow::Owned(json_string(&event)),
-                }
-            } else {
-                event
-            }
-        }
-    };
     out.extend_from_slice(br#"{"direction":""#);
     out.extend_from_slice(direction.as_str().as_bytes());
     out.extend_from_slice(br#"","time_s":"#);
     push_seconds(out, time_s);
     out.extend_from_slice(br#","event":"#);
-    out.extend_from_slice(event.as_bytes());
+    match kind {
+        Payload::Text => out.extend_from_slice(json_string(payload).as_bytes()),
+        Payload::Json { audio_key } => {
+            // With `meta`, the audio goes first, so that the scan below does not run over it;
+            // what is around it goes straight into the line (no `String` per frame: the writer
+            // allocated two a packet in meta traces).
+            match audio_key
+                .filter(|_| meta)
+                .and_then(|key| Stripped::find(payload, key))
+            {
+                Some(stripped) if !stripped.has_line_break() => stripped.push_to(out),
+                Some(stripped) => {
+                    let mut event = Vec::new();
+                    stripped.push_to(&mut event);
+                    push_compact(out, &event);
+                }
+                // memchr: in full traces this runs over every byte of every frame, audio included.
+                None if memchr::memchr2(b'\n', b'\r', payload.as_bytes()).is_some() => {
+                    push_compact(out, payload.as_bytes());
+                }
+                None => out.extend_from_slice(payload.as_bytes()),
+            }
+        }
+    }
     out.extend_from_slice(b"}\n");
+}
+
+/// A frame with a line break, as one line: parsed and written again compactly, or as a JSON
+/// string when it is not JSON.
+fn push_compact(out: &mut Vec<u8>, event: &[u8]) {
+    let line = match serde_json::from_slice::<serde_json::Value>(event) {
+        Ok(value) => value.to_string(),
+        Err(_) => json_string(&String::from_utf8_lossy(event)),
+    };
+    out.extend_from_slice(line.as_bytes());
 }
 
 /// Writes seconds with six decimals, as integers: float formatting showed up in profiles.
@@ -121,24 +134,45 @@ pub fn json_string(text: &str) -> String {
     serde_json::Value::String(text.to_string()).to_string()
 }
 
-/// Replaces the base64 string value of `key` with `null` plus an `audio_b64_chars` count.
-/// Whitespace around the colon is allowed (servers written in Python put a space there); base64
-/// holds no quote or backslash, so the value ends at the next quote.
-pub fn strip_audio<'a>(payload: &'a str, key: &str) -> Cow<'a, str> {
-    let Some((key_start, value_start)) = string_value(payload, key) else {
-        return Cow::Borrowed(payload);
-    };
-    let Some(len) = memchr::memchr(b'"', &payload.as_bytes()[value_start..]) else {
-        return Cow::Borrowed(payload);
-    };
-    let mut out = String::with_capacity(payload.len() - len + 40);
-    out.push_str(&payload[..key_start]);
-    out.push('"');
-    out.push_str(key);
-    out.push_str("\":null,\"audio_b64_chars\":");
-    out.push_str(itoa::Buffer::new().format(len));
-    out.push_str(&payload[value_start + len + 1..]);
-    Cow::Owned(out)
+/// A frame with the base64 string value of `key` cut out, to be written with `null` and an
+/// `audio_b64_chars` count in its place. Whitespace around the colon is allowed (servers
+/// written in Python put a space there); base64 holds no quote or backslash, so the value ends
+/// at the next quote.
+struct Stripped<'a> {
+    /// Up to `"key"`.
+    head: &'a str,
+    key: &'a str,
+    b64_chars: usize,
+    /// After the value's closing quote.
+    tail: &'a str,
+}
+
+impl<'a> Stripped<'a> {
+    fn find(payload: &'a str, key: &'a str) -> Option<Stripped<'a>> {
+        let (key_start, value_start) = string_value(payload, key)?;
+        let b64_chars = memchr::memchr(b'"', &payload.as_bytes()[value_start..])?;
+        Some(Stripped {
+            head: &payload[..key_start],
+            key,
+            b64_chars,
+            tail: &payload[value_start + b64_chars + 1..],
+        })
+    }
+
+    fn has_line_break(&self) -> bool {
+        [self.head, self.tail]
+            .iter()
+            .any(|part| memchr::memchr2(b'\n', b'\r', part.as_bytes()).is_some())
+    }
+
+    fn push_to(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(self.head.as_bytes());
+        out.push(b'"');
+        out.extend_from_slice(self.key.as_bytes());
+        out.extend_from_slice(br#"":null,"audio_b64_chars":"#);
+        push_int(out, self.b64_chars);
+        out.extend_from_slice(self.tail.as_bytes());
+    }
 }
 
 /// Where the first string value of `key` is: (where `"key"` starts, where the value starts, just
@@ -301,6 +335,34 @@ mod tests {
         );
         let junk = "not json\nat all";
         assert_eq!(line(junk, Payload::Text, false)["event"], junk);
+        // A pretty-printed delta in a meta trace: its audio left out, the rest made compact.
+        let delta = "{\n  \"type\": \"response.output_audio.delta\",\n  \"delta\": \"AAAA\"\n}";
+        let v = line(
+            delta,
+            Payload::Json {
+                audio_key: Some("delta"),
+            },
+            true,
+        );
+        assert_eq!(v["event"]["type"], "response.output_audio.delta");
+        assert_eq!(v["event"]["delta"], serde_json::Value::Null);
+        assert_eq!(v["event"]["audio_b64_chars"], 4);
+        let broken = "{\"type\":\"x\",\n\"audio\":\"AAAA\"";
+        assert_eq!(
+            line(broken, APPEND, true)["event"],
+            broken.replace("\"AAAA\"", "null,\"audio_b64_chars\":4")
+        );
+    }
+
+    #[test]
+    fn meta_lines_keep_the_frame_byte_for_byte_around_the_audio() {
+        let frame = r#"{"type":"input_audio_buffer.append","audio" : "QUJDRA==","seq":3}"#;
+        let mut out = Vec::new();
+        trace_line(&mut out, Direction::Send, 2.0, frame, APPEND, true);
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "{\"direction\":\"send\",\"time_s\":2.000000,\"event\":{\"type\":\"input_audio_buffer.append\",\"audio\":null,\"audio_b64_chars\":8,\"seq\":3}}\n"
+        );
     }
 
     #[test]
