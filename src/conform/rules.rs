@@ -117,7 +117,8 @@ fn number(event: &Value, key: &str) -> Option<f64> {
 }
 
 /// The decoded length of base64 audio under `key`, and whether it is exact: a `--trace meta`
-/// line keeps only `audio_b64_chars`. `None` when there is no audio or it is not base64.
+/// line keeps `audio_bytes` (exact), and before that kept only `audio_b64_chars`. `None` when
+/// there is no audio or it is not base64.
 fn audio_len(event: &Value, key: &str) -> Option<(u64, bool)> {
     match event.get(key) {
         Some(Value::String(b64)) => {
@@ -128,10 +129,13 @@ fn audio_len(event: &Value, key: &str) -> Option<(u64, bool)> {
             let padding = b64.bytes().rev().take_while(|&b| b == b'=').count() as u64;
             (padding <= 2).then(|| (len / 4 * 3 - padding, true))
         }
-        Some(Value::Null) | None => event
-            .get("audio_b64_chars")
-            .and_then(Value::as_u64)
-            .map(|chars| (chars / 4 * 3, false)),
+        Some(Value::Null) | None => match event.get("audio_bytes").and_then(Value::as_u64) {
+            Some(bytes) => Some((bytes, true)),
+            None => event
+                .get("audio_b64_chars")
+                .and_then(Value::as_u64)
+                .map(|chars| (chars / 4 * 3, false)),
+        },
         _ => None,
     }
 }

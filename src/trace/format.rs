@@ -134,15 +134,18 @@ pub fn json_string(text: &str) -> String {
     serde_json::Value::String(text.to_string()).to_string()
 }
 
-/// A frame with the base64 string value of `key` cut out, to be written with `null` and an
-/// `audio_b64_chars` count in its place. Whitespace around the colon is allowed (servers
-/// written in Python put a space there); base64 holds no quote or backslash, so the value ends
-/// at the next quote.
+/// A frame with the base64 string value of `key` cut out, to be written with `null`, its
+/// length (`audio_b64_chars`) and the bytes it decodes to (`audio_bytes`, exact: the length
+/// alone hides up to two bytes of padding a packet, which `conform` would count as input that
+/// was never sent) in its place. Whitespace around the colon is allowed (servers written in
+/// Python put a space there); base64 holds no quote or backslash, so the value ends at the next
+/// quote.
 struct Stripped<'a> {
     /// Up to `"key"`.
     head: &'a str,
     key: &'a str,
     b64_chars: usize,
+    bytes: usize,
     /// After the value's closing quote.
     tail: &'a str,
 }
@@ -151,10 +154,19 @@ impl<'a> Stripped<'a> {
     fn find(payload: &'a str, key: &'a str) -> Option<Stripped<'a>> {
         let (key_start, value_start) = string_value(payload, key)?;
         let b64_chars = memchr::memchr(b'"', &payload.as_bytes()[value_start..])?;
+        let value = &payload.as_bytes()[value_start..value_start + b64_chars];
+        let padding = value
+            .iter()
+            .rev()
+            .take(2)
+            .take_while(|&&b| b == b'=')
+            .count();
         Some(Stripped {
             head: &payload[..key_start],
             key,
             b64_chars,
+            // Padded or not: every 4 characters but the padding are 3 bytes.
+            bytes: (b64_chars - padding) * 3 / 4,
             tail: &payload[value_start + b64_chars + 1..],
         })
     }
@@ -171,6 +183,8 @@ impl<'a> Stripped<'a> {
         out.extend_from_slice(self.key.as_bytes());
         out.extend_from_slice(br#"":null,"audio_b64_chars":"#);
         push_int(out, self.b64_chars);
+        out.extend_from_slice(br#","audio_bytes":"#);
+        push_int(out, self.bytes);
         out.extend_from_slice(self.tail.as_bytes());
     }
 }
@@ -350,8 +364,23 @@ mod tests {
         let broken = "{\"type\":\"x\",\n\"audio\":\"AAAA\"";
         assert_eq!(
             line(broken, APPEND, true)["event"],
-            broken.replace("\"AAAA\"", "null,\"audio_b64_chars\":4")
+            broken.replace("\"AAAA\"", "null,\"audio_b64_chars\":4,\"audio_bytes\":3")
         );
+    }
+
+    #[test]
+    fn meta_lines_give_the_exact_bytes_the_audio_decodes_to() {
+        use base64::Engine as _;
+        for len in [0, 1, 2, 3, 4, 2560] {
+            let b64 = base64::engine::general_purpose::STANDARD.encode(vec![7u8; len]);
+            let unpadded = b64.trim_end_matches('=');
+            for value in [b64.as_str(), unpadded] {
+                let frame = format!(r#"{{"type":"t","audio":"{value}"}}"#);
+                let v = line(&frame, APPEND, true);
+                assert_eq!(v["event"]["audio_b64_chars"], value.len(), "{value}");
+                assert_eq!(v["event"]["audio_bytes"], len, "{value}");
+            }
+        }
     }
 
     #[test]
@@ -361,7 +390,7 @@ mod tests {
         trace_line(&mut out, Direction::Send, 2.0, frame, APPEND, true);
         assert_eq!(
             String::from_utf8(out).unwrap(),
-            "{\"direction\":\"send\",\"time_s\":2.000000,\"event\":{\"type\":\"input_audio_buffer.append\",\"audio\":null,\"audio_b64_chars\":8,\"seq\":3}}\n"
+            "{\"direction\":\"send\",\"time_s\":2.000000,\"event\":{\"type\":\"input_audio_buffer.append\",\"audio\":null,\"audio_b64_chars\":8,\"audio_bytes\":4,\"seq\":3}}\n"
         );
     }
 

@@ -79,3 +79,32 @@ fn an_unreachable_server_exits_2() {
     let out = util::run(&["conform", "--url", &url], LIMIT);
     assert_eq!(out.status.code(), Some(2), "{}", describe(&out));
 }
+
+#[test]
+fn a_meta_trace_of_a_run_is_conformant_too() {
+    // `--trace meta` keeps no audio: conform counts the input from each append's
+    // `audio_bytes`. Counted from its base64 length it was 2 bytes too many a packet, and every
+    // input rule failed against a conformant server.
+    let _serial = util::serial();
+    let mock = Mock::start(&["--profile", "voicechat"]);
+    let dir = TempDir::new("conform-meta");
+    let out = dir.join("run");
+    let out_str = out.to_str().unwrap();
+    let url = mock.url();
+    let args = ["run", "--no-tui", "--url", &url, "-s", "2", "-d", "3s"];
+    let meta = ["--trace", "meta", "--keep-traces", "--output", out_str];
+    let ran = util::run(&[&args[..], &meta[..]].concat(), LIMIT);
+    // A paced run on a busy machine may end with late packets (exit 1); its traces are whole.
+    assert!(
+        matches!(ran.status.code(), Some(0 | 1)),
+        "{}",
+        describe(&ran)
+    );
+    let checked = util::run(&["conform", "--trace", out_str], LIMIT);
+    let stdout = String::from_utf8_lossy(&checked.stdout);
+    assert_eq!(checked.status.code(), Some(0), "{}", describe(&checked));
+    assert!(
+        stdout.contains("verdict: conformant: 2 sessions (profile voicechat), 0 violations"),
+        "{stdout}"
+    );
+}
