@@ -122,12 +122,11 @@ fn number(event: &Value, key: &str) -> Option<f64> {
 fn audio_len(event: &Value, key: &str) -> Option<(u64, bool)> {
     match event.get(key) {
         Some(Value::String(b64)) => {
-            let len = b64.len() as u64;
-            if len % 4 != 0 {
-                return None;
-            }
-            let padding = b64.bytes().rev().take_while(|&b| b == b'=').count() as u64;
-            (padding <= 2).then(|| (len / 4 * 3 - padding, true))
+            let padding = b64.bytes().rev().take_while(|&b| b == b'=').count();
+            (b64.len() % 4 == 0 && padding <= 2).then(|| {
+                let bytes = crate::trace::format::base64_decoded_len(b64.as_bytes());
+                (bytes as u64, true)
+            })
         }
         Some(Value::Null) | None => match event.get("audio_bytes").and_then(Value::as_u64) {
             Some(bytes) => Some((bytes, true)),

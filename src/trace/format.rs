@@ -119,7 +119,8 @@ pub fn push_hex16(out: &mut Vec<u8>, n: u64) {
     out.extend_from_slice(&hex16(n));
 }
 
-/// ... into a frame being built (the append frames: `write!` and its formatter, per packet).
+/// The same into a `String`: the append frames, built per packet (with `write!`, its formatter
+/// showed up in profiles).
 pub fn push_hex16_str(out: &mut String, n: u64) {
     out.extend(hex16(n).map(char::from));
 }
@@ -155,18 +156,11 @@ impl<'a> Stripped<'a> {
         let (key_start, value_start) = string_value(payload, key)?;
         let b64_chars = memchr::memchr(b'"', &payload.as_bytes()[value_start..])?;
         let value = &payload.as_bytes()[value_start..value_start + b64_chars];
-        let padding = value
-            .iter()
-            .rev()
-            .take(2)
-            .take_while(|&&b| b == b'=')
-            .count();
         Some(Stripped {
             head: &payload[..key_start],
             key,
             b64_chars,
-            // Padded or not: every 4 characters but the padding are 3 bytes.
-            bytes: (b64_chars - padding) * 3 / 4,
+            bytes: base64_decoded_len(value),
             tail: &payload[value_start + b64_chars + 1..],
         })
     }
@@ -187,6 +181,13 @@ impl<'a> Stripped<'a> {
         push_int(out, self.bytes);
         out.extend_from_slice(self.tail.as_bytes());
     }
+}
+
+/// The bytes base64 text decodes to, padded or not: every 4 characters but the padding (up to
+/// two `=`) are 3 bytes. What a meta line's `audio_bytes` says, and what `conform` counts.
+pub fn base64_decoded_len(b64: &[u8]) -> usize {
+    let padding = b64.iter().rev().take(2).take_while(|&&b| b == b'=').count();
+    (b64.len() - padding) * 3 / 4
 }
 
 /// Where the first string value of `key` is: (where `"key"` starts, where the value starts, just
