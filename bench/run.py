@@ -291,6 +291,7 @@ def run_one(cfg, client: str, processes: int, sessions: int, duration: int, trac
     mock = Mock(cfg.binary, run_dir)
     timeout_s = duration + RUN_SLACK_S
     started = time.monotonic()
+    started_wall = time.time()
     exit_codes, wait4_cpu, procs = [], 0.0, []
     try:
         if client == OURS:
@@ -349,7 +350,10 @@ def run_one(cfg, client: str, processes: int, sessions: int, duration: int, trac
     # CPU of the client's whole process tree as wait4 saw it (ours: conductor and workers).
     record["client_tree_cpu_seconds"] = round(wait4_cpu, 4)
     if client == OURS:
-        summary = read_json(os.path.join(run_dir, "client", "summary.json"))
+        summary_path = os.path.join(run_dir, "client", "summary.json")
+        summary = read_json(summary_path)
+        if summary is not None and os.path.getmtime(summary_path) < started_wall:
+            summary = None  # an earlier run's, left in the folder: this client wrote none
         if summary is None:
             record["error"] = f"no summary.json (exit {exit_codes}); see {run_dir}"
         else:
@@ -449,6 +453,15 @@ def median_of(runs, key):
     return statistics.median(vals) if vals else None
 
 
+def measured_runs(runs):
+    """The runs a client's medians are taken over: those whose sessions all completed. A run
+    whose sessions failed sent only part of its packets, so its CPU per session-second and its
+    percentiles describe a different load (a run with every session failing in set-up has a
+    deviation of 0 and almost no CPU). Only when no run completed are the others used."""
+    ok = [r for r in runs if r["ok"]]
+    return [r for r in ok if r["complete"]] or ok
+
+
 # Rows the floor client has a figure for.
 FLOOR_ROWS = {"deviation_p50_ms", "deviation_p99_ms", "deviation_max_ms", "client_cpu_cores", "cpu_s_per_session_s", "client_tree_cpu_seconds", "mock_cpu_cores", "mock_arrival_p99_ms"}
 
@@ -471,6 +484,8 @@ def layout_table(runs_by_client: dict) -> list[str]:
         cell = f"{q} of {len(rs)} qualified, {comp} complete"
         if failed:
             cell += f", {failed} failed to run"
+        if 0 < comp < len(ok):
+            cell += f"; medians of the {comp} complete"
         cells.append(cell)
     floor_cell = ""
     if with_floor:
@@ -478,7 +493,7 @@ def layout_table(runs_by_client: dict) -> list[str]:
         floor_cell = f" {len(floor_runs)} of {n} ran | | |"
     out.append(f"| runs | {cells[0]} | {cells[1]} | |{floor_cell}")
     for label, key, fmt, ratio in ROWS:
-        meds = [median_of([r for r in runs_by_client.get(c, []) if r["ok"]], key) for c in CLIENTS]
+        meds = [median_of(measured_runs(runs_by_client.get(c, [])), key) for c in CLIENTS]
         shown = [fmt.format(m) if m is not None else "–" for m in meds]
         r = "–"
         if ratio and meds[0] is not None and meds[1]:
@@ -640,7 +655,7 @@ def knee(cfg, duration, traces, repeats, work) -> tuple[list, list[str]]:
         ok = [r for r in rs if r["ok"]]
         q = sum(1 for r in ok if r["qualified"] and r["complete"])
         def m(key, fmt):
-            v = median_of(ok, key)
+            v = median_of(measured_runs(rs), key)
             return fmt.format(v) if v is not None else "–"
         md.append(
             f"| {c} | {t} | {s} | {q} of {len(rs)} | {m('late_packets', '{:.0f}')} | {m('deviation_p99_ms', '{:.2f}')} | "
@@ -690,6 +705,10 @@ def main() -> int:
     ap.add_argument("--title", help="text for the results heading")
     global CFG
     cfg = CFG = ap.parse_args()
+    # A SIGTERM (or a hang-up) unwinds like Ctrl-C, so the `finally` blocks stop the mock and
+    # the client of the run in progress; by default Python would die and leave them running.
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.default_int_handler)
     if cfg.layout and (cfg.smoke or cfg.knee):
         ap.error("--layout is for custom comparisons, not with --smoke or --knee")
     if not os.access(cfg.binary, os.X_OK):
@@ -720,6 +739,10 @@ def main() -> int:
     stamp = dt.datetime.now(dt.timezone.utc)
     if cfg.work_dir:
         work = os.path.abspath(cfg.work_dir)
+        # Run folders are named by layout and repeat: an earlier bench's would be read back as
+        # this one's (a client that refuses a used --output leaves the old summary.json there).
+        if os.path.isdir(work) and os.listdir(work):
+            ap.error(f"--work-dir {work} already holds files (an earlier bench's runs?); choose an empty or new folder")
     elif cfg.smoke:
         work = tempfile.mkdtemp(prefix="duplexbench-smoke-")
     else:
@@ -768,7 +791,7 @@ def main() -> int:
         "(`bench/reference/client.py`, the seed's fixed client: one trace-writer thread per process).",
         f"Every run: a fresh `duplexbench-tui mock` on 127.0.0.1 (3 replies per append), then one "
         f"client on the same machine; clients interleaved A B A B (A B F A B F with the floor client); "
-        f"medians over runs; figures from each client's `summary.json` (the floor's own output) and "
+        f"medians over runs (over the complete runs only, when some are not: a run whose sessions failed measured a smaller load); figures from each client's `summary.json` (the floor's own output) and "
         f"the mock's statistics. Took {elapsed / 60:.1f} min.",
         "",
         "```sh",
@@ -830,4 +853,9 @@ def main() -> int:
 CFG = None
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:
+        # The run in progress was stopped (its mock and client too); nothing was recorded.
+        log("interrupted: no results recorded (the run folders so far are kept)")
+        sys.exit(130)
