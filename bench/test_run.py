@@ -1,0 +1,118 @@
+"""Unit checks of bench/run.py's bookkeeping (no clients are started): `python3 bench/test_run.py`.
+
+.ci/run runs these before the smoke, which exercises the rest of run.py end to end."""
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import run  # noqa: E402
+
+
+def record(cpu, complete=True, ok=True, qualified=True, p99=1.0):
+    return {
+        "ok": ok,
+        "complete": complete,
+        "qualified": qualified,
+        "cpu_s_per_session_s": cpu,
+        "deviation_p99_ms": p99,
+        "late_packets": 0,
+    }
+
+
+class Medians(unittest.TestCase):
+    def test_incomplete_runs_are_left_out_when_a_run_completed(self):
+        # The case that printed 1.20 x the floor: one run whose sessions all failed in set-up.
+        broken = record(0.00002, complete=False, p99=0.0)
+        good = record(0.00046, p99=7.7)
+        self.assertEqual(run.measured_runs([broken, good]), [good])
+        self.assertEqual(run.median_of(run.measured_runs([broken, good]), "cpu_s_per_session_s"), 0.00046)
+
+    def test_with_no_complete_run_the_others_are_used_and_failed_runs_never(self):
+        a, b = record(1.0, complete=False), record(3.0, complete=False)
+        failed = record(100.0, ok=False)
+        self.assertEqual(run.measured_runs([a, b, failed]), [a, b])
+        self.assertEqual(run.measured_runs([failed]), [])
+
+    def test_the_table_says_which_runs_the_medians_are_of(self):
+        table = run.layout_table({
+            run.OURS: [record(0.00002, complete=False), record(0.00046)],
+            run.REF: [record(0.003), record(0.003)],
+            run.FLOOR: [record(0.00020), record(0.00020)],
+        })
+        runs_row = next(line for line in table if line.startswith("| runs |"))
+        self.assertIn("2 of 2 qualified, 1 complete; medians of the 1 complete", runs_row)
+        self.assertNotIn("medians of", runs_row.split("|")[3])
+        cpu_row = next(line for line in table if line.startswith("| client CPU-s per session-s |"))
+        cells = [c.strip() for c in cpu_row.split("|")]
+        self.assertEqual(cells[2], "0.00046")
+        self.assertEqual(cells[-2], "2.30")  # ours / floor, from the complete run only
+
+
+class WorkDir(unittest.TestCase):
+    def test_a_used_work_dir_is_refused_before_anything_runs(self):
+        with tempfile.TemporaryDirectory() as work:
+            open(os.path.join(work, "old-run"), "w").close()
+            done = subprocess.run(
+                [sys.executable, run.__file__, "--layout", "1x1", "--no-floor",
+                 "--binary", "/bin/true", "--work-dir", work],
+                capture_output=True, text=True, timeout=60,
+            )
+            self.assertEqual(done.returncode, 2, done.stderr)
+            self.assertIn("already holds files", done.stderr)
+            self.assertEqual(os.listdir(work), ["old-run"])
+
+    def test_a_sigterm_stops_the_mock_and_the_client_of_the_run_in_progress(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            # A stand-in for the binary: `mock` says where it listens, `run` waits; both wait in
+            # a shell whose command line names this script, so that they can be found.
+            fake = os.path.join(tmp, "fake-duplexbench")
+            with open(fake, "w") as f:
+                f.write("#!/bin/sh\n"
+                        "[ \"$1\" = mock ] && echo 'listening on 127.0.0.1:9'\n"
+                        "trap 'kill $!; exit 0' TERM\n"
+                        "sleep 30 & wait\n")
+            os.chmod(fake, 0o755)
+            bench = subprocess.Popen(
+                [sys.executable, run.__file__, "--layout", "1x1", "--duration", "5", "--repeats", "1",
+                 "--no-floor", "--binary", fake, "--work-dir", os.path.join(tmp, "work"),
+                 "--results-dir", os.path.join(tmp, "results")],
+                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+            )
+            try:
+                deadline = time.monotonic() + 30
+                while len(processes_of(fake)) < 2 and time.monotonic() < deadline:
+                    time.sleep(0.05)
+                self.assertEqual(len(processes_of(fake)), 2, "the mock and the client run")
+                bench.send_signal(signal.SIGTERM)
+                _, err = bench.communicate(timeout=30)
+            finally:
+                bench.kill()
+            self.assertEqual(bench.returncode, 130, err)
+            self.assertIn("interrupted", err)
+            deadline = time.monotonic() + 10
+            while processes_of(fake) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            self.assertEqual(processes_of(fake), [], "nothing is left running")
+
+
+def processes_of(path):
+    """Pids whose command line names `path`."""
+    pids = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if path.encode() in f.read():
+                    pids.append(int(pid))
+        except OSError:
+            pass
+    return pids
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=1)
