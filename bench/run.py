@@ -739,14 +739,15 @@ def main() -> int:
     stamp = dt.datetime.now(dt.timezone.utc)
     if cfg.work_dir:
         work = os.path.abspath(cfg.work_dir)
-        # Run folders are named by layout and repeat: an earlier bench's would be read back as
-        # this one's (a client that refuses a used --output leaves the old summary.json there).
-        if os.path.isdir(work) and os.listdir(work):
-            ap.error(f"--work-dir {work} already holds files (an earlier bench's runs?); choose an empty or new folder")
     elif cfg.smoke:
         work = tempfile.mkdtemp(prefix="duplexbench-smoke-")
     else:
         work = os.path.join(BENCH_DIR, "runs", stamp.strftime("%Y%m%d-%H%M%S"))
+    # Run folders are named by layout and repeat: an earlier bench's would be read back as this
+    # one's (a client that refuses a used --output leaves the old summary.json there). The
+    # default folder is named by the second the bench started, so two benches can meet there too.
+    if os.path.isdir(work) and os.listdir(work):
+        ap.error(f"the work folder {work} already holds files (an earlier bench's runs?); give --work-dir an empty or new folder")
     os.makedirs(work, exist_ok=True)
     if cfg.results_dir:
         docs = os.path.abspath(cfg.results_dir)

@@ -65,6 +65,7 @@ class WorkDir(unittest.TestCase):
             )
             self.assertEqual(done.returncode, 2, done.stderr)
             self.assertIn("already holds files", done.stderr)
+            self.assertIn("--work-dir", done.stderr)
             self.assertEqual(os.listdir(work), ["old-run"])
 
     def test_a_sigterm_stops_the_mock_and_the_client_of_the_run_in_progress(self):
