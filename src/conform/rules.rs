@@ -121,13 +121,11 @@ fn number(event: &Value, key: &str) -> Option<f64> {
 /// there is no audio or it is not base64.
 fn audio_len(event: &Value, key: &str) -> Option<(u64, bool)> {
     match event.get(key) {
-        Some(Value::String(b64)) => {
-            let padding = b64.bytes().rev().take_while(|&b| b == b'=').count();
-            (b64.len() % 4 == 0 && padding <= 2).then(|| {
-                let bytes = crate::trace::format::base64_decoded_len(b64.as_bytes());
-                (bytes as u64, true)
-            })
-        }
+        // Padded base64: whole quads, at most two `=`.
+        Some(Value::String(b64)) => (b64.len() % 4 == 0 && !b64.ends_with("===")).then(|| {
+            let bytes = crate::trace::format::base64_decoded_len(b64.as_bytes());
+            (bytes as u64, true)
+        }),
         Some(Value::Null) | None => match event.get("audio_bytes").and_then(Value::as_u64) {
             Some(bytes) => Some((bytes, true)),
             None => event
@@ -647,5 +645,31 @@ impl<'a> Check<'a> {
             };
             self.flag("close-code", "1000 (normal closure)", got);
         }
+    }
+}
+
+#[cfg(test)]
+mod audio_len_tests {
+    use super::audio_len;
+    use serde_json::json;
+
+    #[test]
+    fn audio_is_counted_exactly_from_base64_or_a_meta_line_and_refused_when_not_base64() {
+        let len = |event: serde_json::Value| audio_len(&event, "audio");
+        assert_eq!(len(json!({"audio": "QUJDRA=="})), Some((4, true)));
+        assert_eq!(len(json!({"audio": "QUJD"})), Some((3, true)));
+        assert_eq!(len(json!({"audio": ""})), Some((0, true)));
+        // Not padded base64: not whole quads, or more padding than base64 has.
+        assert_eq!(len(json!({"audio": "QUJDRA"})), None);
+        assert_eq!(len(json!({"audio": "Q==="})), None);
+        assert_eq!(len(json!({"audio": 7})), None);
+        // Meta lines: the exact bytes, or an estimate from the characters (older traces).
+        let meta = json!({"audio": null, "audio_b64_chars": 3416, "audio_bytes": 2560});
+        assert_eq!(len(meta), Some((2560, true)));
+        assert_eq!(
+            len(json!({"audio": null, "audio_b64_chars": 3416})),
+            Some((2562, false))
+        );
+        assert_eq!(len(json!({"type": "x"})), None);
     }
 }
