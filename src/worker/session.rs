@@ -7,6 +7,7 @@ mod connect;
 mod keepalive;
 pub mod machine;
 mod transcripts;
+pub mod wire;
 
 pub use connect::Dialer;
 
@@ -20,7 +21,6 @@ use crate::options::Settings;
 use crate::protocol::{ClientProtocol, EventIds, Outgoing};
 use crate::trace::format::json_string;
 use crate::trace::{Receipt, SessionTrace};
-use connect::Ws;
 use futures_util::{FutureExt as _, SinkExt, StreamExt};
 use keepalive::{Keepalive, Tick};
 use machine::{Action, Flow, Heard, Incoming, Machine};
@@ -30,6 +30,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio_tungstenite::tungstenite::error::ProtocolError;
 use tokio_tungstenite::tungstenite::{Bytes, Error as WsError, Message, Utf8Bytes};
+use wire::Ws;
 
 /// Once the run is being stopped, how long a session still waits for each awaited event.
 const STOP_GRACE_S: f64 = 3.0;

@@ -3,6 +3,7 @@
 //! refuses the handshake with HTTP 503, and the session retries a few times before it counts
 //! as rejected.
 
+use super::wire::{after_response, Conn, Recording, Ws};
 use super::{End, SessionCtx};
 use crate::clock::monotonic_s;
 use crate::trace::format::json_string;
@@ -11,15 +12,10 @@ use std::time::Duration;
 use tokio::io::BufReader;
 use tokio::net::{TcpSocket, TcpStream};
 use tokio_tungstenite::tungstenite::client::IntoClientRequest as _;
+use tokio_tungstenite::tungstenite::error::{TlsError, UrlError};
 use tokio_tungstenite::tungstenite::http::{HeaderName, HeaderValue};
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tokio_tungstenite::tungstenite::Error as WsError;
-use tokio_tungstenite::{Connector, MaybeTlsStream, WebSocketStream};
-
-/// A session's socket: plain for ws:// (the buffered TCP stream itself: one enum test per read
-/// on top), TLS over the same buffered stream for wss://, so that TLS records too arrive in
-/// reads of up to [`SOCKET_READ_BYTES`].
-pub type Ws = WebSocketStream<MaybeTlsStream<BufReader<TcpStream>>>;
 
 /// How a worker's sessions connect, made once per worker: the TLS configuration (loading the
 /// system's roots takes milliseconds) and the handshake headers.
@@ -59,17 +55,13 @@ impl Dialer {
     }
 }
 
-/// What one read from the socket may take. The replies to one packet are about 10 kB and arrive
-/// together; read straight into tungstenite's frame buffer, they took two reads a packet (it
-/// reads only into what is left of that buffer), two-thirds of the receive path's system calls.
+/// What one read from the socket may take under TLS: rustls reads the socket a record at a time,
+/// and the replies to one packet (about 10 kB) would take several system calls; the buffer under
+/// it makes that one. Plain connections read straight into the session's frame buffer
+/// ([`super::wire`]).
 const SOCKET_READ_BYTES: usize = 64 << 10;
-/// tungstenite's frame buffer. Before each read it zero-fills the room it reads into (up to this
-/// much), and the frames it hands out (kept by the trace writer for up to 0.5 s) pin it: the
-/// default of 128 KiB cost a large memset per read and a fresh allocation whenever it was
-/// pinned; at 16 KiB the memset was still 3 % of a worker's CPU (issue 17), as every wake-up ends
-/// with one read that finds nothing. 8 KiB holds a whole 80 ms audio delta; the socket reads
-/// stay large (the [`SOCKET_READ_BYTES`] buffer under it).
-const FRAME_BUFFER_BYTES: usize = 8 << 10;
+/// tungstenite's buffer for the handshake response (it makes the handshake only).
+const HANDSHAKE_BUFFER_BYTES: usize = 8 << 10;
 
 /// Connects, retrying refusals with HTTP 503. The trace gets an `admission` line for each
 /// refusal, in the shape sglang-omni's client writes (`connection_denied`, `exhausted` on the
@@ -77,7 +69,7 @@ const FRAME_BUFFER_BYTES: usize = 8 << 10;
 pub(super) async fn connect(ctx: &SessionCtx, trace: &mut SessionTrace) -> Result<Ws, End> {
     let s = &ctx.settings;
     let config = WebSocketConfig::default()
-        .read_buffer_size(FRAME_BUFFER_BYTES)
+        .read_buffer_size(HANDSHAKE_BUFFER_BYTES)
         .max_message_size(Some(s.max_message_bytes as usize))
         .max_frame_size(Some(s.max_message_bytes as usize));
     let timeout = Duration::from_secs_f64(s.connect_timeout_s);
@@ -119,17 +111,16 @@ pub(super) async fn connect(ctx: &SessionCtx, trace: &mut SessionTrace) -> Resul
 }
 
 /// Opens the TCP connection (without Nagle's delay: every packet leaves when it is due; with
-/// `--send-buffer-bytes`, on a send buffer of that size) and makes the TLS and WebSocket
-/// handshakes over a read buffer of [`SOCKET_READ_BYTES`].
-async fn connect_ws(
+/// `--send-buffer-bytes`, on a send buffer of that size), makes the TLS handshake for `wss://`
+/// (over a read buffer of [`SOCKET_READ_BYTES`]) and tungstenite's WebSocket handshake, then
+/// hands the stream, with whatever the server sent behind its `101`, to [`Ws`].
+pub(super) async fn connect_ws(
     url: &str,
     dialer: &Dialer,
     config: WebSocketConfig,
     send_buffer_bytes: Option<u32>,
 ) -> Result<Ws, WsError> {
-    let authority = crate::options::url_authority(url).ok_or(WsError::Url(
-        tokio_tungstenite::tungstenite::error::UrlError::NoHostName,
-    ))?;
+    let authority = crate::options::url_authority(url).ok_or(WsError::Url(UrlError::NoHostName))?;
     let socket = match send_buffer_bytes {
         None => TcpStream::connect(authority).await.map_err(WsError::Io)?,
         Some(bytes) => {
@@ -149,21 +140,43 @@ async fn connect_ws(
         }
     };
     socket.set_nodelay(true).map_err(WsError::Io)?;
-    let stream = BufReader::with_capacity(SOCKET_READ_BYTES, socket);
     let mut request = url.into_client_request()?;
     for (name, value) in &dialer.headers {
         request.headers_mut().append(name.clone(), value.clone());
     }
-    let connector = match &dialer.tls {
-        Some(tls) => Connector::Rustls(tls.clone()),
-        None => Connector::Plain,
+    let conn = match &dialer.tls {
+        None => Conn::Plain(socket),
+        Some(tls) => {
+            // rustls wants an IPv6 address without its brackets.
+            let host = request
+                .uri()
+                .host()
+                .ok_or(WsError::Url(UrlError::NoHostName))?;
+            let host = host
+                .strip_prefix('[')
+                .and_then(|h| h.strip_suffix(']'))
+                .unwrap_or(host);
+            let name = rustls_pki_types::ServerName::try_from(host.to_string())
+                .map_err(|_| WsError::Tls(TlsError::InvalidDnsName))?;
+            let stream = BufReader::with_capacity(SOCKET_READ_BYTES, socket);
+            let tls = tokio_rustls::TlsConnector::from(tls.clone())
+                .connect(name, stream)
+                .await
+                .map_err(WsError::Io)?;
+            Conn::Tls(Box::new(tls))
+        }
     };
-    let (ws, _response) = tokio_tungstenite::client_async_tls_with_config(
-        request,
-        stream,
-        Some(config),
-        Some(connector),
-    )
-    .await?;
-    Ok(ws)
+    let recording = Recording {
+        inner: conn,
+        seen: Vec::new(),
+    };
+    let (ws, _response) =
+        tokio_tungstenite::client_async_with_config(request, recording, Some(config)).await?;
+    let Recording { inner, seen } = ws.into_inner();
+    let tail = after_response(&seen)?;
+    Ok(Ws::new(
+        inner,
+        tail,
+        config.max_message_size.unwrap_or(usize::MAX),
+    ))
 }
