@@ -507,7 +507,7 @@ impl Session {
                 }
                 return Ok(false);
             }
-            // Pings: tungstenite answers them itself.
+            // Pings: the WebSocket (wire.rs) answers them itself.
             Some(Ok(_)) => return Ok(false),
             Some(Err(WsError::Capacity(err))) => self.machine.on_frame(
                 Incoming::TooLarge(format!(

@@ -117,20 +117,18 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Recording<S> {
     }
 }
 
+/// As many response headers as tungstenite's handshake takes.
+const MAX_RESPONSE_HEADERS: usize = 124;
+
 /// What the server sent after the end of its handshake response's headers, given everything
-/// read during the handshake (which tungstenite has already parsed as a complete response).
+/// read during the handshake (which tungstenite has already parsed as a complete response, with
+/// the same parser and as many headers).
 pub fn after_response(seen: &[u8]) -> Result<&[u8], WsError> {
-    let mut headers = [httparse::EMPTY_HEADER; 64];
+    let mut headers = [httparse::EMPTY_HEADER; MAX_RESPONSE_HEADERS];
     let mut response = httparse::Response::new(&mut headers);
     match response.parse(seen) {
         Ok(httparse::Status::Complete(len)) => Ok(&seen[len..]),
         Ok(httparse::Status::Partial) => Err(WsError::Protocol(ProtocolError::HandshakeIncomplete)),
-        Err(httparse::Error::TooManyHeaders) => {
-            // tungstenite took it, with room for more headers: find the end by hand.
-            let end = memchr::memmem::find(seen, b"\r\n\r\n")
-                .ok_or(WsError::Protocol(ProtocolError::HandshakeIncomplete))?;
-            Ok(&seen[end + 4..])
-        }
         Err(err) => Err(WsError::Protocol(ProtocolError::HttparseError(err))),
     }
 }
@@ -210,14 +208,24 @@ pub struct Decoder {
     max_message: usize,
     /// A fragmented message being joined: text or not, and its payload so far.
     fragments: Option<(bool, BytesMut)>,
+    /// Bytes still missing of a frame whose header has arrived (room for them is reserved);
+    /// 0 while a header is awaited.
+    missing: usize,
 }
 
 impl Decoder {
+    /// `max_message` is clamped to what one allocation can hold.
     pub fn new(max_message: usize) -> Decoder {
         Decoder {
-            max_message,
+            max_message: max_message.min(isize::MAX as usize - MAX_HEADER),
             fragments: None,
+            missing: 0,
         }
+    }
+
+    /// Bytes still missing of the frame being read (0 when none is).
+    pub fn missing(&self) -> usize {
+        self.missing
     }
 
     /// The next message whose frames are all in `buf` (they are taken out of it); `Ok(None)`
@@ -225,6 +233,7 @@ impl Decoder {
     pub fn decode(&mut self, buf: &mut BytesMut) -> Result<Option<Message>, WsError> {
         loop {
             let Some(h) = header(buf)? else {
+                self.missing = 0;
                 buf.reserve(MAX_HEADER);
                 return Ok(None);
             };
@@ -237,7 +246,11 @@ impl Decoder {
                     return Err(WsError::Protocol(ProtocolError::ControlFrameTooBig));
                 }
             }
-            let joined = self.fragments.as_ref().map_or(0, |(_, f)| f.len()) as u64;
+            // Control frames between fragments are not part of the message.
+            let joined = match &self.fragments {
+                Some((_, f)) if !control => f.len() as u64,
+                _ => 0,
+            };
             let size = joined.saturating_add(h.payload);
             if size > self.max_message as u64 {
                 return Err(WsError::Capacity(CapacityError::MessageTooLong {
@@ -245,12 +258,14 @@ impl Decoder {
                     max_size: self.max_message,
                 }));
             }
-            // Within the limit, so within memory.
+            // Within the limit, so within memory (the limit is clamped).
             let whole = h.len + h.payload as usize;
             if buf.len() < whole {
-                buf.reserve(whole - buf.len());
+                self.missing = whole - buf.len();
+                buf.reserve(self.missing);
                 return Ok(None);
             }
+            self.missing = 0;
             let mut frame = buf.split_to(whole);
             let mut payload = frame.split_off(h.len);
             if let Some(key) = h.mask {
@@ -280,8 +295,9 @@ impl Decoder {
             }
             0x1 | 0x2 => {
                 let text = h.opcode == 0x1;
-                if let Some((was_text, _)) = &self.fragments {
-                    let kind = if *was_text { Data::Text } else { Data::Binary };
+                if self.fragments.is_some() {
+                    // Named by the frame that came instead of the fragment, as tungstenite does.
+                    let kind = if text { Data::Text } else { Data::Binary };
                     return Err(WsError::Protocol(ProtocolError::ExpectedFragment(kind)));
                 }
                 if !h.fin {
@@ -374,6 +390,13 @@ pub struct Ws {
     /// Frames encoded and not yet written, from `written`.
     output: Vec<u8>,
     written: usize,
+    /// Written to the stream but not yet flushed through it (TLS holds records until then).
+    unflushed: bool,
+    /// A pong is in `output`: a ping that comes before it is written is not answered again
+    /// (RFC 6455 allows answering only the latest; a flood cannot grow `output`).
+    pong_queued: bool,
+    /// A write failed while reading: reported once the frames already received are handed out.
+    write_error: Option<WsError>,
     state: State,
     /// An error or the end has been returned: the stream yields nothing more.
     ended: bool,
@@ -390,6 +413,9 @@ impl Ws {
             decoder: Decoder::new(max_message),
             output: Vec::new(),
             written: 0,
+            unflushed: false,
+            pong_queued: false,
+            write_error: None,
             state: State::Open,
             ended: false,
         }
@@ -416,6 +442,11 @@ impl Ws {
         }
     }
 
+    /// Something queued is not yet out of the stream.
+    fn pending_output(&self) -> bool {
+        self.written < self.output.len() || self.unflushed
+    }
+
     /// Writes what is queued, then flushes the stream (TLS writes its records there).
     fn poll_write_out(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), WsError>> {
         while self.written < self.output.len() {
@@ -424,19 +455,41 @@ impl Ws {
                 return Poll::Ready(Err(WsError::Io(std::io::ErrorKind::WriteZero.into())));
             }
             self.written += n;
+            self.unflushed = true;
         }
         self.output.clear();
         self.written = 0;
+        self.pong_queued = false;
         ready!(Pin::new(&mut self.io).poll_flush(cx))?;
+        self.unflushed = false;
         Poll::Ready(Ok(()))
+    }
+
+    /// Writes what the reader queued (pongs, the close echo) as far as the socket takes it.
+    /// A failure is kept for after the frames already received (the server's close frame may
+    /// be among them); once the server has closed, it changes nothing.
+    fn poll_reply_out(&mut self, cx: &mut Context<'_>) {
+        if !self.pending_output() {
+            return;
+        }
+        if let Poll::Ready(Err(err)) = self.poll_write_out(cx) {
+            self.output.clear();
+            self.written = 0;
+            self.unflushed = false;
+            self.pong_queued = false;
+            if self.state == State::Open && self.write_error.is_none() {
+                self.write_error = Some(err);
+            }
+        }
     }
 
     /// What a message received means for the closing handshake; `None` to skip it.
     fn on_message(&mut self, message: Message) -> Option<Message> {
         match (&message, self.state) {
-            (Message::Ping(payload), State::Open) => {
+            (Message::Ping(payload), State::Open) if !self.pong_queued => {
                 let payload = payload.clone();
                 self.queue(0xa, &payload);
+                self.pong_queued = true;
             }
             (Message::Close(frame), State::Open) => {
                 // The echo repeats the code, unless it is one no endpoint may send (1005, 1006,
@@ -456,7 +509,8 @@ impl Ws {
                 self.state = State::CloseReceived;
             }
             (Message::Close(_), State::CloseSent) => self.state = State::Closed,
-            (Message::Close(_), State::CloseReceived | State::Closed) => return None,
+            // After the server's close, nothing it sends means anything.
+            (_, State::CloseReceived | State::Closed) => return None,
             _ => {}
         }
         Some(message)
@@ -471,32 +525,17 @@ impl Stream for Ws {
         if this.ended {
             return Poll::Ready(None);
         }
-        if this.written < this.output.len() {
-            // Pongs and the close echo go out as soon as they can; a full socket is not the
-            // reader's concern (the next send or read tries again). Once the server has closed,
-            // a failed echo changes nothing: what is left is reading to the end.
-            if let Poll::Ready(Err(err)) = this.poll_write_out(cx) {
-                if this.state == State::Open {
-                    this.ended = true;
-                    return Poll::Ready(Some(Err(err)));
-                }
-                this.output.clear();
-                this.written = 0;
-            }
-        }
+        // Pongs and the close echo go out as soon as they can; a full socket is not the
+        // reader's concern (the next send or read tries again).
+        this.poll_reply_out(cx);
         loop {
             match this.decoder.decode(&mut this.input) {
                 Ok(Some(message)) => {
                     let Some(message) = this.on_message(message) else {
                         continue;
                     };
-                    if this.written < this.output.len() {
-                        // A pong or the close echo: out now, before the session looks at it.
-                        if let Poll::Ready(Err(_)) = this.poll_write_out(cx) {
-                            this.output.clear();
-                            this.written = 0;
-                        }
-                    }
+                    // A pong or the close echo: out now, before the session looks at it.
+                    this.poll_reply_out(cx);
                     return Poll::Ready(Some(Ok(message)));
                 }
                 Ok(None) => {}
@@ -505,7 +544,15 @@ impl Stream for Ws {
                     return Poll::Ready(Some(Err(err)));
                 }
             }
-            if this.input.capacity() - this.input.len() < READ_ROOM / 4 {
+            if let Some(err) = this.write_error.take() {
+                this.ended = true;
+                return Poll::Ready(Some(Err(err)));
+            }
+            // Room for the next read, unless the frame being read has its room already (a top-up
+            // then would move a large message into a buffer twice its size).
+            if this.decoder.missing() == 0
+                && this.input.capacity() - this.input.len() < READ_ROOM / 4
+            {
                 this.input.reserve(READ_ROOM);
             }
             match ready!(tokio_util::io::poll_read_buf(
@@ -523,15 +570,22 @@ impl Stream for Ws {
                     });
                 }
                 Ok(_) => {}
+                // A reset after the server's close frame ends the stream, as an end does
+                // (tungstenite's reading).
+                Err(err)
+                    if matches!(this.state, State::CloseReceived | State::Closed)
+                        && err.kind() == std::io::ErrorKind::ConnectionReset =>
+                {
+                    this.ended = true;
+                    return Poll::Ready(None);
+                }
                 Err(err) => {
                     this.ended = true;
                     return Poll::Ready(Some(Err(WsError::Io(err))));
                 }
             }
-            if this.written < this.output.len() {
-                // The read may have been what a blocked write waited for.
-                let _ = this.poll_write_out(cx);
-            }
+            // The read may have been what a blocked write waited for.
+            this.poll_reply_out(cx);
         }
     }
 }

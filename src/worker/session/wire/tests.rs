@@ -176,7 +176,8 @@ fn what_tungstenite_refused_is_refused() {
     restart.extend(frame(true, 0x2, b"b", None));
     assert_eq!(
         protocol_error(&restart),
-        ProtocolError::ExpectedFragment(Data::Text)
+        ProtocolError::ExpectedFragment(Data::Binary),
+        "named by the frame that came instead, as tungstenite does"
     );
     assert_eq!(
         protocol_error(&frame(true, 0x8, &[3], None)),
@@ -221,12 +222,54 @@ fn a_message_over_the_limit_is_refused_from_its_header_alone() {
         decode_all(&parts, parts.len(), 4096),
         Err(WsError::Capacity(_))
     ));
-    // At the limit is within it.
+    // At the limit is within it, and a ping between the fragments does not count.
     assert_eq!(
         decode_all(&frame(true, 0x1, &[b'a'; 4096], None), 100, 4096)
             .unwrap()
             .len(),
         1
+    );
+    let mut pinged = frame(false, 0x1, &[b'a'; 4000], None);
+    pinged.extend(frame(true, 0x9, &[0; 125], None));
+    pinged.extend(frame(true, 0x0, &[b'a'; 96], None));
+    assert_eq!(decode_all(&pinged, 7, 4096).unwrap().len(), 2);
+    // A limit no allocation could reach is clamped, so no length can overflow.
+    let mut huge = vec![0x81, 127];
+    huge.extend_from_slice(&u64::MAX.to_be_bytes());
+    let mut buf = BytesMut::from(&huge[..]);
+    assert!(matches!(
+        Decoder::new(usize::MAX).decode(&mut buf),
+        Err(WsError::Capacity(_))
+    ));
+}
+
+#[test]
+fn a_large_message_read_in_pieces_gets_its_room_once() {
+    // 100 kB in reads of 1,000 bytes: the buffer is sized for the frame when its header comes
+    // and is not topped up while the frame is read.
+    let payload = vec![b'x'; 100_000];
+    let bytes = frame(true, 0x1, &payload, None);
+    let mut decoder = Decoder::new(1 << 20);
+    let mut buf = BytesMut::new();
+    let mut capacities = std::collections::BTreeSet::new();
+    let mut got = None;
+    for chunk in bytes.chunks(1000) {
+        buf.extend_from_slice(chunk);
+        if let Some(message) = decoder.decode(&mut buf).unwrap() {
+            got = Some(message);
+        } else {
+            assert!(decoder.missing() > 0);
+            capacities.insert(buf.capacity());
+        }
+    }
+    assert_eq!(
+        got,
+        Some(Message::Text(String::from_utf8(payload).unwrap().into()))
+    );
+    assert_eq!(
+        capacities.len(),
+        1,
+        "one allocation for the frame: {capacities:?}"
     );
 }
 
@@ -283,6 +326,17 @@ fn the_frames_start_right_after_the_handshake_response() {
     );
     assert_eq!(after_response(response).unwrap(), b"");
     assert!(after_response(b"HTTP/1.1 101 Switching").is_err());
+    // As many headers as tungstenite takes, and bare line feeds (httparse takes both).
+    let mut many = b"HTTP/1.1 101 Switching Protocols\n".to_vec();
+    for i in 0..100 {
+        many.extend_from_slice(format!("X-Header-{i}: {i}\n").as_bytes());
+    }
+    many.extend_from_slice(b"\n");
+    many.extend(frame(true, 0x1, b"\r\n\r\n", None));
+    assert_eq!(
+        after_response(&many).unwrap(),
+        &frame(true, 0x1, b"\r\n\r\n", None)[..]
+    );
 }
 
 /// A server that answers the handshake and sends `frames` in the same write (so they arrive
@@ -422,6 +476,26 @@ async fn a_close_code_no_endpoint_may_send_is_kept_and_answered_with_1002() {
         }
         let (op, payload) = rx.await.unwrap();
         assert_eq!((op, &payload[..2]), (0x8, &1002u16.to_be_bytes()[..]));
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_reset_after_the_closing_handshake_ends_the_stream_without_an_error() {
+    within(async {
+        let url = raw_server(
+            frame(true, 0x8, &1000u16.to_be_bytes(), None),
+            |mut socket| async move {
+                let _echo = read_client_frame(&mut socket).await;
+                // A reset instead of an orderly end, once the close frames have crossed.
+                socket.set_zero_linger().unwrap();
+                drop(socket);
+            },
+        )
+        .await;
+        let mut ws = client(&url).await;
+        assert!(matches!(ws.next().await, Some(Ok(Message::Close(Some(_))))));
+        assert!(ws.next().await.is_none());
     })
     .await;
 }
