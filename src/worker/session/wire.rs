@@ -266,8 +266,9 @@ impl Decoder {
                 return Ok(None);
             }
             self.missing = 0;
-            let mut frame = buf.split_to(whole);
-            let mut payload = frame.split_off(h.len);
+            // The header is skipped, the payload taken: one split a frame.
+            bytes::Buf::advance(buf, h.len);
+            let mut payload = buf.split_to(whole - h.len);
             if let Some(key) = h.mask {
                 apply_mask(&mut payload, key);
             }
