@@ -6,6 +6,7 @@ mod control;
 mod counters;
 mod inject;
 mod pacer;
+mod scheduler;
 pub mod session;
 mod setup;
 
@@ -189,22 +190,25 @@ async fn drive(
         let pacer = pacer.clone();
         async move { pacer.run().await }
     });
-    let sessions = spawn_sessions(
-        session::SessionCtx {
-            worker: config.index,
-            index: 0,
-            settings: settings.clone(),
-            protocol,
-            url: Rc::from(settings.url.as_str()),
-            dialer,
-            audio,
-            stats: stats.clone(),
-            tally: tally.clone(),
-            pacer,
-            gate: gate_rx.clone(),
-            stop: stop_rx,
-        },
-        tracer,
+    let sessions = scheduler::Scheduler::new(
+        session_futures(
+            session::SessionCtx {
+                worker: config.index,
+                index: 0,
+                settings: settings.clone(),
+                protocol,
+                url: Rc::from(settings.url.as_str()),
+                dialer,
+                audio,
+                stats: stats.clone(),
+                tally: tally.clone(),
+                pacer: pacer.clone(),
+                gate: gate_rx.clone(),
+                stop: stop_rx,
+            },
+            tracer,
+        ),
+        pacer,
     );
     let injections = Rc::new(RefCell::new(Vec::new()));
     let control = spawn_control(
@@ -305,18 +309,18 @@ impl Monitors {
     }
 }
 
-/// Spawns one task per session, each from `template` with its own index and trace.
-fn spawn_sessions(
+/// One session per index, each from `template` with its own index and trace.
+fn session_futures(
     template: session::SessionCtx,
     tracer: &Tracer,
-) -> Vec<tokio::task::JoinHandle<SessionOutcome>> {
+) -> Vec<std::pin::Pin<Box<dyn std::future::Future<Output = SessionOutcome>>>> {
     (0..template.settings.sessions_per_process)
         .map(|index| {
             let ctx = session::SessionCtx {
                 index,
                 ..template.clone()
             };
-            tokio::task::spawn_local(session::run(ctx, tracer.open_session(index)))
+            Box::pin(session::run(ctx, tracer.open_session(index))) as _
         })
         .collect()
 }
@@ -420,46 +424,30 @@ fn spawn_injections(
     });
 }
 
-/// Waits for every session's outcome, in order; on an abort, gives up the sessions that have not
-/// ended (their lines written so far stay on disk) and records them as aborted.
+/// Runs the sessions to their ends, or until the run is aborted: then a session that had not
+/// ended is dropped where it stood and reported aborted.
 async fn collect_outcomes(
-    mut handles: Vec<tokio::task::JoinHandle<SessionOutcome>>,
+    mut sessions: scheduler::Scheduler,
     mut abort_rx: watch::Receiver<bool>,
     stats: &RefCell<WorkerStats>,
 ) -> Vec<SessionOutcome> {
-    let mut outcomes = Vec::with_capacity(handles.len());
-    let mut aborted = false;
-    for (index, handle) in handles.iter_mut().enumerate() {
-        let outcome = tokio::select! {
-            joined = handle => joined.unwrap_or_else(|err| {
-                let mut o = SessionOutcome::new(index as u32);
-                o.error = Some(format!("session task failed: {err}"));
-                o
-            }),
-            _ = abort_rx.wait_for(|a| *a), if !aborted => {
-                aborted = true;
-                break;
-            }
-        };
-        outcomes.push(outcome);
+    tokio::select! {
+        () = sessions.run() => {}
+        _ = abort_rx.wait_for(|a| *a) => {}
     }
-    if aborted {
-        for (index, handle) in handles.into_iter().enumerate().skip(outcomes.len()) {
-            let finished = if handle.is_finished() {
-                handle.await.ok()
-            } else {
-                handle.abort();
-                None
-            };
-            outcomes.push(finished.unwrap_or_else(|| {
+    sessions
+        .into_outcomes()
+        .into_iter()
+        .enumerate()
+        .map(|(index, outcome)| {
+            outcome.unwrap_or_else(|| {
                 let mut o = SessionOutcome::new(index as u32);
                 o.error = Some("aborted: the run was killed before this session ended".to_string());
                 stats.borrow_mut().session_ended(o.status);
                 o
-            }));
-        }
-    }
-    outcomes
+            })
+        })
+        .collect()
 }
 
 /// The client side of the run's protocol, configured from its settings.

@@ -15,7 +15,7 @@ use rustix::time::{
 };
 use std::cell::{Cell, RefCell};
 use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::collections::{BinaryHeap, VecDeque};
 use std::future::poll_fn;
 use std::io;
 use std::os::fd::OwnedFd;
@@ -34,6 +34,10 @@ pub struct Pacer {
     armed_ns: Cell<u64>,
     /// When the pacer last woke sessions.
     last_fire_ns: Cell<u64>,
+    /// The sessions woken since the last [`Pacer::take_fired`], in deadline order; kept only
+    /// once someone takes them.
+    fired: RefCell<Vec<u32>>,
+    keep_fired: Cell<bool>,
 }
 
 struct State {
@@ -65,6 +69,8 @@ impl Pacer {
             }),
             armed_ns: Cell::new(NEVER),
             last_fire_ns: Cell::new(0),
+            fired: RefCell::new(Vec::with_capacity(n)),
+            keep_fired: Cell::new(false),
         })
     }
 
@@ -136,6 +142,24 @@ impl Pacer {
         }
     }
 
+    /// Wakes the sessions due by now if the timer's time has passed, as its expiry would: for
+    /// a caller that polls sessions one after another, so that a deadline passing meanwhile is
+    /// seen at once, not when the reactor next reads the timerfd. One clock read when nothing
+    /// is due.
+    pub fn fire_if_due(&self) {
+        let armed_ns = self.armed_ns.get();
+        if armed_ns != NEVER && to_ns(monotonic_s()) >= armed_ns {
+            self.fire();
+        }
+    }
+
+    /// Moves the sessions woken since the last call into `into`, in deadline order; from the
+    /// first call on, the pacer keeps them (up to one entry per deadline) until taken.
+    pub fn take_fired(&self, into: &mut VecDeque<u32>) {
+        self.keep_fired.set(true);
+        into.extend(self.fired.borrow_mut().drain(..));
+    }
+
     /// Wakes every session due by now and arms the timer for the next deadline, at least a
     /// granule after this wake-up.
     fn fire(&self) {
@@ -149,6 +173,9 @@ impl Pacer {
             let i = session as usize;
             if state.due_ns[i] == due_ns {
                 if let Some(waker) = state.wakers[i].take() {
+                    if self.keep_fired.get() {
+                        self.fired.borrow_mut().push(session);
+                    }
                     waker.wake();
                 }
             }
@@ -156,9 +183,12 @@ impl Pacer {
         let next = state.queue.peek().map(|&Reverse((due_ns, _))| due_ns);
         drop(state);
         self.last_fire_ns.set(now_ns);
-        self.armed_ns.set(NEVER);
-        if let Some(next) = next {
-            self.arm(next.max(now_ns + GRANULARITY_NS));
+        match next.map(|next| next.max(now_ns + GRANULARITY_NS)) {
+            // Woken before its expiry (its time passed while the thread was busy, so the
+            // sessions were woken without it): the timer is already where it must be.
+            Some(at_ns) if at_ns == self.armed_ns.get() && now_ns < at_ns => {}
+            Some(at_ns) => self.arm(at_ns),
+            None => self.armed_ns.set(NEVER),
         }
     }
 
