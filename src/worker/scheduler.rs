@@ -120,8 +120,8 @@ impl Scheduler {
     }
 
     /// Per session, its outcome: `None` for a session that had not ended.
-    pub fn into_outcomes(mut self) -> Vec<Option<SessionOutcome>> {
-        std::mem::take(&mut self.outcomes)
+    pub fn into_outcomes(self) -> Vec<Option<SessionOutcome>> {
+        self.outcomes
     }
 
     fn turn(&mut self, cx: &mut Context<'_>) -> Poll<Turn> {
