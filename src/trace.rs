@@ -1,14 +1,15 @@
 //! Trace and receipt writing: one writer thread per worker does every file write, so the
 //! runtime never waits on the disk (which is how the study's Python client fell behind).
 //!
-//! Session tasks only hand over frames that are already encoded; with the default `thread`
-//! writer one OS thread per worker does every file write, in 0.5 s batches per session, and
-//! gathers sessions that end within 50 ms into one batch. A session finishes only after its
+//! Session tasks lay out their lines at once, from frames already encoded, and hand them over in
+//! 0.5 s batches ([`lines`]); with the default `thread` writer one OS thread per worker does
+//! every file write, one call per file a batch, and gathers sessions that end within 50 ms. A session finishes only after its
 //! lines are written; a write error fails the session when it ends. The `inline` writer writes
 //! every line from the async runtime instead: the seed's original bug, kept for A/B study.
 
 pub mod files;
 pub mod format;
+pub mod lines;
 mod writer;
 
 use crate::paths::RunPaths;
@@ -16,12 +17,12 @@ use anyhow::Result;
 pub use files::WriteLoss;
 use files::{SamplesFile, SessionFiles};
 use format::{Direction, Payload};
+use lines::SessionLines;
 use std::cell::RefCell;
 use std::path::PathBuf;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use tokio_tungstenite::tungstenite::Utf8Bytes;
 
 /// A JSON event with no audio.
 const JSON: Payload = Payload::Json { audio_key: None };
@@ -198,6 +199,7 @@ impl Tracer {
     /// The handle a session task writes through.
     pub fn open_session(&self, session: u32) -> SessionTrace {
         let traced = self.config.mode != TraceMode::Off;
+        let meta = self.config.mode == TraceMode::Meta;
         let sink = match &self.kind {
             TracerKind::Thread(handle) => {
                 handle.send(writer::WriterMsg::Open { session });
@@ -206,23 +208,18 @@ impl Tracer {
             TracerKind::Inline(samples) => {
                 let dir =
                     RunPaths::new(&self.config.output_dir).session_dir(self.config.worker, session);
-                let files = SessionFiles::open(
-                    &dir,
-                    (traced, self.config.mode == TraceMode::Meta),
-                    crate::clock::monotonic_s(),
-                    self.depth.clone(),
-                );
                 Sink::Inline {
-                    files: Box::new(files),
+                    files: Box::new(SessionFiles::open(&dir, traced, self.depth.clone())),
                     samples: samples.clone(),
                 }
             }
         };
         SessionTrace {
             session,
-            traced,
+            lines: SessionLines::new(self.config.worker, session, (traced, meta)),
             depth: self.depth.clone(),
             sink,
+            finished: false,
         }
     }
 
@@ -248,98 +245,109 @@ enum Sink {
     },
 }
 
-/// One session's way to its trace, receipts and samples.
+/// One session's way to its trace, receipts and samples: its lines are laid out here, at once,
+/// and handed to the writer every [`lines::BATCH_S`] (with the `inline` writer, written at once).
 pub struct SessionTrace {
     session: u32,
-    traced: bool,
+    lines: SessionLines,
     depth: Arc<QueueDepth>,
     sink: Sink,
+    /// The last batch has gone (`finish`); otherwise dropping the trace hands it over.
+    finished: bool,
 }
 
 impl SessionTrace {
     /// A sent event other than an append (setup, end, close).
-    pub fn send(&mut self, time_s: f64, frame: &Utf8Bytes) {
+    pub fn send(&mut self, time_s: f64, frame: &str) {
         self.line(Direction::Send, time_s, frame, JSON);
     }
 
     /// A sent control frame that is not JSON (a Fun-ASR command): a JSON string in the trace.
-    pub fn send_text(&mut self, time_s: f64, frame: &Utf8Bytes) {
+    pub fn send_text(&mut self, time_s: f64, frame: &str) {
         self.line(Direction::Send, time_s, frame, Payload::Text);
     }
 
     /// A received frame as it arrived; `kind` says whether it parsed and where its audio is.
-    pub fn receive(&mut self, time_s: f64, frame: &Utf8Bytes, kind: Payload) {
+    pub fn receive(&mut self, time_s: f64, frame: &str, kind: Payload) {
         self.line(Direction::Receive, time_s, frame, kind);
     }
 
     /// Something that went wrong, e.g. a frame that was not JSON. `event` is a JSON object.
-    pub fn error(&mut self, time_s: f64, event: String) {
-        self.line(Direction::Error, time_s, &Utf8Bytes::from(event), JSON);
+    pub fn error(&mut self, time_s: f64, event: &str) {
+        self.line(Direction::Error, time_s, event, JSON);
     }
 
     /// A connection attempt and its outcome. `event` is a JSON object.
-    pub fn admission(&mut self, time_s: f64, event: String) {
-        self.line(Direction::Admission, time_s, &Utf8Bytes::from(event), JSON);
+    pub fn admission(&mut self, time_s: f64, event: &str) {
+        self.line(Direction::Admission, time_s, event, JSON);
     }
 
     /// The server's close frame. `event` is a JSON object (`code`, `reason`).
-    pub fn close(&mut self, time_s: f64, event: String) {
-        self.line(Direction::Close, time_s, &Utf8Bytes::from(event), JSON);
+    pub fn close(&mut self, time_s: f64, event: &str) {
+        self.line(Direction::Close, time_s, event, JSON);
     }
 
-    fn line(&mut self, direction: Direction, time_s: f64, payload: &Utf8Bytes, kind: Payload) {
-        if !self.traced {
+    fn line(&mut self, direction: Direction, time_s: f64, payload: &str, kind: Payload) {
+        if !self.lines.traced() {
             return;
         }
-        match &mut self.sink {
-            Sink::Thread(handle) => {
-                self.depth.add(1, payload.len() as u64);
-                handle.send(writer::WriterMsg::Line {
-                    session: self.session,
-                    direction,
-                    time_s,
-                    payload: payload.clone(),
-                    kind,
-                });
-            }
-            Sink::Inline { files, .. } => {
-                files.push_line(direction, time_s, payload, kind);
-                files.flush(time_s);
-            }
-        }
+        self.lines.push_line(direction, time_s, payload, kind);
+        self.pushed(time_s, payload.len());
     }
 
     /// A sent packet: trace line (of a text frame), receipt and sample.
-    pub fn append(&mut self, receipt: Receipt, frame: Option<&Utf8Bytes>) {
-        let frame = frame.filter(|_| self.traced);
+    pub fn append(&mut self, receipt: Receipt, frame: Option<&str>) {
+        self.lines.push_append(&receipt, frame);
+        let bytes = frame.filter(|_| self.lines.traced()).map_or(0, str::len);
+        self.pushed(receipt.completed_s, bytes);
+    }
+
+    /// Counts a line into the queue and hands the batch over when it is due.
+    fn pushed(&mut self, time_s: f64, bytes: usize) {
         match &mut self.sink {
             Sink::Thread(handle) => {
-                self.depth.add(1, frame.map_or(0, |f| f.len() as u64));
-                handle.send(writer::WriterMsg::Append {
-                    session: self.session,
-                    receipt,
-                    frame: frame.cloned(),
-                });
+                self.depth.add(1, bytes as u64);
+                if self.lines.due(time_s) {
+                    handle.send(writer::WriterMsg::Batch {
+                        session: self.session,
+                        batch: self.lines.take(),
+                    });
+                }
             }
             Sink::Inline { files, samples } => {
-                files.push_append(&receipt, frame.map(|f| f.as_str()));
-                files.flush(receipt.completed_s);
+                let batch = self.lines.take();
+                files.write(&batch);
                 let mut samples = samples.borrow_mut();
-                samples.push(self.session, &receipt);
+                samples.push(&batch);
                 samples.flush();
+            }
+        }
+    }
+
+    /// Hands over what waits now: before the session waits for the server for long (set-up,
+    /// ending), so that a session that goes quiet does not keep its lines from the files.
+    pub fn hand_over(&mut self) {
+        if let Sink::Thread(handle) = &self.sink {
+            if self.lines.pending() {
+                handle.send(writer::WriterMsg::Batch {
+                    session: self.session,
+                    batch: self.lines.take(),
+                });
             }
         }
     }
 
     /// Waits until every line of the session is written; an error means some were not.
     /// `admitted`: whether the server let the session in (the receipts say so).
-    pub async fn finish(self, admitted: bool) -> Result<(), WriteLoss> {
-        match self.sink {
+    pub async fn finish(mut self, admitted: bool) -> Result<(), WriteLoss> {
+        self.finished = true;
+        let last = self.lines.finish(admitted);
+        match &mut self.sink {
             Sink::Thread(handle) => {
                 let (ack, done) = tokio::sync::oneshot::channel();
                 handle.send(writer::WriterMsg::End {
                     session: self.session,
-                    admitted,
+                    batch: last,
                     ack,
                 });
                 done.await.unwrap_or_else(|_| {
@@ -349,7 +357,37 @@ impl SessionTrace {
                     })
                 })
             }
-            Sink::Inline { files, .. } => files.finish(crate::clock::monotonic_s(), admitted).0,
+            Sink::Inline { files, samples } => {
+                files.write(&last);
+                let mut samples = samples.borrow_mut();
+                samples.push(&last);
+                samples.flush();
+                files.result()
+            }
+        }
+    }
+}
+
+impl Drop for SessionTrace {
+    /// A session that never finished (its run was aborted, or it panicked) still hands its
+    /// lines over, with its receipts closed; it was let in if it sent.
+    fn drop(&mut self) {
+        if self.finished {
+            return;
+        }
+        let last = self.lines.finish(self.lines.sent_any());
+        match &mut self.sink {
+            Sink::Thread(handle) => handle.send(writer::WriterMsg::Batch {
+                session: self.session,
+                batch: last,
+            }),
+            Sink::Inline { files, samples } => {
+                files.write(&last);
+                if let Ok(mut samples) = samples.try_borrow_mut() {
+                    samples.push(&last);
+                    samples.flush();
+                }
+            }
         }
     }
 }

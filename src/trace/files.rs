@@ -1,9 +1,10 @@
-//! The files of one session (trace and receipts) and of one worker (samples), with the buffers
-//! that batch their writes. The writer thread flushes them every 0.5 s; the inline writer after
-//! every line, on the runtime, as the seed's original client did.
+//! The files of one session (trace and receipts) and of one worker (samples). They are written
+//! with the batches the sessions hand over ([`super::lines`]): by the writer thread every 0.5 s,
+//! or by the inline writer after every line, on the runtime, as the seed's original client did.
 
-use super::format::{self, Direction, Payload};
-use super::{QueueDepth, Receipt};
+use super::format;
+use super::lines::Batch;
+use super::QueueDepth;
 use crate::paths::RunPaths;
 use std::fs::File;
 use std::io::Write as _;
@@ -58,42 +59,22 @@ pub fn is_disk_full(err: &std::io::Error) -> bool {
     )
 }
 
-/// One session's trace and receipts, with what is waiting to be written.
+/// One session's trace and receipts files: what its batches are written to, by the writer
+/// thread (or, with the `inline` writer, by the runtime after every line).
 pub struct SessionFiles {
     trace: Option<File>,
-    trace_buf: Vec<u8>,
     receipts: Option<File>,
-    receipts_buf: Vec<u8>,
-    receipts_count: u64,
-    meta: bool,
-    /// Lines and payload bytes buffered and not yet written (the queue depth's share).
-    pub pending_lines: u64,
-    pub pending_bytes: u64,
-    pub last_flush_s: f64,
     /// The first write error and what was lost, reported when the session ends.
     loss: Option<WriteLoss>,
     depth: Arc<QueueDepth>,
 }
 
 impl SessionFiles {
-    /// Creates the session folder and files. `trace` is false with `--trace off`, `meta` true
-    /// with `--trace meta`.
-    pub fn open(
-        dir: &Path,
-        (trace, meta): (bool, bool),
-        now_s: f64,
-        depth: Arc<QueueDepth>,
-    ) -> SessionFiles {
+    /// Creates the session folder and files. `trace` is false with `--trace off`.
+    pub fn open(dir: &Path, trace: bool, depth: Arc<QueueDepth>) -> SessionFiles {
         let mut files = SessionFiles {
             trace: None,
-            trace_buf: Vec::new(),
             receipts: None,
-            receipts_buf: Vec::new(),
-            receipts_count: 0,
-            meta,
-            pending_lines: 0,
-            pending_bytes: 0,
-            last_flush_s: now_s,
             loss: None,
             depth,
         };
@@ -111,61 +92,13 @@ impl SessionFiles {
         files
     }
 
-    pub fn push_line(&mut self, direction: Direction, time_s: f64, payload: &str, kind: Payload) {
-        if self.trace.is_some() {
-            format::trace_line(
-                &mut self.trace_buf,
-                direction,
-                time_s,
-                payload,
-                kind,
-                self.meta,
-            );
-        }
-        self.pending_lines += 1;
-        self.pending_bytes += payload.len() as u64;
-    }
-
-    /// One sent packet: its trace line (if traced) and its receipt.
-    pub fn push_append(&mut self, receipt: &Receipt, frame: Option<&str>) {
-        if let (Some(frame), Some(_)) = (frame, &self.trace) {
-            format::trace_line(
-                &mut self.trace_buf,
-                Direction::Send,
-                receipt.start_s,
-                frame,
-                Payload::Json {
-                    audio_key: Some("audio"),
-                },
-                self.meta,
-            );
-        }
-        if self.receipts_count == 0 {
-            format::receipts_open(&mut self.receipts_buf, receipt.gate_s);
-        }
-        format::receipt_entry(&mut self.receipts_buf, receipt, self.receipts_count == 0);
-        self.receipts_count += 1;
-        self.pending_lines += 1;
-        self.pending_bytes += frame.map_or(0, |f| f.len() as u64);
-    }
-
-    /// Whether the session sent any packet.
-    pub fn sent_any(&self) -> bool {
-        self.receipts_count > 0
-    }
-
-    pub fn has_pending(&self) -> bool {
-        self.pending_lines > 0
-    }
-
-    /// Writes what is buffered; returns the (lines, bytes) that left the queue. The trace and
-    /// the receipts are written independently: a failing trace does not cost the receipts.
-    pub fn flush(&mut self, now_s: f64) -> (u64, u64) {
-        let done = (self.pending_lines, self.pending_bytes);
-        let trace = write_all(&mut self.trace, &self.trace_buf);
-        let receipts = write_all(&mut self.receipts, &self.receipts_buf);
-        // A line is lost when its trace line or its receipt is; counted once either way.
-        let mut lines = self.pending_lines;
+    /// Writes a batch's trace lines and receipts. They are written independently: a failing
+    /// trace does not cost the receipts; a line is lost when its trace line or its receipt is,
+    /// counted once either way.
+    pub fn write(&mut self, batch: &Batch) {
+        let trace = write_all(&mut self.trace, &batch.trace);
+        let receipts = write_all(&mut self.receipts, &batch.receipts);
+        let mut lines = batch.lines;
         for (what, result) in [
             ("trace write failed", trace),
             ("receipts write failed", receipts),
@@ -175,19 +108,11 @@ impl SessionFiles {
                 WriteLoss::note(&mut self.loss, &self.depth, (what, &err), lost);
             }
         }
-        self.trace_buf.clear();
-        self.receipts_buf.clear();
-        self.pending_lines = 0;
-        self.pending_bytes = 0;
-        self.last_flush_s = now_s;
-        done
     }
 
-    /// Writes the rest, closes the receipts, and says whether everything reached the files.
-    pub fn finish(mut self, now_s: f64, admitted: bool) -> (Result<(), WriteLoss>, (u64, u64)) {
-        format::receipts_close(&mut self.receipts_buf, self.receipts_count == 0, admitted);
-        let done = self.flush(now_s);
-        (self.loss.take().map_or(Ok(()), Err), done)
+    /// Whether everything reached the files.
+    pub fn result(&mut self) -> Result<(), WriteLoss> {
+        self.loss.take().map_or(Ok(()), Err)
     }
 }
 
@@ -206,7 +131,6 @@ pub struct SamplesFile {
     buf: Vec<u8>,
     /// Lines in `buf`.
     pending: u64,
-    worker: u32,
     pub loss: Option<WriteLoss>,
     depth: Arc<QueueDepth>,
 }
@@ -219,7 +143,6 @@ impl SamplesFile {
             file: None,
             buf: format::SAMPLES_HEADER.as_bytes().to_vec(),
             pending: 0,
-            worker,
             loss: None,
             depth,
         };
@@ -233,9 +156,10 @@ impl SamplesFile {
         samples
     }
 
-    pub fn push(&mut self, session: u32, receipt: &Receipt) {
-        format::sample_line(&mut self.buf, self.worker, session, receipt);
-        self.pending += 1;
+    /// A batch's sample lines, written with the next flush.
+    pub fn push(&mut self, batch: &Batch) {
+        self.buf.extend_from_slice(&batch.samples);
+        self.pending += batch.sample_lines;
     }
 
     pub fn flush(&mut self) {
@@ -251,6 +175,8 @@ impl SamplesFile {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::trace::format::{Direction, Payload};
+    use crate::trace::lines::SessionLines;
     use crate::trace::Receipt;
 
     fn temp_dir(name: &str) -> std::path::PathBuf {
@@ -272,42 +198,55 @@ mod tests {
         }
     }
 
+    fn lines() -> SessionLines {
+        SessionLines::new(0, 0, (true, false))
+    }
+
     #[test]
-    fn lines_wait_in_the_buffer_until_flushed() {
+    fn a_batch_goes_to_the_files_in_one_write_each_and_the_last_closes_the_receipts() {
         let dir = temp_dir("batch");
-        let mut files = SessionFiles::open(&dir, (true, false), 0.0, Arc::default());
-        files.push_append(&receipt(0), Some(r#"{"type":"input_audio_buffer.append"}"#));
-        files.push_line(
+        let mut files = SessionFiles::open(&dir, true, Arc::default());
+        let mut lines = lines();
+        lines.push_append(&receipt(0), Some(r#"{"type":"input_audio_buffer.append"}"#));
+        lines.push_line(
             Direction::Receive,
             1.1,
             r#"{"type":"x"}"#,
             Payload::Json { audio_key: None },
         );
         assert_eq!(std::fs::metadata(dir.join(TRACE_FILE)).unwrap().len(), 0);
-        assert_eq!(files.flush(1.5).0, 2);
-        let (result, _) = files.finish(2.0, true);
-        assert!(result.is_ok());
+        files.write(&lines.take());
+        assert_eq!(
+            std::fs::read_to_string(dir.join(TRACE_FILE))
+                .unwrap()
+                .lines()
+                .count(),
+            2
+        );
+        lines.push_append(&receipt(1), Some("{}"));
+        files.write(&lines.finish(true));
+        assert!(files.result().is_ok());
         let trace = std::fs::read_to_string(dir.join(TRACE_FILE)).unwrap();
-        assert_eq!(trace.lines().count(), 2);
+        assert_eq!(trace.lines().count(), 3);
         let receipts: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(dir.join(RECEIPTS_FILE)).unwrap())
                 .unwrap();
-        assert_eq!(receipts["appends"][0]["seq"], 0);
+        assert_eq!(receipts["appends"][1]["seq"], 1);
         let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
     fn a_full_disk_fails_the_session_at_its_end_and_says_how_much_was_lost() {
         let dir = temp_dir("full");
-        let mut files = SessionFiles::open(&dir, (true, false), 0.0, Arc::default());
+        let mut files = SessionFiles::open(&dir, true, Arc::default());
         // /dev/full answers every write with ENOSPC, as a full disk does.
         files.trace = Some(File::options().write(true).open("/dev/full").unwrap());
-        files.push_append(&receipt(0), Some("{}"));
-        files.push_append(&receipt(1), Some("{}"));
-        let (lines, _) = files.flush(0.5);
-        assert_eq!(lines, 2, "the lines leave the queue either way");
-        let (result, _) = files.finish(1.0, true);
-        let loss = result.unwrap_err();
+        let mut lines = lines();
+        lines.push_append(&receipt(0), Some("{}"));
+        lines.push_append(&receipt(1), Some("{}"));
+        files.write(&lines.take());
+        files.write(&lines.finish(true));
+        let loss = files.result().unwrap_err();
         assert!(loss.disk_full, "{loss:?}");
         assert_eq!(loss.lines, 2);
         let err = loss.describe();
@@ -322,11 +261,14 @@ mod tests {
         let depth = Arc::new(QueueDepth::default());
         let mut samples = SamplesFile::create(&RunPaths::new(&dir), 0, depth.clone());
         samples.file = Some(File::options().write(true).open("/dev/full").unwrap());
+        let mut lines = lines();
         for seq in 0..3 {
-            samples.push(0, &receipt(seq));
+            lines.push_append(&receipt(seq), None);
         }
+        samples.push(&lines.take());
         samples.flush();
-        samples.push(0, &receipt(3));
+        lines.push_append(&receipt(3), None);
+        samples.push(&lines.finish(true));
         samples.flush();
         let loss = samples.loss.take().unwrap();
         assert_eq!((loss.lines, loss.disk_full), (4, true), "{loss:?}");

@@ -1,10 +1,11 @@
 //! The writer thread: the only code of a worker that writes trace, receipt and sample files
-//! (in `thread` mode). It batches each session's lines for 0.5 s and gathers sessions that end
-//! within 50 ms of each other, so the runtime never waits for the disk.
+//! (in `thread` mode). The sessions hand it their lines in 0.5 s batches, already laid out
+//! ([`super::lines`]); it writes each batch with one call per file and gathers sessions that
+//! end within 50 ms of each other, so the runtime never waits for the disk.
 
 use super::files::{SamplesFile, SessionFiles, WriteLoss};
-use super::format::{Direction, Payload};
-use super::{QueueDepth, Receipt, TraceConfig};
+use super::lines::Batch;
+use super::{QueueDepth, TraceConfig};
 use crate::clock::monotonic_s;
 use crate::paths::RunPaths;
 use crate::trace::TraceMode;
@@ -13,45 +14,34 @@ use std::sync::mpsc::{self, TryRecvError};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
-use tokio_tungstenite::tungstenite::Utf8Bytes;
 
-/// How long a session's lines may wait before they are written.
-const BATCH_S: f64 = 0.5;
 /// How long the writer waits for more sessions to end before it writes their last batches.
 const END_GATHER_S: f64 = 0.05;
-/// How often the writer wakes to take what was queued and write what is due. It does not wake
-/// for each line: at 128 sessions that was 8,000 wake-ups a second, the largest kernel cost in
-/// a profile of the worker.
+/// How often the writer wakes to take what was queued and write it. It does not wake for each
+/// batch: waking for every line was, at 128 sessions, 8,000 wake-ups a second, the largest
+/// kernel cost in a profile of the worker.
 const POLL: Duration = Duration::from_millis(20);
 
 pub enum WriterMsg {
     Open {
         session: u32,
     },
-    Line {
+    Batch {
         session: u32,
-        direction: Direction,
-        time_s: f64,
-        payload: Utf8Bytes,
-        kind: Payload,
+        batch: Batch,
     },
-    Append {
-        session: u32,
-        receipt: Receipt,
-        frame: Option<Utf8Bytes>,
-    },
+    /// The session's last batch (its receipts closed); the writer answers once it is written.
     End {
         session: u32,
-        admitted: bool,
+        batch: Batch,
         ack: tokio::sync::oneshot::Sender<Result<(), WriteLoss>>,
     },
 }
 
-/// A session that ended: its index, whether it was admitted, and whom to tell when its lines
-/// are written.
+/// A session that ended: its index, its last batch, and whom to tell when it is written.
 type Ended = (
     u32,
-    bool,
+    Batch,
     tokio::sync::oneshot::Sender<Result<(), WriteLoss>>,
 );
 
@@ -145,13 +135,11 @@ impl Writer {
 
     /// Runs until every sender is gone; returns what the samples file lost, if anything.
     fn run(mut self, rx: mpsc::Receiver<WriterMsg>) -> Option<WriteLoss> {
-        let mut next_check_s = monotonic_s() + POLL.as_secs_f64();
         let mut connected = true;
         while connected {
             let now_s = monotonic_s();
-            let wake_s = self
-                .ends_due_s
-                .map_or(next_check_s, |e| e.min(next_check_s));
+            let poll_s = now_s + POLL.as_secs_f64();
+            let wake_s = self.ends_due_s.map_or(poll_s, |due| due.min(poll_s));
             if wake_s > now_s {
                 std::thread::sleep(Duration::from_secs_f64(wake_s - now_s));
             }
@@ -165,25 +153,15 @@ impl Writer {
                     }
                 }
             }
-            let now_s = monotonic_s();
-            if self.ends_due_s.is_some_and(|due| now_s >= due) {
-                self.finish_ended(now_s);
+            if self.ends_due_s.is_some_and(|due| monotonic_s() >= due) {
+                self.finish_ended();
             }
-            if now_s >= next_check_s {
-                self.flush_due(now_s);
-                next_check_s = now_s + POLL.as_secs_f64();
-            }
+            self.samples.flush();
         }
-        let now_s = monotonic_s();
-        self.finish_ended(now_s);
-        for slot in &mut self.sessions {
-            if let Some(files) = slot.take() {
-                // A session that never ended (its task was aborted) was let in if it sent.
-                let admitted = files.sent_any();
-                let (_, done) = files.finish(now_s, admitted);
-                self.depth.sub(done);
-            }
-        }
+        self.finish_ended();
+        // Sessions whose end never came (a worker that stopped without ending them) handed
+        // their lines over when they were dropped; their files close here.
+        self.sessions.clear();
         self.samples.flush();
         self.samples.loss.take()
     }
@@ -202,70 +180,37 @@ impl Writer {
                 let dir =
                     RunPaths::new(&self.config.output_dir).session_dir(self.config.worker, session);
                 let traced = self.config.mode != TraceMode::Off;
-                let meta = self.config.mode == TraceMode::Meta;
                 let depth = self.depth.clone();
-                *self.slot(session) = Some(SessionFiles::open(
-                    &dir,
-                    (traced, meta),
-                    monotonic_s(),
-                    depth,
-                ));
+                *self.slot(session) = Some(SessionFiles::open(&dir, traced, depth));
             }
-            WriterMsg::Line {
-                session,
-                direction,
-                time_s,
-                payload,
-                kind,
-            } => {
-                if let Some(files) = self.slot(session) {
-                    files.push_line(direction, time_s, &payload, kind);
-                }
-            }
-            WriterMsg::Append {
-                session,
-                receipt,
-                frame,
-            } => {
-                if let Some(files) = self.slot(session) {
-                    files.push_append(&receipt, frame.as_ref().map(|f| f.as_str()));
-                }
-                self.samples.push(session, &receipt);
-            }
+            WriterMsg::Batch { session, batch } => self.write(session, &batch),
             WriterMsg::End {
                 session,
-                admitted,
+                batch,
                 ack,
             } => {
-                self.ends.push((session, admitted, ack));
+                self.ends.push((session, batch, ack));
                 self.ends_due_s.get_or_insert(monotonic_s() + END_GATHER_S);
             }
         }
     }
 
-    /// Writes the batches of sessions whose oldest line has waited `BATCH_S`.
-    fn flush_due(&mut self, now_s: f64) {
-        for files in self.sessions.iter_mut().flatten() {
-            if files.has_pending() && now_s - files.last_flush_s >= BATCH_S {
-                let done = files.flush(now_s);
-                self.depth.sub(done);
-            } else if !files.has_pending() {
-                files.last_flush_s = now_s;
-            }
+    /// Writes a session's batch and its samples (with the next flush); its lines leave the queue.
+    fn write(&mut self, session: u32, batch: &Batch) {
+        if let Some(files) = self.slot(session) {
+            files.write(batch);
         }
-        self.samples.flush();
+        self.samples.push(batch);
+        self.depth.sub((batch.lines, batch.bytes));
     }
 
     /// Writes the last batches of the sessions that ended together and lets them close.
-    fn finish_ended(&mut self, now_s: f64) {
+    fn finish_ended(&mut self) {
         self.ends_due_s = None;
-        for (session, admitted, ack) in std::mem::take(&mut self.ends) {
+        for (session, batch, ack) in std::mem::take(&mut self.ends) {
+            self.write(session, &batch);
             let result = match self.slot(session).take() {
-                Some(files) => {
-                    let (result, done) = files.finish(now_s, admitted);
-                    self.depth.sub(done);
-                    result
-                }
+                Some(mut files) => files.result(),
                 None => Err(WriteLoss {
                     message: format!("session {session} was never opened"),
                     ..WriteLoss::default()

@@ -224,6 +224,7 @@ impl Session {
 
     /// Waits at the start gate, then streams (unless the run stops first).
     async fn stream_at_gate(&mut self, ws: &mut Ws) -> Result<(), End> {
+        self.trace.hand_over();
         let mut gate = self.ctx.gate.clone();
         let mut stop = self.ctx.stop.clone();
         let gate_s = tokio::select! {
@@ -329,7 +330,7 @@ impl Session {
             start_s,
             completed_s,
         };
-        self.trace.append(receipt, text.as_ref());
+        self.trace.append(receipt, text.as_deref());
         if let Some(frames) = self.machine.turn_end(seq) {
             for frame in frames {
                 self.send_control(ws, frame).await?;
@@ -449,6 +450,8 @@ impl Session {
         if stopping {
             deadline_s = deadline_s.min(monotonic_s() + STOP_GRACE_S);
         }
+        // The server may take its time: what the session has traced so far goes to the files.
+        self.trace.hand_over();
         loop {
             let ping_s = self.keepalive.as_ref().map(Keepalive::deadline_s);
             let msg = tokio::select! {
@@ -558,7 +561,7 @@ impl Session {
         }
         if let Some(why) = &heard.error {
             self.trace
-                .error(now_s, format!(r#"{{"message":{}}}"#, json_string(why)));
+                .error(now_s, &format!(r#"{{"message":{}}}"#, json_string(why)));
         }
         match heard.flow {
             Flow::Continue => Ok(false),
@@ -575,7 +578,7 @@ impl Session {
             }
             None => r#"{"code":null,"reason":""}"#.to_string(),
         };
-        self.trace.close(monotonic_s(), event);
+        self.trace.close(monotonic_s(), &event);
     }
 
     /// With `--stagger`, this session's share of one packet interval after the gate.

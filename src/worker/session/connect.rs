@@ -87,7 +87,7 @@ pub(super) async fn connect(ctx: &SessionCtx, trace: &mut SessionTrace) -> Resul
                 };
                 trace.admission(
                     t_s,
-                    format!(
+                    &format!(
                         r#"{{"type":"connection_denied","http_status":503,"attempt":{attempt}{exhausted}}}"#
                     ),
                 );
@@ -102,7 +102,7 @@ pub(super) async fn connect(ctx: &SessionCtx, trace: &mut SessionTrace) -> Resul
                 ctx.url, s.connect_timeout_s
             ),
         };
-        trace.error(t_s, format!(r#"{{"message":{}}}"#, json_string(&why)));
+        trace.error(t_s, &format!(r#"{{"message":{}}}"#, json_string(&why)));
         return Err(End::Failed(why));
     }
     Err(End::Rejected(format!(

@@ -1,0 +1,247 @@
+//! A session's lines as its task formats them, on the runtime, while the frame is still in the
+//! cache: trace lines, receipt entries and sample lines, handed to the writer in batches.
+//!
+//! The writer used to get every frame (a slice of the session's read buffer) in a message of
+//! its own and format the line itself half a second later: six channel messages a packet, and
+//! every reply kept the session's read buffer from being reused until the writer dropped it, so
+//! each read went into fresh memory (issue 17). Here a frame is copied into its line once, at
+//! once, and the buffer it came in is free again.
+
+use super::format::{self, Direction, Payload};
+use super::Receipt;
+
+/// How long a session's lines may wait before they are handed to the writer.
+pub const BATCH_S: f64 = 0.5;
+
+/// What a session's files get in one write each: bytes already laid out, and how many lines
+/// (trace lines and appends; an append's receipt and sample count with it) they hold.
+#[derive(Debug, Default)]
+pub struct Batch {
+    pub trace: Vec<u8>,
+    pub receipts: Vec<u8>,
+    pub samples: Vec<u8>,
+    /// Trace lines and appends.
+    pub lines: u64,
+    /// The payload bytes of those lines (the writer queue's byte count).
+    pub bytes: u64,
+    /// Sample lines in `samples`.
+    pub sample_lines: u64,
+}
+
+impl Batch {
+    pub fn is_empty(&self) -> bool {
+        self.lines == 0 && self.receipts.is_empty()
+    }
+}
+
+/// The lines of one session not yet handed over.
+pub struct SessionLines {
+    worker: u32,
+    session: u32,
+    /// `--trace full` or `meta` (not `off`).
+    traced: bool,
+    meta: bool,
+    batch: Batch,
+    receipts_count: u64,
+    /// When the oldest line in the batch was pushed.
+    oldest_s: Option<f64>,
+}
+
+impl SessionLines {
+    pub fn new(worker: u32, session: u32, (traced, meta): (bool, bool)) -> SessionLines {
+        SessionLines {
+            worker,
+            session,
+            traced,
+            meta,
+            batch: Batch::default(),
+            receipts_count: 0,
+            oldest_s: None,
+        }
+    }
+
+    pub fn traced(&self) -> bool {
+        self.traced
+    }
+
+    /// One event of the trace; nothing with `--trace off`.
+    pub fn push_line(&mut self, direction: Direction, time_s: f64, payload: &str, kind: Payload) {
+        if !self.traced {
+            return;
+        }
+        format::trace_line(
+            &mut self.batch.trace,
+            direction,
+            time_s,
+            payload,
+            kind,
+            self.meta,
+        );
+        self.counted(time_s, payload.len());
+    }
+
+    /// One sent packet: its trace line (of a text frame, when traced), receipt and sample.
+    pub fn push_append(&mut self, receipt: &Receipt, frame: Option<&str>) {
+        let frame = frame.filter(|_| self.traced);
+        if let Some(frame) = frame {
+            format::trace_line(
+                &mut self.batch.trace,
+                Direction::Send,
+                receipt.start_s,
+                frame,
+                Payload::Json {
+                    audio_key: Some("audio"),
+                },
+                self.meta,
+            );
+        }
+        if self.receipts_count == 0 {
+            format::receipts_open(&mut self.batch.receipts, receipt.gate_s);
+        }
+        format::receipt_entry(&mut self.batch.receipts, receipt, self.receipts_count == 0);
+        self.receipts_count += 1;
+        format::sample_line(&mut self.batch.samples, self.worker, self.session, receipt);
+        self.batch.sample_lines += 1;
+        self.counted(receipt.completed_s, frame.map_or(0, str::len));
+    }
+
+    fn counted(&mut self, time_s: f64, payload_bytes: usize) {
+        self.batch.lines += 1;
+        self.batch.bytes += payload_bytes as u64;
+        self.oldest_s.get_or_insert(time_s);
+    }
+
+    /// Whether the oldest line waiting has waited [`BATCH_S`] by `now_s`.
+    pub fn due(&self, now_s: f64) -> bool {
+        self.oldest_s
+            .is_some_and(|oldest| now_s - oldest >= BATCH_S)
+    }
+
+    /// Whether anything waits.
+    pub fn pending(&self) -> bool {
+        !self.batch.is_empty()
+    }
+
+    /// Whether the session sent any packet.
+    pub fn sent_any(&self) -> bool {
+        self.receipts_count > 0
+    }
+
+    /// Everything waiting, for the writer; the next batch starts with buffers of the same size.
+    pub fn take(&mut self) -> Batch {
+        self.oldest_s = None;
+        let next = Batch {
+            trace: Vec::with_capacity(self.batch.trace.len()),
+            receipts: Vec::with_capacity(self.batch.receipts.len()),
+            samples: Vec::with_capacity(self.batch.samples.len()),
+            ..Batch::default()
+        };
+        std::mem::replace(&mut self.batch, next)
+    }
+
+    /// The last batch: what waits, and the end of the receipts file. `admitted`: whether the
+    /// server let the session in (the receipts say so).
+    pub fn finish(&mut self, admitted: bool) -> Batch {
+        let mut last = std::mem::take(&mut self.batch);
+        self.oldest_s = None;
+        format::receipts_close(&mut last.receipts, self.receipts_count == 0, admitted);
+        last
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn receipt(seq: u32) -> Receipt {
+        let t = 1.0 + f64::from(seq) * 0.08;
+        Receipt {
+            event_id: u64::from(seq),
+            seq,
+            gate_s: 1.0,
+            scheduled_s: t,
+            due_s: t,
+            start_s: t,
+            completed_s: t + 0.0001,
+        }
+    }
+
+    #[test]
+    fn an_append_makes_a_trace_line_a_receipt_and_a_sample_counted_as_one_line() {
+        let mut lines = SessionLines::new(2, 7, (true, true));
+        let frame = r#"{"type":"input_audio_buffer.append","event_id":"0","audio":"QUFB","sglang":{"seq":0}}"#;
+        lines.push_append(&receipt(0), Some(frame));
+        lines.push_line(
+            Direction::Receive,
+            1.01,
+            r#"{"type":"x"}"#,
+            Payload::Json { audio_key: None },
+        );
+        let batch = lines.take();
+        assert_eq!((batch.lines, batch.sample_lines), (2, 1));
+        assert_eq!(batch.bytes, (frame.len() + 12) as u64);
+        let trace = String::from_utf8(batch.trace).unwrap();
+        assert_eq!(trace.lines().count(), 2);
+        assert!(
+            trace.contains(r#""audio":null,"audio_b64_chars":4"#),
+            "{trace}"
+        );
+        let samples = String::from_utf8(batch.samples).unwrap();
+        assert!(samples.starts_with("2,7,0,1.000000,"), "{samples}");
+        assert!(String::from_utf8(batch.receipts)
+            .unwrap()
+            .contains(r#""seq":0"#));
+        assert!(!lines.pending(), "taken means nothing waits");
+    }
+
+    #[test]
+    fn lines_are_due_half_a_second_after_the_oldest_was_pushed() {
+        let mut lines = SessionLines::new(0, 0, (true, false));
+        assert!(!lines.due(100.0), "nothing waits");
+        lines.push_line(
+            Direction::Send,
+            10.0,
+            "{}",
+            Payload::Json { audio_key: None },
+        );
+        lines.push_line(
+            Direction::Send,
+            10.4,
+            "{}",
+            Payload::Json { audio_key: None },
+        );
+        assert!(!lines.due(10.49));
+        assert!(lines.due(10.5));
+        lines.take();
+        assert!(!lines.due(11.0), "a taken batch starts the wait again");
+    }
+
+    #[test]
+    fn without_traces_only_receipts_and_samples_are_kept() {
+        let mut lines = SessionLines::new(0, 0, (false, false));
+        lines.push_line(
+            Direction::Receive,
+            1.0,
+            "{}",
+            Payload::Json { audio_key: None },
+        );
+        assert!(!lines.pending());
+        lines.push_append(&receipt(0), Some("{}"));
+        let last = lines.finish(true);
+        assert!(last.trace.is_empty());
+        assert_eq!((last.lines, last.bytes), (1, 0));
+        let receipts: serde_json::Value = serde_json::from_slice(&last.receipts).unwrap();
+        assert_eq!(receipts["appends"][0]["seq"], 0);
+        assert_eq!(receipts["admitted"], true);
+    }
+
+    #[test]
+    fn a_session_that_sent_nothing_closes_its_receipts_empty() {
+        let mut lines = SessionLines::new(0, 0, (true, false));
+        assert!(!lines.sent_any());
+        let last = lines.finish(false);
+        let receipts: serde_json::Value = serde_json::from_slice(&last.receipts).unwrap();
+        assert_eq!(receipts["appends"], serde_json::json!([]));
+        assert_eq!(receipts["admitted"], false);
+    }
+}
