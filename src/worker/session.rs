@@ -81,6 +81,16 @@ fn message(frame: Outgoing) -> (Message, Option<Utf8Bytes>) {
     }
 }
 
+/// Sleeps until `at_s` ([`monotonic_s`] scale), or for ever without one. A `select!` builds
+/// every branch's future each turn, disabled or not: a tokio `Sleep` built there for the
+/// keepalive that is off by default cost two clock reads and a timer entry every turn.
+async fn sleep_until_s(at_s: Option<f64>) {
+    match at_s {
+        Some(at_s) => tokio::time::sleep_until(instant_at(at_s)).await,
+        None => std::future::pending().await,
+    }
+}
+
 /// Runs one session to its end and says how it went.
 pub async fn run(ctx: SessionCtx, trace: SessionTrace) -> SessionOutcome {
     let ids = EventIds {
@@ -260,7 +270,7 @@ impl Session {
             if !paced {
                 // Unpaced, the next send is always ready: take what has arrived first.
                 while let Some(msg) = ws.next().now_or_never() {
-                    if let Err(end) = self.on_message(msg) {
+                    if let Err(end) = self.on_message(msg, ws.read_s()) {
                         self.machine.abandon(seq);
                         return Err(end);
                     }
@@ -273,7 +283,7 @@ impl Session {
                     self.machine.outcome.stopped_early = true;
                     break;
                 }
-                () = tokio::time::sleep_until(instant_at(ping_s.unwrap_or(0.0))), if ping_s.is_some() => {
+                () = sleep_until_s(ping_s), if ping_s.is_some() => {
                     if let Err(end) = self.keep_alive(ws).await {
                         self.machine.abandon(seq);
                         return Err(end);
@@ -296,10 +306,16 @@ impl Session {
                     seq += 1;
                 }
                 msg = ws.next() => {
-                    if let Err(end) = self.on_message(msg) {
-                        self.machine.count_overdue(seq, gate_s, monotonic_s());
-                        self.machine.abandon(seq);
-                        return Err(end);
+                    // The frames that came in the same read are taken too, before the next
+                    // turn of the loop: one turn a read, not one a frame.
+                    let mut msg = Some(msg);
+                    while let Some(item) = msg {
+                        if let Err(end) = self.on_message(item, ws.read_s()) {
+                            self.machine.count_overdue(seq, gate_s, monotonic_s());
+                            self.machine.abandon(seq);
+                            return Err(end);
+                        }
+                        msg = ws.next_buffered().map(Some);
                     }
                 }
             }
@@ -311,10 +327,10 @@ impl Session {
         let start_s = monotonic_s();
         let (frame, due_s) = self.machine.packet(seq, start_s, gate_s);
         let (msg, text) = message(frame);
-        self.send_bounded(ws, msg, Some((seq + 1, gate_s)))
+        let completed_s = self
+            .send_bounded(ws, msg, Some((seq + 1, gate_s)), start_s)
             .await
             .map_err(End::Failed)?;
-        let completed_s = monotonic_s();
         self.machine.sent(seq, due_s, start_s, completed_s);
         let receipt = Receipt {
             event_id: EventIds {
@@ -347,8 +363,9 @@ impl Session {
         match keepalive.tick(monotonic_s()) {
             Tick::Nothing => Ok(()),
             Tick::SendPing => self
-                .send_bounded(ws, Message::Ping(Bytes::new()), None)
+                .send_bounded(ws, Message::Ping(Bytes::new()), None, monotonic_s())
                 .await
+                .map(drop)
                 .map_err(End::Failed),
             Tick::TimedOut => {
                 self.machine
@@ -373,20 +390,24 @@ impl Session {
                 self.trace.send_text(now_s, text);
             }
         }
-        self.send_bounded(ws, msg, None).await.map_err(End::Failed)
+        self.send_bounded(ws, msg, None, now_s)
+            .await
+            .map(drop)
+            .map_err(End::Failed)
     }
 
     /// Sends one frame, bounded by `--send-timeout`: a server that stops reading fills the
     /// socket's buffers and would block the send for ever. While it is blocked, the packets
     /// that fall due (`overdue`: the next packet and the gate) are counted late as they pass
-    /// their threshold, and a stop of the run ends the wait at once.
+    /// their threshold, and a stop of the run ends the wait at once. `started_s`: when the
+    /// caller began sending (its clock read serves both); returns when the send returned.
     async fn send_bounded(
         &mut self,
         ws: &mut Ws,
         msg: Message,
         overdue: Option<(u32, f64)>,
-    ) -> Result<(), String> {
-        let started_s = monotonic_s();
+        started_s: f64,
+    ) -> Result<f64, String> {
         let sending = ws.send(msg);
         tokio::pin!(sending);
         // Nearly every send finishes at once (the socket has room): no timers for those.
@@ -434,7 +455,7 @@ impl Session {
                 stats.send_blocked_windows.push([started_s, ended_s]);
             }
         }
-        result
+        result.map(|()| ended_s)
     }
 
     /// Takes server frames until the awaited milestone arrives. The whole wait is bounded by
@@ -468,7 +489,7 @@ impl Session {
                         format!("no {what} within --recv-timeout {recv_timeout_s}s")
                     }));
                 }
-                () = tokio::time::sleep_until(instant_at(ping_s.unwrap_or(0.0))), if ping_s.is_some() => {
+                () = sleep_until_s(ping_s), if ping_s.is_some() => {
                     self.keep_alive(ws).await?;
                     continue;
                 }
@@ -479,7 +500,7 @@ impl Session {
                 }
             };
             let heard = !matches!(msg, Some(Ok(Message::Ping(_) | Message::Pong(_))));
-            if self.on_message(msg)? {
+            if self.on_message(msg, ws.read_s())? {
                 return Ok(());
             }
             if per_gap && heard && !stopping {
@@ -489,9 +510,13 @@ impl Session {
     }
 
     /// Traces one item of the WebSocket stream and hands it to the machine; `Ok(true)` when it
-    /// was the awaited milestone.
-    fn on_message(&mut self, msg: Option<Result<Message, WsError>>) -> Result<bool, End> {
-        let now_s = monotonic_s();
+    /// was the awaited milestone. `now_s`: when it arrived, the time of the read that completed
+    /// it ([`Ws::read_s`]: one clock read a read, not one a frame).
+    fn on_message(
+        &mut self,
+        msg: Option<Result<Message, WsError>>,
+        now_s: f64,
+    ) -> Result<bool, End> {
         let heard = match &msg {
             Some(Ok(Message::Text(text))) => self.machine.on_frame(Incoming::Text(text), now_s),
             Some(Ok(Message::Binary(bytes))) => {

@@ -401,6 +401,8 @@ pub struct Ws {
     state: State,
     /// An error or the end has been returned: the stream yields nothing more.
     ended: bool,
+    /// When the last read returned bytes ([`crate::clock::monotonic_s`]).
+    read_s: f64,
 }
 
 impl Ws {
@@ -419,6 +421,35 @@ impl Ws {
             write_error: None,
             state: State::Open,
             ended: false,
+            read_s: crate::clock::monotonic_s(),
+        }
+    }
+
+    /// When the message just handed out arrived: the time of the read that completed it. Every
+    /// frame buffered is handed out before the next read, so that is the last read (or, for
+    /// what came behind the handshake's response, when the stream was taken over). Frames that
+    /// came in one read share one clock read.
+    pub fn read_s(&self) -> f64 {
+        self.read_s
+    }
+
+    /// The next data message whose frames are all buffered already, without reading: the
+    /// frames that came in the same read as the last one, for the session to take in one turn.
+    /// `None` when more bytes are needed, or when a control frame is next: `poll_next` takes
+    /// that, and writes its answer at once. (A control frame between the fragments of a
+    /// buffered message comes out here; its answer is queued and written by the next poll or
+    /// send.)
+    pub fn next_buffered(&mut self) -> Option<Result<Message, WsError>> {
+        if self.ended || self.input.first().is_none_or(|b| b & 0x08 != 0) {
+            return None;
+        }
+        match self.decoder.decode(&mut self.input) {
+            Ok(Some(message)) => self.on_message(message).map(Ok),
+            Ok(None) => None,
+            Err(err) => {
+                self.ended = true;
+                Some(Err(err))
+            }
         }
     }
 
@@ -570,7 +601,7 @@ impl Stream for Ws {
                         State::CloseReceived | State::Closed => None,
                     });
                 }
-                Ok(_) => {}
+                Ok(_) => this.read_s = crate::clock::monotonic_s(),
                 // A reset after the server's close frame ends the stream, as an end does
                 // (tungstenite's reading).
                 Err(err)

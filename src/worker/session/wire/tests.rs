@@ -523,6 +523,72 @@ async fn a_connection_that_ends_without_a_close_frame_is_an_error_once() {
     .await;
 }
 
+#[tokio::test]
+async fn frames_of_one_read_share_its_time_and_a_later_read_gets_its_own_issue_17() {
+    within(async {
+        let mut two = frame(true, 0x1, b"one", None);
+        two.extend(frame(true, 0x1, b"two", None));
+        let (go, went) = tokio::sync::oneshot::channel::<()>();
+        let url = raw_server(two, |mut socket| async move {
+            went.await.unwrap();
+            socket
+                .write_all(&frame(true, 0x1, b"three", None))
+                .await
+                .unwrap();
+            let _ = read_client_frame(&mut socket).await;
+        })
+        .await;
+        let mut ws = client(&url).await;
+        assert_eq!(ws.next().await.unwrap().unwrap(), text("one"));
+        let first_s = ws.read_s();
+        assert_eq!(ws.next().await.unwrap().unwrap(), text("two"));
+        assert_eq!(ws.read_s(), first_s, "one read, one time");
+        let asked_s = crate::clock::monotonic_s();
+        assert!(first_s <= asked_s);
+        go.send(()).unwrap();
+        assert_eq!(ws.next().await.unwrap().unwrap(), text("three"));
+        assert!(
+            ws.read_s() >= asked_s,
+            "the third frame was read after it was asked for: {} < {asked_s}",
+            ws.read_s()
+        );
+        ws.close(None).await.unwrap();
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn buffered_data_frames_come_without_a_read_and_control_frames_are_left_to_the_stream() {
+    within(async {
+        let mut frames = frame(true, 0x1, b"a", None);
+        frames.extend(frame(true, 0x1, b"b", None));
+        frames.extend(frame(true, 0x9, b"p", None));
+        frames.extend(frame(true, 0x1, b"c", None));
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let url = raw_server(frames, |mut socket| async move {
+            tx.send(read_client_frame(&mut socket).await).unwrap();
+            let _ = read_client_frame(&mut socket).await;
+        })
+        .await;
+        let mut ws = client(&url).await;
+        assert_eq!(ws.next().await.unwrap().unwrap(), text("a"));
+        assert_eq!(ws.next_buffered().unwrap().unwrap(), text("b"));
+        assert!(
+            ws.next_buffered().is_none(),
+            "a ping is next: the stream takes it"
+        );
+        assert_eq!(
+            ws.next().await.unwrap().unwrap(),
+            Message::Ping(Bytes::from_static(b"p"))
+        );
+        assert_eq!(rx.await.unwrap(), (0xa, b"p".to_vec()), "answered at once");
+        assert_eq!(ws.next_buffered().unwrap().unwrap(), text("c"));
+        assert!(ws.next_buffered().is_none(), "nothing more is buffered");
+        ws.close(None).await.unwrap();
+    })
+    .await;
+}
+
 /// Against tungstenite's server (an independent implementation that checks a client's masking
 /// and framing): every length form and kind of frame goes through and comes back.
 #[tokio::test]
