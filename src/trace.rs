@@ -107,22 +107,39 @@ pub struct Receipt {
 /// Lines and bytes handed to the writer and not yet written (the writer queue depth).
 #[derive(Debug, Default)]
 pub struct QueueDepth {
-    lines: AtomicU64,
-    bytes: AtomicU64,
+    /// Lines (and their payload bytes) the sessions pushed. Only the runtime thread counts
+    /// these, so a plain load and store do (no locked add: six lines a packet); the runtime
+    /// thread is also the one that reads the depth.
+    pushed: Counts,
+    /// ... and those the writer thread has written (or lost).
+    written: Counts,
     /// Lines the files did not take, and whether a write found the disk full: shown live.
     lost_lines: AtomicU64,
     disk_full: std::sync::atomic::AtomicBool,
 }
 
+/// Two counters on a cache line of their own: the writer's updates do not pull the runtime's
+/// line away from it.
+#[derive(Debug, Default)]
+#[repr(align(64))]
+struct Counts {
+    lines: AtomicU64,
+    bytes: AtomicU64,
+}
+
 impl QueueDepth {
+    /// Counts pushed lines; called on the runtime thread only (see `pushed`).
     fn add(&self, lines: u64, bytes: u64) {
-        self.lines.fetch_add(lines, Ordering::Relaxed);
-        self.bytes.fetch_add(bytes, Ordering::Relaxed);
+        let p = &self.pushed;
+        p.lines
+            .store(p.lines.load(Ordering::Relaxed) + lines, Ordering::Relaxed);
+        p.bytes
+            .store(p.bytes.load(Ordering::Relaxed) + bytes, Ordering::Relaxed);
     }
 
     fn sub(&self, (lines, bytes): (u64, u64)) {
-        self.lines.fetch_sub(lines, Ordering::Relaxed);
-        self.bytes.fetch_sub(bytes, Ordering::Relaxed);
+        self.written.lines.fetch_add(lines, Ordering::Relaxed);
+        self.written.bytes.fetch_add(bytes, Ordering::Relaxed);
     }
 
     fn lost(&self, lines: u64, disk_full: bool) {
@@ -140,11 +157,17 @@ impl QueueDepth {
         )
     }
 
-    /// (lines, bytes) waiting now.
+    /// (lines, bytes) waiting now. Read on the runtime thread, whose own counts are current; the
+    /// writer only ever counts lines pushed before (it got them through the channel).
     pub fn get(&self) -> (u64, u64) {
+        let (p, w) = (&self.pushed, &self.written);
         (
-            self.lines.load(Ordering::Relaxed),
-            self.bytes.load(Ordering::Relaxed),
+            p.lines
+                .load(Ordering::Relaxed)
+                .saturating_sub(w.lines.load(Ordering::Relaxed)),
+            p.bytes
+                .load(Ordering::Relaxed)
+                .saturating_sub(w.bytes.load(Ordering::Relaxed)),
         )
     }
 }

@@ -297,20 +297,64 @@ struct ErrorBody<'a> {
 }
 
 /// A number where one is expected, `None` for anything else (a string, `null`): a field the
-/// client cannot read is not worth failing the whole event for.
+/// client cannot read is not worth failing the whole event for. A visitor, not an untagged
+/// enum: serde buffers an untagged value before it tries the variants, which made every
+/// `accepted` cost an allocation (issue 17).
 pub(crate) fn lenient_number<'de, D: Deserializer<'de>>(
     deserializer: D,
 ) -> Result<Option<f64>, D::Error> {
-    #[derive(Deserialize)]
-    #[serde(untagged)]
-    enum NumberOrNot {
-        Number(f64),
-        Not(serde::de::IgnoredAny),
+    struct Lenient;
+
+    impl<'de> serde::de::Visitor<'de> for Lenient {
+        type Value = Option<f64>;
+
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("any JSON value")
+        }
+        fn visit_f64<E>(self, n: f64) -> Result<Self::Value, E> {
+            Ok(Some(n))
+        }
+        fn visit_u64<E>(self, n: u64) -> Result<Self::Value, E> {
+            Ok(Some(n as f64))
+        }
+        fn visit_i64<E>(self, n: i64) -> Result<Self::Value, E> {
+            Ok(Some(n as f64))
+        }
+        fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_unit<E>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_none<E>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+            d.deserialize_any(Lenient)
+        }
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(
+            self,
+            mut seq: A,
+        ) -> Result<Self::Value, A::Error> {
+            while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
+            Ok(None)
+        }
+        fn visit_map<A: serde::de::MapAccess<'de>>(
+            self,
+            mut map: A,
+        ) -> Result<Self::Value, A::Error> {
+            while map
+                .next_entry::<serde::de::IgnoredAny, serde::de::IgnoredAny>()?
+                .is_some()
+            {}
+            Ok(None)
+        }
     }
-    Ok(match NumberOrNot::deserialize(deserializer)? {
-        NumberOrNot::Number(n) => Some(n),
-        NumberOrNot::Not(_) => None,
-    })
+
+    deserializer.deserialize_any(Lenient)
 }
 
 #[cfg(test)]
@@ -389,6 +433,17 @@ mod tests {
         assert_eq!(classify(inner), Meaning::Accepted { seq: 7 });
         let odd = r#"{"type":"sglang.input_audio.accepted","seq":"x"}"#;
         assert_eq!(classify(odd), Meaning::Other);
+        for seq in ["null", "true", "[1,[2]]", r#"{"n":1,"m":[{}]}"#, "-1"] {
+            let text = format!(
+                r#"{{"type":"sglang.input_audio.accepted","seq":{seq},"client_event_id":"e"}}"#
+            );
+            assert_eq!(classify(&text), Meaning::Other, "{text}");
+        }
+        let big = r#"{"type":"sglang.input_audio.accepted","seq":18446744073709551615}"#;
+        assert!(matches!(classify(big), Meaning::Accepted { .. }));
+        let inner_odd =
+            r#"{"type":"sglang.input_audio.accepted","sglang":{"seq":{"x":[1]},"fatal":false}}"#;
+        assert_eq!(classify(inner_odd), Meaning::Other);
     }
 
     #[test]

@@ -97,7 +97,11 @@ pub fn push_seconds(out: &mut Vec<u8>, seconds: f64) {
         let _ = write!(out, "{seconds:.6}");
         return;
     }
-    let us = (seconds * 1e6).round() as u64;
+    // Rounded half away from zero, as `f64::round`, without its call into libm (one a time
+    // field, a dozen a packet): the fraction of a non-negative float is exact.
+    let micros = seconds * 1e6;
+    let whole = micros as u64;
+    let us = whole + u64::from(micros - whole as f64 >= 0.5);
     push_int(out, us / 1_000_000);
     let mut fraction = *b".000000";
     let mut rest = us % 1_000_000;
@@ -402,6 +406,25 @@ mod tests {
         out.push(b' ');
         push_seconds(&mut out, 0.0000004);
         assert_eq!(String::from_utf8(out).unwrap(), "81234.567890 0.000000");
+    }
+
+    #[test]
+    fn seconds_round_to_the_microsecond_as_f64_round_does() {
+        let mut x = 0x9e37_79b9_7f4a_7c15_u64;
+        let halves = [0.0000005, 2.5e-6, 81234.0000005, 1.0 / 3.0, 4503.5999995];
+        let random = (0..20_000).map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 11) as f64 / (1u64 << 53) as f64 * 200_000.0
+        });
+        for seconds in halves.into_iter().chain(random) {
+            let us = (seconds * 1e6).round() as u64;
+            let expected = format!("{}.{:06}", us / 1_000_000, us % 1_000_000);
+            let mut out = Vec::new();
+            push_seconds(&mut out, seconds);
+            assert_eq!(String::from_utf8(out).unwrap(), expected, "{seconds:e}");
+        }
     }
 
     #[test]

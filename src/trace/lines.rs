@@ -127,13 +127,16 @@ impl SessionLines {
         self.receipts_count > 0
     }
 
-    /// Everything waiting, for the writer; the next batch starts with buffers of the same size.
+    /// Everything waiting, for the writer; the next batch starts with room for a little more
+    /// than this one held (batches of 6 and 7 packets alternate at 80 ms), so its buffers are
+    /// not grown and copied as it fills.
     pub fn take(&mut self) -> Batch {
         self.oldest_s = None;
+        let room = |v: &Vec<u8>| v.len() + v.len() / 4;
         let next = Batch {
-            trace: Vec::with_capacity(self.batch.trace.len()),
-            receipts: Vec::with_capacity(self.batch.receipts.len()),
-            samples: Vec::with_capacity(self.batch.samples.len()),
+            trace: Vec::with_capacity(room(&self.batch.trace)),
+            receipts: Vec::with_capacity(room(&self.batch.receipts)),
+            samples: Vec::with_capacity(room(&self.batch.samples)),
             ..Batch::default()
         };
         std::mem::replace(&mut self.batch, next)
