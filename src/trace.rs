@@ -23,6 +23,7 @@ use std::path::PathBuf;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use tokio_tungstenite::tungstenite::Utf8Bytes;
 
 /// A JSON event with no audio.
 const JSON: Payload = Payload::Json { audio_key: None };
@@ -319,9 +320,12 @@ impl SessionTrace {
     }
 
     /// A sent packet: trace line (of a text frame), receipt and sample.
-    pub fn append(&mut self, receipt: Receipt, frame: Option<&str>) {
-        self.lines.push_append(&receipt, frame);
-        let bytes = frame.filter(|_| self.lines.traced()).map_or(0, str::len);
+    pub fn append(&mut self, receipt: Receipt, frame: Option<Utf8Bytes>) {
+        let bytes = frame
+            .as_ref()
+            .filter(|_| self.lines.traced())
+            .map_or(0, |f| f.len());
+        self.lines.defer_append(receipt, frame);
         self.pushed(receipt.completed_s, bytes);
     }
 

@@ -346,7 +346,7 @@ impl Session {
             start_s,
             completed_s,
         };
-        self.trace.append(receipt, text.as_deref());
+        self.trace.append(receipt, text);
         if let Some(frames) = self.machine.turn_end(seq) {
             for frame in frames {
                 self.send_control(ws, frame).await?;
