@@ -68,6 +68,9 @@ struct Session {
     admitted: bool,
     /// `--client-ping-interval`: pings once connected.
     keepalive: Option<Keepalive>,
+    /// When the session last began to send a frame: a frame handed out later is stamped no
+    /// earlier, so the trace never goes back in time (see `on_message`).
+    last_send_s: f64,
 }
 
 /// A frame as the WebSocket takes it, and the same bytes for the trace.
@@ -111,6 +114,7 @@ pub async fn run(ctx: SessionCtx, trace: SessionTrace) -> SessionOutcome {
         machine,
         admitted: false,
         keepalive: None,
+        last_send_s: 0.0,
     };
     session.machine.connecting(monotonic_s());
     let result = session.drive().await;
@@ -325,6 +329,7 @@ impl Session {
 
     async fn send_packet(&mut self, ws: &mut Ws, seq: u32, gate_s: f64) -> Result<(), End> {
         let start_s = monotonic_s();
+        self.last_send_s = start_s;
         let (frame, due_s) = self.machine.packet(seq, start_s, gate_s);
         let (msg, text) = message(frame);
         let completed_s = self
@@ -381,6 +386,7 @@ impl Session {
     async fn send_control(&mut self, ws: &mut Ws, frame: Outgoing) -> Result<(), End> {
         let (msg, text) = message(frame);
         let now_s = monotonic_s();
+        self.last_send_s = now_s;
         self.machine.control_sending(now_s);
         if let Some(text) = &text {
             // Fun-ASR's commands are plain words, not JSON.
@@ -510,13 +516,17 @@ impl Session {
     }
 
     /// Traces one item of the WebSocket stream and hands it to the machine; `Ok(true)` when it
-    /// was the awaited milestone. `now_s`: when it arrived, the time of the read that completed
-    /// it ([`Ws::read_s`]: one clock read a read, not one a frame).
+    /// was the awaited milestone. `read_s`: the time of the read that completed it
+    /// ([`Ws::read_s`]: one clock read a read, not one a frame). Frames of one read are taken
+    /// in one turn, but a control frame among them waits for the next, after which the session
+    /// may have sent: a frame is stamped no earlier than the session's last send, so lines of a
+    /// trace never go back in time.
     fn on_message(
         &mut self,
         msg: Option<Result<Message, WsError>>,
-        now_s: f64,
+        read_s: f64,
     ) -> Result<bool, End> {
+        let now_s = read_s.max(self.last_send_s);
         let heard = match &msg {
             Some(Ok(Message::Text(text))) => self.machine.on_frame(Incoming::Text(text), now_s),
             Some(Ok(Message::Binary(bytes))) => {

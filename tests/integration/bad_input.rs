@@ -111,6 +111,62 @@ fn non_json_and_binary_frames_are_counted_as_protocol_errors() {
     assert!(table.contains("4 protocol errors"), "{table}");
 }
 
+/// Frames of one read are taken in one turn, but a ping among them is left to the stream
+/// (which answers it at once): the frames after it must still come, and in time order.
+#[test]
+fn a_ping_among_the_replies_of_one_read_loses_no_frame_and_no_order_issue_17() {
+    let _serial = util::serial();
+    let server = fake_server::start(Misbehaviour::PingAmongReplies);
+    let dir = TempDir::new("ping-among");
+    let out = dir.join("out");
+    let output = util::run_to(
+        &out,
+        &[
+            "--url",
+            &server.url,
+            "-s",
+            "2",
+            "-d",
+            "2s",
+            "--trace",
+            "meta",
+            "--keep-traces",
+        ],
+        Duration::from_secs(60),
+    );
+    let s = summary(&out);
+    assert_eq!(s["sessions"]["completed"], 2, "{}", describe(&output));
+    assert_eq!(s["server"]["protocol_errors"], 0, "{}", describe(&output));
+    for k in 0..2 {
+        let trace =
+            std::fs::read_to_string(out.join(format!("sessions/w0-s{k:04}/trace.jsonl"))).unwrap();
+        let lines: Vec<serde_json::Value> = trace
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        let sent = lines
+            .iter()
+            .filter(|l| l["event"]["type"] == "input_audio_buffer.append")
+            .count();
+        let deltas: Vec<String> = lines
+            .iter()
+            .filter(|l| l["event"]["type"] == "response.output_audio_transcript.delta")
+            .map(|l| l["event"]["delta"].as_str().unwrap().to_string())
+            .collect();
+        assert_eq!(sent, 25, "2 s of 80 ms packets");
+        let expected: Vec<String> = (0..sent).map(|seq| seq.to_string()).collect();
+        assert_eq!(deltas, expected, "every delta after a ping, in order");
+        let times: Vec<f64> = lines
+            .iter()
+            .map(|l| l["time_s"].as_f64().unwrap())
+            .collect();
+        assert!(
+            times.windows(2).all(|w| w[0] <= w[1]),
+            "the trace never goes back in time: {times:?}"
+        );
+    }
+}
+
 #[test]
 fn an_oversized_server_message_fails_the_session_without_a_panic() {
     let _serial = util::serial();

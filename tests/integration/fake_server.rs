@@ -20,6 +20,9 @@ pub enum Misbehaviour {
     /// After `sglang.input_audio.end`, keep sending transcript deltas every 100 ms and never
     /// `drained`.
     NeverDrains,
+    /// After every `accepted`, a ping and a transcript delta in one write: a control frame
+    /// between data frames that came in one read.
+    PingAmongReplies,
 }
 
 /// The server; it stops when dropped.
@@ -120,6 +123,14 @@ async fn session(stream: tokio::net::TcpStream, misbehaviour: Misbehaviour) {
                     Misbehaviour::JunkAfterFirstAppend if appends == 1 => {
                         let _ = ws.send(send("this is not json".into())).await;
                         let _ = ws.send(Message::Binary(vec![1u8, 2, 3].into())).await;
+                    }
+                    Misbehaviour::PingAmongReplies => {
+                        let delta = format!(
+                            r#"{{"type":"response.output_audio_transcript.delta","delta":"{seq}"}}"#
+                        );
+                        let _ = ws.feed(Message::Ping(vec![7u8].into())).await;
+                        let _ = ws.feed(send(delta)).await;
+                        let _ = ws.flush().await;
                     }
                     Misbehaviour::OversizedAfterFirstAppend(bytes) if appends == 1 => {
                         let big = format!(
