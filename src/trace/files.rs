@@ -178,6 +178,7 @@ mod tests {
     use crate::trace::format::{Direction, Payload};
     use crate::trace::lines::SessionLines;
     use crate::trace::Receipt;
+    use tokio_tungstenite::tungstenite::Utf8Bytes;
 
     fn temp_dir(name: &str) -> std::path::PathBuf {
         let dir =
@@ -207,7 +208,12 @@ mod tests {
         let dir = temp_dir("batch");
         let mut files = SessionFiles::open(&dir, true, Arc::default());
         let mut lines = lines();
-        lines.push_append(&receipt(0), Some(r#"{"type":"input_audio_buffer.append"}"#));
+        lines.defer_append(
+            receipt(0),
+            Some(Utf8Bytes::from_static(
+                r#"{"type":"input_audio_buffer.append"}"#,
+            )),
+        );
         lines.push_line(
             Direction::Receive,
             1.1,
@@ -223,7 +229,7 @@ mod tests {
                 .count(),
             2
         );
-        lines.push_append(&receipt(1), Some("{}"));
+        lines.defer_append(receipt(1), Some(Utf8Bytes::from_static("{}")));
         files.write(&lines.finish(true));
         assert!(files.result().is_ok());
         let trace = std::fs::read_to_string(dir.join(TRACE_FILE)).unwrap();
@@ -242,8 +248,8 @@ mod tests {
         // /dev/full answers every write with ENOSPC, as a full disk does.
         files.trace = Some(File::options().write(true).open("/dev/full").unwrap());
         let mut lines = lines();
-        lines.push_append(&receipt(0), Some("{}"));
-        lines.push_append(&receipt(1), Some("{}"));
+        lines.defer_append(receipt(0), Some(Utf8Bytes::from_static("{}")));
+        lines.defer_append(receipt(1), Some(Utf8Bytes::from_static("{}")));
         files.write(&lines.take());
         files.write(&lines.finish(true));
         let loss = files.result().unwrap_err();
@@ -263,11 +269,11 @@ mod tests {
         samples.file = Some(File::options().write(true).open("/dev/full").unwrap());
         let mut lines = lines();
         for seq in 0..3 {
-            lines.push_append(&receipt(seq), None);
+            lines.defer_append(receipt(seq), None);
         }
         samples.push(&lines.take());
         samples.flush();
-        lines.push_append(&receipt(3), None);
+        lines.defer_append(receipt(3), None);
         samples.push(&lines.finish(true));
         samples.flush();
         let loss = samples.loss.take().unwrap();
