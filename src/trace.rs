@@ -17,7 +17,7 @@ use anyhow::Result;
 pub use files::WriteLoss;
 use files::{SamplesFile, SessionFiles};
 use format::{Direction, Payload};
-use lines::SessionLines;
+use lines::{Batch, SessionLines};
 use std::cell::RefCell;
 use std::path::PathBuf;
 use std::rc::Rc;
@@ -321,46 +321,30 @@ impl SessionTrace {
 
     /// A sent packet: trace line (of a text frame), receipt and sample.
     pub fn append(&mut self, receipt: Receipt, frame: Option<Utf8Bytes>) {
-        let bytes = frame
-            .as_ref()
-            .filter(|_| self.lines.traced())
-            .map_or(0, |f| f.len());
-        self.lines.defer_append(receipt, frame);
+        let bytes = self.lines.defer_append(receipt, frame);
         self.pushed(receipt.completed_s, bytes);
     }
 
-    /// Counts a line into the queue and hands the batch over when it is due.
+    /// Counts a line into the queue and hands the batch over when it is due (with the `inline`
+    /// writer: at once).
     fn pushed(&mut self, time_s: f64, bytes: usize) {
-        match &mut self.sink {
-            Sink::Thread(handle) => {
+        let due = match &self.sink {
+            Sink::Thread(_) => {
                 self.depth.add(1, bytes as u64);
-                if self.lines.due(time_s) {
-                    handle.send(writer::WriterMsg::Batch {
-                        session: self.session,
-                        batch: self.lines.take(),
-                    });
-                }
+                self.lines.due(time_s)
             }
-            Sink::Inline { files, samples } => {
-                let batch = self.lines.take();
-                files.write(&batch);
-                let mut samples = samples.borrow_mut();
-                samples.push(&batch);
-                samples.flush();
-            }
+            Sink::Inline { .. } => true,
+        };
+        if due {
+            self.sink.deliver(self.session, self.lines.take(), None);
         }
     }
 
     /// Hands over what waits now: before the session waits for the server for long (set-up,
     /// ending), so that a session that goes quiet does not keep its lines from the files.
     pub fn hand_over(&mut self) {
-        if let Sink::Thread(handle) = &self.sink {
-            if self.lines.pending() {
-                handle.send(writer::WriterMsg::Batch {
-                    session: self.session,
-                    batch: self.lines.take(),
-                });
-            }
+        if self.lines.pending() {
+            self.sink.deliver(self.session, self.lines.take(), None);
         }
     }
 
@@ -369,27 +353,41 @@ impl SessionTrace {
     pub async fn finish(mut self, admitted: bool) -> Result<(), WriteLoss> {
         self.finished = true;
         let last = self.lines.finish(admitted);
-        match &mut self.sink {
-            Sink::Thread(handle) => {
-                let (ack, done) = tokio::sync::oneshot::channel();
-                handle.send(writer::WriterMsg::End {
-                    session: self.session,
-                    batch: last,
-                    ack,
-                });
-                done.await.unwrap_or_else(|_| {
-                    Err(WriteLoss {
-                        message: "the trace writer thread stopped".to_string(),
-                        ..WriteLoss::default()
-                    })
-                })
+        let (ack, done) = tokio::sync::oneshot::channel();
+        self.sink.deliver(self.session, last, Some(ack));
+        done.await.unwrap_or_else(|_| {
+            Err(WriteLoss {
+                message: "the trace writer thread stopped".to_string(),
+                ..WriteLoss::default()
+            })
+        })
+    }
+}
+
+impl Sink {
+    /// A batch to the files: to the writer thread, or written at once by the `inline` writer.
+    /// With `end`, the session's last batch; `end` hears whether all its lines were written.
+    fn deliver(&mut self, session: u32, batch: Batch, end: Option<writer::Ack>) {
+        match (self, end) {
+            (Sink::Thread(handle), None) => {
+                handle.send(writer::WriterMsg::Batch { session, batch })
             }
-            Sink::Inline { files, samples } => {
-                files.write(&last);
-                let mut samples = samples.borrow_mut();
-                samples.push(&last);
-                samples.flush();
-                files.result()
+            (Sink::Thread(handle), Some(ack)) => handle.send(writer::WriterMsg::End {
+                session,
+                batch,
+                ack,
+            }),
+            (Sink::Inline { files, samples }, end) => {
+                files.write(&batch);
+                // A session dropped while the samples are borrowed (a panic there) keeps its
+                // trace and receipts at least.
+                if let Ok(mut samples) = samples.try_borrow_mut() {
+                    samples.push(&batch);
+                    samples.flush();
+                }
+                if let Some(ack) = end {
+                    let _ = ack.send(files.result());
+                }
             }
         }
     }
@@ -399,22 +397,9 @@ impl Drop for SessionTrace {
     /// A session that never finished (its run was aborted, or it panicked) still hands its
     /// lines over, with its receipts closed; it was let in if it sent.
     fn drop(&mut self) {
-        if self.finished {
-            return;
-        }
-        let last = self.lines.finish(self.lines.sent_any());
-        match &mut self.sink {
-            Sink::Thread(handle) => handle.send(writer::WriterMsg::Batch {
-                session: self.session,
-                batch: last,
-            }),
-            Sink::Inline { files, samples } => {
-                files.write(&last);
-                if let Ok(mut samples) = samples.try_borrow_mut() {
-                    samples.push(&last);
-                    samples.flush();
-                }
-            }
+        if !self.finished {
+            let last = self.lines.finish(self.lines.sent_any());
+            self.sink.deliver(self.session, last, None);
         }
     }
 }

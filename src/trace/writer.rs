@@ -34,16 +34,15 @@ pub enum WriterMsg {
     End {
         session: u32,
         batch: Batch,
-        ack: tokio::sync::oneshot::Sender<Result<(), WriteLoss>>,
+        ack: Ack,
     },
 }
 
+/// Whom the writer tells whether a session's lines were all written.
+pub type Ack = tokio::sync::oneshot::Sender<Result<(), WriteLoss>>;
+
 /// A session that ended: its index, its last batch, and whom to tell when it is written.
-type Ended = (
-    u32,
-    Batch,
-    tokio::sync::oneshot::Sender<Result<(), WriteLoss>>,
-);
+type Ended = (u32, Batch, Ack);
 
 /// The sending side, cloned into every session.
 #[derive(Clone)]

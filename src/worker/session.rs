@@ -517,10 +517,10 @@ impl Session {
 
     /// Traces one item of the WebSocket stream and hands it to the machine; `Ok(true)` when it
     /// was the awaited milestone. `read_s`: the time of the read that completed it
-    /// ([`Ws::read_s`]: one clock read a read, not one a frame). Frames of one read are taken
-    /// in one turn, but a control frame among them waits for the next, after which the session
-    /// may have sent: a frame is stamped no earlier than the session's last send, so lines of a
-    /// trace never go back in time.
+    /// ([`Ws::read_s`]: one clock read a read, not one a frame). A frame can be handed out
+    /// after the session sent something, although it was read before: one left in the buffer
+    /// when a milestone ended a wait, or behind a control frame (which waits a turn). It is
+    /// stamped no earlier than the session's last send, so a trace never goes back in time.
     fn on_message(
         &mut self,
         msg: Option<Result<Message, WsError>>,
