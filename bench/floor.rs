@@ -13,17 +13,24 @@
 //! default start) and packets are sent in groups of 250 µs (its pacer's granularity), so that the
 //! deviation of a burst of S sends at once is what the system calls alone cost.
 //!
+//! With `--on-arrival` it reads each socket when the server's frames arrive (one `epoll` for all
+//! sockets and a `timerfd` for the sends, as duplexbench-tui's worker), not just before that
+//! session's next send, and reads the clock once a wake-up: what a client that times each reply
+//! must do at least. A read that empties the socket soon after data arrived makes the kernel
+//! send the ACK from that `recv` (in the client's time), where a read 80 ms later finds the ACK
+//! already sent by the delayed-ACK timer (a soft interrupt, in nobody's time).
+//!
 //! A packet is due when duplexbench-tui would call it due: packet 0 when its session starts,
 //! packet k at packet 0's actual send plus k intervals; its deviation is |send start − due|.
 //!
-//! It prints one JSON line: `sessions`, `appends`, `one_gate`, `group_us`, `max_lateness_ms`,
+//! It prints one JSON line: `sessions`, `appends`, `one_gate`, `on_arrival`, `reads`, `group_us`, `max_lateness_ms`,
 //! `deviation_ms` (`p50`, `p99`, `max`); `cpu_s`, `user_s`, `sys_s` and `wall_s` of the whole
 //! process (set-up included, as for the clients' workers), `cores` = `cpu_s / wall_s`; and
 //! `streaming_cpu_s` over the `streaming_s` of paced sending alone.
 //!
 //! ```sh
 //! cargo build --release --example floor
-//! ./target/release/examples/floor ws://127.0.0.1:PORT/v1/realtime 128 30 [--one-gate]
+//! ./target/release/examples/floor ws://127.0.0.1:PORT/v1/realtime 128 30 [--one-gate] [--on-arrival]
 //! ```
 //! `bench/run.py --floor` does this against a fresh mock, beside both clients.
 
@@ -51,10 +58,18 @@ struct Conn {
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let born = Instant::now();
     let args: Vec<String> = std::env::args().collect();
-    let (one_gate, args): (Vec<_>, Vec<_>) = args.iter().partition(|a| *a == "--one-gate");
-    let one_gate = !one_gate.is_empty();
+    let (flags, args): (Vec<_>, Vec<_>) = args.iter().partition(|a| a.starts_with("--"));
+    let one_gate = flags.iter().any(|f| *f == "--one-gate");
+    let on_arrival = flags.iter().any(|f| *f == "--on-arrival");
+    let usage = "usage: floor WS_URL SESSIONS DURATION_S [--one-gate] [--on-arrival]";
+    if let Some(unknown) = flags
+        .iter()
+        .find(|f| !matches!(f.as_str(), "--one-gate" | "--on-arrival"))
+    {
+        return Err(format!("unknown flag {unknown}; {usage}").into());
+    }
     let [_, url, sessions, duration_s] = args.as_slice() else {
-        return Err("usage: floor WS_URL SESSIONS DURATION_S [--one-gate]".into());
+        return Err(usage.into());
     };
     let sessions: usize = sessions.parse()?;
     let duration = Duration::from_secs_f64(duration_s.parse()?);
@@ -102,6 +117,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .unwrap_or(1)
         .max(1);
 
+    let mut arrivals = if on_arrival {
+        Some(Arrivals::new(&conns)?)
+    } else {
+        None
+    };
+    let mut reads = 0u64;
     let cpu_start = cpu_now();
     let t0 = Instant::now() + Duration::from_millis(20);
     let end = t0 + duration;
@@ -121,9 +142,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             break;
         }
         let wake = due(&origin, next);
-        let now = Instant::now();
-        if wake > now {
-            std::thread::sleep(wake - now);
+        match &mut arrivals {
+            Some(arrivals) => reads += arrivals.wait_until(wake, &conns, &mut sink)?,
+            None => {
+                let now = Instant::now();
+                if wake > now {
+                    std::thread::sleep(wake - now);
+                }
+            }
         }
         let group_end = Instant::now() + group;
         loop {
@@ -144,8 +170,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             deviation_us.saturating_record(off.as_micros() as u64);
             let conn = &mut conns[session];
             let mut stream = conn.ws.get_ref();
-            if conn.seq % read_every == 0 {
+            if arrivals.is_none() && conn.seq % read_every == 0 {
                 drain(&mut stream, &mut sink)?;
+                reads += 1;
             }
             let id = EventIds {
                 shard: 0,
@@ -178,6 +205,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             "sessions": sessions,
             "appends": appends,
             "one_gate": one_gate,
+            "on_arrival": on_arrival,
+            "reads": reads,
             "group_us": group.as_micros() as u64,
             "max_lateness_ms": max_lateness.as_secs_f64() * 1e3,
             "deviation_ms": {
@@ -195,6 +224,113 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         })
     );
     Ok(())
+}
+
+/// `--on-arrival`: every socket and a send timer in one `epoll`, as a tokio worker has them.
+struct Arrivals {
+    epoll: rustix::fd::OwnedFd,
+    timer: rustix::fd::OwnedFd,
+    events: Vec<rustix::event::epoll::Event>,
+    /// An `Instant` and the same moment on `CLOCK_MONOTONIC`, to arm the timer by `Instant`s.
+    base: (Instant, Duration),
+}
+
+/// The timer's key in the `epoll`; the sockets' keys are their session numbers.
+const TIMER_KEY: u64 = u64::MAX;
+
+impl Arrivals {
+    fn new(conns: &[Conn]) -> std::io::Result<Arrivals> {
+        use rustix::event::epoll::{self, CreateFlags, EventData, EventFlags};
+        use rustix::time::{timerfd_create, TimerfdClockId, TimerfdFlags};
+        let epoll = epoll::create(CreateFlags::CLOEXEC)?;
+        for (k, conn) in conns.iter().enumerate() {
+            // Edge-triggered, as tokio registers sockets.
+            let flags = EventFlags::IN | EventFlags::RDHUP | EventFlags::ET;
+            epoll::add(
+                &epoll,
+                conn.ws.get_ref(),
+                EventData::new_u64(k as u64),
+                flags,
+            )?;
+        }
+        let timer = timerfd_create(
+            TimerfdClockId::Monotonic,
+            TimerfdFlags::NONBLOCK | TimerfdFlags::CLOEXEC,
+        )?;
+        epoll::add(
+            &epoll,
+            &timer,
+            EventData::new_u64(TIMER_KEY),
+            EventFlags::IN | EventFlags::ET,
+        )?;
+        let mono = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
+        let base = (
+            Instant::now(),
+            Duration::new(mono.tv_sec as u64, mono.tv_nsec as u32),
+        );
+        Ok(Arrivals {
+            epoll,
+            timer,
+            events: Vec::with_capacity(conns.len() + 1),
+            base,
+        })
+    }
+
+    /// Reads every socket as its data arrives (one clock read a wake-up, for the arrival time a
+    /// measuring client keeps) until `wake`; returns the number of socket reads.
+    fn wait_until(
+        &mut self,
+        wake: Instant,
+        conns: &[Conn],
+        sink: &mut [u8],
+    ) -> std::io::Result<u64> {
+        use rustix::buffer::spare_capacity;
+        use rustix::event::epoll;
+        use rustix::time::{timerfd_settime, Itimerspec, TimerfdTimerFlags, Timespec};
+        if wake <= Instant::now() {
+            return Ok(0);
+        }
+        let at = self.base.1 + wake.saturating_duration_since(self.base.0);
+        let zero = Timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        let spec = Itimerspec {
+            it_interval: zero,
+            it_value: Timespec {
+                tv_sec: at.as_secs() as _,
+                tv_nsec: at.subsec_nanos() as _,
+            },
+        };
+        timerfd_settime(&self.timer, TimerfdTimerFlags::ABSTIME, &spec)?;
+        let mut reads = 0;
+        loop {
+            self.events.clear();
+            match epoll::wait(&self.epoll, spare_capacity(&mut self.events), None) {
+                Ok(_) => {}
+                Err(rustix::io::Errno::INTR) => continue,
+                Err(e) => return Err(e.into()),
+            }
+            std::hint::black_box(Instant::now());
+            let mut fired = false;
+            for event in &self.events {
+                match event.data.u64() {
+                    TIMER_KEY => {
+                        let mut expirations = [0u8; 8];
+                        let _ = rustix::io::read(&self.timer, &mut expirations);
+                        fired = true;
+                    }
+                    k => {
+                        drain(&mut conns[k as usize].ws.get_ref(), sink)?;
+                        reads += 1;
+                    }
+                }
+            }
+            if fired || Instant::now() >= wake {
+                return Ok(reads);
+            }
+        }
+    }
 }
 
 fn wait_for(

@@ -18,6 +18,8 @@ Modes:
 Default, custom and smoke comparisons also run the floor client (bench/floor.rs, built by
 run.sh; --no-floor leaves it out): per packet one read that discards the replies and one write
 of the append, nothing else. Its CPU is the least any client of this protocol can spend here.
+It runs twice (--floor-reads): `floor` reads a socket just before that session's next send,
+`floor-arrival` as the replies arrive, as a client that times them must.
 
 Results: a Markdown section appended to docs/benchmarks.md and the raw figures appended to the
 list in docs/benchmarks.json (smoke: a temp folder unless --record).
@@ -45,8 +47,12 @@ BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(BENCH_DIR)
 OURS = "duplexbench-tui"
 REF = "python-reference"
-# bench/floor.rs: only the system calls every client must make (one read, one write per packet).
+# bench/floor.rs: only the system calls every client must make (one read, one write per packet),
+# reading each session's socket just before its next send ...
 FLOOR = "floor"
+# ... or as the replies arrive (its --on-arrival), as a client that times them must.
+FLOOR_ARRIVAL = "floor-arrival"
+FLOORS = (FLOOR, FLOOR_ARRIVAL)
 CLIENTS = (OURS, REF)
 KNEE_START, KNEE_MAX = 64, 2048
 MOCK_START_TIMEOUT_S = 10.0
@@ -191,6 +197,9 @@ def figures_from_floor(outs: list[dict]) -> dict:
         for k in ("p50", "p99", "max"):
             figures[f"deviation_{k}_ms"] = max(o["deviation_ms"][k] for o in outs)
         figures["floor_one_gate"] = all(o.get("one_gate") for o in outs)
+    figures["floor_on_arrival"] = all(o.get("on_arrival") for o in outs)
+    if all("reads" in o for o in outs):
+        figures["floor_reads"] = sum(o["reads"] for o in outs)
     return figures
 
 
@@ -304,13 +313,15 @@ def run_one(cfg, client: str, processes: int, sessions: int, duration: int, trac
             if cfg.start == "stagger":
                 cmd.append("--stagger")
             cmds = [(cmd, out_dir)]
-        elif client == FLOOR:
+        elif client in FLOORS:
             cmds = []
             for k in range(processes):
                 out_dir = os.path.join(run_dir, f"floor-p{k}")
                 cmd = [cfg.floor_binary, mock.url, str(sessions), str(duration)]
                 if cfg.start == "gate":
                     cmd.append("--one-gate")
+                if client == FLOOR_ARRIVAL:
+                    cmd.append("--on-arrival")
                 cmds.append((cmd, out_dir))
         else:
             cmds = []
@@ -359,7 +370,7 @@ def run_one(cfg, client: str, processes: int, sessions: int, duration: int, trac
         else:
             record.update(figures_from_ours(summary))
             record["ok"] = True
-    elif client == FLOOR:
+    elif client in FLOORS:
         outs = []
         for _cmd, out_dir in cmds:
             o = read_json_line(os.path.join(run_dir, f"{os.path.basename(out_dir)}.stdout"))
@@ -397,9 +408,10 @@ def run_one(cfg, client: str, processes: int, sessions: int, duration: int, trac
     if not cfg.keep_traces:
         delete_traces(run_dir)
     os.sync()  # start the next run with no dirty trace pages left from this one
-    if record["ok"] and client == FLOOR:
+    if record["ok"] and client in FLOORS:
         log(
             f"{client:17s} {record['layout']:>7s} {duration}s: {record['floor_appends']} appends, "
+            f"{record.get('floor_reads', '?')} reads, "
             f"{record['client_cpu_cores']:.3f} cores ({record['floor_sys_share']:.0%} system), "
             f"max lateness {record['floor_max_lateness_ms']:.1f} ms, "
             f"deviation p50 {record.get('deviation_p50_ms', '?')} p99 {record.get('deviation_p99_ms', '?')} "
@@ -467,12 +479,12 @@ FLOOR_ROWS = {"deviation_p50_ms", "deviation_p99_ms", "deviation_max_ms", "clien
 
 
 def layout_table(runs_by_client: dict) -> list[str]:
-    floor_runs = [r for r in runs_by_client.get(FLOOR, []) if r["ok"]]
-    with_floor = FLOOR in runs_by_client
-    extra_head = f" {FLOOR} | {FLOOR} / reference | ours / {FLOOR} |" if with_floor else ""
+    floors = [f for f in FLOORS if f in runs_by_client]
+    floor_runs = {f: [r for r in runs_by_client[f] if r["ok"]] for f in floors}
+    extra_head = "".join(f" {f} | {f} / reference | ours / {f} |" for f in floors)
     out = [
         f"| figure | {OURS} | {REF} | ours / reference |{extra_head}",
-        "|---|---|---|---|" + ("---|---|---|" if with_floor else ""),
+        "|---|---|---|---|" + "---|---|---|" * len(floors),
     ]
     cells = []
     for c in CLIENTS:
@@ -487,10 +499,7 @@ def layout_table(runs_by_client: dict) -> list[str]:
         if 0 < comp < len(ok):
             cell += f"; medians of the {comp} complete"
         cells.append(cell)
-    floor_cell = ""
-    if with_floor:
-        n = len(runs_by_client[FLOOR])
-        floor_cell = f" {len(floor_runs)} of {n} ran | | |"
+    floor_cell = "".join(f" {len(floor_runs[f])} of {len(runs_by_client[f])} ran | | |" for f in floors)
     out.append(f"| runs | {cells[0]} | {cells[1]} | |{floor_cell}")
     for label, key, fmt, ratio in ROWS:
         meds = [median_of(measured_runs(runs_by_client.get(c, [])), key) for c in CLIENTS]
@@ -499,14 +508,14 @@ def layout_table(runs_by_client: dict) -> list[str]:
         if ratio and meds[0] is not None and meds[1]:
             r = f"{meds[0] / meds[1]:.2f}"
         extra = ""
-        if with_floor:
-            f = median_of(floor_runs, key) if key in FLOOR_ROWS else None
+        for floor in floors:
+            f = median_of(floor_runs[floor], key) if key in FLOOR_ROWS else None
             fr = f"{f / meds[1]:.2f}" if f is not None and meds[1] else "–"
             of = f"{meds[0] / f:.2f}" if f and meds[0] is not None else "–"
-            extra = f" {fmt.format(f) if f is not None else '–'} | {fr} | {of} |"
+            extra += f" {fmt.format(f) if f is not None else '–'} | {fr} | {of} |"
         out.append(f"| {label} | {shown[0]} | {shown[1]} | {r} |{extra}")
     late_total = [sum(r.get("late_packets", 0) for r in runs_by_client.get(c, [])) for c in CLIENTS]
-    out.append(f"| late packets (all runs) | {late_total[0]} | {late_total[1]} | |{' – | | |' if with_floor else ''}")
+    out.append(f"| late packets (all runs) | {late_total[0]} | {late_total[1]} | |{' – | | |' * len(floors)}")
     return out
 
 
@@ -563,11 +572,13 @@ def machine_info() -> dict:
 
 def compare(cfg, layouts, duration, trace, repeats, work) -> tuple[list, list[str]]:
     records, md = [], []
-    clients = CLIENTS + ((FLOOR,) if cfg.floor else ())
+    clients = CLIENTS + {"before-send": (FLOOR,), "on-arrival": (FLOOR_ARRIVAL,), "both": FLOORS, None: ()}[
+        cfg.floor_reads if cfg.floor else None
+    ]
     for (p, s) in layouts:
         by_client = {c: [] for c in clients}
         for rep in range(repeats):
-            for client in clients:  # A B F A B F
+            for client in clients:  # A B F F' A B F F'
                 run_dir = os.path.join(work, f"{p}x{s}-{trace}-{duration}s", f"r{rep + 1}-{client}")
                 r = run_one(cfg, client, p, s, duration, trace, run_dir)
                 r["repeat"] = rep + 1
@@ -696,6 +707,13 @@ def main() -> int:
     ap.add_argument("--floor-binary", default=os.path.join(REPO, "target", "release", "examples", "floor"))
     ap.add_argument("--no-floor", dest="floor", action="store_false", help="leave out the floor client (bench/floor.rs)")
     ap.add_argument(
+        "--floor-reads", choices=("before-send", "on-arrival", "both"), default="both",
+        help="when the floor reads a session's socket: just before its next send (`floor`), as the "
+        "replies arrive (`floor-arrival`, its --on-arrival: the kernel then ACKs from the read, in "
+        "the client's time, as for every client that times replies), or both, each its own run "
+        "(default)",
+    )
+    ap.add_argument(
         "--start", choices=("gate", "stagger"),
         help="how sessions start: `gate` = one start gate for ours and the floor (its --one-gate); "
         "`stagger` = ours with --stagger and the floor staggered. Default: ours one gate, the floor "
@@ -791,7 +809,7 @@ def main() -> int:
         f"Python {machine['python']}, websockets {machine['websockets']} "
         "(`bench/reference/client.py`, the seed's fixed client: one trace-writer thread per process).",
         f"Every run: a fresh `duplexbench-tui mock` on 127.0.0.1 (3 replies per append), then one "
-        f"client on the same machine; clients interleaved A B A B (A B F A B F with the floor client); "
+        f"client on the same machine; clients interleaved A B A B (A B F F' A B F F' with both floors); "
         f"medians over runs (over the complete runs only, when some are not: a run whose sessions failed measured a smaller load); figures from each client's `summary.json` (the floor's own output) and "
         f"the mock's statistics. Took {elapsed / 60:.1f} min.",
         "",
@@ -808,7 +826,12 @@ def main() -> int:
         "The floor (`bench/floor.rs`) is no benchmark client: per packet it makes one `read` that "
         "discards the replies and one `write` of the append, and nothing else (no parsing, no "
         "timestamps, no traces); its CPU is the least any client of this protocol spends here, "
-        "and most of it is the kernel's loopback TCP path.",
+        "and most of it is the kernel's loopback TCP path. `floor` reads a socket just before "
+        "that session's next send, long after the kernel's delayed-ACK timer acknowledged the "
+        "replies (in a soft interrupt, charged to no client); `floor-arrival` reads each socket as "
+        "its replies arrive (one `epoll`, a `timerfd` for the sends, one clock read a wake-up), "
+        "as any client that times the replies must, and the kernel sends that ACK from its `recv`, "
+        "in the client's time.",
     ]
     md_path = os.path.join(docs, "benchmarks.md")
     json_path = os.path.join(docs, "benchmarks.json")

@@ -53,6 +53,20 @@ class Medians(unittest.TestCase):
         self.assertEqual(cells[2], "0.00046")
         self.assertEqual(cells[-2], "2.30")  # ours / floor, from the complete run only
 
+    def test_each_floor_has_its_own_columns(self):
+        table = run.layout_table({
+            run.OURS: [record(0.00046)],
+            run.REF: [record(0.003)],
+            run.FLOOR: [record(0.00020)],
+            run.FLOOR_ARRIVAL: [record(0.00040)],
+        })
+        self.assertIn(f"| ours / {run.FLOOR} | {run.FLOOR_ARRIVAL} |", table[0])
+        widths = {line.count("|") for line in table}
+        self.assertEqual(len(widths), 1, table)
+        cpu_row = next(line for line in table if line.startswith("| client CPU-s per session-s |"))
+        cells = [c.strip() for c in cpu_row.split("|")]
+        self.assertEqual((cells[-5], cells[-2]), ("2.30", "1.15"))  # ours / each floor
+
 
 class WorkDir(unittest.TestCase):
     def test_a_used_work_dir_is_refused_before_anything_runs(self):
