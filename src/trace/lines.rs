@@ -13,6 +13,10 @@ use tokio_tungstenite::tungstenite::Utf8Bytes;
 
 /// How long a session's lines may wait before they are handed to the writer.
 pub const BATCH_S: f64 = 0.5;
+/// How many bytes of lines a session may hold before it hands them over sooner: with full
+/// traces half a second of a session's frames was about 60 kB at 1 x 256 (the peak RSS went from
+/// 43 to 60 MiB when sessions began to hold their lines); meta lines never reach it.
+pub const BATCH_BYTES: usize = 32 << 10;
 
 /// What a session's files get in one write each: bytes already laid out, and how many lines
 /// (trace lines and appends; an append's receipt and sample count with it) they hold.
@@ -136,10 +140,23 @@ impl SessionLines {
         self.oldest_s.get_or_insert(time_s);
     }
 
-    /// Whether the oldest line waiting has waited [`BATCH_S`] by `now_s`.
+    /// Whether the oldest line waiting has waited [`BATCH_S`] by `now_s`, or the lines waiting
+    /// hold [`BATCH_BYTES`].
     pub fn due(&self, now_s: f64) -> bool {
         self.oldest_s
             .is_some_and(|oldest| now_s - oldest >= BATCH_S)
+            || self.held_bytes() >= BATCH_BYTES
+    }
+
+    /// The bytes of the lines waiting, the deferred append's frame included when its line will
+    /// hold it whole (full traces).
+    fn held_bytes(&self) -> usize {
+        let b = &self.batch;
+        let deferred = match &self.deferred {
+            Some((_, Some(frame))) if !self.meta => frame.len(),
+            _ => 0,
+        };
+        b.trace.len() + b.receipts.len() + b.samples.len() + deferred
     }
 
     /// Whether anything waits.
@@ -154,11 +171,12 @@ impl SessionLines {
 
     /// Everything waiting, for the writer; the next batch starts with room for a little more
     /// than this one held (batches of 6 and 7 packets alternate at 80 ms), so its buffers are
-    /// not grown and copied as it fills.
+    /// not grown and copied as it fills; never more than [`BATCH_BYTES`] and a quarter (a
+    /// batch that held one very large frame does not make every next one as large).
     pub fn take(&mut self) -> Batch {
         self.settle();
         self.oldest_s = None;
-        let room = |v: &Vec<u8>| v.len() + v.len() / 4;
+        let room = |v: &Vec<u8>| (v.len() + v.len() / 4).min(BATCH_BYTES + BATCH_BYTES / 4);
         let next = Batch {
             trace: Vec::with_capacity(room(&self.batch.trace)),
             receipts: Vec::with_capacity(room(&self.batch.receipts)),
@@ -257,6 +275,42 @@ mod tests {
             last.starts_with(r#",{"event_id":"0000000000000002","seq":2,"#),
             "the last one is in the last batch: {last}"
         );
+    }
+
+    #[test]
+    fn full_lines_are_due_sooner_once_they_hold_batch_bytes_and_meta_lines_are_not() {
+        let audio = "A".repeat(4 << 10);
+        let frame = format!(r#"{{"type":"input_audio_buffer.append","audio":"{audio}"}}"#);
+        for meta in [false, true] {
+            let mut lines = SessionLines::new(0, 0, (true, meta));
+            let mut sent = 0;
+            // Ten packets within 0.45 s: never due by time.
+            for seq in 0..10 {
+                let mut r = receipt(seq);
+                r.completed_s = 1.0 + f64::from(seq) * 0.045;
+                lines.defer_append(r, Some(Utf8Bytes::from(frame.clone())));
+                sent += 1;
+                if lines.due(r.completed_s) {
+                    break;
+                }
+            }
+            if meta {
+                assert_eq!(
+                    sent, 10,
+                    "meta lines of ten packets are far below BATCH_BYTES"
+                );
+                continue;
+            }
+            assert!(sent < 10, "full lines of ten 4 kB packets pass BATCH_BYTES");
+            let batch = lines.take();
+            let held = batch.trace.len() + batch.receipts.len() + batch.samples.len();
+            assert!(held >= BATCH_BYTES, "due at {held} bytes");
+            assert!(
+                held - held / sent < BATCH_BYTES,
+                "one packet earlier it was not"
+            );
+            assert!(!lines.due(1.44), "a taken batch holds nothing");
+        }
     }
 
     #[test]
