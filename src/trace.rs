@@ -13,6 +13,7 @@ pub mod lines;
 mod writer;
 
 use crate::paths::RunPaths;
+use crate::protocol::Outgoing;
 use anyhow::Result;
 pub use files::WriteLoss;
 use files::{SamplesFile, SessionFiles};
@@ -23,7 +24,6 @@ use std::path::PathBuf;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use tokio_tungstenite::tungstenite::Utf8Bytes;
 
 /// A JSON event with no audio.
 const JSON: Payload = Payload::Json { audio_key: None };
@@ -319,8 +319,15 @@ impl SessionTrace {
         self.pushed(time_s, payload.len());
     }
 
-    /// A sent packet: trace line (of a text frame), receipt and sample.
-    pub fn append(&mut self, receipt: Receipt, frame: Option<Utf8Bytes>) {
+    /// A buffer to build the next packet's frame in: that of a packet already laid out, so a
+    /// packet allocates nothing. Give it back with [`SessionTrace::append`].
+    pub fn frame_buffer(&mut self) -> Outgoing {
+        self.lines.frame_buffer()
+    }
+
+    /// A sent packet: trace line (of a text frame), receipt and sample. `frame`: the packet as
+    /// sent (its buffer is reused for a later packet once the line is laid out).
+    pub fn append(&mut self, receipt: Receipt, frame: Outgoing) {
         let bytes = self.lines.defer_append(receipt, frame);
         self.pushed(receipt.completed_s, bytes);
     }

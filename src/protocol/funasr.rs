@@ -86,12 +86,13 @@ impl ClientProtocol for Funasr {
 
     fn packet(
         &self,
+        frame: &mut Outgoing,
         _ids: EventIds,
         _seq: u32,
         _t_start_ms: u64,
         audio: AudioPacket<'_>,
-    ) -> Outgoing {
-        Outgoing::Binary(audio.pcm.to_vec())
+    ) {
+        frame.binary_buffer().extend_from_slice(audio.pcm);
     }
 
     /// `STOP`, answered by `stopped` whether or not audio was sent.
@@ -345,8 +346,17 @@ mod tests {
     #[test]
     fn packets_are_the_raw_pcm_as_a_binary_frame_issue_11() {
         let pcm = [1u8, 2, 3, 4];
-        let frame = Funasr::default().packet(ids(), 0, 0, AudioPacket { pcm: &pcm, b64: "" });
+        // Into a frame that was text before: the buffer becomes a binary frame's.
+        let mut frame = Outgoing::Text("left over".to_string());
+        let audio = AudioPacket { pcm: &pcm, b64: "" };
+        Funasr::default().packet(&mut frame, ids(), 0, 0, audio);
         assert_eq!(frame, Outgoing::Binary(pcm.to_vec()));
+        Funasr::default().packet(&mut frame, ids(), 1, 80, audio);
+        assert_eq!(
+            frame,
+            Outgoing::Binary(pcm.to_vec()),
+            "not appended to the last packet"
+        );
     }
 
     #[test]

@@ -93,8 +93,15 @@ impl ClientProtocol for Native {
         ]
     }
 
-    fn packet(&self, ids: EventIds, seq: u32, t_start_ms: u64, audio: AudioPacket<'_>) -> Outgoing {
-        Outgoing::Text(append_frame(ids.id(seq), seq, t_start_ms, audio.b64))
+    fn packet(
+        &self,
+        frame: &mut Outgoing,
+        ids: EventIds,
+        seq: u32,
+        t_start_ms: u64,
+        audio: AudioPacket<'_>,
+    ) {
+        push_append_frame(frame.text_buffer(), ids.id(seq), seq, t_start_ms, audio.b64);
     }
 
     fn finish(&self, ids: EventIds, ending: Ending) -> Vec<Step> {
@@ -199,10 +206,23 @@ pub fn session_update_for(event_id: u64, modalities: &[String]) -> String {
     )
 }
 
-/// An `input_audio_buffer.append` frame. `audio_b64` is the already-encoded packet, so a frame
-/// costs no JSON serialisation, and exactly one allocation: the buffer is sized to the frame, so
-/// that handing it to the WebSocket (as `Bytes`) does not copy it again.
+/// An `input_audio_buffer.append` frame, in a `String` of its own.
 pub fn append_frame(event_id: u64, seq: u32, t_start_ms: u64, audio_b64: &str) -> String {
+    let mut out = String::new();
+    push_append_frame(&mut out, event_id, seq, t_start_ms, audio_b64);
+    out
+}
+
+/// Writes an `input_audio_buffer.append` frame into `out` (the session's frame buffer, reused
+/// from packet to packet). `audio_b64` is the already-encoded packet, so a frame costs no JSON
+/// serialisation; `out` grows at most once, to the frame's size.
+pub fn push_append_frame(
+    out: &mut String,
+    event_id: u64,
+    seq: u32,
+    t_start_ms: u64,
+    audio_b64: &str,
+) {
     const HEAD: &str = concat!(
         r#"{"type":""#,
         "input_audio_buffer.append",
@@ -221,9 +241,10 @@ pub fn append_frame(event_id: u64, seq: u32, t_start_ms: u64, audio_b64: &str) -
         + T_START.len()
         + decimal_digits(t_start_ms)
         + TAIL.len();
-    let mut out = String::with_capacity(len);
+    let start = out.len();
+    out.reserve(len);
     out.push_str(HEAD);
-    push_hex16_str(&mut out, event_id);
+    push_hex16_str(out, event_id);
     out.push_str(AUDIO);
     out.push_str(audio_b64);
     out.push_str(SEQ);
@@ -231,8 +252,7 @@ pub fn append_frame(event_id: u64, seq: u32, t_start_ms: u64, audio_b64: &str) -
     out.push_str(T_START);
     out.push_str(itoa::Buffer::new().format(t_start_ms));
     out.push_str(TAIL);
-    debug_assert_eq!(out.len(), len);
-    out
+    debug_assert_eq!(out.len() - start, len);
 }
 
 fn decimal_digits(n: u64) -> usize {
@@ -401,17 +421,24 @@ mod tests {
             session: 2,
         };
         let out = append_frame(ids.id(3), 3, 240, "AAAA");
-        assert_eq!(
-            out.capacity(),
-            out.len(),
-            "sized exactly, so Bytes can take it as it is"
-        );
+        assert_eq!(out.capacity(), out.len(), "grown once, to its size");
         let v: serde_json::Value = serde_json::from_str(&out).unwrap();
         assert_eq!(v["type"], names::APPEND);
         assert_eq!(v["event_id"], "0001000200000003");
         assert_eq!(v["audio"], "AAAA");
         assert_eq!(v["sglang"]["seq"], 3);
         assert_eq!(v["sglang"]["t_start_ms"], 240);
+        // Built into a session's frame, a packet replaces the one before.
+        let mut frame = Outgoing::Text(out);
+        let audio = AudioPacket {
+            pcm: &[],
+            b64: "BBBB",
+        };
+        Native::default().packet(&mut frame, ids, 4, 320, audio);
+        assert_eq!(
+            frame.text(),
+            Some(append_frame(ids.id(4), 4, 320, "BBBB").as_str())
+        );
     }
 
     #[test]

@@ -164,20 +164,25 @@ fn bare(kind: &str, event_id: u64) -> String {
     )
 }
 
-/// An `input_audio_buffer.append`, in one allocation of exactly its size (as the native one).
+/// An `input_audio_buffer.append`, in a `String` of its own.
 pub fn append_frame(event_id: u64, audio_b64: &str) -> String {
+    let mut out = String::new();
+    push_append_frame(&mut out, event_id, audio_b64);
+    out
+}
+
+/// Writes an `input_audio_buffer.append` into `out` (the session's frame buffer, reused from
+/// packet to packet), growing it at most once (as the native one).
+pub fn push_append_frame(out: &mut String, event_id: u64, audio_b64: &str) {
     const HEAD: &str = r#"{"type":"input_audio_buffer.append","event_id":"evt_"#;
     const AUDIO: &str = r#"","audio":""#;
     const TAIL: &str = r#""}"#;
-    let len = HEAD.len() + 16 + AUDIO.len() + audio_b64.len() + TAIL.len();
-    let mut out = String::with_capacity(len);
+    out.reserve(HEAD.len() + 16 + AUDIO.len() + audio_b64.len() + TAIL.len());
     out.push_str(HEAD);
-    push_hex16_str(&mut out, event_id);
+    push_hex16_str(out, event_id);
     out.push_str(AUDIO);
     out.push_str(audio_b64);
     out.push_str(TAIL);
-    debug_assert_eq!(out.len(), len);
-    out
 }
 
 impl ClientProtocol for Openai {
@@ -200,12 +205,13 @@ impl ClientProtocol for Openai {
 
     fn packet(
         &self,
+        frame: &mut Outgoing,
         ids: EventIds,
         seq: u32,
         _t_start_ms: u64,
         audio: AudioPacket<'_>,
-    ) -> Outgoing {
-        Outgoing::Text(append_frame(ids.id(seq), audio.b64))
+    ) {
+        push_append_frame(frame.text_buffer(), ids.id(seq), audio.b64);
     }
 
     fn turn_end(&self, ids: EventIds, seq: u32, t_end_ms: u64) -> Option<Vec<Outgoing>> {

@@ -85,15 +85,22 @@ pub fn commit(last: bool) -> String {
     }
 }
 
-/// An `input_audio_buffer.append`, in one allocation of exactly its size.
+/// An `input_audio_buffer.append`, in a `String` of its own.
 pub fn append_frame(audio_b64: &str) -> String {
+    let mut out = String::new();
+    push_append_frame(&mut out, audio_b64);
+    out
+}
+
+/// Writes an `input_audio_buffer.append` into `out` (the session's frame buffer, reused from
+/// packet to packet), growing it at most once.
+pub fn push_append_frame(out: &mut String, audio_b64: &str) {
     const HEAD: &str = r#"{"type":"input_audio_buffer.append","audio":""#;
     const TAIL: &str = r#""}"#;
-    let mut out = String::with_capacity(HEAD.len() + audio_b64.len() + TAIL.len());
+    out.reserve(HEAD.len() + audio_b64.len() + TAIL.len());
     out.push_str(HEAD);
     out.push_str(audio_b64);
     out.push_str(TAIL);
-    out
 }
 
 impl ClientProtocol for Vllm {
@@ -120,8 +127,15 @@ impl ClientProtocol for Vllm {
         ]
     }
 
-    fn packet(&self, _ids: EventIds, _seq: u32, _t: u64, audio: AudioPacket<'_>) -> Outgoing {
-        Outgoing::Text(append_frame(audio.b64))
+    fn packet(
+        &self,
+        frame: &mut Outgoing,
+        _ids: EventIds,
+        _seq: u32,
+        _t: u64,
+        audio: AudioPacket<'_>,
+    ) {
+        push_append_frame(frame.text_buffer(), audio.b64);
     }
 
     fn finish(&self, _ids: EventIds, ending: Ending) -> Vec<Step> {

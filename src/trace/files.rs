@@ -175,10 +175,10 @@ impl SamplesFile {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::protocol::Outgoing;
     use crate::trace::format::{Direction, Payload};
     use crate::trace::lines::SessionLines;
     use crate::trace::Receipt;
-    use tokio_tungstenite::tungstenite::Utf8Bytes;
 
     fn temp_dir(name: &str) -> std::path::PathBuf {
         let dir =
@@ -210,9 +210,7 @@ mod tests {
         let mut lines = lines();
         lines.defer_append(
             receipt(0),
-            Some(Utf8Bytes::from_static(
-                r#"{"type":"input_audio_buffer.append"}"#,
-            )),
+            Outgoing::Text(r#"{"type":"input_audio_buffer.append"}"#.to_string()),
         );
         lines.push_line(
             Direction::Receive,
@@ -229,7 +227,7 @@ mod tests {
                 .count(),
             2
         );
-        lines.defer_append(receipt(1), Some(Utf8Bytes::from_static("{}")));
+        lines.defer_append(receipt(1), Outgoing::Text("{}".to_string()));
         files.write(&lines.finish(true));
         assert!(files.result().is_ok());
         let trace = std::fs::read_to_string(dir.join(TRACE_FILE)).unwrap();
@@ -248,8 +246,8 @@ mod tests {
         // /dev/full answers every write with ENOSPC, as a full disk does.
         files.trace = Some(File::options().write(true).open("/dev/full").unwrap());
         let mut lines = lines();
-        lines.defer_append(receipt(0), Some(Utf8Bytes::from_static("{}")));
-        lines.defer_append(receipt(1), Some(Utf8Bytes::from_static("{}")));
+        lines.defer_append(receipt(0), Outgoing::Text("{}".to_string()));
+        lines.defer_append(receipt(1), Outgoing::Text("{}".to_string()));
         files.write(&lines.take());
         files.write(&lines.finish(true));
         let loss = files.result().unwrap_err();
@@ -269,11 +267,11 @@ mod tests {
         samples.file = Some(File::options().write(true).open("/dev/full").unwrap());
         let mut lines = lines();
         for seq in 0..3 {
-            lines.defer_append(receipt(seq), None);
+            lines.defer_append(receipt(seq), Outgoing::Binary(vec![0; 4]));
         }
         samples.push(&lines.take());
         samples.flush();
-        lines.defer_append(receipt(3), None);
+        lines.defer_append(receipt(3), Outgoing::Binary(vec![0; 4]));
         samples.push(&lines.finish(true));
         samples.flush();
         let loss = samples.loss.take().unwrap();

@@ -29,7 +29,7 @@ use std::rc::Rc;
 use std::time::Duration;
 use tokio::sync::watch;
 use tokio_tungstenite::tungstenite::error::ProtocolError;
-use tokio_tungstenite::tungstenite::{Bytes, Error as WsError, Message, Utf8Bytes};
+use tokio_tungstenite::tungstenite::{Bytes, Error as WsError, Message};
 use wire::Ws;
 
 /// Once the run is being stopped, how long a session still waits for each awaited event.
@@ -73,15 +73,12 @@ struct Session {
     last_send_s: f64,
 }
 
-/// A frame as the WebSocket takes it, and the same bytes for the trace.
-fn message(frame: Outgoing) -> (Message, Option<Utf8Bytes>) {
-    match frame {
-        Outgoing::Text(text) => {
-            let text = Utf8Bytes::from(text);
-            (Message::Text(text.clone()), Some(text))
-        }
-        Outgoing::Binary(bytes) => (Message::Binary(Bytes::from(bytes)), None),
-    }
+/// What [`Session::send_bounded`] sends.
+enum Sending<'a> {
+    /// A frame the session built (a packet, a command).
+    Frame(&'a Outgoing),
+    /// A ping.
+    Message(Message),
 }
 
 /// Sleeps until `at_s` ([`monotonic_s`] scale), or for ever without one. A `select!` builds
@@ -330,10 +327,11 @@ impl Session {
     async fn send_packet(&mut self, ws: &mut Ws, seq: u32, gate_s: f64) -> Result<(), End> {
         let start_s = monotonic_s();
         self.last_send_s = start_s;
-        let (frame, due_s) = self.machine.packet(seq, start_s, gate_s);
-        let (msg, text) = message(frame);
+        // Built into the buffer of a packet already traced: a packet allocates nothing.
+        let mut frame = self.trace.frame_buffer();
+        let due_s = self.machine.packet(seq, start_s, gate_s, &mut frame);
         let completed_s = self
-            .send_bounded(ws, msg, Some((seq + 1, gate_s)), start_s)
+            .send_bounded(ws, Sending::Frame(&frame), Some((seq + 1, gate_s)), start_s)
             .await
             .map_err(End::Failed)?;
         self.machine.sent(seq, due_s, start_s, completed_s);
@@ -351,7 +349,7 @@ impl Session {
             start_s,
             completed_s,
         };
-        self.trace.append(receipt, text);
+        self.trace.append(receipt, frame);
         if let Some(frames) = self.machine.turn_end(seq) {
             for frame in frames {
                 self.send_control(ws, frame).await?;
@@ -368,7 +366,12 @@ impl Session {
         match keepalive.tick(monotonic_s()) {
             Tick::Nothing => Ok(()),
             Tick::SendPing => self
-                .send_bounded(ws, Message::Ping(Bytes::new()), None, monotonic_s())
+                .send_bounded(
+                    ws,
+                    Sending::Message(Message::Ping(Bytes::new())),
+                    None,
+                    monotonic_s(),
+                )
                 .await
                 .map(drop)
                 .map_err(End::Failed),
@@ -384,11 +387,10 @@ impl Session {
     }
 
     async fn send_control(&mut self, ws: &mut Ws, frame: Outgoing) -> Result<(), End> {
-        let (msg, text) = message(frame);
         let now_s = monotonic_s();
         self.last_send_s = now_s;
         self.machine.control_sending(now_s);
-        if let Some(text) = &text {
+        if let Some(text) = frame.text() {
             // Fun-ASR's commands are plain words, not JSON.
             if text.starts_with('{') {
                 self.trace.send(now_s, text);
@@ -396,7 +398,7 @@ impl Session {
                 self.trace.send_text(now_s, text);
             }
         }
-        self.send_bounded(ws, msg, None, now_s)
+        self.send_bounded(ws, Sending::Frame(&frame), None, now_s)
             .await
             .map(drop)
             .map_err(End::Failed)
@@ -410,42 +412,50 @@ impl Session {
     async fn send_bounded(
         &mut self,
         ws: &mut Ws,
-        msg: Message,
+        frame: Sending<'_>,
         overdue: Option<(u32, f64)>,
         started_s: f64,
     ) -> Result<f64, String> {
-        let sending = ws.send(msg);
+        let queued = match frame {
+            Sending::Frame(frame) => ws.queue_frame(frame),
+            Sending::Message(message) => ws.queue_message(message),
+        };
+        let sending = ws.flush();
         tokio::pin!(sending);
         // Nearly every send finishes at once (the socket has room): no timers for those.
-        let result = match (&mut sending).now_or_never() {
-            Some(sent) => sent.map_err(|err| err.to_string()),
-            None => {
-                let timeout_s = self.ctx.settings.send_timeout_s;
-                let mut stop = self.ctx.stop.clone();
-                let stopped_before = *stop.borrow();
-                let mut next_late_s = overdue
-                    .and_then(|(seq, gate_s)| self.machine.count_overdue(seq, gate_s, started_s));
-                loop {
-                    let late_at = instant_at(next_late_s.unwrap_or(started_s + timeout_s));
-                    tokio::select! {
-                        biased;
-                        sent = &mut sending => break sent.map_err(|err| err.to_string()),
-                        () = tokio::time::sleep_until(instant_at(started_s + timeout_s)) => {
-                            break Err(format!(
-                                "the server stopped reading: a send blocked for more than --send-timeout {:.0} ms",
-                                timeout_s * 1000.0
-                            ));
-                        }
-                        _ = stop.wait_for(|s| *s), if !stopped_before => {
-                            break Err("the run was stopped while a send was blocked".to_string());
-                        }
-                        () = tokio::time::sleep_until(late_at), if next_late_s.is_some() => {
-                            let (seq, gate_s) = overdue.unwrap_or_default();
-                            next_late_s = self.machine.count_overdue(seq, gate_s, monotonic_s());
+        let result = match queued {
+            Err(err) => Err(err.to_string()),
+            Ok(()) => match (&mut sending).now_or_never() {
+                Some(sent) => sent.map_err(|err| err.to_string()),
+                None => {
+                    let timeout_s = self.ctx.settings.send_timeout_s;
+                    let mut stop = self.ctx.stop.clone();
+                    let stopped_before = *stop.borrow();
+                    let mut next_late_s = overdue.and_then(|(seq, gate_s)| {
+                        self.machine.count_overdue(seq, gate_s, started_s)
+                    });
+                    loop {
+                        let late_at = instant_at(next_late_s.unwrap_or(started_s + timeout_s));
+                        tokio::select! {
+                            biased;
+                            sent = &mut sending => break sent.map_err(|err| err.to_string()),
+                            () = tokio::time::sleep_until(instant_at(started_s + timeout_s)) => {
+                                break Err(format!(
+                                    "the server stopped reading: a send blocked for more than --send-timeout {:.0} ms",
+                                    timeout_s * 1000.0
+                                ));
+                            }
+                            _ = stop.wait_for(|s| *s), if !stopped_before => {
+                                break Err("the run was stopped while a send was blocked".to_string());
+                            }
+                            () = tokio::time::sleep_until(late_at), if next_late_s.is_some() => {
+                                let (seq, gate_s) = overdue.unwrap_or_default();
+                                next_late_s = self.machine.count_overdue(seq, gate_s, monotonic_s());
+                            }
                         }
                     }
                 }
-            }
+            },
         };
         let ended_s = monotonic_s();
         if let Some((seq, gate_s)) = overdue {

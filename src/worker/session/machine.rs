@@ -357,10 +357,11 @@ impl Machine {
         self.origin_s.unwrap_or(gate_s) + f64::from(seq) * self.settings.packet_s()
     }
 
-    /// The frame of packet `seq`, whose send starts at `start_s` for a session whose gate
-    /// opened at `gate_s`, and when it is due (packet 0's send plus `seq` packets). Packet 0's
-    /// lateness after the gate is the session's start lateness.
-    pub fn packet(&mut self, seq: u32, start_s: f64, gate_s: f64) -> (Outgoing, f64) {
+    /// Builds the frame of packet `seq` into `frame` (the session's reused frame), whose send
+    /// starts at `start_s` for a session whose gate opened at `gate_s`, and says when it was due
+    /// (packet 0's send plus `seq` packets). Packet 0's lateness after the gate is the
+    /// session's start lateness.
+    pub fn packet(&mut self, seq: u32, start_s: f64, gate_s: f64, frame: &mut Outgoing) -> f64 {
         if self.origin_s.is_none() {
             self.origin_s = Some(start_s);
             let lateness_s = (start_s - gate_s).max(0.0);
@@ -382,8 +383,9 @@ impl Machine {
         };
         let audio = self.audio.packet(seq);
         let t_start_ms = u64::from(seq) * u64::from(self.settings.packet_ms);
-        let frame = self.protocol.packet(self.ids, seq, t_start_ms, audio);
-        (frame, scheduled_s)
+        self.protocol
+            .packet(frame, self.ids, seq, t_start_ms, audio);
+        scheduled_s
     }
 
     /// Packet `seq` was sent: its send started at `start_s` and returned at `completed_s`.

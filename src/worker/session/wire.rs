@@ -15,6 +15,7 @@
 //! without a start, a message over the limit (before its payload is read), text that is not
 //! UTF-8, and a connection that ends without a close frame.
 
+use crate::protocol::Outgoing;
 use bytes::{Bytes, BytesMut};
 use futures_util::{Sink, Stream};
 use std::pin::Pin;
@@ -458,6 +459,46 @@ impl Ws {
         futures_util::SinkExt::send(self, Message::Close(frame)).await
     }
 
+    /// Queues one of the session's frames from where it was built (a packet is built into a
+    /// buffer the session reuses, so sending it takes no copy into a `Message` of its own);
+    /// [`futures_util::SinkExt::flush`] writes it.
+    pub fn queue_frame(&mut self, frame: &Outgoing) -> Result<(), WsError> {
+        if self.state != State::Open {
+            return Err(WsError::Protocol(ProtocolError::SendAfterClosing));
+        }
+        match frame {
+            Outgoing::Text(text) => self.queue(0x1, text.as_bytes()),
+            Outgoing::Binary(bytes) => self.queue(0x2, bytes),
+        }
+        Ok(())
+    }
+
+    /// Queues a message, as the `Sink` does (`ws.send` is this and a flush).
+    pub fn queue_message(&mut self, message: Message) -> Result<(), WsError> {
+        match (message, self.state) {
+            (Message::Close(frame), State::Open) => {
+                self.queue_close(frame.as_ref());
+                self.state = State::CloseSent;
+            }
+            // The server's close is already answered.
+            (Message::Close(_), State::CloseReceived) => self.state = State::Closed,
+            (Message::Close(_), State::CloseSent | State::Closed) => {}
+            (_, State::CloseSent | State::CloseReceived | State::Closed) => {
+                return Err(WsError::Protocol(ProtocolError::SendAfterClosing));
+            }
+            (Message::Text(text), State::Open) => self.queue(0x1, text.as_bytes()),
+            (Message::Binary(bytes), State::Open) => self.queue(0x2, &bytes),
+            (Message::Ping(bytes), State::Open) => self.queue(0x9, &bytes),
+            (Message::Pong(bytes), State::Open) => self.queue(0xa, &bytes),
+            (Message::Frame(_), State::Open) => {
+                return Err(WsError::Io(std::io::Error::other(
+                    "raw frames are not sent by this client",
+                )));
+            }
+        }
+        Ok(())
+    }
+
     fn queue(&mut self, opcode: u8, payload: &[u8]) {
         encode(&mut self.output, opcode, payload, rand::random());
     }
@@ -632,29 +673,7 @@ impl Sink<Message> for Ws {
     }
 
     fn start_send(self: Pin<&mut Self>, message: Message) -> Result<(), WsError> {
-        let this = self.get_mut();
-        match (message, this.state) {
-            (Message::Close(frame), State::Open) => {
-                this.queue_close(frame.as_ref());
-                this.state = State::CloseSent;
-            }
-            // The server's close is already answered.
-            (Message::Close(_), State::CloseReceived) => this.state = State::Closed,
-            (Message::Close(_), State::CloseSent | State::Closed) => {}
-            (_, State::CloseSent | State::CloseReceived | State::Closed) => {
-                return Err(WsError::Protocol(ProtocolError::SendAfterClosing));
-            }
-            (Message::Text(text), State::Open) => this.queue(0x1, text.as_bytes()),
-            (Message::Binary(bytes), State::Open) => this.queue(0x2, &bytes),
-            (Message::Ping(bytes), State::Open) => this.queue(0x9, &bytes),
-            (Message::Pong(bytes), State::Open) => this.queue(0xa, &bytes),
-            (Message::Frame(_), State::Open) => {
-                return Err(WsError::Io(std::io::Error::other(
-                    "raw frames are not sent by this client",
-                )));
-            }
-        }
-        Ok(())
+        self.get_mut().queue_message(message)
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<(), WsError>> {
