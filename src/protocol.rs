@@ -502,6 +502,19 @@ mod tests {
             r#"{"type":"t","d":"x"}"#,
             "a_key_longer_than_the_buffer"
         ));
+        assert!(has_string_key(
+            r#"{"type":"t","a_key_longer_than_the_buffer":"x"}"#,
+            "a_key_longer_than_the_buffer"
+        ));
+        // The key as a value, then as a key: the key is found, where it is.
+        let text = r#"{"text":"delta","delta":"AAAA"}"#;
+        assert_eq!(
+            crate::trace::format::string_value(text, "delta"),
+            Some((16, 25))
+        );
+        assert_eq!(&text[25..29], "AAAA");
+        assert!(!has_string_key(r#"{"delta"}"#, "delta"), "no colon");
+        assert!(!has_string_key(r#"{"delta":"#, "delta"), "cut off");
     }
 
     #[test]

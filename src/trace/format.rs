@@ -102,14 +102,17 @@ pub fn push_seconds(out: &mut Vec<u8>, seconds: f64) {
     let micros = seconds * 1e6;
     let whole = micros as u64;
     let us = whole + u64::from(micros - whole as f64 >= 0.5);
-    push_int(out, us / 1_000_000);
-    let mut fraction = *b".000000";
-    let mut rest = us % 1_000_000;
-    for digit in fraction[1..].iter_mut().rev() {
-        *digit = b'0' + (rest % 10) as u8;
-        rest /= 10;
-    }
-    out.extend_from_slice(&fraction);
+    // The microseconds in one `itoa`, the point put in before the last six digits (under a
+    // second, a leading 1 makes the seventh, written as 0).
+    let under_a_second = us < 1_000_000;
+    let mut digits = itoa::Buffer::new();
+    let digits = digits
+        .format(us + u64::from(under_a_second) * 1_000_000)
+        .as_bytes();
+    let (whole_s, fraction) = digits.split_at(digits.len() - 6);
+    out.extend_from_slice(if under_a_second { b"0" } else { whole_s });
+    out.push(b'.');
+    out.extend_from_slice(fraction);
 }
 
 /// Writes an integer in decimal (`itoa`: `write!` and its formatter showed up in profiles of
@@ -196,14 +199,10 @@ pub fn base64_decoded_len(b64: &[u8]) -> usize {
 
 /// Where the first string value of `key` is: (where `"key"` starts, where the value starts, just
 /// after its opening quote), found without parsing — `"key"`, whitespace, `:`, whitespace, `"`.
-/// Whitespace is allowed where JSON allows it; keys of up to 14 bytes (the audio keys).
+/// Whitespace is allowed where JSON allows it. Found by looking at each quote in turn: the
+/// key comes a few fields in, and `memmem` built its searcher for every frame (twice a packet).
 pub fn string_value(payload: &str, key: &str) -> Option<(usize, usize)> {
     let b = payload.as_bytes();
-    let mut quoted = [0u8; 16];
-    let pattern = quoted.get_mut(..key.len() + 2)?;
-    pattern[0] = b'"';
-    pattern[1..=key.len()].copy_from_slice(key.as_bytes());
-    pattern[key.len() + 1] = b'"';
     let is_ws = |c: &u8| matches!(c, b' ' | b'\t' | b'\n' | b'\r');
     let skip_ws = |mut i: usize| {
         while b.get(i).is_some_and(is_ws) {
@@ -211,8 +210,13 @@ pub fn string_value(payload: &str, key: &str) -> Option<(usize, usize)> {
         }
         i
     };
-    memchr::memmem::find_iter(b, pattern).find_map(|key_start| {
-        let colon = skip_ws(key_start + pattern.len());
+    memchr::memchr_iter(b'"', b).find_map(|key_start| {
+        let name = key_start + 1..key_start + 1 + key.len();
+        let closing = name.end;
+        if b.get(name) != Some(key.as_bytes()) || b.get(closing) != Some(&b'"') {
+            return None;
+        }
+        let colon = skip_ws(closing + 1);
         let quote = skip_ws(colon + 1);
         (b.get(colon) == Some(&b':') && b.get(quote) == Some(&b'"'))
             .then_some((key_start, quote + 1))
