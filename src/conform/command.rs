@@ -5,6 +5,7 @@
 
 use super::{check_session, read_trace, session_name, trace_files, SessionReport};
 use crate::cli::{Cli, Command, ConformArgs};
+use crate::paths::RunPaths;
 use crate::protocol::Protocol;
 use crate::{conductor, options};
 use anyhow::{bail, Context, Result};
@@ -12,6 +13,13 @@ use clap::Parser as _;
 use std::collections::BTreeSet;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
+
+/// Whether `path` is a run folder whose sessions are there without their traces: a run that
+/// completed cleanly without `--keep-traces`.
+fn traces_deleted(path: &Path) -> bool {
+    let paths = RunPaths::new(path);
+    paths.summary_json().is_file() && paths.sessions_dir().is_dir()
+}
 
 /// Runs `conform` and returns its exit code.
 pub fn run(args: &ConformArgs) -> Result<i32> {
@@ -35,6 +43,13 @@ pub fn run(args: &ConformArgs) -> Result<i32> {
             || "the --trace paths".to_string(),
             |d| d.display().to_string(),
         );
+        if args.trace.iter().any(|path| traces_deleted(path)) {
+            bail!(
+                "no trace.jsonl found in {place}: a run that completes cleanly deletes its \
+                 traces unless it runs with --keep-traces. Run it again with --keep-traces \
+                 (or let `conform --url URL` record a run: it keeps them)"
+            );
+        }
         bail!("no trace.jsonl found in {place}; nothing to check");
     }
     let protocol = args.speak.protocol;

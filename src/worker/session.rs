@@ -420,42 +420,9 @@ impl Session {
             Sending::Frame(frame) => ws.queue_frame(frame),
             Sending::Message(message) => ws.queue_message(message),
         };
-        let sending = ws.flush();
-        tokio::pin!(sending);
-        // Nearly every send finishes at once (the socket has room): no timers for those.
         let result = match queued {
+            Ok(()) => self.flush_bounded(ws, overdue, started_s).await,
             Err(err) => Err(err.to_string()),
-            Ok(()) => match (&mut sending).now_or_never() {
-                Some(sent) => sent.map_err(|err| err.to_string()),
-                None => {
-                    let timeout_s = self.ctx.settings.send_timeout_s;
-                    let mut stop = self.ctx.stop.clone();
-                    let stopped_before = *stop.borrow();
-                    let mut next_late_s = overdue.and_then(|(seq, gate_s)| {
-                        self.machine.count_overdue(seq, gate_s, started_s)
-                    });
-                    loop {
-                        let late_at = instant_at(next_late_s.unwrap_or(started_s + timeout_s));
-                        tokio::select! {
-                            biased;
-                            sent = &mut sending => break sent.map_err(|err| err.to_string()),
-                            () = tokio::time::sleep_until(instant_at(started_s + timeout_s)) => {
-                                break Err(format!(
-                                    "the server stopped reading: a send blocked for more than --send-timeout {:.0} ms",
-                                    timeout_s * 1000.0
-                                ));
-                            }
-                            _ = stop.wait_for(|s| *s), if !stopped_before => {
-                                break Err("the run was stopped while a send was blocked".to_string());
-                            }
-                            () = tokio::time::sleep_until(late_at), if next_late_s.is_some() => {
-                                let (seq, gate_s) = overdue.unwrap_or_default();
-                                next_late_s = self.machine.count_overdue(seq, gate_s, monotonic_s());
-                            }
-                        }
-                    }
-                }
-            },
         };
         let ended_s = monotonic_s();
         if let Some((seq, gate_s)) = overdue {
@@ -472,6 +439,46 @@ impl Session {
             }
         }
         result.map(|()| ended_s)
+    }
+
+    /// Writes what is queued, bounded as [`Session::send_bounded`] says.
+    async fn flush_bounded(
+        &mut self,
+        ws: &mut Ws,
+        overdue: Option<(u32, f64)>,
+        started_s: f64,
+    ) -> Result<(), String> {
+        let sending = ws.flush();
+        tokio::pin!(sending);
+        // Nearly every send finishes at once (the socket has room): no timers for those.
+        if let Some(sent) = (&mut sending).now_or_never() {
+            return sent.map_err(|err| err.to_string());
+        }
+        let timeout_s = self.ctx.settings.send_timeout_s;
+        let mut stop = self.ctx.stop.clone();
+        let stopped_before = *stop.borrow();
+        let mut next_late_s =
+            overdue.and_then(|(seq, gate_s)| self.machine.count_overdue(seq, gate_s, started_s));
+        loop {
+            let late_at = instant_at(next_late_s.unwrap_or(started_s + timeout_s));
+            tokio::select! {
+                biased;
+                sent = &mut sending => break sent.map_err(|err| err.to_string()),
+                () = tokio::time::sleep_until(instant_at(started_s + timeout_s)) => {
+                    break Err(format!(
+                        "the server stopped reading: a send blocked for more than --send-timeout {:.0} ms",
+                        timeout_s * 1000.0
+                    ));
+                }
+                _ = stop.wait_for(|s| *s), if !stopped_before => {
+                    break Err("the run was stopped while a send was blocked".to_string());
+                }
+                () = tokio::time::sleep_until(late_at), if next_late_s.is_some() => {
+                    let (seq, gate_s) = overdue.unwrap_or_default();
+                    next_late_s = self.machine.count_overdue(seq, gate_s, monotonic_s());
+                }
+            }
+        }
     }
 
     /// Takes server frames until the awaited milestone arrives. The whole wait is bounded by

@@ -69,6 +69,31 @@ fn a_trace_that_cannot_be_read_exits_2() {
 }
 
 #[test]
+fn a_run_folder_whose_traces_were_deleted_says_to_keep_them() {
+    // A run that completes cleanly deletes its traces unless --keep-traces: its folder has the
+    // summary and the session folders, and no trace.jsonl.
+    let dir = TempDir::new("conform-deleted");
+    std::fs::create_dir_all(dir.join("sessions").join("w0-s0000")).unwrap();
+    std::fs::write(dir.join("summary.json"), "{}").unwrap();
+    let run_dir = dir.join("");
+    let out = util::run(&["conform", "--trace", run_dir.to_str().unwrap()], LIMIT);
+    assert_eq!(out.status.code(), Some(2), "{}", describe(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("no trace.jsonl found") && stderr.contains("--keep-traces"),
+        "{stderr}"
+    );
+    // A folder that is no run folder gets the plain message.
+    let empty = TempDir::new("conform-empty");
+    let other = empty.join("");
+    let out = util::run(&["conform", "--trace", other.to_str().unwrap()], LIMIT);
+    assert_eq!(out.status.code(), Some(2), "{}", describe(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("nothing to check"), "{stderr}");
+    assert!(!stderr.contains("--keep-traces"), "{stderr}");
+}
+
+#[test]
 fn an_unreachable_server_exits_2() {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
