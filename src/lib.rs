@@ -14,7 +14,7 @@
 //!   process roles; [`paths`] names every path of a run folder.
 //! * [`protocol`]: the seam to a wire protocol; [`mock`] serves the same protocols with no model;
 //!   [`conform`] checks a server's events against a protocol's rules; [`profile`] is what a
-//!   native server serves.
+//!   native server serves; a [`frame`] is what a protocol builds and a trace records.
 //! * [`tls`] and [`secret`]: wss:// for every protocol, and the credentials that must never be
 //!   written.
 //! * [`sweep`]: the same run at several loads, one conductor run per level, and the knees.
@@ -31,6 +31,7 @@ pub mod clock;
 pub mod conductor;
 pub mod conform;
 pub mod contract;
+pub mod frame;
 pub mod host;
 pub mod live;
 pub mod looplag;

@@ -12,8 +12,8 @@ pub mod format;
 pub mod lines;
 mod writer;
 
+use crate::frame::Outgoing;
 use crate::paths::RunPaths;
-use crate::protocol::Outgoing;
 use anyhow::Result;
 pub use files::WriteLoss;
 use files::{SamplesFile, SessionFiles};

@@ -175,7 +175,7 @@ impl SamplesFile {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::Outgoing;
+    use crate::frame::Outgoing;
     use crate::trace::format::{Direction, Payload};
     use crate::trace::lines::SessionLines;
     use crate::trace::Receipt;

@@ -9,7 +9,7 @@
 
 use super::format::{self, Direction, Payload};
 use super::Receipt;
-use crate::protocol::Outgoing;
+use crate::frame::Outgoing;
 
 /// How long a session's lines may wait before they are handed to the writer.
 pub const BATCH_S: f64 = 0.5;

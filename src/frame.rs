@@ -1,0 +1,84 @@
+//! A frame for the server, as a [`crate::protocol`] builds it, the session's WebSocket sends it
+//! and its [`crate::trace`] records it: one type both know, so that neither knows the other.
+
+/// A frame for the server, encoded once: the trace line is built from the same bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outgoing {
+    Text(String),
+    Binary(Vec<u8>),
+}
+
+impl Default for Outgoing {
+    fn default() -> Self {
+        Outgoing::Text(String::new())
+    }
+}
+
+impl Outgoing {
+    /// This frame made an empty text frame, keeping its buffer: a session builds each packet
+    /// into the frame it built the last one in, so a packet allocates nothing (a 5 kB `String`
+    /// a packet was malloc's slow path, and its free, on the runtime thread).
+    pub fn text_buffer(&mut self) -> &mut String {
+        if let Outgoing::Binary(bytes) = self {
+            // Keeps the allocation too: an empty `Vec<u8>` is valid UTF-8.
+            bytes.clear();
+            let bytes = std::mem::take(bytes);
+            *self = Outgoing::Text(String::from_utf8(bytes).unwrap_or_default());
+        }
+        match self {
+            Outgoing::Text(text) => {
+                text.clear();
+                text
+            }
+            Outgoing::Binary(_) => unreachable!("made a text frame just above"),
+        }
+    }
+
+    /// The same for a binary frame.
+    pub fn binary_buffer(&mut self) -> &mut Vec<u8> {
+        if let Outgoing::Text(text) = self {
+            *self = Outgoing::Binary(std::mem::take(text).into_bytes());
+        }
+        match self {
+            Outgoing::Binary(bytes) => {
+                bytes.clear();
+                bytes
+            }
+            Outgoing::Text(_) => unreachable!("made a binary frame just above"),
+        }
+    }
+
+    /// The text of a text frame (what its trace line holds; binary frames have none).
+    pub fn text(&self) -> Option<&str> {
+        match self {
+            Outgoing::Text(text) => Some(text),
+            Outgoing::Binary(_) => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Outgoing;
+
+    #[test]
+    fn a_frame_buffer_is_emptied_and_keeps_its_allocation_whatever_it_held() {
+        let mut frame = Outgoing::Text("x".repeat(100));
+        let text = frame.text_buffer();
+        assert!(text.is_empty() && text.capacity() >= 100);
+        text.push_str("{}");
+        assert_eq!(frame.text(), Some("{}"));
+        let bytes = frame.binary_buffer();
+        assert!(
+            bytes.is_empty() && bytes.capacity() >= 100,
+            "the text's buffer, kept"
+        );
+        bytes.extend_from_slice(&[0xff, 0xfe]);
+        assert_eq!(frame.text(), None, "binary frames have no text");
+        let text = frame.text_buffer();
+        assert!(
+            text.is_empty() && text.capacity() >= 100,
+            "not the bytes 0xff 0xfe"
+        );
+    }
+}
