@@ -18,7 +18,7 @@ use clap::Parser as _;
 use duplexbench_tui::cli::{Cli, Command};
 use duplexbench_tui::options::{self, Settings};
 use duplexbench_tui::protocol::native::Native;
-use duplexbench_tui::protocol::EventIds;
+use duplexbench_tui::protocol::{EventIds, Outgoing};
 use duplexbench_tui::worker::session::machine::{Action, Flow, Incoming, Machine};
 use duplexbench_tui::audio::Audio;
 use libfuzzer_sys::fuzz_target;
@@ -86,6 +86,8 @@ enum State {
 
 struct Drive {
     m: Machine,
+    /// The frame every packet is built into.
+    frame: Outgoing,
     packets: u32,
     seq: u32,
     now_s: f64,
@@ -145,7 +147,8 @@ impl Drive {
             }
             let due_s = self.m.due_s(self.seq, GATE_S).max(self.now_s);
             self.now_s = due_s;
-            let (_frame, scheduled_s) = self.m.packet(self.seq, due_s, GATE_S);
+            // One frame for every packet, as a session builds them.
+            let scheduled_s = self.m.packet(self.seq, due_s, GATE_S, &mut self.frame);
             self.m.sent(self.seq, scheduled_s, due_s, due_s + 1e-4);
             self.seq += 1;
             if self.seq == self.packets {
@@ -210,6 +213,7 @@ fuzz_target!(|data: &[u8]| {
     );
     let mut drive = Drive {
         m,
+        frame: Outgoing::default(),
         packets,
         seq: 0,
         now_s: 0.0,
