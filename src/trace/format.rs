@@ -129,7 +129,10 @@ pub fn push_hex16(out: &mut Vec<u8>, n: u64) {
 /// The same into a `String`: the append frames, built per packet (with `write!`, its formatter
 /// showed up in profiles).
 pub fn push_hex16_str(out: &mut String, n: u64) {
-    out.extend(hex16(n).map(char::from));
+    // Hex digits are ASCII: one `push_str`, not sixteen pushes of a `char`.
+    if let Ok(digits) = std::str::from_utf8(&hex16(n)) {
+        out.push_str(digits);
+    }
 }
 
 fn hex16(n: u64) -> [u8; 16] {
@@ -210,10 +213,16 @@ pub fn string_value(payload: &str, key: &str) -> Option<(usize, usize)> {
         }
         i
     };
+    let first = key.as_bytes().first();
     memchr::memchr_iter(b'"', b).find_map(|key_start| {
         let name = key_start + 1..key_start + 1 + key.len();
         let closing = name.end;
-        if b.get(name) != Some(key.as_bytes()) || b.get(closing) != Some(&b'"') {
+        // The first byte before the rest: most quotes open or close other names and values,
+        // and comparing the rest is a call to `memcmp`.
+        if b.get(key_start + 1) != first
+            || b.get(closing) != Some(&b'"')
+            || b.get(name) != Some(key.as_bytes())
+        {
             return None;
         }
         let colon = skip_ws(closing + 1);
