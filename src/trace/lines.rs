@@ -228,6 +228,14 @@ mod tests {
         }
     }
 
+    /// Each trace line's event, as written.
+    fn events(trace: &str) -> Vec<&str> {
+        trace
+            .lines()
+            .map(|l| &l[l.find(r#""event":"#).unwrap()..])
+            .collect()
+    }
+
     #[test]
     fn an_append_makes_a_trace_line_a_receipt_and_a_sample_counted_as_one_line() {
         let mut lines = SessionLines::new(2, 7, (true, true));
@@ -271,10 +279,7 @@ mod tests {
         let batch = lines.take();
         assert_eq!((batch.lines, batch.sample_lines), (3, 2));
         let trace = String::from_utf8(batch.trace).unwrap();
-        let events: Vec<&str> = trace
-            .lines()
-            .map(|l| &l[l.find(r#""event":"#).unwrap()..])
-            .collect();
+        let events = events(&trace);
         assert_eq!(
             events,
             [
@@ -316,10 +321,7 @@ mod tests {
         frame.text_buffer().push_str(r#"{"n":2}"#);
         lines.defer_append(receipt(2), frame);
         let trace = String::from_utf8(lines.take().trace).unwrap();
-        let events: Vec<&str> = trace
-            .lines()
-            .map(|l| &l[l.find(r#""event":"#).unwrap()..])
-            .collect();
+        let events = events(&trace);
         assert_eq!(
             events,
             [
