@@ -164,13 +164,6 @@ fn bare(kind: &str, event_id: u64) -> String {
     )
 }
 
-/// An `input_audio_buffer.append`, in a `String` of its own.
-pub fn append_frame(event_id: u64, audio_b64: &str) -> String {
-    let mut out = String::new();
-    push_append_frame(&mut out, event_id, audio_b64);
-    out
-}
-
 /// Writes an `input_audio_buffer.append` into `out` (the session's frame buffer, reused from
 /// packet to packet), growing it at most once (as the native one).
 pub fn push_append_frame(out: &mut String, event_id: u64, audio_b64: &str) {

@@ -85,13 +85,6 @@ pub fn commit(last: bool) -> String {
     }
 }
 
-/// An `input_audio_buffer.append`, in a `String` of its own.
-pub fn append_frame(audio_b64: &str) -> String {
-    let mut out = String::new();
-    push_append_frame(&mut out, audio_b64);
-    out
-}
-
 /// Writes an `input_audio_buffer.append` into `out` (the session's frame buffer, reused from
 /// packet to packet), growing it at most once.
 pub fn push_append_frame(out: &mut String, audio_b64: &str) {
@@ -232,7 +225,8 @@ mod tests {
         );
         let v: serde_json::Value = serde_json::from_str(&commit(false)).unwrap();
         assert_eq!(v, serde_json::json!({"type":"input_audio_buffer.commit"}));
-        let out = append_frame("AAAA");
+        let mut out = String::new();
+        push_append_frame(&mut out, "AAAA");
         assert_eq!(out.capacity(), out.len());
         let v: serde_json::Value = serde_json::from_str(&out).unwrap();
         assert_eq!(

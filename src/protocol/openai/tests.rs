@@ -162,7 +162,8 @@ fn beta_session_update_uses_beta_names_and_sends_the_beta_header_issue_12() {
 
 #[test]
 fn append_is_sized_exactly_and_valid_json_issue_12() {
-    let out = append_frame(IDS.id(3), "AAAA");
+    let mut out = String::new();
+    push_append_frame(&mut out, IDS.id(3), "AAAA");
     assert_eq!(out.capacity(), out.len());
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v["type"], "input_audio_buffer.append");
