@@ -12,7 +12,7 @@ pub mod format;
 pub mod lines;
 mod writer;
 
-use crate::frame::Outgoing;
+use crate::frame::{FramePool, Outgoing};
 use crate::paths::RunPaths;
 use anyhow::Result;
 pub use files::WriteLoss;
@@ -187,6 +187,8 @@ pub struct Tracer {
     config: TraceConfig,
     depth: Arc<QueueDepth>,
     kind: TracerKind,
+    /// The buffers the worker's sessions build their packets in.
+    frames: FramePool,
 }
 
 enum TracerKind {
@@ -213,6 +215,7 @@ impl Tracer {
             config,
             depth,
             kind,
+            frames: FramePool::default(),
         })
     }
 
@@ -240,7 +243,12 @@ impl Tracer {
         };
         SessionTrace {
             session,
-            lines: SessionLines::new(self.config.worker, session, (traced, meta)),
+            lines: SessionLines::new(
+                self.config.worker,
+                session,
+                (traced, meta),
+                self.frames.clone(),
+            ),
             depth: self.depth.clone(),
             sink,
             finished: false,

@@ -175,7 +175,7 @@ impl SamplesFile {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::frame::Outgoing;
+    use crate::frame::{FramePool, Outgoing};
     use crate::trace::format::{Direction, Payload};
     use crate::trace::lines::SessionLines;
     use crate::trace::Receipt;
@@ -200,7 +200,7 @@ mod tests {
     }
 
     fn lines() -> SessionLines {
-        SessionLines::new(0, 0, (true, false))
+        SessionLines::new(0, 0, (true, false), FramePool::default())
     }
 
     #[test]

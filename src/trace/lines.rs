@@ -9,7 +9,7 @@
 
 use super::format::{self, Direction, Payload};
 use super::Receipt;
-use crate::frame::Outgoing;
+use crate::frame::{FramePool, Outgoing};
 
 /// How long a session's lines may wait before they are handed to the writer.
 pub const BATCH_S: f64 = 0.5;
@@ -52,12 +52,17 @@ pub struct SessionLines {
     oldest_s: Option<f64>,
     /// The last packet sent, counted but not laid out yet ([`SessionLines::defer_append`]).
     deferred: Option<(Receipt, Outgoing)>,
-    /// The frame of a packet laid out already, for the next packet to be built in.
-    spare: Outgoing,
+    /// The worker's buffers of packets laid out already, for the next packet to be built in.
+    frames: FramePool,
 }
 
 impl SessionLines {
-    pub fn new(worker: u32, session: u32, (traced, meta): (bool, bool)) -> SessionLines {
+    pub fn new(
+        worker: u32,
+        session: u32,
+        (traced, meta): (bool, bool),
+        frames: FramePool,
+    ) -> SessionLines {
         SessionLines {
             worker,
             session,
@@ -67,7 +72,7 @@ impl SessionLines {
             receipts_count: 0,
             oldest_s: None,
             deferred: None,
-            spare: Outgoing::default(),
+            frames,
         }
     }
 
@@ -92,10 +97,10 @@ impl SessionLines {
         self.counted(time_s, payload.len());
     }
 
-    /// A buffer for the next packet's frame: that of the last packet laid out (empty at first,
-    /// or when the last packet still waits to be laid out: then the session has two).
+    /// A buffer for the next packet's frame: that of the packet the worker laid out last (empty
+    /// when every frame is still waiting to be laid out).
     pub fn frame_buffer(&mut self) -> Outgoing {
-        std::mem::take(&mut self.spare)
+        self.frames.take()
     }
 
     /// One sent packet: its trace line (of a text frame, when traced), receipt and sample,
@@ -118,11 +123,11 @@ impl SessionLines {
         frame.text().filter(|_| self.traced)
     }
 
-    /// Lays out the deferred append, if there is one, and keeps its frame's buffer.
+    /// Lays out the deferred append, if there is one, and gives its frame's buffer back.
     fn settle(&mut self) {
         if let Some((receipt, frame)) = self.deferred.take() {
             self.lay_out_append(&receipt, self.traced_text(&frame));
-            self.spare = frame;
+            self.frames.give_back(frame);
         }
     }
 
@@ -238,7 +243,7 @@ mod tests {
 
     #[test]
     fn an_append_makes_a_trace_line_a_receipt_and_a_sample_counted_as_one_line() {
-        let mut lines = SessionLines::new(2, 7, (true, true));
+        let mut lines = SessionLines::new(2, 7, (true, true), FramePool::default());
         let frame = r#"{"type":"input_audio_buffer.append","event_id":"0","audio":"QUFB","sglang":{"seq":0}}"#;
         lines.defer_append(receipt(0), Outgoing::Text(frame.to_string()));
         lines.push_line(
@@ -266,7 +271,7 @@ mod tests {
 
     #[test]
     fn a_deferred_append_is_laid_out_before_the_next_line_in_the_order_they_came() {
-        let mut lines = SessionLines::new(0, 0, (true, false));
+        let mut lines = SessionLines::new(0, 0, (true, false), FramePool::default());
         lines.defer_append(receipt(0), Outgoing::Text(r#"{"n":0}"#.to_string()));
         assert!(lines.pending() && lines.sent_any(), "counted at once");
         lines.push_line(
@@ -298,7 +303,7 @@ mod tests {
 
     #[test]
     fn a_frame_buffer_is_reused_only_once_its_packet_is_laid_out() {
-        let mut lines = SessionLines::new(0, 0, (true, false));
+        let mut lines = SessionLines::new(0, 0, (true, false), FramePool::default());
         // Packet 0, built into the first buffer.
         let mut frame = lines.frame_buffer();
         frame.text_buffer().push_str(r#"{"n":0}"#);
@@ -341,11 +346,36 @@ mod tests {
     }
 
     #[test]
+    fn a_buffer_laid_out_by_one_session_is_the_next_packet_of_another() {
+        let pool = FramePool::default();
+        let mut a = SessionLines::new(0, 0, (true, true), pool.clone());
+        let mut b = SessionLines::new(0, 1, (true, true), pool.clone());
+        let mut frame = a.frame_buffer();
+        frame.text_buffer().push_str(r#"{"a":0}"#);
+        let sent = frame.text().map(str::as_ptr);
+        a.defer_append(receipt(0), frame);
+        assert!(pool.is_empty(), "held until its line is laid out");
+        let trace = String::from_utf8(a.take().trace).unwrap();
+        assert_eq!(events(&trace), [r#""event":{"a":0}}"#]);
+        assert_eq!(pool.len(), 1);
+        let mut frame = b.frame_buffer();
+        assert_eq!(
+            frame.text().map(str::as_ptr),
+            sent,
+            "a's buffer, still warm"
+        );
+        frame.text_buffer().push_str(r#"{"b":0}"#);
+        b.defer_append(receipt(0), frame);
+        let trace = String::from_utf8(b.take().trace).unwrap();
+        assert_eq!(events(&trace), [r#""event":{"b":0}}"#]);
+    }
+
+    #[test]
     fn full_lines_are_due_sooner_once_they_hold_batch_bytes_and_meta_lines_are_not() {
         let audio = "A".repeat(4 << 10);
         let frame = format!(r#"{{"type":"input_audio_buffer.append","audio":"{audio}"}}"#);
         for meta in [false, true] {
-            let mut lines = SessionLines::new(0, 0, (true, meta));
+            let mut lines = SessionLines::new(0, 0, (true, meta), FramePool::default());
             let mut sent = 0;
             // Ten packets within 0.45 s: never due by time.
             for seq in 0..10 {
@@ -378,7 +408,7 @@ mod tests {
 
     #[test]
     fn lines_are_due_half_a_second_after_the_oldest_was_pushed() {
-        let mut lines = SessionLines::new(0, 0, (true, false));
+        let mut lines = SessionLines::new(0, 0, (true, false), FramePool::default());
         assert!(!lines.due(100.0), "nothing waits");
         lines.push_line(
             Direction::Send,
@@ -400,7 +430,7 @@ mod tests {
 
     #[test]
     fn without_traces_only_receipts_and_samples_are_kept() {
-        let mut lines = SessionLines::new(0, 0, (false, false));
+        let mut lines = SessionLines::new(0, 0, (false, false), FramePool::default());
         lines.push_line(
             Direction::Receive,
             1.0,
@@ -419,7 +449,7 @@ mod tests {
 
     #[test]
     fn a_session_that_sent_nothing_closes_its_receipts_empty() {
-        let mut lines = SessionLines::new(0, 0, (true, false));
+        let mut lines = SessionLines::new(0, 0, (true, false), FramePool::default());
         assert!(!lines.sent_any());
         let last = lines.finish(false);
         let receipts: serde_json::Value = serde_json::from_slice(&last.receipts).unwrap();
