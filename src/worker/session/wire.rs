@@ -1,12 +1,14 @@
 //! A session's WebSocket once the handshake is done (RFC 6455, client side, no extensions).
 //!
 //! tungstenite still makes the handshake; this takes over the stream after it (with what the
-//! server sent behind its `101`). Server frames are read straight from the socket into one
-//! buffer per session, without zero-filling it first, and handed out as slices of it; the
-//! client's frames are masked into one reused buffer and written in one call. tungstenite's
-//! own path copied every frame from the socket's buffer into its frame buffer, zero-filled its
-//! read room before every read, and registered two wakers on every poll: about a tenth of a
-//! worker's CPU at 1 × 256 (issue 17).
+//! server sent behind its `101`). Server frames are read straight from the socket into a
+//! buffer, without zero-filling it first, and handed out as slices of it; a session with
+//! nothing buffered lends its buffer to the thread's sessions, and reads into the one emptied
+//! last (warm in the cache). The client's frames are masked into the thread's one scratch
+//! buffer and written from it in one call (the session's own buffer keeps what the socket did
+//! not take). tungstenite's own path copied every frame from the socket's buffer into its frame
+//! buffer, zero-filled its read room before every read, and registered two wakers on every
+//! poll: about a tenth of a worker's CPU at 1 × 256 (issue 17).
 //!
 //! It speaks tungstenite's [`Message`] and [`WsError`], so the session reads the same items as
 //! before. What it accepts: frames of any length form, fragmented messages with control frames
@@ -18,6 +20,7 @@
 use crate::protocol::Outgoing;
 use bytes::{Bytes, BytesMut};
 use futures_util::{Sink, Stream};
+use std::cell::RefCell;
 use std::pin::Pin;
 use std::task::{ready, Context, Poll};
 use tokio::io::{AsyncRead, AsyncWrite, BufReader, ReadBuf};
@@ -31,6 +34,17 @@ use tokio_tungstenite::tungstenite::{Error as WsError, Message, Utf8Bytes};
 const READ_ROOM: usize = 16 << 10;
 /// A frame header's longest form: 2 bytes, 8 of length, 4 of mask.
 const MAX_HEADER: usize = 14;
+
+thread_local! {
+    /// Where a frame is masked and written from when nothing waits before it: one buffer for
+    /// all the sessions of the thread, warm in the cache, where each session's own output
+    /// buffer was cold whenever its next packet came (256 sessions' buffers are 1.3 MB).
+    static SCRATCH: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+    /// The read buffers of the thread's sessions that have nothing buffered, the one emptied
+    /// last on top: a session reads into that one, warm, where its own was cold (the replies
+    /// to a packet are about 10 kB). Never more than the thread's sessions.
+    static IDLE_INPUT: RefCell<Vec<BytesMut>> = const { RefCell::new(Vec::new()) };
+}
 
 /// The bytes under a session's WebSocket: TCP, or TLS over buffered TCP (rustls reads a record
 /// at a time; the buffer keeps that to one system call for a packet's replies).
@@ -454,23 +468,48 @@ impl Ws {
         }
     }
 
+    /// Whether the read buffer holds nothing: no frame, nor part of one.
+    fn idle_input(&self) -> bool {
+        self.input.is_empty() && self.decoder.missing() == 0
+    }
+
     /// Starts the closing handshake (or answers the server's) and writes the close frame.
     pub async fn close(&mut self, frame: Option<CloseFrame>) -> Result<(), WsError> {
         futures_util::SinkExt::send(self, Message::Close(frame)).await
     }
 
-    /// Queues one of the session's frames from where it was built (a packet is built into a
-    /// buffer the session reuses, so sending it takes no copy into a `Message` of its own);
-    /// [`futures_util::SinkExt::flush`] writes it.
+    /// Sends one of the session's frames from where it was built (a packet is built into a
+    /// buffer the worker reuses, so sending it takes no copy into a `Message` of its own).
+    /// Over TCP with nothing waiting before it, it is masked into the thread's [`SCRATCH`] and
+    /// written at once, as far as the socket takes it; what is left (all of it, over TLS or
+    /// behind other frames) waits in the session's buffer for [`futures_util::SinkExt::flush`],
+    /// which must follow either way. A write error is returned here.
     pub fn queue_frame(&mut self, frame: &Outgoing) -> Result<(), WsError> {
         if self.state != State::Open {
             return Err(WsError::Protocol(ProtocolError::SendAfterClosing));
         }
-        match frame {
-            Outgoing::Text(text) => self.queue(0x1, text.as_bytes()),
-            Outgoing::Binary(bytes) => self.queue(0x2, bytes),
-        }
-        Ok(())
+        let (opcode, payload) = match frame {
+            Outgoing::Text(text) => (0x1, text.as_bytes()),
+            Outgoing::Binary(bytes) => (0x2, bytes.as_slice()),
+        };
+        let stream = match &self.io {
+            Conn::Plain(stream) if !self.pending_output() => stream,
+            _ => {
+                self.queue(opcode, payload);
+                return Ok(());
+            }
+        };
+        SCRATCH.with_borrow_mut(|scratch| {
+            scratch.clear();
+            encode(scratch, opcode, payload, rand::random());
+            let written = match stream.try_write(scratch) {
+                Ok(n) => n,
+                Err(err) if err.kind() == std::io::ErrorKind::WouldBlock => 0,
+                Err(err) => return Err(WsError::Io(err)),
+            };
+            self.output.extend_from_slice(&scratch[written..]);
+            Ok(())
+        })
     }
 
     /// Queues a message, as the `Sink` does (`ws.send` is this and a flush).
@@ -601,6 +640,12 @@ impl Stream for Ws {
         // Pongs and the close echo go out as soon as they can; a full socket is not the
         // reader's concern (the next send or read tries again).
         this.poll_reply_out(cx);
+        if this.input.capacity() == 0 && this.idle_input() {
+            // The buffer went to the others when the last read found nothing: take the warmest.
+            this.input = IDLE_INPUT
+                .with_borrow_mut(Vec::pop)
+                .unwrap_or_else(|| BytesMut::with_capacity(READ_ROOM));
+        }
         loop {
             match this.decoder.decode(&mut this.input) {
                 Ok(Some(message)) => {
@@ -628,11 +673,16 @@ impl Stream for Ws {
             {
                 this.input.reserve(READ_ROOM);
             }
-            match ready!(tokio_util::io::poll_read_buf(
-                Pin::new(&mut this.io),
-                cx,
-                &mut this.input
-            )) {
+            let read = tokio_util::io::poll_read_buf(Pin::new(&mut this.io), cx, &mut this.input);
+            let Poll::Ready(read) = read else {
+                // Nothing to read: an empty buffer waits for whichever session reads next.
+                if this.idle_input() && this.input.capacity() > 0 {
+                    let idle = std::mem::take(&mut this.input);
+                    IDLE_INPUT.with_borrow_mut(|pool| pool.push(idle));
+                }
+                return Poll::Pending;
+            };
+            match read {
                 Ok(0) => {
                     this.ended = true;
                     return Poll::Ready(match this.state {

@@ -1,6 +1,6 @@
 use super::*;
 use crate::worker::session::connect::{connect_ws, Dialer};
-use futures_util::{SinkExt, StreamExt};
+use futures_util::{FutureExt as _, SinkExt, StreamExt};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
@@ -585,6 +585,88 @@ async fn buffered_data_frames_come_without_a_read_and_control_frames_are_left_to
         assert_eq!(ws.next_buffered().unwrap().unwrap(), text("c"));
         assert!(ws.next_buffered().is_none(), "nothing more is buffered");
         ws.close(None).await.unwrap();
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_frame_the_socket_takes_only_in_part_is_written_whole_by_the_flush() {
+    within(async {
+        // Far more than a loopback socket's buffers: written from the scratch in part, the
+        // rest from the session's own buffer. Then a small one, straight from the scratch.
+        let big: Vec<u8> = (0..8 << 20).map(|i: u32| (i % 251) as u8).collect();
+        let expected = big.clone();
+        let (first_tx, first_rx) = tokio::sync::oneshot::channel();
+        let (second_tx, second_rx) = tokio::sync::oneshot::channel();
+        let url = raw_server(Vec::new(), |mut socket| async move {
+            // (`read_client_frame` drops what it read past its frame: one frame at a time.)
+            first_tx.send(read_client_frame(&mut socket).await).unwrap();
+            second_tx
+                .send(read_client_frame(&mut socket).await)
+                .unwrap();
+            let _ = read_client_frame(&mut socket).await;
+        })
+        .await;
+        let mut ws = client(&url).await;
+        ws.queue_frame(&Outgoing::Binary(big)).unwrap();
+        assert!(ws.pending_output(), "the socket cannot take 8 MB at once");
+        ws.flush().await.unwrap();
+        let (opcode, got) = first_rx.await.unwrap();
+        assert_eq!((opcode, got.len()), (0x2, expected.len()));
+        assert!(got == expected, "the big frame arrived whole and in order");
+        ws.queue_frame(&Outgoing::Text("after".into())).unwrap();
+        assert!(!ws.pending_output(), "a small frame leaves at once");
+        ws.flush().await.unwrap();
+        assert_eq!(second_rx.await.unwrap(), (0x1, b"after".to_vec()));
+        ws.close(None).await.unwrap();
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_read_buffer_one_session_emptied_last_is_the_next_read_of_another_issue_17() {
+    within(async {
+        let (go, went) = tokio::sync::oneshot::channel::<()>();
+        let url_b = raw_server(Vec::new(), |mut socket| async move {
+            went.await.unwrap();
+            socket
+                .write_all(&frame(true, 0x1, b"b", None))
+                .await
+                .unwrap();
+            let _ = read_client_frame(&mut socket).await;
+        })
+        .await;
+        let url_a = raw_server(frame(true, 0x1, b"a", None), |mut socket| async move {
+            let _ = read_client_frame(&mut socket).await;
+        })
+        .await;
+        let mut b = client(&url_b).await;
+        assert!(
+            b.next().now_or_never().is_none(),
+            "b has nothing to read yet"
+        );
+        let mut a = client(&url_a).await;
+        let Message::Text(got) = a.next().await.unwrap().unwrap() else {
+            panic!("a text frame")
+        };
+        assert_eq!(got.as_str(), "a");
+        let a_at = got.as_str().as_ptr() as usize;
+        drop(got);
+        assert!(a.next().now_or_never().is_none(), "a has read everything");
+        go.send(()).unwrap();
+        let Message::Text(got) = b.next().await.unwrap().unwrap() else {
+            panic!("a text frame")
+        };
+        assert_eq!(got.as_str(), "b");
+        // b's frame ("b", 3 bytes) is read into a's buffer, right behind a's frame (3 bytes).
+        assert_eq!(
+            got.as_str().as_ptr() as usize,
+            a_at + 3,
+            "b read into a's buffer"
+        );
+        drop(got);
+        a.close(None).await.unwrap();
+        b.close(None).await.unwrap();
     })
     .await;
 }
