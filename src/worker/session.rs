@@ -416,11 +416,12 @@ impl Session {
         overdue: Option<(u32, f64)>,
         started_s: f64,
     ) -> Result<f64, String> {
-        let queued = match frame {
-            Sending::Frame(frame) => ws.queue_frame(frame),
+        // A frame may be written in part already here; the flush writes the rest.
+        let started = match frame {
+            Sending::Frame(frame) => ws.send_frame(frame),
             Sending::Message(message) => ws.queue_message(message),
         };
-        let result = match queued {
+        let result = match started {
             Ok(()) => self.flush_bounded(ws, overdue, started_s).await,
             Err(err) => Err(err.to_string()),
         };

@@ -32,6 +32,8 @@ use tokio_tungstenite::tungstenite::{Error as WsError, Message, Utf8Bytes};
 
 /// The room kept free for each read: the replies to one packet (about 10 kB) come in one read.
 const READ_ROOM: usize = 16 << 10;
+/// The most room [`SCRATCH`] keeps between frames (a packet is a few kB).
+const SCRATCH_KEPT: usize = 1 << 20;
 /// A frame header's longest form: 2 bytes, 8 of length, 4 of mask.
 const MAX_HEADER: usize = 14;
 
@@ -484,7 +486,7 @@ impl Ws {
     /// written at once, as far as the socket takes it; what is left (all of it, over TLS or
     /// behind other frames) waits in the session's buffer for [`futures_util::SinkExt::flush`],
     /// which must follow either way. A write error is returned here.
-    pub fn queue_frame(&mut self, frame: &Outgoing) -> Result<(), WsError> {
+    pub fn send_frame(&mut self, frame: &Outgoing) -> Result<(), WsError> {
         if self.state != State::Open {
             return Err(WsError::Protocol(ProtocolError::SendAfterClosing));
         }
@@ -508,6 +510,10 @@ impl Ws {
                 Err(err) => return Err(WsError::Io(err)),
             };
             self.output.extend_from_slice(&scratch[written..]);
+            if scratch.capacity() > SCRATCH_KEPT {
+                // An unusually large frame: its room is not kept for the packets after it.
+                *scratch = Vec::new();
+            }
             Ok(())
         })
     }

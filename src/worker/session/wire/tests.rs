@@ -608,13 +608,17 @@ async fn a_frame_the_socket_takes_only_in_part_is_written_whole_by_the_flush() {
         })
         .await;
         let mut ws = client(&url).await;
-        ws.queue_frame(&Outgoing::Binary(big)).unwrap();
+        ws.send_frame(&Outgoing::Binary(big)).unwrap();
         assert!(ws.pending_output(), "the socket cannot take 8 MB at once");
+        assert!(
+            SCRATCH.with_borrow(Vec::capacity) <= SCRATCH_KEPT,
+            "the scratch does not keep 8 MB for the packets after it"
+        );
         ws.flush().await.unwrap();
         let (opcode, got) = first_rx.await.unwrap();
         assert_eq!((opcode, got.len()), (0x2, expected.len()));
         assert!(got == expected, "the big frame arrived whole and in order");
-        ws.queue_frame(&Outgoing::Text("after".into())).unwrap();
+        ws.send_frame(&Outgoing::Text("after".into())).unwrap();
         assert!(!ws.pending_output(), "a small frame leaves at once");
         ws.flush().await.unwrap();
         assert_eq!(second_rx.await.unwrap(), (0x1, b"after".to_vec()));
