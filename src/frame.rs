@@ -4,6 +4,12 @@
 use std::cell::RefCell;
 use std::rc::Rc;
 
+/// Where a text packet's base64 audio sits in its frame: the bytes of the string value of its
+/// `audio` key, without the quotes. The protocol knows it as it builds the frame; the meta
+/// trace line, which writes the audio's length in its place, would otherwise search 3-5 kB of
+/// cold memory a packet for the closing quote (about 2 % of the worker's CPU at 1 x 256, issue 17).
+pub type AudioSpan = std::ops::Range<usize>;
+
 /// A frame for the server, encoded once: the trace line is built from the same bytes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Outgoing {

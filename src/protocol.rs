@@ -159,7 +159,7 @@ impl Default for ClientSettings {
     }
 }
 
-pub use crate::frame::Outgoing;
+pub use crate::frame::{AudioSpan, Outgoing};
 
 /// One packet of input audio, in the forms a protocol may send it in.
 #[derive(Debug, Clone, Copy)]
@@ -303,7 +303,8 @@ pub trait ClientProtocol {
 
     /// Builds the frame that sends packet `seq`, which starts `t_start_ms` into the input, into
     /// `frame` (through [`Outgoing::text_buffer`] or [`Outgoing::binary_buffer`], so that its
-    /// buffer is reused from packet to packet).
+    /// buffer is reused from packet to packet). Returns where its audio is in a text frame
+    /// (`None` for a binary frame).
     fn packet(
         &self,
         frame: &mut Outgoing,
@@ -311,7 +312,7 @@ pub trait ClientProtocol {
         seq: u32,
         t_start_ms: u64,
         audio: AudioPacket<'_>,
-    );
+    ) -> Option<AudioSpan>;
 
     /// The steps after the last packet.
     fn finish(&self, ids: EventIds, ending: Ending) -> Vec<Step>;

@@ -12,7 +12,7 @@ pub mod format;
 pub mod lines;
 mod writer;
 
-use crate::frame::{FramePool, Outgoing};
+use crate::frame::{AudioSpan, FramePool, Outgoing};
 use crate::paths::RunPaths;
 use anyhow::Result;
 pub use files::WriteLoss;
@@ -334,9 +334,10 @@ impl SessionTrace {
     }
 
     /// A sent packet: trace line (of a text frame), receipt and sample. `frame`: the packet as
-    /// sent (its buffer is reused for a later packet once the line is laid out).
-    pub fn append(&mut self, receipt: Receipt, frame: Outgoing) {
-        let bytes = self.lines.defer_append(receipt, frame);
+    /// sent (its buffer is reused for a later packet once the line is laid out); `audio`: where
+    /// its audio is, as the protocol built it.
+    pub fn append(&mut self, receipt: Receipt, frame: Outgoing, audio: Option<AudioSpan>) {
+        let bytes = self.lines.defer_append(receipt, frame, audio);
         self.pushed(receipt.completed_s, bytes);
     }
 

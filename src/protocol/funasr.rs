@@ -11,7 +11,8 @@
 //! ignored, a field of an unexpected type read as the benchmark's Python would (truthiness).
 
 use super::{
-    AudioPacket, ClientProtocol, Ending, EventIds, Meaning, Milestone, Outgoing, Received, Step,
+    AudioPacket, AudioSpan, ClientProtocol, Ending, EventIds, Meaning, Milestone, Outgoing,
+    Received, Step,
 };
 use crate::trace::format::Payload;
 use serde::de::{Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
@@ -91,8 +92,9 @@ impl ClientProtocol for Funasr {
         _seq: u32,
         _t_start_ms: u64,
         audio: AudioPacket<'_>,
-    ) {
+    ) -> Option<AudioSpan> {
         frame.binary_buffer().extend_from_slice(audio.pcm);
+        None
     }
 
     /// `STOP`, answered by `stopped` whether or not audio was sent.

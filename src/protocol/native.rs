@@ -6,7 +6,8 @@
 //! `sglang.input_audio.drained`, then `session.close` → `session.closed`.
 
 use super::{
-    AudioPacket, ClientProtocol, Ending, EventIds, Meaning, Milestone, Outgoing, Received, Step,
+    AudioPacket, AudioSpan, ClientProtocol, Ending, EventIds, Meaning, Milestone, Outgoing,
+    Received, Step,
 };
 use crate::trace::format::{push_hex16_str, Payload};
 use serde::{Deserialize, Deserializer};
@@ -100,8 +101,14 @@ impl ClientProtocol for Native {
         seq: u32,
         t_start_ms: u64,
         audio: AudioPacket<'_>,
-    ) {
-        push_append_frame(frame.text_buffer(), ids.id(seq), seq, t_start_ms, audio.b64);
+    ) -> Option<AudioSpan> {
+        Some(push_append_frame(
+            frame.text_buffer(),
+            ids.id(seq),
+            seq,
+            t_start_ms,
+            audio.b64,
+        ))
     }
 
     fn finish(&self, ids: EventIds, ending: Ending) -> Vec<Step> {
@@ -222,7 +229,7 @@ pub fn push_append_frame(
     seq: u32,
     t_start_ms: u64,
     audio_b64: &str,
-) {
+) -> AudioSpan {
     const HEAD: &str = concat!(
         r#"{"type":""#,
         "input_audio_buffer.append",
@@ -246,6 +253,7 @@ pub fn push_append_frame(
     out.push_str(HEAD);
     push_hex16_str(out, event_id);
     out.push_str(AUDIO);
+    let audio = out.len()..out.len() + audio_b64.len();
     out.push_str(audio_b64);
     out.push_str(SEQ);
     out.push_str(itoa::Buffer::new().format(seq));
@@ -253,6 +261,7 @@ pub fn push_append_frame(
     out.push_str(itoa::Buffer::new().format(t_start_ms));
     out.push_str(TAIL);
     debug_assert_eq!(out.len() - start, len);
+    audio
 }
 
 fn decimal_digits(n: u64) -> usize {

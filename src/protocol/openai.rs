@@ -14,7 +14,8 @@
 
 use super::{ApiVersion, ClientSettings, TurnDetection};
 use super::{
-    AudioPacket, ClientProtocol, Ending, EventIds, Meaning, Milestone, Outgoing, Received, Step,
+    AudioPacket, AudioSpan, ClientProtocol, Ending, EventIds, Meaning, Milestone, Outgoing,
+    Received, Step,
 };
 use crate::trace::format::{json_string, push_hex16_str, Payload};
 use serde::de::IgnoredAny;
@@ -166,7 +167,7 @@ fn bare(kind: &str, event_id: u64) -> String {
 
 /// Writes an `input_audio_buffer.append` into `out` (the session's frame buffer, reused from
 /// packet to packet), growing it at most once (as the native one).
-pub fn push_append_frame(out: &mut String, event_id: u64, audio_b64: &str) {
+pub fn push_append_frame(out: &mut String, event_id: u64, audio_b64: &str) -> AudioSpan {
     const HEAD: &str = r#"{"type":"input_audio_buffer.append","event_id":"evt_"#;
     const AUDIO: &str = r#"","audio":""#;
     const TAIL: &str = r#""}"#;
@@ -174,8 +175,10 @@ pub fn push_append_frame(out: &mut String, event_id: u64, audio_b64: &str) {
     out.push_str(HEAD);
     push_hex16_str(out, event_id);
     out.push_str(AUDIO);
+    let audio = out.len()..out.len() + audio_b64.len();
     out.push_str(audio_b64);
     out.push_str(TAIL);
+    audio
 }
 
 impl ClientProtocol for Openai {
@@ -203,8 +206,12 @@ impl ClientProtocol for Openai {
         seq: u32,
         _t_start_ms: u64,
         audio: AudioPacket<'_>,
-    ) {
-        push_append_frame(frame.text_buffer(), ids.id(seq), audio.b64);
+    ) -> Option<AudioSpan> {
+        Some(push_append_frame(
+            frame.text_buffer(),
+            ids.id(seq),
+            audio.b64,
+        ))
     }
 
     fn turn_end(&self, ids: EventIds, seq: u32, t_end_ms: u64) -> Option<Vec<Outgoing>> {

@@ -14,8 +14,8 @@
 //! any of them, so each is fatal to the session.
 
 use super::{
-    AudioPacket, ClientProtocol, ClientSettings, Ending, EventIds, Meaning, Milestone, Outgoing,
-    Received, Step,
+    AudioPacket, AudioSpan, ClientProtocol, ClientSettings, Ending, EventIds, Meaning, Milestone,
+    Outgoing, Received, Step,
 };
 use crate::trace::format::{json_string, Payload};
 use serde::Deserialize;
@@ -87,13 +87,15 @@ pub fn commit(last: bool) -> String {
 
 /// Writes an `input_audio_buffer.append` into `out` (the session's frame buffer, reused from
 /// packet to packet), growing it at most once.
-pub fn push_append_frame(out: &mut String, audio_b64: &str) {
+pub fn push_append_frame(out: &mut String, audio_b64: &str) -> AudioSpan {
     const HEAD: &str = r#"{"type":"input_audio_buffer.append","audio":""#;
     const TAIL: &str = r#""}"#;
     out.reserve(HEAD.len() + audio_b64.len() + TAIL.len());
     out.push_str(HEAD);
+    let audio = out.len()..out.len() + audio_b64.len();
     out.push_str(audio_b64);
     out.push_str(TAIL);
+    audio
 }
 
 impl ClientProtocol for Vllm {
@@ -127,8 +129,8 @@ impl ClientProtocol for Vllm {
         _seq: u32,
         _t: u64,
         audio: AudioPacket<'_>,
-    ) {
-        push_append_frame(frame.text_buffer(), audio.b64);
+    ) -> Option<AudioSpan> {
+        Some(push_append_frame(frame.text_buffer(), audio.b64))
     }
 
     fn finish(&self, _ids: EventIds, ending: Ending) -> Vec<Step> {

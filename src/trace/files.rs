@@ -211,6 +211,7 @@ mod tests {
         lines.defer_append(
             receipt(0),
             Outgoing::Text(r#"{"type":"input_audio_buffer.append"}"#.to_string()),
+            None,
         );
         lines.push_line(
             Direction::Receive,
@@ -227,7 +228,7 @@ mod tests {
                 .count(),
             2
         );
-        lines.defer_append(receipt(1), Outgoing::Text("{}".to_string()));
+        lines.defer_append(receipt(1), Outgoing::Text("{}".to_string()), None);
         files.write(&lines.finish(true));
         assert!(files.result().is_ok());
         let trace = std::fs::read_to_string(dir.join(TRACE_FILE)).unwrap();
@@ -246,8 +247,8 @@ mod tests {
         // /dev/full answers every write with ENOSPC, as a full disk does.
         files.trace = Some(File::options().write(true).open("/dev/full").unwrap());
         let mut lines = lines();
-        lines.defer_append(receipt(0), Outgoing::Text("{}".to_string()));
-        lines.defer_append(receipt(1), Outgoing::Text("{}".to_string()));
+        lines.defer_append(receipt(0), Outgoing::Text("{}".to_string()), None);
+        lines.defer_append(receipt(1), Outgoing::Text("{}".to_string()), None);
         files.write(&lines.take());
         files.write(&lines.finish(true));
         let loss = files.result().unwrap_err();
@@ -267,11 +268,11 @@ mod tests {
         samples.file = Some(File::options().write(true).open("/dev/full").unwrap());
         let mut lines = lines();
         for seq in 0..3 {
-            lines.defer_append(receipt(seq), Outgoing::Binary(vec![0; 4]));
+            lines.defer_append(receipt(seq), Outgoing::Binary(vec![0; 4]), None);
         }
         samples.push(&lines.take());
         samples.flush();
-        lines.defer_append(receipt(3), Outgoing::Binary(vec![0; 4]));
+        lines.defer_append(receipt(3), Outgoing::Binary(vec![0; 4]), None);
         samples.push(&lines.finish(true));
         samples.flush();
         let loss = samples.loss.take().unwrap();

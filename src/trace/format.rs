@@ -3,6 +3,7 @@
 //! A frame is encoded once, when it is sent or as it arrived; a trace line only wraps it.
 
 use super::Receipt;
+use crate::frame::AudioSpan;
 use std::io::Write as _;
 
 /// The `direction` of a trace line.
@@ -49,6 +50,28 @@ pub fn trace_line(
     kind: Payload,
     meta: bool,
 ) {
+    line_with_audio_at(out, direction, time_s, payload, kind, meta, None);
+}
+
+/// The trace line of a sent packet: a JSON frame whose audio, if any, is the string value of
+/// `audio`, found at `at` when the protocol said where it put it (its meta line then reads
+/// neither the audio nor the quotes before it) and searched for otherwise.
+pub fn append_line(out: &mut Vec<u8>, time_s: f64, frame: &str, at: Option<AudioSpan>, meta: bool) {
+    let kind = Payload::Json {
+        audio_key: Some("audio"),
+    };
+    line_with_audio_at(out, Direction::Send, time_s, frame, kind, meta, at);
+}
+
+fn line_with_audio_at(
+    out: &mut Vec<u8>,
+    direction: Direction,
+    time_s: f64,
+    payload: &str,
+    kind: Payload,
+    meta: bool,
+    at: Option<AudioSpan>,
+) {
     out.extend_from_slice(br#"{"direction":""#);
     out.extend_from_slice(direction.as_str().as_bytes());
     out.extend_from_slice(br#"","time_s":"#);
@@ -60,10 +83,10 @@ pub fn trace_line(
             // With `meta`, the audio goes first, so that the scan below does not run over it;
             // what is around it goes straight into the line (no `String` per frame: the writer
             // allocated two a packet in meta traces).
-            match audio_key
-                .filter(|_| meta)
-                .and_then(|key| Stripped::find(payload, key))
-            {
+            match audio_key.filter(|_| meta).and_then(|key| {
+                at.and_then(|at| Stripped::at(payload, key, at))
+                    .or_else(|| Stripped::find(payload, key))
+            }) {
                 Some(stripped) if !stripped.has_line_break() => stripped.push_to(out),
                 Some(stripped) => {
                     let mut event = Vec::new();
@@ -172,6 +195,27 @@ impl<'a> Stripped<'a> {
             b64_chars,
             bytes: base64_decoded_len(value),
             tail: &payload[value_start + b64_chars + 1..],
+        })
+    }
+
+    /// The same where the value is known to be at `at` (its bytes, without the quotes): checked
+    /// to be the string value of `"key"` written compactly, or `None` (then search for it).
+    fn at(payload: &'a str, key: &'a str, at: AudioSpan) -> Option<Stripped<'a>> {
+        let b = payload.as_bytes();
+        let key_start = at.start.checked_sub(key.len() + 4)?;
+        let before = b.get(key_start..at.start)?;
+        let compact = before[0] == b'"'
+            && &before[1..=key.len()] == key.as_bytes()
+            && &before[key.len() + 1..] == br#"":""#;
+        if !compact || b.get(at.end) != Some(&b'"') {
+            return None;
+        }
+        Some(Stripped {
+            head: payload.get(..key_start)?,
+            key,
+            b64_chars: at.len(),
+            bytes: base64_decoded_len(b.get(at.clone())?),
+            tail: payload.get(at.end + 1..)?,
         })
     }
 
@@ -323,6 +367,65 @@ mod tests {
         assert_eq!(v["event"]["audio_b64_chars"], 8);
         assert_eq!(v["event"]["sglang"]["seq"], 0);
         assert_eq!(line(frame, APPEND, false)["event"]["audio"], "QUJDRA==");
+    }
+
+    /// A packet's line, meta and full, with its audio where the protocol put it and searched for.
+    fn append_lines(frame: &str, at: Option<AudioSpan>) -> [Vec<u8>; 2] {
+        [true, false].map(|meta| {
+            let mut out = Vec::new();
+            append_line(&mut out, 1.5, frame, at.clone(), meta);
+            out
+        })
+    }
+
+    #[test]
+    fn an_append_line_is_the_same_whether_its_audio_is_given_or_searched_for_issue_17() {
+        use crate::protocol::{native, openai, vllm};
+        let b64 = "QUJD".repeat(40) + "RA==";
+        let mut frames = Vec::new();
+        let mut out = String::new();
+        let at = native::push_append_frame(&mut out, 7, 3, 240, &b64);
+        frames.push((out, at));
+        let mut out = String::new();
+        let at = openai::push_append_frame(&mut out, 7, &b64);
+        frames.push((out, at));
+        let mut out = String::new();
+        let at = vllm::push_append_frame(&mut out, &b64);
+        frames.push((out, at));
+        for (frame, at) in frames {
+            assert_eq!(&frame[at.clone()], b64, "{frame}");
+            let [meta, full] = append_lines(&frame, Some(at.clone()));
+            assert_eq!([meta.clone(), full], append_lines(&frame, None), "{frame}");
+            let v: serde_json::Value = serde_json::from_slice(&meta).unwrap();
+            assert_eq!(v["event"]["audio_b64_chars"], b64.len(), "{frame}");
+            assert_eq!(v["event"]["audio_bytes"], 40 * 3 + 1, "{frame}");
+            // A span that is not the audio's value is not trusted: the line searches.
+            for wrong in [
+                at.start + 1..at.end,
+                at.start..at.end - 1,
+                0..4,
+                9_000..9_004,
+            ] {
+                assert_eq!(
+                    append_lines(&frame, Some(wrong)),
+                    [meta.clone(), append_lines(&frame, None)[1].clone()]
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn an_append_line_writes_the_audio_it_is_given_not_the_first_it_would_find() {
+        // Not a frame any protocol builds: two `audio` values, to show which one the line took.
+        let frame = r#"{"audio":"AAAA","x":{"audio":"QUJDRA=="}}"#;
+        let second = frame.find("QUJD").unwrap();
+        let [meta, _] = append_lines(frame, Some(second..second + 8));
+        let v: serde_json::Value = serde_json::from_slice(&meta).unwrap();
+        assert_eq!(v["event"]["audio"], "AAAA");
+        assert_eq!(v["event"]["x"]["audio_b64_chars"], 8);
+        let [searched, _] = append_lines(frame, None);
+        let v: serde_json::Value = serde_json::from_slice(&searched).unwrap();
+        assert_eq!(v["event"]["audio_b64_chars"], 4);
     }
 
     #[test]

@@ -9,7 +9,7 @@
 
 use super::format::{self, Direction, Payload};
 use super::Receipt;
-use crate::frame::{FramePool, Outgoing};
+use crate::frame::{AudioSpan, FramePool, Outgoing};
 
 /// How long a session's lines may wait before they are handed to the writer.
 pub const BATCH_S: f64 = 0.5;
@@ -50,8 +50,9 @@ pub struct SessionLines {
     receipts_count: u64,
     /// When the oldest line in the batch was pushed.
     oldest_s: Option<f64>,
-    /// The last packet sent, counted but not laid out yet ([`SessionLines::defer_append`]).
-    deferred: Option<(Receipt, Outgoing)>,
+    /// The last packet sent, counted but not laid out yet ([`SessionLines::defer_append`]), and
+    /// where its audio is.
+    deferred: Option<(Receipt, Outgoing, Option<AudioSpan>)>,
     /// The worker's buffers of packets laid out already, for the next packet to be built in.
     frames: FramePool,
 }
@@ -108,13 +109,19 @@ impl SessionLines {
     /// sends its packet and goes on; at one start gate every session sends before any reads,
     /// and laying out each append between two sends made the burst, and so its deviations,
     /// longer (1 x 256: p99 2.0-2.6 ms became 2.8-4.1 ms). `frame` is the sent frame itself,
-    /// kept until then, not copied; its buffer is the next packet's.
+    /// kept until then, not copied; its buffer is the next packet's. `audio`: where the
+    /// protocol put its audio (a meta line then need not search the frame for it).
     /// Returns the frame's bytes as counted (0 without traces, and for binary frames).
-    pub fn defer_append(&mut self, receipt: Receipt, frame: Outgoing) -> usize {
+    pub fn defer_append(
+        &mut self,
+        receipt: Receipt,
+        frame: Outgoing,
+        audio: Option<AudioSpan>,
+    ) -> usize {
         self.settle();
         let bytes = self.traced_text(&frame).map_or(0, str::len);
         self.counted(receipt.completed_s, bytes);
-        self.deferred = Some((receipt, frame));
+        self.deferred = Some((receipt, frame, audio));
         bytes
     }
 
@@ -125,22 +132,19 @@ impl SessionLines {
 
     /// Lays out the deferred append, if there is one, and gives its frame's buffer back.
     fn settle(&mut self) {
-        if let Some((receipt, frame)) = self.deferred.take() {
-            self.lay_out_append(&receipt, self.traced_text(&frame));
+        if let Some((receipt, frame, audio)) = self.deferred.take() {
+            self.lay_out_append(&receipt, self.traced_text(&frame), audio);
             self.frames.give_back(frame);
         }
     }
 
-    fn lay_out_append(&mut self, receipt: &Receipt, frame: Option<&str>) {
+    fn lay_out_append(&mut self, receipt: &Receipt, frame: Option<&str>, audio: Option<AudioSpan>) {
         if let Some(frame) = frame {
-            format::trace_line(
+            format::append_line(
                 &mut self.batch.trace,
-                Direction::Send,
                 receipt.start_s,
                 frame,
-                Payload::Json {
-                    audio_key: Some("audio"),
-                },
+                audio,
                 self.meta,
             );
         }
@@ -172,7 +176,7 @@ impl SessionLines {
     fn held_bytes(&self) -> usize {
         let b = &self.batch;
         let deferred = match &self.deferred {
-            Some((_, frame)) if !self.meta => self.traced_text(frame).map_or(0, str::len),
+            Some((_, frame, _)) if !self.meta => self.traced_text(frame).map_or(0, str::len),
             _ => 0,
         };
         b.trace.len() + b.receipts.len() + b.samples.len() + deferred
@@ -245,7 +249,7 @@ mod tests {
     fn an_append_makes_a_trace_line_a_receipt_and_a_sample_counted_as_one_line() {
         let mut lines = SessionLines::new(2, 7, (true, true), FramePool::default());
         let frame = r#"{"type":"input_audio_buffer.append","event_id":"0","audio":"QUFB","sglang":{"seq":0}}"#;
-        lines.defer_append(receipt(0), Outgoing::Text(frame.to_string()));
+        lines.defer_append(receipt(0), Outgoing::Text(frame.to_string()), None);
         lines.push_line(
             Direction::Receive,
             1.01,
@@ -272,7 +276,7 @@ mod tests {
     #[test]
     fn a_deferred_append_is_laid_out_before_the_next_line_in_the_order_they_came() {
         let mut lines = SessionLines::new(0, 0, (true, false), FramePool::default());
-        lines.defer_append(receipt(0), Outgoing::Text(r#"{"n":0}"#.to_string()));
+        lines.defer_append(receipt(0), Outgoing::Text(r#"{"n":0}"#.to_string()), None);
         assert!(lines.pending() && lines.sent_any(), "counted at once");
         lines.push_line(
             Direction::Receive,
@@ -280,7 +284,7 @@ mod tests {
             r#"{"r":0}"#,
             Payload::Json { audio_key: None },
         );
-        lines.defer_append(receipt(1), Outgoing::Text(r#"{"n":1}"#.to_string()));
+        lines.defer_append(receipt(1), Outgoing::Text(r#"{"n":1}"#.to_string()), None);
         let batch = lines.take();
         assert_eq!((batch.lines, batch.sample_lines), (3, 2));
         let trace = String::from_utf8(batch.trace).unwrap();
@@ -293,7 +297,7 @@ mod tests {
                 r#""event":{"n":1}}"#
             ]
         );
-        lines.defer_append(receipt(2), Outgoing::Binary(vec![0; 4]));
+        lines.defer_append(receipt(2), Outgoing::Binary(vec![0; 4]), None);
         let last = String::from_utf8(lines.finish(true).receipts).unwrap();
         assert!(
             last.starts_with(r#",{"event_id":"0000000000000002","seq":2,"#),
@@ -307,13 +311,13 @@ mod tests {
         // Packet 0, built into the first buffer.
         let mut frame = lines.frame_buffer();
         frame.text_buffer().push_str(r#"{"n":0}"#);
-        lines.defer_append(receipt(0), frame);
+        lines.defer_append(receipt(0), frame, None);
         // Packet 1 is built before packet 0 is laid out: into another buffer, so packet 0's
         // line still says packet 0.
         let mut frame = lines.frame_buffer();
         assert_eq!(frame, Outgoing::default(), "not packet 0's buffer");
         frame.text_buffer().push_str(r#"{"n":1}"#);
-        lines.defer_append(receipt(1), frame);
+        lines.defer_append(receipt(1), frame, None);
         lines.push_line(
             Direction::Receive,
             1.1,
@@ -324,7 +328,7 @@ mod tests {
         let mut frame = lines.frame_buffer();
         assert!(frame.text_buffer().capacity() >= 7);
         frame.text_buffer().push_str(r#"{"n":2}"#);
-        lines.defer_append(receipt(2), frame);
+        lines.defer_append(receipt(2), frame, None);
         let trace = String::from_utf8(lines.take().trace).unwrap();
         let events = events(&trace);
         assert_eq!(
@@ -340,7 +344,7 @@ mod tests {
         let mut frame = lines.frame_buffer();
         let reused = frame.text().map(str::as_ptr);
         frame.text_buffer().push_str(r#"{"n":3}"#);
-        lines.defer_append(receipt(3), frame);
+        lines.defer_append(receipt(3), frame, None);
         lines.take();
         assert_eq!(lines.frame_buffer().text().map(str::as_ptr), reused);
     }
@@ -353,7 +357,7 @@ mod tests {
         let mut frame = a.frame_buffer();
         frame.text_buffer().push_str(r#"{"a":0}"#);
         let sent = frame.text().map(str::as_ptr);
-        a.defer_append(receipt(0), frame);
+        a.defer_append(receipt(0), frame, None);
         assert!(pool.is_empty(), "held until its line is laid out");
         let trace = String::from_utf8(a.take().trace).unwrap();
         assert_eq!(events(&trace), [r#""event":{"a":0}}"#]);
@@ -365,7 +369,7 @@ mod tests {
             "a's buffer, still warm"
         );
         frame.text_buffer().push_str(r#"{"b":0}"#);
-        b.defer_append(receipt(0), frame);
+        b.defer_append(receipt(0), frame, None);
         let trace = String::from_utf8(b.take().trace).unwrap();
         assert_eq!(events(&trace), [r#""event":{"b":0}}"#]);
     }
@@ -381,7 +385,7 @@ mod tests {
             for seq in 0..10 {
                 let mut r = receipt(seq);
                 r.completed_s = 1.0 + f64::from(seq) * 0.045;
-                lines.defer_append(r, Outgoing::Text(frame.clone()));
+                lines.defer_append(r, Outgoing::Text(frame.clone()), None);
                 sent += 1;
                 if lines.due(r.completed_s) {
                     break;
@@ -438,7 +442,7 @@ mod tests {
             Payload::Json { audio_key: None },
         );
         assert!(!lines.pending());
-        lines.defer_append(receipt(0), Outgoing::Text("{}".to_string()));
+        lines.defer_append(receipt(0), Outgoing::Text("{}".to_string()), None);
         let last = lines.finish(true);
         assert!(last.trace.is_empty());
         assert_eq!((last.lines, last.bytes), (1, 0));

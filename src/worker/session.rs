@@ -329,7 +329,7 @@ impl Session {
         self.last_send_s = start_s;
         // Built into the buffer of a packet already traced: a packet allocates nothing.
         let mut frame = self.trace.frame_buffer();
-        let due_s = self.machine.packet(seq, start_s, gate_s, &mut frame);
+        let (due_s, audio) = self.machine.packet(seq, start_s, gate_s, &mut frame);
         let completed_s = self
             .send_bounded(ws, Sending::Frame(&frame), Some((seq + 1, gate_s)), start_s)
             .await
@@ -349,7 +349,7 @@ impl Session {
             start_s,
             completed_s,
         };
-        self.trace.append(receipt, frame);
+        self.trace.append(receipt, frame, audio);
         if let Some(frames) = self.machine.turn_end(seq) {
             for frame in frames {
                 self.send_control(ws, frame).await?;

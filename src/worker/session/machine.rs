@@ -12,7 +12,8 @@ use crate::contract::worker::{ReplyKind, SessionOutcome, MAX_WINDOWS};
 use crate::options::Settings;
 use crate::pacing::{self, PacketClass, Thresholds};
 use crate::protocol::{
-    ClientProtocol, Ending, EventIds, Meaning, Milestone, Outgoing, Protocol, Received, Step,
+    AudioSpan, ClientProtocol, Ending, EventIds, Meaning, Milestone, Outgoing, Protocol, Received,
+    Step,
 };
 use crate::trace::format::Payload;
 use std::cell::RefCell;
@@ -361,7 +362,13 @@ impl Machine {
     /// starts at `start_s` for a session whose gate opened at `gate_s`, and says when it was due
     /// (packet 0's send plus `seq` packets). Packet 0's lateness after the gate is the
     /// session's start lateness.
-    pub fn packet(&mut self, seq: u32, start_s: f64, gate_s: f64, frame: &mut Outgoing) -> f64 {
+    pub fn packet(
+        &mut self,
+        seq: u32,
+        start_s: f64,
+        gate_s: f64,
+        frame: &mut Outgoing,
+    ) -> (f64, Option<AudioSpan>) {
         if self.origin_s.is_none() {
             self.origin_s = Some(start_s);
             let lateness_s = (start_s - gate_s).max(0.0);
@@ -383,9 +390,10 @@ impl Machine {
         };
         let audio = self.audio.packet(seq);
         let t_start_ms = u64::from(seq) * u64::from(self.settings.packet_ms);
-        self.protocol
+        let audio = self
+            .protocol
             .packet(frame, self.ids, seq, t_start_ms, audio);
-        scheduled_s
+        (scheduled_s, audio)
     }
 
     /// Packet `seq` was sent: its send started at `start_s` and returned at `completed_s`.

@@ -79,7 +79,7 @@ fn a_full_session_records_the_benchmarks_metrics_on_a_fake_clock_issue_11() {
     let mut frame = Outgoing::default();
     for seq in 0..packets {
         let start_s = 1.0 + f64::from(seq) * 0.1;
-        let due_s = m.packet(seq, start_s, 1.0, &mut frame);
+        let due_s = m.packet(seq, start_s, 1.0, &mut frame).0;
         assert_eq!(frame, Outgoing::Binary(m.audio.packet(seq).pcm.to_vec()));
         if seq == 0 {
             assert_eq!(m.audio.packet(0).pcm.len(), 3200);
@@ -141,7 +141,7 @@ fn unpaced_packets_are_due_when_sent_so_none_is_late_issue_11() {
     // Every packet leaves a millisecond after the previous: far ahead of the audio clock.
     for seq in 0..10 {
         let start_s = 1.0 + f64::from(seq) * 0.001;
-        let due_s = m.packet(seq, start_s, 1.0, &mut Outgoing::default());
+        let due_s = m.packet(seq, start_s, 1.0, &mut Outgoing::default()).0;
         assert_eq!(due_s, start_s);
         m.sent(seq, due_s, start_s, start_s);
     }
@@ -157,7 +157,7 @@ fn a_wait_for_stopped_that_times_out_after_the_final_is_no_benchmark_error_issue
     m.next_action();
     hear(&mut m, r#"{"event":"started"}"#, 0.01);
     m.next_action();
-    let due_s = m.packet(0, 1.0, 1.0, &mut Outgoing::default());
+    let due_s = m.packet(0, 1.0, 1.0, &mut Outgoing::default()).0;
     m.sent(0, due_s, 1.0, 1.0);
     m.streamed();
     m.next_action();

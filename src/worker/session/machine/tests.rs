@@ -91,7 +91,7 @@ impl Harness {
         for seq in from..to {
             let due_s = self.m.due_s(seq, 10.0);
             let mut frame = Outgoing::default();
-            let scheduled_s = self.m.packet(seq, due_s, 10.0, &mut frame);
+            let scheduled_s = self.m.packet(seq, due_s, 10.0, &mut frame).0;
             assert_eq!(text_type(&frame), names::APPEND);
             self.m.sent(seq, scheduled_s, due_s, due_s + 0.0001);
         }
@@ -150,7 +150,9 @@ fn a_late_send_is_late_and_a_lost_one_is_not_moved_later() {
     h.set_up();
     h.send_on_time(0, 3);
     // Packet 3 leaves 150 ms late; packet 4 is still due on the original schedule.
-    let scheduled_s = h.m.packet(3, 10.24 + 0.15, 10.0, &mut Outgoing::default());
+    let scheduled_s =
+        h.m.packet(3, 10.24 + 0.15, 10.0, &mut Outgoing::default())
+            .0;
     assert!((scheduled_s - 10.24).abs() < 1e-9);
     h.m.sent(3, scheduled_s, 10.39, 10.3901);
     assert!((h.m.due_s(4, 10.0) - 10.32).abs() < 1e-9);
@@ -173,7 +175,7 @@ fn unsent_packets_are_late_when_due_and_not_counted_twice_when_sent() {
     assert_eq!(h.m.outcome.counts.late_packets, 2);
     assert_eq!(h.stats.borrow().late_windows.len(), 2);
     // When packet 2 finally leaves, it is not counted again.
-    let scheduled_s = h.m.packet(2, 10.42, 10.0, &mut Outgoing::default());
+    let scheduled_s = h.m.packet(2, 10.42, 10.0, &mut Outgoing::default()).0;
     h.m.sent(2, scheduled_s, 10.42, 10.43);
     assert_eq!(h.m.outcome.counts.late_packets, 2);
     assert_eq!(h.stats.borrow().sessions_with_late_packets, 1);
@@ -275,13 +277,13 @@ fn packet_0s_lateness_after_the_gate_is_the_sessions_start_lateness_issue_10() {
     let mut h = harness(&[]);
     h.set_up();
     // The gate opened at 10.0; packet 0 left 12 ms later (the last of a one-gate burst).
-    let due_s = h.m.packet(0, 10.012, 10.0, &mut Outgoing::default());
+    let due_s = h.m.packet(0, 10.012, 10.0, &mut Outgoing::default()).0;
     assert!(
         (due_s - 10.012).abs() < 1e-9,
         "deviation is measured from packet 0's send"
     );
     h.m.sent(0, due_s, 10.012, 10.0121);
-    let due_s = h.m.packet(1, 10.092, 10.0, &mut Outgoing::default());
+    let due_s = h.m.packet(1, 10.092, 10.0, &mut Outgoing::default()).0;
     h.m.sent(1, due_s, 10.092, 10.0921);
     let stats = h.stats.borrow();
     assert_eq!(stats.hist.start_lateness.count(), 1, "once per session");
