@@ -69,8 +69,9 @@ impl Outgoing {
 /// The buffers of frames already sent and laid out, shared by a worker's sessions: a packet is
 /// built in the one given back last. A buffer a session kept for itself was cold in the cache
 /// whenever its next packet came (256 sessions' frames are 1.3 MB); a handful of buffers
-/// taken in turn stay warm. Bounded by the frames in flight at once: at one start gate, a
-/// frame a session.
+/// taken in turn stay warm. Bounded by the frames in flight at once: one when each packet's
+/// line is laid out as it is sent (meta traces, no traces); at one start gate with full
+/// traces, a frame a session.
 #[derive(Debug, Clone, Default)]
 pub struct FramePool(Rc<RefCell<Vec<Outgoing>>>);
 
