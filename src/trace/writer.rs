@@ -19,8 +19,11 @@ use std::time::Duration;
 const END_GATHER_S: f64 = 0.05;
 /// How often the writer wakes to take what was queued and write it. It does not wake for each
 /// batch: waking for every line was, at 128 sessions, 8,000 wake-ups a second, the largest
-/// kernel cost in a profile of the worker.
-const POLL: Duration = Duration::from_millis(20);
+/// kernel cost in a profile of the worker. Every 20 ms, its sleeps and wake-ups were still 15 %
+/// of its samples at 1 x 256 meta; every 100 ms the thread took 15 % fewer samples (3
+/// interleaved perf runs, issue 17). Sessions hand their lines over every 0.5 s, and the last
+/// ones wait [`END_GATHER_S`] more anyway: 100 ms changes when lines reach the disk, not whether.
+const POLL: Duration = Duration::from_millis(100);
 
 pub enum WriterMsg {
     Open {
@@ -73,7 +76,7 @@ impl WriterHandle {
 
 /// Puts the writer below every other thread (SCHED_BATCH at nice 19, what any process may do
 /// to its own threads), so that on a busy box it takes the CPU only when the runtime thread
-/// does not want it. At normal priority, waking every 20 ms with a batch to write, it
+/// does not want it. At normal priority, waking every 20 ms (then) with a batch to write, it
 /// preempted the runtime thread on its CPU: at 1 × 1024 with `--stagger` the sends were
 /// delayed in bursts of a millisecond or more, p99 1.75 ms (median of 7 runs) against 0.74 ms
 /// with the writer at this priority (docs/benchmarks.md). A SCHED_BATCH thread never preempts
