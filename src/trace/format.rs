@@ -50,49 +50,18 @@ pub fn trace_line(
     kind: Payload,
     meta: bool,
 ) {
-    line_with_audio_at(out, direction, time_s, payload, kind, meta, None);
-}
-
-/// The trace line of a sent packet: a JSON frame whose audio, if any, is the string value of
-/// `audio`, found at `at` when the protocol said where it put it (its meta line then reads
-/// neither the audio nor the quotes before it) and searched for otherwise.
-pub fn append_line(out: &mut Vec<u8>, time_s: f64, frame: &str, at: Option<AudioSpan>, meta: bool) {
-    let kind = Payload::Json {
-        audio_key: Some("audio"),
-    };
-    line_with_audio_at(out, Direction::Send, time_s, frame, kind, meta, at);
-}
-
-fn line_with_audio_at(
-    out: &mut Vec<u8>,
-    direction: Direction,
-    time_s: f64,
-    payload: &str,
-    kind: Payload,
-    meta: bool,
-    at: Option<AudioSpan>,
-) {
-    out.extend_from_slice(br#"{"direction":""#);
-    out.extend_from_slice(direction.as_str().as_bytes());
-    out.extend_from_slice(br#"","time_s":"#);
-    push_seconds(out, time_s);
-    out.extend_from_slice(br#","event":"#);
+    open_line(out, direction, time_s);
     match kind {
         Payload::Text => out.extend_from_slice(json_string(payload).as_bytes()),
         Payload::Json { audio_key } => {
             // With `meta`, the audio goes first, so that the scan below does not run over it;
             // what is around it goes straight into the line (no `String` per frame: the writer
             // allocated two a packet in meta traces).
-            match audio_key.filter(|_| meta).and_then(|key| {
-                at.and_then(|at| Stripped::at(payload, key, at))
-                    .or_else(|| Stripped::find(payload, key))
-            }) {
-                Some(stripped) if !stripped.has_line_break() => stripped.push_to(out),
-                Some(stripped) => {
-                    let mut event = Vec::new();
-                    stripped.push_to(&mut event);
-                    push_compact(out, &event);
-                }
+            match audio_key
+                .filter(|_| meta)
+                .and_then(|key| Stripped::find(payload, key))
+            {
+                Some(stripped) => stripped.push_event(out),
                 // memchr: in full traces this runs over every byte of every frame, audio included.
                 None if memchr::memchr2(b'\n', b'\r', payload.as_bytes()).is_some() => {
                     push_compact(out, payload.as_bytes());
@@ -102,6 +71,37 @@ fn line_with_audio_at(
         }
     }
     out.extend_from_slice(b"}\n");
+}
+
+/// The trace line of a sent packet, a JSON frame whose audio is the string value of `audio`:
+/// with `meta`, found `at` where the protocol said it put it (the line then reads neither the
+/// audio nor the quotes before it), searched for otherwise.
+pub fn append_line(out: &mut Vec<u8>, time_s: f64, frame: &str, at: Option<AudioSpan>, meta: bool) {
+    match at
+        .filter(|_| meta)
+        .and_then(|at| Stripped::at(frame, "audio", at))
+    {
+        Some(stripped) => {
+            open_line(out, Direction::Send, time_s);
+            stripped.push_event(out);
+            out.extend_from_slice(b"}\n");
+        }
+        None => trace_line(out, Direction::Send, time_s, frame, APPEND, meta),
+    }
+}
+
+/// What a sent packet's frame is to [`trace_line`].
+const APPEND: Payload = Payload::Json {
+    audio_key: Some("audio"),
+};
+
+/// `{"direction":…,"time_s":…,"event":` (the event and `}\n` follow).
+fn open_line(out: &mut Vec<u8>, direction: Direction, time_s: f64) {
+    out.extend_from_slice(br#"{"direction":""#);
+    out.extend_from_slice(direction.as_str().as_bytes());
+    out.extend_from_slice(br#"","time_s":"#);
+    push_seconds(out, time_s);
+    out.extend_from_slice(br#","event":"#);
 }
 
 /// A frame with a line break, as one line: parsed and written again compactly, or as a JSON
@@ -223,6 +223,18 @@ impl<'a> Stripped<'a> {
         [self.head, self.tail]
             .iter()
             .any(|part| memchr::memchr2(b'\n', b'\r', part.as_bytes()).is_some())
+    }
+
+    /// The event with `null`, the length and the bytes in the audio's place, as one line: what
+    /// is around the audio is written as it is unless it holds a line break.
+    fn push_event(&self, out: &mut Vec<u8>) {
+        if self.has_line_break() {
+            let mut event = Vec::new();
+            self.push_to(&mut event);
+            push_compact(out, &event);
+        } else {
+            self.push_to(out);
+        }
     }
 
     fn push_to(&self, out: &mut Vec<u8>) {
@@ -347,10 +359,6 @@ pub fn sample_line(out: &mut Vec<u8>, worker: u32, session: u32, r: &Receipt) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    const APPEND: Payload = Payload::Json {
-        audio_key: Some("audio"),
-    };
 
     fn line(payload: &str, kind: Payload, meta: bool) -> serde_json::Value {
         let mut out = Vec::new();
