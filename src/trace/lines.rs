@@ -39,9 +39,6 @@ impl Batch {
     }
 }
 
-/// A sent frame whose full trace line is not laid out yet, and where its audio is.
-type SentFrame = (Outgoing, Option<AudioSpan>);
-
 /// The lines of one session not yet handed over.
 pub struct SessionLines {
     worker: u32,
@@ -55,7 +52,7 @@ pub struct SessionLines {
     oldest_s: Option<f64>,
     /// The last packet sent, counted but its receipt and sample not laid out yet
     /// ([`SessionLines::defer_append`]); its frame too when its line is not (full traces).
-    deferred: Option<(Receipt, Option<SentFrame>)>,
+    deferred: Option<(Receipt, Option<Outgoing>)>,
     /// The worker's buffers of packets laid out already, for the next packet to be built in.
     frames: FramePool,
 }
@@ -134,7 +131,8 @@ impl SessionLines {
             self.frames.give_back(frame);
             None
         } else {
-            Some((frame, audio))
+            // A full line copies the whole frame, audio and all: where the audio is, is moot.
+            Some(frame)
         };
         self.deferred = Some((receipt, frame));
         bytes
@@ -149,9 +147,9 @@ impl SessionLines {
     /// traces).
     fn settle(&mut self) {
         if let Some((receipt, frame)) = self.deferred.take() {
-            if let Some((frame, audio)) = frame {
+            if let Some(frame) = frame {
                 if let Some(text) = self.traced_text(&frame) {
-                    format::append_line(&mut self.batch.trace, receipt.start_s, text, audio, false);
+                    format::append_line(&mut self.batch.trace, receipt.start_s, text, None, false);
                 }
                 self.frames.give_back(frame);
             }
@@ -188,7 +186,7 @@ impl SessionLines {
     fn held_bytes(&self) -> usize {
         let b = &self.batch;
         let deferred = match &self.deferred {
-            Some((_, Some((frame, _)))) => self.traced_text(frame).map_or(0, str::len),
+            Some((_, Some(frame))) => self.traced_text(frame).map_or(0, str::len),
             _ => 0,
         };
         b.trace.len() + b.receipts.len() + b.samples.len() + deferred
