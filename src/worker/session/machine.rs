@@ -360,8 +360,8 @@ impl Machine {
 
     /// Builds the frame of packet `seq` into `frame` (the session's reused frame), whose send
     /// starts at `start_s` for a session whose gate opened at `gate_s`, and says when it was due
-    /// (packet 0's send plus `seq` packets). Packet 0's lateness after the gate is the
-    /// session's start lateness.
+    /// (packet 0's send plus `seq` packets) and where the frame holds its audio. Packet 0's
+    /// lateness after the gate is the session's start lateness.
     pub fn packet(
         &mut self,
         seq: u32,
