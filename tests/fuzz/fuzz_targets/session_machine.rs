@@ -148,7 +148,7 @@ impl Drive {
             let due_s = self.m.due_s(self.seq, GATE_S).max(self.now_s);
             self.now_s = due_s;
             // One frame for every packet, as a session builds them.
-            let scheduled_s = self.m.packet(self.seq, due_s, GATE_S, &mut self.frame);
+            let (scheduled_s, _) = self.m.packet(self.seq, due_s, GATE_S, &mut self.frame);
             self.m.sent(self.seq, scheduled_s, due_s, due_s + 1e-4);
             self.seq += 1;
             if self.seq == self.packets {
