@@ -10,6 +10,13 @@ use std::rc::Rc;
 /// cold memory a packet for the closing quote (about 2 % of the worker's CPU at 1 x 256, issue 17).
 pub type AudioSpan = std::ops::Range<usize>;
 
+/// Appends a packet's base64 audio to the frame being built and says where it put it.
+pub fn push_audio(out: &mut String, audio_b64: &str) -> AudioSpan {
+    let start = out.len();
+    out.push_str(audio_b64);
+    start..out.len()
+}
+
 /// A frame for the server, encoded once: the trace line is built from the same bytes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Outgoing {

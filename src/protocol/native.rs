@@ -9,6 +9,7 @@ use super::{
     AudioPacket, AudioSpan, ClientProtocol, Ending, EventIds, Meaning, Milestone, Outgoing,
     Received, Step,
 };
+use crate::frame::push_audio;
 use crate::trace::format::{push_hex16_str, Payload};
 use serde::{Deserialize, Deserializer};
 use std::borrow::Cow;
@@ -253,8 +254,7 @@ pub fn push_append_frame(
     out.push_str(HEAD);
     push_hex16_str(out, event_id);
     out.push_str(AUDIO);
-    let audio = out.len()..out.len() + audio_b64.len();
-    out.push_str(audio_b64);
+    let audio = push_audio(out, audio_b64);
     out.push_str(SEQ);
     out.push_str(itoa::Buffer::new().format(seq));
     out.push_str(T_START);

@@ -17,6 +17,7 @@ use super::{
     AudioPacket, AudioSpan, ClientProtocol, Ending, EventIds, Meaning, Milestone, Outgoing,
     Received, Step,
 };
+use crate::frame::push_audio;
 use crate::trace::format::{json_string, push_hex16_str, Payload};
 use serde::de::IgnoredAny;
 use serde::Deserialize;
@@ -175,8 +176,7 @@ pub fn push_append_frame(out: &mut String, event_id: u64, audio_b64: &str) -> Au
     out.push_str(HEAD);
     push_hex16_str(out, event_id);
     out.push_str(AUDIO);
-    let audio = out.len()..out.len() + audio_b64.len();
-    out.push_str(audio_b64);
+    let audio = push_audio(out, audio_b64);
     out.push_str(TAIL);
     audio
 }

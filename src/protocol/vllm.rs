@@ -17,6 +17,7 @@ use super::{
     AudioPacket, AudioSpan, ClientProtocol, ClientSettings, Ending, EventIds, Meaning, Milestone,
     Outgoing, Received, Step,
 };
+use crate::frame::push_audio;
 use crate::trace::format::{json_string, Payload};
 use serde::Deserialize;
 use std::borrow::Cow;
@@ -92,8 +93,7 @@ pub fn push_append_frame(out: &mut String, audio_b64: &str) -> AudioSpan {
     const TAIL: &str = r#""}"#;
     out.reserve(HEAD.len() + audio_b64.len() + TAIL.len());
     out.push_str(HEAD);
-    let audio = out.len()..out.len() + audio_b64.len();
-    out.push_str(audio_b64);
+    let audio = push_audio(out, audio_b64);
     out.push_str(TAIL);
     audio
 }

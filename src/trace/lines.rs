@@ -124,15 +124,16 @@ impl SessionLines {
         self.settle();
         let bytes = self.traced_text(&frame).map_or(0, str::len);
         self.counted(receipt.completed_s, bytes);
-        let frame = if self.meta || bytes == 0 {
-            if let Some(text) = self.traced_text(&frame) {
-                format::append_line(&mut self.batch.trace, receipt.start_s, text, audio, true);
-            }
-            self.frames.give_back(frame);
-            None
-        } else {
+        let frame = match self.traced_text(&frame) {
             // A full line copies the whole frame, audio and all: where the audio is, is moot.
-            Some(frame)
+            Some(_) if !self.meta => Some(frame),
+            text => {
+                if let Some(text) = text {
+                    format::append_line(&mut self.batch.trace, receipt.start_s, text, audio, true);
+                }
+                self.frames.give_back(frame);
+                None
+            }
         };
         self.deferred = Some((receipt, frame));
         bytes
