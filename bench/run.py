@@ -162,6 +162,29 @@ def pct(sorted_values, p: float) -> float:
     return sorted_values[min(rank, n) - 1]
 
 
+def cpu_jiffies() -> tuple[int, int] | None:
+    """(steal, total) jiffies of all CPUs from /proc/stat's first line; None off Linux."""
+    try:
+        with open("/proc/stat") as f:
+            fields = f.readline().split()
+    except OSError:
+        return None
+    if not fields or fields[0] != "cpu":
+        return None
+    values = [int(v) for v in fields[1:9]]
+    # user nice system idle iowait irq softirq steal (guest time is inside user)
+    return values[7], sum(values)
+
+
+def steal_share(before, after) -> float | None:
+    """Steal time as a share of all CPU time between two cpu_jiffies() readings: on a VM, the
+    time the hypervisor ran something else while this VM wanted its CPUs. A run with steal
+    measures the host as much as the client."""
+    if before is None or after is None or after[1] <= before[1]:
+        return None
+    return (after[0] - before[0]) / (after[1] - before[1])
+
+
 def read_json(path):
     try:
         with open(path) as f:
@@ -302,6 +325,7 @@ def run_one(cfg, client: str, processes: int, sessions: int, duration: int, trac
     started = time.monotonic()
     started_wall = time.time()
     exit_codes, wait4_cpu, procs = [], 0.0, []
+    jiffies_before = cpu_jiffies()
     try:
         if client == OURS:
             out_dir = os.path.join(run_dir, "client")
@@ -357,6 +381,9 @@ def run_one(cfg, client: str, processes: int, sessions: int, duration: int, trac
                 kill_group(p)
         mock_stats = mock.stop()
     record["wall_s"] = round(time.monotonic() - started, 3)
+    share = steal_share(jiffies_before, cpu_jiffies())
+    if share is not None:
+        record["host_steal_pct"] = round(100 * share, 2)
     record["exit_codes"] = exit_codes
     # CPU of the client's whole process tree as wait4 saw it (ours: conductor and workers).
     record["client_tree_cpu_seconds"] = round(wait4_cpu, 4)
@@ -415,7 +442,8 @@ def run_one(cfg, client: str, processes: int, sessions: int, duration: int, trac
             f"{record['client_cpu_cores']:.3f} cores ({record['floor_sys_share']:.0%} system), "
             f"max lateness {record['floor_max_lateness_ms']:.1f} ms, "
             f"deviation p50 {record.get('deviation_p50_ms', '?')} p99 {record.get('deviation_p99_ms', '?')} "
-            f"max {record.get('deviation_max_ms', '?')} ms{' (one gate)' if record.get('floor_one_gate') else ''}, mock {record.get('mock_cpu_cores', 0):.3f} cores"
+            f"max {record.get('deviation_max_ms', '?')} ms{' (one gate)' if record.get('floor_one_gate') else ''}, mock {record.get('mock_cpu_cores', 0):.3f} cores, "
+            f"steal {record.get('host_steal_pct', '?')} %"
         )
     elif record["ok"]:
         log(
@@ -424,7 +452,7 @@ def run_one(cfg, client: str, processes: int, sessions: int, duration: int, trac
             f"{'' if record['complete'] else ' INCOMPLETE'}, late {record['late_packets']}, "
             f"p50 {record['deviation_p50_ms']} p99 {record['deviation_p99_ms']} max {record['deviation_max_ms']} ms, "
             f"{record['client_cpu_cores']:.3f} cores, {record['client_peak_rss_bytes'] / 2**20:.1f} MiB, "
-            f"mock {record.get('mock_cpu_cores', 0):.3f} cores"
+            f"mock {record.get('mock_cpu_cores', 0):.3f} cores, steal {record.get('host_steal_pct', '?')} %"
         )
     else:
         log(f"{client} {record['layout']} {trace}: FAILED: {record.get('error')}")
@@ -451,6 +479,8 @@ ROWS = [
     ("client loop lag max (ms)", "loop_lag_max_ms", "{:.1f}", True),
     ("mock CPU (cores)", "mock_cpu_cores", "{:.3f}", True),
     ("mock arrival p99 (ms)", "mock_arrival_p99_ms", "{:.2f}", True),
+    # On a VM: CPU time the host gave elsewhere while the run wanted it (0 on bare metal).
+    ("host steal during the run (% of CPU time)", "host_steal_pct", "{:.1f}", False),
 ]
 
 
@@ -475,7 +505,7 @@ def measured_runs(runs):
 
 
 # Rows the floor client has a figure for.
-FLOOR_ROWS = {"deviation_p50_ms", "deviation_p99_ms", "deviation_max_ms", "client_cpu_cores", "cpu_s_per_session_s", "client_tree_cpu_seconds", "mock_cpu_cores", "mock_arrival_p99_ms"}
+FLOOR_ROWS = {"deviation_p50_ms", "deviation_p99_ms", "deviation_max_ms", "client_cpu_cores", "cpu_s_per_session_s", "client_tree_cpu_seconds", "mock_cpu_cores", "mock_arrival_p99_ms", "host_steal_pct"}
 
 
 def layout_table(runs_by_client: dict) -> list[str]:

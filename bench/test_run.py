@@ -53,6 +53,24 @@ class Medians(unittest.TestCase):
         self.assertEqual(cells[2], "0.00046")
         self.assertEqual(cells[-2], "2.30")  # ours / floor, from the complete run only
 
+    def test_steal_is_the_share_of_cpu_time_the_host_gave_elsewhere(self):
+        self.assertEqual(run.steal_share((10, 1000), (60, 2000)), 0.05)
+        self.assertIsNone(run.steal_share(None, (60, 2000)))
+        self.assertIsNone(run.steal_share((10, 1000), (10, 1000)))
+        steal = run.cpu_jiffies()
+        if os.path.exists("/proc/stat"):
+            self.assertIsNotNone(steal)
+            self.assertLessEqual(steal[0], steal[1])
+        table = run.layout_table({
+            run.OURS: [dict(record(0.00046), host_steal_pct=11.2)],
+            run.REF: [record(0.003)],
+            run.FLOOR: [dict(record(0.00020), host_steal_pct=0.4)],
+        })
+        row = next(line for line in table if line.startswith("| host steal during the run"))
+        cells = [c.strip() for c in row.split("|")]
+        self.assertEqual(cells[2], "11.2")
+        self.assertEqual(cells[5], "0.4")
+
     def test_each_floor_has_its_own_columns(self):
         table = run.layout_table({
             run.OURS: [record(0.00046)],

@@ -23,7 +23,8 @@ pub struct ClassCounts {
     /// A send blocked because the server stopped reading (not a sampler episode).
     #[serde(default)]
     pub send_backpressure: u64,
-    /// Nothing better explains it, and other processes loaded the box at the time.
+    /// Nothing better explains it, and load that was not the run's (other processes, or the
+    /// hypervisor's steal time on a VM) was over the threshold at the time.
     #[serde(default)]
     pub foreign_load: u64,
     pub unknown: u64,
@@ -165,7 +166,7 @@ pub fn attribute(
         }
         if foreign_late > 0 {
             out.explanations.push(format!(
-                "{} of worker {} fell while other processes loaded the box (foreign load)",
+                "{} of worker {} fell while load that was not the run's (other processes or steal time; see the CPU split) was over the threshold (foreign load)",
                 plural(foreign_late, "late packet"),
                 w.index
             ));

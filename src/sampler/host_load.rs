@@ -3,7 +3,10 @@
 //! (proc(5)), split into the client (workers and conductor), the server (the built-in mock or a
 //! local server the run watches) and the rest. Seed 001's pitfall — "don't build while benchmarking" — made visible: seconds in
 //! which others used more than a threshold of cores are windows the attribution can blame late
-//! packets on when nothing better explains them.
+//! packets on when nothing better explains them. On a virtual machine part of that load can be
+//! *steal time* (`/proc/stat`'s eighth field): the hypervisor running something else on this
+//! VM's CPUs. It stalls the run as another process would, but no process on the box is to blame
+//! for it, so it is counted in the foreign load and named apart.
 
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -19,9 +22,16 @@ pub struct HostLoad {
     pub seconds: u64,
     /// Seconds in which other processes used more than `threshold_cores`.
     pub seconds_over_threshold: u64,
-    /// The most cores other processes used in one second, and on average.
+    /// The most cores other processes used in one second, and on average (steal time
+    /// included).
     pub foreign_cores_max: f64,
     pub foreign_cores_mean: f64,
+    /// Of the foreign load, the steal time: CPU the hypervisor gave to something else while
+    /// this VM wanted it (0 on bare metal), at most in one second and on average, in cores.
+    #[serde(default)]
+    pub steal_cores_max: f64,
+    #[serde(default)]
+    pub steal_cores_mean: f64,
     /// The run's own processes (workers, mock, conductor) on average, in cores.
     pub run_cores_mean: f64,
     /// The CPU split on average: the client (workers and conductor), the watched server (the
@@ -38,9 +48,16 @@ pub struct HostLoad {
     pub windows: Vec<[f64; 2]>,
 }
 
-/// Busy jiffies of all CPUs from `/proc/stat`'s first line: user, nice, system, irq, softirq,
-/// steal (guest time is already inside user).
-pub fn parse_busy_jiffies(stat: &str) -> Option<u64> {
+/// All CPUs' time from `/proc/stat`'s first line, in jiffies.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct BoxJiffies {
+    /// user, nice, system, irq, softirq and steal (guest time is already inside user).
+    pub busy: u64,
+    /// steal alone: the hypervisor ran something else while this VM wanted its CPUs.
+    pub steal: u64,
+}
+
+pub fn parse_box_jiffies(stat: &str) -> Option<BoxJiffies> {
     let line = stat.lines().next()?;
     let mut fields = line.split_whitespace();
     if fields.next()? != "cpu" {
@@ -49,7 +66,10 @@ pub fn parse_busy_jiffies(stat: &str) -> Option<u64> {
     let v: Vec<u64> = fields.map(|f| f.parse().unwrap_or(0)).collect();
     let at = |i: usize| v.get(i).copied().unwrap_or(0);
     // user nice system idle iowait irq softirq steal
-    Some(at(0) + at(1) + at(2) + at(5) + at(6) + at(7))
+    Some(BoxJiffies {
+        busy: at(0) + at(1) + at(2) + at(5) + at(6) + at(7),
+        steal: at(7),
+    })
 }
 
 /// `utime + stime` of a whole process from `/proc/<pid>/stat`, in jiffies.
@@ -66,23 +86,44 @@ pub struct CpuSplit {
     pub client_cores: f64,
     /// `None` when no server process is watched.
     pub server_cores: Option<f64>,
-    /// Everything else on the box: its busy time minus the client and the server.
+    /// Everything else on the box: its busy time minus the client, the server and the steal.
     pub other_cores: f64,
+    /// Steal time: the hypervisor ran something else while this VM wanted its CPUs.
+    pub steal_cores: f64,
 }
 
+/// Steal below this many cores is not worth a word in the live views.
+const STEAL_SHOWN_CORES: f64 = 0.01;
+
 impl CpuSplit {
-    /// `client 0.05, server 0.03, other 1.60 cores`
+    /// `client 0.05, server 0.03, other 1.60 cores`, with `, steal 0.20` before `cores` when
+    /// the hypervisor took some.
     pub fn describe(&self) -> String {
+        let steal = self.steal_note();
         match self.server_cores {
             Some(server) => format!(
-                "client {:.2}, server {server:.2}, other {:.2} cores",
+                "client {:.2}, server {server:.2}, other {:.2}{steal} cores",
                 self.client_cores, self.other_cores
             ),
             None => format!(
-                "client {:.2}, other {:.2} cores (no server watched)",
+                "client {:.2}, other {:.2}{steal} cores (no server watched)",
                 self.client_cores, self.other_cores
             ),
         }
+    }
+
+    /// `, steal 0.20` when the steal is worth showing, else nothing.
+    pub fn steal_note(&self) -> String {
+        if self.steal_cores >= STEAL_SHOWN_CORES {
+            format!(", steal {:.2}", self.steal_cores)
+        } else {
+            String::new()
+        }
+    }
+
+    /// Other processes and steal: the load that is not the run's.
+    pub fn foreign_cores(&self) -> f64 {
+        self.other_cores + self.steal_cores
     }
 }
 
@@ -93,10 +134,11 @@ pub struct HostLoadTracker {
     server_pid: Option<u32>,
     ticks_per_second: f64,
     threshold_cores: f64,
-    /// (time, host busy, client, server) jiffies at the previous sample.
-    last: Option<(f64, u64, u64, u64)>,
+    /// (time, the box, client, server) jiffies at the previous sample.
+    last: Option<(f64, BoxJiffies, u64, u64)>,
     out: HostLoad,
     foreign_sum: f64,
+    steal_sum: f64,
     run_sum: f64,
     client_sum: f64,
     server_sum: f64,
@@ -126,6 +168,7 @@ impl HostLoadTracker {
                 ..HostLoad::default()
             },
             foreign_sum: 0.0,
+            steal_sum: 0.0,
             run_sum: 0.0,
             client_sum: 0.0,
             server_sum: 0.0,
@@ -136,9 +179,9 @@ impl HostLoadTracker {
 
     /// One sample at `now_s` (call about once a second).
     pub fn sample(&mut self, now_s: f64) {
-        let Some(busy) = std::fs::read_to_string(self.root.join("stat"))
+        let Some(host) = std::fs::read_to_string(self.root.join("stat"))
             .ok()
-            .and_then(|t| parse_busy_jiffies(&t))
+            .and_then(|t| parse_box_jiffies(&t))
         else {
             return;
         };
@@ -150,15 +193,16 @@ impl HostLoadTracker {
         let server = self
             .server_pid
             .map_or(0, |p| process_jiffies(&self.root, p));
-        if let Some((last_s, last_busy, last_client, last_server)) = self.last {
+        if let Some((last_s, last_host, last_client, last_server)) = self.last {
             let wall_s = now_s - last_s;
             if wall_s > 0.0 {
                 let cores = |j: u64| j as f64 / self.ticks_per_second / wall_s;
                 let client_cores = cores(client.saturating_sub(last_client));
                 let server_cores = cores(server.saturating_sub(last_server));
-                let host_cores = cores(busy.saturating_sub(last_busy));
+                let host_cores = cores(host.busy.saturating_sub(last_host.busy));
                 // A process that exits takes its CPU time with it: never below zero.
                 let foreign = (host_cores - client_cores - server_cores).max(0.0);
+                let steal = cores(host.steal.saturating_sub(last_host.steal)).min(foreign);
                 self.client_sum += client_cores;
                 self.server_sum += server_cores;
                 self.host_sum += host_cores;
@@ -169,20 +213,24 @@ impl HostLoadTracker {
                 self.latest = Some(CpuSplit {
                     client_cores,
                     server_cores: self.server_pid.map(|_| server_cores),
-                    other_cores: foreign,
+                    other_cores: foreign - steal,
+                    steal_cores: steal,
                 });
-                self.record(last_s, now_s, foreign, client_cores + server_cores);
+                self.record(last_s, now_s, foreign, steal, client_cores + server_cores);
             }
         }
-        self.last = Some((now_s, busy, client, server));
+        self.last = Some((now_s, host, client, server));
     }
 
-    fn record(&mut self, from_s: f64, to_s: f64, foreign: f64, run_cores: f64) {
+    /// One second: `foreign` cores not the run's, `steal` of them the hypervisor's.
+    fn record(&mut self, from_s: f64, to_s: f64, foreign: f64, steal: f64, run_cores: f64) {
         let o = &mut self.out;
         o.seconds += 1;
         self.foreign_sum += foreign;
+        self.steal_sum += steal;
         self.run_sum += run_cores;
         o.foreign_cores_max = o.foreign_cores_max.max(foreign);
+        o.steal_cores_max = o.steal_cores_max.max(steal);
         if foreign > self.threshold_cores {
             o.seconds_over_threshold += 1;
             match o.windows.last_mut() {
@@ -197,6 +245,7 @@ impl HostLoadTracker {
             let n = self.out.seconds as f64;
             let mean = |sum: f64| (sum / n * 1000.0).round() / 1000.0;
             self.out.foreign_cores_mean = mean(self.foreign_sum);
+            self.out.steal_cores_mean = mean(self.steal_sum);
             self.out.run_cores_mean = mean(self.run_sum);
             self.out.client_cores_mean = mean(self.client_sum);
             self.out.host_cores_mean = mean(self.host_sum);
@@ -205,6 +254,7 @@ impl HostLoadTracker {
             }
         }
         self.out.foreign_cores_max = (self.out.foreign_cores_max * 1000.0).round() / 1000.0;
+        self.out.steal_cores_max = (self.out.steal_cores_max * 1000.0).round() / 1000.0;
         self.out.server_cores_max = self
             .out
             .server_cores_max
@@ -218,24 +268,32 @@ mod tests {
     use super::*;
 
     #[test]
-    fn proc_stat_busy_time_leaves_out_idle_and_iowait() {
+    fn proc_stat_busy_time_leaves_out_idle_and_iowait_and_keeps_steal_apart() {
         let stat = "cpu  100 5 20 1000 50 3 2 1 7 0\ncpu0 50 2 10 500 25 1 1 0 0 0\n";
-        assert_eq!(parse_busy_jiffies(stat), Some(100 + 5 + 20 + 3 + 2 + 1));
-        assert_eq!(parse_busy_jiffies("intr 1 2 3"), None);
+        assert_eq!(
+            parse_box_jiffies(stat),
+            Some(BoxJiffies {
+                busy: 100 + 5 + 20 + 3 + 2 + 1,
+                steal: 1
+            })
+        );
+        assert_eq!(parse_box_jiffies("intr 1 2 3"), None);
     }
 
     #[test]
     fn seconds_over_the_threshold_merge_into_windows_issue_15() {
         let mut t = HostLoadTracker::new(PathBuf::from("/nonexistent"), vec![], None, 0.5);
-        t.record(10.0, 11.0, 0.9, 0.2);
-        t.record(11.0, 12.0, 1.1, 0.2);
-        t.record(12.0, 13.0, 0.1, 0.2);
-        t.record(13.0, 14.0, 0.8, 0.2);
+        t.record(10.0, 11.0, 0.9, 0.0, 0.2);
+        t.record(11.0, 12.0, 1.1, 0.7, 0.2);
+        t.record(12.0, 13.0, 0.1, 0.0, 0.2);
+        t.record(13.0, 14.0, 0.8, 0.1, 0.2);
         let load = t.finish();
         assert_eq!(load.seconds_over_threshold, 3);
         assert_eq!(load.windows, vec![[10.0, 12.0], [13.0, 14.0]]);
         assert_eq!(load.foreign_cores_max, 1.1);
         assert!((load.foreign_cores_mean - 0.725).abs() < 1e-9);
+        assert_eq!(load.steal_cores_max, 0.7);
+        assert!((load.steal_cores_mean - 0.2).abs() < 1e-9);
     }
 
     #[test]
@@ -254,10 +312,11 @@ mod tests {
             )
             .unwrap();
         };
-        let write = |busy: u64, run: u64| {
+        // `busy` jiffies of user time and `steal` more of steal time.
+        let write = |busy: u64, steal: u64, run: u64| {
             std::fs::write(
                 root.join("stat"),
-                format!("cpu  {busy} 0 0 5000 0 0 0 0 0 0\n"),
+                format!("cpu  {busy} 0 0 5000 0 0 0 {steal} 0 0\n"),
             )
             .unwrap();
             let mut fields = vec!["0"; 50];
@@ -271,12 +330,12 @@ mod tests {
         };
         let mut t = HostLoadTracker::new(root.clone(), vec![42], Some(43), 0.5);
         t.ticks_per_second = 100.0;
-        write(1000, 100);
+        write(1000, 0, 100);
         proc_stat(43, 500);
         t.sample(1.0);
         // One second later the box used 150 jiffies (1.5 cores), the client 30 (0.3 cores),
         // the server 20 (0.2 cores).
-        write(1150, 130);
+        write(1150, 0, 130);
         proc_stat(43, 520);
         t.sample(2.0);
         let split = t.latest.unwrap();
@@ -284,14 +343,28 @@ mod tests {
             split.describe(),
             "client 0.30, server 0.20, other 1.00 cores"
         );
+        // The next second the box was as busy, but 0.6 cores of it were the hypervisor's
+        // (steal): other processes used 0.4.
+        write(1240, 60, 160);
+        proc_stat(43, 540);
+        t.sample(3.0);
+        let split = t.latest.unwrap();
+        assert_eq!(
+            split.describe(),
+            "client 0.30, server 0.20, other 0.40, steal 0.60 cores"
+        );
+        assert!((split.foreign_cores() - 1.0).abs() < 1e-9);
         let load = t.finish();
-        assert_eq!(load.seconds, 1);
+        assert_eq!(load.seconds, 2);
         assert!((load.foreign_cores_max - 1.0).abs() < 1e-9, "{load:?}");
+        assert!((load.steal_cores_max - 0.6).abs() < 1e-9, "{load:?}");
+        assert!((load.steal_cores_mean - 0.3).abs() < 1e-9, "{load:?}");
         assert!((load.run_cores_mean - 0.5).abs() < 1e-9);
         assert!((load.client_cores_mean - 0.3).abs() < 1e-9);
         assert_eq!(load.server_cores_mean, Some(0.2));
         assert!((load.host_cores_mean - 1.5).abs() < 1e-9);
-        assert_eq!(load.seconds_over_threshold, 1);
+        // Steal is load the run did not make: both seconds are over the threshold.
+        assert_eq!(load.seconds_over_threshold, 2);
         let _ = std::fs::remove_dir_all(&root);
     }
 }

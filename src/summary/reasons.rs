@@ -55,12 +55,26 @@ pub(super) fn verdict(
     verdict
 }
 
-/// Other processes' load, when it went over the threshold.
+/// Steal at most this high in a second is left out of the foreign load's reason.
+const STEAL_NAMED_CORES: f64 = 0.05;
+
+/// Other processes' load, when it went over the threshold; the hypervisor's steal named apart
+/// when it was part of it, since no process on the box is to blame for that.
 pub(super) fn host_load(load: &HostLoad) -> Option<String> {
     (load.seconds_over_threshold > 0).then(|| {
+        if load.steal_cores_max < STEAL_NAMED_CORES {
+            return format!(
+                "other processes used up to {:.1} cores during {} s of the run (over {} cores): figures may be perturbed; don't build or benchmark beside a run",
+                load.foreign_cores_max, load.seconds_over_threshold, load.threshold_cores
+            );
+        }
         format!(
-            "other processes used up to {:.1} cores during {} s of the run (over {} cores): figures may be perturbed; don't build or benchmark beside a run",
-            load.foreign_cores_max, load.seconds_over_threshold, load.threshold_cores
+            "load that was not the run's went over {} cores during {} s of the run (at most {:.1} cores), of it up to {:.1} cores of steal time (the hypervisor ran something else on this VM's CPUs; {:.2} cores on average over the run): figures may be perturbed; don't build or benchmark beside a run, and repeat it when the host is quieter or on dedicated CPUs",
+            load.threshold_cores,
+            load.seconds_over_threshold,
+            load.foreign_cores_max,
+            load.steal_cores_max,
+            load.steal_cores_mean
         )
     })
 }
@@ -100,5 +114,41 @@ impl FilesLost {
             self.sample_lines,
             plural(self.workers, "worker")
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn load(foreign_max: f64, steal_max: f64, steal_mean: f64) -> HostLoad {
+        HostLoad {
+            threshold_cores: 0.5,
+            seconds: 20,
+            seconds_over_threshold: 4,
+            foreign_cores_max: foreign_max,
+            steal_cores_max: steal_max,
+            steal_cores_mean: steal_mean,
+            ..HostLoad::default()
+        }
+    }
+
+    #[test]
+    fn foreign_load_names_the_hypervisors_steal_apart_from_other_processes() {
+        assert_eq!(host_load(&HostLoad::default()), None);
+        let processes = host_load(&load(0.8, 0.01, 0.0)).unwrap();
+        assert!(
+            processes.starts_with(
+                "other processes used up to 0.8 cores during 4 s of the run (over 0.5 cores)"
+            ),
+            "{processes}"
+        );
+        assert!(!processes.contains("steal"), "{processes}");
+        let stolen = host_load(&load(0.8, 0.6, 0.11)).unwrap();
+        assert!(
+            stolen.starts_with("load that was not the run's went over 0.5 cores during 4 s of the run (at most 0.8 cores), of it up to 0.6 cores of steal time (the hypervisor ran something else on this VM's CPUs; 0.11 cores on average over the run)"),
+            "{stolen}"
+        );
+        assert!(!stolen.contains("other processes used"), "{stolen}");
     }
 }

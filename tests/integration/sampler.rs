@@ -259,7 +259,17 @@ fn a_cpu_hog_beside_the_run_is_reported_as_foreign_load_issue_15() {
     );
     assert!(load["foreign_cores_max"].as_f64().unwrap() > 0.5, "{load}");
     let reasons = s["verdict"]["reasons"].to_string();
-    assert!(reasons.contains("other processes used"), "{reasons}");
+    // On a VM whose host took CPU at the time, the reason names the steal time apart.
+    let stolen = load["steal_cores_max"].as_f64().unwrap() >= 0.05;
+    assert!(
+        if stolen {
+            reasons.contains("load that was not the run's went over 0.5 cores")
+                && reasons.contains("steal time")
+        } else {
+            reasons.contains("other processes used")
+        },
+        "{reasons}"
+    );
 }
 
 #[test]

@@ -363,8 +363,12 @@ fn processes_title(sampler: Option<&SamplerLive>, theme: Theme, width: u16) -> L
                 " Processes │ "
             }),
             Span::styled(
-                format!("other {:.2} cores ", split.other_cores),
-                if split.other_cores > crate::sampler::host_load::DEFAULT_THRESHOLD_CORES {
+                format!(
+                    "other {:.2}{} cores ",
+                    split.other_cores,
+                    split.steal_note()
+                ),
+                if split.foreign_cores() > crate::sampler::host_load::DEFAULT_THRESHOLD_CORES {
                     theme.warn()
                 } else {
                     Style::default()

@@ -150,6 +150,7 @@ fn fixture(
         client_cores: 0.42,
         server_cores: Some(0.11),
         other_cores: 0.05,
+        steal_cores: 0.0,
     });
     s.sampler = Some(Arc::new(Mutex::new(sampler)));
     if let Some((worker, _)) = stall {
@@ -615,4 +616,28 @@ fn a_shard_waiting_for_start_at_shows_shard_i_of_n_and_the_countdown_issue_16() 
         header[1].contains("start in 00:03") && header[1].contains("2030-01-01T00:00:00.000Z"),
         "{header:?}"
     );
+}
+
+#[test]
+fn the_processes_title_names_the_hypervisors_steal_apart_and_warns_on_both() {
+    let state = fixture(4, 256, 20, None);
+    let sampler = state.sampler.clone().unwrap();
+    sampler.lock().unwrap().cpu_split = Some(crate::sampler::host_load::CpuSplit {
+        client_cores: 0.42,
+        server_cores: Some(0.11),
+        other_cores: 0.05,
+        steal_cores: 0.60,
+    });
+    let buf = draw(&state, &ViewState::default(), COLOR, 120, 40);
+    let screen = text(&buf);
+    let y = screen
+        .lines()
+        .position(|l| l.contains("other 0.05, steal 0.60 cores"))
+        .unwrap_or_else(|| panic!("{screen}"));
+    // Neither alone is over 0.5 cores; together, the load that is not the run's, they are.
+    let line: Vec<&str> = (0..buf.area.width)
+        .map(|x| buf[(x, y as u16)].symbol())
+        .collect();
+    let at = line.windows(5).position(|w| w.concat() == "other").unwrap() as u16;
+    assert_eq!(buf[(at, y as u16)].style().fg, COLOR.warn().fg);
 }
