@@ -540,8 +540,8 @@ def layout_table(runs_by_client: dict) -> list[str]:
         extra = ""
         for floor in floors:
             f = median_of(floor_runs[floor], key) if key in FLOOR_ROWS else None
-            fr = f"{f / meds[1]:.2f}" if f is not None and meds[1] else "–"
-            of = f"{meds[0] / f:.2f}" if f and meds[0] is not None else "–"
+            fr = f"{f / meds[1]:.2f}" if ratio and f is not None and meds[1] else "–"
+            of = f"{meds[0] / f:.2f}" if ratio and f and meds[0] is not None else "–"
             extra += f" {fmt.format(f) if f is not None else '–'} | {fr} | {of} |"
         out.append(f"| {label} | {shown[0]} | {shown[1]} | {r} |{extra}")
     late_total = [sum(r.get("late_packets", 0) for r in runs_by_client.get(c, [])) for c in CLIENTS]

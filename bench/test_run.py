@@ -70,6 +70,10 @@ class Medians(unittest.TestCase):
         cells = [c.strip() for c in row.split("|")]
         self.assertEqual(cells[2], "11.2")
         self.assertEqual(cells[5], "0.4")
+        # A share of the host's time is no client's figure: no ratios of it.
+        self.assertEqual(cells[4], "–")
+        self.assertEqual(cells[6], "–")
+        self.assertEqual(cells[7], "–")
 
     def test_each_floor_has_its_own_columns(self):
         table = run.layout_table({
