@@ -245,14 +245,7 @@ fn cpu_split(out: &mut String, s: &Summary) {
             ),
             None => "server not watched (counted as other)".to_string(),
         };
-        let steal = if load.steal_cores_max > 0.0 {
-            format!(
-                ", of it steal time {:.2} (at most {:.2})",
-                load.steal_cores_mean, load.steal_cores_max
-            )
-        } else {
-            String::new()
-        };
+        let steal = load.steal_note();
         md!(
             out,
             "CPU split, cores on average over {} s: client {:.2}, {server}, other processes {:.2} (at most {:.2}; over {} cores in {} s){steal}; the box {:.2}.\n",

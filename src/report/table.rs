@@ -182,11 +182,7 @@ fn processes(out: &mut String, s: &Summary) {
         let server = load
             .server_cores_mean
             .map_or("– (not watched)".to_string(), |c| format!("{c:.2}"));
-        let steal = if load.steal_cores_mean >= 0.005 {
-            format!(" (steal {:.2})", load.steal_cores_mean)
-        } else {
-            String::new()
-        };
+        let steal = load.steal_note();
         row!(
             out,
             "cpu split          client {:.2} / server {server} / other {:.2}{steal} cores (mean over {} s)",

@@ -48,6 +48,21 @@ pub struct HostLoad {
     pub windows: Vec<[f64; 2]>,
 }
 
+impl HostLoad {
+    /// `, of it steal 0.12 (at most 0.60)` when the hypervisor took enough to show, else
+    /// nothing: for the summaries' CPU split, after the foreign load it is part of.
+    pub fn steal_note(&self) -> String {
+        if self.steal_cores_max >= STEAL_SHOWN_CORES {
+            format!(
+                ", of it steal {:.2} (at most {:.2})",
+                self.steal_cores_mean, self.steal_cores_max
+            )
+        } else {
+            String::new()
+        }
+    }
+}
+
 /// All CPUs' time from `/proc/stat`'s first line, in jiffies.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct BoxJiffies {
@@ -92,7 +107,7 @@ pub struct CpuSplit {
     pub steal_cores: f64,
 }
 
-/// Steal below this many cores is not worth a word in the live views.
+/// Steal below this many cores is not worth a word in the live views and the summaries.
 const STEAL_SHOWN_CORES: f64 = 0.01;
 
 impl CpuSplit {
@@ -294,6 +309,12 @@ mod tests {
         assert!((load.foreign_cores_mean - 0.725).abs() < 1e-9);
         assert_eq!(load.steal_cores_max, 0.7);
         assert!((load.steal_cores_mean - 0.2).abs() < 1e-9);
+        assert_eq!(load.steal_note(), ", of it steal 0.20 (at most 0.70)");
+        let calm = HostLoad {
+            steal_cores_max: 0.009,
+            ..HostLoad::default()
+        };
+        assert_eq!(calm.steal_note(), "");
     }
 
     #[test]
