@@ -183,12 +183,10 @@ impl Pacer {
         let next = state.queue.peek().map(|&Reverse((due_ns, _))| due_ns);
         drop(state);
         self.last_fire_ns.set(now_ns);
-        match next.map(|next| next.max(now_ns + GRANULARITY_NS)) {
-            // Woken before its expiry (its time passed while the thread was busy, so the
-            // sessions were woken without it): the timer is already where it must be.
-            Some(at_ns) if at_ns == self.armed_ns.get() && now_ns < at_ns => {}
-            Some(at_ns) => self.arm(at_ns),
-            None => self.armed_ns.set(NEVER),
+        match next_arm(now_ns, self.armed_ns.get(), next) {
+            Arm::Leave => {}
+            Arm::At(at_ns) => self.arm(at_ns),
+            Arm::Never => self.armed_ns.set(NEVER),
         }
     }
 
@@ -209,6 +207,32 @@ impl Pacer {
     }
 }
 
+/// What a wake-up does with the timer.
+#[derive(Debug, PartialEq, Eq)]
+enum Arm {
+    /// Leave it: it will expire when it must.
+    Leave,
+    At(u64),
+    /// Nothing is queued: leave it unarmed.
+    Never,
+}
+
+/// The timer after a wake-up at `now_ns`, armed for `armed_ns` (`NEVER`: not armed), with the
+/// earliest deadline still queued `next_ns`. A timer that has yet to expire stays where it is:
+/// this wake-up came before it (a deadline passed while the thread was busy and the scheduler
+/// fired the pacer itself, or the timerfd's readiness of an expiry already handled), and its
+/// time was set for the deadlines queued, never later than they need. Moving it to a granule
+/// from now, as the pacer did, was one more system call on most staggered wake-ups, and put the
+/// next send up to a granule later (issue 17). An expired timer is armed for the next deadline,
+/// a granule from now at the earliest.
+fn next_arm(now_ns: u64, armed_ns: u64, next_ns: Option<u64>) -> Arm {
+    match next_ns {
+        None => Arm::Never,
+        Some(_) if armed_ns != NEVER && armed_ns > now_ns => Arm::Leave,
+        Some(next_ns) => Arm::At(next_ns.max(now_ns + GRANULARITY_NS)),
+    }
+}
+
 fn to_ns(seconds: f64) -> u64 {
     (seconds.max(0.0) * 1e9) as u64
 }
@@ -225,6 +249,36 @@ mod tests {
             .build()
             .unwrap();
         tokio::task::LocalSet::new().block_on(&rt, f)
+    }
+
+    #[test]
+    fn a_timer_yet_to_expire_is_left_where_it_is_issue_17() {
+        let ms = 1_000_000;
+        // A wake-up before the timer's time (the scheduler fired the pacer itself, or a stale
+        // readiness): the timer stays, even when the next deadline is within a granule.
+        assert_eq!(
+            next_arm(100 * ms, 100 * ms + 50_000, Some(100 * ms + 100_000)),
+            Arm::Leave
+        );
+        assert_eq!(
+            next_arm(100 * ms, 100 * ms + 50_000, Some(180 * ms)),
+            Arm::Leave
+        );
+        // Expired (or never armed): the next deadline, a granule from now at the earliest.
+        assert_eq!(
+            next_arm(100 * ms, 100 * ms, Some(180 * ms)),
+            Arm::At(180 * ms)
+        );
+        assert_eq!(
+            next_arm(100 * ms, 99 * ms, Some(100 * ms + 10_000)),
+            Arm::At(100 * ms + GRANULARITY_NS)
+        );
+        assert_eq!(
+            next_arm(100 * ms, NEVER, Some(100 * ms + 10_000)),
+            Arm::At(100 * ms + GRANULARITY_NS)
+        );
+        // Nothing queued: unarmed.
+        assert_eq!(next_arm(100 * ms, 100 * ms + 50_000, None), Arm::Never);
     }
 
     #[test]
