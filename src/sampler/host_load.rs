@@ -356,20 +356,20 @@ mod tests {
         t.sample(1.0);
         // One second later the box used 150 jiffies (1.5 cores), the client 30 (0.3 cores),
         // the server 20 (0.2 cores).
-        write(1150, 0, 130);
-        proc_stat(43, 520);
-        t.sample(2.0);
-        let split = t.latest.unwrap();
+        // One more second: the box's busy and steal jiffies, the client's and the server's.
+        let mut second = |at_s: f64, busy: u64, steal: u64, client: u64, server: u64| {
+            write(busy, steal, client);
+            proc_stat(43, server);
+            t.sample(at_s);
+            t.latest.unwrap()
+        };
         assert_eq!(
-            split.describe(),
+            second(2.0, 1150, 0, 130, 520).describe(),
             "client 0.30, server 0.20, other 1.00 cores"
         );
         // The next second the box was as busy, but 0.6 cores of it were the hypervisor's
         // (steal): other processes used 0.4.
-        write(1240, 60, 160);
-        proc_stat(43, 540);
-        t.sample(3.0);
-        let split = t.latest.unwrap();
+        let split = second(3.0, 1240, 60, 160, 540);
         assert_eq!(
             split.describe(),
             "client 0.30, server 0.20, other 0.40, steal 0.60 cores"
