@@ -172,6 +172,8 @@ def cpu_jiffies() -> tuple[int, int] | None:
     if not fields or fields[0] != "cpu":
         return None
     values = [int(v) for v in fields[1:9]]
+    if len(values) < 8:
+        return None  # a kernel without a steal field
     # user nice system idle iowait irq softirq steal (guest time is inside user)
     return values[7], sum(values)
 
