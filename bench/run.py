@@ -213,6 +213,8 @@ def figures_from_floor(outs: list[dict]) -> dict:
         "client_cpu_cores": sum(o["cores"] for o in outs),
         "floor_sys_share": sys_s / cpu if cpu else 0.0,
         "floor_streaming_cpu_seconds": round(sum(o["streaming_cpu_s"] for o in outs), 4),
+        "streaming_cpu_seconds": sum(o["streaming_cpu_s"] for o in outs),
+        "streaming_seconds": sum(o["streaming_s"] for o in outs),
         "floor_appends": sum(o["appends"] for o in outs),
         "floor_max_lateness_ms": max(o["max_lateness_ms"] for o in outs),
     }
@@ -250,6 +252,20 @@ def figures_from_ours(summary: dict) -> dict:
         "client_cpu_seconds": sum(p["cpu_seconds"] for p in workers),
         "client_peak_rss_bytes": sum(p["peak_rss_bytes"] for p in workers),
         "loop_lag_max_ms": max((p["loop_lag_ms"]["max"] for p in workers), default=0.0),
+        **streaming_of(workers),
+    }
+
+
+def streaming_of(workers: list[dict]) -> dict:
+    """The workers' CPU from their gate to their last packet (summary.json's
+    `processes[].streaming`), summed, with the seconds those windows lasted summed; nothing
+    when a worker has none (an older build, or a run stopped before its last packets)."""
+    windows = [p.get("streaming") for p in workers]
+    if not windows or any(w is None for w in windows):
+        return {}
+    return {
+        "streaming_cpu_seconds": sum(w["cpu_seconds"] for w in windows),
+        "streaming_seconds": sum(w["seconds"] for w in windows),
     }
 
 
@@ -427,6 +443,13 @@ def run_one(cfg, client: str, processes: int, sessions: int, duration: int, trac
     if record["ok"]:
         session_s = processes * sessions * duration
         record["cpu_s_per_session_s"] = record["client_cpu_seconds"] / session_s
+        # The same while streaming only (ours and the floors): set-up and closing, which cost
+        # per session and not per second (creating a session's files on ext4 took from 0.05 to
+        # 0.2 CPU-s at 1 x 256, with the file system's state), left out of both.
+        if record.get("streaming_seconds"):
+            record["streaming_cpu_s_per_session_s"] = record["streaming_cpu_seconds"] / (
+                sessions * record["streaming_seconds"]
+            )
     if mock_stats:
         record["mock_cpu_cores"] = mock_stats["usage"]["cpu_cores"]
         record["mock_arrival_p99_ms"] = mock_stats["arrival_deviation_ms"]["p99"]
@@ -476,6 +499,7 @@ ROWS = [
     ("websocket send p99 (ms)", "websocket_send_p99_ms", "{:.3f}", True),
     ("client CPU (cores, workers)", "client_cpu_cores", "{:.3f}", True),
     ("client CPU-s per session-s", "cpu_s_per_session_s", "{:.5f}", True),
+    ("client CPU-s per session-s, streaming only", "streaming_cpu_s_per_session_s", "{:.5f}", True),
     ("client CPU-s, whole process tree", "client_tree_cpu_seconds", "{:.2f}", True),
     ("client peak RSS (MiB)", "client_peak_rss_mib", "{:.1f}", True),
     ("client loop lag max (ms)", "loop_lag_max_ms", "{:.1f}", True),
@@ -507,7 +531,7 @@ def measured_runs(runs):
 
 
 # Rows the floor client has a figure for.
-FLOOR_ROWS = {"deviation_p50_ms", "deviation_p99_ms", "deviation_max_ms", "client_cpu_cores", "cpu_s_per_session_s", "client_tree_cpu_seconds", "mock_cpu_cores", "mock_arrival_p99_ms", "host_steal_pct"}
+FLOOR_ROWS = {"streaming_cpu_s_per_session_s", "deviation_p50_ms", "deviation_p99_ms", "deviation_max_ms", "client_cpu_cores", "cpu_s_per_session_s", "client_tree_cpu_seconds", "mock_cpu_cores", "mock_arrival_p99_ms", "host_steal_pct"}
 
 
 def layout_table(runs_by_client: dict) -> list[str]:
@@ -852,7 +876,10 @@ def main() -> int:
         "",
         "Client CPU: the sum over the client's worker processes (the reference runs one per P) "
         "(`getrusage` over the process's wall time); CPU-s per session-s is that CPU time / "
-        "(sessions × duration); the whole process tree (ours: conductor and workers) is what "
+        "(sessions × duration); streaming only, the CPU from the gate to the last packet's send "
+        "over (sessions × those seconds): ours from summary.json's `processes[].streaming`, the "
+        "floors' their `streaming_cpu_s` (set-up and closing cost per session, not per second); "
+        "the whole process tree (ours: conductor and workers) is what "
         "`wait4` reported for the client command. RSS: the sum of the client processes' peaks. "
         "A ratio below 1 means duplexbench-tui's figure is lower. "
         "The floor (`bench/floor.rs`) is no benchmark client: per packet it makes one `read` that "

@@ -89,6 +89,29 @@ class Medians(unittest.TestCase):
         cells = [c.strip() for c in cpu_row.split("|")]
         self.assertEqual((cells[-5], cells[-2]), ("2.30", "1.15"))  # ours / each floor
 
+    def test_streaming_cpu_is_compared_with_the_floors_and_not_the_reference(self):
+        workers = [
+            {"role": "worker", "streaming": {"seconds": 19.9, "cpu_seconds": 1.5}},
+            {"role": "worker", "streaming": {"seconds": 20.1, "cpu_seconds": 1.75}},
+        ]
+        self.assertEqual(run.streaming_of(workers), {"streaming_cpu_seconds": 3.25, "streaming_seconds": 40.0})
+        # A worker without the window (an older build, a run stopped early): no figure at all.
+        self.assertEqual(run.streaming_of([workers[0], {"role": "worker"}]), {})
+        floor = run.figures_from_floor([{
+            "cpu_s": 1.3, "sys_s": 1.1, "cores": 0.06, "streaming_cpu_s": 1.2, "streaming_s": 20.0,
+            "appends": 64000, "max_lateness_ms": 1.0,
+        }])
+        self.assertEqual((floor["streaming_cpu_seconds"], floor["streaming_seconds"]), (1.2, 20.0))
+        table = run.layout_table({
+            run.OURS: [dict(record(0.00046), streaming_cpu_s_per_session_s=0.00036)],
+            run.REF: [record(0.003)],
+            run.FLOOR: [dict(record(0.00020), streaming_cpu_s_per_session_s=0.00024)],
+        })
+        row = next(line for line in table if line.startswith("| client CPU-s per session-s, streaming only |"))
+        cells = [c.strip() for c in row.split("|")]
+        self.assertEqual((cells[2], cells[3], cells[4]), ("0.00036", "–", "–"))
+        self.assertEqual((cells[5], cells[7]), ("0.00024", "1.50"))  # the floor; ours / floor
+
 
 class WorkDir(unittest.TestCase):
     def test_a_used_work_dir_is_refused_before_anything_runs(self):

@@ -42,4 +42,19 @@ pub struct ProcessUsage {
     pub cpu_cores: f64,
     /// Peak resident set size (`ru_maxrss`).
     pub peak_rss_bytes: u64,
+    /// A worker's CPU while it streamed (absent for other processes, and when no session
+    /// sent its last packet).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub streaming: Option<StreamingUsage>,
+}
+
+/// The CPU a worker spent from its start gate to the moment its last packet was sent: set-up
+/// (connections, handshakes, session files) and the end (the last replies, closing, the last
+/// writes) left out, as the floor client (`bench/floor.rs`) measures its own `streaming_cpu_s`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct StreamingUsage {
+    /// From the gate to the end of the last packet's send.
+    pub seconds: f64,
+    /// User plus system CPU time over those seconds.
+    pub cpu_seconds: f64,
 }

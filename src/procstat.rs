@@ -7,7 +7,7 @@ use crate::contract::ProcessUsage;
 
 /// The calling process's CPU time (all threads, to the nanosecond) and peak RSS so far.
 pub fn self_usage(wall_seconds: f64) -> ProcessUsage {
-    let cpu_seconds = crate::clock::read(rustix::time::ClockId::ProcessCPUTime);
+    let cpu_seconds = self_cpu_s();
     let peak_rss_bytes = std::fs::read_to_string("/proc/self/status")
         .map_or(0, |status| status_kb(&status, "VmHWM:"));
     ProcessUsage {
@@ -19,7 +19,13 @@ pub fn self_usage(wall_seconds: f64) -> ProcessUsage {
             0.0
         },
         peak_rss_bytes,
+        streaming: None,
     }
+}
+
+/// This process's CPU time so far (user plus system, every thread), in seconds.
+pub fn self_cpu_s() -> f64 {
+    crate::clock::read(rustix::time::ClockId::ProcessCPUTime)
 }
 
 /// A `/proc/<pid>/status` figure given in kB, in bytes; 0 when absent.

@@ -205,6 +205,11 @@ pub struct ProcessSummary {
     pub cpu_cores: f64,
     pub cpu_seconds: f64,
     pub peak_rss_bytes: u64,
+    /// A worker's CPU from its start gate to its last packet's send (what a streaming session
+    /// costs, set-up and closing left out); absent for the mock, for results of earlier
+    /// versions, and when no session sent its last packet.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub streaming: Option<crate::contract::StreamingUsage>,
     pub loop_lag_ms: LoopLagStats,
     /// False when the process left no result file; its figures are then zero.
     pub result_present: bool,

@@ -17,6 +17,7 @@ use crate::contract::telemetry::{Telemetry, WorkerCommand};
 use crate::contract::worker::{
     Injection, SessionOutcome, WorkerConfig, WorkerResult, RESULT_SCHEMA_VERSION,
 };
+use crate::contract::ProcessUsage;
 use crate::options::Settings;
 use crate::paths::RunPaths;
 use crate::protocol::native::Native;
@@ -108,7 +109,10 @@ fn result_of(
         started_s,
         gate_s: run.gate_s,
         ended_s,
-        usage: procstat::self_usage(ended_s - started_s),
+        usage: ProcessUsage {
+            streaming: run.stats.streaming_usage(),
+            ..procstat::self_usage(ended_s - started_s)
+        },
         loop_lag: run.loop_lag.stats(),
         writer_queue_peak_lines: run.stats.queue_peak_lines,
         writer_queue_peak_bytes: run.stats.queue_peak_bytes,

@@ -6,6 +6,7 @@ use crate::contract::telemetry::Progress;
 use crate::contract::worker::{
     ReplyKind, ReplySecond, SessionStatus, TurnCounts, WorkerHistograms,
 };
+use crate::contract::StreamingUsage;
 use crate::pacing::PacketCounts;
 
 /// Counters every session of a worker adds to, on the worker's single runtime thread.
@@ -39,6 +40,10 @@ pub struct WorkerStats {
     /// What the sessions' turns counted so far (openai, vllm), for the live figures; the
     /// result's are each session's own.
     pub turn_counts: TurnCounts,
+    /// The start gate and the process's CPU seconds when the first session passed it.
+    streaming_start: Option<(f64, f64)>,
+    /// The latest end of a session's last packet's send, and the CPU seconds then.
+    streaming_end: Option<(f64, f64)>,
 }
 
 impl WorkerStats {
@@ -52,6 +57,30 @@ impl WorkerStats {
     /// A server reply of `kind` arrived at `arrival_s` for what was sent at `sent_s`.
     pub fn reply(&mut self, kind: ReplyKind, sent_s: f64, arrival_s: f64) {
         ReplySecond::record(&mut self.reply_seconds, kind, sent_s, arrival_s);
+    }
+
+    /// A session passed the start gate `gate_s` with the process at `cpu_s` CPU seconds: the
+    /// first one starts the streaming window.
+    pub fn streaming_from(&mut self, gate_s: f64, cpu_s: f64) {
+        self.streaming_start.get_or_insert((gate_s, cpu_s));
+    }
+
+    /// A session's last packet was sent by `sent_s`, with the process at `cpu_s` CPU seconds:
+    /// the window ends there unless another session's last packet went later.
+    pub fn streaming_to(&mut self, sent_s: f64, cpu_s: f64) {
+        if self.streaming_end.is_none_or(|(end_s, _)| sent_s >= end_s) {
+            self.streaming_end = Some((sent_s, cpu_s));
+        }
+    }
+
+    /// The CPU the worker spent from its gate to its last packet; none when no session sent
+    /// its last packet (a run stopped early, or every session failed).
+    pub fn streaming_usage(&self) -> Option<StreamingUsage> {
+        let ((from_s, cpu_from), (to_s, cpu_to)) = (self.streaming_start?, self.streaming_end?);
+        Some(StreamingUsage {
+            seconds: (to_s - from_s).max(0.0),
+            cpu_seconds: (cpu_to - cpu_from).max(0.0),
+        })
     }
 
     /// Takes the per-session window maxima and starts a new window.
@@ -83,5 +112,39 @@ impl WorkerStats {
             protocol_errors: self.protocol_errors,
             ..Progress::default()
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_streaming_window_runs_from_the_gate_to_the_latest_last_packet() {
+        let mut stats = WorkerStats::new(3);
+        assert_eq!(stats.streaming_usage(), None);
+        // Three sessions pass the gate; the first one's CPU reading counts.
+        stats.streaming_from(100.0, 0.5);
+        stats.streaming_from(100.0, 0.6);
+        stats.streaming_from(100.0, 0.7);
+        assert_eq!(
+            stats.streaming_usage(),
+            None,
+            "no session sent its last packet yet"
+        );
+        stats.streaming_to(119.9, 2.4);
+        stats.streaming_to(120.1, 2.5);
+        // Reported out of order, an earlier end does not shorten the window.
+        stats.streaming_to(120.0, 2.45);
+        let usage = stats.streaming_usage().unwrap();
+        assert!((usage.seconds - 20.1).abs() < 1e-9, "{usage:?}");
+        assert!((usage.cpu_seconds - 2.0).abs() < 1e-9, "{usage:?}");
+    }
+
+    #[test]
+    fn a_worker_that_never_passed_its_gate_has_no_streaming_window() {
+        let mut stats = WorkerStats::new(1);
+        stats.streaming_to(5.0, 1.0);
+        assert_eq!(stats.streaming_usage(), None);
     }
 }

@@ -18,6 +18,7 @@ use crate::audio::Audio;
 use crate::clock::{instant_at, monotonic_s};
 use crate::contract::worker::{SessionOutcome, SessionStatus, MAX_WINDOWS};
 use crate::options::Settings;
+use crate::procstat;
 use crate::protocol::{ClientProtocol, EventIds, Outgoing};
 use crate::trace::format::json_string;
 use crate::trace::{Receipt, SessionTrace};
@@ -246,8 +247,12 @@ impl Session {
             self.machine.outcome.stopped_early = true;
             return Ok(());
         };
+        {
+            let mut stats = self.ctx.stats.borrow_mut();
+            stats.streaming_from(gate_s, procstat::self_cpu_s());
+            stats.sessions_streaming += 1;
+        }
         let gate_s = gate_s + self.stagger_s();
-        self.ctx.stats.borrow_mut().sessions_streaming += 1;
         let streamed = self.stream(ws, gate_s).await;
         self.ctx.stats.borrow_mut().sessions_streaming -= 1;
         self.ctx.pacer.forget(self.ctx.index);
@@ -335,6 +340,11 @@ impl Session {
             .await
             .map_err(End::Failed)?;
         self.machine.sent(seq, due_s, start_s, completed_s);
+        if seq + 1 == self.ctx.settings.packets_per_session {
+            // Once a session, not a packet: the CPU clock is a system call.
+            let cpu_s = procstat::self_cpu_s();
+            self.ctx.stats.borrow_mut().streaming_to(completed_s, cpu_s);
+        }
         let receipt = Receipt {
             event_id: EventIds {
                 shard: self.ctx.settings.shard.as_ref().map_or(0, |s| s.index),

@@ -118,6 +118,15 @@ fn short_2x4_run_completes_with_every_summary_key_and_a_valid_schema() {
         for key in WORKER_KEYS {
             assert!(w.pointer(key).is_some(), "worker lacks {key}: {w}");
         }
+        // From the gate to the last packet's send: packet 37 is due 2.96 s after the gate.
+        let streaming = &w["streaming"];
+        let seconds = streaming["seconds"].as_f64().unwrap();
+        let cpu = streaming["cpu_seconds"].as_f64().unwrap();
+        assert!((2.9..10.0).contains(&seconds), "{w}");
+        assert!(
+            cpu > 0.0 && cpu <= w["cpu_seconds"].as_f64().unwrap(),
+            "streaming CPU is part of the process's: {w}"
+        );
     }
     validate_against_schema(&s);
 
