@@ -5,7 +5,7 @@
 use super::{
     error_codes, mib, percentiles, server_figures, turn_counts, turn_figures, verdict_line,
 };
-use crate::contract::process_name;
+use crate::contract::{process_name, Role};
 use crate::summary::Summary;
 use std::fmt::Write as _;
 
@@ -427,6 +427,9 @@ fn details(out: &mut String, s: &Summary) {
             proc.loop_lag_ms.max
         );
     }
+    if let Some(line) = streaming_line(s) {
+        md!(out, "\n{line}");
+    }
     if let Some(m) = s.processes.iter().find_map(|p| p.mock.as_ref()) {
         let a = &m.arrival_deviation_ms;
         md!(
@@ -440,4 +443,27 @@ fn details(out: &mut String, s: &Summary) {
         "\nFiles: `summary.json` (every figure), `samples/worker-K.csv` (one line per packet), `sessions/wK-sNNNN/` (receipts, and traces when kept), `workers/` (configs, results, logs){}; see docs/files.md.",
         if s.settings.builtin_mock { ", `mock-stats.json`" } else { "" }
     );
+}
+
+/// The workers' CPU while they streamed (gate to last packet), when every worker measured it.
+fn streaming_line(s: &Summary) -> Option<String> {
+    let windows: Vec<_> = s
+        .processes
+        .iter()
+        .filter(|p| p.role == Role::Worker)
+        .map(|p| p.streaming)
+        .collect::<Option<_>>()?;
+    let seconds: f64 = windows.iter().map(|w| w.seconds).sum();
+    if seconds <= 0.0 {
+        return None;
+    }
+    let cpu: f64 = windows.iter().map(|w| w.cpu_seconds).sum();
+    let cores: f64 = windows
+        .iter()
+        .map(|w| w.cpu_seconds / w.seconds.max(1e-9))
+        .sum();
+    let per_session_s = cpu / (f64::from(s.layout.sessions_per_process) * seconds);
+    Some(format!(
+        "While streaming (start gate to last packet; set-up and closing left out) the workers used {cores:.3} cores, {per_session_s:.6} CPU-s per session-second."
+    ))
 }

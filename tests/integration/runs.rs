@@ -139,7 +139,11 @@ fn short_2x4_run_completes_with_every_summary_key_and_a_valid_schema() {
     assert_eq!(s["peak_overlapping_streams"], 8);
     let mock = processes.iter().find(|p| p["role"] == "mock").unwrap();
     assert_eq!(mock["mock"]["appends_received"], 8 * 38);
-    assert!(out.join("summary.md").exists());
+    let md = std::fs::read_to_string(out.join("summary.md")).unwrap();
+    assert!(
+        md.contains("While streaming (start gate to last packet"),
+        "summary.md says what streaming cost: {md}"
+    );
     assert!(out.join("samples/worker-0.csv").exists());
     assert!(out.join("samples/worker-1.csv").exists());
     // Traces are deleted at the end unless --keep-traces; receipts stay.
