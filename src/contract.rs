@@ -48,7 +48,8 @@ pub struct ProcessUsage {
     pub streaming: Option<StreamingUsage>,
 }
 
-/// The CPU a worker spent from its start gate to the moment its last packet was sent: set-up
+/// The CPU a worker spent from its start gate to the moment its last packet was sent (by the
+/// last session streaming; when that one failed, to when it stopped): set-up
 /// (connections, handshakes, session files) and the end (the last replies, closing, the last
 /// writes) left out, as the floor client (`bench/floor.rs`) measures its own `streaming_cpu_s`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]

@@ -42,8 +42,10 @@ pub struct WorkerStats {
     pub turn_counts: TurnCounts,
     /// The start gate and the process's CPU seconds when the first session passed it.
     streaming_start: Option<(f64, f64)>,
-    /// The latest end of a session's last packet's send, and the CPU seconds then.
+    /// The end of the last streaming session's last packet's send, and the CPU seconds then.
     streaming_end: Option<(f64, f64)>,
+    /// Sessions that sent their last packet.
+    last_packets_sent: u32,
 }
 
 impl WorkerStats {
@@ -59,17 +61,37 @@ impl WorkerStats {
         ReplySecond::record(&mut self.reply_seconds, kind, sent_s, arrival_s);
     }
 
-    /// A session passed the start gate `gate_s` with the process at `cpu_s` CPU seconds: the
-    /// first one starts the streaming window.
-    pub fn streaming_from(&mut self, gate_s: f64, cpu_s: f64) {
-        self.streaming_start.get_or_insert((gate_s, cpu_s));
+    /// A session passed the start gate `gate_s` and streams. The first one starts the
+    /// streaming window with the process's CPU seconds then: the CPU clock is a system call,
+    /// read once a worker, not once a session.
+    pub fn stream_started(&mut self, gate_s: f64, cpu_s: impl FnOnce() -> f64) {
+        if self.streaming_start.is_none() {
+            self.streaming_start = Some((gate_s, cpu_s()));
+        }
+        self.sessions_streaming += 1;
     }
 
-    /// A session's last packet was sent by `sent_s`, with the process at `cpu_s` CPU seconds:
-    /// the window ends there unless another session's last packet went later.
-    pub fn streaming_to(&mut self, sent_s: f64, cpu_s: f64) {
-        if self.streaming_end.is_none_or(|(end_s, _)| sent_s >= end_s) {
-            self.streaming_end = Some((sent_s, cpu_s));
+    /// A session's last packet was sent by `sent_s`. When no other session is still streaming,
+    /// the window ends here, and only then is the CPU clock read: at one gate every session's
+    /// last packet is due at once, and a clock read after each send would make that burst
+    /// longer.
+    pub fn last_packet_sent(&mut self, sent_s: f64, cpu_s: impl FnOnce() -> f64) {
+        self.last_packets_sent += 1;
+        if self.sessions_streaming == 1 {
+            self.streaming_end = Some((sent_s, cpu_s()));
+        }
+    }
+
+    /// A session stopped streaming, its last packet sent or not (`now`: the time and the
+    /// CPU seconds, read only when needed). When the last one to stop had failed while others
+    /// had sent their last packets, the window ends now.
+    pub fn stream_ended(&mut self, now: impl FnOnce() -> (f64, f64)) {
+        self.sessions_streaming = self.sessions_streaming.saturating_sub(1);
+        if self.sessions_streaming == 0
+            && self.last_packets_sent > 0
+            && self.streaming_end.is_none()
+        {
+            self.streaming_end = Some(now());
         }
     }
 
@@ -120,31 +142,51 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_streaming_window_runs_from_the_gate_to_the_latest_last_packet() {
+    fn the_streaming_window_runs_from_the_gate_to_the_last_streaming_sessions_last_packet() {
         let mut stats = WorkerStats::new(3);
+        let mut reads = 0;
+        let mut clock = |cpu_s: f64| {
+            reads += 1;
+            cpu_s
+        };
         assert_eq!(stats.streaming_usage(), None);
-        // Three sessions pass the gate; the first one's CPU reading counts.
-        stats.streaming_from(100.0, 0.5);
-        stats.streaming_from(100.0, 0.6);
-        stats.streaming_from(100.0, 0.7);
-        assert_eq!(
-            stats.streaming_usage(),
-            None,
-            "no session sent its last packet yet"
-        );
-        stats.streaming_to(119.9, 2.4);
-        stats.streaming_to(120.1, 2.5);
-        // Reported out of order, an earlier end does not shorten the window.
-        stats.streaming_to(120.0, 2.45);
+        // Three sessions pass the gate: the first one's CPU reading counts, the others read none.
+        stats.stream_started(100.0, || clock(0.5));
+        stats.stream_started(100.0, || clock(0.6));
+        stats.stream_started(100.0, || clock(0.7));
+        // Two send their last packet while another still streams: no clock read.
+        stats.last_packet_sent(119.9, || clock(2.4));
+        stats.stream_ended(|| (119.9, clock(2.4)));
+        stats.last_packet_sent(120.0, || clock(2.45));
+        stats.stream_ended(|| (120.0, clock(2.45)));
+        assert_eq!(stats.streaming_usage(), None, "a session still streams");
+        stats.last_packet_sent(120.1, || clock(2.5));
+        stats.stream_ended(|| (120.2, clock(2.6)));
         let usage = stats.streaming_usage().unwrap();
         assert!((usage.seconds - 20.1).abs() < 1e-9, "{usage:?}");
         assert!((usage.cpu_seconds - 2.0).abs() < 1e-9, "{usage:?}");
+        assert_eq!(reads, 2, "one read at the gate, one at the end");
     }
 
     #[test]
-    fn a_worker_that_never_passed_its_gate_has_no_streaming_window() {
+    fn when_the_last_session_fails_the_window_ends_as_it_stops() {
+        let mut stats = WorkerStats::new(2);
+        stats.stream_started(10.0, || 1.0);
+        stats.stream_started(10.0, || 1.0);
+        stats.last_packet_sent(30.0, || 3.0);
+        stats.stream_ended(|| (30.0, 3.0));
+        // The other one's connection was lost before its last packet.
+        stats.stream_ended(|| (30.5, 3.25));
+        let usage = stats.streaming_usage().unwrap();
+        assert!((usage.seconds - 20.5).abs() < 1e-9, "{usage:?}");
+        assert!((usage.cpu_seconds - 2.25).abs() < 1e-9, "{usage:?}");
+    }
+
+    #[test]
+    fn a_run_stopped_before_any_last_packet_has_no_streaming_window() {
         let mut stats = WorkerStats::new(1);
-        stats.streaming_to(5.0, 1.0);
+        stats.stream_started(10.0, || 1.0);
+        stats.stream_ended(|| (12.0, 1.5));
         assert_eq!(stats.streaming_usage(), None);
     }
 }

@@ -247,14 +247,16 @@ impl Session {
             self.machine.outcome.stopped_early = true;
             return Ok(());
         };
-        {
-            let mut stats = self.ctx.stats.borrow_mut();
-            stats.streaming_from(gate_s, procstat::self_cpu_s());
-            stats.sessions_streaming += 1;
-        }
+        self.ctx
+            .stats
+            .borrow_mut()
+            .stream_started(gate_s, procstat::self_cpu_s);
         let gate_s = gate_s + self.stagger_s();
         let streamed = self.stream(ws, gate_s).await;
-        self.ctx.stats.borrow_mut().sessions_streaming -= 1;
+        self.ctx
+            .stats
+            .borrow_mut()
+            .stream_ended(|| (monotonic_s(), procstat::self_cpu_s()));
         self.ctx.pacer.forget(self.ctx.index);
         streamed
     }
@@ -341,9 +343,10 @@ impl Session {
             .map_err(End::Failed)?;
         self.machine.sent(seq, due_s, start_s, completed_s);
         if seq + 1 == self.ctx.settings.packets_per_session {
-            // Once a session, not a packet: the CPU clock is a system call.
-            let cpu_s = procstat::self_cpu_s();
-            self.ctx.stats.borrow_mut().streaming_to(completed_s, cpu_s);
+            self.ctx
+                .stats
+                .borrow_mut()
+                .last_packet_sent(completed_s, procstat::self_cpu_s);
         }
         let receipt = Receipt {
             event_id: EventIds {
