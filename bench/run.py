@@ -212,7 +212,6 @@ def figures_from_floor(outs: list[dict]) -> dict:
         "client_cpu_seconds": round(cpu, 4),
         "client_cpu_cores": sum(o["cores"] for o in outs),
         "floor_sys_share": sys_s / cpu if cpu else 0.0,
-        "floor_streaming_cpu_seconds": round(sum(o["streaming_cpu_s"] for o in outs), 4),
         "streaming_cpu_seconds": sum(o["streaming_cpu_s"] for o in outs),
         "streaming_seconds": sum(o["streaming_s"] for o in outs),
         "floor_appends": sum(o["appends"] for o in outs),

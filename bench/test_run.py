@@ -25,6 +25,12 @@ def record(cpu, complete=True, ok=True, qualified=True, p99=1.0):
     }
 
 
+def cells(table, label):
+    """The cells of the table row that starts with `label`, stripped."""
+    row = next(line for line in table if line.startswith(f"| {label}"))
+    return [c.strip() for c in row.split("|")]
+
+
 class Medians(unittest.TestCase):
     def test_incomplete_runs_are_left_out_when_a_run_completed(self):
         # The case that printed 1.20 x the floor: one run whose sessions all failed in set-up.
@@ -48,10 +54,9 @@ class Medians(unittest.TestCase):
         runs_row = next(line for line in table if line.startswith("| runs |"))
         self.assertIn("2 of 2 qualified, 1 complete; medians of the 1 complete", runs_row)
         self.assertNotIn("medians of", runs_row.split("|")[3])
-        cpu_row = next(line for line in table if line.startswith("| client CPU-s per session-s |"))
-        cells = [c.strip() for c in cpu_row.split("|")]
-        self.assertEqual(cells[2], "0.00046")
-        self.assertEqual(cells[-2], "2.30")  # ours / floor, from the complete run only
+        row = cells(table, "client CPU-s per session-s |")
+        self.assertEqual(row[2], "0.00046")
+        self.assertEqual(row[-2], "2.30")  # ours / floor, from the complete run only
 
     def test_steal_is_the_share_of_cpu_time_the_host_gave_elsewhere(self):
         self.assertEqual(run.steal_share((10, 1000), (60, 2000)), 0.05)
@@ -66,14 +71,13 @@ class Medians(unittest.TestCase):
             run.REF: [record(0.003)],
             run.FLOOR: [dict(record(0.00020), host_steal_pct=0.4)],
         })
-        row = next(line for line in table if line.startswith("| host steal during the run"))
-        cells = [c.strip() for c in row.split("|")]
-        self.assertEqual(cells[2], "11.2")
-        self.assertEqual(cells[5], "0.4")
+        row = cells(table, "host steal during the run")
+        self.assertEqual(row[2], "11.2")
+        self.assertEqual(row[5], "0.4")
         # A share of the host's time is no client's figure: no ratios of it.
-        self.assertEqual(cells[4], "–")
-        self.assertEqual(cells[6], "–")
-        self.assertEqual(cells[7], "–")
+        self.assertEqual(row[4], "–")
+        self.assertEqual(row[6], "–")
+        self.assertEqual(row[7], "–")
 
     def test_each_floor_has_its_own_columns(self):
         table = run.layout_table({
@@ -85,9 +89,8 @@ class Medians(unittest.TestCase):
         self.assertIn(f"| ours / {run.FLOOR} | {run.FLOOR_ARRIVAL} |", table[0])
         widths = {line.count("|") for line in table}
         self.assertEqual(len(widths), 1, table)
-        cpu_row = next(line for line in table if line.startswith("| client CPU-s per session-s |"))
-        cells = [c.strip() for c in cpu_row.split("|")]
-        self.assertEqual((cells[-5], cells[-2]), ("2.30", "1.15"))  # ours / each floor
+        row = cells(table, "client CPU-s per session-s |")
+        self.assertEqual((row[-5], row[-2]), ("2.30", "1.15"))  # ours / each floor
 
     def test_streaming_cpu_is_compared_with_the_floors_and_not_the_reference(self):
         workers = [
@@ -107,10 +110,9 @@ class Medians(unittest.TestCase):
             run.REF: [record(0.003)],
             run.FLOOR: [dict(record(0.00020), streaming_cpu_s_per_session_s=0.00024)],
         })
-        row = next(line for line in table if line.startswith("| client CPU-s per session-s, streaming only |"))
-        cells = [c.strip() for c in row.split("|")]
-        self.assertEqual((cells[2], cells[3], cells[4]), ("0.00036", "–", "–"))
-        self.assertEqual((cells[5], cells[7]), ("0.00024", "1.50"))  # the floor; ours / floor
+        row = cells(table, "client CPU-s per session-s, streaming only |")
+        self.assertEqual((row[2], row[3], row[4]), ("0.00036", "–", "–"))
+        self.assertEqual((row[5], row[7]), ("0.00024", "1.50"))  # the floor; ours / floor
 
 
 class WorkDir(unittest.TestCase):

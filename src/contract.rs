@@ -52,7 +52,7 @@ pub struct ProcessUsage {
 /// last session streaming; when that one failed, to when it stopped): set-up
 /// (connections, handshakes, session files) and the end (the last replies, closing, the last
 /// writes) left out, as the floor client (`bench/floor.rs`) measures its own `streaming_cpu_s`.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct StreamingUsage {
     /// From the gate to the end of the last packet's send.
     pub seconds: f64,
