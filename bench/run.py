@@ -212,6 +212,7 @@ def figures_from_floor(outs: list[dict]) -> dict:
         "client_cpu_seconds": round(cpu, 4),
         "client_cpu_cores": sum(o["cores"] for o in outs),
         "floor_sys_share": sys_s / cpu if cpu else 0.0,
+        "client_system_cpu_seconds": sys_s,
         "streaming_cpu_seconds": sum(o["streaming_cpu_s"] for o in outs),
         "streaming_seconds": sum(o["streaming_s"] for o in outs),
         "floor_appends": sum(o["appends"] for o in outs),
@@ -252,6 +253,31 @@ def figures_from_ours(summary: dict) -> dict:
         "client_peak_rss_bytes": sum(p["peak_rss_bytes"] for p in workers),
         "loop_lag_max_ms": max((p["loop_lag_ms"]["max"] for p in workers), default=0.0),
         **streaming_of(workers),
+        **system_of(workers),
+    }
+
+
+def system_of(workers: list[dict]) -> dict:
+    """The workers' kernel CPU (summary.json's `processes[].system_cpu_seconds`), summed;
+    nothing when a worker has none (an older build)."""
+    system = [p.get("system_cpu_seconds") for p in workers]
+    if not system or any(s is None for s in system):
+        return {}
+    return {"client_system_cpu_seconds": sum(system)}
+
+
+def per_packet(record: dict) -> dict:
+    """The client's CPU a packet sent, split into user space and the kernel (µs), where the
+    client says how much of its CPU was the kernel's: ours and the floors. The whole run's CPU
+    over its packets, set-up included, as `cpu_s_per_session_s`."""
+    packets = record.get("floor_appends", record.get("packets"))
+    system = record.get("client_system_cpu_seconds")
+    if not packets or system is None:
+        return {}
+    cpu = record["client_cpu_seconds"]
+    return {
+        "user_us_per_packet": (cpu - system) / packets * 1e6,
+        "system_us_per_packet": system / packets * 1e6,
     }
 
 
@@ -442,6 +468,7 @@ def run_one(cfg, client: str, processes: int, sessions: int, duration: int, trac
     if record["ok"]:
         session_s = processes * sessions * duration
         record["cpu_s_per_session_s"] = record["client_cpu_seconds"] / session_s
+        record.update(per_packet(record))
         # The same while streaming only (ours and the floors): set-up and closing, which cost
         # per session and not per second (creating a session's files on ext4 took from 0.05 to
         # 0.2 CPU-s at 1 x 256, with the file system's state), left out of both.
@@ -499,6 +526,8 @@ ROWS = [
     ("client CPU (cores, workers)", "client_cpu_cores", "{:.3f}", True),
     ("client CPU-s per session-s", "cpu_s_per_session_s", "{:.5f}", True),
     ("client CPU-s per session-s, streaming only", "streaming_cpu_s_per_session_s", "{:.5f}", True),
+    ("client user CPU a packet (µs)", "user_us_per_packet", "{:.1f}", True),
+    ("client kernel CPU a packet (µs)", "system_us_per_packet", "{:.1f}", True),
     ("client CPU-s, whole process tree", "client_tree_cpu_seconds", "{:.2f}", True),
     ("client peak RSS (MiB)", "client_peak_rss_mib", "{:.1f}", True),
     ("client loop lag max (ms)", "loop_lag_max_ms", "{:.1f}", True),
@@ -530,7 +559,7 @@ def measured_runs(runs):
 
 
 # Rows the floor client has a figure for.
-FLOOR_ROWS = {"streaming_cpu_s_per_session_s", "deviation_p50_ms", "deviation_p99_ms", "deviation_max_ms", "client_cpu_cores", "cpu_s_per_session_s", "client_tree_cpu_seconds", "mock_cpu_cores", "mock_arrival_p99_ms", "host_steal_pct"}
+FLOOR_ROWS = {"streaming_cpu_s_per_session_s", "user_us_per_packet", "system_us_per_packet", "deviation_p50_ms", "deviation_p99_ms", "deviation_max_ms", "client_cpu_cores", "cpu_s_per_session_s", "client_tree_cpu_seconds", "mock_cpu_cores", "mock_arrival_p99_ms", "host_steal_pct"}
 
 
 def layout_table(runs_by_client: dict) -> list[str]:
@@ -878,6 +907,9 @@ def main() -> int:
         "(sessions × duration); streaming only, the CPU from the gate to the last packet's send "
         "over (sessions × those seconds): ours from summary.json's `processes[].streaming`, the "
         "floors' their `streaming_cpu_s` (set-up and closing cost per session, not per second); "
+        "user and kernel CPU a packet: the client's CPU over the run split by its kernel share "
+        "(ours: the workers' `processes[].system_cpu_seconds`, `stime` in 10 ms ticks; the floors: "
+        "`getrusage`), over the packets it sent; "
         "the whole process tree (ours: conductor and workers) is what "
         "`wait4` reported for the client command. RSS: the sum of the client processes' peaks. "
         "A ratio below 1 means duplexbench-tui's figure is lower. "

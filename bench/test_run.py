@@ -115,6 +115,32 @@ class Medians(unittest.TestCase):
         self.assertEqual((row[5], row[7]), ("0.00024", "1.50"))  # the floor; ours / floor
 
 
+    def test_the_cpu_a_packet_is_split_into_user_space_and_the_kernel(self):
+        workers = [
+            {"role": "worker", "system_cpu_seconds": 0.75},
+            {"role": "worker", "system_cpu_seconds": 0.25},
+        ]
+        self.assertEqual(run.system_of(workers), {"client_system_cpu_seconds": 1.0})
+        self.assertEqual(run.system_of([workers[0], {"role": "worker"}]), {})  # an older build
+        ours = {"client_cpu_seconds": 3.0, "packets": 500_000, "client_system_cpu_seconds": 1.0}
+        self.assertEqual(run.per_packet(ours), {"user_us_per_packet": 4.0, "system_us_per_packet": 2.0})
+        floor = run.figures_from_floor([{
+            "cpu_s": 1.5, "sys_s": 1.25, "cores": 0.06, "streaming_cpu_s": 1.2, "streaming_s": 20.0,
+            "appends": 250_000, "max_lateness_ms": 1.0,
+        }])
+        self.assertEqual(run.per_packet(floor), {"user_us_per_packet": 1.0, "system_us_per_packet": 5.0})
+        # The reference says nothing of its kernel share: no split, rather than a guess.
+        self.assertEqual(run.per_packet({"client_cpu_seconds": 9.0, "packets": 500_000}), {})
+        table = run.layout_table({
+            run.OURS: [dict(record(0.00046), user_us_per_packet=4.0, system_us_per_packet=2.0)],
+            run.REF: [record(0.003)],
+            run.FLOOR: [dict(record(0.00020), user_us_per_packet=1.0, system_us_per_packet=5.0)],
+        })
+        user, kernel = cells(table, "client user CPU a packet"), cells(table, "client kernel CPU a packet")
+        self.assertEqual((user[2], user[3], user[5], user[7]), ("4.0", "–", "1.0", "4.00"))
+        self.assertEqual((kernel[2], kernel[5], kernel[7]), ("2.0", "5.0", "0.40"))
+
+
 class WorkDir(unittest.TestCase):
     def test_a_used_work_dir_is_refused_before_anything_runs(self):
         with tempfile.TemporaryDirectory() as work:

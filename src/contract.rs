@@ -42,6 +42,11 @@ pub struct ProcessUsage {
     pub cpu_cores: f64,
     /// Peak resident set size (`ru_maxrss`).
     pub peak_rss_bytes: u64,
+    /// The part of `cpu_seconds` spent in the kernel on the process's behalf (system calls,
+    /// the loopback TCP path they run): `/proc/self/stat`'s `stime`, in clock ticks (10 ms).
+    /// Absent where `/proc` could not be read, and in results of earlier versions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub system_seconds: Option<f64>,
     /// A worker's CPU while it streamed (absent for other processes, and when no session
     /// sent its last packet).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -19,8 +19,17 @@ pub fn self_usage(wall_seconds: f64) -> ProcessUsage {
             0.0
         },
         peak_rss_bytes,
+        system_seconds: self_system_s().map(|s| s.min(cpu_seconds)),
         streaming: None,
     }
+}
+
+/// The kernel's share of this process's CPU time so far (`stime` of `/proc/self/stat`, in
+/// seconds); `None` when it cannot be read.
+fn self_system_s() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    let stat = crate::sampler::procfs::parse_stat(&stat)?;
+    Some(stat.stime as f64 / rustix::param::clock_ticks_per_second().max(1) as f64)
 }
 
 /// This process's CPU time so far (user plus system, every thread), in seconds.
@@ -89,6 +98,9 @@ mod tests {
     fn reads_this_process() {
         let r = read_live(std::process::id()).unwrap();
         assert!(r.rss_bytes > 0);
-        assert!(self_usage(1.0).peak_rss_bytes > 0);
+        let usage = self_usage(1.0);
+        assert!(usage.peak_rss_bytes > 0);
+        let system = usage.system_seconds.expect("/proc/self/stat has stime");
+        assert!((0.0..=usage.cpu_seconds).contains(&system), "{usage:?}");
     }
 }

@@ -204,6 +204,10 @@ pub struct ProcessSummary {
     pub pid: u32,
     pub cpu_cores: f64,
     pub cpu_seconds: f64,
+    /// The part of `cpu_seconds` spent in the kernel (`stime`, 10 ms ticks); absent for
+    /// results of earlier versions and where `/proc` could not be read.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub system_cpu_seconds: Option<f64>,
     pub peak_rss_bytes: u64,
     /// A worker's CPU from its start gate to its last packet's send (what a streaming session
     /// costs, set-up and closing left out); absent for the mock, for results of earlier

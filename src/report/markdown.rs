@@ -3,7 +3,8 @@
 //! causes of stalls, and the details last.
 
 use super::{
-    error_codes, mib, percentiles, server_figures, turn_counts, turn_figures, verdict_line,
+    error_codes, kernel_share, mib, percentiles, server_figures, turn_counts, turn_figures,
+    verdict_line,
 };
 use crate::contract::{process_name, Role};
 use crate::summary::Summary;
@@ -415,16 +416,23 @@ fn details(out: &mut String, s: &Summary) {
                 });
         md!(
             out,
-            "| {name}{} | {:.3} | {:.1} | {:.2} / {:.2} | {late} | {dev} |",
+            "| {name}{} | {:.3}{} | {:.1} | {:.2} / {:.2} | {late} | {dev} |",
             if proc.result_present {
                 ""
             } else {
                 " (no result)"
             },
             proc.cpu_cores,
+            kernel_share(proc),
             mib(proc.peak_rss_bytes),
             proc.loop_lag_ms.p99,
             proc.loop_lag_ms.max
+        );
+    }
+    if s.processes.iter().any(|p| p.kernel_share_pct().is_some()) {
+        md!(
+            out,
+            "\nThe share in the kernel is CPU time spent in system calls and the network stack they run (the loopback TCP path is most of it); the rest is user space."
         );
     }
     if let Some(line) = streaming_line(s) {

@@ -2,7 +2,8 @@
 //! closes): the verdict and its reasons, the client's pacing and the server's latency.
 
 use super::{
-    error_codes, mib, percentiles, server_figures, turn_counts, turn_figures, verdict_line,
+    error_codes, kernel_share, mib, percentiles, server_figures, turn_counts, turn_figures,
+    verdict_line,
 };
 use crate::contract::process_name;
 use crate::summary::Summary;
@@ -171,8 +172,9 @@ fn processes(out: &mut String, s: &Summary) {
         let name = process_name(proc.role, proc.index);
         row!(
             out,
-            "{name:<18} {:.3} cores, {:.1} MiB peak RSS, loop lag max {:.1} ms",
+            "{name:<18} {:.3} cores{}, {:.1} MiB peak RSS, loop lag max {:.1} ms",
             proc.cpu_cores,
+            kernel_share(proc),
             mib(proc.peak_rss_bytes),
             proc.loop_lag_ms.max
         );

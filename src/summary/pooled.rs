@@ -141,6 +141,7 @@ impl Pooled {
             pid: r.pid,
             cpu_cores: r.usage.cpu_cores,
             cpu_seconds: r.usage.cpu_seconds,
+            system_cpu_seconds: r.usage.system_seconds,
             peak_rss_bytes: r.usage.peak_rss_bytes,
             streaming: r.usage.streaming,
             loop_lag_ms: r.loop_lag,
@@ -241,6 +242,13 @@ impl FilesLost {
 }
 
 impl ProcessSummary {
+    /// How much of its CPU time the process spent in the kernel, in percent; `None` when that
+    /// is not known or it used none.
+    pub fn kernel_share_pct(&self) -> Option<f64> {
+        let system = self.system_cpu_seconds?;
+        (self.cpu_seconds > 0.0).then(|| 100.0 * system / self.cpu_seconds)
+    }
+
     /// A process that left no result: its figures are zero.
     fn without_result(role: Role, index: Option<u32>, pid: u32) -> Self {
         ProcessSummary {
@@ -249,6 +257,7 @@ impl ProcessSummary {
             pid,
             cpu_cores: 0.0,
             cpu_seconds: 0.0,
+            system_cpu_seconds: None,
             peak_rss_bytes: 0,
             streaming: None,
             loop_lag_ms: LoopLagStats::default(),
@@ -269,6 +278,7 @@ pub(super) fn mock_process(pid: u32, stats: Option<&MockStats>) -> ProcessSummar
     if let Some(s) = stats {
         process.cpu_cores = s.usage.cpu_cores;
         process.cpu_seconds = s.usage.cpu_seconds;
+        process.system_cpu_seconds = s.usage.system_seconds;
         process.peak_rss_bytes = s.usage.peak_rss_bytes;
         process.loop_lag_ms = s.loop_lag_ms;
         process.result_present = true;

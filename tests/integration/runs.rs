@@ -128,6 +128,14 @@ fn short_2x4_run_completes_with_every_summary_key_and_a_valid_schema() {
             "streaming CPU is part of the process's: {w}"
         );
     }
+    for p in processes {
+        // The kernel's part of the CPU, from /proc/self/stat (which every Linux has).
+        let system = p["system_cpu_seconds"].as_f64().unwrap();
+        assert!(
+            (0.0..=p["cpu_seconds"].as_f64().unwrap()).contains(&system),
+            "the kernel's CPU is part of the process's: {p}"
+        );
+    }
     validate_against_schema(&s);
 
     assert_eq!(s["schema_version"], 3);
@@ -143,6 +151,10 @@ fn short_2x4_run_completes_with_every_summary_key_and_a_valid_schema() {
     assert!(
         md.contains("While streaming (start gate to last packet"),
         "summary.md says what streaming cost: {md}"
+    );
+    assert!(
+        md.contains("% in the kernel) |"),
+        "summary.md splits each process's CPU: {md}"
     );
     assert!(out.join("samples/worker-0.csv").exists());
     assert!(out.join("samples/worker-1.csv").exists());
