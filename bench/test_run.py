@@ -114,7 +114,6 @@ class Medians(unittest.TestCase):
         self.assertEqual((row[2], row[3], row[4]), ("0.00036", "–", "–"))
         self.assertEqual((row[5], row[7]), ("0.00024", "1.50"))  # the floor; ours / floor
 
-
     def test_the_cpu_a_packet_is_split_into_user_space_and_the_kernel(self):
         workers = [
             {"role": "worker", "system_cpu_seconds": 0.75},

@@ -46,7 +46,7 @@ pub struct ProcessUsage {
     /// the loopback TCP path they run): `/proc/self/stat`'s `stime`, in clock ticks (10 ms).
     /// Absent where `/proc` could not be read, and in results of earlier versions.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub system_seconds: Option<f64>,
+    pub system_cpu_seconds: Option<f64>,
     /// A worker's CPU while it streamed (absent for other processes, and when no session
     /// sent its last packet).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -19,7 +19,7 @@ pub fn self_usage(wall_seconds: f64) -> ProcessUsage {
             0.0
         },
         peak_rss_bytes,
-        system_seconds: self_system_s().map(|s| s.min(cpu_seconds)),
+        system_cpu_seconds: self_system_s().map(|s| s.min(cpu_seconds)),
         streaming: None,
     }
 }
@@ -100,7 +100,7 @@ mod tests {
         assert!(r.rss_bytes > 0);
         let usage = self_usage(1.0);
         assert!(usage.peak_rss_bytes > 0);
-        let system = usage.system_seconds.expect("/proc/self/stat has stime");
+        let system = usage.system_cpu_seconds.expect("/proc/self/stat has stime");
         assert!((0.0..=usage.cpu_seconds).contains(&system), "{usage:?}");
     }
 }

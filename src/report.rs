@@ -57,13 +57,13 @@ fn mib(bytes: u64) -> f64 {
     bytes as f64 / (1024.0 * 1024.0)
 }
 
-/// `p50 / p99 / max` in ms, or `no samples`.
 /// " (61 % in the kernel)" when the process's kernel share is known.
 fn kernel_share(proc: &crate::summary::ProcessSummary) -> String {
     proc.kernel_share_pct()
         .map_or_else(String::new, |pct| format!(" ({pct:.0} % in the kernel)"))
 }
 
+/// `p50 / p99 / max` in ms, or `no samples`.
 fn percentiles(q: Option<&ShortPercentiles>) -> String {
     match q {
         Some(q) => format!("{:.2} / {:.2} / {:.2}", q.p50, q.p99, q.max),

@@ -141,7 +141,7 @@ impl Pooled {
             pid: r.pid,
             cpu_cores: r.usage.cpu_cores,
             cpu_seconds: r.usage.cpu_seconds,
-            system_cpu_seconds: r.usage.system_seconds,
+            system_cpu_seconds: r.usage.system_cpu_seconds,
             peak_rss_bytes: r.usage.peak_rss_bytes,
             streaming: r.usage.streaming,
             loop_lag_ms: r.loop_lag,
@@ -278,7 +278,7 @@ pub(super) fn mock_process(pid: u32, stats: Option<&MockStats>) -> ProcessSummar
     if let Some(s) = stats {
         process.cpu_cores = s.usage.cpu_cores;
         process.cpu_seconds = s.usage.cpu_seconds;
-        process.system_cpu_seconds = s.usage.system_seconds;
+        process.system_cpu_seconds = s.usage.system_cpu_seconds;
         process.peak_rss_bytes = s.usage.peak_rss_bytes;
         process.loop_lag_ms = s.loop_lag_ms;
         process.result_present = true;
