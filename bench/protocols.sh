@@ -77,6 +77,14 @@ def cpu_us(s):
     cpu = sum(p["cpu_seconds"] for p in s["processes"] if p["role"] == "worker")
     return cpu / (s["layout"]["sessions_total"] * s["settings"]["duration_s"]) * 1e6
 
+def kernel(s):
+    """ (61 % kernel): the workers' share of their CPU spent in the kernel, when they say it."""
+    workers = [p for p in s["processes"] if p["role"] == "worker"]
+    cpu = sum(p["cpu_seconds"] for p in workers)
+    if not cpu or any(p.get("system_cpu_seconds") is None for p in workers):
+        return ""
+    return f" ({100 * sum(p['system_cpu_seconds'] for p in workers) / cpu:.0f} % kernel)"
+
 def pct(x):
     return "–" if x is None else f"{x['p50']:.1f} / {x['p99']:.1f}"
 
@@ -113,7 +121,7 @@ for rep in range(1, reps + 1):
         p = s["pacing"]
         d = p["deviation_ms"]
         print(f"| {rep} | {protocol} | {verdict(s)} | {p['packets']} | {p['late_packets']} | "
-              f"{d['p50']:.2f} / {d['p99']:.2f} / {d['max']:.2f} | {latency(protocol, s)} | {cpu_us(s):.0f} µs |")
+              f"{d['p50']:.2f} / {d['p99']:.2f} / {d['max']:.2f} | {latency(protocol, s)} | {cpu_us(s):.0f} µs{kernel(s)} |")
 print()
 print("| rep | protocol | ws:// CPU per session-second | wss:// CPU per session-second | wss / ws | ws late / deviation p99 | wss late / deviation p99 |")
 print("|---|---|---|---|---|---|---|")
@@ -121,7 +129,7 @@ for rep in range(1, reps + 1):
     for protocol in protocols:
         off, on = load(f"{rep}-{protocol}-tls-off"), load(f"{rep}-{protocol}-tls-on")
         a, b = cpu_us(off), cpu_us(on)
-        print(f"| {rep} | {protocol} | {a:.0f} µs | {b:.0f} µs | {b / a:.2f} | "
+        print(f"| {rep} | {protocol} | {a:.0f} µs{kernel(off)} | {b:.0f} µs{kernel(on)} | {b / a:.2f} | "
               f"{off['pacing']['late_packets']} / {off['pacing']['deviation_ms']['p99']:.2f} ms | "
               f"{on['pacing']['late_packets']} / {on['pacing']['deviation_ms']['p99']:.2f} ms |")
 PY
