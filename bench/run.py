@@ -288,10 +288,14 @@ def streaming_of(workers: list[dict]) -> dict:
     windows = [p.get("streaming") for p in workers]
     if not windows or any(w is None for w in windows):
         return {}
-    return {
+    figures = {
         "streaming_cpu_seconds": sum(w["cpu_seconds"] for w in windows),
         "streaming_seconds": sum(w["seconds"] for w in windows),
     }
+    # The runtime threads' allocations over the same windows (builds of 2026-12-04 on).
+    if all("allocations" in w for w in windows):
+        figures["streaming_allocations"] = sum(w["allocations"] for w in windows)
+    return figures
 
 
 def figures_from_reference(summaries: list[dict], dev_files: list[str]) -> dict:
@@ -469,6 +473,8 @@ def run_one(cfg, client: str, processes: int, sessions: int, duration: int, trac
         session_s = processes * sessions * duration
         record["cpu_s_per_session_s"] = record["client_cpu_seconds"] / session_s
         record.update(per_packet(record))
+        if record.get("streaming_allocations") is not None and record.get("packets"):
+            record["allocations_per_packet"] = record["streaming_allocations"] / record["packets"]
         # The same while streaming only (ours and the floors): set-up and closing, which cost
         # per session and not per second (creating a session's files on ext4 took from 0.05 to
         # 0.2 CPU-s at 1 x 256, with the file system's state), left out of both.
@@ -528,6 +534,7 @@ ROWS = [
     ("client CPU-s per session-s, streaming only", "streaming_cpu_s_per_session_s", "{:.5f}", True),
     ("client user CPU a packet (µs)", "user_us_per_packet", "{:.1f}", True),
     ("client kernel CPU a packet (µs)", "system_us_per_packet", "{:.1f}", True),
+    ("allocations a packet while streaming (runtime thread)", "allocations_per_packet", "{:.2f}", False),
     ("client CPU-s, whole process tree", "client_tree_cpu_seconds", "{:.2f}", True),
     ("client peak RSS (MiB)", "client_peak_rss_mib", "{:.1f}", True),
     ("client loop lag max (ms)", "loop_lag_max_ms", "{:.1f}", True),
@@ -909,7 +916,9 @@ def main() -> int:
         "floors' their `streaming_cpu_s` (set-up and closing cost per session, not per second); "
         "user and kernel CPU a packet: the client's CPU over the run split by its kernel share "
         "(ours: the workers' `processes[].system_cpu_seconds`, `stime` in 10 ms ticks; the floors: "
-        "`getrusage`), over the packets it sent; "
+        "`getrusage`), over the packets it sent; allocations a packet: what the workers' runtime "
+        "threads allocated from the gate to the last packet (summary.json's "
+        "`processes[].streaming.allocations`) over the packets sent; "
         "the whole process tree (ours: conductor and workers) is what "
         "`wait4` reported for the client command. RSS: the sum of the client processes' peaks. "
         "A ratio below 1 means duplexbench-tui's figure is lower. "

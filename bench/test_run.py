@@ -98,6 +98,9 @@ class Medians(unittest.TestCase):
             {"role": "worker", "streaming": {"seconds": 20.1, "cpu_seconds": 1.75}},
         ]
         self.assertEqual(run.streaming_of(workers), {"streaming_cpu_seconds": 3.25, "streaming_seconds": 40.0})
+        counted = [dict(w, streaming=dict(w["streaming"], allocations=n)) for w, n in zip(workers, (120, 80))]
+        self.assertEqual(run.streaming_of(counted)["streaming_allocations"], 200)
+        self.assertNotIn("streaming_allocations", run.streaming_of([counted[0], workers[1]]))
         # A worker without the window (an older build, a run stopped early): no figure at all.
         self.assertEqual(run.streaming_of([workers[0], {"role": "worker"}]), {})
         floor = run.figures_from_floor([{

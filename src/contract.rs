@@ -63,4 +63,11 @@ pub struct StreamingUsage {
     pub seconds: f64,
     /// User plus system CPU time over those seconds.
     pub cpu_seconds: f64,
+    /// Heap allocations (and reallocations) the worker's runtime thread made over those
+    /// seconds. Every session's I/O, parsing and lines run there, so over the packets sent it
+    /// is what a packet allocates (by design next to nothing: the lines' batch buffers, a few
+    /// a session every half second). Absent where not counted and in results of earlier
+    /// versions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allocations: Option<u64>,
 }

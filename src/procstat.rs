@@ -4,6 +4,8 @@
 //! watches live from `/proc/<pid>/stat` and `/proc/<pid>/status` (see proc(5)).
 
 use crate::contract::ProcessUsage;
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
 
 /// The calling process's CPU time (all threads, to the nanosecond) and peak RSS so far.
 pub fn self_usage(wall_seconds: f64) -> ProcessUsage {
@@ -35,6 +37,73 @@ fn self_system_s() -> Option<f64> {
 /// This process's CPU time so far (user plus system, every thread), in seconds.
 pub fn self_cpu_s() -> f64 {
     crate::clock::read(rustix::time::ClockId::ProcessCPUTime)
+}
+
+/// What a worker's streaming window is measured with at each end.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Mark {
+    /// The process's CPU seconds ([`self_cpu_s`]).
+    pub cpu_s: f64,
+    /// The calling thread's allocations ([`thread_allocations`]).
+    pub allocations: Option<u64>,
+}
+
+/// The process's CPU seconds and the calling thread's allocations, now.
+pub fn mark() -> Mark {
+    Mark {
+        cpu_s: self_cpu_s(),
+        allocations: thread_allocations(),
+    }
+}
+
+/// The binary's global allocator: the system's, counting on each thread the blocks it
+/// allocates or reallocates, so that a worker can say what a packet allocates on its runtime
+/// thread (the hot path should allocate nothing a packet: issue 17). A count is one
+/// thread-local add: no lock, no shared cache line.
+pub struct CountingAlloc;
+
+thread_local! {
+    /// Allocations and reallocations made by this thread. Const-initialised and without a
+    /// destructor: reading or adding to it never allocates, and works until the thread ends.
+    static ALLOCATIONS: Cell<u64> = const { Cell::new(0) };
+}
+
+fn count_allocation() {
+    let _ = ALLOCATIONS.try_with(|n| n.set(n.get() + 1));
+}
+
+// SAFETY: every call goes unchanged to `System`, which keeps `GlobalAlloc`'s contract; the
+// count only adds to a thread-local `Cell`, which neither allocates nor unwinds.
+unsafe impl GlobalAlloc for CountingAlloc {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        count_allocation();
+        // SAFETY: the caller's guarantees for `layout` are those `System.alloc` needs.
+        unsafe { System.alloc(layout) }
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        count_allocation();
+        // SAFETY: as for `alloc`.
+        unsafe { System.alloc_zeroed(layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        count_allocation();
+        // SAFETY: `ptr` was allocated by this allocator, that is by `System`, with `layout`.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: `ptr` was allocated by this allocator, that is by `System`, with `layout`.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+}
+
+/// The allocations (and reallocations) this thread has made so far; `None` when nothing
+/// counts them: [`CountingAlloc`] is not the global allocator (the library's unit tests), so
+/// the count of a thread that surely allocated is still 0.
+pub fn thread_allocations() -> Option<u64> {
+    ALLOCATIONS.try_with(Cell::get).ok().filter(|&n| n > 0)
 }
 
 /// A `/proc/<pid>/status` figure given in kB, in bytes; 0 when absent.

@@ -8,6 +8,7 @@ use crate::contract::worker::{
 };
 use crate::contract::StreamingUsage;
 use crate::pacing::PacketCounts;
+use crate::procstat::Mark;
 
 /// Counters every session of a worker adds to, on the worker's single runtime thread.
 #[derive(Debug, Default)]
@@ -40,10 +41,10 @@ pub struct WorkerStats {
     /// What the sessions' turns counted so far (openai, vllm), for the live figures; the
     /// result's are each session's own.
     pub turn_counts: TurnCounts,
-    /// The start gate and the process's CPU seconds when the first session passed it.
-    streaming_start: Option<(f64, f64)>,
-    /// The end of the last streaming session's last packet's send, and the CPU seconds then.
-    streaming_end: Option<(f64, f64)>,
+    /// The start gate, and the CPU seconds and allocations when the first session passed it.
+    streaming_start: Option<(f64, Mark)>,
+    /// The end of the last streaming session's last packet's send, and the mark then.
+    streaming_end: Option<(f64, Mark)>,
     /// Sessions that sent their last packet.
     last_packets_sent: u32,
 }
@@ -62,11 +63,11 @@ impl WorkerStats {
     }
 
     /// A session passed the start gate `gate_s` and streams. The first one starts the
-    /// streaming window with the process's CPU seconds then: the CPU clock is a system call,
-    /// read once a worker, not once a session.
-    pub fn stream_started(&mut self, gate_s: f64, cpu_s: impl FnOnce() -> f64) {
+    /// streaming window with the process's CPU seconds (and the thread's allocations) then:
+    /// the CPU clock is a system call, read once a worker, not once a session.
+    pub fn stream_started(&mut self, gate_s: f64, mark: impl FnOnce() -> Mark) {
         if self.streaming_start.is_none() {
-            self.streaming_start = Some((gate_s, cpu_s()));
+            self.streaming_start = Some((gate_s, mark()));
         }
         self.sessions_streaming += 1;
     }
@@ -75,17 +76,17 @@ impl WorkerStats {
     /// the window ends here, and only then is the CPU clock read: at one gate every session's
     /// last packet is due at once, and a clock read after each send would make that burst
     /// longer.
-    pub fn last_packet_sent(&mut self, sent_s: f64, cpu_s: impl FnOnce() -> f64) {
+    pub fn last_packet_sent(&mut self, sent_s: f64, mark: impl FnOnce() -> Mark) {
         self.last_packets_sent += 1;
         if self.sessions_streaming == 1 {
-            self.streaming_end = Some((sent_s, cpu_s()));
+            self.streaming_end = Some((sent_s, mark()));
         }
     }
 
     /// A session stopped streaming, its last packet sent or not (`now`: the time and the
-    /// CPU seconds, read only when needed). When the last one to stop had failed while others
+    /// mark, read only when needed). When the last one to stop had failed while others
     /// had sent their last packets, the window ends now.
-    pub fn stream_ended(&mut self, now: impl FnOnce() -> (f64, f64)) {
+    pub fn stream_ended(&mut self, now: impl FnOnce() -> (f64, Mark)) {
         self.sessions_streaming = self.sessions_streaming.saturating_sub(1);
         if self.sessions_streaming == 0
             && self.last_packets_sent > 0
@@ -98,10 +99,14 @@ impl WorkerStats {
     /// The CPU the worker spent from its gate to its last packet; none when no session sent
     /// its last packet (a run stopped early, or every session failed).
     pub fn streaming_usage(&self) -> Option<StreamingUsage> {
-        let ((from_s, cpu_from), (to_s, cpu_to)) = (self.streaming_start?, self.streaming_end?);
+        let ((from_s, from), (to_s, to)) = (self.streaming_start?, self.streaming_end?);
         Some(StreamingUsage {
             seconds: (to_s - from_s).max(0.0),
-            cpu_seconds: (cpu_to - cpu_from).max(0.0),
+            cpu_seconds: (to.cpu_s - from.cpu_s).max(0.0),
+            allocations: to
+                .allocations
+                .zip(from.allocations)
+                .map(|(to, from)| to.saturating_sub(from)),
         })
     }
 
@@ -141,13 +146,21 @@ impl WorkerStats {
 mod tests {
     use super::*;
 
+    /// A mark at `cpu_s` CPU seconds, with a thousand allocations a CPU second.
+    fn mark(cpu_s: f64) -> Mark {
+        Mark {
+            cpu_s,
+            allocations: Some((cpu_s * 1000.0) as u64),
+        }
+    }
+
     #[test]
     fn the_streaming_window_runs_from_the_gate_to_the_last_streaming_sessions_last_packet() {
         let mut stats = WorkerStats::new(3);
         let mut reads = 0;
         let mut clock = |cpu_s: f64| {
             reads += 1;
-            cpu_s
+            mark(cpu_s)
         };
         assert_eq!(stats.streaming_usage(), None);
         // Three sessions pass the gate: the first one's CPU reading counts, the others read none.
@@ -165,28 +178,50 @@ mod tests {
         let usage = stats.streaming_usage().unwrap();
         assert!((usage.seconds - 20.1).abs() < 1e-9, "{usage:?}");
         assert!((usage.cpu_seconds - 2.0).abs() < 1e-9, "{usage:?}");
+        assert_eq!(
+            usage.allocations,
+            Some(2000),
+            "from the gate's 500 to the end's 2500"
+        );
         assert_eq!(reads, 2, "one read at the gate, one at the end");
     }
 
     #[test]
     fn when_the_last_session_fails_the_window_ends_as_it_stops() {
         let mut stats = WorkerStats::new(2);
-        stats.stream_started(10.0, || 1.0);
-        stats.stream_started(10.0, || 1.0);
-        stats.last_packet_sent(30.0, || 3.0);
-        stats.stream_ended(|| (30.0, 3.0));
+        stats.stream_started(10.0, || mark(1.0));
+        stats.stream_started(10.0, || mark(1.0));
+        stats.last_packet_sent(30.0, || mark(3.0));
+        stats.stream_ended(|| (30.0, mark(3.0)));
         // The other one's connection was lost before its last packet.
-        stats.stream_ended(|| (30.5, 3.25));
+        stats.stream_ended(|| (30.5, mark(3.25)));
         let usage = stats.streaming_usage().unwrap();
         assert!((usage.seconds - 20.5).abs() < 1e-9, "{usage:?}");
         assert!((usage.cpu_seconds - 2.25).abs() < 1e-9, "{usage:?}");
     }
 
     #[test]
+    fn allocations_are_left_out_where_they_were_not_counted() {
+        let mut stats = WorkerStats::new(1);
+        stats.stream_started(10.0, || Mark {
+            cpu_s: 1.0,
+            allocations: None,
+        });
+        stats.last_packet_sent(30.0, || mark(3.0));
+        stats.stream_ended(|| (30.0, mark(3.0)));
+        let usage = stats.streaming_usage().unwrap();
+        assert_eq!(usage.allocations, None, "{usage:?}");
+        assert!(
+            (usage.cpu_seconds - 2.0).abs() < 1e-9,
+            "the CPU still counts: {usage:?}"
+        );
+    }
+
+    #[test]
     fn a_run_stopped_before_any_last_packet_has_no_streaming_window() {
         let mut stats = WorkerStats::new(1);
-        stats.stream_started(10.0, || 1.0);
-        stats.stream_ended(|| (12.0, 1.5));
+        stats.stream_started(10.0, || mark(1.0));
+        stats.stream_ended(|| (12.0, mark(1.5)));
         assert_eq!(stats.streaming_usage(), None);
     }
 }

@@ -250,13 +250,13 @@ impl Session {
         self.ctx
             .stats
             .borrow_mut()
-            .stream_started(gate_s, procstat::self_cpu_s);
+            .stream_started(gate_s, procstat::mark);
         let gate_s = gate_s + self.stagger_s();
         let streamed = self.stream(ws, gate_s).await;
         self.ctx
             .stats
             .borrow_mut()
-            .stream_ended(|| (monotonic_s(), procstat::self_cpu_s()));
+            .stream_ended(|| (monotonic_s(), procstat::mark()));
         self.ctx.pacer.forget(self.ctx.index);
         streamed
     }
@@ -346,7 +346,7 @@ impl Session {
             self.ctx
                 .stats
                 .borrow_mut()
-                .last_packet_sent(completed_s, procstat::self_cpu_s);
+                .last_packet_sent(completed_s, procstat::mark);
         }
         let receipt = Receipt {
             event_id: EventIds {

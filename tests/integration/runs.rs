@@ -127,6 +127,10 @@ fn short_2x4_run_completes_with_every_summary_key_and_a_valid_schema() {
             cpu > 0.0 && cpu <= w["cpu_seconds"].as_f64().unwrap(),
             "streaming CPU is part of the process's: {w}"
         );
+        assert!(
+            streaming["allocations"].as_u64().is_some(),
+            "the runtime thread's allocations are counted: {w}"
+        );
     }
     for p in processes {
         // The kernel's part of the CPU, from /proc/self/stat (which every Linux has).
@@ -165,6 +169,40 @@ fn short_2x4_run_completes_with_every_summary_key_and_a_valid_schema() {
         .exists());
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(stdout.contains("pacing-qualified"), "{stdout}");
+}
+
+/// Issue 17: a packet allocates nothing on the worker's runtime thread. What a 1 × 64 run
+/// without traces allocates there while streaming is the per-session start (about 30 a session)
+/// and the receipts' and samples' batches (2 a session every half second): 0.8 a packet over
+/// 38 packets. One allocation more a packet or a server frame (a `String`, a `Vec`, a boxed
+/// future) would take it past 1.8.
+#[test]
+fn a_streaming_packet_allocates_nothing_on_the_runtime_thread() {
+    let _serial = util::serial();
+    let dir = TempDir::new("allocations");
+    let out = dir.join("out");
+    let output = util::run_to(
+        &out,
+        &["-p", "1", "-s", "64", "-d", "3s", "--trace", "off"],
+        Duration::from_secs(90),
+    );
+    assert!(
+        matches!(output.status.code(), Some(0 | 1)),
+        "{}",
+        describe(&output)
+    );
+    let s = summary(&out);
+    assert_eq!(s["verdict"]["complete"], true, "{}", describe(&output));
+    let packets = s["pacing"]["packets"].as_u64().unwrap();
+    let allocations: u64 = workers(&s)
+        .iter()
+        .map(|w| w["streaming"]["allocations"].as_u64().unwrap())
+        .sum();
+    let per_packet = allocations as f64 / packets as f64;
+    assert!(
+        per_packet < 1.4,
+        "{allocations} allocations on the runtime thread for {packets} packets ({per_packet:.2} a packet): something allocates per packet or per frame"
+    );
 }
 
 #[test]
