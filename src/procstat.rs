@@ -31,7 +31,12 @@ pub fn self_usage(wall_seconds: f64) -> ProcessUsage {
 fn self_system_s() -> Option<f64> {
     let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
     let stat = crate::sampler::procfs::parse_stat(&stat)?;
-    Some(stat.stime as f64 / rustix::param::clock_ticks_per_second().max(1) as f64)
+    Some(stat.stime as f64 / ticks_per_s())
+}
+
+/// Clock ticks a second, the unit of `/proc/<pid>/stat`'s CPU times.
+fn ticks_per_s() -> f64 {
+    rustix::param::clock_ticks_per_second().max(1) as f64
 }
 
 /// This process's CPU time so far (user plus system, every thread), in seconds.
@@ -131,11 +136,7 @@ pub struct LiveReading {
 pub fn read_live(pid: u32) -> Option<LiveReading> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    parse_live(
-        &stat,
-        &status,
-        rustix::param::clock_ticks_per_second().max(1) as f64,
-    )
+    parse_live(&stat, &status, ticks_per_s())
 }
 
 fn parse_live(stat: &str, status: &str, ticks_per_s: f64) -> Option<LiveReading> {

@@ -246,7 +246,7 @@ impl FilesLost {
 /// runs in short bursts on an otherwise idle CPU is seldom running at a tick: the mock of three
 /// 8 s runs at 0.012 cores showed 0, 39 and 94 % in the kernel. Over a few CPU-seconds the split
 /// agrees with a profile (1 × 256 meta for 20 s: 60 %, perf 61.6 %).
-pub const MIN_CPU_S_FOR_SPLIT: f64 = 2.0;
+const MIN_CPU_S_FOR_SPLIT: f64 = 2.0;
 
 impl ProcessSummary {
     /// How much of its CPU time the process spent in the kernel, in percent; `None` when that

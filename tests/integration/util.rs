@@ -69,6 +69,16 @@ pub fn describe(out: &Output) -> String {
     )
 }
 
+/// A run that finished as a run can on a shared machine: exit 0, or 1 when the busy box made a
+/// packet late; never an error exit or a signal.
+pub fn assert_finished(output: &Output) {
+    assert!(
+        matches!(output.status.code(), Some(0 | 1)),
+        "{}",
+        describe(output)
+    );
+}
+
 /// The worker entries of `processes`.
 pub fn workers(summary: &serde_json::Value) -> Vec<serde_json::Value> {
     summary["processes"]
