@@ -1,6 +1,7 @@
 //! Small operating-system helpers: child-process lifetime, file-descriptor limits, whether the
 //! terminal is still there, and the clock's sync state.
 
+pub mod arrival;
 pub mod clock_sync;
 pub mod open_files;
 

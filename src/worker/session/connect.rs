@@ -6,6 +6,7 @@
 use super::wire::{after_response, Conn, Recording, Ws};
 use super::{End, SessionCtx};
 use crate::clock::monotonic_s;
+use crate::sys::arrival::TimedTcp;
 use crate::trace::format::json_string;
 use crate::trace::SessionTrace;
 use std::time::Duration;
@@ -145,7 +146,7 @@ pub(super) async fn connect_ws(
         request.headers_mut().append(name.clone(), value.clone());
     }
     let conn = match &dialer.tls {
-        None => Conn::Plain(socket),
+        None => Conn::Plain(TimedTcp::new(socket)),
         Some(tls) => {
             // rustls wants an IPv6 address without its brackets.
             let host = request
@@ -158,7 +159,7 @@ pub(super) async fn connect_ws(
                 .unwrap_or(host);
             let name = rustls_pki_types::ServerName::try_from(host.to_string())
                 .map_err(|_| WsError::Tls(TlsError::InvalidDnsName))?;
-            let stream = BufReader::with_capacity(SOCKET_READ_BYTES, socket);
+            let stream = BufReader::with_capacity(SOCKET_READ_BYTES, TimedTcp::new(socket));
             let tls = tokio_rustls::TlsConnector::from(tls.clone())
                 .connect(name, stream)
                 .await

@@ -18,13 +18,13 @@
 //! UTF-8, and a connection that ends without a close frame.
 
 use crate::protocol::Outgoing;
+use crate::sys::arrival::TimedTcp;
 use bytes::{Bytes, BytesMut};
 use futures_util::{Sink, Stream};
 use std::cell::RefCell;
 use std::pin::Pin;
 use std::task::{ready, Context, Poll};
 use tokio::io::{AsyncRead, AsyncWrite, BufReader, ReadBuf};
-use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::error::{CapacityError, ProtocolError};
 use tokio_tungstenite::tungstenite::protocol::frame::coding::{CloseCode, Data};
 use tokio_tungstenite::tungstenite::protocol::CloseFrame;
@@ -51,8 +51,20 @@ thread_local! {
 /// The bytes under a session's WebSocket: TCP, or TLS over buffered TCP (rustls reads a record
 /// at a time; the buffer keeps that to one system call for a packet's replies).
 pub enum Conn {
-    Plain(TcpStream),
-    Tls(Box<tokio_rustls::client::TlsStream<BufReader<TcpStream>>>),
+    Plain(TimedTcp),
+    Tls(Box<tokio_rustls::client::TlsStream<BufReader<TimedTcp>>>),
+}
+
+impl Conn {
+    /// When the bytes of the last read from the socket arrived (the kernel's stamp), on the
+    /// monotonic scale; `None` where the kernel gave none. Under TLS, a read served from
+    /// records already buffered has the stamp of the socket read that brought them.
+    pub fn arrival_s(&self) -> Option<f64> {
+        match self {
+            Conn::Plain(s) => s.arrival_s(),
+            Conn::Tls(s) => s.get_ref().0.get_ref().arrival_s(),
+        }
+    }
 }
 
 impl AsyncRead for Conn {
@@ -418,7 +430,8 @@ pub struct Ws {
     state: State,
     /// An error or the end has been returned: the stream yields nothing more.
     ended: bool,
-    /// When the last read returned bytes ([`crate::clock::monotonic_s`]).
+    /// When the bytes of the last read arrived: the kernel's stamp of its last segment, or
+    /// where there is none, when the read returned ([`crate::clock::monotonic_s`]).
     read_s: f64,
 }
 
@@ -442,10 +455,11 @@ impl Ws {
         }
     }
 
-    /// When the message just handed out arrived: the time of the read that completed it. Every
-    /// frame buffered is handed out before the next read, so that is the last read (or, for
-    /// what came behind the handshake's response, when the stream was taken over). Frames that
-    /// came in one read share one clock read.
+    /// When the message just handed out arrived: the time the bytes of the read that completed
+    /// it reached the socket (the kernel's stamp of the read's last segment; the time the read
+    /// returned where the kernel gave none). Every frame buffered is handed out before the next
+    /// read, so that is the last read (or, for what came behind the handshake's response, when
+    /// the stream was taken over). Frames that came in one read share one time.
     pub fn read_s(&self) -> f64 {
         self.read_s
     }
@@ -495,7 +509,7 @@ impl Ws {
             Outgoing::Binary(bytes) => (0x2, bytes.as_slice()),
         };
         let stream = match &self.io {
-            Conn::Plain(stream) if !self.pending_output() => stream,
+            Conn::Plain(stream) if !self.pending_output() => stream.get_ref(),
             _ => {
                 self.queue(opcode, payload);
                 return Ok(());
@@ -698,7 +712,12 @@ impl Stream for Ws {
                         State::CloseReceived | State::Closed => None,
                     });
                 }
-                Ok(_) => this.read_s = crate::clock::monotonic_s(),
+                Ok(_) => {
+                    this.read_s = this
+                        .io
+                        .arrival_s()
+                        .unwrap_or_else(crate::clock::monotonic_s)
+                }
                 // A reset after the server's close frame ends the stream, as an end does
                 // (tungstenite's reading).
                 Err(err)

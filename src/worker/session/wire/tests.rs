@@ -558,6 +558,40 @@ async fn frames_of_one_read_share_its_time_and_a_later_read_gets_its_own_issue_1
 }
 
 #[tokio::test]
+async fn a_frame_read_late_is_timed_when_it_reached_the_socket() {
+    within(async {
+        let (go, went) = tokio::sync::oneshot::channel::<()>();
+        let (sent, sent_at) = tokio::sync::oneshot::channel::<f64>();
+        let url = raw_server(Vec::new(), |mut socket| async move {
+            went.await.unwrap();
+            let sent_s = crate::clock::monotonic_s();
+            socket
+                .write_all(&frame(true, 0x1, b"late", None))
+                .await
+                .unwrap();
+            sent.send(sent_s).unwrap();
+            let _ = read_client_frame(&mut socket).await;
+        })
+        .await;
+        let mut ws = client(&url).await;
+        go.send(()).unwrap();
+        let sent_s = sent_at.await.unwrap();
+        // The session is busy for 150 ms before it reads.
+        tokio::time::sleep(std::time::Duration::from_millis(150)).await;
+        assert_eq!(ws.next().await.unwrap().unwrap(), text("late"));
+        let read_s = crate::clock::monotonic_s();
+        assert!(ws.read_s() >= sent_s - 0.001, "{} < {sent_s}", ws.read_s());
+        assert!(
+            read_s - ws.read_s() >= 0.14,
+            "timed when read ({}), not when it came ({sent_s})",
+            ws.read_s()
+        );
+        ws.close(None).await.unwrap();
+    })
+    .await;
+}
+
+#[tokio::test]
 async fn buffered_data_frames_come_without_a_read_and_control_frames_are_left_to_the_stream() {
     within(async {
         let mut frames = frame(true, 0x1, b"a", None);

@@ -1,0 +1,273 @@
+//! When the server's bytes reached the client's socket, from the kernel, not from the clock
+//! read after the read returned.
+//!
+//! A session times a reply when it reads it (docs/metrics.md, "Arrival"). A worker busy with
+//! other sessions' sends read late, and the wait was counted as the server's: at 1 × 1024 with
+//! one start gate the replies to the first sends arrived while 1,024 packets were being sent and
+//! were timed a wave later. With `SO_TIMESTAMPNS` the kernel stamps each segment as it comes in
+//! and a TCP `recvmsg` returns the stamp of the last segment it read, so a reply read late is
+//! still timed when it came. The kernel's stamp is `CLOCK_REALTIME`; it is put on the
+//! `CLOCK_MONOTONIC` scale of every other figure by the two clocks' offset read at the read.
+
+use crate::clock::{monotonic_s, realtime_s};
+use socket2::{MaybeUninitSlice, MsgHdrMut, SockRef};
+use std::io;
+use std::mem::MaybeUninit;
+use std::pin::Pin;
+use std::task::{ready, Context, Poll};
+use tokio::io::{AsyncRead, AsyncWrite, Interest, ReadBuf};
+use tokio::net::TcpStream;
+
+/// A stamp further in the past than this is not believed (a clock stepped between the stamp and
+/// the read): the read's own time stands instead.
+const OLDEST_BELIEVED_S: f64 = 60.0;
+/// Room for one `SCM_TIMESTAMPNS` control message (a `cmsghdr` and a `timespec`) and then some.
+const CONTROL_BYTES: usize = 64;
+
+/// A TCP stream whose reads remember when their bytes arrived.
+pub struct TimedTcp {
+    stream: TcpStream,
+    /// The kernel stamps received segments (the option could be set).
+    stamped: bool,
+    /// When the bytes of the last read that returned any arrived, on the monotonic scale;
+    /// `None` before the first read and when the kernel gave no stamp.
+    arrival_s: Option<f64>,
+}
+
+impl TimedTcp {
+    /// Asks the kernel to stamp what `stream` receives; where it refuses, reads are timed by
+    /// the clock as before ([`TimedTcp::arrival_s`] is `None`).
+    pub fn new(stream: TcpStream) -> TimedTcp {
+        let stamped = nix::sys::socket::setsockopt(
+            &stream,
+            nix::sys::socket::sockopt::ReceiveTimestampns,
+            &true,
+        )
+        .is_ok();
+        TimedTcp {
+            stream,
+            stamped,
+            arrival_s: None,
+        }
+    }
+
+    /// When the bytes of the last read arrived at the socket (the last segment's stamp), on the
+    /// [`monotonic_s`] scale.
+    pub fn arrival_s(&self) -> Option<f64> {
+        self.arrival_s
+    }
+
+    pub fn get_ref(&self) -> &TcpStream {
+        &self.stream
+    }
+
+    /// One `recvmsg` into `unfilled`: the bytes read and the kernel's stamp, if it gave one.
+    fn recv_stamped(&self, unfilled: &mut [MaybeUninit<u8>]) -> io::Result<(usize, Option<f64>)> {
+        let mut control = [MaybeUninit::<u8>::new(0); CONTROL_BYTES];
+        let mut bufs = [MaybeUninitSlice::new(unfilled)];
+        let mut msg = MsgHdrMut::new()
+            .with_buffers(&mut bufs)
+            .with_control(&mut control);
+        let n = SockRef::from(&self.stream).recvmsg(&mut msg, 0)?;
+        let control_len = msg.control_len().min(CONTROL_BYTES);
+        // SAFETY: every byte of `control` was initialised (to 0) when it was made, and the
+        // kernel only writes bytes into it.
+        let control: &[u8] =
+            unsafe { std::slice::from_raw_parts(control.as_ptr().cast::<u8>(), control_len) };
+        Ok((n, realtime_stamp(control)))
+    }
+}
+
+/// The `SCM_TIMESTAMPNS` stamp among the control messages `control` holds, in realtime seconds.
+fn realtime_stamp(control: &[u8]) -> Option<f64> {
+    let header = std::mem::size_of::<libc::cmsghdr>();
+    let word = std::mem::size_of::<usize>();
+    let align = |n: usize| n.div_ceil(word) * word;
+    let mut at = 0;
+    while at + header <= control.len() {
+        let field = |offset: usize, len: usize| control.get(at + offset..at + offset + len);
+        let len = usize::from_ne_bytes(field(0, word)?.try_into().ok()?);
+        let level = i32::from_ne_bytes(field(word, 4)?.try_into().ok()?);
+        let kind = i32::from_ne_bytes(field(word + 4, 4)?.try_into().ok()?);
+        if len < header {
+            return None;
+        }
+        if level == libc::SOL_SOCKET && kind == libc::SCM_TIMESTAMPNS {
+            let data = align(header);
+            let secs = i64::from_ne_bytes(field(data, 8)?.try_into().ok()?);
+            let nanos = i64::from_ne_bytes(field(data + 8, 8)?.try_into().ok()?);
+            return Some(secs as f64 + nanos as f64 * 1e-9);
+        }
+        at += align(len);
+    }
+    None
+}
+
+/// `stamp_s` (realtime) on the monotonic scale, given both clocks read now; `None` for a stamp
+/// that cannot be right (in the future, or long ago: the realtime clock was stepped).
+fn to_monotonic(stamp_s: f64, realtime_now_s: f64, monotonic_now_s: f64) -> Option<f64> {
+    let ago_s = realtime_now_s - stamp_s;
+    (0.0..OLDEST_BELIEVED_S)
+        .contains(&ago_s)
+        .then_some(monotonic_now_s - ago_s)
+}
+
+impl AsyncRead for TimedTcp {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        if !this.stamped {
+            return Pin::new(&mut this.stream).poll_read(cx, buf);
+        }
+        loop {
+            ready!(this.stream.poll_read_ready(cx))?;
+            // SAFETY: `recvmsg` only writes into the slice, and only the `n` bytes it reports
+            // are marked filled below.
+            let unfilled = unsafe { buf.unfilled_mut() };
+            match this
+                .stream
+                .try_io(Interest::READABLE, || this.recv_stamped(unfilled))
+            {
+                Ok((n, stamp)) => {
+                    // SAFETY: the kernel wrote the first `n` bytes of the unfilled part.
+                    unsafe { buf.assume_init(n) };
+                    buf.advance(n);
+                    if n > 0 {
+                        this.arrival_s = stamp.and_then(|stamp_s| {
+                            let monotonic_now_s = monotonic_s();
+                            to_monotonic(stamp_s, realtime_s(), monotonic_now_s)
+                        });
+                    }
+                    return Poll::Ready(Ok(()));
+                }
+                // `try_io` cleared the readiness: wait for the next.
+                Err(err) if err.kind() == io::ErrorKind::WouldBlock => continue,
+                Err(err) => return Poll::Ready(Err(err)),
+            }
+        }
+    }
+}
+
+impl AsyncWrite for TimedTcp {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().stream).poll_write(cx, buf)
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().stream).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().stream).poll_shutdown(cx)
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().stream).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.stream.is_write_vectored()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    fn runtime() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+    }
+
+    #[test]
+    fn bytes_read_late_are_timed_when_they_arrived() {
+        runtime().block_on(async {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let addr = listener.local_addr().unwrap();
+            let client = TcpStream::connect(addr).await.unwrap();
+            let (mut server, _) = listener.accept().await.unwrap();
+            let mut client = TimedTcp::new(client);
+            assert!(client.stamped, "loopback TCP takes SO_TIMESTAMPNS");
+            assert_eq!(client.arrival_s(), None, "nothing read yet");
+            for _ in 0..2 {
+                let sent_s = monotonic_s();
+                server.write_all(b"reply").await.unwrap();
+                // The client reads 150 ms after the bytes came.
+                tokio::time::sleep(std::time::Duration::from_millis(150)).await;
+                let mut buf = [0u8; 16];
+                let n = client.read(&mut buf).await.unwrap();
+                let read_s = monotonic_s();
+                assert_eq!(&buf[..n], b"reply");
+                let arrival_s = client.arrival_s().expect("the kernel stamped the bytes");
+                assert!(arrival_s >= sent_s - 0.001, "{arrival_s} before {sent_s}");
+                assert!(
+                    read_s - arrival_s >= 0.14,
+                    "arrival {arrival_s} is the read's time {read_s}, not the bytes'"
+                );
+            }
+            // Writes go through untouched; the end reads as 0 bytes.
+            client.write_all(b"append").await.unwrap();
+            let mut buf = [0u8; 6];
+            server.read_exact(&mut buf).await.unwrap();
+            assert_eq!(&buf, b"append");
+            drop(server);
+            let mut buf = [0u8; 16];
+            assert_eq!(client.read(&mut buf).await.unwrap(), 0);
+        });
+    }
+
+    #[test]
+    fn a_stamp_is_read_from_its_control_message_and_others_are_skipped() {
+        let header = std::mem::size_of::<libc::cmsghdr>();
+        let message = |level: i32, kind: i32, data: &[u8]| {
+            let mut m = Vec::new();
+            m.extend_from_slice(&(header + data.len()).to_ne_bytes());
+            m.extend_from_slice(&level.to_ne_bytes());
+            m.extend_from_slice(&kind.to_ne_bytes());
+            m.resize(header, 0);
+            m.extend_from_slice(data);
+            m
+        };
+        let mut stamp = Vec::new();
+        stamp.extend_from_slice(&1_700_000_000i64.to_ne_bytes());
+        stamp.extend_from_slice(&250_000_000i64.to_ne_bytes());
+        let mut control = message(
+            libc::SOL_SOCKET,
+            libc::SCM_RIGHTS,
+            &[7, 0, 0, 0, 0, 0, 0, 0],
+        );
+        control.extend(message(libc::SOL_SOCKET, libc::SCM_TIMESTAMPNS, &stamp));
+        assert_eq!(realtime_stamp(&control), Some(1_700_000_000.25));
+        assert_eq!(
+            realtime_stamp(&control[..control.len() - 1]),
+            None,
+            "cut off"
+        );
+        assert_eq!(realtime_stamp(&[]), None);
+    }
+
+    #[test]
+    fn a_stamp_goes_onto_the_monotonic_scale_unless_it_cannot_be_right() {
+        assert_eq!(to_monotonic(1000.0, 1000.5, 20.0), Some(19.5));
+        assert_eq!(to_monotonic(1001.0, 1000.5, 20.0), None, "in the future");
+        assert_eq!(
+            to_monotonic(900.0, 1000.5, 20.0),
+            None,
+            "before a clock step"
+        );
+    }
+}
