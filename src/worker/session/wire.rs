@@ -440,6 +440,8 @@ impl Ws {
     pub fn new(io: Conn, tail: &[u8], max_message: usize) -> Ws {
         let mut input = BytesMut::with_capacity(READ_ROOM.max(tail.len()));
         input.extend_from_slice(tail);
+        // The tail came in the handshake's last read.
+        let read_s = io.arrival_s().unwrap_or_else(crate::clock::monotonic_s);
         Ws {
             io,
             input,
@@ -451,15 +453,15 @@ impl Ws {
             write_error: None,
             state: State::Open,
             ended: false,
-            read_s: crate::clock::monotonic_s(),
+            read_s,
         }
     }
 
     /// When the message just handed out arrived: the time the bytes of the read that completed
     /// it reached the socket (the kernel's stamp of the read's last segment; the time the read
     /// returned where the kernel gave none). Every frame buffered is handed out before the next
-    /// read, so that is the last read (or, for what came behind the handshake's response, when
-    /// the stream was taken over). Frames that came in one read share one time.
+    /// read, so that is the last read (for what came behind the handshake's response, the
+    /// handshake's last read). Frames that came in one read share one time.
     pub fn read_s(&self) -> f64 {
         self.read_s
     }
