@@ -21,6 +21,15 @@ pub fn realtime_s() -> f64 {
     read(rustix::time::ClockId::Realtime)
 }
 
+/// `CLOCK_REALTIME` in nanoseconds since the Unix epoch: exact, where seconds in an `f64` are
+/// only good to a quarter of a microsecond this far from the epoch.
+pub fn realtime_ns() -> i64 {
+    let ts = rustix::time::clock_gettime(rustix::time::ClockId::Realtime);
+    ts.tv_sec
+        .saturating_mul(1_000_000_000)
+        .saturating_add(ts.tv_nsec)
+}
+
 /// One simultaneous reading of both clocks.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ClockAnchor {

@@ -9,7 +9,7 @@
 //! still timed when it came. The kernel's stamp is `CLOCK_REALTIME`; it is put on the
 //! `CLOCK_MONOTONIC` scale of every other figure by the two clocks' offset read at the read.
 
-use crate::clock::{monotonic_s, realtime_s};
+use crate::clock::{monotonic_s, realtime_ns};
 use socket2::{MaybeUninitSlice, MsgHdrMut, SockRef};
 use std::io;
 use std::mem::MaybeUninit;
@@ -61,8 +61,9 @@ impl TimedTcp {
         &self.stream
     }
 
-    /// One `recvmsg` into `unfilled`: the bytes read and the kernel's stamp, if it gave one.
-    fn recv_stamped(&self, unfilled: &mut [MaybeUninit<u8>]) -> io::Result<(usize, Option<f64>)> {
+    /// One `recvmsg` into `unfilled`: the bytes read and the kernel's stamp (realtime
+    /// nanoseconds), if it gave one.
+    fn recv_stamped(&self, unfilled: &mut [MaybeUninit<u8>]) -> io::Result<(usize, Option<i64>)> {
         let mut control = [MaybeUninit::<u8>::new(0); CONTROL_BYTES];
         let mut bufs = [MaybeUninitSlice::new(unfilled)];
         let mut msg = MsgHdrMut::new()
@@ -78,8 +79,9 @@ impl TimedTcp {
     }
 }
 
-/// The `SCM_TIMESTAMPNS` stamp among the control messages `control` holds, in realtime seconds.
-fn realtime_stamp(control: &[u8]) -> Option<f64> {
+/// The `SCM_TIMESTAMPNS` stamp among the control messages `control` holds, in realtime
+/// nanoseconds.
+fn realtime_stamp(control: &[u8]) -> Option<i64> {
     let header = std::mem::size_of::<libc::cmsghdr>();
     let word = std::mem::size_of::<usize>();
     let align = |n: usize| n.div_ceil(word) * word;
@@ -96,17 +98,19 @@ fn realtime_stamp(control: &[u8]) -> Option<f64> {
             let data = align(header);
             let secs = i64::from_ne_bytes(field(data, 8)?.try_into().ok()?);
             let nanos = i64::from_ne_bytes(field(data + 8, 8)?.try_into().ok()?);
-            return Some(secs as f64 + nanos as f64 * 1e-9);
+            return secs.checked_mul(1_000_000_000)?.checked_add(nanos);
         }
         at += align(len);
     }
     None
 }
 
-/// `stamp_s` (realtime) on the monotonic scale, given both clocks read now; `None` for a stamp
-/// that cannot be right (in the future, or long ago: the realtime clock was stepped).
-fn to_monotonic(stamp_s: f64, realtime_now_s: f64, monotonic_now_s: f64) -> Option<f64> {
-    let ago_s = realtime_now_s - stamp_s;
+/// `stamp_ns` (realtime) on the monotonic scale, given both clocks read now; `None` for a stamp
+/// that cannot be right (in the future, or long ago: the realtime clock was stepped). How long
+/// ago is taken in whole nanoseconds: in `f64` seconds, both realtime readings would be rounded
+/// to a quarter microsecond, and back-to-back segments' times could swap.
+fn to_monotonic(stamp_ns: i64, realtime_now_ns: i64, monotonic_now_s: f64) -> Option<f64> {
+    let ago_s = realtime_now_ns.checked_sub(stamp_ns)? as f64 * 1e-9;
     (0.0..OLDEST_BELIEVED_S)
         .contains(&ago_s)
         .then_some(monotonic_now_s - ago_s)
@@ -136,9 +140,9 @@ impl AsyncRead for TimedTcp {
                     unsafe { buf.assume_init(n) };
                     buf.advance(n);
                     if n > 0 {
-                        this.arrival_s = stamp.and_then(|stamp_s| {
+                        this.arrival_s = stamp.and_then(|stamp_ns| {
                             let monotonic_now_s = monotonic_s();
-                            to_monotonic(stamp_s, realtime_s(), monotonic_now_s)
+                            to_monotonic(stamp_ns, realtime_ns(), monotonic_now_s)
                         });
                     }
                     return Poll::Ready(Ok(()));
@@ -251,7 +255,7 @@ mod tests {
             &[7, 0, 0, 0, 0, 0, 0, 0],
         );
         control.extend(message(libc::SOL_SOCKET, libc::SCM_TIMESTAMPNS, &stamp));
-        assert_eq!(realtime_stamp(&control), Some(1_700_000_000.25));
+        assert_eq!(realtime_stamp(&control), Some(1_700_000_000_250_000_000));
         assert_eq!(
             realtime_stamp(&control[..control.len() - 1]),
             None,
@@ -262,12 +266,22 @@ mod tests {
 
     #[test]
     fn a_stamp_goes_onto_the_monotonic_scale_unless_it_cannot_be_right() {
-        assert_eq!(to_monotonic(1000.0, 1000.5, 20.0), Some(19.5));
-        assert_eq!(to_monotonic(1001.0, 1000.5, 20.0), None, "in the future");
+        const S: i64 = 1_000_000_000;
+        assert_eq!(to_monotonic(1000 * S, 1000 * S + S / 2, 20.0), Some(19.5));
         assert_eq!(
-            to_monotonic(900.0, 1000.5, 20.0),
+            to_monotonic(1001 * S, 1000 * S + S / 2, 20.0),
+            None,
+            "in the future"
+        );
+        assert_eq!(
+            to_monotonic(900 * S, 1000 * S + S / 2, 20.0),
             None,
             "before a clock step"
         );
+        // Today's stamps a microsecond apart stay a microsecond apart.
+        let now_ns = 1_764_800_000 * S;
+        let earlier = to_monotonic(now_ns - 2_000, now_ns, 20.0).unwrap();
+        let later = to_monotonic(now_ns - 1_000, now_ns, 20.0).unwrap();
+        assert!((later - earlier - 1e-6).abs() < 1e-9, "{earlier} {later}");
     }
 }

@@ -435,6 +435,17 @@ pub struct Ws {
     read_s: f64,
 }
 
+/// The time of a read that returned bytes, given the last read's: the kernel's stamp of its
+/// bytes where there is one, the clock's now where there is none; never before the last read's.
+/// A connection's bytes arrive in order, but two stamps a microsecond apart can swap on the
+/// monotonic scale: each is moved there from the realtime clock by the two clocks' difference
+/// read afresh, which jitters by about that much (and a trace must never go back in time).
+fn next_read_s(last_s: f64, arrival_s: Option<f64>) -> f64 {
+    arrival_s
+        .unwrap_or_else(crate::clock::monotonic_s)
+        .max(last_s)
+}
+
 impl Ws {
     /// Takes over after the handshake; `tail` is what the server sent after its response.
     pub fn new(io: Conn, tail: &[u8], max_message: usize) -> Ws {
@@ -714,12 +725,7 @@ impl Stream for Ws {
                         State::CloseReceived | State::Closed => None,
                     });
                 }
-                Ok(_) => {
-                    this.read_s = this
-                        .io
-                        .arrival_s()
-                        .unwrap_or_else(crate::clock::monotonic_s)
-                }
+                Ok(_) => this.read_s = next_read_s(this.read_s, this.io.arrival_s()),
                 // A reset after the server's close frame ends the stream, as an end does
                 // (tungstenite's reading).
                 Err(err)

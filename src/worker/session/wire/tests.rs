@@ -776,3 +776,16 @@ async fn tungstenites_server_takes_every_frame_the_client_sends() {
     })
     .await;
 }
+
+#[test]
+fn a_reads_time_never_goes_before_the_last_reads() {
+    // Stamps of back-to-back segments, moved to the monotonic scale by a clock difference read
+    // afresh each time, can come out a microsecond the wrong way round.
+    assert_eq!(next_read_s(100.000_002, Some(100.000_001)), 100.000_002);
+    assert_eq!(next_read_s(100.000_001, Some(100.000_002)), 100.000_002);
+    // No stamp: the clock's now, and still not before the last read.
+    let far_s = crate::clock::monotonic_s() + 3600.0;
+    assert_eq!(next_read_s(far_s, None), far_s);
+    let now_s = next_read_s(0.0, None);
+    assert!(now_s > 0.0 && now_s <= crate::clock::monotonic_s());
+}
