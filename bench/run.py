@@ -187,6 +187,42 @@ def steal_share(before, after) -> float | None:
     return (after[0] - before[0]) / (after[1] - before[1])
 
 
+def tcp_counters() -> dict | None:
+    """System-wide TCP counters: segments sent (/proc/net/snmp, Tcp OutSegs) and ACKs the
+    kernel's delayed-ACK timer sent (/proc/net/netstat, TcpExt DelayedACKs); None off Linux.
+    Both ends of the benchmark are on this host's loopback, so the client's and the mock's
+    segments both count."""
+    wanted = {("Tcp", "OutSegs"): "segments", ("TcpExt", "DelayedACKs"): "delayed_acks"}
+    counters = {}
+    for path in ("/proc/net/snmp", "/proc/net/netstat"):
+        try:
+            with open(path) as f:
+                lines = f.read().splitlines()
+        except OSError:
+            return None
+        # Each group is two lines: "Tcp: Name Name …" then "Tcp: value value …".
+        for names, values in zip(lines[::2], lines[1::2]):
+            group, *keys = names.split()
+            for key, value in zip(keys, values.split()[1:]):
+                name = wanted.get((group.rstrip(":"), key))
+                if name is not None:
+                    counters[name] = int(value)
+    return counters if len(counters) == len(wanted) else None
+
+
+def tcp_per_packet(before, after, packets) -> dict:
+    """TCP segments and delayed-timer ACKs a packet sent, between two tcp_counters() readings.
+    A client that reads replies as they come makes the kernel ACK them from its read, in the
+    client's CPU time; one that reads later leaves the ACK to the delayed-ACK timer, in a soft
+    interrupt no client is charged for: the same segments, billed differently."""
+    if before is None or after is None or not packets:
+        return {}
+    return {
+        "tcp_segments_per_packet": (after["segments"] - before["segments"]) / packets,
+        "delayed_acks_per_packet": (after["delayed_acks"] - before["delayed_acks"]) / packets,
+    }
+
+
 def read_json(path):
     try:
         with open(path) as f:
@@ -373,6 +409,7 @@ def run_one(cfg, client: str, processes: int, sessions: int, duration: int, trac
     started_wall = time.time()
     exit_codes, wait4_cpu, procs = [], 0.0, []
     jiffies_before = cpu_jiffies()
+    tcp_before = tcp_counters()
     try:
         if client == OURS:
             out_dir = os.path.join(run_dir, "client")
@@ -428,6 +465,7 @@ def run_one(cfg, client: str, processes: int, sessions: int, duration: int, trac
                 kill_group(p)
         mock_stats = mock.stop()
     record["wall_s"] = round(time.monotonic() - started, 3)
+    tcp_after = tcp_counters()
     share = steal_share(jiffies_before, cpu_jiffies())
     if share is not None:
         record["host_steal_pct"] = round(100 * share, 2)
@@ -473,6 +511,9 @@ def run_one(cfg, client: str, processes: int, sessions: int, duration: int, trac
         session_s = processes * sessions * duration
         record["cpu_s_per_session_s"] = record["client_cpu_seconds"] / session_s
         record.update(per_packet(record))
+        record.update(tcp_per_packet(
+            tcp_before, tcp_after, record.get("floor_appends", record.get("packets"))
+        ))
         if record.get("streaming_allocations") is not None and record.get("packets"):
             record["allocations_per_packet"] = record["streaming_allocations"] / record["packets"]
         # The same while streaming only (ours and the floors): set-up and closing, which cost
@@ -538,6 +579,9 @@ ROWS = [
     ("client CPU-s, whole process tree", "client_tree_cpu_seconds", "{:.2f}", True),
     ("client peak RSS (MiB)", "client_peak_rss_mib", "{:.1f}", True),
     ("client loop lag max (ms)", "loop_lag_max_ms", "{:.1f}", True),
+    # System-wide, so both ends: the same segments for every client; who sent the ACKs differs.
+    ("TCP segments a packet (system-wide, both ends)", "tcp_segments_per_packet", "{:.2f}", False),
+    ("ACKs sent by the delayed-ACK timer a packet", "delayed_acks_per_packet", "{:.2f}", False),
     ("mock CPU (cores)", "mock_cpu_cores", "{:.3f}", True),
     ("mock arrival p99 (ms)", "mock_arrival_p99_ms", "{:.2f}", True),
     # On a VM: CPU time the host gave elsewhere while the run wanted it (0 on bare metal).
@@ -566,7 +610,7 @@ def measured_runs(runs):
 
 
 # Rows the floor client has a figure for.
-FLOOR_ROWS = {"streaming_cpu_s_per_session_s", "user_us_per_packet", "system_us_per_packet", "deviation_p50_ms", "deviation_p99_ms", "deviation_max_ms", "client_cpu_cores", "cpu_s_per_session_s", "client_tree_cpu_seconds", "mock_cpu_cores", "mock_arrival_p99_ms", "host_steal_pct"}
+FLOOR_ROWS = {"streaming_cpu_s_per_session_s", "user_us_per_packet", "system_us_per_packet", "deviation_p50_ms", "deviation_p99_ms", "deviation_max_ms", "client_cpu_cores", "cpu_s_per_session_s", "client_tree_cpu_seconds", "mock_cpu_cores", "mock_arrival_p99_ms", "host_steal_pct", "tcp_segments_per_packet", "delayed_acks_per_packet"}
 
 
 def layout_table(runs_by_client: dict) -> list[str]:
@@ -931,7 +975,10 @@ def main() -> int:
         "replies (in a soft interrupt, charged to no client); `floor-arrival` reads each socket as "
         "its replies arrive (one `epoll`, a `timerfd` for the sends, one clock read a wake-up), "
         "as any client that times the replies must, and the kernel sends that ACK from its `recv`, "
-        "in the client's time.",
+        "in the client's time. TCP segments and delayed-timer ACKs a packet: the host's counters "
+        "(`/proc/net/snmp` OutSegs, `/proc/net/netstat` DelayedACKs) over the client's run, both "
+        "ends on loopback: equal segments with more timer ACKs mean the same acknowledgements, "
+        "sent where the client is not charged for them.",
     ]
     md_path = os.path.join(docs, "benchmarks.md")
     json_path = os.path.join(docs, "benchmarks.json")

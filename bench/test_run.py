@@ -79,6 +79,42 @@ class Medians(unittest.TestCase):
         self.assertEqual(row[6], "–")
         self.assertEqual(row[7], "–")
 
+    def test_tcp_segments_and_timer_acks_are_counted_a_packet(self):
+        before = {"segments": 1000, "delayed_acks": 10}
+        after = {"segments": 5000, "delayed_acks": 1110}
+        self.assertEqual(
+            run.tcp_per_packet(before, after, 1000),
+            {"tcp_segments_per_packet": 4.0, "delayed_acks_per_packet": 1.1},
+        )
+        self.assertEqual(run.tcp_per_packet(None, after, 1000), {})
+        self.assertEqual(run.tcp_per_packet(before, after, 0), {})
+        if os.path.exists("/proc/net/netstat"):
+            # The host's real counters move with real segments on loopback.
+            import socket
+            first = run.tcp_counters()
+            self.assertIsNotNone(first)
+            with socket.create_server(("127.0.0.1", 0)) as server:
+                client = socket.create_connection(server.getsockname())
+                peer, _ = server.accept()
+                for _ in range(5):
+                    client.sendall(b"append")
+                    self.assertEqual(peer.recv(16), b"append")
+                client.close()
+                peer.close()
+            second = run.tcp_counters()
+            self.assertGreaterEqual(second["segments"] - first["segments"], 5)
+            self.assertGreaterEqual(second["delayed_acks"], first["delayed_acks"])
+        table = run.layout_table({
+            run.OURS: [dict(record(0.00046), tcp_segments_per_packet=3.97, delayed_acks_per_packet=0.01)],
+            run.REF: [record(0.003)],
+            run.FLOOR: [dict(record(0.00020), tcp_segments_per_packet=3.88, delayed_acks_per_packet=1.11)],
+        })
+        row = cells(table, "ACKs sent by the delayed-ACK timer a packet")
+        self.assertEqual((row[2], row[5]), ("0.01", "1.11"))
+        self.assertEqual((row[4], row[7]), ("–", "–"), "counts of the host's, not ratios")
+        row = cells(table, "TCP segments a packet")
+        self.assertEqual((row[2], row[5]), ("3.97", "3.88"))
+
     def test_each_floor_has_its_own_columns(self):
         table = run.layout_table({
             run.OURS: [record(0.00046)],
