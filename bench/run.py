@@ -302,11 +302,16 @@ def system_of(workers: list[dict]) -> dict:
     return {"client_system_cpu_seconds": sum(system)}
 
 
+def packets_sent(record: dict):
+    """The packets a client sent: the floors count appends, ours and the reference packets."""
+    return record.get("floor_appends", record.get("packets"))
+
+
 def per_packet(record: dict) -> dict:
     """The client's CPU a packet sent, split into user space and the kernel (µs), where the
     client says how much of its CPU was the kernel's: ours and the floors. The whole run's CPU
     over its packets, set-up included, as `cpu_s_per_session_s`."""
-    packets = record.get("floor_appends", record.get("packets"))
+    packets = packets_sent(record)
     system = record.get("client_system_cpu_seconds")
     if not packets or system is None:
         return {}
@@ -511,9 +516,7 @@ def run_one(cfg, client: str, processes: int, sessions: int, duration: int, trac
         session_s = processes * sessions * duration
         record["cpu_s_per_session_s"] = record["client_cpu_seconds"] / session_s
         record.update(per_packet(record))
-        record.update(tcp_per_packet(
-            tcp_before, tcp_after, record.get("floor_appends", record.get("packets"))
-        ))
+        record.update(tcp_per_packet(tcp_before, tcp_after, packets_sent(record)))
         if record.get("streaming_allocations") is not None and record.get("packets"):
             record["allocations_per_packet"] = record["streaming_allocations"] / record["packets"]
         # The same while streaming only (ours and the floors): set-up and closing, which cost

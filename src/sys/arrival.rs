@@ -186,7 +186,7 @@ impl AsyncWrite for TimedTcp {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -195,6 +195,30 @@ mod tests {
             .enable_all()
             .build()
             .unwrap()
+    }
+
+    /// Returns once the kernel stamps received segments. It turns stamping on for the whole
+    /// host from a work queue when the first socket asks (or asks again after the last one
+    /// closed): segments received before that come without a stamp, and such a read is timed
+    /// by the clock instead. A test that needs a stamp calls this after its own socket asked
+    /// (which keeps stamping on) and before the segment it times is sent.
+    pub(crate) async fn until_the_kernel_stamps() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let client = TcpStream::connect(listener.local_addr().unwrap())
+            .await
+            .unwrap();
+        let (mut server, _) = listener.accept().await.unwrap();
+        let mut client = TimedTcp::new(client);
+        let mut buf = [0u8; 4];
+        for _ in 0..200 {
+            server.write_all(b"warm").await.unwrap();
+            client.read_exact(&mut buf).await.unwrap();
+            if client.arrival_s().is_some() {
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        panic!("the kernel stamped nothing in 2 s");
     }
 
     #[test]
@@ -207,6 +231,7 @@ mod tests {
             let mut client = TimedTcp::new(client);
             assert!(client.stamped, "loopback TCP takes SO_TIMESTAMPNS");
             assert_eq!(client.arrival_s(), None, "nothing read yet");
+            until_the_kernel_stamps().await;
             for _ in 0..2 {
                 let sent_s = monotonic_s();
                 server.write_all(b"reply").await.unwrap();

@@ -437,9 +437,10 @@ pub struct Ws {
 
 /// The time of a read that returned bytes, given the last read's: the kernel's stamp of its
 /// bytes where there is one, the clock's now where there is none; never before the last read's.
-/// A connection's bytes arrive in order, but two stamps a microsecond apart can swap on the
+/// A connection's bytes arrive in order, but two stamps close together can swap on the
 /// monotonic scale: each is moved there from the realtime clock by the two clocks' difference
-/// read afresh, which jitters by about that much (and a trace must never go back in time).
+/// read afresh at its read, which moves between reads (the two readings are not simultaneous,
+/// and the realtime clock may be slewed); a trace must never go back in time.
 fn next_read_s(last_s: f64, arrival_s: Option<f64>) -> f64 {
     arrival_s
         .unwrap_or_else(crate::clock::monotonic_s)
@@ -452,7 +453,7 @@ impl Ws {
         let mut input = BytesMut::with_capacity(READ_ROOM.max(tail.len()));
         input.extend_from_slice(tail);
         // The tail came in the handshake's last read.
-        let read_s = io.arrival_s().unwrap_or_else(crate::clock::monotonic_s);
+        let read_s = next_read_s(f64::NEG_INFINITY, io.arrival_s());
         Ws {
             io,
             input,

@@ -574,6 +574,7 @@ async fn a_frame_read_late_is_timed_when_it_reached_the_socket() {
         })
         .await;
         let mut ws = client(&url).await;
+        crate::sys::arrival::tests::until_the_kernel_stamps().await;
         go.send(()).unwrap();
         let sent_s = sent_at.await.unwrap();
         // The session is busy for 150 ms before it reads.
