@@ -252,6 +252,7 @@ impl Tracer {
             depth: self.depth.clone(),
             sink,
             finished: false,
+            close: None,
         }
     }
 
@@ -286,6 +287,8 @@ pub struct SessionTrace {
     sink: Sink,
     /// The last batch has gone (`finish`); otherwise dropping the trace hands it over.
     finished: bool,
+    /// The server's close frame, for the receipts ([`format::close_frame`]).
+    close: Option<String>,
 }
 
 impl SessionTrace {
@@ -314,9 +317,13 @@ impl SessionTrace {
         self.line(Direction::Admission, time_s, event, JSON);
     }
 
-    /// The server's close frame. `event` is a JSON object (`code`, `reason`).
-    pub fn close(&mut self, time_s: f64, event: &str) {
-        self.line(Direction::Close, time_s, event, JSON);
+    /// The server's close frame (its code and reason; `None` for a frame without a code): kept
+    /// for the receipts, not the trace, whose readers allow only the four directions above.
+    /// The first one counts.
+    pub fn close(&mut self, time_s: f64, frame: Option<(u16, &str)>) {
+        if self.close.is_none() {
+            self.close = Some(format::close_frame(time_s, frame));
+        }
     }
 
     fn line(&mut self, direction: Direction, time_s: f64, payload: &str, kind: Payload) {
@@ -368,7 +375,7 @@ impl SessionTrace {
     /// `admitted`: whether the server let the session in (the receipts say so).
     pub async fn finish(mut self, admitted: bool) -> Result<(), WriteLoss> {
         self.finished = true;
-        let last = self.lines.finish(admitted);
+        let last = self.lines.finish(admitted, self.close.as_deref());
         let (ack, done) = tokio::sync::oneshot::channel();
         self.sink.deliver(self.session, last, Some(ack));
         done.await.unwrap_or_else(|_| {
@@ -414,7 +421,9 @@ impl Drop for SessionTrace {
     /// lines over, with its receipts closed; it was let in if it sent.
     fn drop(&mut self) {
         if !self.finished {
-            let last = self.lines.finish(self.lines.sent_any());
+            let last = self
+                .lines
+                .finish(self.lines.sent_any(), self.close.as_deref());
             self.sink.deliver(self.session, last, None);
         }
     }

@@ -93,6 +93,11 @@ impl Check<'_> {
             self.flag("trace-record", "a trace record", why.clone());
             return;
         }
+        if record.direction == Direction::Close {
+            // From the receipts, after the trace's lines: not one of the lines in time order.
+            self.close_recorded = true;
+            return;
+        }
         if record.time_s < self.last_time_s {
             self.flag(
                 "trace-record",
@@ -106,8 +111,7 @@ impl Check<'_> {
             Direction::Error => {
                 self.flag("client-error", "no client error", record.event.to_string());
             }
-            Direction::Close => self.close_recorded = true,
-            Direction::Admission | Direction::Unreadable(_) => {}
+            Direction::Close | Direction::Admission | Direction::Unreadable(_) => {}
             Direction::Receive => self.received(record),
         }
     }

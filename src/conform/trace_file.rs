@@ -7,11 +7,28 @@ use anyhow::{Context, Result};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
-/// The records of the trace file at `path`.
+/// The records of the trace file at `path`, then the server's close frame as the receipts
+/// beside it keep it (docs/files.md), unless the trace has it as a line (older traces).
 pub fn read_trace(path: &Path) -> Result<Vec<Record>> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("cannot read the trace {}", path.display()))?;
-    Ok(parse_trace(&text))
+    let mut records = parse_trace(&text);
+    if !records.iter().any(|r| r.direction == Direction::Close) {
+        let receipts = path
+            .parent()
+            .map(|dir| dir.join(crate::trace::files::RECEIPTS_FILE))
+            .and_then(|receipts| std::fs::read_to_string(receipts).ok());
+        records.extend(receipts.as_deref().and_then(close_of_receipts));
+    }
+    Ok(records)
+}
+
+/// The `close` of a receipts file's text: the server's close frame, if one came.
+fn close_of_receipts(text: &str) -> Option<Record> {
+    let mut receipts: Value = serde_json::from_str(text).ok()?;
+    let close = receipts.get_mut("close").filter(|c| c.is_object())?.take();
+    let time_s = close.get("time_s").and_then(Value::as_f64)?;
+    Some(Record::new(Direction::Close, time_s, close))
 }
 
 /// The records of a trace's text, one per line.
@@ -107,6 +124,25 @@ mod tests {
         assert!(
             matches!(&records[3].direction, Direction::Unreadable(w) if w.contains("sideways"))
         );
+    }
+
+    #[test]
+    fn the_close_frame_is_read_from_the_receipts() {
+        let close = close_of_receipts(
+            r#"{"session_start_s":1.0,"appends":[],"admitted":true,"close":{"time_s":1.6,"code":1000,"reason":""}}"#,
+        )
+        .unwrap();
+        assert_eq!(close.direction, Direction::Close);
+        assert_eq!(close.time_s, 1.6);
+        assert_eq!(close.event["code"], 1000);
+        // No close frame came, the receipts are older than `close`, or not JSON: none.
+        for text in [
+            r#"{"session_start_s":1.0,"appends":[],"admitted":true,"close":null}"#,
+            r#"{"session_start_s":1.0,"appends":[],"admitted":true}"#,
+            "{\"session_start_s\":1.0,\"appends\":[",
+        ] {
+            assert_eq!(close_of_receipts(text), None, "{text}");
+        }
     }
 
     #[test]

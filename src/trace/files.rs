@@ -229,7 +229,7 @@ mod tests {
             2
         );
         lines.defer_append(receipt(1), Outgoing::Text("{}".to_string()), None);
-        files.write(&lines.finish(true));
+        files.write(&lines.finish(true, None));
         assert!(files.result().is_ok());
         let trace = std::fs::read_to_string(dir.join(TRACE_FILE)).unwrap();
         assert_eq!(trace.lines().count(), 3);
@@ -250,7 +250,7 @@ mod tests {
         lines.defer_append(receipt(0), Outgoing::Text("{}".to_string()), None);
         lines.defer_append(receipt(1), Outgoing::Text("{}".to_string()), None);
         files.write(&lines.take());
-        files.write(&lines.finish(true));
+        files.write(&lines.finish(true, None));
         let loss = files.result().unwrap_err();
         assert!(loss.disk_full, "{loss:?}");
         assert_eq!(loss.lines, 2);
@@ -273,7 +273,7 @@ mod tests {
         samples.push(&lines.take());
         samples.flush();
         lines.defer_append(receipt(3), Outgoing::Binary(vec![0; 4]), None);
-        samples.push(&lines.finish(true));
+        samples.push(&lines.finish(true, None));
         samples.flush();
         let loss = samples.loss.take().unwrap();
         assert_eq!((loss.lines, loss.disk_full), (4, true), "{loss:?}");

@@ -13,8 +13,6 @@ pub enum Direction {
     Receive,
     Error,
     Admission,
-    /// The server's close frame.
-    Close,
 }
 
 impl Direction {
@@ -24,7 +22,6 @@ impl Direction {
             Direction::Receive => "receive",
             Direction::Error => "error",
             Direction::Admission => "admission",
-            Direction::Close => "close",
         }
     }
 }
@@ -313,19 +310,41 @@ pub fn receipt_entry(out: &mut Vec<u8>, r: &Receipt, first: bool) {
     out.push(b'}');
 }
 
-/// The end of a receipts file; `empty` when the session sent no append.
-pub fn receipts_close(out: &mut Vec<u8>, empty: bool, admitted: bool) {
+/// The end of a receipts file; `empty` when the session sent no append, `close` the server's
+/// close frame as a JSON object (`time_s`, `code`, `reason`) if one came.
+pub fn receipts_close(out: &mut Vec<u8>, empty: bool, admitted: bool, close: Option<&str>) {
     if empty {
         out.extend_from_slice(br#"{"session_start_s":null,"appends":[]"#);
     } else {
         out.push(b']');
     }
     out.extend_from_slice(if admitted {
-        br#","admitted":true}"#
+        br#","admitted":true"#
     } else {
-        br#","admitted":false}"#
+        br#","admitted":false"#
     });
-    out.push(b'\n');
+    out.extend_from_slice(br#","close":"#);
+    out.extend_from_slice(close.map_or(&b"null"[..], str::as_bytes));
+    out.extend_from_slice(b"}\n");
+}
+
+/// The server's close frame as the receipts keep it: when it came and what it said (`code`
+/// null for a frame without a status code).
+pub fn close_frame(time_s: f64, frame: Option<(u16, &str)>) -> String {
+    let mut out = Vec::with_capacity(64);
+    out.extend_from_slice(br#"{"time_s":"#);
+    push_seconds(&mut out, time_s);
+    match frame {
+        Some((code, reason)) => {
+            out.extend_from_slice(br#","code":"#);
+            push_int(&mut out, code);
+            out.extend_from_slice(br#","reason":"#);
+            out.extend_from_slice(json_string(reason).as_bytes());
+        }
+        None => out.extend_from_slice(br#","code":null,"reason":"""#),
+    }
+    out.push(b'}');
+    String::from_utf8(out).expect("JSON is UTF-8")
 }
 
 /// The header of a worker's samples file.
@@ -586,7 +605,8 @@ mod tests {
         receipts_open(&mut out, r.gate_s);
         receipt_entry(&mut out, &r, true);
         receipt_entry(&mut out, &Receipt { seq: 1, ..r }, false);
-        receipts_close(&mut out, false, true);
+        let close = close_frame(1.5, Some((1000, "bye \"now\"")));
+        receipts_close(&mut out, false, true, Some(&close));
         let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
         assert_eq!(v["appends"].as_array().unwrap().len(), 2);
         assert_eq!(v["appends"][1]["seq"], 1);
@@ -595,10 +615,18 @@ mod tests {
         assert_eq!(v["session_start_s"], 0.99);
         assert_eq!(v["appends"][0]["scheduled_s"], 0.99);
         assert_eq!(v["admitted"], true);
+        // The server's close frame is kept here, not as a trace line: sglang-omni's trace
+        // checker allows only send, receive, error and admission lines.
+        assert_eq!(v["close"]["time_s"], 1.5);
+        assert_eq!(v["close"]["code"], 1000);
+        assert_eq!(v["close"]["reason"], "bye \"now\"");
         let mut empty = Vec::new();
-        receipts_close(&mut empty, true, false);
+        receipts_close(&mut empty, true, false, None);
         let v: serde_json::Value = serde_json::from_slice(&empty).unwrap();
         assert!(v["session_start_s"].is_null());
         assert_eq!(v["admitted"], false);
+        assert!(v["close"].is_null());
+        let codeless: serde_json::Value = serde_json::from_str(&close_frame(2.0, None)).unwrap();
+        assert!(codeless["code"].is_null());
     }
 }

@@ -221,12 +221,18 @@ impl SessionLines {
     }
 
     /// The last batch: what waits, and the end of the receipts file. `admitted`: whether the
-    /// server let the session in (the receipts say so).
-    pub fn finish(&mut self, admitted: bool) -> Batch {
+    /// server let the session in, `close` its close frame ([`format::close_frame`]), if one
+    /// came (the receipts say both).
+    pub fn finish(&mut self, admitted: bool, close: Option<&str>) -> Batch {
         self.settle();
         let mut last = std::mem::take(&mut self.batch);
         self.oldest_s = None;
-        format::receipts_close(&mut last.receipts, self.receipts_count == 0, admitted);
+        format::receipts_close(
+            &mut last.receipts,
+            self.receipts_count == 0,
+            admitted,
+            close,
+        );
         last
     }
 }
@@ -309,7 +315,7 @@ mod tests {
             ]
         );
         lines.defer_append(receipt(2), Outgoing::Binary(vec![0; 4]), None);
-        let last = String::from_utf8(lines.finish(true).receipts).unwrap();
+        let last = String::from_utf8(lines.finish(true, None).receipts).unwrap();
         assert!(
             last.starts_with(r#",{"event_id":"0000000000000002","seq":2,"#),
             "the last one is in the last batch: {last}"
@@ -485,7 +491,7 @@ mod tests {
         );
         assert!(!lines.pending());
         lines.defer_append(receipt(0), Outgoing::Text("{}".to_string()), None);
-        let last = lines.finish(true);
+        let last = lines.finish(true, None);
         assert!(last.trace.is_empty());
         assert_eq!((last.lines, last.bytes), (1, 0));
         let receipts: serde_json::Value = serde_json::from_slice(&last.receipts).unwrap();
@@ -497,7 +503,7 @@ mod tests {
     fn a_session_that_sent_nothing_closes_its_receipts_empty() {
         let mut lines = SessionLines::new(0, 0, (true, false), FramePool::default());
         assert!(!lines.sent_any());
-        let last = lines.finish(false);
+        let last = lines.finish(false, None);
         let receipts: serde_json::Value = serde_json::from_slice(&last.receipts).unwrap();
         assert_eq!(receipts["appends"], serde_json::json!([]));
         assert_eq!(receipts["admitted"], false);
