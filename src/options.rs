@@ -346,6 +346,13 @@ impl Settings {
         samples as usize * crate::protocol::BYTES_PER_SAMPLE
     }
 
+    /// Seconds of audio each session sends in all.
+    pub fn input_s(&self) -> f64 {
+        let bytes_per_s =
+            crate::protocol::BYTES_PER_SAMPLE * self.client.input_sample_rate as usize;
+        self.input_bytes() as f64 / bytes_per_s as f64
+    }
+
     /// The thresholds every packet is judged by.
     pub fn thresholds(&self) -> crate::pacing::Thresholds {
         crate::pacing::Thresholds::from_ms(self.late_threshold_ms, self.slow_send_threshold_ms)
@@ -398,7 +405,9 @@ pub fn validate(args: &RunArgs, command_line: String, tui: bool) -> Result<RunPl
     if let Some(pid) = args.server_pid {
         check_server_pid(pid, args.url.is_some())?;
     }
-    let connection = connection_settings(&args.connection, &url)?;
+    let connection = connection_settings(&args.connection, &url, args.speak.protocol, &|name| {
+        std::env::var(name).ok()
+    })?;
     let output_dir = args
         .output
         .clone()
@@ -714,7 +723,15 @@ fn client_settings(args: &ProtocolArgs, has_url: bool) -> Result<ClientSettings>
 }
 
 /// TLS and credential flags validated against the URL (`url` empty: the built-in mock).
-pub fn connection_settings(args: &ConnectionArgs, url: &str) -> Result<ConnectionSettings> {
+/// The connection's settings from its flags. `env` reads the environment: `OPENAI_API_KEY` is
+/// the key of the protocols that speak OpenAI's API only, so that a key set for OpenAI's clients
+/// never goes to another server unless given with `--api-key`.
+pub fn connection_settings(
+    args: &ConnectionArgs,
+    url: &str,
+    protocol: Protocol,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<ConnectionSettings> {
     let tls = url.starts_with("wss://");
     if !tls && args.insecure {
         bail!("--insecure applies to wss:// URLs only");
@@ -748,8 +765,14 @@ pub fn connection_settings(args: &ConnectionArgs, url: &str) -> Result<Connectio
             value: Secret::new(value),
         });
     }
+    let from_env = || match protocol {
+        Protocol::Openai | Protocol::Vllm => env("OPENAI_API_KEY"),
+        Protocol::Native | Protocol::Funasr => None,
+    };
     let api_key = args
         .api_key
+        .clone()
+        .or_else(from_env)
         .as_deref()
         .map(str::trim)
         .filter(|k| !k.is_empty())
@@ -813,6 +836,38 @@ mod tests {
             Some(crate::cli::Command::Run(run)) => validate(&run, String::new(), false),
             _ => unreachable!(),
         }
+    }
+
+    #[test]
+    fn openai_api_key_from_the_environment_goes_to_openai_dialects_only() {
+        let connection = |flags: &[&str], protocol| {
+            let mut argv = vec!["duplexbench-tui", "run"];
+            argv.extend_from_slice(flags);
+            let Some(crate::cli::Command::Run(run)) = Cli::try_parse_from(argv).unwrap().command
+            else {
+                unreachable!()
+            };
+            let env = |name: &str| (name == "OPENAI_API_KEY").then(|| "sk-env".to_string());
+            connection_settings(&run.connection, "ws://127.0.0.1:1/", protocol, &env)
+                .unwrap()
+                .api_key
+                .map(|k| k.expose().to_string())
+        };
+        assert_eq!(connection(&[], Protocol::Openai).as_deref(), Some("sk-env"));
+        assert_eq!(connection(&[], Protocol::Vllm).as_deref(), Some("sk-env"));
+        // A key set for OpenAI's clients is not sent to a native or Fun-ASR server ...
+        assert_eq!(connection(&[], Protocol::Native), None);
+        assert_eq!(connection(&[], Protocol::Funasr), None);
+        // ... unless it is given for it.
+        let given = ["--api-key", "sk-flag"];
+        assert_eq!(
+            connection(&given, Protocol::Native).as_deref(),
+            Some("sk-flag")
+        );
+        assert_eq!(
+            connection(&given, Protocol::Openai).as_deref(),
+            Some("sk-flag")
+        );
     }
 
     #[test]

@@ -273,8 +273,15 @@ impl Session {
         let stopped = stop.wait_for(|s| *s);
         tokio::pin!(stopped);
         let mut seq: u32 = 0;
-        while seq < packets {
-            let due_s = self.machine.due_s(seq, gate_s);
+        // Paced, one more wake-up after the last packet: the input ends when its audio has
+        // played out, and the ending (sglang's `input_audio.end`, Fun-ASR's STOP) waits for it.
+        let wakes = if paced { packets + 1 } else { packets };
+        while seq < wakes {
+            let due_s = if seq < packets {
+                self.machine.due_s(seq, gate_s)
+            } else {
+                self.input_end_s(gate_s)
+            };
             if !paced {
                 // Unpaced, the next send is always ready: take what has arrived first.
                 while let Some(msg) = ws.next().now_or_never() {
@@ -298,6 +305,9 @@ impl Session {
                     }
                 }
                 () = pacer.sleep_until(self.ctx.index, due_s), if paced => {
+                    if seq == packets {
+                        break;
+                    }
                     if let Err(end) = self.send_packet(ws, seq, gate_s).await {
                         // Packet `seq` never finished sending: it is unsent too.
                         self.machine.abandon(seq);
@@ -636,15 +646,20 @@ impl Session {
         }
     }
 
-    /// The server's close frame, as a `close` line of the trace (conformance checks its code).
+    /// The server's close frame, for the receipts (conformance checks its code).
     fn trace_close(&mut self, frame: Option<(u16, &str)>) {
-        let event = match frame {
-            Some((code, reason)) => {
-                format!(r#"{{"code":{code},"reason":{}}}"#, json_string(reason))
-            }
-            None => r#"{"code":null,"reason":""}"#.to_string(),
-        };
-        self.trace.close(monotonic_s(), &event);
+        self.trace.close(monotonic_s(), frame);
+    }
+
+    /// When the input's audio has played out: its duration after the session's gate, and at
+    /// least the last packet's audio after that packet's send, as sglang-omni's client sends
+    /// its end (Fun-ASR's benchmark, pacing with a sleep after every frame, does the same).
+    fn input_end_s(&self, gate_s: f64) -> f64 {
+        let s = &self.ctx.settings;
+        let input_s = s.input_s();
+        let last_packet_s =
+            input_s - f64::from(s.packets_per_session.saturating_sub(1)) * s.packet_s();
+        (gate_s + input_s).max(self.last_send_s + last_packet_s)
     }
 
     /// With `--stagger`, this session's share of one packet interval after the gate.

@@ -87,8 +87,31 @@ fn receipts_and_full_traces_hold_every_append_in_order() {
         );
         // sglang-omni's shape: an admitted session has no admission record, only refusals do.
         assert!(!trace.iter().any(|l| l["direction"] == "admission"));
-        // The server's close frame ends the trace, so conformance can check its code.
-        assert_eq!(trace.last().unwrap()["direction"], "close");
+        // The input ends when its audio has played out (2 s after the gate, and the last
+        // packet's 80 ms after its send), not when its last packet is sent: so does
+        // sglang-omni's client send its end.
+        let end_s = trace
+            .iter()
+            .find(|l| l["direction"] == "send" && l["event"]["type"] == "sglang.input_audio.end")
+            .and_then(|l| l["time_s"].as_f64())
+            .unwrap();
+        let last_start = appends[24]["start_s"].as_f64().unwrap();
+        assert!(end_s >= start + 2.0 - 1e-6, "end at {end_s}, gate {start}");
+        assert!(
+            end_s >= last_start + 0.08 - 1e-6,
+            "end at {end_s}, last packet {last_start}"
+        );
+        // Only the directions sglang-omni's trace checker allows (it refuses any other line);
+        // the server's close frame is kept in the receipts, so conformance can check its code.
+        for line in &trace {
+            let direction = line["direction"].as_str().unwrap();
+            assert!(
+                ["send", "receive", "error", "admission"].contains(&direction),
+                "{line}"
+            );
+        }
+        assert_eq!(receipts["close"]["code"], 1000, "{receipts}");
+        assert!(receipts["close"]["time_s"].as_f64().unwrap() >= last);
     }
     let samples = std::fs::read_to_string(out.join("samples/worker-0.csv")).unwrap();
     assert_eq!(

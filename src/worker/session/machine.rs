@@ -96,7 +96,8 @@ pub struct Machine {
     current: Option<Step>,
     /// Send start of packet 0: the origin of the schedule.
     origin_s: Option<f64>,
-    send_ring: [(u32, f64); SEND_RING],
+    /// The last packets' sends: `(seq, start_s, completed_s)`.
+    send_ring: [(u32, f64, f64); SEND_RING],
     last_seq: Option<u32>,
     first_audio_seen: bool,
     /// The previous delta of the answer under way (turn dialects), or the previous result
@@ -135,7 +136,7 @@ impl Machine {
             steps,
             current: None,
             origin_s: None,
-            send_ring: [(u32::MAX, 0.0); SEND_RING],
+            send_ring: [(u32::MAX, 0.0, 0.0); SEND_RING],
             last_seq: None,
             first_audio_seen: false,
             last_delta_s: None,
@@ -337,12 +338,13 @@ impl Machine {
         }
     }
 
-    /// The send start of the packet that holds `audio_ms` of the input, if still remembered.
-    fn sent_at_audio_ms(&self, audio_ms: f64) -> Option<f64> {
+    /// The send (start and completion) of the packet that holds `audio_ms` of the input, if
+    /// still remembered.
+    fn send_of_audio_ms(&self, audio_ms: f64) -> Option<(f64, f64)> {
         let last_seq = self.last_seq?;
         let packet_ms = f64::from(self.settings.packet_ms);
         let seq = ((audio_ms / packet_ms).ceil() as i64 - 1).clamp(0, i64::from(last_seq));
-        self.sent_at(seq as u64)
+        self.send_of(seq as u64)
     }
 
     /// The session's turn counts, into its outcome (at its end).
@@ -403,7 +405,7 @@ impl Machine {
         // A packet already counted late while it waited to be sent is not counted twice.
         let late_counted = seq < self.counted_late_below;
         self.counted_late_below = self.counted_late_below.max(seq + 1);
-        self.send_ring[seq as usize % SEND_RING] = (seq, start_s);
+        self.send_ring[seq as usize % SEND_RING] = (seq, start_s, completed_s);
         self.last_seq = Some(seq);
         if let Some(turns) = &mut self.turns {
             turns.input_sent(start_s);
@@ -586,12 +588,14 @@ impl Machine {
             }
             Meaning::AudioDelta => self.on_audio_delta(now_s),
             Meaning::UnitDone { input_end_ms } => {
-                if let Some(start_s) = self.sent_at_audio_ms(input_end_ms) {
+                // From the completed send of the packet that completes the unit, as
+                // sglang-omni's serving metrics take their `unit_lag`.
+                if let Some((_, completed_s)) = self.send_of_audio_ms(input_end_ms) {
                     self.stats
                         .borrow_mut()
                         .hist
                         .unit_lag
-                        .record_s(now_s - start_s);
+                        .record_s(now_s - completed_s);
                 }
             }
             Meaning::Error {
@@ -608,7 +612,7 @@ impl Machine {
                 self.on_turns(|t| t.speech_started());
             }
             Meaning::SpeechStopped { audio_ms } => {
-                let anchor_s = audio_ms.and_then(|ms| self.sent_at_audio_ms(ms));
+                let anchor_s = audio_ms.and_then(|ms| self.send_of_audio_ms(ms).map(|(s, _)| s));
                 let sample = self
                     .on_turns(|t| t.speech_stopped(now_s, anchor_s))
                     .flatten();
@@ -680,8 +684,13 @@ impl Machine {
     }
 
     fn sent_at(&self, seq: u64) -> Option<f64> {
-        let (ring_seq, start_s) = self.send_ring[seq as usize % SEND_RING];
-        (u64::from(ring_seq) == seq).then_some(start_s)
+        self.send_of(seq).map(|(start_s, _)| start_s)
+    }
+
+    /// Packet `seq`'s send start and completion, if still remembered.
+    fn send_of(&self, seq: u64) -> Option<(f64, f64)> {
+        let (ring_seq, start_s, completed_s) = self.send_ring[seq as usize % SEND_RING];
+        (u64::from(ring_seq) == seq).then_some((start_s, completed_s))
     }
 }
 
