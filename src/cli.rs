@@ -246,13 +246,9 @@ pub struct ConnectionArgs {
     /// A header for the WebSocket handshake, 'Name: value' (repeatable); values are never written to any file.
     #[arg(long = "header", value_name = "'NAME: VALUE'", help_heading = "Server")]
     pub headers: Vec<String>,
-    /// API key sent as Authorization: Bearer KEY; never written to any file.
-    #[arg(
-        long,
-        env = "OPENAI_API_KEY",
-        hide_env_values = true,
-        help_heading = "Server"
-    )]
+    /// API key sent as Authorization: Bearer KEY; never written to any file. With --protocol
+    /// openai or vllm it defaults to $OPENAI_API_KEY (never sent to other servers unasked).
+    #[arg(long, help_heading = "Server")]
     pub api_key: Option<String>,
 }
 

@@ -56,6 +56,12 @@ impl Profile {
         matches!(self, Profile::Voicechat)
     }
 
+    /// Whether a response ends (`response.done`, reason `stop`) only after the client's end of
+    /// input: VoiceChat's does; MiniCPM-o's model stops replies of its own mid-session.
+    pub fn stop_requires_end(self) -> bool {
+        matches!(self, Profile::Voicechat)
+    }
+
     /// The profile whose native unit is `unit_ms`: how `conform` tells which model it talks to.
     pub fn from_unit_ms(unit_ms: f64) -> Option<Profile> {
         Profile::ALL

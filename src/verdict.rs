@@ -29,6 +29,9 @@ pub struct Facts<'a> {
     pub unpaced: bool,
     /// Errors in the protocol's benchmark's own client error lists (Fun-ASR's `errors`).
     pub client_errors: u64,
+    /// `error` events the server sent, fatal or not, and the most frequent code among them.
+    pub server_errors: u64,
+    pub server_error_code: Option<&'a str>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq, schemars::JsonSchema)]
@@ -39,7 +42,7 @@ pub struct Verdict {
     #[serde(default)]
     pub unpaced: bool,
     /// Every session completed by the protocol, none was rejected, the server sent nothing
-    /// malformed, nothing was lost, and the run was not cancelled.
+    /// malformed and no error event, nothing was lost, and the run was not cancelled.
     pub complete: bool,
     pub reasons: Vec<String>,
 }
@@ -89,6 +92,16 @@ pub fn judge(f: &Facts<'_>) -> Verdict {
             f.protocol_errors
         ));
     }
+    if f.server_errors > 0 {
+        let code = f
+            .server_error_code
+            .map(|c| format!("; most frequent code: {c}"))
+            .unwrap_or_default();
+        reasons.push(format!(
+            "{} error events from the server: it refused or failed part of what the sessions sent{code}",
+            f.server_errors
+        ));
+    }
     if f.client_errors > 0 {
         reasons.push(format!(
             "{} client errors in the benchmark's figures (see its errors lists)",
@@ -111,6 +124,7 @@ pub fn judge(f: &Facts<'_>) -> Verdict {
         unpaced: f.unpaced,
         complete: f.incomplete == 0
             && f.client_errors == 0
+            && f.server_errors == 0
             && f.rejected == 0
             && f.protocol_errors == 0
             && f.stopped_early == 0
@@ -134,6 +148,25 @@ mod tests {
         });
         assert!(v.pacing_qualified && v.complete);
         assert!(v.reasons.is_empty());
+    }
+
+    #[test]
+    fn server_error_events_make_a_run_incomplete_but_leave_its_pacing_alone() {
+        // sglang-omni's client stops at any `error` and its checker fails the session: a server
+        // that refused appends (`buffer_overflow`) did not serve what was measured.
+        let v = judge(&Facts {
+            sessions_configured: 4,
+            late_threshold_ms: 80,
+            server_errors: 3,
+            server_error_code: Some("buffer_overflow"),
+            ..Facts::default()
+        });
+        assert!(v.pacing_qualified);
+        assert!(!v.complete);
+        assert_eq!(
+            v.reasons,
+            ["3 error events from the server: it refused or failed part of what the sessions sent; most frequent code: buffer_overflow"]
+        );
     }
 
     #[test]

@@ -36,8 +36,6 @@ fn fixed_capabilities() -> Vec<(&'static str, Value)> {
     ]
 }
 
-pub const SESSION_TIMEOUT_S: u64 = 240;
-
 fn show(value: Option<&Value>) -> String {
     value.map_or_else(|| "absent".to_string(), Value::to_string)
 }
@@ -68,7 +66,7 @@ pub fn check(
     };
     check_fixed(granted, findings);
     let stated = Stated::read(granted, findings);
-    check_request(asked, session, stated.modalities, findings);
+    check_request(asked, granted, session, stated.modalities, findings);
     let profile = check_profile(given, &stated, findings);
     Terms {
         profile,
@@ -82,7 +80,8 @@ pub fn check(
 }
 
 /// `grant-listed` for what every native server grants alike: the fixed capabilities, no
-/// microturns and the session timeout.
+/// microturns, and limits that are limits. Which limits a server states, and their values,
+/// are its own (sglang-omni's mock-free server states no session timeout; the mock's is 240 s).
 fn check_fixed(granted: &Value, findings: &mut Vec<Finding>) {
     for (key, expected) in fixed_capabilities() {
         let got = granted.get(key);
@@ -100,12 +99,14 @@ fn check_fixed(granted: &Value, findings: &mut Vec<Finding>) {
     let timeout = granted
         .get("limits")
         .and_then(|l| l.get("session_timeout_s"));
-    if timeout.and_then(Value::as_u64) != Some(SESSION_TIMEOUT_S) {
-        findings.push((
-            "grant-listed",
-            format!("limits.session_timeout_s {SESSION_TIMEOUT_S}"),
-            show(timeout),
-        ));
+    if let Some(timeout) = timeout {
+        if !timeout.as_f64().is_some_and(|s| s > 0.0) {
+            findings.push((
+                "grant-listed",
+                "limits.session_timeout_s, a positive number of seconds, or absent".to_string(),
+                timeout.to_string(),
+            ));
+        }
     }
 }
 
@@ -166,18 +167,24 @@ impl<'a> Stated<'a> {
     }
 }
 
-/// `grant-request`: asked and granted are the same list, in granted and at session level.
+/// `grant-request`: what was granted is what was asked, or some of it with the rest stated in
+/// `rejections` (sglang-omni's server grants one output modality and rejects the others that
+/// way): never other terms, and never fewer in silence. The session level says the same.
 fn check_request(
     asked: Option<&Value>,
+    granted: &Value,
     session: Option<&Value>,
     modalities: Option<&Value>,
     findings: &mut Vec<Finding>,
 ) {
     if let (Some(asked), Some(modalities)) = (asked, modalities) {
-        if asked != modalities {
+        if asked != modalities && !rejected_in_part(asked, modalities, granted) {
             findings.push((
                 "grant-request",
-                format!("granted output_modalities {asked} (as asked)"),
+                format!(
+                    "granted output_modalities {asked} (as asked), or some of them with a \
+                     `rejections` entry for output_modalities"
+                ),
                 modalities.to_string(),
             ));
         }
@@ -192,6 +199,25 @@ fn check_request(
             ));
         }
     }
+}
+
+/// Whether `modalities` is a part of what was `asked` and the grant's `rejections` say so: an
+/// entry for `output_modalities` that names what was asked and what was granted.
+fn rejected_in_part(asked: &Value, modalities: &Value, granted: &Value) -> bool {
+    let (Some(asked_list), Some(granted_list)) = (asked.as_array(), modalities.as_array()) else {
+        return false;
+    };
+    if granted_list.is_empty() || !granted_list.iter().all(|m| asked_list.contains(m)) {
+        return false;
+    }
+    let rejections = granted.get("rejections").and_then(Value::as_array);
+    rejections.is_some_and(|list| {
+        list.iter().any(|r| {
+            r.get("field").and_then(Value::as_str) == Some("output_modalities")
+                && r.get("requested") == Some(asked)
+                && r.get("granted") == Some(modalities)
+        })
+    })
 }
 
 /// `grant-profile`: the profile given, or the one the unit names, and whether what was granted

@@ -373,8 +373,38 @@ fn an_unlisted_capability_is_named() {
     breaks_only(&r, "grant-listed");
     let mut r = voicechat();
     event_mut(&mut r, names::SESSION_UPDATED, 0)["session"]["sglang"]["granted"]["limits"] =
-        json!({});
+        json!({"session_timeout_s": 0});
     breaks_only(&r, "grant-listed");
+}
+
+#[test]
+fn limits_are_the_servers_own() {
+    // sglang-omni's server states limits of its own and no session timeout.
+    let mut r = voicechat();
+    event_mut(&mut r, names::SESSION_UPDATED, 0)["session"]["sglang"]["granted"]["limits"] = json!({
+        "max_input_bytes": 1_920_000, "max_output_events": 256, "cleanup_timeout_s": 30.0
+    });
+    assert_eq!(check_session("s", &r, None).violations, []);
+}
+
+#[test]
+fn some_of_the_modalities_asked_for_may_be_granted_when_the_rest_are_rejected_in_the_grant() {
+    // sglang-omni's server grants one output modality and states the others as rejected.
+    let mut r = good(Profile::Minicpmo, 2000);
+    let updated = event_mut(&mut r, names::SESSION_UPDATED, 0);
+    updated["session"]["output_modalities"] = json!(["audio"]);
+    updated["session"]["sglang"]["granted"]["output_modalities"] = json!(["audio"]);
+    updated["session"]["sglang"]["granted"]["rejections"] = json!([{
+        "field": "output_modalities",
+        "requested": ["audio", "text"],
+        "reason": "deployment modalities",
+        "granted": ["audio"],
+    }]);
+    assert_eq!(check_session("s", &r, None).violations, []);
+    // A rejection that does not say what was granted leaves the grant unexplained.
+    event_mut(&mut r, names::SESSION_UPDATED, 0)["session"]["sglang"]["granted"]["rejections"][0]
+        ["granted"] = json!(["text"]);
+    breaks_only(&r, "grant-request");
 }
 
 #[test]
@@ -397,6 +427,24 @@ fn response_done_needs_completed_and_stop() {
         .unwrap()
         .remove("status_details");
     breaks_only(&r, "response-done");
+}
+
+#[test]
+fn a_response_done_before_the_end_of_input_is_named_for_voicechat_only() {
+    // MiniCPM-o's model stops replies of its own while the input goes on (sglang-omni's
+    // checker: `stop_requires_eos` false for it).
+    // (Output that follows the done response breaks its lifecycle either way.)
+    for (profile, named) in [(Profile::Voicechat, true), (Profile::Minicpmo, false)] {
+        let mut r = good(profile, 2000);
+        let from = index_of(&r, names::RESPONSE_DONE, 0);
+        move_after(&mut r, from, |r| index_of(r, names::INPUT_END, 0) - 1);
+        let broken = rules(&r, None);
+        assert_eq!(
+            broken.contains("response-done-order"),
+            named,
+            "{profile:?}: {broken:?}"
+        );
+    }
 }
 
 #[test]

@@ -394,7 +394,9 @@ pub fn input_drained(
     Utf8Bytes::from(out)
 }
 
-pub fn session_closed(event_id: &str, client_event_id: Option<&str>) -> Utf8Bytes {
+/// `session.closed`, answering the client's `session.close` (`reason` `client_closed`) or
+/// ending a session after a fatal error (`reason` its code).
+pub fn session_closed(event_id: &str, client_event_id: Option<&str>, reason: &str) -> Utf8Bytes {
     let mut out = String::with_capacity(160);
     let _ = write!(
         out,
@@ -402,7 +404,9 @@ pub fn session_closed(event_id: &str, client_event_id: Option<&str>) -> Utf8Byte
         names::SESSION_CLOSED
     );
     push_json_str(&mut out, client_event_id);
-    out.push_str(r#","reason":"client_closed"}"#);
+    out.push_str(r#","reason":"#);
+    push_json_str(&mut out, Some(reason));
+    out.push('}');
     Utf8Bytes::from(out)
 }
 
@@ -555,7 +559,7 @@ mod tests {
                         padding_ms: 40.0,
                     },
                 ),
-                session_closed("e", Some("c")),
+                session_closed("e", Some("c"), "client_closed"),
             ];
             frames.extend(r.audio_done("e"));
             r.push_unit(&t, &unit, &mut ids, &mut frames);

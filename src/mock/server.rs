@@ -6,7 +6,7 @@
 //! handshake, oversized message, invalid UTF-8, a vanished peer) ends only its own task.
 
 use super::replies::{Templates, MAX_MESSAGE_BYTES};
-use super::session::{Goodbye, Session, Step};
+use super::session::{Session, Step};
 use super::stats::Counters;
 use crate::clock;
 use crate::protocol::Protocol;
@@ -351,17 +351,11 @@ async fn run_session<S: AsyncRead + AsyncWrite + Unpin>(
         if !out.is_empty() && send_all(&mut ws, &mut out).await.is_err() {
             return;
         }
-        if let Step::Close(goodbye) = step {
+        if step == Step::Close {
             // The close frame states why: 1000 after session.closed, never none (1005).
-            let frame = match goodbye {
-                Goodbye::Closed => CloseFrame {
-                    code: CloseCode::Normal,
-                    reason: Utf8Bytes::from_static("session closed"),
-                },
-                Goodbye::Refused => CloseFrame {
-                    code: CloseCode::Policy,
-                    reason: Utf8Bytes::from_static("terms refused"),
-                },
+            let frame = CloseFrame {
+                code: CloseCode::Normal,
+                reason: Utf8Bytes::from_static("session closed"),
             };
             let _ = tokio::time::timeout(GOODBYE_TIMEOUT, ws.close(Some(frame))).await;
             return;

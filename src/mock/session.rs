@@ -37,17 +37,9 @@ pub enum Phase {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Step {
     Continue,
-    /// Send the outbox, then a close frame, then drop the connection.
-    Close(Goodbye),
-}
-
-/// Why the mock closes the WebSocket, which gives the close code.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Goodbye {
-    /// After `session.closed`: 1000 (normal closure).
-    Closed,
-    /// After a fatal `error` refusing the terms asked for: 1008 (policy violation).
-    Refused,
+    /// Send the outbox (which ends with `session.closed`), then a close frame with 1000
+    /// (normal closure), then drop the connection.
+    Close,
 }
 
 /// Where a session's input timeline starts: the arrival and media time of its seq 0.
@@ -136,10 +128,14 @@ impl Session {
             names::INPUT_END => self.on_end(client_event_id, counters, out),
             names::SESSION_CLOSE => {
                 let event_id = self.event_id();
-                out.push(replies::session_closed(&event_id, client_event_id));
+                out.push(replies::session_closed(
+                    &event_id,
+                    client_event_id,
+                    "client_closed",
+                ));
                 self.phase = Phase::Closed;
                 counters.session_closed();
-                return Step::Close(Goodbye::Closed);
+                return Step::Close;
             }
             other => {
                 let message = format!("unknown event type `{}`", quote(other));
@@ -205,15 +201,20 @@ impl Session {
             Err(message) => {
                 counters.protocol_error();
                 let event_id = self.event_id();
+                let code = ErrorCode::UnsupportedModalities;
                 out.push(replies::error(
                     &event_id,
-                    ErrorCode::UnsupportedModalities,
+                    code,
                     &message,
                     client_event_id,
                     true,
                 ));
+                // As sglang-omni's server ends a session after a fatal error: `session.closed`
+                // with the error's code as its reason, and a normal close.
+                let event_id = self.event_id();
+                out.push(replies::session_closed(&event_id, None, code.as_str()));
                 self.phase = Phase::Closed;
-                return Step::Close(Goodbye::Refused);
+                return Step::Close;
             }
         };
         // A repeated update is answered again; a response already begun keeps its terms.

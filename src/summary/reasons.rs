@@ -34,6 +34,12 @@ pub(super) fn verdict(
         cancelled: record.cancelled.as_deref(),
         missing_results: pooled.missing,
         writer_errors: pooled.writer_errors,
+        server_errors: pooled.server.error_events,
+        server_error_code: pooled
+            .server
+            .error_codes
+            .first()
+            .map(|c| c.message.as_str()),
     });
     if let Some(lost) = files_lost {
         // First: it explains the incomplete sessions and the cut files the other reasons name.

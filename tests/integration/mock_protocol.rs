@@ -539,11 +539,14 @@ async fn asking_voicechat_for_minicpmo_modalities_is_a_fatal_error_naming_what_i
         message.contains(r#"["text"]"#) && message.contains(r#"["audio"]"#),
         "{message}"
     );
-    // The session ends: no grant, and the socket closes with 1008 (policy violation).
+    // The session ends as sglang-omni's server ends it after a fatal error: no grant,
+    // `session.closed` with the error's code, and a normal close (1000).
+    let closed = client.next_event(names::SESSION_CLOSED).await;
+    assert_eq!(closed["reason"], "unsupported_modalities");
     let next = tokio::time::timeout(STEP, client.ws.next()).await.unwrap();
     match next {
-        Some(Ok(Message::Close(Some(frame)))) => assert_eq!(u16::from(frame.code), 1008),
-        other => panic!("expected a 1008 close, got {other:?}"),
+        Some(Ok(Message::Close(Some(frame)))) => assert_eq!(u16::from(frame.code), 1000),
+        other => panic!("expected a 1000 close, got {other:?}"),
     }
 }
 

@@ -1,6 +1,7 @@
 //! The rules about responses: their lifecycle, their media deltas and how they end.
 
 use super::{audio_len, show, Check, Response};
+use crate::profile::Profile;
 use crate::protocol::names;
 use serde_json::Value;
 
@@ -128,7 +129,14 @@ impl Check<'_> {
     }
 
     pub(super) fn response_done(&mut self, event: &Value) {
-        if !self.end_sent {
+        // MiniCPM-o's model may stop a reply of its own while the input goes on (sglang-omni's
+        // checker: `stop_requires_eos` false); VoiceChat's one response ends with the input.
+        let stop_requires_end = self
+            .terms
+            .and_then(|t| t.profile)
+            .or(self.given)
+            .is_none_or(Profile::stop_requires_end);
+        if !self.end_sent && stop_requires_end {
             self.flag(
                 "response-done-order",
                 "response.done after the client's sglang.input_audio.end",
