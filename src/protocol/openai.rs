@@ -45,6 +45,14 @@ pub mod names {
     pub const INPUT_TRANSCRIPT_DONE: &str = "conversation.item.input_audio_transcription.completed";
     pub const RESPONSE_CREATE: &str = "response.create";
     pub const RESPONSE_CANCEL: &str = "response.cancel";
+    /// The rest of openai-python's `RealtimeClientEvent` union (the client sends none of them).
+    pub const ITEM_CREATE: &str = "conversation.item.create";
+    pub const ITEM_TRUNCATE: &str = "conversation.item.truncate";
+    pub const ITEM_DELETE: &str = "conversation.item.delete";
+    pub const ITEM_RETRIEVE: &str = "conversation.item.retrieve";
+    pub const OUTPUT_AUDIO_CLEAR: &str = "output_audio_buffer.clear";
+    /// Beta only.
+    pub const BETA_TRANSCRIPTION_SESSION_UPDATE: &str = "transcription_session.update";
     pub const RESPONSE_CREATED: &str = "response.created";
     pub const RESPONSE_DONE: &str = "response.done";
     pub const ERROR: &str = "error";
