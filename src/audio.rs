@@ -1,6 +1,6 @@
 //! The input audio every session streams: PCM16 silence (the default), or a WAV file
-//! (`--audio`, mono PCM16 at the input rate — 16 kHz unless `--input-sample-rate` says
-//! otherwise — only: anything else is refused before any connection, with the file's actual
+//! (`--audio`, mono PCM16 at the protocol's input rate — 24 kHz for openai, 16 kHz otherwise —
+//! only: anything else is refused before any connection, with the file's actual
 //! format in the message, never resampled), replayed `--loops` times as one continuous stream.
 //! It is read and encoded once per worker and shared by all its sessions.
 
@@ -100,22 +100,13 @@ pub fn probe(path: &Path, rate: u32, rate_given: bool) -> Result<u64> {
         || spec.bits_per_sample != 16
         || spec.sample_format != hound::SampleFormat::Int
     {
-        let rate_hint =
-            if spec.sample_rate != rate && spec.channels == 1 && spec.bits_per_sample == 16 {
-                format!(
-                    ": give --input-sample-rate {} if the server takes that rate, or",
-                    spec.sample_rate
-                )
-            } else {
-                String::new()
-            };
         let from = if rate_given {
             "--input-sample-rate"
         } else {
             "the protocol's input rate"
         };
         bail!(
-            "--audio {} must be {want} mono PCM16 WAV; got {} Hz, {} channel(s), {format} ({want} is {from}{rate_hint}; convert it with `sox {} -r {rate} -c 1 -b 16 out.wav`: nothing is resampled silently)",
+            "--audio {} must be {want} mono PCM16 WAV; got {} Hz, {} channel(s), {format} ({want} is {from}, the only rate its servers take; convert it with `sox {} -r {rate} -c 1 -b 16 out.wav`: nothing is resampled silently)",
             path.display(),
             spec.sample_rate,
             spec.channels,
@@ -380,7 +371,10 @@ mod tests {
             "{err}"
         );
         assert!(err.contains("the protocol's input rate"), "{err}");
-        assert!(err.contains("give --input-sample-rate 16000"), "{err}");
+        assert!(
+            err.contains("convert it with `sox") && !err.contains("give --input-sample-rate"),
+            "no protocol takes another rate, so none is suggested: {err}"
+        );
         assert!(err.contains("nothing is resampled silently"), "{err}");
         assert_eq!(probe(&path, 16_000, true).unwrap(), 1600);
         let _ = std::fs::remove_file(path);

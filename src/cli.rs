@@ -75,7 +75,7 @@ pub struct RunArgs {
     /// Audio each session streams, e.g. 30s, 90s, 2m [default: 30s, or the --audio file × --loops].
     #[arg(long, short = 'd', value_parser = parse_duration, help_heading = "Load")]
     pub duration: Option<Duration>,
-    /// Stream this WAV (16 kHz mono PCM16) instead of silence; its length times --loops is each session's audio.
+    /// Stream this WAV (mono PCM16 at the protocol's rate: 24 kHz for openai, 16 kHz otherwise) instead of silence; its length times --loops is each session's audio.
     #[arg(long, value_name = "FILE.wav", help_heading = "Load")]
     pub audio: Option<PathBuf>,
     /// With --audio, how many times each session plays the file before it ends its input.
@@ -223,7 +223,7 @@ pub struct ProtocolArgs {
     /// With --protocol openai or vllm: the model named in session.update [vllm: required with --url].
     #[arg(long, help_heading = "Server")]
     pub model: Option<String>,
-    /// Sample rate of the PCM16 input, in Hz; must be the --audio file's [default: 24000 for openai, 16000 otherwise].
+    /// Sample rate of the PCM16 input, in Hz: the one rate the protocol takes, 24000 for openai and 16000 otherwise; the --audio file must have it (nothing is resampled).
     #[arg(long, value_parser = clap::value_parser!(u32).range(8_000..=48_000), help_heading = "Server")]
     pub input_sample_rate: Option<u32>,
     /// With --protocol openai: who ends a turn, the server's VAD or the client (a commit at the end of input and every --commit-every).
@@ -417,7 +417,7 @@ pub struct ConformArgs {
     /// Output folder of the run with --url [default: a temporary folder, kept only when the server is not conformant].
     #[arg(long, short = 'o')]
     pub output: Option<PathBuf>,
-    /// With --url, stream this WAV (its rate must be --input-sample-rate).
+    /// With --url, stream this WAV (mono PCM16 at the protocol's rate: 24 kHz for openai, 16 kHz otherwise).
     #[arg(long, value_name = "FILE.wav")]
     pub audio: Option<PathBuf>,
     #[command(flatten)]

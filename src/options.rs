@@ -665,19 +665,19 @@ fn sessions_per_process(args: &RunArgs) -> Result<u32> {
     Ok(total / args.processes)
 }
 
-/// The protocol flags validated: each applies to its protocols only, and the input rate is one
-/// the protocol can be told.
+/// The protocol flags validated: each applies to its protocols only, and the input rate is the
+/// one the protocol's servers take (none of them is told another: nothing is resampled).
 fn client_settings(args: &ProtocolArgs, has_url: bool) -> Result<ClientSettings> {
     let protocol = args.protocol;
     let name = protocol.as_str();
     let rate = args
         .input_sample_rate
         .unwrap_or_else(|| protocol.default_input_sample_rate());
+    if rate != protocol.default_input_sample_rate() {
+        bail!("{}", rate_refusal(protocol, rate));
+    }
     match protocol {
         Protocol::Native | Protocol::Funasr => {
-            if rate != crate::protocol::INPUT_SAMPLE_RATE {
-                bail!("--input-sample-rate {rate}: the {name} protocol takes 16000 Hz input only");
-            }
             if args.model.is_some() {
                 bail!("--model applies to --protocol openai or vllm");
             }
@@ -688,10 +688,12 @@ fn client_settings(args: &ProtocolArgs, has_url: bool) -> Result<ClientSettings>
             }
         }
         Protocol::Openai => {
-            if args.api_version == ApiVersion::Beta
-                && rate != crate::protocol::openai::DEFAULT_SAMPLE_RATE
+            if args.api_version == ApiVersion::Ga
+                && ["audio", "text"]
+                    .iter()
+                    .all(|m| args.modalities.iter().any(|given| given == m))
             {
-                bail!("--api-version beta sends pcm16, which is 24000 Hz only; --input-sample-rate {rate} needs --api-version ga (or a 24 kHz --audio file)");
+                bail!("--modalities audio,text: a GA session asks for audio or text, not both (its output_modalities; audio comes with its transcript); give --modalities audio (or text), or --api-version beta, whose [\"audio\",\"text\"] is one choice");
             }
         }
     }
@@ -720,6 +722,27 @@ fn client_settings(args: &ProtocolArgs, has_url: bool) -> Result<ClientSettings>
         turn_detection: args.turn_detection,
         commit_every_ms,
     })
+}
+
+/// Why `rate` is refused for `protocol`, and what to do.
+fn rate_refusal(protocol: Protocol, rate: u32) -> String {
+    let want = protocol.default_input_sample_rate();
+    let why = match protocol {
+        // openai-python's AudioPCM: `rate: Literal[24000]`; beta's pcm16 is 24 kHz too.
+        Protocol::Openai => "the OpenAI Realtime API takes PCM16 at 24000 Hz only (GA's audio.input.format.rate is always 24000, beta's pcm16 is 24 kHz)",
+        // vLLM's input_audio_buffer.append: "base64-encoded PCM16 @ 16kHz", and no field for a rate.
+        Protocol::Vllm => "vLLM's /v1/realtime carries no rate and its models take PCM16 at 16000 Hz",
+        Protocol::Native | Protocol::Funasr => "its servers take PCM16 at 16000 Hz only",
+    };
+    let name = protocol.as_str();
+    format!(
+        "--input-sample-rate {rate}: with --protocol {name}, {why}; resample the audio to {want} Hz (e.g. `sox in.wav -r {want} -c 1 -b 16 out.wav`) and give that file to --audio{}",
+        if protocol == Protocol::Openai {
+            " (assets/speech-24k.wav is the speech sample at 24 kHz)"
+        } else {
+            ""
+        }
+    )
 }
 
 /// TLS and credential flags validated against the URL (`url` empty: the built-in mock).
@@ -986,7 +1009,8 @@ mod tests {
         assert!(
             err(&["--commit-every", "5s"]).contains("--commit-every applies to --protocol openai")
         );
-        assert!(err(&["--input-sample-rate", "24000"]).contains("native protocol takes 16000"));
+        assert!(err(&["--input-sample-rate", "24000"])
+            .contains("--protocol native, its servers take PCM16 at 16000 Hz only"));
         assert!(
             err(&["--protocol", "vllm", "--url", "ws://h:1/v1/realtime"]).contains("needs --model")
         );
@@ -1011,6 +1035,56 @@ mod tests {
         ])
         .unwrap();
         assert_eq!(p.settings.client.commit_every_ms, Some(2000));
+    }
+
+    #[test]
+    fn a_ga_input_rate_other_than_24000_is_refused_with_what_to_do_issue_12() {
+        // openai-python's AudioPCM: `rate: Literal[24000]` ("Only a 24kHz sample rate is
+        // supported"); sending 16000 would be refused by the API after the connection.
+        let err = plan(&["--protocol", "openai", "--input-sample-rate", "16000"])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("takes PCM16 at 24000 Hz only"), "{err}");
+        assert!(err.contains("sox in.wav -r 24000"), "{err}");
+        assert!(err.contains("assets/speech-24k.wav"), "{err}");
+        let p = plan(&["--protocol", "openai", "--input-sample-rate", "24000"]).unwrap();
+        assert_eq!(p.settings.client.input_sample_rate, 24_000);
+    }
+
+    #[test]
+    fn a_vllm_input_rate_other_than_16000_is_refused_the_wire_has_no_rate_issue_12() {
+        let err = plan(&["--protocol", "vllm", "--input-sample-rate", "24000"])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("carries no rate and its models take PCM16 at 16000 Hz"),
+            "{err}"
+        );
+        assert!(err.contains("sox in.wav -r 16000"), "{err}");
+    }
+
+    #[test]
+    fn a_ga_session_cannot_ask_for_audio_and_text_at_once_issue_12() {
+        for both in ["audio,text", "text,audio"] {
+            let err = plan(&["--protocol", "openai", "--modalities", both])
+                .unwrap_err()
+                .to_string();
+            assert!(
+                err.contains("a GA session asks for audio or text, not both"),
+                "{err}"
+            );
+        }
+        // Beta's ["audio","text"] is one choice; GA takes either one alone.
+        plan(&[
+            "--protocol",
+            "openai",
+            "--api-version",
+            "beta",
+            "--modalities",
+            "audio,text",
+        ])
+        .unwrap();
+        plan(&["--protocol", "openai", "--modalities", "text"]).unwrap();
     }
 
     #[test]

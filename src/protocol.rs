@@ -132,6 +132,9 @@ pub use native::{
     BYTES_PER_SAMPLE, INPUT_SAMPLE_RATE, PATH,
 };
 
+/// The code reported for a server error whose code is null (or absent): what came, not a guess.
+pub const NULL_CODE: &str = "null";
+
 /// How the client speaks its protocol (`--api-version`, `--model`, …).
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct ClientSettings {

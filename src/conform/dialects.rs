@@ -114,39 +114,63 @@ impl Findings<'_> {
     }
 }
 
-/// Every server event of the OpenAI Realtime API a session may see.
+/// Every server event of the OpenAI Realtime API, in both namings: the union of openai-python's
+/// `RealtimeServerEvent` (GA, `types/realtime/realtime_server_event.py`) and its beta
+/// counterpart (`types/beta/realtime/realtime_server_event.py`), sorted.
 const OPENAI_EVENTS: &[&str] = &[
-    openai::names::SESSION_CREATED,
-    openai::names::SESSION_UPDATED,
-    openai::names::COMMITTED,
-    openai::names::SPEECH_STARTED,
-    openai::names::SPEECH_STOPPED,
-    openai::names::ITEM_CREATED,
-    openai::names::INPUT_TRANSCRIPT_DELTA,
-    openai::names::INPUT_TRANSCRIPT_DONE,
-    openai::names::RESPONSE_CREATED,
-    openai::names::RESPONSE_DONE,
-    openai::names::ERROR,
-    openai::names::AUDIO_DELTA,
-    openai::names::AUDIO_DONE,
-    openai::names::TRANSCRIPT_DELTA,
-    openai::names::TEXT_DELTA,
-    openai::names::BETA_AUDIO_DELTA,
-    openai::names::BETA_AUDIO_DONE,
-    openai::names::BETA_TRANSCRIPT_DELTA,
-    openai::names::BETA_TEXT_DELTA,
-    "input_audio_buffer.cleared",
+    "conversation.created",
     "conversation.item.added",
+    "conversation.item.created",
+    "conversation.item.deleted",
     "conversation.item.done",
-    "response.output_item.added",
-    "response.output_item.done",
+    "conversation.item.input_audio_transcription.completed",
+    "conversation.item.input_audio_transcription.delta",
+    "conversation.item.input_audio_transcription.failed",
+    "conversation.item.input_audio_transcription.segment",
+    "conversation.item.retrieved",
+    "conversation.item.truncated",
+    "error",
+    "input_audio_buffer.cleared",
+    "input_audio_buffer.committed",
+    "input_audio_buffer.dtmf_event_received",
+    "input_audio_buffer.speech_started",
+    "input_audio_buffer.speech_stopped",
+    "input_audio_buffer.timeout_triggered",
+    "mcp_list_tools.completed",
+    "mcp_list_tools.failed",
+    "mcp_list_tools.in_progress",
+    "output_audio_buffer.cleared",
+    "output_audio_buffer.started",
+    "output_audio_buffer.stopped",
+    "rate_limits.updated",
+    "response.audio.delta",
+    "response.audio.done",
+    "response.audio_transcript.delta",
+    "response.audio_transcript.done",
     "response.content_part.added",
     "response.content_part.done",
+    "response.created",
+    "response.done",
+    "response.function_call_arguments.delta",
+    "response.function_call_arguments.done",
+    "response.mcp_call.completed",
+    "response.mcp_call.failed",
+    "response.mcp_call.in_progress",
+    "response.mcp_call_arguments.delta",
+    "response.mcp_call_arguments.done",
+    "response.output_audio.delta",
+    "response.output_audio.done",
+    "response.output_audio_transcript.delta",
     "response.output_audio_transcript.done",
-    "response.audio_transcript.done",
+    "response.output_item.added",
+    "response.output_item.done",
+    "response.output_text.delta",
     "response.output_text.done",
+    "response.text.delta",
     "response.text.done",
-    "rate_limits.updated",
+    "session.created",
+    "session.updated",
+    "transcription_session.updated",
 ];
 
 /// The OpenAI Realtime API's rules over one session's records.
@@ -194,7 +218,7 @@ impl OpenaiTally {
                 "none",
             );
         }
-        if !OPENAI_EVENTS.contains(&kind) {
+        if OPENAI_EVENTS.binary_search(&kind).is_err() {
             v.add("oa-known-event", Some((i, r)), "an event of the API", kind);
         }
         match kind {
@@ -420,5 +444,42 @@ mod tests {
             .map(|v| v.rule)
             .collect();
         assert_eq!(rules, ["oa-known-event", "oa-response"]);
+    }
+
+    #[test]
+    fn every_server_event_of_the_api_in_either_naming_is_known_issue_12() {
+        assert!(
+            OPENAI_EVENTS.windows(2).all(|w| w[0] < w[1]),
+            "sorted, for the binary search"
+        );
+        // A few of each kind the rule used to flag: GA-only, beta-only, WebRTC-only, tools.
+        let mut r = vec![rec(
+            Direction::Receive,
+            json!({"type":"session.created","event_id":"e0"}),
+        )];
+        for (n, kind) in [
+            "conversation.created",
+            "output_audio_buffer.started",
+            "input_audio_buffer.timeout_triggered",
+            "conversation.item.input_audio_transcription.segment",
+            "conversation.item.input_audio_transcription.failed",
+            "conversation.item.truncated",
+            "conversation.item.deleted",
+            "conversation.item.retrieved",
+            "response.function_call_arguments.done",
+            "mcp_list_tools.completed",
+            "response.mcp_call.in_progress",
+            "transcription_session.updated",
+        ]
+        .iter()
+        .enumerate()
+        {
+            r.push(rec(
+                Direction::Receive,
+                json!({"type": kind, "event_id": format!("e{}", n + 1)}),
+            ));
+        }
+        let report = check(Protocol::Openai, "s", &r);
+        assert!(report.violations.is_empty(), "{:?}", report.violations);
     }
 }

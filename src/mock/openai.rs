@@ -1,23 +1,34 @@
 //! The OpenAI Realtime mock session (`mock --protocol openai`), free of sockets: GA or beta
-//! names (as the client's `session.update` is shaped), server VAD on energy ([`super::vad`]),
-//! client commits, and responses whose deltas come on a clock: the first `--first-delta-ms`
-//! after the turn's end, then one every `--delta-interval-ms`, `--response-deltas` of them, each
-//! an interval of PCM16 silence at `--output-sample-rate` with a transcript delta.
+//! names as the connection asked (`OpenAI-Beta: realtime=v1` in the handshake means beta), the
+//! session terms each naming allows ([`terms`]), server VAD on energy ([`super::vad`]), client
+//! commits, and responses whose deltas come on a clock: the first `--first-delta-ms` after the
+//! turn's end, then one every `--delta-interval-ms`, `--response-deltas` of them, each an
+//! interval of PCM16 silence at `--output-sample-rate` with a transcript delta.
 //!
-//! Errors follow the API: `invalid_json`, `unknown_event`, `invalid_audio` (base64 that does not
-//! decode), `input_audio_buffer_commit_empty`, and `--mock-error CODE` on the first append;
-//! each leaves the session open.
+//! Every client event of openai-python's `RealtimeClientEvent` union is taken: the
+//! conversation item events are answered with their server events (the mock keeps no
+//! conversation: any item id is taken as one it holds), and `output_audio_buffer.clear`
+//! (WebRTC/SIP only in the API) with `output_audio_buffer.cleared` of the last response.
+//!
+//! Errors follow the API's shape (`error.type/code/message/param/event_id`): `invalid_json`,
+//! `unknown_event`, `invalid_audio` (base64 that does not decode), the refused terms of a
+//! `session.update`, `input_audio_buffer_commit_empty`, and `--mock-error CODE` on the first
+//! append; each leaves the session open.
+
+mod terms;
 
 use super::stats::Counters;
 use super::timed::{Behaviour, Flow, TimedSession};
 use super::vad::{Vad, VadEvent};
-use crate::protocol::openai::{names, DEFAULT_SAMPLE_RATE};
+use crate::protocol::openai::{names, BETA_HEADER, DEFAULT_SAMPLE_RATE};
 use base64::Engine as _;
 use serde::Deserialize;
 use serde_json::{json, Value};
 use std::borrow::Cow;
 use std::collections::VecDeque;
 use std::rc::Rc;
+use tokio_tungstenite::tungstenite::http::header::SEC_WEBSOCKET_PROTOCOL;
+use tokio_tungstenite::tungstenite::http::{HeaderMap, HeaderValue};
 use tokio_tungstenite::tungstenite::Utf8Bytes;
 
 /// The event names of one naming.
@@ -54,15 +65,17 @@ pub struct Session {
     id: String,
     next_event: u64,
     next_item: u64,
+    /// The connection asked for beta names (`OpenAI-Beta: realtime=v1`).
     beta: bool,
     audio_out: bool,
-    input_rate: u32,
     vad: Option<Vad>,
     input_bytes: u64,
     uncommitted_bytes: u64,
     first_arrival_s: Option<f64>,
     appends: u64,
     responses: VecDeque<Response>,
+    /// The last response created, for `output_audio_buffer.cleared`.
+    last_response_id: Option<String>,
     pcm: Vec<u8>,
     vad_events: Vec<VadEvent>,
 }
@@ -77,24 +90,35 @@ struct ClientEvent<'a> {
     audio: Option<Cow<'a, str>>,
     #[serde(default)]
     session: Option<Value>,
+    /// `conversation.item.create`.
+    #[serde(default)]
+    item: Option<Value>,
+    /// `conversation.item.truncate/delete/retrieve`.
+    #[serde(default, borrow)]
+    item_id: Option<Cow<'a, str>>,
+    #[serde(default)]
+    content_index: Option<u64>,
+    #[serde(default)]
+    audio_end_ms: Option<u64>,
 }
 
 impl Session {
-    pub fn new(behaviour: Rc<Behaviour>, number: u64) -> Session {
+    /// Session `number` of a connection that asked for beta names (`beta`) or GA ones.
+    pub fn new(behaviour: Rc<Behaviour>, number: u64, beta: bool) -> Session {
         Session {
             behaviour,
             id: format!("sess_{number:06}"),
             next_event: 0,
             next_item: 0,
-            beta: false,
+            beta,
             audio_out: true,
-            input_rate: DEFAULT_SAMPLE_RATE,
             vad: Some(Vad::new(DEFAULT_SAMPLE_RATE)),
             input_bytes: 0,
             uncommitted_bytes: 0,
             first_arrival_s: None,
             appends: 0,
             responses: VecDeque::new(),
+            last_response_id: None,
             pcm: Vec::with_capacity(8192),
             vad_events: Vec::with_capacity(2),
         }
@@ -126,6 +150,19 @@ impl Session {
         message: &str,
         client_event_id: Option<&str>,
     ) {
+        self.error_at(out, counters, code, None, message, client_event_id);
+    }
+
+    /// An `error` naming the parameter it is about (`param`), as the API's do.
+    fn error_at(
+        &mut self,
+        out: &mut Vec<Utf8Bytes>,
+        counters: &Counters,
+        code: &str,
+        param: Option<&str>,
+        message: &str,
+        client_event_id: Option<&str>,
+    ) {
         counters.protocol_error();
         let kind = if code == "server_error" || code == "processing_error" {
             "server_error"
@@ -135,52 +172,56 @@ impl Session {
         self.push(
             out,
             json!({"type": names::ERROR, "error": {"type": kind, "code": code,
-                "message": message, "param": null, "event_id": client_event_id}}),
+                "message": message, "param": param, "event_id": client_event_id}}),
         );
     }
 
-    fn audio_ms(&self, bytes: u64) -> u64 {
-        bytes * 1000 / (u64::from(self.input_rate) * 2)
+    /// Input audio in ms: PCM16 at 24 kHz, the one rate the API takes.
+    fn audio_ms(bytes: u64) -> u64 {
+        bytes * 1000 / (u64::from(DEFAULT_SAMPLE_RATE) * 2)
     }
 
-    fn on_update(&mut self, session: &Value, out: &mut Vec<Utf8Bytes>) {
-        // Beta's session has `modalities` and no `type`; GA's `type: realtime`.
-        self.beta = session.get("type").is_none()
-            && (session.get("modalities").is_some() || session.get("input_audio_format").is_some());
-        let (modalities, vad, rate) = if self.beta {
-            (
-                session.get("modalities"),
-                session.get("turn_detection"),
-                Some(u64::from(DEFAULT_SAMPLE_RATE)),
-            )
-        } else {
-            let input = session.pointer("/audio/input");
-            (
-                session.get("output_modalities"),
-                input.and_then(|i| i.get("turn_detection")),
-                input
-                    .and_then(|i| i.pointer("/format/rate"))
-                    .and_then(Value::as_u64),
-            )
-        };
-        if let Some(modalities) = modalities.and_then(Value::as_array) {
-            self.audio_out = modalities.iter().any(|m| m == "audio");
+    /// The session as it stands, for `session.created` and `session.updated`.
+    fn session_object(&self) -> Value {
+        terms::Shown {
+            beta: self.beta,
+            id: &self.id,
+            model: &self.behaviour.served_model,
+            audio_out: self.audio_out,
+            vad: self.vad.is_some(),
+            output_rate: self.behaviour.output_sample_rate,
         }
-        if let Some(rate) = rate.and_then(|r| u32::try_from(r).ok()) {
-            self.input_rate = rate.max(1);
-        }
-        match vad {
-            Some(Value::Null) => self.vad = None,
-            Some(v) if v.get("type").and_then(Value::as_str) == Some("server_vad") => {
-                self.vad = Some(Vad::new(self.input_rate));
+        .object()
+    }
+
+    fn on_update(
+        &mut self,
+        session: Option<&Value>,
+        client_event_id: Option<&str>,
+        counters: &Counters,
+        out: &mut Vec<Utf8Bytes>,
+    ) {
+        let asked = match terms::read(self.beta, session) {
+            Ok(asked) => asked,
+            Err(refused) => {
+                let param = Some(refused.param.as_str());
+                let message = refused.message.as_str();
+                self.error_at(out, counters, refused.code, param, message, client_event_id);
+                return;
             }
-            _ => self.vad = self.vad.take().map(|_| Vad::new(self.input_rate)),
+        };
+        if let Some(audio_out) = asked.audio_out {
+            self.audio_out = audio_out;
         }
-        let mut granted = session.clone();
-        granted["id"] = Value::String(self.id.clone());
+        match asked.vad {
+            Some(false) => self.vad = None,
+            Some(true) if self.vad.is_none() => self.vad = Some(Vad::new(DEFAULT_SAMPLE_RATE)),
+            _ => {}
+        }
+        let session = self.session_object();
         self.push(
             out,
-            json!({"type": names::SESSION_UPDATED, "session": granted}),
+            json!({"type": names::SESSION_UPDATED, "session": session}),
         );
     }
 
@@ -209,7 +250,7 @@ impl Session {
             self.error(out, counters, "invalid_audio", message, client_event_id);
             return;
         }
-        let before_s = self.audio_ms(self.input_bytes) as f64 / 1000.0;
+        let before_s = Self::audio_ms(self.input_bytes) as f64 / 1000.0;
         let first = *self.first_arrival_s.get_or_insert(now_s);
         counters.record_arrival_deviation_s(((now_s - first) - before_s).abs());
         self.input_bytes += self.pcm.len() as u64;
@@ -262,6 +303,7 @@ impl Session {
             json!({"type": names::RESPONSE_CREATED, "response": {"id": id,
                 "object": "realtime.response", "status": "in_progress", "output": []}}),
         );
+        self.last_response_id = Some(id.clone());
         let after = self
             .responses
             .back()
@@ -325,10 +367,86 @@ impl Session {
     }
 }
 
+/// Whether a handshake asks for beta names: `OpenAI-Beta: realtime=v1`, as openai-python's
+/// beta client sends it.
+pub fn asks_for_beta(headers: &HeaderMap) -> bool {
+    headers
+        .get_all("openai-beta")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|v| v.trim() == BETA_HEADER.1)
+}
+
+/// The subprotocol to answer: `realtime` when the client offers it, as openai-node's browser
+/// client does (`['realtime', 'openai-insecure-api-key.<key>']`, and a browser fails a
+/// connection whose answer names none); the key one is never echoed.
+pub fn subprotocol(headers: &HeaderMap) -> Option<HeaderValue> {
+    let offered = headers
+        .get_all(SEC_WEBSOCKET_PROTOCOL)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|p| p.trim() == REALTIME_SUBPROTOCOL);
+    offered.then(|| HeaderValue::from_static(REALTIME_SUBPROTOCOL))
+}
+
+/// The subprotocol OpenAI's endpoint speaks.
+const REALTIME_SUBPROTOCOL: &str = "realtime";
+
+impl Session {
+    /// `conversation.item.create`: the item, with an id if it came without one, is created.
+    fn on_item_create(&mut self, item: Option<Value>, out: &mut Vec<Utf8Bytes>) {
+        let mut item = match item {
+            Some(Value::Object(item)) => item,
+            _ => serde_json::Map::new(),
+        };
+        if !item.get("id").is_some_and(Value::is_string) {
+            item.insert(
+                "id".into(),
+                Value::String(format!("item_{}", self.next_item)),
+            );
+            self.next_item += 1;
+        }
+        item.insert("object".into(), Value::String("realtime.item".into()));
+        item.insert("status".into(), Value::String("completed".into()));
+        self.push(
+            out,
+            json!({"type": "conversation.item.created", "previous_item_id": null, "item": item}),
+        );
+    }
+
+    /// `conversation.item.truncate/delete/retrieve`, each answered with its server event.
+    fn on_item(&mut self, event: &ClientEvent<'_>, counters: &Counters, out: &mut Vec<Utf8Bytes>) {
+        let Some(item_id) = event.item_id.as_deref() else {
+            let message = "Missing required parameter: 'item_id'.";
+            let (code, client_event_id) = ("missing_required_parameter", event.event_id.as_deref());
+            self.error_at(
+                out,
+                counters,
+                code,
+                Some("item_id"),
+                message,
+                client_event_id,
+            );
+            return;
+        };
+        let reply = match &*event.kind {
+            names::ITEM_TRUNCATE => json!({"type": "conversation.item.truncated",
+                "item_id": item_id, "content_index": event.content_index.unwrap_or(0),
+                "audio_end_ms": event.audio_end_ms.unwrap_or(0)}),
+            names::ITEM_DELETE => json!({"type": "conversation.item.deleted", "item_id": item_id}),
+            _ => json!({"type": "conversation.item.retrieved", "item": {"id": item_id,
+                "object": "realtime.item", "type": "message", "status": "completed",
+                "role": "user", "content": []}}),
+        };
+        self.push(out, reply);
+    }
+}
+
 impl TimedSession for Session {
     fn greet(&mut self, _now_s: f64, out: &mut Vec<Utf8Bytes>) {
-        let session = json!({"id": self.id, "object": "realtime.session",
-            "model": self.behaviour.served_model});
+        let session = self.session_object();
         self.push(
             out,
             json!({"type": names::SESSION_CREATED, "session": session}),
@@ -360,8 +478,7 @@ impl TimedSession for Session {
                 out,
             ),
             names::SESSION_UPDATE => {
-                let session = event.session.unwrap_or(Value::Null);
-                self.on_update(&session, out);
+                self.on_update(event.session.as_ref(), client_event_id, counters, out);
             }
             names::COMMIT => {
                 if self.uncommitted_bytes == 0 {
@@ -385,6 +502,25 @@ impl TimedSession for Session {
                             "object": "realtime.response", "status": "cancelled", "output": []}}),
                     );
                 }
+            }
+            names::ITEM_CREATE => self.on_item_create(event.item, out),
+            names::ITEM_TRUNCATE | names::ITEM_DELETE | names::ITEM_RETRIEVE => {
+                self.on_item(&event, counters, out);
+            }
+            names::OUTPUT_AUDIO_CLEAR => {
+                if let Some(id) = self.last_response_id.clone() {
+                    self.push(
+                        out,
+                        json!({"type": "output_audio_buffer.cleared", "response_id": id}),
+                    );
+                }
+            }
+            names::BETA_TRANSCRIPTION_SESSION_UPDATE if self.beta => {
+                let session = event.session.unwrap_or(Value::Null);
+                self.push(
+                    out,
+                    json!({"type": "transcription_session.updated", "session": session}),
+                );
             }
             other => {
                 let message = format!("unknown event type `{other}`");

@@ -18,6 +18,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_tungstenite::tungstenite::error::ProtocolError;
 use tokio_tungstenite::tungstenite::handshake::server::{ErrorResponse, Request, Response};
+use tokio_tungstenite::tungstenite::http::header::SEC_WEBSOCKET_PROTOCOL;
 use tokio_tungstenite::tungstenite::http::StatusCode;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::protocol::{CloseFrame, WebSocketConfig};
@@ -240,11 +241,20 @@ async fn write_all(stream: &TcpStream, mut bytes: &[u8]) -> std::io::Result<()> 
 
 async fn serve_connection<S: AsyncRead + AsyncWrite + Unpin>(stream: S, shared: Rc<Shared>) {
     let slot: Cell<Option<Slot>> = Cell::new(None);
+    let beta = Cell::new(false);
     // The error type is tungstenite's `Callback` signature, not ours to shrink.
     #[allow(clippy::result_large_err)]
-    let callback = |request: &Request, response: Response| {
+    let callback = |request: &Request, mut response: Response| {
         for name in request.headers().keys() {
             shared.counters.header_seen(name.as_str());
+        }
+        if shared.protocol == Protocol::Openai {
+            beta.set(super::openai::asks_for_beta(request.headers()));
+            if let Some(chosen) = super::openai::subprotocol(request.headers()) {
+                response
+                    .headers_mut()
+                    .insert(SEC_WEBSOCKET_PROTOCOL, chosen);
+            }
         }
         let path = shared.protocol.path();
         if request.uri().path() != path {
@@ -295,7 +305,7 @@ async fn serve_connection<S: AsyncRead + AsyncWrite + Unpin>(stream: S, shared: 
             run_session(ws, session, &shared.counters).await;
         }
         Protocol::Openai => {
-            let session = super::openai::Session::new(Rc::clone(&shared.timed), number);
+            let session = super::openai::Session::new(Rc::clone(&shared.timed), number, beta.get());
             super::timed::run(ws, session, Rc::clone(&shared.counters)).await;
         }
         Protocol::Vllm => {

@@ -1,8 +1,9 @@
 //! The openai mock's server VAD: voice activity on energy alone, enough to cut the shipped
 //! speech sample (assets/speech-16k.wav) into turns at its pause. Fed PCM16 as it arrives, in
 //! 20 ms frames; speech starts after [`START_MS`] of loud frames and stops after
-//! [`SILENCE_MS`] of quiet ones (OpenAI's default `silence_duration_ms`), stated at the end of
-//! the last loud frame.
+//! [`SILENCE_MS`] of quiet ones (OpenAI's default `silence_duration_ms`), stated where the
+//! silence window ends: OpenAI's `speech_stopped.audio_end_ms` "includes the
+//! `min_silence_duration_ms`" (openai-python's `InputAudioBufferSpeechStoppedEvent`).
 
 /// Frames are this long.
 const FRAME_MS: u64 = 20;
@@ -17,7 +18,8 @@ const RMS_THRESHOLD: f64 = 650.0;
 pub enum VadEvent {
     /// Speech started this many ms into the input.
     Started { audio_start_ms: u64 },
-    /// Speech stopped this many ms into the input (the end of the last loud frame).
+    /// Speech stopped this many ms into the input: the end of the last loud frame and the
+    /// silence window after it.
     Stopped { audio_end_ms: u64 },
 }
 
@@ -33,7 +35,6 @@ pub struct Vad {
     loud_run: u64,
     quiet_run: u64,
     speaking: bool,
-    last_loud_end_ms: u64,
 }
 
 impl Vad {
@@ -47,7 +48,6 @@ impl Vad {
             loud_run: 0,
             quiet_run: 0,
             speaking: false,
-            last_loud_end_ms: 0,
         }
     }
 
@@ -90,7 +90,6 @@ impl Vad {
         if loud {
             self.loud_run += 1;
             self.quiet_run = 0;
-            self.last_loud_end_ms = end_ms;
             if !self.speaking && self.loud_run * FRAME_MS >= START_MS {
                 self.speaking = true;
                 events.push(VadEvent::Started {
@@ -103,7 +102,7 @@ impl Vad {
             if self.speaking && self.quiet_run * FRAME_MS >= SILENCE_MS {
                 self.speaking = false;
                 events.push(VadEvent::Stopped {
-                    audio_end_ms: self.last_loud_end_ms,
+                    audio_end_ms: end_ms,
                 });
             }
         }
@@ -125,6 +124,8 @@ mod tests {
 
     #[test]
     fn speech_between_silences_makes_one_turn_whatever_the_packet_cut_issue_12() {
+        // Speech 300..1300 ms; the stop is stated after the 500 ms silence window, as OpenAI's
+        // audio_end_ms includes it.
         let mut audio = tone(300, 0);
         audio.extend(tone(1000, 3000));
         audio.extend(tone(800, 0));
@@ -140,7 +141,7 @@ mod tests {
                     VadEvent::Started {
                         audio_start_ms: 300
                     },
-                    VadEvent::Stopped { audio_end_ms: 1300 }
+                    VadEvent::Stopped { audio_end_ms: 1800 }
                 ],
                 "packets of {packet} bytes"
             );

@@ -4,9 +4,13 @@
 //! `--first-delta-ms` after the first audio — and answers the final commit with the last delta
 //! and `transcription.done` (`text`, `usage`) `--first-delta-ms` later.
 //!
-//! Errors are vLLM's: `{"type":"error","error":MESSAGE,"code":CODE}` with `invalid_json`,
-//! `unknown_event`, `invalid_audio`, `model_not_validated`, and `--mock-error CODE` (e.g.
-//! `processing_error`) on the first append.
+//! Errors are vLLM's (`speech_to_text/realtime/connection.py`), each where vLLM sends it:
+//! `{"type":"error","error":MESSAGE,"code":CODE}` with `invalid_json` (not JSON),
+//! `unknown_event` (a type it does not know, or none), `invalid_event` (a `session.update`
+//! without `model`), `model_not_found` (one naming a model not served), `model_not_validated`
+//! (a commit before the model was), `invalid_audio` (an append whose audio is not base64 PCM16,
+//! or empty), and `--mock-error CODE` (e.g. `processing_error`) on the first append. None
+//! closes the connection. `transcription.done`'s `usage` has vLLM's `UsageInfo` fields.
 
 use super::stats::Counters;
 use super::timed::{Behaviour, Flow, TimedSession};
@@ -41,8 +45,9 @@ pub struct Session {
 
 #[derive(Debug, Deserialize)]
 struct ClientEvent<'a> {
-    #[serde(rename = "type", borrow)]
-    kind: Cow<'a, str>,
+    /// vLLM reads `event.get("type")`: an event without one is an unknown event.
+    #[serde(rename = "type", default, borrow)]
+    kind: Option<Cow<'a, str>>,
     #[serde(default, borrow)]
     audio: Option<Cow<'a, str>>,
     #[serde(default, borrow)]
@@ -109,13 +114,9 @@ impl Session {
         let decoded = audio.map(|a| {
             base64::engine::general_purpose::STANDARD.decode_vec(a.as_bytes(), &mut self.pcm)
         });
-        if !matches!(decoded, Some(Ok(()))) || self.pcm.len() % 2 != 0 {
-            self.error(
-                out,
-                counters,
-                codes::INVALID_AUDIO,
-                "audio is not base64 PCM16",
-            );
+        // vLLM refuses audio that does not decode to whole PCM16 samples, and empty audio.
+        if !matches!(decoded, Some(Ok(()))) || self.pcm.len() % 2 != 0 || self.pcm.is_empty() {
+            self.error(out, counters, codes::INVALID_AUDIO, "Invalid audio data");
             return;
         }
         let before_s = self.input_bytes as f64 / (f64::from(INPUT_SAMPLE_RATE) * 2.0);
@@ -129,7 +130,7 @@ impl Session {
 
     fn on_commit(&mut self, last: bool, now_s: f64, counters: &Counters, out: &mut Vec<Utf8Bytes>) {
         if !self.validated {
-            let message = "no session.update with a served model before the commit";
+            let message = "Model not validated. Make sure to validate the model by sending a session.update event.";
             self.error(out, counters, codes::MODEL_NOT_VALIDATED, message);
             return;
         }
@@ -161,27 +162,30 @@ impl TimedSession for Session {
         let event: ClientEvent<'_> = match serde_json::from_str(text) {
             Ok(event) => event,
             Err(err) => {
-                let message = format!("not a JSON event with a string `type`: {err}");
+                let message = format!("Invalid JSON ({err})");
                 self.error(out, counters, codes::INVALID_JSON, &message);
                 return Flow::Continue;
             }
         };
-        match &*event.kind {
-            names::APPEND => self.on_append(event.audio.as_deref(), now_s, counters, out),
-            names::SESSION_UPDATE => match event.model.as_deref() {
+        match event.kind.as_deref() {
+            Some(names::APPEND) => self.on_append(event.audio.as_deref(), now_s, counters, out),
+            Some(names::SESSION_UPDATE) => match event.model.as_deref() {
                 Some(model) if model == self.behaviour.served_model => self.validated = true,
-                other => {
+                Some(model) => {
                     let message = format!(
-                        "model {} is not served here (serving {})",
-                        other.map_or("(none)".to_string(), json_string),
-                        json_string(&self.behaviour.served_model)
+                        "The model `{model}` does not exist (this mock serves `{}`).",
+                        self.behaviour.served_model
                     );
-                    self.error(out, counters, codes::MODEL_NOT_VALIDATED, &message);
+                    self.error(out, counters, codes::MODEL_NOT_FOUND, &message);
+                }
+                None => {
+                    let message = "Missing required field: model";
+                    self.error(out, counters, codes::INVALID_EVENT, message);
                 }
             },
-            names::COMMIT => self.on_commit(event.last == Some(true), now_s, counters, out),
+            Some(names::COMMIT) => self.on_commit(event.last == Some(true), now_s, counters, out),
             other => {
-                let message = format!("unknown event type `{other}`");
+                let message = format!("Unknown event type: {}", other.unwrap_or("None"));
                 self.error(out, counters, codes::UNKNOWN_EVENT, &message);
             }
         }
@@ -205,13 +209,13 @@ impl TimedSession for Session {
             }
             let text = WORD.repeat(self.deltas as usize);
             let seconds = self.input_bytes / (u64::from(INPUT_SAMPLE_RATE) * 2);
+            // vLLM's UsageInfo, in its field order: prompt, total, completion, details.
+            let (prompt, completion) = (seconds * 13, self.deltas);
             out.push(Utf8Bytes::from(format!(
-                r#"{{"type":"{}","text":{},"usage":{{"input_tokens":{},"output_tokens":{},"total_tokens":{}}}}}"#,
+                r#"{{"type":"{}","text":{},"usage":{{"prompt_tokens":{prompt},"total_tokens":{},"completion_tokens":{completion},"prompt_tokens_details":null}}}}"#,
                 names::DONE,
                 json_string(text.trim_end()),
-                seconds * 13,
-                self.deltas,
-                seconds * 13 + self.deltas
+                prompt + completion
             )));
         }
     }
@@ -284,16 +288,31 @@ mod tests {
             &mut out,
         );
         s.on_timer(0.31, &mut out);
-        let k = kinds(&mut out);
+        let done: serde_json::Value = serde_json::from_str(out.last().unwrap().as_str()).unwrap();
+        assert_eq!(done["type"], "transcription.done");
+        // vLLM's UsageInfo, not OpenAI's input/output names.
+        let usage = done["usage"].as_object().unwrap();
+        let keys: Vec<&str> = usage.keys().map(String::as_str).collect();
         assert_eq!(
-            k.last().map(String::as_str),
-            Some("transcription.done"),
-            "{k:?}"
+            keys,
+            [
+                "completion_tokens",
+                "prompt_tokens",
+                "prompt_tokens_details",
+                "total_tokens"
+            ]
+        );
+        assert_eq!(
+            usage["total_tokens"].as_u64(),
+            Some(
+                usage["prompt_tokens"].as_u64().unwrap()
+                    + usage["completion_tokens"].as_u64().unwrap()
+            )
         );
     }
 
     #[test]
-    fn the_vllm_mock_answers_each_error_code_issue_12() {
+    fn the_vllm_mock_answers_each_error_code_where_vllm_sends_it_issue_12() {
         let c = Counters::new();
         let mut out = Vec::new();
         let mut s = Session::new(behaviour(&[]), 0);
@@ -304,21 +323,24 @@ mod tests {
             &c,
             &mut out,
         );
+        s.on_text(r#"{"type":"session.update"}"#, 0.0, &c, &mut out);
         s.on_text("not json", 0.0, &c, &mut out);
         s.on_text(r#"{"type":"what.is.this"}"#, 0.0, &c, &mut out);
-        s.on_text(
-            r#"{"type":"input_audio_buffer.append","audio":"***"}"#,
-            0.0,
-            &c,
-            &mut out,
-        );
+        s.on_text(r#"{"audio":"AAAA"}"#, 0.0, &c, &mut out);
+        for audio in ["***", ""] {
+            let append = format!(r#"{{"type":"input_audio_buffer.append","audio":"{audio}"}}"#);
+            s.on_text(&append, 0.0, &c, &mut out);
+        }
         assert_eq!(
             kinds(&mut out),
             [
                 "error model_not_validated",
-                "error model_not_validated",
+                "error model_not_found",
+                "error invalid_event",
                 "error invalid_json",
                 "error unknown_event",
+                "error unknown_event",
+                "error invalid_audio",
                 "error invalid_audio"
             ]
         );

@@ -45,6 +45,14 @@ pub mod names {
     pub const INPUT_TRANSCRIPT_DONE: &str = "conversation.item.input_audio_transcription.completed";
     pub const RESPONSE_CREATE: &str = "response.create";
     pub const RESPONSE_CANCEL: &str = "response.cancel";
+    /// The rest of openai-python's `RealtimeClientEvent` union (the client sends none of them).
+    pub const ITEM_CREATE: &str = "conversation.item.create";
+    pub const ITEM_TRUNCATE: &str = "conversation.item.truncate";
+    pub const ITEM_DELETE: &str = "conversation.item.delete";
+    pub const ITEM_RETRIEVE: &str = "conversation.item.retrieve";
+    pub const OUTPUT_AUDIO_CLEAR: &str = "output_audio_buffer.clear";
+    /// Beta only.
+    pub const BETA_TRANSCRIPTION_SESSION_UPDATE: &str = "transcription_session.update";
     pub const RESPONSE_CREATED: &str = "response.created";
     pub const RESPONSE_DONE: &str = "response.done";
     pub const ERROR: &str = "error";
@@ -308,6 +316,22 @@ pub fn classify(text: &str) -> Result<Received<'_>, String> {
         | names::BETA_TRANSCRIPT_DELTA
         | names::TEXT_DELTA
         | names::BETA_TEXT_DELTA => Meaning::TextDelta,
+        // The transcript of the input (a transcription session's only text): each delta, and
+        // the completed transcript (a server may send only that), when it holds any text.
+        names::INPUT_TRANSCRIPT_DELTA | names::INPUT_TRANSCRIPT_DONE => {
+            // Read again for its text: these events are few, the deltas' `delta` is skipped.
+            let text: InputTranscript<'_> = serde_json::from_str(text)
+                .map_err(|err| format!("server frame is not a JSON event ({err})"))?;
+            if text
+                .delta
+                .or(text.transcript)
+                .is_some_and(|t| !t.is_empty())
+            {
+                Meaning::TextDelta
+            } else {
+                Meaning::Other
+            }
+        }
         names::RESPONSE_DONE => Meaning::TurnDone {
             completed: event
                 .response
@@ -315,12 +339,13 @@ pub fn classify(text: &str) -> Result<Received<'_>, String> {
                 .is_none_or(|s| s == "completed"),
         },
         names::ERROR => {
+            // The code as it came: a null code stays null (`error.type` is not a code).
             let (code, message) = match event.error {
                 Some(e) => (
-                    e.code.or(e.kind).unwrap_or(Cow::Borrowed("?")),
+                    e.code.unwrap_or(Cow::Borrowed(super::NULL_CODE)),
                     e.message.unwrap_or_default(),
                 ),
-                None => (Cow::Borrowed("?"), Cow::Borrowed("")),
+                None => (Cow::Borrowed(super::NULL_CODE), Cow::Borrowed("")),
             };
             // The API's errors leave the session open; a turn they spoil shows as not answered.
             Meaning::Error {
@@ -381,6 +406,15 @@ struct ServerEvent<'a> {
     error: Option<ErrorBody<'a>>,
 }
 
+/// The text of an input transcription event: `delta`, or the completed `transcript`.
+#[derive(Debug, Deserialize)]
+struct InputTranscript<'a> {
+    #[serde(default, borrow)]
+    delta: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    transcript: Option<Cow<'a, str>>,
+}
+
 #[derive(Debug, Deserialize)]
 struct ResponseBody<'a> {
     #[serde(default, borrow)]
@@ -389,8 +423,6 @@ struct ResponseBody<'a> {
 
 #[derive(Debug, Deserialize)]
 struct ErrorBody<'a> {
-    #[serde(rename = "type", default, borrow)]
-    kind: Option<Cow<'a, str>>,
     #[serde(default, borrow)]
     code: Option<Cow<'a, str>>,
     #[serde(default, borrow)]

@@ -8,10 +8,13 @@
 //! (`transcription.delta`). Ending: `input_audio_buffer.commit` with `"final": true` →
 //! `transcription.done`; then the client closes the socket.
 //!
-//! vLLM's `error` carries the message in `error` (a string) and the code beside it (`code`:
-//! `invalid_json`, `processing_error`, `invalid_audio`, `model_not_validated`,
-//! `unknown_event`); either may also come in OpenAI's shape. The transcription is over after
-//! any of them, so each is fatal to the session.
+//! vLLM's `error` carries the message in `error` (a string) and the code beside it (`code`,
+//! [`codes`]); either may also come in OpenAI's shape. vLLM closes no connection on an error,
+//! but some leave nothing to wait for: the transcription failed (`processing_error`), or the
+//! model was refused (`invalid_event`, `model_not_found` at the `session.update`,
+//! `model_not_validated` at the commit), so no `transcription.done` will come: those are fatal
+//! to the session. The others (`invalid_json`, `invalid_audio`, `unknown_event`, a code vLLM
+//! does not send) refuse one event and the transcription goes on.
 
 use super::{
     AudioPacket, AudioSpan, ClientProtocol, ClientSettings, Ending, EventIds, Meaning, Milestone,
@@ -37,19 +40,37 @@ pub mod names {
     pub const ERROR: &str = "error";
 }
 
-/// The error codes vLLM sends.
+/// The error codes vLLM sends (`speech_to_text/realtime/connection.py`), and where.
 pub mod codes {
+    /// A frame that is not JSON.
     pub const INVALID_JSON: &str = "invalid_json";
+    /// An event that failed (the transcription itself, when it fails, ends with it).
     pub const PROCESSING_ERROR: &str = "processing_error";
+    /// An append whose audio is not base64 PCM16, or empty.
     pub const INVALID_AUDIO: &str = "invalid_audio";
+    /// A `session.update` without `model`.
+    pub const INVALID_EVENT: &str = "invalid_event";
+    /// A `session.update` naming a model the server does not serve.
+    pub const MODEL_NOT_FOUND: &str = "model_not_found";
+    /// A commit before a `session.update` validated the model.
     pub const MODEL_NOT_VALIDATED: &str = "model_not_validated";
+    /// An event type vLLM does not know.
     pub const UNKNOWN_EVENT: &str = "unknown_event";
-    pub const ALL: [&str; 5] = [
+    pub const ALL: [&str; 7] = [
         INVALID_JSON,
         PROCESSING_ERROR,
         INVALID_AUDIO,
+        INVALID_EVENT,
+        MODEL_NOT_FOUND,
         MODEL_NOT_VALIDATED,
         UNKNOWN_EVENT,
+    ];
+    /// The codes after which no `transcription.done` will come.
+    pub const FATAL: [&str; 4] = [
+        PROCESSING_ERROR,
+        INVALID_EVENT,
+        MODEL_NOT_FOUND,
+        MODEL_NOT_VALIDATED,
     ];
 }
 
@@ -154,7 +175,11 @@ impl ClientProtocol for Vllm {
             .map_err(|err| format!("server frame is not a JSON event ({err})"))?;
         let meaning = match &*event.kind {
             names::SESSION_CREATED => Meaning::Milestone(Milestone::Created),
-            names::DELTA => Meaning::TextDelta,
+            // vLLM sends a delta for every step of the model, text or not: an empty one is
+            // no text.
+            names::DELTA if event.delta.as_deref().is_some_and(|d| !d.is_empty()) => {
+                Meaning::TextDelta
+            }
             names::DONE => Meaning::TurnDone { completed: true },
             names::ERROR => {
                 let (inner_code, message) = match event.error {
@@ -162,9 +187,13 @@ impl ClientProtocol for Vllm {
                     Some(ErrorField::Body { code, message }) => (code, message.unwrap_or_default()),
                     None => (None, Cow::Borrowed("")),
                 };
+                let code = event
+                    .code
+                    .or(inner_code)
+                    .unwrap_or(Cow::Borrowed(super::NULL_CODE));
                 Meaning::Error {
-                    fatal: true,
-                    code: event.code.or(inner_code).unwrap_or(Cow::Borrowed("?")),
+                    fatal: codes::FATAL.contains(&&*code),
+                    code,
                     message,
                 }
             }
@@ -186,6 +215,8 @@ struct ServerEvent<'a> {
     code: Option<Cow<'a, str>>,
     #[serde(default, borrow)]
     error: Option<ErrorField<'a>>,
+    #[serde(default, borrow)]
+    delta: Option<Cow<'a, str>>,
 }
 
 /// vLLM's `error` is the message; OpenAI's is an object.
@@ -294,7 +325,7 @@ mod tests {
             assert_eq!(
                 meaning(&text),
                 Meaning::Error {
-                    fatal: true,
+                    fatal: codes::FATAL.contains(&code),
                     code: code.into(),
                     message: "it broke".into()
                 }
@@ -305,10 +336,70 @@ mod tests {
         assert_eq!(
             meaning(openai_shaped),
             Meaning::Error {
-                fatal: true,
+                fatal: false,
                 code: "invalid_audio".into(),
                 message: "bad base64".into()
             }
+        );
+    }
+
+    #[test]
+    fn only_errors_that_end_the_transcription_are_fatal_issue_12() {
+        // vLLM goes on after these: one event was refused.
+        for code in [
+            "invalid_json",
+            "invalid_audio",
+            "unknown_event",
+            "rate_limited",
+        ] {
+            let text = format!(r#"{{"type":"error","error":"x","code":"{code}"}}"#);
+            assert!(
+                matches!(meaning(&text), Meaning::Error { fatal: false, .. }),
+                "{code}"
+            );
+        }
+        // ... and no transcription.done comes after these.
+        for code in [
+            "processing_error",
+            "invalid_event",
+            "model_not_found",
+            "model_not_validated",
+        ] {
+            let text = format!(r#"{{"type":"error","error":"x","code":"{code}"}}"#);
+            assert!(
+                matches!(meaning(&text), Meaning::Error { fatal: true, .. }),
+                "{code}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_null_code_is_reported_as_null_not_a_question_mark_issue_12() {
+        // vLLM's ErrorEvent has `code: str | None`.
+        for text in [
+            r#"{"type":"error","error":"x","code":null}"#,
+            r#"{"type":"error","error":"x"}"#,
+        ] {
+            assert_eq!(
+                meaning(text),
+                Meaning::Error {
+                    fatal: false,
+                    code: "null".into(),
+                    message: "x".into()
+                }
+            );
+        }
+    }
+
+    #[test]
+    fn an_empty_transcription_delta_is_no_text_issue_12() {
+        assert_eq!(
+            meaning(r#"{"type":"transcription.delta","delta":""}"#),
+            Meaning::Other
+        );
+        assert_eq!(
+            meaning(r#"{"type":"transcription.delta","delta":" a"}"#),
+            Meaning::TextDelta
         );
     }
 }

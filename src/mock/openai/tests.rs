@@ -30,7 +30,7 @@ fn append(pcm: &[u8]) -> String {
     format!(r#"{{"type":"input_audio_buffer.append","audio":"{b64}"}}"#)
 }
 
-const GA_NO_VAD: &str = r#"{"type":"session.update","session":{"type":"realtime","output_modalities":["audio"],"audio":{"input":{"format":{"type":"audio/pcm","rate":16000},"turn_detection":null}}}}"#;
+const GA_NO_VAD: &str = r#"{"type":"session.update","session":{"type":"realtime","output_modalities":["audio"],"audio":{"input":{"format":{"type":"audio/pcm","rate":24000},"turn_detection":null}}}}"#;
 const BETA_VAD: &str = r#"{"type":"session.update","session":{"modalities":["audio","text"],"input_audio_format":"pcm16","turn_detection":{"type":"server_vad"}}}"#;
 
 #[test]
@@ -43,7 +43,7 @@ fn a_committed_turn_gets_a_response_on_the_clock_in_ga_names_issue_12() {
         "--response-deltas",
         "2",
     ]);
-    let (mut s, c, mut out) = (Session::new(b, 0), Counters::new(), Vec::new());
+    let (mut s, c, mut out) = (Session::new(b, 0, false), Counters::new(), Vec::new());
     s.greet(0.0, &mut out);
     s.on_text(GA_NO_VAD, 0.0, &c, &mut out);
     assert_eq!(kinds(&mut out), ["session.created", "session.updated"]);
@@ -85,7 +85,7 @@ fn a_committed_turn_gets_a_response_on_the_clock_in_ga_names_issue_12() {
 #[test]
 fn server_vad_turns_speech_into_a_response_in_beta_names_issue_12() {
     let (mut s, c, mut out) = (
-        Session::new(behaviour(&["--response-deltas", "1"]), 0),
+        Session::new(behaviour(&["--response-deltas", "1"]), 0, true),
         Counters::new(),
         Vec::new(),
     );
@@ -122,7 +122,7 @@ fn server_vad_turns_speech_into_a_response_in_beta_names_issue_12() {
 #[test]
 fn the_openai_mock_answers_its_error_cases_issue_12() {
     let (mut s, c, mut out) = (
-        Session::new(behaviour(&["--mock-error", "server_error"]), 0),
+        Session::new(behaviour(&["--mock-error", "server_error"]), 0, false),
         Counters::new(),
         Vec::new(),
     );
@@ -144,4 +144,133 @@ fn the_openai_mock_answers_its_error_cases_issue_12() {
             "error invalid_audio"
         ]
     );
+}
+
+/// The session of the first `session.*` event in `out`, which is drained.
+fn first_session(out: &mut Vec<Utf8Bytes>) -> Value {
+    let v: Value = serde_json::from_str(out.drain(..).next().unwrap().as_str()).unwrap();
+    v["session"].clone()
+}
+
+#[test]
+fn the_naming_is_the_connections_header_not_the_updates_shape_issue_12() {
+    let c = Counters::new();
+    let mut out = Vec::new();
+    // A beta connection whose update names nothing of either shape stays beta: its deltas
+    // are beta's, and a top-level `turn_detection: null` turns its VAD off.
+    let mut s = Session::new(behaviour(&["--response-deltas", "1"]), 0, true);
+    s.greet(0.0, &mut out);
+    assert!(first_session(&mut out).get("type").is_none());
+    s.on_text(
+        r#"{"type":"session.update","session":{"voice":"alloy","turn_detection":null}}"#,
+        0.0,
+        &c,
+        &mut out,
+    );
+    let granted = first_session(&mut out);
+    assert_eq!(granted["turn_detection"], Value::Null, "{granted}");
+    let loud: Vec<u8> = (0..24_000)
+        .flat_map(|i| if i % 2 == 0 { 3000i16 } else { -3000 }.to_le_bytes())
+        .collect();
+    s.on_text(&append(&loud), 0.0, &c, &mut out);
+    s.on_text(&append(&vec![0; 48_000]), 1.0, &c, &mut out);
+    assert!(out.is_empty(), "no VAD, no turn: {:?}", kinds(&mut out));
+    s.on_text(r#"{"type":"input_audio_buffer.commit"}"#, 2.0, &c, &mut out);
+    s.on_text(r#"{"type":"response.create"}"#, 2.0, &c, &mut out);
+    out.clear();
+    s.on_timer(10.0, &mut out);
+    assert_eq!(kinds(&mut out)[0], "response.audio.delta");
+    // A GA connection (no header) refuses a beta-shaped update as the API does, and its
+    // session.created says `type: realtime`.
+    let mut s = Session::new(behaviour(&[]), 1, false);
+    s.greet(0.0, &mut out);
+    assert_eq!(first_session(&mut out)["type"], "realtime");
+    s.on_text(BETA_VAD, 0.0, &c, &mut out);
+    let v: Value = serde_json::from_str(out[0].as_str()).unwrap();
+    assert_eq!(v["error"]["code"], "unknown_parameter", "{v}");
+    assert_eq!(v["error"]["param"], "session.input_audio_format", "{v}");
+}
+
+#[test]
+fn a_ga_update_at_16_khz_is_refused_with_the_apis_error_issue_12() {
+    let (mut s, c, mut out) = (
+        Session::new(behaviour(&[]), 0, false),
+        Counters::new(),
+        Vec::new(),
+    );
+    s.on_text(
+        &GA_NO_VAD.replace("24000", "16000").replace(
+            r#""type":"session.update""#,
+            r#""type":"session.update","event_id":"evt_1""#,
+        ),
+        0.0,
+        &c,
+        &mut out,
+    );
+    let v: Value = serde_json::from_str(out[0].as_str()).unwrap();
+    assert_eq!(
+        v["error"],
+        serde_json::json!({"type": "invalid_request_error", "code": "invalid_value",
+            "message": "Invalid value: 16000. Supported values are: 24000.",
+            "param": "session.audio.input.format.rate", "event_id": "evt_1"})
+    );
+    assert_eq!(out.len(), 1, "no session.updated");
+}
+
+#[test]
+fn every_client_event_of_the_api_is_taken_none_is_unknown_issue_12() {
+    let (mut s, c, mut out) = (
+        Session::new(behaviour(&["--response-deltas", "1"]), 0, false),
+        Counters::new(),
+        Vec::new(),
+    );
+    s.on_text(GA_NO_VAD, 0.0, &c, &mut out);
+    s.on_text(&append(&[0; 4800]), 0.0, &c, &mut out);
+    s.on_text(r#"{"type":"input_audio_buffer.commit"}"#, 0.1, &c, &mut out);
+    s.on_text(r#"{"type":"response.create"}"#, 0.1, &c, &mut out);
+    out.clear();
+    for event in [
+        r#"{"type":"conversation.item.create","item":{"type":"message","role":"user","content":[{"type":"input_text","text":"hi"}]}}"#,
+        r#"{"type":"conversation.item.truncate","item_id":"item_9","content_index":0,"audio_end_ms":150}"#,
+        r#"{"type":"conversation.item.delete","item_id":"item_9"}"#,
+        r#"{"type":"conversation.item.retrieve","item_id":"item_9"}"#,
+        r#"{"type":"output_audio_buffer.clear"}"#,
+        r#"{"type":"input_audio_buffer.clear"}"#,
+        r#"{"type":"response.cancel"}"#,
+    ] {
+        s.on_text(event, 0.2, &c, &mut out);
+    }
+    assert_eq!(
+        kinds(&mut out),
+        [
+            "conversation.item.created",
+            "conversation.item.truncated",
+            "conversation.item.deleted",
+            "conversation.item.retrieved",
+            "output_audio_buffer.cleared",
+            "input_audio_buffer.cleared",
+            "response.done"
+        ]
+    );
+    s.on_text(r#"{"type":"conversation.item.delete"}"#, 0.3, &c, &mut out);
+    assert_eq!(kinds(&mut out), ["error missing_required_parameter"]);
+}
+
+#[test]
+fn only_the_realtime_subprotocol_is_echoed_never_the_key_issue_12() {
+    use tokio_tungstenite::tungstenite::http::HeaderMap;
+    let mut headers = HeaderMap::new();
+    headers.insert(
+        SEC_WEBSOCKET_PROTOCOL,
+        HeaderValue::from_static("realtime, openai-insecure-api-key.sk-123"),
+    );
+    assert_eq!(subprotocol(&headers).unwrap(), "realtime");
+    headers.insert(
+        SEC_WEBSOCKET_PROTOCOL,
+        HeaderValue::from_static("openai-insecure-api-key.sk-123"),
+    );
+    assert_eq!(subprotocol(&headers), None);
+    assert!(!asks_for_beta(&headers));
+    headers.insert("openai-beta", HeaderValue::from_static("realtime=v1"));
+    assert!(asks_for_beta(&headers));
 }

@@ -114,15 +114,41 @@ fn errors_keep_type_code_message_and_leave_the_session_open_issue_12() {
             message: "buffer too small".into()
         }
     );
-    let no_code = r#"{"type":"error","error":{"type":"server_error","message":"boom"}}"#;
-    assert_eq!(
-        meaning(no_code),
-        Meaning::Error {
-            fatal: false,
-            code: "server_error".into(),
-            message: "boom".into()
-        }
-    );
+}
+
+#[test]
+fn a_null_error_code_is_reported_as_null_not_the_type_in_its_place_issue_12() {
+    // openai-python's RealtimeError: `code: Optional[str]`, and the API sends null codes.
+    for text in [
+        r#"{"type":"error","error":{"type":"invalid_request_error","code":null,"message":"boom","param":null}}"#,
+        r#"{"type":"error","error":{"type":"server_error","message":"boom"}}"#,
+    ] {
+        assert_eq!(
+            meaning(text),
+            Meaning::Error {
+                fatal: false,
+                code: "null".into(),
+                message: "boom".into()
+            },
+            "{text}"
+        );
+    }
+}
+
+#[test]
+fn the_input_transcription_is_text_when_it_holds_any_issue_12() {
+    for text in [
+        r#"{"type":"conversation.item.input_audio_transcription.delta","event_id":"e","item_id":"i","content_index":0,"delta":"Hel"}"#,
+        r#"{"type":"conversation.item.input_audio_transcription.completed","event_id":"e","item_id":"i","content_index":0,"transcript":"Hello"}"#,
+    ] {
+        assert_eq!(meaning(text), Meaning::TextDelta, "{text}");
+    }
+    for text in [
+        r#"{"type":"conversation.item.input_audio_transcription.delta","delta":""}"#,
+        r#"{"type":"conversation.item.input_audio_transcription.completed","transcript":""}"#,
+    ] {
+        assert_eq!(meaning(text), Meaning::Other, "{text}");
+    }
 }
 
 #[test]

@@ -552,15 +552,7 @@ fn funasr_runs_show_first_update_final_after_stop_and_response_lag_live_issue_11
 
 #[test]
 fn openai_runs_show_the_turn_latencies_live_issue_12() {
-    let settings = settings_of(
-        "openai",
-        &[
-            "--audio",
-            "assets/speech-16k.wav",
-            "--input-sample-rate",
-            "16000",
-        ],
-    );
+    let settings = settings_of("openai", &["--audio", "assets/speech-24k.wav"]);
     let state = protocol_fixture(&settings);
     let screen = text(&draw(&state, &ViewState::default(), COLOR, 120, 40));
     insta::assert_snapshot!(screen);
