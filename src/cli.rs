@@ -136,10 +136,10 @@ pub struct RunArgs {
         help_heading = "Server"
     )]
     pub client_ping_interval: f64,
-    /// End the session when a ping is not answered within this many seconds; 0 or less waits for ever [default: 0].
+    /// With pings on, end the session when one is not answered within this many seconds; 0 or less waits for ever [default: 20, the benchmark's].
     #[arg(
         long,
-        default_value_t = 0.0,
+        default_value_t = 20.0,
         allow_negative_numbers = true,
         help_heading = "Server"
     )]
