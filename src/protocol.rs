@@ -101,6 +101,12 @@ impl Protocol {
         }
     }
 
+    /// Whether its servers (and its mock) serve it on `path`: their own path, or for Fun-ASR
+    /// any path at all (its server's handler never looks at the path).
+    pub fn serves_path(self, path: &str) -> bool {
+        self == Protocol::Funasr || path == self.path()
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Protocol::Native => "native",
@@ -406,7 +412,16 @@ pub fn has_string_key(text: &str, key: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::{has_string_key, leading_type};
+    use super::{has_string_key, leading_type, Protocol};
+
+    #[test]
+    fn fun_asr_is_served_on_any_path_and_the_others_on_their_own() {
+        assert!(Protocol::Funasr.serves_path("/"));
+        assert!(Protocol::Funasr.serves_path("/asr/realtime"));
+        assert!(Protocol::Native.serves_path("/v1/realtime"));
+        assert!(!Protocol::Native.serves_path("/"));
+        assert!(!Protocol::Openai.serves_path("/elsewhere"));
+    }
 
     #[test]
     fn a_string_key_is_found_spaced_or_not_and_null_or_nested_text_is_no_string_key() {

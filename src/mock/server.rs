@@ -246,8 +246,8 @@ async fn serve_connection<S: AsyncRead + AsyncWrite + Unpin>(stream: S, shared: 
         for name in request.headers().keys() {
             shared.counters.header_seen(name.as_str());
         }
-        let path = shared.protocol.path();
-        if request.uri().path() != path {
+        if !shared.protocol.serves_path(request.uri().path()) {
+            let path = shared.protocol.path();
             let body = format!(
                 "no such path; the {} protocol is served on {path}",
                 shared.protocol.as_str()

@@ -31,10 +31,14 @@ pub mod names {
     pub const STOP: &str = "STOP";
     pub const LANGUAGE: &str = "LANGUAGE:";
     pub const HOTWORDS: &str = "HOTWORDS:";
+    /// Text corrections after decoding (`wrong=>right,…`); the client never sends it, the
+    /// mock answers it as the server does.
+    pub const POSTPROCESS_HOTWORDS: &str = "POSTPROCESS_HOTWORDS:";
     pub const COMMIT: &str = "COMMIT";
     pub const STARTED: &str = "started";
     pub const LANGUAGE_SET: &str = "language_set";
     pub const HOTWORDS_SET: &str = "hotwords_set";
+    pub const POSTPROCESS_HOTWORDS_SET: &str = "postprocess_hotwords_set";
     pub const STOPPED: &str = "stopped";
     pub const ERROR: &str = "error";
 }
