@@ -622,8 +622,15 @@ impl Session {
         heard: Heard,
         now_s: f64,
     ) -> Result<bool, End> {
-        if let (Some(payload), Some(Ok(Message::Text(text)))) = (heard.payload, msg) {
-            self.trace.receive(now_s, text, payload);
+        match (heard.payload, msg) {
+            (Some(payload), Some(Ok(Message::Text(text)))) => {
+                self.trace.receive(now_s, text, payload);
+            }
+            (Some(payload), Some(Ok(Message::Binary(bytes)))) => {
+                let event = format!(r#"{{"_binary_bytes":{}}}"#, bytes.len());
+                self.trace.receive(now_s, &event, payload);
+            }
+            _ => {}
         }
         if let Some(why) = &heard.error {
             self.trace

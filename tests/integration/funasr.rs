@@ -2,6 +2,7 @@
 //! with the built-in speech sample (5.83 s, 59 frames of 100 ms), and writes the benchmark's
 //! figures. Runs are a few clients × one play of the sample.
 
+use crate::fake_funasr;
 use crate::mock_protocol::Mock;
 use crate::util::{self, describe, run_to, summary, TempDir};
 use futures_util::{SinkExt, StreamExt};
@@ -312,6 +313,94 @@ fn the_fun_asr_mock_is_conformant_at_a_url_without_a_path_issue_11() {
         describe(&checked)
     );
     assert_eq!(checked.status.code(), Some(0), "{}", describe(&checked));
+}
+
+/// A mono 16 kHz PCM16 WAV of `ms` of a quiet saw tooth.
+fn write_wav(path: &std::path::Path, ms: u32) {
+    let spec = hound::WavSpec {
+        channels: 1,
+        sample_rate: 16_000,
+        bits_per_sample: 16,
+        sample_format: hound::SampleFormat::Int,
+    };
+    let mut w = hound::WavWriter::create(path, spec).unwrap();
+    for i in 0..16 * ms {
+        w.write_sample((i % 200) as i16 * 10).unwrap();
+    }
+    w.finalize().unwrap();
+}
+
+/// Runs one client with 1 s of audio against the fake Fun-ASR server, writing the JSONL.
+fn run_against_fake(server: &fake_funasr::FakeFunasr, dir: &TempDir) -> std::process::Output {
+    let wav = dir.join("one-second.wav");
+    write_wav(&wav, 1000);
+    run_to(
+        &dir.join("run"),
+        &[
+            "--protocol",
+            "funasr",
+            "--url",
+            &server.url,
+            "--audio",
+            wav.to_str().unwrap(),
+            "--clients",
+            "1",
+            "--keep-traces",
+            "--no-sampler",
+            "--output-jsonl",
+            dir.join("bench.jsonl").to_str().unwrap(),
+        ],
+        LIMIT,
+    )
+}
+
+/// The benchmark keeps a text frame that is not JSON as `{"_raw": …}` and a binary frame as
+/// `{"_binary_bytes": n}`, counts them in `messages` (not in `events`) and goes on; ours does
+/// the same and traces them, and they neither fail the session nor make the run incomplete.
+#[test]
+fn frames_that_are_not_json_are_counted_and_traced_and_fail_nothing() {
+    let _serial = util::serial();
+    let server = fake_funasr::start();
+    let dir = TempDir::new("funasr-odd-frames");
+    let ran = run_against_fake(&server, &dir);
+    let out = dir.join("run");
+    let s = summary(&out);
+    assert_eq!(s["server"]["protocol_errors"], 0, "{}", describe(&ran));
+    assert_eq!(s["sessions"]["completed"], 1, "{}", describe(&ran));
+    assert_eq!(s["verdict"]["complete"], true, "{}", s["verdict"]);
+    // Exit 1 only if the busy box made a packet late.
+    assert!(
+        ran.status.code() == Some(0) || s["verdict"]["pacing_qualified"] == false,
+        "{}",
+        describe(&ran)
+    );
+    let client: Value = serde_json::from_str(
+        std::fs::read_to_string(dir.join("bench.jsonl"))
+            .unwrap()
+            .lines()
+            .next()
+            .unwrap(),
+    )
+    .unwrap();
+    // The two odd frames, a partial, the final and `stopped`.
+    assert_eq!(client["messages"], 5, "{client}");
+    assert_eq!(client["result_messages"], 2, "{client}");
+    assert_eq!(client["events"], serde_json::json!({"stopped": 1}));
+    assert_eq!(client["errors"], serde_json::json!([]));
+    let trace = std::fs::read_to_string(out.join("sessions/w0-s0000/trace.jsonl")).unwrap();
+    let events = received(&trace);
+    assert!(
+        events.contains(&Value::from("server busy, please hold")),
+        "{trace}"
+    );
+    assert!(
+        events.contains(&serde_json::json!({"_binary_bytes": 3})),
+        "{trace}"
+    );
+    assert!(
+        !trace.contains(r#""direction":"error""#),
+        "no error line: {trace}"
+    );
 }
 
 /// Bound on every await of a scripted client: the mock answers in milliseconds.
