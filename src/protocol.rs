@@ -19,6 +19,7 @@ pub mod vllm;
 
 use crate::trace::format::Payload;
 use std::borrow::Cow;
+use tokio_tungstenite::tungstenite::protocol::CloseFrame;
 
 /// The wire protocols the tool speaks, as client and as mock (`--protocol`).
 #[derive(
@@ -340,6 +341,12 @@ pub trait ClientProtocol {
     /// of its own), rather than waiting for the server's close.
     fn client_closes(&self) -> bool {
         false
+    }
+
+    /// The close frame the client sends when it closes the socket (`None`: one without a
+    /// code).
+    fn close_frame(&self) -> Option<CloseFrame> {
+        None
     }
 
     /// What a text frame from the server means, or why it is not a frame of this protocol.

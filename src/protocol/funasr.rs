@@ -20,6 +20,9 @@ use serde::de::{Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
 use std::borrow::Cow;
 use std::fmt;
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+use tokio_tungstenite::tungstenite::protocol::CloseFrame;
+use tokio_tungstenite::tungstenite::Utf8Bytes;
 
 /// The server has no path: `ws://HOST:PORT` is `/`.
 pub const PATH: &str = "/";
@@ -172,6 +175,15 @@ impl ClientProtocol for Funasr {
 
     fn client_closes(&self) -> bool {
         true
+    }
+
+    /// 1000 (normal closure), as the benchmark's websockets library closes on leaving its
+    /// `async with` block, whether the client ended well or not.
+    fn close_frame(&self) -> Option<CloseFrame> {
+        Some(CloseFrame {
+            code: CloseCode::Normal,
+            reason: Utf8Bytes::default(),
+        })
     }
 }
 

@@ -194,7 +194,8 @@ impl Session {
         }
         if result.is_err() {
             // Best effort: tell the server we are gone; the session is already failed.
-            let _ = tokio::time::timeout(Duration::from_millis(200), ws.close(None)).await;
+            let bye = self.ctx.protocol.close_frame();
+            let _ = tokio::time::timeout(Duration::from_millis(200), ws.close(bye)).await;
         }
         result
     }
@@ -216,7 +217,8 @@ impl Session {
         }
         if self.ctx.protocol.client_closes() {
             // The protocol has no goodbye: the client closes, and reads the server's answer.
-            let _ = tokio::time::timeout(Duration::from_secs(1), ws.close(None)).await;
+            let bye = self.ctx.protocol.close_frame();
+            let _ = tokio::time::timeout(Duration::from_secs(1), ws.close(bye)).await;
         }
         // The server closes the socket after the session ends; answer its close frame.
         let _ = tokio::time::timeout(Duration::from_secs(1), async {

@@ -1,9 +1,10 @@
 //! A scripted Fun-ASR server on 127.0.0.1, the protocol of `realtime_ws.py` without a model:
 //! `started` for START, one partial a second of audio, the final and `stopped` for STOP. After
 //! the first audio frame it slips in a text frame that is not JSON and a binary frame, as a
-//! proxy or a debugging server might.
+//! proxy or a debugging server might, and it records the close frame each client sends.
 
 use futures_util::{SinkExt, StreamExt};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio_tungstenite::tungstenite::Message;
@@ -11,11 +12,21 @@ use tokio_tungstenite::tungstenite::Message;
 /// 1 s of 16 kHz PCM16.
 const BYTES_PER_S: usize = 32_000;
 
+/// The close frames received, one a connection that sent one: its code (`None`: no code).
+type Closes = Arc<Mutex<Vec<Option<u16>>>>;
+
 /// The server; it stops when dropped.
 pub struct FakeFunasr {
     pub url: String,
+    closes: Closes,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl FakeFunasr {
+    pub fn closes(&self) -> Vec<Option<u16>> {
+        self.closes.lock().unwrap().clone()
+    }
 }
 
 impl Drop for FakeFunasr {
@@ -33,6 +44,8 @@ pub fn start() -> FakeFunasr {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     listener.set_nonblocking(true).unwrap();
     let addr = listener.local_addr().unwrap();
+    let closes = Closes::default();
+    let recorded = Arc::clone(&closes);
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let thread = std::thread::spawn(move || {
         let rt = tokio::runtime::Builder::new_current_thread()
@@ -46,7 +59,7 @@ pub fn start() -> FakeFunasr {
                     let Ok((stream, _)) = listener.accept().await else {
                         continue;
                     };
-                    tokio::spawn(session(stream));
+                    tokio::spawn(session(stream, Arc::clone(&recorded)));
                 }
             };
             // Bounded: the server never outlives 5 minutes, even if a test forgets it.
@@ -59,12 +72,13 @@ pub fn start() -> FakeFunasr {
     });
     FakeFunasr {
         url: format!("ws://{addr}"),
+        closes,
         stop: Some(stop_tx),
         thread: Some(thread),
     }
 }
 
-async fn session(stream: tokio::net::TcpStream) {
+async fn session(stream: tokio::net::TcpStream, closes: Closes) {
     let Ok(mut ws) = tokio_tungstenite::accept_async(stream).await else {
         return;
     };
@@ -95,6 +109,13 @@ async fn session(stream: tokio::net::TcpStream) {
                 } else {
                     Ok(())
                 }
+            }
+            Message::Close(frame) => {
+                closes
+                    .lock()
+                    .unwrap()
+                    .push(frame.map(|f| u16::from(f.code)));
+                Ok(())
             }
             _ => Ok(()),
         };

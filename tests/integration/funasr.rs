@@ -403,6 +403,18 @@ fn frames_that_are_not_json_are_counted_and_traced_and_fail_nothing() {
     );
 }
 
+/// The benchmark's websockets library closes with 1000 (normal closure) when its `async with`
+/// block ends; ours sent a close frame without a code.
+#[test]
+fn the_client_closes_with_1000_as_the_benchmarks_websockets_library() {
+    let _serial = util::serial();
+    let server = fake_funasr::start();
+    let dir = TempDir::new("funasr-close");
+    let ran = run_against_fake(&server, &dir);
+    util::assert_finished(&ran);
+    assert_eq!(server.closes(), [Some(1000)], "{}", describe(&ran));
+}
+
 /// Bound on every await of a scripted client: the mock answers in milliseconds.
 const STEP: Duration = Duration::from_secs(5);
 
