@@ -136,10 +136,10 @@ pub struct RunArgs {
         help_heading = "Server"
     )]
     pub client_ping_interval: f64,
-    /// End the session when a ping is not answered within this many seconds; 0 or less waits for ever [default: 0].
+    /// With pings on, end the session when one is not answered within this many seconds; 0 or less waits for ever [default: 20, the benchmark's].
     #[arg(
         long,
-        default_value_t = 0.0,
+        default_value_t = 20.0,
         allow_negative_numbers = true,
         help_heading = "Server"
     )]
@@ -300,11 +300,21 @@ pub struct MockBehaviourArgs {
     Debug, Clone, PartialEq, Args, serde::Serialize, serde::Deserialize, schemars::JsonSchema,
 )]
 pub struct FunasrMockArgs {
-    /// Seconds of new audio between two partial decodes of a session (the first after 480 ms).
-    #[arg(long, default_value_t = 0.8, help_heading = "Fun-ASR mock")]
+    /// Least wall time between two partial decodes of a session, in seconds; a decode also needs 480 ms of new audio (960 ms once text came back), as the server's.
+    #[arg(
+        long,
+        default_value_t = 0.48,
+        allow_negative_numbers = true,
+        help_heading = "Fun-ASR mock"
+    )]
     pub decode_interval: f64,
-    /// The longest audio window a partial decode covers, in seconds.
-    #[arg(long, default_value_t = 8.0, help_heading = "Fun-ASR mock")]
+    /// The longest audio window a partial decode covers, in seconds; 0 or less: the whole segment.
+    #[arg(
+        long,
+        default_value_t = 15.0,
+        allow_negative_numbers = true,
+        help_heading = "Fun-ASR mock"
+    )]
     pub partial_window_sec: f64,
     /// Fixed cost of one engine call, in ms.
     #[arg(long, default_value_t = 20.0, help_heading = "Fun-ASR mock")]
@@ -444,8 +454,8 @@ impl Default for FunasrMockArgs {
     /// The flags' defaults.
     fn default() -> FunasrMockArgs {
         FunasrMockArgs {
-            decode_interval: 0.8,
-            partial_window_sec: 8.0,
+            decode_interval: 0.48,
+            partial_window_sec: 15.0,
             decode_ms: 20.0,
             decode_ms_per_audio_sec: 10.0,
             decode_batch_wait_ms: 10.0,

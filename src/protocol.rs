@@ -19,6 +19,9 @@ pub mod vllm;
 
 use crate::trace::format::Payload;
 use std::borrow::Cow;
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+use tokio_tungstenite::tungstenite::protocol::CloseFrame;
+use tokio_tungstenite::tungstenite::Utf8Bytes;
 
 /// The wire protocols the tool speaks, as client and as mock (`--protocol`).
 #[derive(
@@ -99,6 +102,12 @@ impl Protocol {
             Protocol::Vllm => vllm::PATH,
             Protocol::Funasr => funasr::PATH,
         }
+    }
+
+    /// Whether its servers (and its mock) serve it on `path`: their own path, or for Fun-ASR
+    /// any path at all (its server's handler never looks at the path).
+    pub fn serves_path(self, path: &str) -> bool {
+        self == Protocol::Funasr || path == self.path()
     }
 
     pub fn as_str(self) -> &'static str {
@@ -339,6 +348,17 @@ pub trait ClientProtocol {
         false
     }
 
+    /// The close frame the client sends when it closes the socket: 1000 (normal closure), as
+    /// the clients of every protocol here close (Python's `websockets` on leaving its `async
+    /// with` block, whether the session ended well or not; the OpenAI SDKs), never one without
+    /// a code (1005).
+    fn close_frame(&self) -> Option<CloseFrame> {
+        Some(CloseFrame {
+            code: CloseCode::Normal,
+            reason: Utf8Bytes::default(),
+        })
+    }
+
     /// What a text frame from the server means, or why it is not a frame of this protocol.
     fn classify<'a>(&self, text: &'a str) -> Result<Received<'a>, String>;
 
@@ -409,7 +429,16 @@ pub fn has_string_key(text: &str, key: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::{has_string_key, leading_type};
+    use super::{has_string_key, leading_type, Protocol};
+
+    #[test]
+    fn fun_asr_is_served_on_any_path_and_the_others_on_their_own() {
+        assert!(Protocol::Funasr.serves_path("/"));
+        assert!(Protocol::Funasr.serves_path("/asr/realtime"));
+        assert!(Protocol::Native.serves_path("/v1/realtime"));
+        assert!(!Protocol::Native.serves_path("/"));
+        assert!(!Protocol::Openai.serves_path("/elsewhere"));
+    }
 
     #[test]
     fn a_string_key_is_found_spaced_or_not_and_null_or_nested_text_is_no_string_key() {

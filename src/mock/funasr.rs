@@ -144,7 +144,7 @@ async fn after<S: AsyncRead + AsyncWrite + Unpin>(
     out: &mut Vec<Utf8Bytes>,
 ) -> Result<(), ()> {
     while pending.is_none() {
-        let Some(decode) = session.poll_decode() else {
+        let Some(decode) = session.poll_decode(crate::clock::monotonic_s()) else {
             break;
         };
         if engine.model().blocking_decode {

@@ -256,8 +256,8 @@ async fn serve_connection<S: AsyncRead + AsyncWrite + Unpin>(stream: S, shared: 
                     .insert(SEC_WEBSOCKET_PROTOCOL, chosen);
             }
         }
-        let path = shared.protocol.path();
-        if request.uri().path() != path {
+        if !shared.protocol.serves_path(request.uri().path()) {
+            let path = shared.protocol.path();
             let body = format!(
                 "no such path; the {} protocol is served on {path}",
                 shared.protocol.as_str()

@@ -8,7 +8,8 @@
 //!
 //! Server → client: JSON, either an event (`{"event":…}`) or a result (`sentences`, `partial`,
 //! `is_final`, `duration_ms`). Read liberally: numbers as integers or floats, unknown fields
-//! ignored, a field of an unexpected type read as the benchmark's Python would (truthiness).
+//! ignored, a field of an unexpected type read as the benchmark's Python would (truthiness), and
+//! a frame that is not JSON, or binary, counted as a message and otherwise passed over.
 
 use super::{
     AudioPacket, AudioSpan, ClientProtocol, Ending, EventIds, Meaning, Milestone, Outgoing,
@@ -31,10 +32,14 @@ pub mod names {
     pub const STOP: &str = "STOP";
     pub const LANGUAGE: &str = "LANGUAGE:";
     pub const HOTWORDS: &str = "HOTWORDS:";
+    /// Text corrections after decoding (`wrong=>right,…`); the client never sends it, the
+    /// mock answers it as the server does.
+    pub const POSTPROCESS_HOTWORDS: &str = "POSTPROCESS_HOTWORDS:";
     pub const COMMIT: &str = "COMMIT";
     pub const STARTED: &str = "started";
     pub const LANGUAGE_SET: &str = "language_set";
     pub const HOTWORDS_SET: &str = "hotwords_set";
+    pub const POSTPROCESS_HOTWORDS_SET: &str = "postprocess_hotwords_set";
     pub const STOPPED: &str = "stopped";
     pub const ERROR: &str = "error";
 }
@@ -107,9 +112,21 @@ impl ClientProtocol for Funasr {
         }]
     }
 
+    /// A text frame that is not JSON is kept and counted, not refused: the benchmark's
+    /// `receive_message` makes it `{"_raw": …}`, which counts in `messages` and nowhere else.
+    /// JSON that is not an object stays an error, as it fails the benchmark's client.
     fn classify<'a>(&self, text: &'a str) -> Result<Received<'a>, String> {
-        let frame: ServerFrame<'a> = serde_json::from_str(text)
-            .map_err(|err| format!("server frame is not a JSON object ({err})"))?;
+        let frame: ServerFrame<'a> = match serde_json::from_str(text) {
+            Ok(frame) => frame,
+            Err(_) if serde_json::from_str::<IgnoredAny>(text).is_err() => {
+                return Ok(Received {
+                    meaning: Meaning::Other,
+                    payload: Payload::Text,
+                    event: None,
+                });
+            }
+            Err(err) => return Err(format!("server frame is not a JSON object ({err})")),
+        };
         let is_result = frame.sentences.present || frame.partial.present || frame.is_final;
         let meaning = if is_result {
             Meaning::Transcript {
@@ -138,6 +155,11 @@ impl ClientProtocol for Funasr {
             payload: Payload::Json { audio_key: None },
             event: frame.event.filter(|e| !e.is_empty()),
         })
+    }
+
+    /// Kept and counted like a frame that is not JSON (`{"_binary_bytes": n}`).
+    fn classify_binary(&self, _bytes: &[u8]) -> Result<Meaning<'static>, String> {
+        Ok(Meaning::Other)
     }
 
     fn records_transcripts(&self) -> bool {
@@ -422,9 +444,22 @@ mod tests {
         assert_eq!(classify(r#"{"hello":1}"#).meaning, Meaning::Other);
     }
 
+    /// The benchmark keeps what it cannot parse (`{"_raw": …}`, `{"_binary_bytes": n}`) and
+    /// goes on; JSON that is not an object fails its client (`data.get`), so it is refused.
     #[test]
-    fn a_frame_that_is_not_a_json_object_is_refused_with_the_reason_issue_11() {
-        let err = Funasr::default().classify("hello").unwrap_err();
-        assert!(err.contains("not a JSON object"), "{err}");
+    fn text_that_is_not_json_and_binary_frames_are_other_frames_not_errors() {
+        let r = classify("hello");
+        assert_eq!(
+            (r.meaning, r.payload, r.event),
+            (Meaning::Other, Payload::Text, None)
+        );
+        assert_eq!(
+            Funasr::default().classify_binary(&[1, 2, 3]),
+            Ok(Meaning::Other)
+        );
+        for json in ["5", r#""started""#, "null"] {
+            let err = Funasr::default().classify(json).unwrap_err();
+            assert!(err.contains("not a JSON object"), "{err}");
+        }
     }
 }

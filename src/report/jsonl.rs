@@ -82,8 +82,8 @@ mod tests {
             client_id: 0,
             audio_seconds: 5.8,
             chunk_ms: 100,
-            client_ping_interval: 20.0,
-            client_ping_timeout: 0.0,
+            client_ping_interval: Some(20.0),
+            client_ping_timeout: None,
             messages: 3,
             result_messages: 2,
             partial_messages: 1,
@@ -110,7 +110,7 @@ mod tests {
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(
             lines[0],
-            r#"{"type": "client", "client_id": 0, "audio_seconds": 5.8, "chunk_ms": 100, "client_ping_interval": 20.0, "client_ping_timeout": 0.0, "messages": 3, "result_messages": 2, "partial_messages": 1, "final_messages": 1, "events": {"stopped": 1}, "first_update_ms": 462.0, "final_update_ms": 6100.5, "final_after_stop_ms": 300.1, "stopped": true, "errors": [], "send_seconds": 5.8, "wall_seconds": 6.2, "audio_per_wall": 0.935, "send_audio_per_wall": 1.0, "response_lag_ms_max": -58.2, "response_lag_ms_p95": null}"#
+            r#"{"type": "client", "client_id": 0, "audio_seconds": 5.8, "chunk_ms": 100, "client_ping_interval": 20.0, "client_ping_timeout": null, "messages": 3, "result_messages": 2, "partial_messages": 1, "final_messages": 1, "events": {"stopped": 1}, "first_update_ms": 462.0, "final_update_ms": 6100.5, "final_after_stop_ms": 300.1, "stopped": true, "errors": [], "send_seconds": 5.8, "wall_seconds": 6.2, "audio_per_wall": 0.935, "send_audio_per_wall": 1.0, "response_lag_ms_max": -58.2, "response_lag_ms_p95": null}"#
         );
         assert!(
             lines[1].starts_with(r#"{"type": "summary", "clients": 1, "total_audio_seconds": 5.8, "elapsed_seconds": 6.25, "aggregate_audio_per_wall": 0.928,"#),

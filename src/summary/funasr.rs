@@ -27,9 +27,10 @@ pub struct BenchClient {
     /// The client's input audio (the file × `--loops`), seconds.
     pub audio_seconds: f64,
     pub chunk_ms: u32,
-    /// `--client-ping-interval` / `--client-ping-timeout` as given (≤ 0: disabled).
-    pub client_ping_interval: f64,
-    pub client_ping_timeout: f64,
+    /// `--client-ping-interval` / `--client-ping-timeout` in seconds, `null` when disabled
+    /// (≤ 0), as the benchmark writes them.
+    pub client_ping_interval: Option<f64>,
+    pub client_ping_timeout: Option<f64>,
     pub messages: u64,
     pub result_messages: u64,
     pub partial_messages: u64,
@@ -134,6 +135,11 @@ fn r3(v: Option<f64>) -> Option<f64> {
     v.map(|v| round_to(v, 3))
 }
 
+/// A ping setting as the benchmark keeps it: `None` (JSON `null`) when ≤ 0 disables it.
+fn enabled(seconds: f64) -> Option<f64> {
+    (seconds > 0.0).then_some(seconds)
+}
+
 /// The benchmark's line of one client.
 pub fn bench_client(client_id: u64, c: &TranscriptClient, settings: &Settings) -> BenchClient {
     let samples = settings.audio.total_samples().unwrap_or(0);
@@ -151,8 +157,8 @@ pub fn bench_client(client_id: u64, c: &TranscriptClient, settings: &Settings) -
         client_id,
         audio_seconds,
         chunk_ms: settings.packet_ms,
-        client_ping_interval: settings.client_ping_interval_s,
-        client_ping_timeout: settings.client_ping_timeout_s,
+        client_ping_interval: enabled(settings.client_ping_interval_s),
+        client_ping_timeout: enabled(settings.client_ping_timeout_s),
         messages: c.messages,
         result_messages: c.result_messages,
         partial_messages: c.partial_messages,
@@ -351,8 +357,8 @@ mod tests {
             client_id: id,
             audio_seconds: 5.8,
             chunk_ms: 100,
-            client_ping_interval: 0.0,
-            client_ping_timeout: 0.0,
+            client_ping_interval: None,
+            client_ping_timeout: Some(20.0),
             messages: 9,
             result_messages: 8,
             partial_messages: 7,
@@ -400,6 +406,37 @@ mod tests {
         assert_eq!(s.final_after_stop_ms_p95, Some(109.0));
         assert_eq!(s.client_response_lag_ms_p95_max, Some(-40.5));
         assert_eq!((s.partial_messages, s.final_messages, s.errors), (28, 4, 2));
+    }
+
+    fn settings(args: &[&str]) -> Settings {
+        use clap::Parser as _;
+        let mut argv = vec!["duplexbench-tui", "run", "--protocol", "funasr", "-s", "1"];
+        argv.extend_from_slice(args);
+        let cli = crate::cli::Cli::try_parse_from(argv).unwrap();
+        let Some(crate::cli::Command::Run(run)) = cli.command else {
+            unreachable!()
+        };
+        crate::options::validate(&run, String::new(), false)
+            .unwrap()
+            .settings
+    }
+
+    /// The benchmark turns a ping setting ≤ 0 into `None` before it writes it, and its
+    /// `--client-ping-timeout` is 20 s unless given (it only matters once pings are on).
+    #[test]
+    fn disabled_ping_settings_are_null_and_the_timeout_is_20_s_by_default_as_the_benchmarks() {
+        let client = TranscriptClient::default();
+        let line = bench_client(0, &client, &settings(&[]));
+        assert_eq!(
+            (line.client_ping_interval, line.client_ping_timeout),
+            (None, Some(20.0))
+        );
+        let given = settings(&["--client-ping-interval", "5", "--client-ping-timeout", "-1"]);
+        let line = bench_client(0, &client, &given);
+        assert_eq!(
+            (line.client_ping_interval, line.client_ping_timeout),
+            (Some(5.0), None)
+        );
     }
 
     #[test]

@@ -194,7 +194,8 @@ impl Session {
         }
         if result.is_err() {
             // Best effort: tell the server we are gone; the session is already failed.
-            let _ = tokio::time::timeout(Duration::from_millis(200), ws.close(None)).await;
+            let bye = self.ctx.protocol.close_frame();
+            let _ = tokio::time::timeout(Duration::from_millis(200), ws.close(bye)).await;
         }
         result
     }
@@ -216,7 +217,8 @@ impl Session {
         }
         if self.ctx.protocol.client_closes() {
             // The protocol has no goodbye: the client closes, and reads the server's answer.
-            let _ = tokio::time::timeout(Duration::from_secs(1), ws.close(None)).await;
+            let bye = self.ctx.protocol.close_frame();
+            let _ = tokio::time::timeout(Duration::from_secs(1), ws.close(bye)).await;
         }
         // The server closes the socket after the session ends; answer its close frame.
         let _ = tokio::time::timeout(Duration::from_secs(1), async {
@@ -632,8 +634,15 @@ impl Session {
         heard: Heard,
         now_s: f64,
     ) -> Result<bool, End> {
-        if let (Some(payload), Some(Ok(Message::Text(text)))) = (heard.payload, msg) {
-            self.trace.receive(now_s, text, payload);
+        match (heard.payload, msg) {
+            (Some(payload), Some(Ok(Message::Text(text)))) => {
+                self.trace.receive(now_s, text, payload);
+            }
+            (Some(payload), Some(Ok(Message::Binary(bytes)))) => {
+                let event = format!(r#"{{"_binary_bytes":{}}}"#, bytes.len());
+                self.trace.receive(now_s, &event, payload);
+            }
+            _ => {}
         }
         if let Some(why) = &heard.error {
             self.trace

@@ -7,6 +7,7 @@ mod audio_input;
 mod bad_input;
 mod conform;
 mod dashboard;
+mod fake_funasr;
 mod fake_server;
 mod first_hour;
 mod frozen;

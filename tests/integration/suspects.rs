@@ -194,8 +194,11 @@ fn a_fun_asr_mock_stall_shows_as_a_long_gap_between_results_issue_15() {
             "meta",
             "--stall-at",
             "2s",
+            // The mock's results come about 1 s apart (the server's 960 ms chunk in 100 ms
+            // frames); a gap is a jump past 1.5 × that, which a 2 s stall makes whenever it
+            // starts, where a 1 s one only does when it starts late in a gap.
             "--stall-ms",
-            "1000",
+            "2000",
         ],
         Duration::from_secs(90),
     );

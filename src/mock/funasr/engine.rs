@@ -82,6 +82,38 @@ pub fn call_cost_s(model: &FunasrMockArgs, longest_audio_s: f64) -> f64 {
     (model.decode_ms + model.decode_ms_per_audio_sec * longest_audio_s).max(0.0) / 1000.0
 }
 
+/// One engine call of `(queue wait ms, audio s, final)` decodes as the real server's
+/// `--log-decode-profile` logs it (`realtime_ws.py`, without the logger's time stamp and level):
+/// `requests` the decodes in the call, `samples` its audio inputs (one a decode), the audio's
+/// total, shortest and longest seconds, the queue wait's median and largest ms, the engine's ms.
+/// Then ours, under names the real line does not use: how many decodes were partials and finals.
+pub fn profile_line(shape: &[(f64, f64, bool)], engine_ms: f64) -> String {
+    let waits: Vec<f64> = shape.iter().map(|s| s.0).collect();
+    let audio = || shape.iter().map(|s| s.1);
+    let finals = shape.iter().filter(|s| s.2).count();
+    let (min_s, max_s) = if shape.is_empty() {
+        (0.0, 0.0)
+    } else {
+        (
+            audio().fold(f64::INFINITY, f64::min),
+            audio().fold(f64::NEG_INFINITY, f64::max),
+        )
+    };
+    format!(
+        "Realtime decode profile: requests={} samples={} audio_sec_total={:.3} audio_sec_min={:.3} audio_sec_max={:.3} queue_ms_p50={:.3} queue_ms_max={:.3} engine_ms={:.3} partial_requests={} final_requests={}\n",
+        shape.len(),
+        shape.len(),
+        audio().sum::<f64>(),
+        min_s,
+        max_s,
+        median(&waits).unwrap_or(0.0),
+        waits.iter().copied().fold(0.0, f64::max),
+        engine_ms,
+        shape.len() - finals,
+        finals,
+    )
+}
+
 /// The engine's totals, for the last profile line.
 #[derive(Debug, Default)]
 struct Totals {
@@ -189,23 +221,7 @@ impl Engine {
             t.queue_waits_ms.extend_from_slice(&waits);
         }
         if self.model.log_decode_profile {
-            let audio = shape.iter().map(|s| s.1 * 1000.0);
-            let min_ms = audio.clone().fold(f64::INFINITY, f64::min);
-            let max_ms = audio.fold(0.0, f64::max);
-            let finals = shape.iter().filter(|s| s.2).count();
-            let samples: f64 = shape.iter().map(|s| s.1 * 16_000.0).sum();
-            let line = format!(
-                "decode_profile requests={} partial={} final={} samples={:.0} audio_ms_min={:.0} audio_ms_max={:.0} queue_wait_ms_p50={:.1} queue_wait_ms_max={:.1} engine_ms={:.1}\n",
-                shape.len(),
-                shape.len() - finals,
-                finals,
-                samples,
-                min_ms,
-                max_ms,
-                median(&waits).unwrap_or(0.0),
-                waits.iter().copied().fold(0.0, f64::max),
-                cost_s * 1000.0
-            );
+            let line = profile_line(shape, cost_s * 1000.0);
             let _ = std::io::stderr().write_all(line.as_bytes());
         }
     }
@@ -270,6 +286,17 @@ mod tests {
         single.submit(queued(0.0, 0));
         single.submit(queued(0.0, 1));
         assert_eq!(single.ready(0.0).unwrap().len(), 1);
+    }
+
+    /// The real server's line, name for name: `samples` counts audio inputs (here one a
+    /// decode), not PCM samples; our partial/final split comes after, under other names.
+    #[test]
+    fn the_profile_line_has_the_real_servers_names_and_meanings() {
+        let shape = [(1.5, 0.96, false), (0.5, 8.0, false), (3.0, 12.25, true)];
+        assert_eq!(
+            profile_line(&shape, 141.25),
+            "Realtime decode profile: requests=3 samples=3 audio_sec_total=21.210 audio_sec_min=0.960 audio_sec_max=12.250 queue_ms_p50=1.500 queue_ms_max=3.000 engine_ms=141.250 partial_requests=2 final_requests=1\n"
+        );
     }
 
     #[test]

@@ -55,7 +55,8 @@ pub enum Flow {
 /// A received frame, as the I/O should record it.
 #[derive(Debug, PartialEq, Eq)]
 pub struct Heard {
-    /// How the frame goes into the trace (`None`: it is not traced as a frame, e.g. a close).
+    /// How the frame goes into the trace (`None`: it is not traced as a frame, e.g. a close); a
+    /// binary frame goes in as its length.
     pub payload: Option<Payload>,
     /// A protocol error to trace beside it.
     pub error: Option<String>,
@@ -509,8 +510,9 @@ impl Machine {
                     self.tally(counted);
                 }
                 match self.protocol.classify_binary(bytes) {
+                    // Traced as its length (`{"_binary_bytes":n}`).
                     Ok(meaning) => Heard {
-                        payload: None,
+                        payload: Some(Payload::Json { audio_key: None }),
                         error: None,
                         flow: self.on_meaning(meaning, now_s),
                     },

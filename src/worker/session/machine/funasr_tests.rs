@@ -172,3 +172,49 @@ fn a_wait_for_stopped_that_times_out_after_the_final_is_no_benchmark_error_issue
     assert!(!t.stopped);
     assert!(t.errors.is_empty(), "{:?}", t.errors);
 }
+
+/// The benchmark keeps a frame it cannot parse as `{"_raw": …}` or `{"_binary_bytes": n}`: one
+/// more in `messages`, none in `events`, and its client goes on. So does ours, with no protocol
+/// error, whether the frame comes during set-up or while streaming.
+#[test]
+fn text_that_is_not_json_and_binary_frames_count_as_messages_and_end_nothing() {
+    let mut m = machine(&[]);
+    m.connecting(0.0);
+    m.next_action();
+    assert_eq!(m.next_action(), Action::Await("started"));
+    let odd = m.on_frame(Incoming::Text("warming up"), 0.005);
+    assert_eq!(
+        (odd.payload, odd.error, odd.flow),
+        (Some(Payload::Text), None, Flow::Continue)
+    );
+    assert_eq!(hear(&mut m, r#"{"event":"started"}"#, 0.01), Flow::Reached);
+    assert_eq!(m.next_action(), Action::Stream);
+    let due_s = m.packet(0, 1.0, 1.0, &mut Outgoing::default()).0;
+    m.sent(0, due_s, 1.0, 1.0);
+    assert_eq!(hear(&mut m, "<html>busy</html>", 1.05), Flow::Continue);
+    let binary = m.on_frame(Incoming::Binary(&[0u8; 7]), 1.06);
+    assert_eq!(
+        (binary.payload, binary.error, binary.flow),
+        (
+            Some(Payload::Json { audio_key: None }),
+            None,
+            Flow::Continue
+        )
+    );
+    assert_eq!(hear(&mut m, PARTIAL_500, 1.45), Flow::Continue);
+    m.streamed();
+    m.next_action();
+    m.control_sending(2.0);
+    hear(&mut m, FINAL, 2.1);
+    assert_eq!(hear(&mut m, r#"{"event":"stopped"}"#, 2.11), Flow::Reached);
+    m.finish(2.2, None);
+    let t = m.outcome.transcripts.clone().unwrap();
+    assert_eq!(m.outcome.protocol_errors, 0);
+    assert_eq!(
+        (t.messages, t.result_messages, t.partial_messages),
+        (5, 2, 1),
+        "the two odd frames after the audio start count as messages"
+    );
+    assert_eq!(t.events, [("stopped".to_string(), 1)]);
+    assert!(t.errors.is_empty(), "{:?}", t.errors);
+}
