@@ -95,22 +95,28 @@ impl Templates {
         Ok(Grant::new(granted))
     }
 
-    /// The `granted` object of `session.updated`: every capability, stated.
+    /// The `granted` object of `session.updated`: every capability, stated, in the keys and
+    /// order of sglang-omni's server (`Capabilities.to_granted_capabilities` and its
+    /// negotiation: no microturns, an empty `rejections`, since the mock grants what was asked
+    /// or refuses). `limits` are the mock's own, `session_timeout_s` 240 among them.
     fn granted_json(&self, grant: &Grant) -> String {
         let max_sessions = self
             .max_sessions
             .map_or_else(|| "null".to_string(), |n| n.to_string());
         format!(
             concat!(
-                r#"{{"interaction":"native","native_full_duplex":true,"#,
+                r#"{{"interaction":"native","native_full_duplex":true,"proactive_output":false,"#,
+                r#""turn_control":[null],"client_commit":false,"input_modalities":["audio"],"#,
+                r#""output_modalities":{modalities},"#,
                 r#""input_audio_format":{{"type":"audio/pcm","rate":{input_rate}}},"#,
                 r#""output_audio_format":{{"type":"audio/pcm","rate":{output_rate}}},"#,
-                r#""output_modalities":{modalities},"#,
-                r#""native_unit_ms":{unit_ms},"microturn_ms":null,"tail_policy":"pad","client_commit":false,"#,
-                r#""pressure_policy":"reject","strict_order":true,"proactive_output":false,"#,
-                r#""supports_server_interrupt":false,"supports_resume":false,"supports_truncate":false,"#,
+                r#""native_unit_ms":{unit_ms},"first_unit_ms":{unit_ms},"microturn_ms":null,"#,
+                r#""tail_policy":"pad","supports_server_interrupt":false,"supports_truncate":false,"#,
+                r#""supports_resume":false,"partial_style":"append_only","pressure_policy":"reject","#,
+                r#""strict_order":true,"sampling_parameters":[],"supports_reference_audio":false,"#,
                 r#""limits":{{"session_timeout_s":{timeout_s},"max_append_bytes":{append_bytes},"#,
-                r#""max_message_bytes":{message_bytes},"max_sessions":{max_sessions}}}}}"#
+                r#""max_message_bytes":{message_bytes},"max_sessions":{max_sessions}}},"#,
+                r#""rejections":[]}}"#
             ),
             input_rate = INPUT_SAMPLE_RATE,
             output_rate = self.output_sample_rate,
@@ -299,7 +305,7 @@ pub fn unit_done(event_id: &str, unit: &UnitSpan) -> Utf8Bytes {
 
 pub fn session_created(event_id: &str, session_id: &str) -> Utf8Bytes {
     Utf8Bytes::from(format!(
-        r#"{{"type":"{}","event_id":"{event_id}","session":{{"id":"{session_id}","object":"realtime.session","model":"{MODEL}","sglang":{{"granted":null}}}}}}"#,
+        r#"{{"type":"{}","event_id":"{event_id}","session":{{"id":"{session_id}","object":"realtime.session","type":"realtime","model":"{MODEL}","sglang":{{"granted":null}}}}}}"#,
         names::SESSION_CREATED
     ))
 }
@@ -319,10 +325,20 @@ pub fn session_updated(
         names::SESSION_UPDATED
     );
     push_json_str(&mut out, client_event_id);
+    // The session as configured, as sglang-omni's server echoes it: the granted modalities and
+    // the audio formats in use beside the grant.
     let _ = write!(
         out,
-        r#","session":{{"id":"{session_id}","object":"realtime.session","model":"{MODEL}","output_modalities":{},"sglang":{{"granted":"#,
-        grant.modalities_json
+        concat!(
+            r#","session":{{"id":"{session_id}","object":"realtime.session","type":"realtime","model":"{model}","#,
+            r#""output_modalities":{modalities},"audio":{{"input":{{"format":{{"type":"audio/pcm","rate":{input_rate}}}}},"#,
+            r#""output":{{"format":{{"type":"audio/pcm","rate":{output_rate}}}}}}},"sglang":{{"granted":"#
+        ),
+        session_id = session_id,
+        model = MODEL,
+        modalities = grant.modalities_json,
+        input_rate = INPUT_SAMPLE_RATE,
+        output_rate = templates.output_sample_rate,
     );
     out.push_str(&granted);
     out.push_str("}}}");

@@ -483,13 +483,41 @@ fn session_updated_grants_every_capability_of_the_profile() {
             "supports_server_interrupt": false,
             "supports_resume": false,
             "supports_truncate": false,
+            // The rest of what sglang-omni's server grants (types.py, negotiation.py).
+            "turn_control": [null],
+            "input_modalities": ["audio"],
+            "first_unit_ms": unit_ms,
+            "partial_style": "append_only",
+            "sampling_parameters": [],
+            "supports_reference_audio": false,
+            "rejections": [],
         });
         for (key, value) in expected.as_object().unwrap() {
             assert_eq!(&g[key], value, "{profile:?} granted.{key}");
         }
         assert_eq!(g["limits"]["session_timeout_s"], 240);
         assert_eq!(g["limits"]["max_append_bytes"], 64_000);
+        // The session as configured: its type and the audio formats, beside the grant.
+        let session = &updated["session"];
+        assert_eq!(session["type"], "realtime");
+        assert_eq!(
+            session["audio"],
+            serde_json::json!({
+                "input": {"format": {"type": "audio/pcm", "rate": 16_000}},
+                "output": {"format": {"type": "audio/pcm", "rate": rate}},
+            })
+        );
     }
+}
+
+#[test]
+fn session_created_is_a_realtime_session_with_nothing_granted_yet() {
+    let h = Harness::new(3, 1);
+    let created: Value = serde_json::from_str(h.out[0].as_str()).unwrap();
+    let session = &created["session"];
+    assert_eq!(session["object"], "realtime.session");
+    assert_eq!(session["type"], "realtime");
+    assert_eq!(session["sglang"]["granted"], Value::Null);
 }
 
 #[test]
