@@ -426,59 +426,92 @@ pub fn session_closed(event_id: &str, client_event_id: Option<&str>, reason: &st
     Utf8Bytes::from(out)
 }
 
-/// The `code` of an `error` event: one per way a client can get the protocol wrong.
+/// The `code` of an `error` event: sglang-omni's server's codes (protocol.py, runtime.py,
+/// negotiation.py), and one of the mock's own where that server has none.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ErrorCode {
-    InvalidJson,
-    BinaryNotSupported,
-    UnknownEvent,
-    SessionNotConfigured,
-    SeqOutOfOrder,
-    MissingField,
-    InvalidField,
-    InvalidAudio,
-    AppendTooLarge,
-    InputEnded,
+    /// Not JSON, a binary frame, a field missing or of the wrong type, audio that is not base64
+    /// PCM16, modalities that cannot be served.
+    InvalidRequest,
+    /// Valid, but not now: before `session.update`, after the end, a seq out of order, a
+    /// `t_start_ms` that is not where the input stands.
+    InvalidState,
+    /// An append larger than the input budget.
+    BufferOverflow,
+    /// An event type the protocol does not have.
+    NotSupported,
+    /// A command of the protocol the grant rules out (`client_commit` false: no manual turns).
+    NotApplicable,
+    /// The mock's own: a message larger than it reads (sglang-omni's server drops the
+    /// connection without an event).
     MessageTooLarge,
-    UnsupportedModalities,
 }
 
 impl ErrorCode {
     pub fn as_str(self) -> &'static str {
         match self {
-            ErrorCode::InvalidJson => "invalid_json",
-            ErrorCode::BinaryNotSupported => "binary_not_supported",
-            ErrorCode::UnknownEvent => "unknown_event",
-            ErrorCode::SessionNotConfigured => "session_not_configured",
-            ErrorCode::SeqOutOfOrder => "seq_out_of_order",
-            ErrorCode::MissingField => "missing_field",
-            ErrorCode::InvalidField => "invalid_field",
-            ErrorCode::InvalidAudio => "invalid_audio",
-            ErrorCode::AppendTooLarge => "append_too_large",
-            ErrorCode::InputEnded => "input_ended",
+            ErrorCode::InvalidRequest => "invalid_request",
+            ErrorCode::InvalidState => "invalid_state",
+            ErrorCode::BufferOverflow => "buffer_overflow",
+            ErrorCode::NotSupported => "not_supported",
+            ErrorCode::NotApplicable => "not_applicable",
             ErrorCode::MessageTooLarge => "message_too_large",
-            ErrorCode::UnsupportedModalities => "unsupported_modalities",
         }
     }
 }
 
+/// What an `error` event says: the code, a message for the client's developer, and the field at
+/// fault (`param`, a dotted path as sglang-omni's server gives it), when there is one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    pub code: ErrorCode,
+    pub message: String,
+    pub param: Option<&'static str>,
+}
+
+impl Refusal {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Refusal {
+        Refusal {
+            code,
+            message: message.into(),
+            param: None,
+        }
+    }
+
+    /// The same refusal, naming the field at fault.
+    pub fn at(self, param: &'static str) -> Refusal {
+        Refusal {
+            param: Some(param),
+            ..self
+        }
+    }
+}
+
+/// `error`: `error.type` is `server_error` when the error ends the session, as sglang-omni's
+/// server says it, `invalid_request_error` otherwise.
 pub fn error(
     event_id: &str,
-    code: ErrorCode,
-    message: &str,
+    refusal: &Refusal,
     client_event_id: Option<&str>,
     fatal: bool,
 ) -> Utf8Bytes {
-    let mut out = String::with_capacity(200 + message.len());
+    let mut out = String::with_capacity(240 + refusal.message.len());
+    let error_type = if fatal {
+        "server_error"
+    } else {
+        "invalid_request_error"
+    };
     let _ = write!(
         out,
-        r#"{{"type":"{}","event_id":"{event_id}","sglang":{{"fatal":{fatal}}},"error":{{"type":"invalid_request_error","code":"{}","message":"#,
+        r#"{{"type":"{}","event_id":"{event_id}","sglang":{{"fatal":{fatal}}},"error":{{"type":"{error_type}","code":"{}","message":"#,
         names::ERROR,
-        code.as_str()
+        refusal.code.as_str()
     );
-    push_json_str(&mut out, Some(message));
+    push_json_str(&mut out, Some(&refusal.message));
     out.push_str(r#","event_id":"#);
     push_json_str(&mut out, client_event_id);
+    out.push_str(r#","param":"#);
+    push_json_str(&mut out, refusal.param);
     out.push_str("}}");
     Utf8Bytes::from(out)
 }
@@ -527,17 +560,27 @@ mod tests {
     fn client_strings_are_escaped() {
         let v = json(&accepted("e", 2, 240.0, Some("a\"b\\c\n")));
         assert_eq!(v["client_event_id"], "a\"b\\c\n");
-        let v = json(&error(
-            "e",
-            ErrorCode::InvalidJson,
-            "bad \"x\"",
-            None,
-            false,
-        ));
+        let refusal = Refusal::new(ErrorCode::InvalidRequest, "bad \"x\"");
+        let v = json(&error("e", &refusal, None, false));
         assert_eq!(v["error"]["message"], "bad \"x\"");
-        assert_eq!(v["error"]["code"], "invalid_json");
+        assert_eq!(v["error"]["code"], "invalid_request");
         assert_eq!(v["error"]["event_id"], Value::Null);
+        assert_eq!(v["error"]["param"], Value::Null);
         assert_eq!(v["sglang"]["fatal"], false);
+    }
+
+    #[test]
+    fn errors_are_shaped_as_sglang_omni_sends_them_server_error_when_fatal() {
+        let refusal = Refusal::new(ErrorCode::InvalidRequest, "m").at("audio");
+        let v = json(&error("e", &refusal, Some("c"), false));
+        assert_eq!(
+            v["error"],
+            serde_json::json!({"type": "invalid_request_error", "code": "invalid_request",
+                "message": "m", "event_id": "c", "param": "audio"})
+        );
+        let v = json(&error("e", &refusal, Some("c"), true));
+        assert_eq!(v["error"]["type"], "server_error");
+        assert_eq!(v["sglang"]["fatal"], true);
     }
 
     #[test]

@@ -15,7 +15,7 @@
 
 use super::client_event::{self, ClientEvent};
 use super::replies::{
-    self, Drained, ErrorCode, EventIds, Grant, ResponseFrames, Templates, UnitSpan,
+    self, Drained, ErrorCode, EventIds, Grant, Refusal, ResponseFrames, Templates, UnitSpan,
     INPUT_BYTES_PER_MS,
 };
 use super::stats::Counters;
@@ -24,6 +24,9 @@ use std::rc::Rc;
 use tokio_tungstenite::tungstenite::Utf8Bytes;
 /// Longest piece of client text quoted back in an error message.
 const QUOTE_CHARS: usize = 64;
+/// Where sglang-omni's server says a field of an append is at fault (pydantic's location).
+const SEQ_PARAM: &str = "input_audio_buffer.append.sglang.seq";
+const AUDIO_PARAM: &str = "input_audio_buffer.append.audio";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Phase {
@@ -114,7 +117,8 @@ impl Session {
             Ok(event) => event,
             Err(err) => {
                 let message = format!("not a JSON object with a string `type`: {err}");
-                self.error(out, counters, ErrorCode::InvalidJson, &message, None);
+                let refusal = Refusal::new(ErrorCode::InvalidRequest, message);
+                self.error(out, counters, &refusal, None);
                 return Step::Continue;
             }
         };
@@ -137,15 +141,19 @@ impl Session {
                 counters.session_closed();
                 return Step::Close;
             }
+            // Commands of the protocol that the grant rules out (`client_commit` false).
+            names::COMMIT | names::RESPONSE_CREATE => {
+                let message = format!(
+                    "`{}`: manual turn commands are not granted (client_commit false)",
+                    event.kind
+                );
+                let refusal = Refusal::new(ErrorCode::NotApplicable, message);
+                self.error(out, counters, &refusal, client_event_id);
+            }
             other => {
                 let message = format!("unknown event type `{}`", quote(other));
-                self.error(
-                    out,
-                    counters,
-                    ErrorCode::UnknownEvent,
-                    &message,
-                    client_event_id,
-                );
+                let refusal = Refusal::new(ErrorCode::NotSupported, message);
+                self.error(out, counters, &refusal, client_event_id);
             }
         }
         Step::Continue
@@ -154,7 +162,8 @@ impl Session {
     /// Handles a binary message: the protocol is text only.
     pub fn on_binary(&mut self, counters: &Counters, out: &mut Vec<Utf8Bytes>) {
         let message = "binary frames are not part of the protocol; send JSON text frames";
-        self.error(out, counters, ErrorCode::BinaryNotSupported, message, None);
+        let refusal = Refusal::new(ErrorCode::InvalidRequest, message);
+        self.error(out, counters, &refusal, None);
     }
 
     /// The fatal error sent (best effort) before a session that sent an oversized message ends.
@@ -165,13 +174,8 @@ impl Session {
             "message larger than {} bytes; the session ends",
             replies::MAX_MESSAGE_BYTES
         );
-        out.push(replies::error(
-            &event_id,
-            ErrorCode::MessageTooLarge,
-            &message,
-            None,
-            true,
-        ));
+        let refusal = Refusal::new(ErrorCode::MessageTooLarge, message);
+        out.push(replies::error(&event_id, &refusal, None, true));
     }
 
     fn on_update(
@@ -183,13 +187,8 @@ impl Session {
         let client_event_id = event.event_id.as_deref();
         if self.phase == Phase::Ended {
             let message = "input has ended; only session.close is valid now";
-            self.error(
-                out,
-                counters,
-                ErrorCode::InputEnded,
-                message,
-                client_event_id,
-            );
+            let refusal = Refusal::new(ErrorCode::InvalidState, message);
+            self.error(out, counters, &refusal, client_event_id);
             return Step::Continue;
         }
         let asked = event
@@ -201,18 +200,17 @@ impl Session {
             Err(message) => {
                 counters.protocol_error();
                 let event_id = self.event_id();
-                let code = ErrorCode::UnsupportedModalities;
-                out.push(replies::error(
-                    &event_id,
-                    code,
-                    &message,
-                    client_event_id,
-                    true,
-                ));
+                let refusal = Refusal::new(ErrorCode::InvalidRequest, message)
+                    .at("session.output_modalities");
+                out.push(replies::error(&event_id, &refusal, client_event_id, true));
                 // As sglang-omni's server ends a session after a fatal error: `session.closed`
                 // with the error's code as its reason, and a normal close.
                 let event_id = self.event_id();
-                out.push(replies::session_closed(&event_id, None, code.as_str()));
+                out.push(replies::session_closed(
+                    &event_id,
+                    None,
+                    refusal.code.as_str(),
+                ));
                 self.phase = Phase::Closed;
                 return Step::Close;
             }
@@ -242,50 +240,50 @@ impl Session {
             Ok((seq, audio_bytes)) => {
                 self.accept(event, seq, audio_bytes, arrival_s, counters, out)
             }
-            Err((code, message)) => {
-                self.error(out, counters, code, &message, event.event_id.as_deref());
-            }
+            Err(refusal) => self.error(out, counters, &refusal, event.event_id.as_deref()),
         }
     }
 
     /// An append's seq and audio size, or what is wrong with it (checked in this order: the
     /// phase, the seq, its order, the audio, its size).
-    fn check_append(&self, event: &ClientEvent<'_>) -> Result<(u64, usize), (ErrorCode, String)> {
+    fn check_append(&self, event: &ClientEvent<'_>) -> Result<(u64, usize), Refusal> {
         self.check_streaming()?;
         let seq = match event.sglang.as_ref().and_then(|s| s.seq()) {
             Some(Ok(seq)) => seq,
             Some(Err(number)) => {
-                return Err((
-                    ErrorCode::InvalidField,
+                return Err(Refusal::new(
+                    ErrorCode::InvalidRequest,
                     format!("sglang.seq must be a whole number from 0, got {number}"),
-                ))
+                )
+                .at(SEQ_PARAM))
             }
             None => {
-                return Err((
-                    ErrorCode::MissingField,
-                    "append needs sglang.seq".to_string(),
-                ))
+                return Err(
+                    Refusal::new(ErrorCode::InvalidRequest, "append needs sglang.seq")
+                        .at(SEQ_PARAM),
+                )
             }
         };
         if seq != self.next_seq {
-            return Err((
-                ErrorCode::SeqOutOfOrder,
+            return Err(Refusal::new(
+                ErrorCode::InvalidState,
                 format!("expected seq {}, got {seq}; packet dropped", self.next_seq),
             ));
         }
         let audio_bytes = match event.audio.as_deref().map(decoded_len) {
             Some(Ok(bytes)) => bytes,
-            Some(Err(message)) => return Err((ErrorCode::InvalidAudio, message)),
+            Some(Err(refusal)) => return Err(refusal),
             None => {
-                return Err((
-                    ErrorCode::MissingField,
-                    "append needs `audio` (base64 PCM16)".to_string(),
-                ))
+                return Err(Refusal::new(
+                    ErrorCode::InvalidRequest,
+                    "append needs `audio` (base64 PCM16)",
+                )
+                .at(AUDIO_PARAM))
             }
         };
         if audio_bytes > replies::MAX_APPEND_BYTES {
-            return Err((
-                ErrorCode::AppendTooLarge,
+            return Err(Refusal::new(
+                ErrorCode::BufferOverflow,
                 format!(
                     "append of {audio_bytes} bytes exceeds max_append_bytes {}",
                     replies::MAX_APPEND_BYTES
@@ -358,8 +356,8 @@ impl Session {
         counters: &Counters,
         out: &mut Vec<Utf8Bytes>,
     ) {
-        if let Err((code, message)) = self.check_streaming() {
-            self.error(out, counters, code, &message, client_event_id);
+        if let Err(refusal) = self.check_streaming() {
+            self.error(out, counters, &refusal, client_event_id);
             return;
         }
         self.phase = Phase::Ended;
@@ -400,16 +398,16 @@ impl Session {
     }
 
     /// Appends and the end of input are valid only between `session.updated` and the end.
-    fn check_streaming(&self) -> Result<(), (ErrorCode, String)> {
+    fn check_streaming(&self) -> Result<(), Refusal> {
         match self.phase {
             Phase::Streaming => Ok(()),
-            Phase::AwaitingUpdate => Err((
-                ErrorCode::SessionNotConfigured,
-                "send session.update and wait for session.updated first".to_string(),
+            Phase::AwaitingUpdate => Err(Refusal::new(
+                ErrorCode::InvalidState,
+                "send session.update and wait for session.updated first",
             )),
-            Phase::Ended | Phase::Closed => Err((
-                ErrorCode::InputEnded,
-                "input has ended; only session.close is valid now".to_string(),
+            Phase::Ended | Phase::Closed => Err(Refusal::new(
+                ErrorCode::InvalidState,
+                "input has ended; only session.close is valid now",
             )),
         }
     }
@@ -439,23 +437,17 @@ impl Session {
         self.pending.clear();
     }
 
+    /// A non-fatal `error`: the session goes on as if the message had not come.
     fn error(
         &mut self,
         out: &mut Vec<Utf8Bytes>,
         counters: &Counters,
-        code: ErrorCode,
-        message: &str,
+        refusal: &Refusal,
         client_event_id: Option<&str>,
     ) {
         counters.protocol_error();
         let event_id = self.event_id();
-        out.push(replies::error(
-            &event_id,
-            code,
-            message,
-            client_event_id,
-            false,
-        ));
+        out.push(replies::error(&event_id, refusal, client_event_id, false));
     }
 
     fn event_id(&mut self) -> String {
@@ -464,25 +456,27 @@ impl Session {
 }
 
 /// Decoded length of standard padded base64, from its length alone: the mock never looks at the
-/// audio, so decoding it would be wasted work.
-fn decoded_len(audio_b64: &str) -> Result<usize, String> {
+/// audio, so decoding it would be wasted work. Not base64 is refused as sglang-omni's server
+/// refuses it (`param` `audio`); base64 of no or half samples without a `param`, as it does.
+fn decoded_len(audio_b64: &str) -> Result<usize, Refusal> {
+    let not_base64 = |message: String| Refusal::new(ErrorCode::InvalidRequest, message).at("audio");
     let len = audio_b64.len();
-    if len == 0 {
-        return Err("`audio` is empty".to_string());
-    }
     if len % 4 != 0 {
-        return Err(format!(
+        return Err(not_base64(format!(
             "`audio` is {len} characters, not a multiple of 4: not padded base64"
-        ));
+        )));
     }
     let padding = audio_b64.bytes().rev().take_while(|&b| b == b'=').count();
     if padding > 2 {
-        return Err("`audio` ends in more than two `=`: not base64".to_string());
+        return Err(not_base64(
+            "`audio` ends in more than two `=`: not base64".to_string(),
+        ));
     }
     let bytes = len / 4 * 3 - padding;
-    if bytes % BYTES_PER_SAMPLE != 0 {
-        return Err(format!(
-            "`audio` decodes to {bytes} bytes, not whole PCM16 samples"
+    if bytes == 0 || bytes % BYTES_PER_SAMPLE != 0 {
+        return Err(Refusal::new(
+            ErrorCode::InvalidRequest,
+            format!("`audio` decodes to {bytes} bytes, not whole PCM16 samples"),
         ));
     }
     Ok(bytes)

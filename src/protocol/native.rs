@@ -26,6 +26,8 @@ pub mod names {
     pub const AUDIO_DELTA: &str = "response.output_audio.delta";
     pub const TRANSCRIPT_DELTA: &str = "response.output_audio_transcript.delta";
     pub const TEXT_DELTA: &str = "response.output_text.delta";
+    pub const TRANSCRIPT_DONE: &str = "response.output_audio_transcript.done";
+    pub const TEXT_DONE: &str = "response.output_text.done";
     pub const UNIT_DONE: &str = "sglang.unit.done";
     pub const RESPONSE_CREATED: &str = "response.created";
     pub const AUDIO_DONE: &str = "response.output_audio.done";
@@ -36,6 +38,9 @@ pub mod names {
     pub const SESSION_CLOSE: &str = "session.close";
     pub const SESSION_CLOSED: &str = "session.closed";
     pub const ERROR: &str = "error";
+    /// Manual turn commands: part of the protocol, never granted to a native session.
+    pub const COMMIT: &str = "input_audio_buffer.commit";
+    pub const RESPONSE_CREATE: &str = "response.create";
 }
 
 /// Input audio format of the native protocol: 16 kHz mono PCM16 little-endian.

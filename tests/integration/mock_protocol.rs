@@ -291,20 +291,21 @@ async fn malformed_messages_get_errors_and_the_session_keeps_working() {
 
     client.send("this is not json".to_string()).await;
     let error = client.next_event(names::ERROR).await;
-    assert_eq!(error["error"]["code"], "invalid_json");
+    // sglang-omni's server's codes: invalid_request, invalid_state, …
+    assert_eq!(error["error"]["code"], "invalid_request");
     assert_eq!(error["error"]["type"], "invalid_request_error");
     assert_eq!(error["sglang"]["fatal"], false);
 
     client.append(1, 80, 2560).await;
     let error = client.next_event(names::ERROR).await;
-    assert_eq!(error["error"]["code"], "seq_out_of_order");
+    assert_eq!(error["error"]["code"], "invalid_state");
 
     tokio::time::timeout(STEP, client.ws.send(Message::Binary(vec![1, 2, 3].into())))
         .await
         .unwrap()
         .unwrap();
     let error = client.next_event(names::ERROR).await;
-    assert_eq!(error["error"]["code"], "binary_not_supported");
+    assert_eq!(error["error"]["code"], "invalid_request");
 
     client.append(0, 0, 2560).await;
     assert_eq!(client.next_event(names::ACCEPTED).await["seq"], 0);
@@ -533,7 +534,8 @@ async fn asking_voicechat_for_minicpmo_modalities_is_a_fatal_error_naming_what_i
         .await;
     let error = client.next_event(names::ERROR).await;
     assert_eq!(error["sglang"]["fatal"], true);
-    assert_eq!(error["error"]["code"], "unsupported_modalities");
+    assert_eq!(error["error"]["type"], "server_error");
+    assert_eq!(error["error"]["code"], "invalid_request");
     let message = error["error"]["message"].as_str().unwrap();
     assert!(
         message.contains(r#"["text"]"#) && message.contains(r#"["audio"]"#),
@@ -542,7 +544,7 @@ async fn asking_voicechat_for_minicpmo_modalities_is_a_fatal_error_naming_what_i
     // The session ends as sglang-omni's server ends it after a fatal error: no grant,
     // `session.closed` with the error's code, and a normal close (1000).
     let closed = client.next_event(names::SESSION_CLOSED).await;
-    assert_eq!(closed["reason"], "unsupported_modalities");
+    assert_eq!(closed["reason"], "invalid_request");
     let next = tokio::time::timeout(STEP, client.ws.next()).await.unwrap();
     match next {
         Some(Ok(Message::Close(Some(frame)))) => assert_eq!(u16::from(frame.code), 1000),

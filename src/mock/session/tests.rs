@@ -92,6 +92,11 @@ fn error_code(events: &[Value]) -> &str {
     events[0]["error"]["code"].as_str().unwrap()
 }
 
+/// The code and `param` of a non-fatal error.
+fn error_at(events: &[Value]) -> (&str, &Value) {
+    (error_code(events), &events[0]["error"]["param"])
+}
+
 /// A `session.update` as the real client sends it, asking for `modalities`.
 fn real_update(modalities: &[&str]) -> String {
     serde_json::json!({
@@ -308,7 +313,7 @@ fn short_last_packet_becomes_the_tail_unit_at_the_end_of_input() {
 #[test]
 fn append_before_update_is_refused_and_changes_nothing() {
     let mut h = Harness::new(3, 1);
-    assert_eq!(error_code(&h.append(0, PACKET)), "session_not_configured");
+    assert_eq!(error_code(&h.append(0, PACKET)), "invalid_state");
     let mut h = h.configured();
     assert_eq!(h.append(0, PACKET)[0]["seq"], 0);
     assert_eq!(h.errors(), 1);
@@ -318,44 +323,55 @@ fn append_before_update_is_refused_and_changes_nothing() {
 fn out_of_order_seq_is_refused_and_not_accepted() {
     let mut h = Harness::new(3, 1).configured();
     let refused = h.append(1, PACKET);
-    assert_eq!(error_code(&refused), "seq_out_of_order");
+    assert_eq!(error_code(&refused), "invalid_state");
     assert_eq!(refused[0]["error"]["event_id"], format!("{:016x}", 101));
     assert_eq!(h.append(0, PACKET)[0]["seq"], 0);
-    assert_eq!(error_code(&h.append(0, PACKET)), "seq_out_of_order");
+    assert_eq!(error_code(&h.append(0, PACKET)), "invalid_state");
     assert_eq!(h.append(1, PACKET)[0]["seq"], 1);
     assert_eq!(h.errors(), 2);
 }
 
 #[test]
-fn malformed_messages_get_specific_codes() {
+fn malformed_messages_get_sglang_omnis_codes() {
     let mut h = Harness::new(3, 1).configured();
-    assert_eq!(error_code(&h.send("not json")), "invalid_json");
-    assert_eq!(error_code(&h.send(r#"{"no":"type"}"#)), "invalid_json");
-    assert_eq!(error_code(&h.send(r#"{"type":"x.y"}"#)), "unknown_event");
+    let null = &Value::Null;
+    assert_eq!(error_at(&h.send("not json")), ("invalid_request", null));
     assert_eq!(
-        error_code(&h.send(r#"{"type":"input_audio_buffer.append","audio":"AAAA"}"#)),
-        "missing_field"
+        error_at(&h.send(r#"{"no":"type"}"#)),
+        ("invalid_request", null)
     );
     assert_eq!(
-        error_code(&h.send(
+        error_at(&h.send(r#"{"type":"x.y"}"#)),
+        ("not_supported", null)
+    );
+    assert_eq!(
+        error_code(&h.send(r#"{"type":"input_audio_buffer.commit","event_id":"m"}"#)),
+        "not_applicable"
+    );
+    assert_eq!(
+        error_at(&h.send(r#"{"type":"input_audio_buffer.append","audio":"AAAA"}"#)),
+        ("invalid_request", &serde_json::json!(SEQ_PARAM))
+    );
+    assert_eq!(
+        error_at(&h.send(
             r#"{"type":"input_audio_buffer.append","audio":"AAA","sglang":{"seq":0,"t_start_ms":0}}"#
         )),
-        "invalid_audio"
+        ("invalid_request", &serde_json::json!("audio"))
     );
     // 3 bytes: not whole samples.
     assert_eq!(
-        error_code(&h.send(
+        error_at(&h.send(
             r#"{"type":"input_audio_buffer.append","audio":"AAAA","sglang":{"seq":0,"t_start_ms":0}}"#
         )),
-        "invalid_audio"
+        ("invalid_request", null)
     );
     h.out.clear();
     h.session.on_binary(&h.counters, &mut h.out);
     let v: Value = serde_json::from_str(h.out[0].as_str()).unwrap();
-    assert_eq!(v["error"]["code"], "binary_not_supported");
+    assert_eq!(v["error"]["code"], "invalid_request");
     let huge = h.append(0, replies::MAX_APPEND_BYTES + 2);
-    assert_eq!(error_code(&huge), "append_too_large");
-    assert_eq!(h.errors(), 8);
+    assert_eq!(error_code(&huge), "buffer_overflow");
+    assert_eq!(h.errors(), 9);
     // None of it disturbed the session.
     assert_eq!(h.append(0, PACKET)[0]["seq"], 0);
 }
@@ -365,11 +381,14 @@ fn input_after_end_is_refused_but_close_still_works() {
     let mut h = Harness::new(3, 1).configured();
     h.append(0, PACKET);
     h.send(&protocol::input_end(2));
-    assert_eq!(error_code(&h.append(1, PACKET)), "input_ended");
-    assert_eq!(error_code(&h.send(&protocol::input_end(3))), "input_ended");
+    assert_eq!(error_code(&h.append(1, PACKET)), "invalid_state");
+    assert_eq!(
+        error_code(&h.send(&protocol::input_end(3))),
+        "invalid_state"
+    );
     assert_eq!(
         error_code(&h.send(&protocol::session_update(4))),
-        "input_ended"
+        "invalid_state"
     );
     let (step, closed) = h.send_at(&protocol::session_close(5), 0.0);
     assert_eq!(
@@ -405,7 +424,7 @@ fn arrival_deviation_is_measured_from_seq_0() {
 #[test]
 fn decoded_length_comes_from_the_base64_length() {
     assert_eq!(
-        decoded_len("AAAA"),
+        decoded_len("AAAA").map_err(|r| r.message),
         Err("`audio` decodes to 3 bytes, not whole PCM16 samples".into())
     );
     assert_eq!(decoded_len("AAA="), Ok(2));
@@ -447,7 +466,7 @@ fn float_milliseconds_float_seq_and_unknown_fields_are_accepted() {
     let fractional = h.send(&format!(
         r#"{{"type":"input_audio_buffer.append","event_id":"d","audio":"{audio}","sglang":{{"seq":3.5}}}}"#
     ));
-    assert_eq!(error_code(&fractional), "invalid_field");
+    assert_eq!(error_code(&fractional), "invalid_request");
 }
 
 #[test]
@@ -544,10 +563,13 @@ fn asking_voicechat_for_text_is_refused_with_a_fatal_error_naming_what_it_serves
     assert_eq!(step, Step::Close);
     // Then `session.closed` with the error's code, as sglang-omni's server ends the session.
     assert_eq!(kinds(&events), [names::ERROR, names::SESSION_CLOSED]);
-    assert_eq!(events[1]["reason"], "unsupported_modalities");
+    assert_eq!(events[1]["reason"], "invalid_request");
     let error = &events[0];
     assert_eq!(error["sglang"]["fatal"], true);
-    assert_eq!(error["error"]["code"], "unsupported_modalities");
+    // sglang-omni's code for modalities it cannot serve; `server_error` as the error is fatal.
+    assert_eq!(error["error"]["code"], "invalid_request");
+    assert_eq!(error["error"]["type"], "server_error");
+    assert_eq!(error["error"]["param"], "session.output_modalities");
     assert_eq!(
         error["error"]["event_id"],
         "5f0c6b3e9d2a4e7f8a1b2c3d4e5f6a7b"
