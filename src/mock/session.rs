@@ -27,6 +27,8 @@ const QUOTE_CHARS: usize = 64;
 /// Where sglang-omni's server says a field of an append is at fault (pydantic's location).
 const SEQ_PARAM: &str = "input_audio_buffer.append.sglang.seq";
 const AUDIO_PARAM: &str = "input_audio_buffer.append.audio";
+/// How far a stated `t_start_ms` may be from the input accepted, as sglang-omni's server allows.
+const MEDIA_TIME_TOLERANCE_MS: f64 = 1e-7;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Phase {
@@ -244,16 +246,17 @@ impl Session {
         }
     }
 
-    /// An append's seq and audio size, or what is wrong with it (checked in this order: the
-    /// phase, the seq, its order, the audio, its size).
+    /// An append's seq and audio size, or what is wrong with it, checked in sglang-omni's
+    /// server's order: the fields (a seq that is a JSON integer, the audio), the audio's size
+    /// and base64 form, then against the session: its phase, the seq's order, whole samples,
+    /// and `t_start_ms` where the input stands.
     fn check_append(&self, event: &ClientEvent<'_>) -> Result<(u64, usize), Refusal> {
-        self.check_streaming()?;
         let seq = match event.sglang.as_ref().and_then(|s| s.seq()) {
             Some(Ok(seq)) => seq,
             Some(Err(number)) => {
                 return Err(Refusal::new(
                     ErrorCode::InvalidRequest,
-                    format!("sglang.seq must be a whole number from 0, got {number}"),
+                    format!("sglang.seq must be a JSON integer from 0, got {number}"),
                 )
                 .at(SEQ_PARAM))
             }
@@ -264,23 +267,14 @@ impl Session {
                 )
             }
         };
-        if seq != self.next_seq {
+        let Some(audio) = event.audio.as_deref() else {
             return Err(Refusal::new(
-                ErrorCode::InvalidState,
-                format!("expected seq {}, got {seq}; packet dropped", self.next_seq),
-            ));
-        }
-        let audio_bytes = match event.audio.as_deref().map(decoded_len) {
-            Some(Ok(bytes)) => bytes,
-            Some(Err(refusal)) => return Err(refusal),
-            None => {
-                return Err(Refusal::new(
-                    ErrorCode::InvalidRequest,
-                    "append needs `audio` (base64 PCM16)",
-                )
-                .at(AUDIO_PARAM))
-            }
+                ErrorCode::InvalidRequest,
+                "append needs `audio` (base64 PCM16)",
+            )
+            .at(AUDIO_PARAM));
         };
+        let audio_bytes = decoded_len(audio)?;
         if audio_bytes > replies::MAX_APPEND_BYTES {
             return Err(Refusal::new(
                 ErrorCode::BufferOverflow,
@@ -289,6 +283,33 @@ impl Session {
                     replies::MAX_APPEND_BYTES
                 ),
             ));
+        }
+        self.check_streaming()?;
+        if seq != self.next_seq {
+            return Err(Refusal::new(
+                ErrorCode::InvalidState,
+                format!("expected seq {}, got {seq}; packet dropped", self.next_seq),
+            ));
+        }
+        if audio_bytes == 0 || audio_bytes % BYTES_PER_SAMPLE != 0 {
+            return Err(Refusal::new(
+                ErrorCode::InvalidRequest,
+                format!("`audio` decodes to {audio_bytes} bytes, not whole PCM16 samples"),
+            ));
+        }
+        // Optional; any JSON number (`80` or `80.0`), to the server's tolerance.
+        let t_start_ms = event.sglang.as_ref().and_then(|s| s.t_start_ms);
+        if let Some(t_start_ms) = t_start_ms {
+            let input_ms = self.accepted_end_ms();
+            if (t_start_ms - input_ms).abs() > MEDIA_TIME_TOLERANCE_MS {
+                return Err(Refusal::new(
+                    ErrorCode::InvalidState,
+                    format!(
+                        "sglang.t_start_ms {t_start_ms} is not where the input stands, \
+                         {input_ms} ms: input media time must be sample-contiguous"
+                    ),
+                ));
+            }
         }
         Ok((seq, audio_bytes))
     }
@@ -304,12 +325,8 @@ impl Session {
         counters: &Counters,
         out: &mut Vec<Utf8Bytes>,
     ) {
-        // The media time the client states, or (it is optional) where the input stands.
-        let t_start_ms = event
-            .sglang
-            .as_ref()
-            .and_then(|s| s.t_start_ms)
-            .unwrap_or_else(|| self.accepted_end_ms());
+        // Where the input stands: the media time the client stated, if it did.
+        let t_start_ms = self.accepted_end_ms();
         let origin = *self.origin.get_or_insert(Origin {
             arrival_s,
             t_start_ms,
@@ -456,8 +473,8 @@ impl Session {
 }
 
 /// Decoded length of standard padded base64, from its length alone: the mock never looks at the
-/// audio, so decoding it would be wasted work. Not base64 is refused as sglang-omni's server
-/// refuses it (`param` `audio`); base64 of no or half samples without a `param`, as it does.
+/// audio, so decoding it would be wasted work. What is not base64 is refused as sglang-omni's
+/// server refuses it (`param` `audio`).
 fn decoded_len(audio_b64: &str) -> Result<usize, Refusal> {
     let not_base64 = |message: String| Refusal::new(ErrorCode::InvalidRequest, message).at("audio");
     let len = audio_b64.len();
@@ -472,14 +489,7 @@ fn decoded_len(audio_b64: &str) -> Result<usize, Refusal> {
             "`audio` ends in more than two `=`: not base64".to_string(),
         ));
     }
-    let bytes = len / 4 * 3 - padding;
-    if bytes == 0 || bytes % BYTES_PER_SAMPLE != 0 {
-        return Err(Refusal::new(
-            ErrorCode::InvalidRequest,
-            format!("`audio` decodes to {bytes} bytes, not whole PCM16 samples"),
-        ));
-    }
-    Ok(bytes)
+    Ok(len / 4 * 3 - padding)
 }
 
 /// At most [`QUOTE_CHARS`] characters of client text, for error messages.

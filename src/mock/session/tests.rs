@@ -423,14 +423,15 @@ fn arrival_deviation_is_measured_from_seq_0() {
 
 #[test]
 fn decoded_length_comes_from_the_base64_length() {
-    assert_eq!(
-        decoded_len("AAAA").map_err(|r| r.message),
-        Err("`audio` decodes to 3 bytes, not whole PCM16 samples".into())
-    );
+    assert_eq!(decoded_len("AAAA"), Ok(3));
     assert_eq!(decoded_len("AAA="), Ok(2));
     assert_eq!(decoded_len("AAAAAA=="), Ok(4));
-    assert!(decoded_len("").is_err());
-    assert!(decoded_len("A===").is_err());
+    assert_eq!(decoded_len(""), Ok(0));
+    assert_eq!(decoded_len("A===").map_err(|r| r.param), Err(Some("audio")));
+    assert_eq!(
+        decoded_len("AAAAA").map_err(|r| r.param),
+        Err(Some("audio"))
+    );
     let b64 = base64::engine::general_purpose::STANDARD.encode(vec![0u8; PACKET]);
     assert_eq!(decoded_len(&b64), Ok(PACKET));
 }
@@ -445,13 +446,13 @@ fn long_client_text_is_quoted_short() {
 // Issue #10, fact by fact, on sessions run as the real sglang-omni client runs them.
 
 #[test]
-fn float_milliseconds_float_seq_and_unknown_fields_are_accepted() {
+fn float_milliseconds_and_unknown_fields_are_accepted() {
     let mut h = Harness::new(3, 1);
     let updated = h.send(r#"{"type":"session.update","event_id":"u-1","session":{"output_modalities":["audio"],"instructions":"x"},"extra":1}"#);
     assert_eq!(kinds(&updated), [names::SESSION_UPDATED]);
     let audio = base64::engine::general_purpose::STANDARD.encode(vec![0u8; PACKET]);
     let first = h.send(&format!(
-        r#"{{"type":"input_audio_buffer.append","event_id":"a","audio":"{audio}","sglang":{{"seq":0.0,"t_start_ms":0.0,"note":"x"}},"more":[1,2]}}"#
+        r#"{{"type":"input_audio_buffer.append","event_id":"a","audio":"{audio}","sglang":{{"seq":0,"t_start_ms":0.0,"note":"x"}},"more":[1,2]}}"#
     ));
     assert_eq!(first[0]["type"], names::ACCEPTED);
     assert_eq!(first[0]["seq"], 0);
@@ -463,10 +464,38 @@ fn float_milliseconds_float_seq_and_unknown_fields_are_accepted() {
     ));
     assert_eq!(third[0]["accepted_end_ms"], 240);
     assert_eq!(h.errors(), 0);
-    let fractional = h.send(&format!(
-        r#"{{"type":"input_audio_buffer.append","event_id":"d","audio":"{audio}","sglang":{{"seq":3.5}}}}"#
-    ));
-    assert_eq!(error_code(&fractional), "invalid_request");
+}
+
+/// sglang-omni's server takes `seq` as a strict integer and `t_start_ms` as where the input
+/// stands (to 1e-7 ms): a client the mock accepts must be one the server accepts.
+#[test]
+fn a_float_seq_or_a_t_start_ms_off_the_input_is_refused_as_the_server_refuses_it() {
+    let mut h = Harness::new(3, 1).configured();
+    let audio = base64::engine::general_purpose::STANDARD.encode(vec![0u8; PACKET]);
+    let append = |seq: &str, t_start_ms: &str| {
+        format!(
+            r#"{{"type":"input_audio_buffer.append","event_id":"a{seq}","audio":"{audio}","sglang":{{"seq":{seq},"t_start_ms":{t_start_ms}}}}}"#
+        )
+    };
+    for seq in ["0.0", "0.5", "-1", "1e0"] {
+        assert_eq!(
+            error_at(&h.send(&append(seq, "0"))),
+            ("invalid_request", &serde_json::json!(SEQ_PARAM)),
+            "seq {seq}"
+        );
+    }
+    assert_eq!(h.send(&append("0", "0.0"))[0]["type"], names::ACCEPTED);
+    // 80 ms accepted: 80.0 and 80 are where the input stands, 79.9 and 160 are not.
+    for t_start_ms in ["79.9", "160", "0"] {
+        assert_eq!(
+            error_at(&h.send(&append("1", t_start_ms))),
+            ("invalid_state", &Value::Null),
+            "t_start_ms {t_start_ms}"
+        );
+    }
+    assert_eq!(h.send(&append("1", "80.0"))[0]["seq"], 1);
+    assert_eq!(h.send(&append("2", "160"))[0]["seq"], 2);
+    assert_eq!(h.errors(), 7);
 }
 
 #[test]
