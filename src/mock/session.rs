@@ -11,7 +11,8 @@
 //!
 //! Input is cut into native units of the profile (80 ms or 1000 ms), whatever the packet size:
 //! the accepted input is counted in bytes, and a unit is emitted as soon as a whole one has been
-//! accepted; the tail, shorter, at the end of input.
+//! accepted; at the end of input the tail, shorter, or (input that ends on a unit boundary) an
+//! empty unit, as sglang-omni's server cuts one. The response ends with that last unit.
 
 use super::client_event::{self, ClientEvent};
 use super::replies::{
@@ -348,7 +349,7 @@ impl Session {
             self.cut_unit(unit_bytes);
         }
         if self.pending.len() >= self.templates.burst_units as usize {
-            self.flush_units(out);
+            self.flush_units(false, out);
         }
     }
 
@@ -385,22 +386,20 @@ impl Session {
             client_event_id,
             accepted_end_ms,
         ));
-        // The tail: the input after the last whole unit, padded with silence to a whole unit.
+        // The last unit: the tail, the input after the last whole unit, padded with silence to
+        // a whole unit; or, when the input ends on a unit boundary (or there was none), an
+        // empty unit of duration 0, as sglang-omni's server cuts one to carry the end of input.
         let unit_bytes = self.templates.unit_input_bytes;
         let tail_bytes = self.accepted_bytes - self.units * unit_bytes;
-        if tail_bytes > 0 {
-            self.cut_unit(tail_bytes);
-        }
         // 32 bytes per ms: the division is exact in binary, so the spans add up to the input.
-        let padding_ms =
-            (self.units * unit_bytes - self.accepted_bytes) as f64 / INPUT_BYTES_PER_MS as f64;
-        self.flush_units(out);
-        if let Some(response) = &self.response {
-            if let Some(audio_done) = response.audio_done(&self.ids.next()) {
-                out.push(audio_done);
-            }
-            out.push(response.done(&self.ids.next()));
-        }
+        let padding_ms = if tail_bytes > 0 {
+            (unit_bytes - tail_bytes) as f64 / INPUT_BYTES_PER_MS as f64
+        } else {
+            0.0
+        };
+        self.cut_unit(tail_bytes);
+        // The response ends with that unit, before its `sglang.unit.done`.
+        self.flush_units(true, out);
         let event_id = self.event_id();
         out.push(replies::input_drained(
             &event_id,
@@ -429,9 +428,13 @@ impl Session {
         }
     }
 
-    /// Sends the replies of every pending unit, opening the response before the first reply.
-    fn flush_units(&mut self, out: &mut Vec<Utf8Bytes>) {
-        if self.pending.is_empty() || self.templates.replies_per_unit == 0 {
+    /// Sends the replies of every pending unit, opening the response with the first of them;
+    /// the response ends with the `last` unit of the input, when it is the last pending.
+    fn flush_units(&mut self, last: bool, out: &mut Vec<Utf8Bytes>) {
+        let Some(first) = self.pending.first().copied() else {
+            return;
+        };
+        if self.templates.replies_per_unit == 0 {
             self.pending.clear();
             return;
         }
@@ -441,14 +444,16 @@ impl Session {
                 self.pending.clear();
                 return;
             };
-            let frames = ResponseFrames::new(self.number, grant);
-            let event_id = self.event_id();
-            out.push(frames.created(&event_id));
+            let mut frames = ResponseFrames::new(self.number, grant);
+            let event_id = self.ids.next();
+            out.push(frames.created(&event_id, &first));
             self.response = Some(frames);
         }
-        if let Some(response) = &self.response {
-            for unit in &self.pending {
-                response.push_unit(&self.templates, unit, &mut self.ids, out);
+        if let Some(response) = &mut self.response {
+            let count = self.pending.len();
+            for (i, unit) in self.pending.iter().enumerate() {
+                let ends = last && i + 1 == count;
+                response.push_unit(&self.templates, unit, ends, &mut self.ids, out);
             }
         }
         self.pending.clear();

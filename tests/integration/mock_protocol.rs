@@ -185,15 +185,26 @@ impl Client {
 
     /// The replies of one 80 ms unit: a whole unit of audio, a transcript, `sglang.unit.done`.
     async fn expect_unit(&mut self, n: u32, t_start_ms: u64, duration_ms: u64) {
+        self.expect_deltas(n).await;
+        self.expect_unit_done(n, t_start_ms, duration_ms).await;
+    }
+
+    /// A whole unit of audio and a transcript, each naming unit `n` in its `sglang` block.
+    async fn expect_deltas(&mut self, n: u32) {
         let audio = self.next_event(names::AUDIO_DELTA).await;
         let pcm = base64::engine::general_purpose::STANDARD
             .decode(audio["delta"].as_str().unwrap())
             .unwrap();
         assert_eq!(pcm.len(), 22_050 * 80 / 1000 * 2, "the padded tail too");
-        self.next_event(names::TRANSCRIPT_DELTA).await;
+        assert_eq!(audio["sglang"]["unit_id"], format!("unit_{n}"));
+        let text = self.next_event(names::TRANSCRIPT_DELTA).await;
+        assert_eq!(text["sglang"]["unit_id"], format!("unit_{n}"));
+    }
+
+    async fn expect_unit_done(&mut self, n: u32, t_start_ms: u64, duration_ms: u64) {
         let unit = self.next_event(names::UNIT_DONE).await;
         assert_eq!(unit["unit_id"], format!("unit_{n}"));
-        assert_eq!(unit["sglang"]["chunk_seq"], n);
+        assert_eq!(unit["sglang"]["unit_id"], format!("unit_{n}"));
         assert_eq!(unit["sglang"]["media_time"]["t_start_ms"], t_start_ms);
         assert_eq!(unit["sglang"]["media_time"]["duration_ms"], duration_ms);
     }
@@ -268,9 +279,15 @@ async fn full_session_gets_every_event_in_order() {
     let ended = client.next_event(names::INPUT_ENDED).await;
     assert_eq!(ended["accepted_end_ms"], 360);
     assert_eq!(ended["tail_policy"], "pad");
-    client.expect_unit(4, 320, 40).await;
+    // The tail's deltas, then the response ends with it, before its unit.done.
+    client.expect_deltas(4).await;
+    let transcript = client.next_event(names::TRANSCRIPT_DONE).await;
+    assert_eq!(transcript["transcript"], "…".repeat(5));
     client.next_event(names::AUDIO_DONE).await;
-    client.next_event(names::RESPONSE_DONE).await;
+    let done = client.next_event(names::RESPONSE_DONE).await;
+    assert_eq!(done["response"]["status"], "completed");
+    assert_eq!(done["response"]["status_details"]["reason"], "stop");
+    client.expect_unit_done(4, 320, 40).await;
     let drained = client.next_event(names::INPUT_DRAINED).await;
     assert_eq!(drained["accepted_end_ms"], 360);
     assert_eq!(drained["padding_ms"], 40);

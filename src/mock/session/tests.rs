@@ -200,24 +200,32 @@ fn full_session_walks_every_phase() {
             names::UNIT_DONE
         ]
     );
-    assert_eq!(second[3]["sglang"]["chunk_seq"], 1);
+    assert_eq!(second[3]["sglang"]["unit_id"], "unit_1");
     assert_eq!(second[3]["sglang"]["media_time"]["t_start_ms"], 80);
 
+    // 160 ms end on a unit boundary: the response ends with an empty unit_2.
     let end = h.send(&protocol::input_end(9));
     assert_eq!(
         kinds(&end),
         [
             names::INPUT_ENDED,
+            names::TRANSCRIPT_DONE,
             names::AUDIO_DONE,
             names::RESPONSE_DONE,
+            names::UNIT_DONE,
             names::INPUT_DRAINED
         ]
     );
     assert_eq!(end[0]["accepted_end_ms"], 160);
     assert_eq!(end[0]["tail_policy"], "pad");
-    assert_eq!(end[3]["padding_ms"], 0);
-    assert_eq!(end[3]["consumed_ms"], 160);
-    assert_eq!(end[3]["discarded_ms"], 0);
+    assert_eq!(end[4]["unit_id"], "unit_2");
+    assert_eq!(
+        end[4]["sglang"]["media_time"],
+        serde_json::json!({"t_start_ms": 160, "duration_ms": 0})
+    );
+    assert_eq!(end[5]["padding_ms"], 0);
+    assert_eq!(end[5]["consumed_ms"], 160);
+    assert_eq!(end[5]["discarded_ms"], 0);
     assert_eq!(h.session.phase(), Phase::Ended);
 
     let (step, closed) = h.send_at(&protocol::session_close(10), 1.0);
@@ -256,12 +264,12 @@ fn bursts_hold_units_until_full_and_flush_the_rest_at_end() {
         kinds(&third)[..2],
         [names::ACCEPTED, names::RESPONSE_CREATED]
     );
-    let chunk_seqs: Vec<_> = third
+    let units: Vec<_> = third
         .iter()
         .filter(|e| e["type"] == names::UNIT_DONE)
-        .map(|e| e["sglang"]["chunk_seq"].as_u64().unwrap())
+        .map(|e| e["unit_id"].as_str().unwrap())
         .collect();
-    assert_eq!(chunk_seqs, [0, 1, 2]);
+    assert_eq!(units, ["unit_0", "unit_1", "unit_2"]);
 
     assert_eq!(kinds(&h.append(3, PACKET)), [names::ACCEPTED]);
     let end = h.send(&protocol::input_end(5));
@@ -271,12 +279,15 @@ fn bursts_hold_units_until_full_and_flush_the_rest_at_end() {
             names::INPUT_ENDED,
             names::AUDIO_DELTA,
             names::UNIT_DONE,
+            names::TRANSCRIPT_DONE,
             names::AUDIO_DONE,
             names::RESPONSE_DONE,
+            names::UNIT_DONE,
             names::INPUT_DRAINED
         ]
     );
-    assert_eq!(end[2]["sglang"]["chunk_seq"], 3);
+    assert_eq!(end[2]["unit_id"], "unit_3");
+    assert_eq!(end[6]["unit_id"], "unit_4");
 }
 
 #[test]
@@ -294,17 +305,21 @@ fn short_last_packet_becomes_the_tail_unit_at_the_end_of_input() {
             names::INPUT_ENDED,
             names::AUDIO_DELTA,
             names::TRANSCRIPT_DELTA,
-            names::UNIT_DONE,
+            names::TRANSCRIPT_DONE,
             names::AUDIO_DONE,
             names::RESPONSE_DONE,
+            names::UNIT_DONE,
             names::INPUT_DRAINED
         ]
     );
-    let tail = &end[3]["sglang"];
-    assert_eq!(tail["unit_id"], "unit_1");
-    assert_eq!(tail["media_time"]["t_start_ms"], 80);
-    assert_eq!(tail["media_time"]["duration_ms"], 31.25);
-    let drained = &end[6];
+    // The tail's events all carry its block, its unpadded duration.
+    for event in &end[1..7] {
+        let tail = &event["sglang"];
+        assert_eq!(tail["unit_id"], "unit_1");
+        assert_eq!(tail["media_time"]["t_start_ms"], 80);
+        assert_eq!(tail["media_time"]["duration_ms"], 31.25);
+    }
+    let drained = &end[7];
     assert_eq!(drained["accepted_end_ms"], 111.25);
     assert_eq!(drained["consumed_ms"], 111.25);
     assert_eq!(drained["padding_ms"], 48.75);
@@ -398,12 +413,25 @@ fn input_after_end_is_refused_but_close_still_works() {
 }
 
 #[test]
-fn end_before_any_audio_drains_nothing() {
+fn end_before_any_audio_drains_nothing_with_one_empty_unit() {
     let mut h = Harness::new(3, 1).configured();
     let end = h.send(&protocol::input_end(2));
-    assert_eq!(kinds(&end), [names::INPUT_ENDED, names::INPUT_DRAINED]);
-    assert_eq!(end[1]["consumed_ms"], 0);
-    assert_eq!(end[1]["padding_ms"], 0);
+    assert_eq!(
+        kinds(&end),
+        [
+            names::INPUT_ENDED,
+            names::RESPONSE_CREATED,
+            names::TRANSCRIPT_DONE,
+            names::AUDIO_DONE,
+            names::RESPONSE_DONE,
+            names::UNIT_DONE,
+            names::INPUT_DRAINED
+        ]
+    );
+    assert_eq!(end[5]["unit_id"], "unit_0");
+    assert_eq!(end[5]["sglang"]["media_time"]["duration_ms"], 0);
+    assert_eq!(end[6]["consumed_ms"], 0);
+    assert_eq!(end[6]["padding_ms"], 0);
 }
 
 #[test]
@@ -704,14 +732,17 @@ fn drained_reports_the_accepted_input_with_the_padding_apart() {
     }
 }
 
-/// The unit rules of issue #10 item 7 for one session of `input_ms`.
+/// The unit rules of issue #10 item 7 for one session of `input_ms`, with the empty unit
+/// sglang-omni's server adds at the end of unit-aligned input.
 fn assert_unit_rules(profile: Profile, modalities: &[&str], input_ms: u64) {
     let (events, _) = real_session(profile, modalities, input_ms as usize);
     let unit_ms = u64::from(profile.unit_ms());
     let units = of_type(&events, names::UNIT_DONE);
+    let with_input = input_ms.div_ceil(unit_ms) as usize;
+    let aligned = input_ms % unit_ms == 0;
     assert_eq!(
-        units.len() as u64,
-        input_ms.div_ceil(unit_ms),
+        units.len(),
+        with_input + usize::from(aligned),
         "{profile:?}"
     );
     let mut total_ms = 0.0;
@@ -721,27 +752,33 @@ fn assert_unit_rules(profile: Profile, modalities: &[&str], input_ms: u64) {
         let media = &unit["sglang"]["media_time"];
         assert_eq!(media["t_start_ms"], n as u64 * unit_ms);
         let duration_ms = media["duration_ms"].as_f64().unwrap();
-        if n + 1 < units.len() {
+        if n + 1 < with_input {
             assert_eq!(duration_ms, unit_ms as f64);
         }
         total_ms += duration_ms;
     }
     assert_eq!(total_ms, input_ms as f64, "durations add up to the input");
-    let last = units.last().unwrap()["sglang"]["media_time"]["duration_ms"].as_f64();
+    let last = units[with_input - 1]["sglang"]["media_time"]["duration_ms"].as_f64();
     let tail_ms = input_ms % unit_ms;
     assert_eq!(
         last,
         Some(if tail_ms == 0 { unit_ms } else { tail_ms } as f64)
     );
-    // One unit of audio per unit, the padded tail included.
+    if aligned {
+        let empty = &units[with_input]["sglang"]["media_time"];
+        assert_eq!(empty["duration_ms"], 0, "the empty unit at the end");
+    }
+    // One unit of audio per unit with input, the padded tail included.
     let per_unit =
         crate::profile::unit_output_bytes(profile.unit_ms(), profile.output_sample_rate());
-    assert_eq!(audio_bytes(&events), units.len() * per_unit, "{profile:?}");
-    // The response ends after the client's end and before drained; nothing media after drained.
+    assert_eq!(audio_bytes(&events), with_input * per_unit, "{profile:?}");
+    // The response ends after the client's end, with the last unit (before its unit.done),
+    // before drained; nothing of it after drained.
     let ended = position(&events, names::INPUT_ENDED);
     let done = position(&events, names::RESPONSE_DONE);
+    let last_unit = events.iter().rposition(|e| e["type"] == names::UNIT_DONE);
     let drained = position(&events, names::INPUT_DRAINED);
-    assert!(ended < done && done < drained, "{ended} {done} {drained}");
+    assert!(ended < done && Some(done + 1) == last_unit && done < drained);
     assert!(events[drained + 1..]
         .iter()
         .all(|e| !e["type"].as_str().unwrap().starts_with("response.")));
@@ -823,4 +860,76 @@ fn an_output_rate_flag_overrides_the_profile_and_bursts_count_native_units() {
     assert_eq!(deltas.len(), 2);
     assert_eq!(audio_bytes(&units), 2 * 16_000 * 2);
     assert_eq!(of_type(&units, names::UNIT_DONE).len(), 2);
+}
+
+/// The response as sglang-omni's server projects it (projection.py, protocol.py): created with
+/// an empty `output`, every event of a unit carrying that unit's `sglang` block with
+/// `chunk_seq` counting the session's output events from 0, the text's done event with the
+/// whole text, `response.done` with the message item and no usage; `sglang.unit.done`'s own
+/// `chunk_seq` 0.
+#[test]
+fn the_response_is_shaped_as_sglang_omni_projects_it() {
+    for (profile, modalities, text_done, key) in [
+        (
+            Profile::Voicechat,
+            &["audio"][..],
+            names::TRANSCRIPT_DONE,
+            "transcript",
+        ),
+        (
+            Profile::Minicpmo,
+            &["audio", "text"][..],
+            names::TEXT_DONE,
+            "text",
+        ),
+    ] {
+        let (events, _) = real_session(profile, modalities, 2040);
+        let created = of_type(&events, names::RESPONSE_CREATED)[0];
+        assert_eq!(
+            created["response"],
+            serde_json::json!({"id": "resp_000001", "object": "realtime.response",
+                "status": "in_progress", "output": []})
+        );
+        let output: Vec<&Value> = events
+            .iter()
+            .filter(|e| e["type"].as_str().unwrap().starts_with("response."))
+            .collect();
+        for (chunk_seq, event) in output.iter().enumerate() {
+            assert_eq!(event["sglang"]["chunk_seq"], chunk_seq, "{event}");
+            let unit_id = event["sglang"]["unit_id"].as_str().unwrap();
+            let n: u64 = unit_id.strip_prefix("unit_").unwrap().parse().unwrap();
+            let media = &event["sglang"]["media_time"];
+            assert_eq!(media["t_start_ms"], n * u64::from(profile.unit_ms()));
+        }
+        assert!(of_type(&events, names::UNIT_DONE)
+            .iter()
+            .all(|u| u["sglang"]["chunk_seq"] == 0));
+        let deltas: String = events
+            .iter()
+            .filter(|e| e["type"] == names::TRANSCRIPT_DELTA || e["type"] == names::TEXT_DELTA)
+            .map(|e| e["delta"].as_str().unwrap())
+            .collect();
+        let done = of_type(&events, text_done);
+        assert_eq!(done.len(), 1, "{profile:?}");
+        assert_eq!(done[0][key], deltas.as_str());
+        let response = &of_type(&events, names::RESPONSE_DONE)[0]["response"];
+        assert_eq!(
+            response["status_details"],
+            serde_json::json!({"reason": "stop"})
+        );
+        assert_eq!(response["usage"], Value::Null);
+        let item = &response["output"][0];
+        assert_eq!(item["object"], "realtime.item");
+        assert_eq!(
+            (&item["type"], &item["role"]),
+            (&"message".into(), &"assistant".into())
+        );
+        assert_eq!(item["id"], done[0]["item_id"]);
+        let mut content = Vec::new();
+        if modalities.contains(&"text") {
+            content.push(serde_json::json!({"type": "output_text", "text": deltas}));
+        }
+        content.push(serde_json::json!({"type": "output_audio", "transcript": deltas}));
+        assert_eq!(item["content"], Value::Array(content), "{profile:?}");
+    }
 }
