@@ -933,3 +933,68 @@ fn the_response_is_shaped_as_sglang_omni_projects_it() {
         assert_eq!(item["content"], Value::Array(content), "{profile:?}");
     }
 }
+
+/// Every key of `value` with the kind of its value (`response.output[].content[].type: string`),
+/// the items of an array merged.
+fn shape(value: &Value, path: &str, out: &mut std::collections::BTreeSet<String>) {
+    let kind = match value {
+        Value::Null => "null",
+        Value::Bool(_) => "bool",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(items) => {
+            for item in items {
+                shape(item, &format!("{path}[]"), out);
+            }
+            "array"
+        }
+        Value::Object(map) => {
+            for (key, item) in map {
+                shape(item, &format!("{path}.{key}"), out);
+            }
+            "object"
+        }
+    };
+    out.insert(format!("{path}: {kind}"));
+}
+
+/// docs/protocol-native.md shows server owners what the mock sends: each server event of its
+/// examples has the keys (and kinds of values) of an event the mock sends.
+#[test]
+fn the_protocol_docs_examples_are_shaped_as_the_mock_sends() {
+    let docs = include_str!("../../../docs/protocol-native.md");
+    let mut sent: Vec<Value> = Vec::new();
+    for (profile, modalities, input_ms) in [
+        (Profile::Voicechat, &["audio"][..], 5000),
+        (Profile::Minicpmo, &["audio", "text"][..], 5000),
+    ] {
+        sent.extend(real_session(profile, modalities, input_ms).0);
+    }
+    let mut h = Harness::new(3, 1);
+    sent.extend(h.send(&real_update(&["audio", "text"])));
+    let mut h = Harness::new(3, 1).configured();
+    sent.extend(h.send(r#"{"type":"input_audio_buffer.append","event_id":"a","audio":"AAAA","sglang":{"seq":0.0}}"#));
+    let client = [
+        names::SESSION_UPDATE,
+        names::APPEND,
+        names::INPUT_END,
+        names::SESSION_CLOSE,
+    ];
+    let mut checked = 0;
+    for line in docs.lines().filter(|l| l.starts_with(r#"{"type":"#)) {
+        let example: Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}"));
+        if client.iter().any(|c| example["type"] == *c) {
+            continue;
+        }
+        let mut want = std::collections::BTreeSet::new();
+        shape(&example, "", &mut want);
+        let same = sent.iter().any(|event| {
+            let mut got = std::collections::BTreeSet::new();
+            shape(event, "", &mut got);
+            got == want
+        });
+        assert!(same, "no event the mock sends is shaped as\n{line}");
+        checked += 1;
+    }
+    assert!(checked >= 17, "{checked} examples");
+}
