@@ -131,7 +131,7 @@ pub const RULES: &[(&str, &str)] = &[
     ("unit-id", "sglang.unit.done has unit_id unit_<n> (in sglang too) and a media_time"),
     ("unit-contiguous", "unit ids run contiguously from unit_0"),
     ("unit-media-time", "unit n starts at n x unit_ms"),
-    ("unit-duration", "whole units last unit_ms, one unit per started unit of input, durations adding up to the input"),
+    ("unit-duration", "whole units last unit_ms, one unit per started unit of input, durations adding up to the input; an empty unit only at the end of unit-aligned input"),
     ("audio-conserved", "one unit of output audio per unit, the padded tail included (profiles with continuous output)"),
     ("audio-delta", "audio deltas have item_id, output_index 0, content_index 0 and whole PCM16 samples"),
     ("response-lifecycle", "a response is created in_progress, its events name it, output_audio.done comes before response.done, nothing after"),

@@ -99,10 +99,7 @@ const MEDIA_DELTAS: &[&str] = &[
 ];
 
 /// Server events of the protocol that carry nothing a rule checks.
-const QUIET_EVENTS: &[&str] = &[
-    "response.output_audio_transcript.done",
-    "response.output_text.done",
-];
+const QUIET_EVENTS: &[&str] = &[names::TRANSCRIPT_DONE, names::TEXT_DONE];
 
 fn show(value: Option<&Value>) -> String {
     value.map_or_else(|| "absent".to_string(), Value::to_string)

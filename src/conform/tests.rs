@@ -595,3 +595,95 @@ fn unreadable_lines_and_time_going_back_are_named() {
     );
     breaks_only(&r, "trace-record");
 }
+
+/// `records` as sglang-omni's server ends a session (projection.py, runtime.py): the response's
+/// done events (the transcript's among them) come with the last unit, before its
+/// `sglang.unit.done`; input that ends on a unit boundary gets one more, empty unit to carry
+/// them; every `sglang.unit.done` has `chunk_seq` 0; `response.done` has the message item.
+fn server_shaped(mut records: Vec<Record>, unit_ms: usize, input_ms: usize) -> Vec<Record> {
+    let take = |records: &mut Vec<Record>, kind: &str| {
+        let i = index_of(records, kind, 0);
+        records.remove(i)
+    };
+    let audio_done = take(&mut records, names::AUDIO_DONE);
+    let mut done = take(&mut records, names::RESPONSE_DONE);
+    done.event["response"]["status_details"] = json!({"reason": "stop"});
+    done.event["response"]["output"] = json!([{"id": "item_1", "object": "realtime.item",
+        "type": "message", "role": "assistant",
+        "content": [{"type": "output_audio", "transcript": "……"}]}]);
+    done.event["response"]["usage"] = Value::Null;
+    let transcript_done = Record::new(
+        Direction::Receive,
+        0.0,
+        json!({"type": names::TRANSCRIPT_DONE, "event_id": "evt_transcript_done",
+            "response_id": "resp_1", "item_id": "item_1", "output_index": 0,
+            "content_index": 0, "transcript": "……"}),
+    );
+    let mut ending = vec![transcript_done, audio_done, done];
+    let units = records
+        .iter()
+        .filter(|r| r.event["type"] == names::UNIT_DONE)
+        .count();
+    let at = if input_ms % unit_ms == 0 {
+        let n = units;
+        ending.push(Record::new(
+            Direction::Receive,
+            0.0,
+            json!({"type": names::UNIT_DONE, "event_id": "evt_empty_unit",
+                "unit_id": format!("unit_{n}"), "sglang": {"unit_id": format!("unit_{n}"),
+                "chunk_seq": 0, "media_time": {"t_start_ms": input_ms, "duration_ms": 0.0}}}),
+        ));
+        index_of(&records, names::INPUT_DRAINED, 0)
+    } else {
+        index_of(&records, names::UNIT_DONE, units - 1)
+    };
+    records.splice(at..at, ending);
+    for (i, r) in records.iter_mut().enumerate() {
+        r.time_s = 100.0 + i as f64 * 0.001;
+        if r.event["type"] == names::UNIT_DONE {
+            r.event["sglang"]["chunk_seq"] = json!(0);
+        }
+    }
+    records
+}
+
+#[test]
+fn sessions_ended_as_sglang_omnis_server_ends_them_pass() {
+    for (profile, input_ms) in [
+        (Profile::Voicechat, 5000),
+        (Profile::Voicechat, 4960),
+        (Profile::Minicpmo, 5000),
+        (Profile::Minicpmo, 4200),
+    ] {
+        let unit_ms = profile.unit_ms() as usize;
+        let records = server_shaped(good(profile, input_ms), unit_ms, input_ms);
+        let empty_units = records
+            .iter()
+            .filter(|r| r.event["sglang"]["media_time"]["duration_ms"] == json!(0.0))
+            .count();
+        assert_eq!(empty_units, usize::from(input_ms % unit_ms == 0));
+        let report = check_session("s", &records, None);
+        assert_eq!(report.violations, [], "{profile:?} {input_ms}");
+    }
+}
+
+#[test]
+fn an_empty_unit_is_allowed_only_at_the_end_of_unit_aligned_input() {
+    // 1000 ms is 12.5 units of 80 ms: the tail unit ends the input, so an empty one may not.
+    let mut r = voicechat();
+    let at = index_of(&r, names::AUDIO_DONE, 0);
+    r.insert(
+        at,
+        Record::new(
+            Direction::Receive,
+            0.0,
+            json!({"type": names::UNIT_DONE, "event_id": "evt_empty", "unit_id": "unit_13",
+                "sglang": {"unit_id": "unit_13", "chunk_seq": 0,
+                "media_time": {"t_start_ms": 1040, "duration_ms": 0}}}),
+        ),
+    );
+    for (i, record) in r.iter_mut().enumerate() {
+        record.time_s = 100.0 + i as f64 * 0.001;
+    }
+    breaks_only(&r, "unit-duration");
+}

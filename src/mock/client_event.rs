@@ -1,6 +1,7 @@
 //! The parts of a client event the mock reads, parsed liberally ("be liberal in what
-//! you accept"): any JSON number where a time or a count is expected (the real client sends
-//! `t_start_ms` as `80.0`), unknown fields ignored, event ids of any string shape.
+//! you accept"): any JSON number where a time is expected (the real client sends `t_start_ms`
+//! as `80.0`), unknown fields ignored, event ids of any string shape. Only `sglang.seq` is kept
+//! as written, since sglang-omni's server refuses a seq that is not a JSON integer.
 
 use serde::Deserialize;
 use std::borrow::Cow;
@@ -23,23 +24,20 @@ pub struct ClientEvent<'a> {
 
 #[derive(Debug, Deserialize)]
 pub struct ClientSglang {
-    /// Any JSON number; [`ClientSglang::seq`] says whether it is a whole one.
+    /// Any JSON number, as written; [`ClientSglang::seq`] says whether it is a seq.
     #[serde(default, rename = "seq")]
-    pub seq_number: Option<f64>,
+    pub seq_number: Option<serde_json::Number>,
     #[serde(default)]
     pub t_start_ms: Option<f64>,
 }
 
 impl ClientSglang {
-    /// The sequence number, when it is a whole non-negative number (`3` or `3.0`).
-    pub fn seq(&self) -> Option<Result<u64, f64>> {
-        self.seq_number.map(|n| {
-            if n >= 0.0 && n.fract() == 0.0 && n < 9.0e15 {
-                Ok(n as u64)
-            } else {
-                Err(n)
-            }
-        })
+    /// The sequence number, when it is a JSON integer from 0; otherwise the number as written.
+    /// `3.0` is not a seq: sglang-omni's server takes seq as a strict integer and refuses it.
+    pub fn seq(&self) -> Option<Result<u64, String>> {
+        self.seq_number
+            .as_ref()
+            .map(|n| n.as_u64().ok_or_else(|| n.to_string()))
     }
 }
 
@@ -59,11 +57,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn float_milliseconds_and_float_seq_are_accepted() {
-        let e = parse(r#"{"type":"input_audio_buffer.append","event_id":"9f8e","audio":"AAAA","sglang":{"seq":3.0,"t_start_ms":240.0}}"#).unwrap();
+    fn float_milliseconds_are_read_and_a_float_seq_is_not_a_seq() {
+        let e = parse(r#"{"type":"input_audio_buffer.append","event_id":"9f8e","audio":"AAAA","sglang":{"seq":3,"t_start_ms":240.0}}"#).unwrap();
         let s = e.sglang.unwrap();
         assert_eq!(s.seq(), Some(Ok(3)));
         assert_eq!(s.t_start_ms, Some(240.0));
+        let e = parse(r#"{"type":"x","sglang":{"seq":3.0}}"#).unwrap();
+        assert_eq!(e.sglang.unwrap().seq(), Some(Err("3.0".to_string())));
     }
 
     #[test]
@@ -80,8 +80,8 @@ mod tests {
     #[test]
     fn a_fractional_or_negative_seq_is_not_a_seq() {
         let e = parse(r#"{"type":"x","sglang":{"seq":2.5}}"#).unwrap();
-        assert_eq!(e.sglang.unwrap().seq(), Some(Err(2.5)));
+        assert_eq!(e.sglang.unwrap().seq(), Some(Err("2.5".to_string())));
         let e = parse(r#"{"type":"x","sglang":{"seq":-1}}"#).unwrap();
-        assert_eq!(e.sglang.unwrap().seq(), Some(Err(-1.0)));
+        assert_eq!(e.sglang.unwrap().seq(), Some(Err("-1".to_string())));
     }
 }

@@ -14,6 +14,10 @@ use base64::Engine as _;
 use std::fmt::Write as _;
 use tokio_tungstenite::tungstenite::Utf8Bytes;
 
+mod response;
+
+pub use response::ResponseFrames;
+
 pub const MODEL: &str = "duplexbench-mock";
 /// Stated in the granted limits; the mock does not enforce it (a benchmark session ends itself).
 pub const SESSION_TIMEOUT_S: u32 = 240;
@@ -95,22 +99,28 @@ impl Templates {
         Ok(Grant::new(granted))
     }
 
-    /// The `granted` object of `session.updated`: every capability, stated.
+    /// The `granted` object of `session.updated`: every capability, stated, in the keys and
+    /// order of sglang-omni's server (`Capabilities.to_granted_capabilities` and its
+    /// negotiation: no microturns, an empty `rejections`, since the mock grants what was asked
+    /// or refuses). `limits` are the mock's own, `session_timeout_s` 240 among them.
     fn granted_json(&self, grant: &Grant) -> String {
         let max_sessions = self
             .max_sessions
             .map_or_else(|| "null".to_string(), |n| n.to_string());
         format!(
             concat!(
-                r#"{{"interaction":"native","native_full_duplex":true,"#,
+                r#"{{"interaction":"native","native_full_duplex":true,"proactive_output":false,"#,
+                r#""turn_control":[null],"client_commit":false,"input_modalities":["audio"],"#,
+                r#""output_modalities":{modalities},"#,
                 r#""input_audio_format":{{"type":"audio/pcm","rate":{input_rate}}},"#,
                 r#""output_audio_format":{{"type":"audio/pcm","rate":{output_rate}}},"#,
-                r#""output_modalities":{modalities},"#,
-                r#""native_unit_ms":{unit_ms},"microturn_ms":null,"tail_policy":"pad","client_commit":false,"#,
-                r#""pressure_policy":"reject","strict_order":true,"proactive_output":false,"#,
-                r#""supports_server_interrupt":false,"supports_resume":false,"supports_truncate":false,"#,
+                r#""native_unit_ms":{unit_ms},"first_unit_ms":{unit_ms},"microturn_ms":null,"#,
+                r#""tail_policy":"pad","supports_server_interrupt":false,"supports_truncate":false,"#,
+                r#""supports_resume":false,"partial_style":"append_only","pressure_policy":"reject","#,
+                r#""strict_order":true,"sampling_parameters":[],"supports_reference_audio":false,"#,
                 r#""limits":{{"session_timeout_s":{timeout_s},"max_append_bytes":{append_bytes},"#,
-                r#""max_message_bytes":{message_bytes},"max_sessions":{max_sessions}}}}}"#
+                r#""max_message_bytes":{message_bytes},"max_sessions":{max_sessions}}},"#,
+                r#""rejections":[]}}"#
             ),
             input_rate = INPUT_SAMPLE_RATE,
             output_rate = self.output_sample_rate,
@@ -186,120 +196,9 @@ pub struct UnitSpan {
     pub duration_ms: f64,
 }
 
-/// One session's response: its ids and granted modalities, and the frames of each unit.
-#[derive(Debug)]
-pub struct ResponseFrames {
-    response_id: String,
-    item_id: String,
-    grant: Grant,
-}
-
-impl ResponseFrames {
-    pub fn new(session_number: u64, grant: &Grant) -> Self {
-        ResponseFrames {
-            response_id: format!("resp_{session_number:06}"),
-            item_id: format!("item_{session_number:06}"),
-            grant: grant.clone(),
-        }
-    }
-
-    pub fn created(&self, event_id: &str) -> Utf8Bytes {
-        Utf8Bytes::from(format!(
-            r#"{{"type":"{}","event_id":"{event_id}","response":{{"id":"{}","object":"realtime.response","status":"in_progress","output_modalities":{}}}}}"#,
-            names::RESPONSE_CREATED,
-            self.response_id,
-            self.grant.modalities_json
-        ))
-    }
-
-    /// `response.output_audio.done`, when audio was granted.
-    pub fn audio_done(&self, event_id: &str) -> Option<Utf8Bytes> {
-        self.grant.audio.then(|| {
-            Utf8Bytes::from(format!(
-                r#"{{"type":"{}","event_id":"{event_id}","response_id":"{}","item_id":"{}","output_index":0,"content_index":0}}"#,
-                names::AUDIO_DONE,
-                self.response_id,
-                self.item_id
-            ))
-        })
-    }
-
-    pub fn done(&self, event_id: &str) -> Utf8Bytes {
-        Utf8Bytes::from(format!(
-            r#"{{"type":"{}","event_id":"{event_id}","response":{{"id":"{}","object":"realtime.response","status":"completed","status_details":{{"type":"completed","reason":"stop"}},"output_modalities":{}}}}}"#,
-            names::RESPONSE_DONE,
-            self.response_id,
-            self.grant.modalities_json
-        ))
-    }
-
-    /// The head shared by the deltas, up to the opening quote of `delta`.
-    fn delta_head(&self, out: &mut String, kind: &str, event_id: &str) {
-        let _ = write!(
-            out,
-            r#"{{"type":"{kind}","event_id":"{event_id}","response_id":"{}","item_id":"{}","output_index":0,"content_index":0,"delta":""#,
-            self.response_id, self.item_id
-        );
-    }
-
-    /// One unit of silence. The frame is sized up front: at 1000 ms units it is 64 kB.
-    fn audio_delta(&self, templates: &Templates, event_id: &str) -> Utf8Bytes {
-        let mut out = String::with_capacity(200 + templates.silence_b64.len());
-        self.delta_head(&mut out, names::AUDIO_DELTA, event_id);
-        out.push_str(&templates.silence_b64);
-        out.push_str("\"}");
-        Utf8Bytes::from(out)
-    }
-
-    fn text_delta(&self, event_id: &str) -> Utf8Bytes {
-        let mut out = String::with_capacity(200);
-        self.delta_head(&mut out, self.grant.text_kind, event_id);
-        out.push_str(TEXT);
-        out.push_str("\"}");
-        Utf8Bytes::from(out)
-    }
-
-    /// Appends the replies of one unit: the audio delta first (from two replies on, when audio
-    /// is granted), the text deltas between, `sglang.unit.done` last (from one reply on).
-    pub fn push_unit(
-        &self,
-        templates: &Templates,
-        unit: &UnitSpan,
-        ids: &mut EventIds,
-        out: &mut Vec<Utf8Bytes>,
-    ) {
-        let replies = templates.replies_per_unit;
-        if replies == 0 {
-            return;
-        }
-        let mut texts = replies.saturating_sub(2);
-        if replies >= 2 {
-            if self.grant.audio {
-                out.push(self.audio_delta(templates, &ids.next()));
-            } else {
-                texts += 1;
-            }
-        }
-        for _ in 0..texts {
-            out.push(self.text_delta(&ids.next()));
-        }
-        out.push(unit_done(&ids.next(), unit));
-    }
-}
-
-pub fn unit_done(event_id: &str, unit: &UnitSpan) -> Utf8Bytes {
-    let k = unit.index;
-    Utf8Bytes::from(format!(
-        r#"{{"type":"{}","event_id":"{event_id}","unit_id":"unit_{k}","sglang":{{"unit_id":"unit_{k}","chunk_seq":{k},"media_time":{{"t_start_ms":{},"duration_ms":{}}}}}}}"#,
-        names::UNIT_DONE,
-        unit.t_start_ms,
-        unit.duration_ms
-    ))
-}
-
 pub fn session_created(event_id: &str, session_id: &str) -> Utf8Bytes {
     Utf8Bytes::from(format!(
-        r#"{{"type":"{}","event_id":"{event_id}","session":{{"id":"{session_id}","object":"realtime.session","model":"{MODEL}","sglang":{{"granted":null}}}}}}"#,
+        r#"{{"type":"{}","event_id":"{event_id}","session":{{"id":"{session_id}","object":"realtime.session","type":"realtime","model":"{MODEL}","sglang":{{"granted":null}}}}}}"#,
         names::SESSION_CREATED
     ))
 }
@@ -319,10 +218,20 @@ pub fn session_updated(
         names::SESSION_UPDATED
     );
     push_json_str(&mut out, client_event_id);
+    // The session as configured, as sglang-omni's server echoes it: the granted modalities and
+    // the audio formats in use beside the grant.
     let _ = write!(
         out,
-        r#","session":{{"id":"{session_id}","object":"realtime.session","model":"{MODEL}","output_modalities":{},"sglang":{{"granted":"#,
-        grant.modalities_json
+        concat!(
+            r#","session":{{"id":"{session_id}","object":"realtime.session","type":"realtime","model":"{model}","#,
+            r#""output_modalities":{modalities},"audio":{{"input":{{"format":{{"type":"audio/pcm","rate":{input_rate}}}}},"#,
+            r#""output":{{"format":{{"type":"audio/pcm","rate":{output_rate}}}}}}},"sglang":{{"granted":"#
+        ),
+        session_id = session_id,
+        model = MODEL,
+        modalities = grant.modalities_json,
+        input_rate = INPUT_SAMPLE_RATE,
+        output_rate = templates.output_sample_rate,
     );
     out.push_str(&granted);
     out.push_str("}}}");
@@ -410,59 +319,92 @@ pub fn session_closed(event_id: &str, client_event_id: Option<&str>, reason: &st
     Utf8Bytes::from(out)
 }
 
-/// The `code` of an `error` event: one per way a client can get the protocol wrong.
+/// The `code` of an `error` event: sglang-omni's server's codes (protocol.py, runtime.py,
+/// negotiation.py), and one of the mock's own where that server has none.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ErrorCode {
-    InvalidJson,
-    BinaryNotSupported,
-    UnknownEvent,
-    SessionNotConfigured,
-    SeqOutOfOrder,
-    MissingField,
-    InvalidField,
-    InvalidAudio,
-    AppendTooLarge,
-    InputEnded,
+    /// Not JSON, a binary frame, a field missing or of the wrong type, audio that is not base64
+    /// PCM16, modalities that cannot be served.
+    InvalidRequest,
+    /// Valid, but not now: before `session.update`, after the end, a seq out of order, a
+    /// `t_start_ms` that is not where the input stands.
+    InvalidState,
+    /// An append larger than the input budget.
+    BufferOverflow,
+    /// An event type the protocol does not have.
+    NotSupported,
+    /// A command of the protocol the grant rules out (`client_commit` false: no manual turns).
+    NotApplicable,
+    /// The mock's own: a message larger than it reads (sglang-omni's server drops the
+    /// connection without an event).
     MessageTooLarge,
-    UnsupportedModalities,
 }
 
 impl ErrorCode {
     pub fn as_str(self) -> &'static str {
         match self {
-            ErrorCode::InvalidJson => "invalid_json",
-            ErrorCode::BinaryNotSupported => "binary_not_supported",
-            ErrorCode::UnknownEvent => "unknown_event",
-            ErrorCode::SessionNotConfigured => "session_not_configured",
-            ErrorCode::SeqOutOfOrder => "seq_out_of_order",
-            ErrorCode::MissingField => "missing_field",
-            ErrorCode::InvalidField => "invalid_field",
-            ErrorCode::InvalidAudio => "invalid_audio",
-            ErrorCode::AppendTooLarge => "append_too_large",
-            ErrorCode::InputEnded => "input_ended",
+            ErrorCode::InvalidRequest => "invalid_request",
+            ErrorCode::InvalidState => "invalid_state",
+            ErrorCode::BufferOverflow => "buffer_overflow",
+            ErrorCode::NotSupported => "not_supported",
+            ErrorCode::NotApplicable => "not_applicable",
             ErrorCode::MessageTooLarge => "message_too_large",
-            ErrorCode::UnsupportedModalities => "unsupported_modalities",
         }
     }
 }
 
+/// What an `error` event says: the code, a message for the client's developer, and the field at
+/// fault (`param`, a dotted path as sglang-omni's server gives it), when there is one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    pub code: ErrorCode,
+    pub message: String,
+    pub param: Option<&'static str>,
+}
+
+impl Refusal {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Refusal {
+        Refusal {
+            code,
+            message: message.into(),
+            param: None,
+        }
+    }
+
+    /// The same refusal, naming the field at fault.
+    pub fn at(self, param: &'static str) -> Refusal {
+        Refusal {
+            param: Some(param),
+            ..self
+        }
+    }
+}
+
+/// `error`: `error.type` is `server_error` when the error ends the session, as sglang-omni's
+/// server says it, `invalid_request_error` otherwise.
 pub fn error(
     event_id: &str,
-    code: ErrorCode,
-    message: &str,
+    refusal: &Refusal,
     client_event_id: Option<&str>,
     fatal: bool,
 ) -> Utf8Bytes {
-    let mut out = String::with_capacity(200 + message.len());
+    let mut out = String::with_capacity(240 + refusal.message.len());
+    let error_type = if fatal {
+        "server_error"
+    } else {
+        "invalid_request_error"
+    };
     let _ = write!(
         out,
-        r#"{{"type":"{}","event_id":"{event_id}","sglang":{{"fatal":{fatal}}},"error":{{"type":"invalid_request_error","code":"{}","message":"#,
+        r#"{{"type":"{}","event_id":"{event_id}","sglang":{{"fatal":{fatal}}},"error":{{"type":"{error_type}","code":"{}","message":"#,
         names::ERROR,
-        code.as_str()
+        refusal.code.as_str()
     );
-    push_json_str(&mut out, Some(message));
+    push_json_str(&mut out, Some(&refusal.message));
     out.push_str(r#","event_id":"#);
     push_json_str(&mut out, client_event_id);
+    out.push_str(r#","param":"#);
+    push_json_str(&mut out, refusal.param);
     out.push_str("}}");
     Utf8Bytes::from(out)
 }
@@ -511,17 +453,27 @@ mod tests {
     fn client_strings_are_escaped() {
         let v = json(&accepted("e", 2, 240.0, Some("a\"b\\c\n")));
         assert_eq!(v["client_event_id"], "a\"b\\c\n");
-        let v = json(&error(
-            "e",
-            ErrorCode::InvalidJson,
-            "bad \"x\"",
-            None,
-            false,
-        ));
+        let refusal = Refusal::new(ErrorCode::InvalidRequest, "bad \"x\"");
+        let v = json(&error("e", &refusal, None, false));
         assert_eq!(v["error"]["message"], "bad \"x\"");
-        assert_eq!(v["error"]["code"], "invalid_json");
+        assert_eq!(v["error"]["code"], "invalid_request");
         assert_eq!(v["error"]["event_id"], Value::Null);
+        assert_eq!(v["error"]["param"], Value::Null);
         assert_eq!(v["sglang"]["fatal"], false);
+    }
+
+    #[test]
+    fn errors_are_shaped_as_sglang_omni_sends_them_server_error_when_fatal() {
+        let refusal = Refusal::new(ErrorCode::InvalidRequest, "m").at("audio");
+        let v = json(&error("e", &refusal, Some("c"), false));
+        assert_eq!(
+            v["error"],
+            serde_json::json!({"type": "invalid_request_error", "code": "invalid_request",
+                "message": "m", "event_id": "c", "param": "audio"})
+        );
+        let v = json(&error("e", &refusal, Some("c"), true));
+        assert_eq!(v["error"]["type"], "server_error");
+        assert_eq!(v["sglang"]["fatal"], true);
     }
 
     #[test]
@@ -537,7 +489,7 @@ mod tests {
         for profile in Profile::ALL {
             let t = templates(profile);
             let grant = t.grant(None).unwrap();
-            let r = ResponseFrames::new(2, &grant);
+            let mut r = ResponseFrames::new(2, &grant);
             let mut ids = EventIds::new(2);
             let unit = UnitSpan {
                 index: 0,
@@ -547,8 +499,7 @@ mod tests {
             let mut frames = vec![
                 session_created("e", "s"),
                 session_updated(&t, &grant, "e", Some("c"), "s"),
-                r.created("e"),
-                r.done("e"),
+                r.created("e", &unit),
                 input_ended("e", None, 360.0),
                 input_drained(
                     "e",
@@ -561,8 +512,8 @@ mod tests {
                 ),
                 session_closed("e", Some("c"), "client_closed"),
             ];
-            frames.extend(r.audio_done("e"));
-            r.push_unit(&t, &unit, &mut ids, &mut frames);
+            r.push_unit(&t, &unit, false, &mut ids, &mut frames);
+            r.push_unit(&t, &unit, true, &mut ids, &mut frames);
             for frame in &frames {
                 let v = json(frame);
                 assert!(v["event_id"].is_string(), "{v}");

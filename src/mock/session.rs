@@ -11,11 +11,12 @@
 //!
 //! Input is cut into native units of the profile (80 ms or 1000 ms), whatever the packet size:
 //! the accepted input is counted in bytes, and a unit is emitted as soon as a whole one has been
-//! accepted; the tail, shorter, at the end of input.
+//! accepted; at the end of input the tail, shorter, or (input that ends on a unit boundary) an
+//! empty unit, as sglang-omni's server cuts one. The response ends with that last unit.
 
 use super::client_event::{self, ClientEvent};
 use super::replies::{
-    self, Drained, ErrorCode, EventIds, Grant, ResponseFrames, Templates, UnitSpan,
+    self, Drained, ErrorCode, EventIds, Grant, Refusal, ResponseFrames, Templates, UnitSpan,
     INPUT_BYTES_PER_MS,
 };
 use super::stats::Counters;
@@ -24,6 +25,11 @@ use std::rc::Rc;
 use tokio_tungstenite::tungstenite::Utf8Bytes;
 /// Longest piece of client text quoted back in an error message.
 const QUOTE_CHARS: usize = 64;
+/// Where sglang-omni's server says a field of an append is at fault (pydantic's location).
+const SEQ_PARAM: &str = "input_audio_buffer.append.sglang.seq";
+const AUDIO_PARAM: &str = "input_audio_buffer.append.audio";
+/// How far a stated `t_start_ms` may be from the input accepted, as sglang-omni's server allows.
+const MEDIA_TIME_TOLERANCE_MS: f64 = 1e-7;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Phase {
@@ -114,7 +120,8 @@ impl Session {
             Ok(event) => event,
             Err(err) => {
                 let message = format!("not a JSON object with a string `type`: {err}");
-                self.error(out, counters, ErrorCode::InvalidJson, &message, None);
+                let refusal = Refusal::new(ErrorCode::InvalidRequest, message);
+                self.error(out, counters, &refusal, None);
                 return Step::Continue;
             }
         };
@@ -137,15 +144,19 @@ impl Session {
                 counters.session_closed();
                 return Step::Close;
             }
+            // Commands of the protocol that the grant rules out (`client_commit` false).
+            names::COMMIT | names::RESPONSE_CREATE => {
+                let message = format!(
+                    "`{}`: manual turn commands are not granted (client_commit false)",
+                    event.kind
+                );
+                let refusal = Refusal::new(ErrorCode::NotApplicable, message);
+                self.error(out, counters, &refusal, client_event_id);
+            }
             other => {
                 let message = format!("unknown event type `{}`", quote(other));
-                self.error(
-                    out,
-                    counters,
-                    ErrorCode::UnknownEvent,
-                    &message,
-                    client_event_id,
-                );
+                let refusal = Refusal::new(ErrorCode::NotSupported, message);
+                self.error(out, counters, &refusal, client_event_id);
             }
         }
         Step::Continue
@@ -154,7 +165,8 @@ impl Session {
     /// Handles a binary message: the protocol is text only.
     pub fn on_binary(&mut self, counters: &Counters, out: &mut Vec<Utf8Bytes>) {
         let message = "binary frames are not part of the protocol; send JSON text frames";
-        self.error(out, counters, ErrorCode::BinaryNotSupported, message, None);
+        let refusal = Refusal::new(ErrorCode::InvalidRequest, message);
+        self.error(out, counters, &refusal, None);
     }
 
     /// The fatal error sent (best effort) before a session that sent an oversized message ends.
@@ -165,13 +177,8 @@ impl Session {
             "message larger than {} bytes; the session ends",
             replies::MAX_MESSAGE_BYTES
         );
-        out.push(replies::error(
-            &event_id,
-            ErrorCode::MessageTooLarge,
-            &message,
-            None,
-            true,
-        ));
+        let refusal = Refusal::new(ErrorCode::MessageTooLarge, message);
+        out.push(replies::error(&event_id, &refusal, None, true));
     }
 
     fn on_update(
@@ -183,13 +190,8 @@ impl Session {
         let client_event_id = event.event_id.as_deref();
         if self.phase == Phase::Ended {
             let message = "input has ended; only session.close is valid now";
-            self.error(
-                out,
-                counters,
-                ErrorCode::InputEnded,
-                message,
-                client_event_id,
-            );
+            let refusal = Refusal::new(ErrorCode::InvalidState, message);
+            self.error(out, counters, &refusal, client_event_id);
             return Step::Continue;
         }
         let asked = event
@@ -201,18 +203,17 @@ impl Session {
             Err(message) => {
                 counters.protocol_error();
                 let event_id = self.event_id();
-                let code = ErrorCode::UnsupportedModalities;
-                out.push(replies::error(
-                    &event_id,
-                    code,
-                    &message,
-                    client_event_id,
-                    true,
-                ));
+                let refusal = Refusal::new(ErrorCode::InvalidRequest, message)
+                    .at("session.output_modalities");
+                out.push(replies::error(&event_id, &refusal, client_event_id, true));
                 // As sglang-omni's server ends a session after a fatal error: `session.closed`
                 // with the error's code as its reason, and a normal close.
                 let event_id = self.event_id();
-                out.push(replies::session_closed(&event_id, None, code.as_str()));
+                out.push(replies::session_closed(
+                    &event_id,
+                    None,
+                    refusal.code.as_str(),
+                ));
                 self.phase = Phase::Closed;
                 return Step::Close;
             }
@@ -242,55 +243,74 @@ impl Session {
             Ok((seq, audio_bytes)) => {
                 self.accept(event, seq, audio_bytes, arrival_s, counters, out)
             }
-            Err((code, message)) => {
-                self.error(out, counters, code, &message, event.event_id.as_deref());
-            }
+            Err(refusal) => self.error(out, counters, &refusal, event.event_id.as_deref()),
         }
     }
 
-    /// An append's seq and audio size, or what is wrong with it (checked in this order: the
-    /// phase, the seq, its order, the audio, its size).
-    fn check_append(&self, event: &ClientEvent<'_>) -> Result<(u64, usize), (ErrorCode, String)> {
-        self.check_streaming()?;
+    /// An append's seq and audio size, or what is wrong with it, checked in sglang-omni's
+    /// server's order: the fields (a seq that is a JSON integer, the audio), the audio's size
+    /// and base64 form, then against the session: its phase, the seq's order, whole samples,
+    /// and `t_start_ms` where the input stands.
+    fn check_append(&self, event: &ClientEvent<'_>) -> Result<(u64, usize), Refusal> {
         let seq = match event.sglang.as_ref().and_then(|s| s.seq()) {
             Some(Ok(seq)) => seq,
             Some(Err(number)) => {
-                return Err((
-                    ErrorCode::InvalidField,
-                    format!("sglang.seq must be a whole number from 0, got {number}"),
-                ))
+                return Err(Refusal::new(
+                    ErrorCode::InvalidRequest,
+                    format!("sglang.seq must be a JSON integer from 0, got {number}"),
+                )
+                .at(SEQ_PARAM))
             }
             None => {
-                return Err((
-                    ErrorCode::MissingField,
-                    "append needs sglang.seq".to_string(),
-                ))
+                return Err(
+                    Refusal::new(ErrorCode::InvalidRequest, "append needs sglang.seq")
+                        .at(SEQ_PARAM),
+                )
             }
         };
-        if seq != self.next_seq {
-            return Err((
-                ErrorCode::SeqOutOfOrder,
-                format!("expected seq {}, got {seq}; packet dropped", self.next_seq),
-            ));
-        }
-        let audio_bytes = match event.audio.as_deref().map(decoded_len) {
-            Some(Ok(bytes)) => bytes,
-            Some(Err(message)) => return Err((ErrorCode::InvalidAudio, message)),
-            None => {
-                return Err((
-                    ErrorCode::MissingField,
-                    "append needs `audio` (base64 PCM16)".to_string(),
-                ))
-            }
+        let Some(audio) = event.audio.as_deref() else {
+            return Err(Refusal::new(
+                ErrorCode::InvalidRequest,
+                "append needs `audio` (base64 PCM16)",
+            )
+            .at(AUDIO_PARAM));
         };
+        let audio_bytes = decoded_len(audio)?;
         if audio_bytes > replies::MAX_APPEND_BYTES {
-            return Err((
-                ErrorCode::AppendTooLarge,
+            return Err(Refusal::new(
+                ErrorCode::BufferOverflow,
                 format!(
                     "append of {audio_bytes} bytes exceeds max_append_bytes {}",
                     replies::MAX_APPEND_BYTES
                 ),
             ));
+        }
+        self.check_streaming()?;
+        if seq != self.next_seq {
+            return Err(Refusal::new(
+                ErrorCode::InvalidState,
+                format!("expected seq {}, got {seq}; packet dropped", self.next_seq),
+            ));
+        }
+        if audio_bytes == 0 || audio_bytes % BYTES_PER_SAMPLE != 0 {
+            return Err(Refusal::new(
+                ErrorCode::InvalidRequest,
+                format!("`audio` decodes to {audio_bytes} bytes, not whole PCM16 samples"),
+            ));
+        }
+        // Optional; any JSON number (`80` or `80.0`), to the server's tolerance.
+        let t_start_ms = event.sglang.as_ref().and_then(|s| s.t_start_ms);
+        if let Some(t_start_ms) = t_start_ms {
+            let input_ms = self.accepted_end_ms();
+            if (t_start_ms - input_ms).abs() > MEDIA_TIME_TOLERANCE_MS {
+                return Err(Refusal::new(
+                    ErrorCode::InvalidState,
+                    format!(
+                        "sglang.t_start_ms {t_start_ms} is not where the input stands, \
+                         {input_ms} ms: input media time must be sample-contiguous"
+                    ),
+                ));
+            }
         }
         Ok((seq, audio_bytes))
     }
@@ -306,12 +326,8 @@ impl Session {
         counters: &Counters,
         out: &mut Vec<Utf8Bytes>,
     ) {
-        // The media time the client states, or (it is optional) where the input stands.
-        let t_start_ms = event
-            .sglang
-            .as_ref()
-            .and_then(|s| s.t_start_ms)
-            .unwrap_or_else(|| self.accepted_end_ms());
+        // Where the input stands: the media time the client stated, if it did.
+        let t_start_ms = self.accepted_end_ms();
         let origin = *self.origin.get_or_insert(Origin {
             arrival_s,
             t_start_ms,
@@ -333,7 +349,7 @@ impl Session {
             self.cut_unit(unit_bytes);
         }
         if self.pending.len() >= self.templates.burst_units as usize {
-            self.flush_units(out);
+            self.flush_units(false, out);
         }
     }
 
@@ -358,8 +374,8 @@ impl Session {
         counters: &Counters,
         out: &mut Vec<Utf8Bytes>,
     ) {
-        if let Err((code, message)) = self.check_streaming() {
-            self.error(out, counters, code, &message, client_event_id);
+        if let Err(refusal) = self.check_streaming() {
+            self.error(out, counters, &refusal, client_event_id);
             return;
         }
         self.phase = Phase::Ended;
@@ -370,22 +386,20 @@ impl Session {
             client_event_id,
             accepted_end_ms,
         ));
-        // The tail: the input after the last whole unit, padded with silence to a whole unit.
+        // The last unit: the tail, the input after the last whole unit, padded with silence to
+        // a whole unit; or, when the input ends on a unit boundary (or there was none), an
+        // empty unit of duration 0, as sglang-omni's server cuts one to carry the end of input.
         let unit_bytes = self.templates.unit_input_bytes;
         let tail_bytes = self.accepted_bytes - self.units * unit_bytes;
-        if tail_bytes > 0 {
-            self.cut_unit(tail_bytes);
-        }
         // 32 bytes per ms: the division is exact in binary, so the spans add up to the input.
-        let padding_ms =
-            (self.units * unit_bytes - self.accepted_bytes) as f64 / INPUT_BYTES_PER_MS as f64;
-        self.flush_units(out);
-        if let Some(response) = &self.response {
-            if let Some(audio_done) = response.audio_done(&self.ids.next()) {
-                out.push(audio_done);
-            }
-            out.push(response.done(&self.ids.next()));
-        }
+        let padding_ms = if tail_bytes > 0 {
+            (unit_bytes - tail_bytes) as f64 / INPUT_BYTES_PER_MS as f64
+        } else {
+            0.0
+        };
+        self.cut_unit(tail_bytes);
+        // The response ends with that unit, before its `sglang.unit.done`.
+        self.flush_units(true, out);
         let event_id = self.event_id();
         out.push(replies::input_drained(
             &event_id,
@@ -400,23 +414,27 @@ impl Session {
     }
 
     /// Appends and the end of input are valid only between `session.updated` and the end.
-    fn check_streaming(&self) -> Result<(), (ErrorCode, String)> {
+    fn check_streaming(&self) -> Result<(), Refusal> {
         match self.phase {
             Phase::Streaming => Ok(()),
-            Phase::AwaitingUpdate => Err((
-                ErrorCode::SessionNotConfigured,
-                "send session.update and wait for session.updated first".to_string(),
+            Phase::AwaitingUpdate => Err(Refusal::new(
+                ErrorCode::InvalidState,
+                "send session.update and wait for session.updated first",
             )),
-            Phase::Ended | Phase::Closed => Err((
-                ErrorCode::InputEnded,
-                "input has ended; only session.close is valid now".to_string(),
+            Phase::Ended | Phase::Closed => Err(Refusal::new(
+                ErrorCode::InvalidState,
+                "input has ended; only session.close is valid now",
             )),
         }
     }
 
-    /// Sends the replies of every pending unit, opening the response before the first reply.
-    fn flush_units(&mut self, out: &mut Vec<Utf8Bytes>) {
-        if self.pending.is_empty() || self.templates.replies_per_unit == 0 {
+    /// Sends the replies of every pending unit, opening the response with the first of them;
+    /// the response ends with the `last` unit of the input, when it is the last pending.
+    fn flush_units(&mut self, last: bool, out: &mut Vec<Utf8Bytes>) {
+        let Some(first) = self.pending.first().copied() else {
+            return;
+        };
+        if self.templates.replies_per_unit == 0 {
             self.pending.clear();
             return;
         }
@@ -426,36 +444,32 @@ impl Session {
                 self.pending.clear();
                 return;
             };
-            let frames = ResponseFrames::new(self.number, grant);
-            let event_id = self.event_id();
-            out.push(frames.created(&event_id));
+            let mut frames = ResponseFrames::new(self.number, grant);
+            let event_id = self.ids.next();
+            out.push(frames.created(&event_id, &first));
             self.response = Some(frames);
         }
-        if let Some(response) = &self.response {
-            for unit in &self.pending {
-                response.push_unit(&self.templates, unit, &mut self.ids, out);
+        if let Some(response) = &mut self.response {
+            let count = self.pending.len();
+            for (i, unit) in self.pending.iter().enumerate() {
+                let ends = last && i + 1 == count;
+                response.push_unit(&self.templates, unit, ends, &mut self.ids, out);
             }
         }
         self.pending.clear();
     }
 
+    /// A non-fatal `error`: the session goes on as if the message had not come.
     fn error(
         &mut self,
         out: &mut Vec<Utf8Bytes>,
         counters: &Counters,
-        code: ErrorCode,
-        message: &str,
+        refusal: &Refusal,
         client_event_id: Option<&str>,
     ) {
         counters.protocol_error();
         let event_id = self.event_id();
-        out.push(replies::error(
-            &event_id,
-            code,
-            message,
-            client_event_id,
-            false,
-        ));
+        out.push(replies::error(&event_id, refusal, client_event_id, false));
     }
 
     fn event_id(&mut self) -> String {
@@ -464,28 +478,23 @@ impl Session {
 }
 
 /// Decoded length of standard padded base64, from its length alone: the mock never looks at the
-/// audio, so decoding it would be wasted work.
-fn decoded_len(audio_b64: &str) -> Result<usize, String> {
+/// audio, so decoding it would be wasted work. What is not base64 is refused as sglang-omni's
+/// server refuses it (`param` `audio`).
+fn decoded_len(audio_b64: &str) -> Result<usize, Refusal> {
+    let not_base64 = |message: String| Refusal::new(ErrorCode::InvalidRequest, message).at("audio");
     let len = audio_b64.len();
-    if len == 0 {
-        return Err("`audio` is empty".to_string());
-    }
     if len % 4 != 0 {
-        return Err(format!(
+        return Err(not_base64(format!(
             "`audio` is {len} characters, not a multiple of 4: not padded base64"
-        ));
+        )));
     }
     let padding = audio_b64.bytes().rev().take_while(|&b| b == b'=').count();
     if padding > 2 {
-        return Err("`audio` ends in more than two `=`: not base64".to_string());
-    }
-    let bytes = len / 4 * 3 - padding;
-    if bytes % BYTES_PER_SAMPLE != 0 {
-        return Err(format!(
-            "`audio` decodes to {bytes} bytes, not whole PCM16 samples"
+        return Err(not_base64(
+            "`audio` ends in more than two `=`: not base64".to_string(),
         ));
     }
-    Ok(bytes)
+    Ok(len / 4 * 3 - padding)
 }
 
 /// At most [`QUOTE_CHARS`] characters of client text, for error messages.

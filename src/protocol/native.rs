@@ -26,6 +26,8 @@ pub mod names {
     pub const AUDIO_DELTA: &str = "response.output_audio.delta";
     pub const TRANSCRIPT_DELTA: &str = "response.output_audio_transcript.delta";
     pub const TEXT_DELTA: &str = "response.output_text.delta";
+    pub const TRANSCRIPT_DONE: &str = "response.output_audio_transcript.done";
+    pub const TEXT_DONE: &str = "response.output_text.done";
     pub const UNIT_DONE: &str = "sglang.unit.done";
     pub const RESPONSE_CREATED: &str = "response.created";
     pub const AUDIO_DONE: &str = "response.output_audio.done";
@@ -36,6 +38,9 @@ pub mod names {
     pub const SESSION_CLOSE: &str = "session.close";
     pub const SESSION_CLOSED: &str = "session.closed";
     pub const ERROR: &str = "error";
+    /// Manual turn commands: part of the protocol, never granted to a native session.
+    pub const COMMIT: &str = "input_audio_buffer.commit";
+    pub const RESPONSE_CREATE: &str = "response.create";
 }
 
 /// Input audio format of the native protocol: 16 kHz mono PCM16 little-endian.
@@ -165,11 +170,13 @@ impl ClientProtocol for Native {
                 Meaning::AudioDelta
             }
             names::TRANSCRIPT_DELTA | names::TEXT_DELTA => Meaning::TextDelta,
+            // An empty unit (the one a server cuts at the end of unit-aligned input) covers no
+            // input, so no packet's send is what it lags: it is not a unit lag.
             names::UNIT_DONE => match event.sglang.as_ref().and_then(|s| s.media_time) {
-                Some(media) => Meaning::UnitDone {
+                Some(media) if media.duration_ms > 0.0 => Meaning::UnitDone {
                     input_end_ms: media.t_start_ms + media.duration_ms,
                 },
-                None => Meaning::Other,
+                _ => Meaning::Other,
             },
             names::ERROR => {
                 let fatal = event.sglang.as_ref().and_then(|s| s.fatal).unwrap_or(false);
@@ -459,6 +466,12 @@ mod tests {
                 input_end_ms: 400.0
             }
         );
+    }
+
+    #[test]
+    fn the_empty_unit_at_the_end_of_aligned_input_is_not_a_unit_lag() {
+        let text = r#"{"type":"sglang.unit.done","unit_id":"unit_5","sglang":{"unit_id":"unit_5","chunk_seq":0,"media_time":{"t_start_ms":400,"duration_ms":0}}}"#;
+        assert_eq!(classify(text), Meaning::Other);
     }
 
     #[test]

@@ -185,15 +185,26 @@ impl Client {
 
     /// The replies of one 80 ms unit: a whole unit of audio, a transcript, `sglang.unit.done`.
     async fn expect_unit(&mut self, n: u32, t_start_ms: u64, duration_ms: u64) {
+        self.expect_deltas(n).await;
+        self.expect_unit_done(n, t_start_ms, duration_ms).await;
+    }
+
+    /// A whole unit of audio and a transcript, each naming unit `n` in its `sglang` block.
+    async fn expect_deltas(&mut self, n: u32) {
         let audio = self.next_event(names::AUDIO_DELTA).await;
         let pcm = base64::engine::general_purpose::STANDARD
             .decode(audio["delta"].as_str().unwrap())
             .unwrap();
         assert_eq!(pcm.len(), 22_050 * 80 / 1000 * 2, "the padded tail too");
-        self.next_event(names::TRANSCRIPT_DELTA).await;
+        assert_eq!(audio["sglang"]["unit_id"], format!("unit_{n}"));
+        let text = self.next_event(names::TRANSCRIPT_DELTA).await;
+        assert_eq!(text["sglang"]["unit_id"], format!("unit_{n}"));
+    }
+
+    async fn expect_unit_done(&mut self, n: u32, t_start_ms: u64, duration_ms: u64) {
         let unit = self.next_event(names::UNIT_DONE).await;
         assert_eq!(unit["unit_id"], format!("unit_{n}"));
-        assert_eq!(unit["sglang"]["chunk_seq"], n);
+        assert_eq!(unit["sglang"]["unit_id"], format!("unit_{n}"));
         assert_eq!(unit["sglang"]["media_time"]["t_start_ms"], t_start_ms);
         assert_eq!(unit["sglang"]["media_time"]["duration_ms"], duration_ms);
     }
@@ -268,9 +279,15 @@ async fn full_session_gets_every_event_in_order() {
     let ended = client.next_event(names::INPUT_ENDED).await;
     assert_eq!(ended["accepted_end_ms"], 360);
     assert_eq!(ended["tail_policy"], "pad");
-    client.expect_unit(4, 320, 40).await;
+    // The tail's deltas, then the response ends with it, before its unit.done.
+    client.expect_deltas(4).await;
+    let transcript = client.next_event(names::TRANSCRIPT_DONE).await;
+    assert_eq!(transcript["transcript"], "…".repeat(5));
     client.next_event(names::AUDIO_DONE).await;
-    client.next_event(names::RESPONSE_DONE).await;
+    let done = client.next_event(names::RESPONSE_DONE).await;
+    assert_eq!(done["response"]["status"], "completed");
+    assert_eq!(done["response"]["status_details"]["reason"], "stop");
+    client.expect_unit_done(4, 320, 40).await;
     let drained = client.next_event(names::INPUT_DRAINED).await;
     assert_eq!(drained["accepted_end_ms"], 360);
     assert_eq!(drained["padding_ms"], 40);
@@ -291,20 +308,21 @@ async fn malformed_messages_get_errors_and_the_session_keeps_working() {
 
     client.send("this is not json".to_string()).await;
     let error = client.next_event(names::ERROR).await;
-    assert_eq!(error["error"]["code"], "invalid_json");
+    // sglang-omni's server's codes: invalid_request, invalid_state, …
+    assert_eq!(error["error"]["code"], "invalid_request");
     assert_eq!(error["error"]["type"], "invalid_request_error");
     assert_eq!(error["sglang"]["fatal"], false);
 
     client.append(1, 80, 2560).await;
     let error = client.next_event(names::ERROR).await;
-    assert_eq!(error["error"]["code"], "seq_out_of_order");
+    assert_eq!(error["error"]["code"], "invalid_state");
 
     tokio::time::timeout(STEP, client.ws.send(Message::Binary(vec![1, 2, 3].into())))
         .await
         .unwrap()
         .unwrap();
     let error = client.next_event(names::ERROR).await;
-    assert_eq!(error["error"]["code"], "binary_not_supported");
+    assert_eq!(error["error"]["code"], "invalid_request");
 
     client.append(0, 0, 2560).await;
     assert_eq!(client.next_event(names::ACCEPTED).await["seq"], 0);
@@ -533,7 +551,8 @@ async fn asking_voicechat_for_minicpmo_modalities_is_a_fatal_error_naming_what_i
         .await;
     let error = client.next_event(names::ERROR).await;
     assert_eq!(error["sglang"]["fatal"], true);
-    assert_eq!(error["error"]["code"], "unsupported_modalities");
+    assert_eq!(error["error"]["type"], "server_error");
+    assert_eq!(error["error"]["code"], "invalid_request");
     let message = error["error"]["message"].as_str().unwrap();
     assert!(
         message.contains(r#"["text"]"#) && message.contains(r#"["audio"]"#),
@@ -542,7 +561,7 @@ async fn asking_voicechat_for_minicpmo_modalities_is_a_fatal_error_naming_what_i
     // The session ends as sglang-omni's server ends it after a fatal error: no grant,
     // `session.closed` with the error's code, and a normal close (1000).
     let closed = client.next_event(names::SESSION_CLOSED).await;
-    assert_eq!(closed["reason"], "unsupported_modalities");
+    assert_eq!(closed["reason"], "invalid_request");
     let next = tokio::time::timeout(STEP, client.ws.next()).await.unwrap();
     match next {
         Some(Ok(Message::Close(Some(frame)))) => assert_eq!(u16::from(frame.code), 1000),

@@ -92,6 +92,11 @@ fn error_code(events: &[Value]) -> &str {
     events[0]["error"]["code"].as_str().unwrap()
 }
 
+/// The code and `param` of a non-fatal error.
+fn error_at(events: &[Value]) -> (&str, &Value) {
+    (error_code(events), &events[0]["error"]["param"])
+}
+
 /// A `session.update` as the real client sends it, asking for `modalities`.
 fn real_update(modalities: &[&str]) -> String {
     serde_json::json!({
@@ -195,24 +200,32 @@ fn full_session_walks_every_phase() {
             names::UNIT_DONE
         ]
     );
-    assert_eq!(second[3]["sglang"]["chunk_seq"], 1);
+    assert_eq!(second[3]["sglang"]["unit_id"], "unit_1");
     assert_eq!(second[3]["sglang"]["media_time"]["t_start_ms"], 80);
 
+    // 160 ms end on a unit boundary: the response ends with an empty unit_2.
     let end = h.send(&protocol::input_end(9));
     assert_eq!(
         kinds(&end),
         [
             names::INPUT_ENDED,
+            names::TRANSCRIPT_DONE,
             names::AUDIO_DONE,
             names::RESPONSE_DONE,
+            names::UNIT_DONE,
             names::INPUT_DRAINED
         ]
     );
     assert_eq!(end[0]["accepted_end_ms"], 160);
     assert_eq!(end[0]["tail_policy"], "pad");
-    assert_eq!(end[3]["padding_ms"], 0);
-    assert_eq!(end[3]["consumed_ms"], 160);
-    assert_eq!(end[3]["discarded_ms"], 0);
+    assert_eq!(end[4]["unit_id"], "unit_2");
+    assert_eq!(
+        end[4]["sglang"]["media_time"],
+        serde_json::json!({"t_start_ms": 160, "duration_ms": 0})
+    );
+    assert_eq!(end[5]["padding_ms"], 0);
+    assert_eq!(end[5]["consumed_ms"], 160);
+    assert_eq!(end[5]["discarded_ms"], 0);
     assert_eq!(h.session.phase(), Phase::Ended);
 
     let (step, closed) = h.send_at(&protocol::session_close(10), 1.0);
@@ -251,12 +264,12 @@ fn bursts_hold_units_until_full_and_flush_the_rest_at_end() {
         kinds(&third)[..2],
         [names::ACCEPTED, names::RESPONSE_CREATED]
     );
-    let chunk_seqs: Vec<_> = third
+    let units: Vec<_> = third
         .iter()
         .filter(|e| e["type"] == names::UNIT_DONE)
-        .map(|e| e["sglang"]["chunk_seq"].as_u64().unwrap())
+        .map(|e| e["unit_id"].as_str().unwrap())
         .collect();
-    assert_eq!(chunk_seqs, [0, 1, 2]);
+    assert_eq!(units, ["unit_0", "unit_1", "unit_2"]);
 
     assert_eq!(kinds(&h.append(3, PACKET)), [names::ACCEPTED]);
     let end = h.send(&protocol::input_end(5));
@@ -266,12 +279,15 @@ fn bursts_hold_units_until_full_and_flush_the_rest_at_end() {
             names::INPUT_ENDED,
             names::AUDIO_DELTA,
             names::UNIT_DONE,
+            names::TRANSCRIPT_DONE,
             names::AUDIO_DONE,
             names::RESPONSE_DONE,
+            names::UNIT_DONE,
             names::INPUT_DRAINED
         ]
     );
-    assert_eq!(end[2]["sglang"]["chunk_seq"], 3);
+    assert_eq!(end[2]["unit_id"], "unit_3");
+    assert_eq!(end[6]["unit_id"], "unit_4");
 }
 
 #[test]
@@ -289,17 +305,21 @@ fn short_last_packet_becomes_the_tail_unit_at_the_end_of_input() {
             names::INPUT_ENDED,
             names::AUDIO_DELTA,
             names::TRANSCRIPT_DELTA,
-            names::UNIT_DONE,
+            names::TRANSCRIPT_DONE,
             names::AUDIO_DONE,
             names::RESPONSE_DONE,
+            names::UNIT_DONE,
             names::INPUT_DRAINED
         ]
     );
-    let tail = &end[3]["sglang"];
-    assert_eq!(tail["unit_id"], "unit_1");
-    assert_eq!(tail["media_time"]["t_start_ms"], 80);
-    assert_eq!(tail["media_time"]["duration_ms"], 31.25);
-    let drained = &end[6];
+    // The tail's events all carry its block, its unpadded duration.
+    for event in &end[1..7] {
+        let tail = &event["sglang"];
+        assert_eq!(tail["unit_id"], "unit_1");
+        assert_eq!(tail["media_time"]["t_start_ms"], 80);
+        assert_eq!(tail["media_time"]["duration_ms"], 31.25);
+    }
+    let drained = &end[7];
     assert_eq!(drained["accepted_end_ms"], 111.25);
     assert_eq!(drained["consumed_ms"], 111.25);
     assert_eq!(drained["padding_ms"], 48.75);
@@ -308,7 +328,7 @@ fn short_last_packet_becomes_the_tail_unit_at_the_end_of_input() {
 #[test]
 fn append_before_update_is_refused_and_changes_nothing() {
     let mut h = Harness::new(3, 1);
-    assert_eq!(error_code(&h.append(0, PACKET)), "session_not_configured");
+    assert_eq!(error_code(&h.append(0, PACKET)), "invalid_state");
     let mut h = h.configured();
     assert_eq!(h.append(0, PACKET)[0]["seq"], 0);
     assert_eq!(h.errors(), 1);
@@ -318,44 +338,55 @@ fn append_before_update_is_refused_and_changes_nothing() {
 fn out_of_order_seq_is_refused_and_not_accepted() {
     let mut h = Harness::new(3, 1).configured();
     let refused = h.append(1, PACKET);
-    assert_eq!(error_code(&refused), "seq_out_of_order");
+    assert_eq!(error_code(&refused), "invalid_state");
     assert_eq!(refused[0]["error"]["event_id"], format!("{:016x}", 101));
     assert_eq!(h.append(0, PACKET)[0]["seq"], 0);
-    assert_eq!(error_code(&h.append(0, PACKET)), "seq_out_of_order");
+    assert_eq!(error_code(&h.append(0, PACKET)), "invalid_state");
     assert_eq!(h.append(1, PACKET)[0]["seq"], 1);
     assert_eq!(h.errors(), 2);
 }
 
 #[test]
-fn malformed_messages_get_specific_codes() {
+fn malformed_messages_get_sglang_omnis_codes() {
     let mut h = Harness::new(3, 1).configured();
-    assert_eq!(error_code(&h.send("not json")), "invalid_json");
-    assert_eq!(error_code(&h.send(r#"{"no":"type"}"#)), "invalid_json");
-    assert_eq!(error_code(&h.send(r#"{"type":"x.y"}"#)), "unknown_event");
+    let null = &Value::Null;
+    assert_eq!(error_at(&h.send("not json")), ("invalid_request", null));
     assert_eq!(
-        error_code(&h.send(r#"{"type":"input_audio_buffer.append","audio":"AAAA"}"#)),
-        "missing_field"
+        error_at(&h.send(r#"{"no":"type"}"#)),
+        ("invalid_request", null)
     );
     assert_eq!(
-        error_code(&h.send(
+        error_at(&h.send(r#"{"type":"x.y"}"#)),
+        ("not_supported", null)
+    );
+    assert_eq!(
+        error_code(&h.send(r#"{"type":"input_audio_buffer.commit","event_id":"m"}"#)),
+        "not_applicable"
+    );
+    assert_eq!(
+        error_at(&h.send(r#"{"type":"input_audio_buffer.append","audio":"AAAA"}"#)),
+        ("invalid_request", &serde_json::json!(SEQ_PARAM))
+    );
+    assert_eq!(
+        error_at(&h.send(
             r#"{"type":"input_audio_buffer.append","audio":"AAA","sglang":{"seq":0,"t_start_ms":0}}"#
         )),
-        "invalid_audio"
+        ("invalid_request", &serde_json::json!("audio"))
     );
     // 3 bytes: not whole samples.
     assert_eq!(
-        error_code(&h.send(
+        error_at(&h.send(
             r#"{"type":"input_audio_buffer.append","audio":"AAAA","sglang":{"seq":0,"t_start_ms":0}}"#
         )),
-        "invalid_audio"
+        ("invalid_request", null)
     );
     h.out.clear();
     h.session.on_binary(&h.counters, &mut h.out);
     let v: Value = serde_json::from_str(h.out[0].as_str()).unwrap();
-    assert_eq!(v["error"]["code"], "binary_not_supported");
+    assert_eq!(v["error"]["code"], "invalid_request");
     let huge = h.append(0, replies::MAX_APPEND_BYTES + 2);
-    assert_eq!(error_code(&huge), "append_too_large");
-    assert_eq!(h.errors(), 8);
+    assert_eq!(error_code(&huge), "buffer_overflow");
+    assert_eq!(h.errors(), 9);
     // None of it disturbed the session.
     assert_eq!(h.append(0, PACKET)[0]["seq"], 0);
 }
@@ -365,11 +396,14 @@ fn input_after_end_is_refused_but_close_still_works() {
     let mut h = Harness::new(3, 1).configured();
     h.append(0, PACKET);
     h.send(&protocol::input_end(2));
-    assert_eq!(error_code(&h.append(1, PACKET)), "input_ended");
-    assert_eq!(error_code(&h.send(&protocol::input_end(3))), "input_ended");
+    assert_eq!(error_code(&h.append(1, PACKET)), "invalid_state");
+    assert_eq!(
+        error_code(&h.send(&protocol::input_end(3))),
+        "invalid_state"
+    );
     assert_eq!(
         error_code(&h.send(&protocol::session_update(4))),
-        "input_ended"
+        "invalid_state"
     );
     let (step, closed) = h.send_at(&protocol::session_close(5), 0.0);
     assert_eq!(
@@ -379,12 +413,25 @@ fn input_after_end_is_refused_but_close_still_works() {
 }
 
 #[test]
-fn end_before_any_audio_drains_nothing() {
+fn end_before_any_audio_drains_nothing_with_one_empty_unit() {
     let mut h = Harness::new(3, 1).configured();
     let end = h.send(&protocol::input_end(2));
-    assert_eq!(kinds(&end), [names::INPUT_ENDED, names::INPUT_DRAINED]);
-    assert_eq!(end[1]["consumed_ms"], 0);
-    assert_eq!(end[1]["padding_ms"], 0);
+    assert_eq!(
+        kinds(&end),
+        [
+            names::INPUT_ENDED,
+            names::RESPONSE_CREATED,
+            names::TRANSCRIPT_DONE,
+            names::AUDIO_DONE,
+            names::RESPONSE_DONE,
+            names::UNIT_DONE,
+            names::INPUT_DRAINED
+        ]
+    );
+    assert_eq!(end[5]["unit_id"], "unit_0");
+    assert_eq!(end[5]["sglang"]["media_time"]["duration_ms"], 0);
+    assert_eq!(end[6]["consumed_ms"], 0);
+    assert_eq!(end[6]["padding_ms"], 0);
 }
 
 #[test]
@@ -404,14 +451,15 @@ fn arrival_deviation_is_measured_from_seq_0() {
 
 #[test]
 fn decoded_length_comes_from_the_base64_length() {
-    assert_eq!(
-        decoded_len("AAAA"),
-        Err("`audio` decodes to 3 bytes, not whole PCM16 samples".into())
-    );
+    assert_eq!(decoded_len("AAAA"), Ok(3));
     assert_eq!(decoded_len("AAA="), Ok(2));
     assert_eq!(decoded_len("AAAAAA=="), Ok(4));
-    assert!(decoded_len("").is_err());
-    assert!(decoded_len("A===").is_err());
+    assert_eq!(decoded_len(""), Ok(0));
+    assert_eq!(decoded_len("A===").map_err(|r| r.param), Err(Some("audio")));
+    assert_eq!(
+        decoded_len("AAAAA").map_err(|r| r.param),
+        Err(Some("audio"))
+    );
     let b64 = base64::engine::general_purpose::STANDARD.encode(vec![0u8; PACKET]);
     assert_eq!(decoded_len(&b64), Ok(PACKET));
 }
@@ -426,13 +474,13 @@ fn long_client_text_is_quoted_short() {
 // Issue #10, fact by fact, on sessions run as the real sglang-omni client runs them.
 
 #[test]
-fn float_milliseconds_float_seq_and_unknown_fields_are_accepted() {
+fn float_milliseconds_and_unknown_fields_are_accepted() {
     let mut h = Harness::new(3, 1);
     let updated = h.send(r#"{"type":"session.update","event_id":"u-1","session":{"output_modalities":["audio"],"instructions":"x"},"extra":1}"#);
     assert_eq!(kinds(&updated), [names::SESSION_UPDATED]);
     let audio = base64::engine::general_purpose::STANDARD.encode(vec![0u8; PACKET]);
     let first = h.send(&format!(
-        r#"{{"type":"input_audio_buffer.append","event_id":"a","audio":"{audio}","sglang":{{"seq":0.0,"t_start_ms":0.0,"note":"x"}},"more":[1,2]}}"#
+        r#"{{"type":"input_audio_buffer.append","event_id":"a","audio":"{audio}","sglang":{{"seq":0,"t_start_ms":0.0,"note":"x"}},"more":[1,2]}}"#
     ));
     assert_eq!(first[0]["type"], names::ACCEPTED);
     assert_eq!(first[0]["seq"], 0);
@@ -444,10 +492,38 @@ fn float_milliseconds_float_seq_and_unknown_fields_are_accepted() {
     ));
     assert_eq!(third[0]["accepted_end_ms"], 240);
     assert_eq!(h.errors(), 0);
-    let fractional = h.send(&format!(
-        r#"{{"type":"input_audio_buffer.append","event_id":"d","audio":"{audio}","sglang":{{"seq":3.5}}}}"#
-    ));
-    assert_eq!(error_code(&fractional), "invalid_field");
+}
+
+/// sglang-omni's server takes `seq` as a strict integer and `t_start_ms` as where the input
+/// stands (to 1e-7 ms): a client the mock accepts must be one the server accepts.
+#[test]
+fn a_float_seq_or_a_t_start_ms_off_the_input_is_refused_as_the_server_refuses_it() {
+    let mut h = Harness::new(3, 1).configured();
+    let audio = base64::engine::general_purpose::STANDARD.encode(vec![0u8; PACKET]);
+    let append = |seq: &str, t_start_ms: &str| {
+        format!(
+            r#"{{"type":"input_audio_buffer.append","event_id":"a{seq}","audio":"{audio}","sglang":{{"seq":{seq},"t_start_ms":{t_start_ms}}}}}"#
+        )
+    };
+    for seq in ["0.0", "0.5", "-1", "1e0"] {
+        assert_eq!(
+            error_at(&h.send(&append(seq, "0"))),
+            ("invalid_request", &serde_json::json!(SEQ_PARAM)),
+            "seq {seq}"
+        );
+    }
+    assert_eq!(h.send(&append("0", "0.0"))[0]["type"], names::ACCEPTED);
+    // 80 ms accepted: 80.0 and 80 are where the input stands, 79.9 and 160 are not.
+    for t_start_ms in ["79.9", "160", "0"] {
+        assert_eq!(
+            error_at(&h.send(&append("1", t_start_ms))),
+            ("invalid_state", &Value::Null),
+            "t_start_ms {t_start_ms}"
+        );
+    }
+    assert_eq!(h.send(&append("1", "80.0"))[0]["seq"], 1);
+    assert_eq!(h.send(&append("2", "160"))[0]["seq"], 2);
+    assert_eq!(h.errors(), 7);
 }
 
 #[test]
@@ -483,13 +559,41 @@ fn session_updated_grants_every_capability_of_the_profile() {
             "supports_server_interrupt": false,
             "supports_resume": false,
             "supports_truncate": false,
+            // The rest of what sglang-omni's server grants (types.py, negotiation.py).
+            "turn_control": [null],
+            "input_modalities": ["audio"],
+            "first_unit_ms": unit_ms,
+            "partial_style": "append_only",
+            "sampling_parameters": [],
+            "supports_reference_audio": false,
+            "rejections": [],
         });
         for (key, value) in expected.as_object().unwrap() {
             assert_eq!(&g[key], value, "{profile:?} granted.{key}");
         }
         assert_eq!(g["limits"]["session_timeout_s"], 240);
         assert_eq!(g["limits"]["max_append_bytes"], 64_000);
+        // The session as configured: its type and the audio formats, beside the grant.
+        let session = &updated["session"];
+        assert_eq!(session["type"], "realtime");
+        assert_eq!(
+            session["audio"],
+            serde_json::json!({
+                "input": {"format": {"type": "audio/pcm", "rate": 16_000}},
+                "output": {"format": {"type": "audio/pcm", "rate": rate}},
+            })
+        );
     }
+}
+
+#[test]
+fn session_created_is_a_realtime_session_with_nothing_granted_yet() {
+    let h = Harness::new(3, 1);
+    let created: Value = serde_json::from_str(h.out[0].as_str()).unwrap();
+    let session = &created["session"];
+    assert_eq!(session["object"], "realtime.session");
+    assert_eq!(session["type"], "realtime");
+    assert_eq!(session["sglang"]["granted"], Value::Null);
 }
 
 #[test]
@@ -516,10 +620,13 @@ fn asking_voicechat_for_text_is_refused_with_a_fatal_error_naming_what_it_serves
     assert_eq!(step, Step::Close);
     // Then `session.closed` with the error's code, as sglang-omni's server ends the session.
     assert_eq!(kinds(&events), [names::ERROR, names::SESSION_CLOSED]);
-    assert_eq!(events[1]["reason"], "unsupported_modalities");
+    assert_eq!(events[1]["reason"], "invalid_request");
     let error = &events[0];
     assert_eq!(error["sglang"]["fatal"], true);
-    assert_eq!(error["error"]["code"], "unsupported_modalities");
+    // sglang-omni's code for modalities it cannot serve; `server_error` as the error is fatal.
+    assert_eq!(error["error"]["code"], "invalid_request");
+    assert_eq!(error["error"]["type"], "server_error");
+    assert_eq!(error["error"]["param"], "session.output_modalities");
     assert_eq!(
         error["error"]["event_id"],
         "5f0c6b3e9d2a4e7f8a1b2c3d4e5f6a7b"
@@ -625,14 +732,17 @@ fn drained_reports_the_accepted_input_with_the_padding_apart() {
     }
 }
 
-/// The unit rules of issue #10 item 7 for one session of `input_ms`.
+/// The unit rules of issue #10 item 7 for one session of `input_ms`, with the empty unit
+/// sglang-omni's server adds at the end of unit-aligned input.
 fn assert_unit_rules(profile: Profile, modalities: &[&str], input_ms: u64) {
     let (events, _) = real_session(profile, modalities, input_ms as usize);
     let unit_ms = u64::from(profile.unit_ms());
     let units = of_type(&events, names::UNIT_DONE);
+    let with_input = input_ms.div_ceil(unit_ms) as usize;
+    let aligned = input_ms % unit_ms == 0;
     assert_eq!(
-        units.len() as u64,
-        input_ms.div_ceil(unit_ms),
+        units.len(),
+        with_input + usize::from(aligned),
         "{profile:?}"
     );
     let mut total_ms = 0.0;
@@ -642,27 +752,33 @@ fn assert_unit_rules(profile: Profile, modalities: &[&str], input_ms: u64) {
         let media = &unit["sglang"]["media_time"];
         assert_eq!(media["t_start_ms"], n as u64 * unit_ms);
         let duration_ms = media["duration_ms"].as_f64().unwrap();
-        if n + 1 < units.len() {
+        if n + 1 < with_input {
             assert_eq!(duration_ms, unit_ms as f64);
         }
         total_ms += duration_ms;
     }
     assert_eq!(total_ms, input_ms as f64, "durations add up to the input");
-    let last = units.last().unwrap()["sglang"]["media_time"]["duration_ms"].as_f64();
+    let last = units[with_input - 1]["sglang"]["media_time"]["duration_ms"].as_f64();
     let tail_ms = input_ms % unit_ms;
     assert_eq!(
         last,
         Some(if tail_ms == 0 { unit_ms } else { tail_ms } as f64)
     );
-    // One unit of audio per unit, the padded tail included.
+    if aligned {
+        let empty = &units[with_input]["sglang"]["media_time"];
+        assert_eq!(empty["duration_ms"], 0, "the empty unit at the end");
+    }
+    // One unit of audio per unit with input, the padded tail included.
     let per_unit =
         crate::profile::unit_output_bytes(profile.unit_ms(), profile.output_sample_rate());
-    assert_eq!(audio_bytes(&events), units.len() * per_unit, "{profile:?}");
-    // The response ends after the client's end and before drained; nothing media after drained.
+    assert_eq!(audio_bytes(&events), with_input * per_unit, "{profile:?}");
+    // The response ends after the client's end, with the last unit (before its unit.done),
+    // before drained; nothing of it after drained.
     let ended = position(&events, names::INPUT_ENDED);
     let done = position(&events, names::RESPONSE_DONE);
+    let last_unit = events.iter().rposition(|e| e["type"] == names::UNIT_DONE);
     let drained = position(&events, names::INPUT_DRAINED);
-    assert!(ended < done && done < drained, "{ended} {done} {drained}");
+    assert!(ended < done && Some(done + 1) == last_unit && done < drained);
     assert!(events[drained + 1..]
         .iter()
         .all(|e| !e["type"].as_str().unwrap().starts_with("response.")));
@@ -744,4 +860,141 @@ fn an_output_rate_flag_overrides_the_profile_and_bursts_count_native_units() {
     assert_eq!(deltas.len(), 2);
     assert_eq!(audio_bytes(&units), 2 * 16_000 * 2);
     assert_eq!(of_type(&units, names::UNIT_DONE).len(), 2);
+}
+
+/// The response as sglang-omni's server projects it (projection.py, protocol.py): created with
+/// an empty `output`, every event of a unit carrying that unit's `sglang` block with
+/// `chunk_seq` counting the session's output events from 0, the text's done event with the
+/// whole text, `response.done` with the message item and no usage; `sglang.unit.done`'s own
+/// `chunk_seq` 0.
+#[test]
+fn the_response_is_shaped_as_sglang_omni_projects_it() {
+    for (profile, modalities, text_done, key) in [
+        (
+            Profile::Voicechat,
+            &["audio"][..],
+            names::TRANSCRIPT_DONE,
+            "transcript",
+        ),
+        (
+            Profile::Minicpmo,
+            &["audio", "text"][..],
+            names::TEXT_DONE,
+            "text",
+        ),
+    ] {
+        let (events, _) = real_session(profile, modalities, 2040);
+        let created = of_type(&events, names::RESPONSE_CREATED)[0];
+        assert_eq!(
+            created["response"],
+            serde_json::json!({"id": "resp_000001", "object": "realtime.response",
+                "status": "in_progress", "output": []})
+        );
+        let output: Vec<&Value> = events
+            .iter()
+            .filter(|e| e["type"].as_str().unwrap().starts_with("response."))
+            .collect();
+        for (chunk_seq, event) in output.iter().enumerate() {
+            assert_eq!(event["sglang"]["chunk_seq"], chunk_seq, "{event}");
+            let unit_id = event["sglang"]["unit_id"].as_str().unwrap();
+            let n: u64 = unit_id.strip_prefix("unit_").unwrap().parse().unwrap();
+            let media = &event["sglang"]["media_time"];
+            assert_eq!(media["t_start_ms"], n * u64::from(profile.unit_ms()));
+        }
+        assert!(of_type(&events, names::UNIT_DONE)
+            .iter()
+            .all(|u| u["sglang"]["chunk_seq"] == 0));
+        let deltas: String = events
+            .iter()
+            .filter(|e| e["type"] == names::TRANSCRIPT_DELTA || e["type"] == names::TEXT_DELTA)
+            .map(|e| e["delta"].as_str().unwrap())
+            .collect();
+        let done = of_type(&events, text_done);
+        assert_eq!(done.len(), 1, "{profile:?}");
+        assert_eq!(done[0][key], deltas.as_str());
+        let response = &of_type(&events, names::RESPONSE_DONE)[0]["response"];
+        assert_eq!(
+            response["status_details"],
+            serde_json::json!({"reason": "stop"})
+        );
+        assert_eq!(response["usage"], Value::Null);
+        let item = &response["output"][0];
+        assert_eq!(item["object"], "realtime.item");
+        assert_eq!(
+            (&item["type"], &item["role"]),
+            (&"message".into(), &"assistant".into())
+        );
+        assert_eq!(item["id"], done[0]["item_id"]);
+        let mut content = Vec::new();
+        if modalities.contains(&"text") {
+            content.push(serde_json::json!({"type": "output_text", "text": deltas}));
+        }
+        content.push(serde_json::json!({"type": "output_audio", "transcript": deltas}));
+        assert_eq!(item["content"], Value::Array(content), "{profile:?}");
+    }
+}
+
+/// Every key of `value` with the kind of its value (`response.output[].content[].type: string`),
+/// the items of an array merged.
+fn shape(value: &Value, path: &str, out: &mut std::collections::BTreeSet<String>) {
+    let kind = match value {
+        Value::Null => "null",
+        Value::Bool(_) => "bool",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(items) => {
+            for item in items {
+                shape(item, &format!("{path}[]"), out);
+            }
+            "array"
+        }
+        Value::Object(map) => {
+            for (key, item) in map {
+                shape(item, &format!("{path}.{key}"), out);
+            }
+            "object"
+        }
+    };
+    out.insert(format!("{path}: {kind}"));
+}
+
+/// docs/protocol-native.md shows server owners what the mock sends: each server event of its
+/// examples has the keys (and kinds of values) of an event the mock sends.
+#[test]
+fn the_protocol_docs_examples_are_shaped_as_the_mock_sends() {
+    let docs = include_str!("../../../docs/protocol-native.md");
+    let mut sent: Vec<Value> = Vec::new();
+    for (profile, modalities, input_ms) in [
+        (Profile::Voicechat, &["audio"][..], 5000),
+        (Profile::Minicpmo, &["audio", "text"][..], 5000),
+    ] {
+        sent.extend(real_session(profile, modalities, input_ms).0);
+    }
+    let mut h = Harness::new(3, 1);
+    sent.extend(h.send(&real_update(&["audio", "text"])));
+    let mut h = Harness::new(3, 1).configured();
+    sent.extend(h.send(r#"{"type":"input_audio_buffer.append","event_id":"a","audio":"AAAA","sglang":{"seq":0.0}}"#));
+    let client = [
+        names::SESSION_UPDATE,
+        names::APPEND,
+        names::INPUT_END,
+        names::SESSION_CLOSE,
+    ];
+    let mut checked = 0;
+    for line in docs.lines().filter(|l| l.starts_with(r#"{"type":"#)) {
+        let example: Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}"));
+        if client.iter().any(|c| example["type"] == *c) {
+            continue;
+        }
+        let mut want = std::collections::BTreeSet::new();
+        shape(&example, "", &mut want);
+        let same = sent.iter().any(|event| {
+            let mut got = std::collections::BTreeSet::new();
+            shape(event, "", &mut got);
+            got == want
+        });
+        assert!(same, "no event the mock sends is shaped as\n{line}");
+        checked += 1;
+    }
+    assert!(checked >= 17, "{checked} examples");
 }
