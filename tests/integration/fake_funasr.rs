@@ -6,7 +6,6 @@
 use futures_util::{SinkExt, StreamExt};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::net::TcpListener;
 use tokio_tungstenite::tungstenite::Message;
 
 /// 1 s of 16 kHz PCM16.
@@ -19,8 +18,7 @@ type Closes = Arc<Mutex<Vec<Option<u16>>>>;
 pub struct FakeFunasr {
     pub url: String,
     closes: Closes,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    thread: Option<std::thread::JoinHandle<()>>,
+    _server: crate::util::LoopbackServer,
 }
 
 impl FakeFunasr {
@@ -29,52 +27,15 @@ impl FakeFunasr {
     }
 }
 
-impl Drop for FakeFunasr {
-    fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-    }
-}
-
 pub fn start() -> FakeFunasr {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.set_nonblocking(true).unwrap();
-    let addr = listener.local_addr().unwrap();
     let closes = Closes::default();
     let recorded = Arc::clone(&closes);
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let thread = std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        rt.block_on(async move {
-            let listener = TcpListener::from_std(listener).unwrap();
-            let serve = async {
-                loop {
-                    let Ok((stream, _)) = listener.accept().await else {
-                        continue;
-                    };
-                    tokio::spawn(session(stream, Arc::clone(&recorded)));
-                }
-            };
-            // Bounded: the server never outlives 5 minutes, even if a test forgets it.
-            tokio::select! {
-                _ = serve => {}
-                _ = stop_rx => {}
-                _ = tokio::time::sleep(Duration::from_secs(300)) => {}
-            }
-        });
-    });
+    let server =
+        crate::util::LoopbackServer::start(move |stream| session(stream, Arc::clone(&recorded)));
     FakeFunasr {
-        url: format!("ws://{addr}"),
+        url: format!("ws://{}", server.addr),
         closes,
-        stop: Some(stop_tx),
-        thread: Some(thread),
+        _server: server,
     }
 }
 

@@ -3,7 +3,6 @@
 
 use futures_util::{SinkExt, StreamExt};
 use std::time::Duration;
-use tokio::net::TcpListener;
 use tokio_tungstenite::tungstenite::Message;
 
 #[derive(Debug, Clone, Copy)]
@@ -28,19 +27,7 @@ pub enum Misbehaviour {
 /// The server; it stops when dropped.
 pub struct FakeServer {
     pub url: String,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl Drop for FakeServer {
-    fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-    }
+    _server: crate::util::LoopbackServer,
 }
 
 pub fn start(misbehaviour: Misbehaviour) -> FakeServer {
@@ -60,35 +47,12 @@ pub fn start(misbehaviour: Misbehaviour) -> FakeServer {
     socket.listen(128).unwrap();
     let std_listener: std::net::TcpListener = socket.into();
     std_listener.set_nonblocking(true).unwrap();
-    let addr = std_listener.local_addr().unwrap();
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let thread = std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        rt.block_on(async move {
-            let listener = TcpListener::from_std(std_listener).unwrap();
-            let serve = async {
-                loop {
-                    let Ok((stream, _)) = listener.accept().await else {
-                        continue;
-                    };
-                    tokio::spawn(session(stream, misbehaviour));
-                }
-            };
-            // Bounded: the server never outlives 5 minutes, even if a test forgets it.
-            tokio::select! {
-                _ = serve => {}
-                _ = stop_rx => {}
-                _ = tokio::time::sleep(Duration::from_secs(300)) => {}
-            }
-        });
+    let server = crate::util::LoopbackServer::serve(std_listener, move |stream| {
+        session(stream, misbehaviour)
     });
     FakeServer {
-        url: format!("ws://{addr}/v1/realtime"),
-        stop: Some(stop_tx),
-        thread: Some(thread),
+        url: format!("ws://{}/v1/realtime", server.addr),
+        _server: server,
     }
 }
 

@@ -140,3 +140,72 @@ pub fn skip(test: &str, why: &str) {
         let _ = std::io::Write::write_all(&mut file, format!("{test}: {why}\n").as_bytes());
     }
 }
+
+/// A scripted WebSocket server of a test on 127.0.0.1: its own thread and runtime, each
+/// connection `listener` accepts handed to `session`. It stops when dropped, and never outlives
+/// 5 minutes even if a test forgets it.
+pub struct LoopbackServer {
+    pub addr: std::net::SocketAddr,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl LoopbackServer {
+    /// Serves on `listener` (bound to 127.0.0.1, non-blocking).
+    pub fn serve<S, F>(listener: std::net::TcpListener, session: S) -> LoopbackServer
+    where
+        S: Fn(tokio::net::TcpStream) -> F + Send + 'static,
+        F: std::future::Future<Output = ()> + Send + 'static,
+    {
+        let addr = listener.local_addr().unwrap();
+        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let thread = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async move {
+                let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+                let serve = async {
+                    loop {
+                        if let Ok((stream, _)) = listener.accept().await {
+                            tokio::spawn(session(stream));
+                        }
+                    }
+                };
+                tokio::select! {
+                    _ = serve => {}
+                    _ = stop_rx => {}
+                    _ = tokio::time::sleep(Duration::from_secs(300)) => {}
+                }
+            });
+        });
+        LoopbackServer {
+            addr,
+            stop: Some(stop_tx),
+            thread: Some(thread),
+        }
+    }
+
+    /// Serves on a new listener on 127.0.0.1.
+    pub fn start<S, F>(session: S) -> LoopbackServer
+    where
+        S: Fn(tokio::net::TcpStream) -> F + Send + 'static,
+        F: std::future::Future<Output = ()> + Send + 'static,
+    {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        LoopbackServer::serve(listener, session)
+    }
+}
+
+impl Drop for LoopbackServer {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
