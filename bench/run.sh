@@ -29,6 +29,15 @@ fi
 
 if [[ "${BENCH_SKIP_BUILD:-}" == 1 ]]; then
   echo "[bench] BENCH_SKIP_BUILD=1: using the binary already in target/release" >&2
+  # Results are labelled with the checkout's commit: a binary older than the sources would
+  # measure something else under that label (`cargo build --release --examples` does not
+  # rebuild it).
+  binary="$repo/target/release/duplexbench-tui"
+  newer=$(find "$repo/src" "$repo/Cargo.toml" "$repo/Cargo.lock" -newer "$binary" -type f 2>/dev/null | head -n 1)
+  if [[ ! -x "$binary" || -n "$newer" ]]; then
+    echo "[bench] $binary is missing or older than ${newer:-the sources}: build it (cargo build --release) or run without BENCH_SKIP_BUILD=1" >&2
+    exit 2
+  fi
 else
   echo "[bench] cargo build --release (and the floor client, bench/floor.rs)" >&2
   (cd "$repo" && cargo build --release --quiet && cargo build --release --quiet --example floor)
