@@ -59,6 +59,12 @@ impl Record {
         }
     }
 
+    /// Whether the record is one of the trace's lines, which come in time order: the server's
+    /// close frame is read from the receipts and comes after them (docs/files.md).
+    pub fn in_time_order(&self) -> bool {
+        self.direction != Direction::Close
+    }
+
     fn kind(&self) -> &str {
         self.event
             .get("type")

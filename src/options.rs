@@ -346,13 +346,6 @@ impl Settings {
         samples as usize * crate::protocol::BYTES_PER_SAMPLE
     }
 
-    /// Seconds of audio each session sends in all.
-    pub fn input_s(&self) -> f64 {
-        let bytes_per_s =
-            crate::protocol::BYTES_PER_SAMPLE * self.client.input_sample_rate as usize;
-        self.input_bytes() as f64 / bytes_per_s as f64
-    }
-
     /// The thresholds every packet is judged by.
     pub fn thresholds(&self) -> crate::pacing::Thresholds {
         crate::pacing::Thresholds::from_ms(self.late_threshold_ms, self.slow_send_threshold_ms)

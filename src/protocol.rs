@@ -19,9 +19,6 @@ pub mod vllm;
 
 use crate::trace::format::Payload;
 use std::borrow::Cow;
-use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
-use tokio_tungstenite::tungstenite::protocol::CloseFrame;
-use tokio_tungstenite::tungstenite::Utf8Bytes;
 
 /// The wire protocols the tool speaks, as client and as mock (`--protocol`).
 #[derive(
@@ -346,17 +343,6 @@ pub trait ClientProtocol {
     /// of its own), rather than waiting for the server's close.
     fn client_closes(&self) -> bool {
         false
-    }
-
-    /// The close frame the client sends when it closes the socket: 1000 (normal closure), as
-    /// the clients of every protocol here close (Python's `websockets` on leaving its `async
-    /// with` block, whether the session ended well or not; the OpenAI SDKs), never one without
-    /// a code (1005).
-    fn close_frame(&self) -> Option<CloseFrame> {
-        Some(CloseFrame {
-            code: CloseCode::Normal,
-            reason: Utf8Bytes::default(),
-        })
     }
 
     /// What a text frame from the server means, or why it is not a frame of this protocol.

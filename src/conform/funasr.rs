@@ -93,25 +93,23 @@ impl Check<'_> {
             self.flag("trace-record", "a trace record", why.clone());
             return;
         }
-        if record.direction == Direction::Close {
-            // From the receipts, after the trace's lines: not one of the lines in time order.
-            self.close_recorded = true;
-            return;
+        if record.in_time_order() {
+            if record.time_s < self.last_time_s {
+                self.flag(
+                    "trace-record",
+                    "records in time order",
+                    format!("{} after {}", record.time_s, self.last_time_s),
+                );
+            }
+            self.last_time_s = record.time_s;
         }
-        if record.time_s < self.last_time_s {
-            self.flag(
-                "trace-record",
-                "records in time order",
-                format!("{} after {}", record.time_s, self.last_time_s),
-            );
-        }
-        self.last_time_s = record.time_s;
         match &record.direction {
             Direction::Send => self.sent(&record.event),
             Direction::Error => {
                 self.flag("client-error", "no client error", record.event.to_string());
             }
-            Direction::Close | Direction::Admission | Direction::Unreadable(_) => {}
+            Direction::Close => self.close_recorded = true,
+            Direction::Admission | Direction::Unreadable(_) => {}
             Direction::Receive => self.received(record),
         }
     }
@@ -287,13 +285,7 @@ impl Check<'_> {
 
 /// The send starts of a session's audio frames, from the receipts beside its trace.
 pub fn audio_sends(trace: &std::path::Path) -> Vec<f64> {
-    let Some(dir) = trace.parent() else {
-        return Vec::new();
-    };
-    let Ok(text) = std::fs::read_to_string(dir.join(crate::trace::files::RECEIPTS_FILE)) else {
-        return Vec::new();
-    };
-    let Ok(value) = serde_json::from_str::<Value>(&text) else {
+    let Some(value) = super::trace_file::read_receipts(trace) else {
         return Vec::new();
     };
     value

@@ -194,6 +194,11 @@ impl<'a> Check<'a> {
         });
     }
 
+    /// The profile the session is checked against: the one its grant names, or the one given.
+    fn profile(&self) -> Option<Profile> {
+        self.terms.and_then(|t| t.profile).or(self.given)
+    }
+
     fn unit_ms(&self) -> Option<f64> {
         self.terms.and_then(|t| t.unit_ms)
     }
@@ -214,9 +219,7 @@ impl<'a> Check<'a> {
             return;
         }
         let event = &record.event;
-        // The server's close frame comes from the receipts, after the trace's lines (older
-        // traces had it as a line): it is not one of the lines in time order.
-        if record.direction != Direction::Close {
+        if record.in_time_order() {
             if record.time_s < self.last_time_s {
                 let expected = format!("time_s from {:.6} on", self.last_time_s);
                 self.flag("trace-record", expected, format!("{:.6}", record.time_s));

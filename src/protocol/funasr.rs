@@ -118,7 +118,8 @@ impl ClientProtocol for Funasr {
     fn classify<'a>(&self, text: &'a str) -> Result<Received<'a>, String> {
         let frame: ServerFrame<'a> = match serde_json::from_str(text) {
             Ok(frame) => frame,
-            Err(_) if serde_json::from_str::<IgnoredAny>(text).is_err() => {
+            // Not JSON at all (a JSON value of another shape is a data error).
+            Err(err) if err.is_syntax() || err.is_eof() => {
                 return Ok(Received {
                     meaning: Meaning::Other,
                     payload: Payload::Text,

@@ -182,10 +182,10 @@ impl ClientProtocol for Native {
                 let fatal = event.sglang.as_ref().and_then(|s| s.fatal).unwrap_or(false);
                 let (code, message) = match event.error {
                     Some(e) => (
-                        e.code.unwrap_or(Cow::Borrowed("?")),
+                        e.code.unwrap_or(Cow::Borrowed(super::NULL_CODE)),
                         e.message.unwrap_or_default(),
                     ),
-                    None => (Cow::Borrowed("?"), Cow::Borrowed("")),
+                    None => (Cow::Borrowed(super::NULL_CODE), Cow::Borrowed("")),
                 };
                 Meaning::Error {
                     fatal,

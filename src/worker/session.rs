@@ -30,7 +30,9 @@ use std::rc::Rc;
 use std::time::Duration;
 use tokio::sync::watch;
 use tokio_tungstenite::tungstenite::error::ProtocolError;
-use tokio_tungstenite::tungstenite::{Bytes, Error as WsError, Message};
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+use tokio_tungstenite::tungstenite::protocol::CloseFrame;
+use tokio_tungstenite::tungstenite::{Bytes, Error as WsError, Message, Utf8Bytes};
 use wire::Ws;
 
 /// Once the run is being stopped, how long a session still waits for each awaited event.
@@ -90,6 +92,16 @@ async fn sleep_until_s(at_s: Option<f64>) {
         Some(at_s) => tokio::time::sleep_until(instant_at(at_s)).await,
         None => std::future::pending().await,
     }
+}
+
+/// The close frame the client sends when it closes the socket: 1000 (normal closure), as the
+/// clients of every protocol here close (Python's `websockets` on leaving its `async with`
+/// block, whether the session ended well or not; the OpenAI SDKs), never one without a code.
+fn goodbye() -> Option<CloseFrame> {
+    Some(CloseFrame {
+        code: CloseCode::Normal,
+        reason: Utf8Bytes::default(),
+    })
 }
 
 /// Runs one session to its end and says how it went.
@@ -194,8 +206,7 @@ impl Session {
         }
         if result.is_err() {
             // Best effort: tell the server we are gone; the session is already failed.
-            let bye = self.ctx.protocol.close_frame();
-            let _ = tokio::time::timeout(Duration::from_millis(200), ws.close(bye)).await;
+            let _ = tokio::time::timeout(Duration::from_millis(200), ws.close(goodbye())).await;
         }
         result
     }
@@ -217,8 +228,7 @@ impl Session {
         }
         if self.ctx.protocol.client_closes() {
             // The protocol has no goodbye: the client closes, and reads the server's answer.
-            let bye = self.ctx.protocol.close_frame();
-            let _ = tokio::time::timeout(Duration::from_secs(1), ws.close(bye)).await;
+            let _ = tokio::time::timeout(Duration::from_secs(1), ws.close(goodbye())).await;
         }
         // The server closes the socket after the session ends; answer its close frame.
         let _ = tokio::time::timeout(Duration::from_secs(1), async {
@@ -665,7 +675,7 @@ impl Session {
     /// its end (Fun-ASR's benchmark, pacing with a sleep after every frame, does the same).
     fn input_end_s(&self, gate_s: f64) -> f64 {
         let s = &self.ctx.settings;
-        let input_s = s.input_s();
+        let input_s = s.duration_s;
         let last_packet_s =
             input_s - f64::from(s.packets_per_session.saturating_sub(1)) * s.packet_s();
         (gate_s + input_s).max(self.last_send_s + last_packet_s)

@@ -131,11 +131,7 @@ impl Check<'_> {
     pub(super) fn response_done(&mut self, event: &Value) {
         // MiniCPM-o's model may stop a reply of its own while the input goes on (sglang-omni's
         // checker: `stop_requires_eos` false); VoiceChat's one response ends with the input.
-        let stop_requires_end = self
-            .terms
-            .and_then(|t| t.profile)
-            .or(self.given)
-            .is_none_or(Profile::stop_requires_end);
+        let stop_requires_end = self.profile().is_none_or(Profile::stop_requires_end);
         if !self.end_sent && stop_requires_end {
             self.flag(
                 "response-done-order",

@@ -16,7 +16,7 @@ impl Check<'_> {
         }
         SessionReport {
             session: self.session.to_string(),
-            profile: self.terms.and_then(|t| t.profile).or(self.given),
+            profile: self.profile(),
             violations: self.violations,
             close_recorded: self.close_recorded,
         }
