@@ -277,7 +277,7 @@ fn number_or_none<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Err
     })
 }
 
-fn string_or_none<'de: 'a, 'a, D: Deserializer<'de>>(
+pub(super) fn string_or_none<'de: 'a, 'a, D: Deserializer<'de>>(
     d: D,
 ) -> Result<Option<Cow<'a, str>>, D::Error> {
     struct StringOrNot;

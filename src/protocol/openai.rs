@@ -319,12 +319,9 @@ pub fn classify(text: &str) -> Result<Received<'_>, String> {
         // The transcript of the input (a transcription session's only text): each delta, and
         // the completed transcript (a server may send only that), when it holds any text.
         names::INPUT_TRANSCRIPT_DELTA | names::INPUT_TRANSCRIPT_DONE => {
-            // Read again for its text: these events are few, the deltas' `delta` is skipped.
-            let text: InputTranscript<'_> = serde_json::from_str(text)
-                .map_err(|err| format!("server frame is not a JSON event ({err})"))?;
-            if text
+            if event
                 .delta
-                .or(text.transcript)
+                .or(event.transcript)
                 .is_some_and(|t| !t.is_empty())
             {
                 Meaning::TextDelta
@@ -392,8 +389,12 @@ fn delta_by_leading_type(text: &str) -> Option<Received<'_>> {
 struct ServerEvent<'a> {
     #[serde(rename = "type", borrow)]
     kind: Cow<'a, str>,
-    #[serde(default)]
-    delta: Option<IgnoredAny>,
+    /// Borrowed, not copied (an audio delta's base64 costs the same scan as skipping it); a
+    /// value that is not a string reads as none.
+    #[serde(default, borrow, deserialize_with = "super::funasr::string_or_none")]
+    delta: Option<Cow<'a, str>>,
+    #[serde(default, borrow, deserialize_with = "super::funasr::string_or_none")]
+    transcript: Option<Cow<'a, str>>,
     #[serde(default)]
     audio: Option<IgnoredAny>,
     #[serde(default, deserialize_with = "super::native::lenient_number")]
@@ -404,15 +405,6 @@ struct ServerEvent<'a> {
     response: Option<ResponseBody<'a>>,
     #[serde(default, borrow)]
     error: Option<ErrorBody<'a>>,
-}
-
-/// The text of an input transcription event: `delta`, or the completed `transcript`.
-#[derive(Debug, Deserialize)]
-struct InputTranscript<'a> {
-    #[serde(default, borrow)]
-    delta: Option<Cow<'a, str>>,
-    #[serde(default, borrow)]
-    transcript: Option<Cow<'a, str>>,
 }
 
 #[derive(Debug, Deserialize)]
