@@ -176,6 +176,25 @@ impl Session {
         );
     }
 
+    /// The `error` the API answers a request it refuses.
+    fn refuse(
+        &mut self,
+        refused: &terms::Refusal,
+        client_event_id: Option<&str>,
+        counters: &Counters,
+        out: &mut Vec<Utf8Bytes>,
+    ) {
+        let (code, param) = (refused.code, Some(refused.param.as_str()));
+        self.error_at(
+            out,
+            counters,
+            code,
+            param,
+            &refused.message,
+            client_event_id,
+        );
+    }
+
     /// Input audio in ms: PCM16 at 24 kHz, the one rate the API takes.
     fn audio_ms(bytes: u64) -> u64 {
         bytes * 1000 / (u64::from(DEFAULT_SAMPLE_RATE) * 2)
@@ -204,9 +223,7 @@ impl Session {
         let asked = match terms::read(self.beta, session) {
             Ok(asked) => asked,
             Err(refused) => {
-                let param = Some(refused.param.as_str());
-                let message = refused.message.as_str();
-                self.error_at(out, counters, refused.code, param, message, client_event_id);
+                self.refuse(&refused, client_event_id, counters, out);
                 return;
             }
         };
@@ -370,25 +387,29 @@ impl Session {
 /// Whether a handshake asks for beta names: `OpenAI-Beta: realtime=v1`, as openai-python's
 /// beta client sends it.
 pub fn asks_for_beta(headers: &HeaderMap) -> bool {
-    headers
-        .get_all("openai-beta")
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .any(|v| v.trim() == BETA_HEADER.1)
+    offers(headers, BETA_HEADER.0, BETA_HEADER.1)
 }
 
 /// The subprotocol to answer: `realtime` when the client offers it, as openai-node's browser
 /// client does (`['realtime', 'openai-insecure-api-key.<key>']`, and a browser fails a
 /// connection whose answer names none); the key one is never echoed.
 pub fn subprotocol(headers: &HeaderMap) -> Option<HeaderValue> {
-    let offered = headers
-        .get_all(SEC_WEBSOCKET_PROTOCOL)
+    offers(
+        headers,
+        SEC_WEBSOCKET_PROTOCOL.as_str(),
+        REALTIME_SUBPROTOCOL,
+    )
+    .then(|| HeaderValue::from_static(REALTIME_SUBPROTOCOL))
+}
+
+/// Whether any `name` header lists `token` among its comma-separated values.
+fn offers(headers: &HeaderMap, name: &str, token: &str) -> bool {
+    headers
+        .get_all(name)
         .iter()
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(','))
-        .any(|p| p.trim() == REALTIME_SUBPROTOCOL);
-    offered.then(|| HeaderValue::from_static(REALTIME_SUBPROTOCOL))
+        .any(|v| v.trim() == token)
 }
 
 /// The subprotocol OpenAI's endpoint speaks.
@@ -419,16 +440,8 @@ impl Session {
     /// `conversation.item.truncate/delete/retrieve`, each answered with its server event.
     fn on_item(&mut self, event: &ClientEvent<'_>, counters: &Counters, out: &mut Vec<Utf8Bytes>) {
         let Some(item_id) = event.item_id.as_deref() else {
-            let message = "Missing required parameter: 'item_id'.";
-            let (code, client_event_id) = ("missing_required_parameter", event.event_id.as_deref());
-            self.error_at(
-                out,
-                counters,
-                code,
-                Some("item_id"),
-                message,
-                client_event_id,
-            );
+            let refused = terms::Refusal::missing("item_id");
+            self.refuse(&refused, event.event_id.as_deref(), counters, out);
             return;
         };
         let reply = match &*event.kind {

@@ -138,8 +138,9 @@ impl Templates {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Grant {
     pub audio: bool,
-    /// `response.output_text.delta` when text is granted, the audio transcript otherwise.
-    pub text_kind: &'static str,
+    /// Text granted: the text is sent as `response.output_text.*`, else as the audio's
+    /// transcript.
+    pub text: bool,
     modalities_json: String,
 }
 
@@ -147,11 +148,7 @@ impl Grant {
     fn new(modalities: Vec<&'static str>) -> Grant {
         Grant {
             audio: modalities.contains(&"audio"),
-            text_kind: if modalities.contains(&"text") {
-                names::TEXT_DELTA
-            } else {
-                names::TRANSCRIPT_DELTA
-            },
+            text: modalities.contains(&"text"),
             modalities_json: json_list(&modalities),
         }
     }

@@ -48,13 +48,6 @@ pub enum Step {
     Close,
 }
 
-/// Where a session's input timeline starts: the arrival and media time of its seq 0.
-#[derive(Debug, Clone, Copy)]
-struct Origin {
-    arrival_s: f64,
-    t_start_ms: f64,
-}
-
 #[derive(Debug)]
 pub struct Session {
     templates: Rc<Templates>,
@@ -66,7 +59,8 @@ pub struct Session {
     grant: Option<Grant>,
     /// strict_order: the only seq the next append may carry.
     next_seq: u64,
-    origin: Option<Origin>,
+    /// When the first accepted append arrived: the input's media time 0.
+    first_arrival_s: Option<f64>,
     /// Input accepted so far, in bytes of 16 kHz PCM16: exact, so unit spans add up.
     accepted_bytes: u64,
     /// Native units cut from the input so far (the index of the next one).
@@ -89,7 +83,7 @@ impl Session {
             ids: EventIds::new(number),
             grant: None,
             next_seq: 0,
-            origin: None,
+            first_arrival_s: None,
             accepted_bytes: 0,
             units: 0,
             pending: Vec::with_capacity(burst),
@@ -121,7 +115,7 @@ impl Session {
             Err(err) => {
                 let message = format!("not a JSON object with a string `type`: {err}");
                 let refusal = Refusal::new(ErrorCode::InvalidRequest, message);
-                self.error(out, counters, &refusal, None);
+                self.error(out, counters, &refusal, None, false);
                 return Step::Continue;
             }
         };
@@ -151,12 +145,12 @@ impl Session {
                     event.kind
                 );
                 let refusal = Refusal::new(ErrorCode::NotApplicable, message);
-                self.error(out, counters, &refusal, client_event_id);
+                self.error(out, counters, &refusal, client_event_id, false);
             }
             other => {
                 let message = format!("unknown event type `{}`", quote(other));
                 let refusal = Refusal::new(ErrorCode::NotSupported, message);
-                self.error(out, counters, &refusal, client_event_id);
+                self.error(out, counters, &refusal, client_event_id, false);
             }
         }
         Step::Continue
@@ -166,19 +160,17 @@ impl Session {
     pub fn on_binary(&mut self, counters: &Counters, out: &mut Vec<Utf8Bytes>) {
         let message = "binary frames are not part of the protocol; send JSON text frames";
         let refusal = Refusal::new(ErrorCode::InvalidRequest, message);
-        self.error(out, counters, &refusal, None);
+        self.error(out, counters, &refusal, None, false);
     }
 
     /// The fatal error sent (best effort) before a session that sent an oversized message ends.
     pub fn too_large(&mut self, counters: &Counters, out: &mut Vec<Utf8Bytes>) {
-        counters.protocol_error();
-        let event_id = self.event_id();
         let message = format!(
             "message larger than {} bytes; the session ends",
             replies::MAX_MESSAGE_BYTES
         );
         let refusal = Refusal::new(ErrorCode::MessageTooLarge, message);
-        out.push(replies::error(&event_id, &refusal, None, true));
+        self.error(out, counters, &refusal, None, true);
     }
 
     fn on_update(
@@ -191,7 +183,7 @@ impl Session {
         if self.phase == Phase::Ended {
             let message = "input has ended; only session.close is valid now";
             let refusal = Refusal::new(ErrorCode::InvalidState, message);
-            self.error(out, counters, &refusal, client_event_id);
+            self.error(out, counters, &refusal, client_event_id, false);
             return Step::Continue;
         }
         let asked = event
@@ -201,11 +193,9 @@ impl Session {
         let grant = match self.templates.grant(asked) {
             Ok(grant) => grant,
             Err(message) => {
-                counters.protocol_error();
-                let event_id = self.event_id();
                 let refusal = Refusal::new(ErrorCode::InvalidRequest, message)
                     .at("session.output_modalities");
-                out.push(replies::error(&event_id, &refusal, client_event_id, true));
+                self.error(out, counters, &refusal, client_event_id, true);
                 // As sglang-omni's server ends a session after a fatal error: `session.closed`
                 // with the error's code as its reason, and a normal close.
                 let event_id = self.event_id();
@@ -243,7 +233,7 @@ impl Session {
             Ok((seq, audio_bytes)) => {
                 self.accept(event, seq, audio_bytes, arrival_s, counters, out)
             }
-            Err(refusal) => self.error(out, counters, &refusal, event.event_id.as_deref()),
+            Err(refusal) => self.error(out, counters, &refusal, event.event_id.as_deref(), false),
         }
     }
 
@@ -326,14 +316,11 @@ impl Session {
         counters: &Counters,
         out: &mut Vec<Utf8Bytes>,
     ) {
-        // Where the input stands: the media time the client stated, if it did.
-        let t_start_ms = self.accepted_end_ms();
-        let origin = *self.origin.get_or_insert(Origin {
-            arrival_s,
-            t_start_ms,
-        });
-        let due_s = (t_start_ms - origin.t_start_ms) / 1000.0;
-        counters.record_arrival_deviation_s(((arrival_s - origin.arrival_s) - due_s).abs());
+        // Due when the input accepted before it would have taken to arrive in real time;
+        // a stated `t_start_ms` was checked against that same point.
+        let due_s = self.accepted_end_ms() / 1000.0;
+        let first_s = *self.first_arrival_s.get_or_insert(arrival_s);
+        counters.record_arrival_deviation_s(((arrival_s - first_s) - due_s).abs());
 
         self.next_seq += 1;
         self.accepted_bytes += audio_bytes as u64;
@@ -375,7 +362,7 @@ impl Session {
         out: &mut Vec<Utf8Bytes>,
     ) {
         if let Err(refusal) = self.check_streaming() {
-            self.error(out, counters, &refusal, client_event_id);
+            self.error(out, counters, &refusal, client_event_id, false);
             return;
         }
         self.phase = Phase::Ended;
@@ -459,17 +446,19 @@ impl Session {
         self.pending.clear();
     }
 
-    /// A non-fatal `error`: the session goes on as if the message had not come.
+    /// An `error`. Non-fatal, the session goes on as if the message had not come; fatal, the
+    /// caller ends the session after it.
     fn error(
         &mut self,
         out: &mut Vec<Utf8Bytes>,
         counters: &Counters,
         refusal: &Refusal,
         client_event_id: Option<&str>,
+        fatal: bool,
     ) {
         counters.protocol_error();
         let event_id = self.event_id();
-        out.push(replies::error(&event_id, refusal, client_event_id, false));
+        out.push(replies::error(&event_id, refusal, client_event_id, fatal));
     }
 
     fn event_id(&mut self) -> String {

@@ -59,7 +59,7 @@ impl Refusal {
         }
     }
 
-    fn missing(param: &str) -> Refusal {
+    pub(super) fn missing(param: &str) -> Refusal {
         Refusal {
             code: "missing_required_parameter",
             param: param.to_string(),

@@ -15,6 +15,9 @@ use tokio_tungstenite::tungstenite::Utf8Bytes;
 pub struct ResponseFrames {
     response_id: String,
     item_id: String,
+    /// `,"response_id":…,"content_index":0`: the part of every content event's head after its
+    /// `event_id`, the same for the whole response.
+    content_ids: String,
     grant: Grant,
     /// The `chunk_seq` of the next output event.
     next_chunk_seq: u64,
@@ -24,9 +27,15 @@ pub struct ResponseFrames {
 
 impl ResponseFrames {
     pub fn new(session_number: u64, grant: &Grant) -> Self {
+        let response_id = format!("resp_{session_number:06}");
+        let item_id = format!("item_{session_number:06}");
+        let content_ids = format!(
+            r#","response_id":"{response_id}","item_id":"{item_id}","output_index":0,"content_index":0"#
+        );
         ResponseFrames {
-            response_id: format!("resp_{session_number:06}"),
-            item_id: format!("item_{session_number:06}"),
+            response_id,
+            item_id,
+            content_ids,
             grant: grant.clone(),
             next_chunk_seq: 0,
             text_deltas: 0,
@@ -35,8 +44,8 @@ impl ResponseFrames {
 
     /// `,"sglang":{…}}`: the block of the unit an output event belongs to, its `chunk_seq` the
     /// next one, and the end of the event.
-    fn close_with_unit(&mut self, out: &mut String, unit: &UnitSpan) {
-        push_unit_block(out, unit, self.next_chunk_seq);
+    fn close_with_unit(&mut self, out: &mut String, unit: &UnitBlock) {
+        unit.push(out, self.next_chunk_seq);
         out.push('}');
         self.next_chunk_seq += 1;
     }
@@ -50,22 +59,28 @@ impl ResponseFrames {
             names::RESPONSE_CREATED,
             self.response_id,
         );
-        self.close_with_unit(&mut out, unit);
+        self.close_with_unit(&mut out, &UnitBlock::new(unit));
         Utf8Bytes::from(out)
     }
 
     /// The head shared by the deltas and the done events of the content, up to the comma after
     /// `content_index`.
     fn content_head(&self, out: &mut String, kind: &str, event_id: &str) {
-        let _ = write!(
-            out,
-            r#"{{"type":"{kind}","event_id":"{event_id}","response_id":"{}","item_id":"{}","output_index":0,"content_index":0"#,
-            self.response_id, self.item_id
-        );
+        out.push_str(r#"{"type":""#);
+        out.push_str(kind);
+        out.push_str(r#"","event_id":""#);
+        out.push_str(event_id);
+        out.push('"');
+        out.push_str(&self.content_ids);
     }
 
     /// One unit of silence. The frame is sized up front: at 1000 ms units it is 64 kB.
-    fn audio_delta(&mut self, templates: &Templates, event_id: &str, unit: &UnitSpan) -> Utf8Bytes {
+    fn audio_delta(
+        &mut self,
+        templates: &Templates,
+        event_id: &str,
+        unit: &UnitBlock,
+    ) -> Utf8Bytes {
         let mut out = String::with_capacity(320 + templates.silence_b64.len());
         self.content_head(&mut out, names::AUDIO_DELTA, event_id);
         out.push_str(r#","delta":""#);
@@ -75,9 +90,14 @@ impl ResponseFrames {
         Utf8Bytes::from(out)
     }
 
-    fn text_delta(&mut self, event_id: &str, unit: &UnitSpan) -> Utf8Bytes {
+    fn text_delta(&mut self, event_id: &str, unit: &UnitBlock) -> Utf8Bytes {
         let mut out = String::with_capacity(320);
-        self.content_head(&mut out, self.grant.text_kind, event_id);
+        let kind = if self.grant.text {
+            names::TEXT_DELTA
+        } else {
+            names::TRANSCRIPT_DELTA
+        };
+        self.content_head(&mut out, kind, event_id);
         out.push_str(r#","delta":""#);
         out.push_str(TEXT);
         out.push('"');
@@ -98,9 +118,9 @@ impl ResponseFrames {
     /// `response.output_audio_transcript.done` (`transcript`) or `response.output_text.done`
     /// (`text`, when text is granted): the whole text, as each model's output converter ends
     /// its response.
-    fn text_done(&mut self, event_id: &str, unit: &UnitSpan) -> Utf8Bytes {
+    fn text_done(&mut self, event_id: &str, unit: &UnitBlock) -> Utf8Bytes {
         let mut out = String::with_capacity(320 + self.text_deltas * TEXT.len());
-        let (kind, key) = if self.grant.text_kind == names::TEXT_DELTA {
+        let (kind, key) = if self.grant.text {
             (names::TEXT_DONE, "text")
         } else {
             (names::TRANSCRIPT_DONE, "transcript")
@@ -113,7 +133,7 @@ impl ResponseFrames {
     }
 
     /// `response.output_audio.done`, when audio was granted.
-    fn audio_done(&mut self, event_id: &str, unit: &UnitSpan) -> Utf8Bytes {
+    fn audio_done(&mut self, event_id: &str, unit: &UnitBlock) -> Utf8Bytes {
         let mut out = String::with_capacity(320);
         self.content_head(&mut out, names::AUDIO_DONE, event_id);
         self.close_with_unit(&mut out, unit);
@@ -123,7 +143,7 @@ impl ResponseFrames {
     /// `response.done`: completed for `stop`, with the one message item the response was, its
     /// content the text (when text is granted) and the audio with its transcript (when audio
     /// is), and no usage, as VoiceChat and MiniCPM-o report none.
-    fn done(&mut self, event_id: &str, unit: &UnitSpan) -> Utf8Bytes {
+    fn done(&mut self, event_id: &str, unit: &UnitBlock) -> Utf8Bytes {
         let mut out = String::with_capacity(480 + 2 * self.text_deltas * TEXT.len());
         let _ = write!(
             out,
@@ -137,7 +157,7 @@ impl ResponseFrames {
             self.response_id,
             self.item_id,
         );
-        let text = self.grant.text_kind == names::TEXT_DELTA;
+        let text = self.grant.text;
         if text {
             out.push_str(r#"{"type":"output_text","text":"#);
             self.push_text(&mut out);
@@ -164,7 +184,7 @@ impl ResponseFrames {
     pub fn push_unit(
         &mut self,
         templates: &Templates,
-        unit: &UnitSpan,
+        span: &UnitSpan,
         last: bool,
         ids: &mut EventIds,
         out: &mut Vec<Utf8Bytes>,
@@ -173,7 +193,8 @@ impl ResponseFrames {
         if replies == 0 {
             return;
         }
-        if unit.duration_ms > 0.0 {
+        let unit = &UnitBlock::new(span);
+        if span.duration_ms > 0.0 {
             let mut texts = replies.saturating_sub(2);
             if replies >= 2 {
                 if self.grant.audio {
@@ -198,26 +219,50 @@ impl ResponseFrames {
 }
 
 /// `,"sglang":{"unit_id":…,"chunk_seq":…,"media_time":{…}}`: the unit an event belongs to, the
-/// input span it covers (its unpadded duration), and `chunk_seq`.
-fn push_unit_block(out: &mut String, unit: &UnitSpan, chunk_seq: u64) {
-    let _ = write!(
-        out,
-        r#","sglang":{{"unit_id":"unit_{}","chunk_seq":{chunk_seq},"media_time":{{"t_start_ms":{},"duration_ms":{}}}}}"#,
-        unit.index, unit.t_start_ms, unit.duration_ms
-    );
+/// input span it covers (its unpadded duration), and `chunk_seq`. Formatted once per unit, as
+/// every event of the unit carries it and only `chunk_seq` differs.
+struct UnitBlock {
+    /// `unit_{index}`.
+    unit_id: String,
+    /// Up to and including `"chunk_seq":`.
+    head: String,
+    /// From `,"media_time"` to the block's closing brace.
+    tail: String,
+}
+
+impl UnitBlock {
+    fn new(unit: &UnitSpan) -> Self {
+        let unit_id = format!("unit_{}", unit.index);
+        let head = format!(r#","sglang":{{"unit_id":"{unit_id}","chunk_seq":"#);
+        let tail = format!(
+            r#","media_time":{{"t_start_ms":{},"duration_ms":{}}}}}"#,
+            unit.t_start_ms, unit.duration_ms
+        );
+        UnitBlock {
+            unit_id,
+            head,
+            tail,
+        }
+    }
+
+    fn push(&self, out: &mut String, chunk_seq: u64) {
+        out.push_str(&self.head);
+        let _ = write!(out, "{chunk_seq}");
+        out.push_str(&self.tail);
+    }
 }
 
 /// `sglang.unit.done`. Its `chunk_seq` is 0, as sglang-omni's server sends it: the server numbers
 /// only output events, and a unit's completion is not one.
-pub fn unit_done(event_id: &str, unit: &UnitSpan) -> Utf8Bytes {
+fn unit_done(event_id: &str, unit: &UnitBlock) -> Utf8Bytes {
     let mut out = String::with_capacity(200);
     let _ = write!(
         out,
-        r#"{{"type":"{}","event_id":"{event_id}","unit_id":"unit_{}""#,
+        r#"{{"type":"{}","event_id":"{event_id}","unit_id":"{}""#,
         names::UNIT_DONE,
-        unit.index
+        unit.unit_id
     );
-    push_unit_block(&mut out, unit, 0);
+    unit.push(&mut out, 0);
     out.push('}');
     Utf8Bytes::from(out)
 }
