@@ -6,25 +6,11 @@ use std::time::Duration;
 
 const SPEECH: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/assets/speech-16k.wav");
 
-fn write_wav(path: &std::path::Path, rate: u32, channels: u16) {
-    let spec = hound::WavSpec {
-        channels,
-        sample_rate: rate,
-        bits_per_sample: 16,
-        sample_format: hound::SampleFormat::Int,
-    };
-    let mut w = hound::WavWriter::create(path, spec).unwrap();
-    for i in 0..rate / 10 * u32::from(channels) {
-        w.write_sample((i % 1000) as i16).unwrap();
-    }
-    w.finalize().unwrap();
-}
-
 #[test]
 fn a_wav_in_the_wrong_format_is_refused_before_any_connection_issue_11() {
     let dir = TempDir::new("wrong-wav");
     let wav = dir.join("cd.wav");
-    write_wav(&wav, 44_100, 2);
+    util::write_wav(&wav, 44_100, 2, 100);
     let out = dir.join("out");
     let output = util::run_to(
         &out,

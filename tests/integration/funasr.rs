@@ -4,8 +4,7 @@
 
 use crate::fake_funasr;
 use crate::mock_protocol::Mock;
-use crate::util::{self, describe, run_to, summary, TempDir};
-use futures_util::{SinkExt, StreamExt};
+use crate::util::{self, describe, run_to, summary, ws, TempDir};
 use serde_json::Value;
 use std::time::Duration;
 use tokio_tungstenite::tungstenite::Message;
@@ -315,25 +314,10 @@ fn the_fun_asr_mock_is_conformant_at_a_url_without_a_path_issue_11() {
     assert_eq!(checked.status.code(), Some(0), "{}", describe(&checked));
 }
 
-/// A mono 16 kHz PCM16 WAV of `ms` of a quiet saw tooth.
-fn write_wav(path: &std::path::Path, ms: u32) {
-    let spec = hound::WavSpec {
-        channels: 1,
-        sample_rate: 16_000,
-        bits_per_sample: 16,
-        sample_format: hound::SampleFormat::Int,
-    };
-    let mut w = hound::WavWriter::create(path, spec).unwrap();
-    for i in 0..16 * ms {
-        w.write_sample((i % 200) as i16 * 10).unwrap();
-    }
-    w.finalize().unwrap();
-}
-
 /// Runs one client with 1 s of audio against the fake Fun-ASR server, writing the JSONL.
 fn run_against_fake(server: &fake_funasr::FakeFunasr, dir: &TempDir) -> std::process::Output {
     let wav = dir.join("one-second.wav");
-    write_wav(&wav, 1000);
+    util::write_wav(&wav, 16_000, 1, 1000);
     run_to(
         &dir.join("run"),
         &[
@@ -415,28 +399,6 @@ fn the_client_closes_with_1000_as_the_benchmarks_websockets_library() {
     assert_eq!(server.closes(), [Some(1000)], "{}", describe(&ran));
 }
 
-/// Bound on every await of a scripted client: the mock answers in milliseconds.
-const STEP: Duration = Duration::from_secs(5);
-
-type Client =
-    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
-
-async fn send(ws: &mut Client, message: Message) {
-    tokio::time::timeout(STEP, ws.send(message))
-        .await
-        .unwrap()
-        .unwrap();
-}
-
-async fn next(ws: &mut Client) -> Value {
-    let message = tokio::time::timeout(STEP, ws.next())
-        .await
-        .expect("an answer in time")
-        .unwrap()
-        .unwrap();
-    serde_json::from_str(message.to_text().unwrap()).unwrap()
-}
-
 /// `realtime_ws.py`'s `handle_client`, command by command, against the mock over a socket: no
 /// answer to a command it does not know, `postprocess_hotwords_set` with the pairs, COMMIT's
 /// own error, a final whose `partial_start_ms` is 0, and any path (the handler never reads it).
@@ -444,36 +406,33 @@ async fn next(ws: &mut Client) -> Value {
 async fn the_mock_answers_commands_as_the_real_server_on_any_path() {
     let mock = Mock::start(&["--protocol", "funasr"]);
     let url = format!("ws://{}/any/path?x=1", mock.addr);
-    let (mut ws, _) = tokio::time::timeout(STEP, tokio_tungstenite::connect_async(url))
-        .await
-        .unwrap()
-        .expect("any path is served");
-    send(&mut ws, Message::Text("HELLO".into())).await;
-    send(
+    let (mut ws, _) = ws::connect(&url, &[]).await;
+    ws::send(&mut ws, Message::Text("HELLO".into())).await;
+    ws::send(
         &mut ws,
         Message::Text("POSTPROCESS_HOTWORDS:teh=>the".into()),
     )
     .await;
     assert_eq!(
-        next(&mut ws).await,
+        ws::next_json(&mut ws).await,
         serde_json::json!({"event":"postprocess_hotwords_set","postprocess_hotwords":{"teh":"the"}}),
         "HELLO got no answer"
     );
-    send(&mut ws, Message::Text("COMMIT".into())).await;
+    ws::send(&mut ws, Message::Text("COMMIT".into())).await;
     assert_eq!(
-        next(&mut ws).await,
+        ws::next_json(&mut ws).await,
         serde_json::json!({"event":"error","error":"COMMIT requires --endpoint-mode client"})
     );
-    send(&mut ws, Message::Text("START".into())).await;
-    assert_eq!(next(&mut ws).await["event"], "started");
+    ws::send(&mut ws, Message::Text("START".into())).await;
+    assert_eq!(ws::next_json(&mut ws).await["event"], "started");
     for _ in 0..10 {
-        send(&mut ws, Message::Binary(vec![0u8; 3200].into())).await;
+        ws::send(&mut ws, Message::Binary(vec![0u8; 3200].into())).await;
     }
-    send(&mut ws, Message::Text("STOP".into())).await;
+    ws::send(&mut ws, Message::Text("STOP".into())).await;
     // A partial or two, then the final and `stopped`; bounded.
     let mut last = Vec::new();
     for _ in 0..10 {
-        let v = next(&mut ws).await;
+        let v = ws::next_json(&mut ws).await;
         let stopped = v["event"] == "stopped";
         last.push(v);
         if stopped {

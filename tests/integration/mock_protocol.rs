@@ -1,6 +1,7 @@
 //! The mock server end to end: the real binary on 127.0.0.1, driven by a scripted WebSocket
 //! client through a whole session, malformed input, admission and its statistics file.
 
+use crate::util::ws::{self, STEP};
 use base64::Engine as _;
 use duplexbench_tui::mock::MockStats;
 use duplexbench_tui::protocol::{self, names};
@@ -13,10 +14,6 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::Message;
-use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
-
-/// Bound on every await: the mock answers in microseconds, so this only fires on a bug.
-const STEP: Duration = Duration::from_secs(5);
 
 /// The mock binary, killed (and its temp dir removed) however the test ends.
 pub struct Mock {
@@ -111,35 +108,22 @@ impl Drop for Mock {
 }
 
 struct Client {
-    ws: WebSocketStream<MaybeTlsStream<TcpStream>>,
+    ws: ws::Client,
 }
 
 impl Client {
     async fn connect(mock: &Mock) -> Client {
-        let (ws, _) = tokio::time::timeout(STEP, tokio_tungstenite::connect_async(mock.url()))
-            .await
-            .expect("connect in time")
-            .expect("handshake accepted");
-        Client { ws }
+        Client {
+            ws: ws::connect(&mock.url(), &[]).await.0,
+        }
     }
 
     async fn send(&mut self, text: String) {
-        tokio::time::timeout(STEP, self.ws.send(Message::Text(text.into())))
-            .await
-            .expect("send in time")
-            .expect("send succeeds");
+        ws::send(&mut self.ws, Message::Text(text.into())).await;
     }
 
     async fn recv(&mut self) -> Value {
-        let message = tokio::time::timeout(STEP, self.ws.next())
-            .await
-            .expect("a server event in time")
-            .expect("the connection is open")
-            .expect("the read succeeds");
-        match message {
-            Message::Text(text) => serde_json::from_str(text.as_str()).expect("events are JSON"),
-            other => panic!("expected a text frame, got {other:?}"),
-        }
+        ws::next_json(&mut self.ws).await
     }
 
     /// The next event, which must be of type `kind`.

@@ -4,7 +4,7 @@
 //! Everything stays on loopback; no run is asked to be clean.
 
 use crate::mock_protocol::Mock;
-use crate::util::{self, describe, summary, TempDir};
+use crate::util::{self, describe, summary, ws, TempDir};
 use std::path::Path;
 use std::time::Duration;
 
@@ -366,62 +366,6 @@ fn a_wav_at_another_rate_than_the_openai_default_is_refused_issue_12() {
     assert!(!err.contains("give --input-sample-rate"), "{err}");
 }
 
-/// A WebSocket to the openai mock at `url` whose handshake carries `headers`; the server's
-/// answer to the handshake beside it.
-async fn connect_with(
-    url: &str,
-    headers: &[(&'static str, &str)],
-) -> (
-    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>,
-    tokio_tungstenite::tungstenite::handshake::client::Response,
-) {
-    use tokio_tungstenite::tungstenite::client::IntoClientRequest as _;
-    let mut request = url.into_client_request().unwrap();
-    for (name, value) in headers {
-        request.headers_mut().insert(*name, value.parse().unwrap());
-    }
-    tokio::time::timeout(STEP, tokio_tungstenite::connect_async(request))
-        .await
-        .expect("the handshake in time")
-        .expect("the handshake accepted")
-}
-
-/// Bound on every await of the socket tests: the mock answers in milliseconds.
-const STEP: Duration = Duration::from_secs(5);
-
-/// The next text event, as JSON.
-async fn next_json<S>(ws: &mut S) -> serde_json::Value
-where
-    S: futures_util::Stream<
-            Item = Result<
-                tokio_tungstenite::tungstenite::Message,
-                tokio_tungstenite::tungstenite::Error,
-            >,
-        > + Unpin,
-{
-    use futures_util::StreamExt as _;
-    let message = tokio::time::timeout(STEP, ws.next())
-        .await
-        .expect("an event in time")
-        .expect("the connection is open")
-        .expect("the read succeeds");
-    serde_json::from_str(message.to_text().unwrap()).unwrap()
-}
-
-/// Sends one text event.
-async fn send_json<S>(ws: &mut S, event: serde_json::Value)
-where
-    S: futures_util::Sink<tokio_tungstenite::tungstenite::Message> + Unpin,
-    S::Error: std::fmt::Debug,
-{
-    use futures_util::SinkExt as _;
-    let message = tokio_tungstenite::tungstenite::Message::Text(event.to_string().into());
-    tokio::time::timeout(STEP, ws.send(message))
-        .await
-        .expect("sent in time")
-        .unwrap();
-}
-
 #[tokio::test]
 async fn the_openai_mock_answers_the_realtime_subprotocol_never_the_key_issue_12() {
     // openai-node's browser client offers ['realtime', 'openai-insecure-api-key.<key>'], and
@@ -429,14 +373,14 @@ async fn the_openai_mock_answers_the_realtime_subprotocol_never_the_key_issue_12
     let mock = Mock::start(&["--protocol", "openai"]);
     let url = format!("ws://{}/v1/realtime", mock.addr);
     let offer = format!("realtime, openai-insecure-api-key.{KEY}");
-    let (mut ws, response) = connect_with(&url, &[("sec-websocket-protocol", &offer)]).await;
+    let (mut ws, response) = ws::connect(&url, &[("sec-websocket-protocol", &offer)]).await;
     assert_eq!(
         response.headers()["sec-websocket-protocol"],
         "realtime",
         "{:?}",
         response.headers()
     );
-    let created = next_json(&mut ws).await;
+    let created = ws::next_json(&mut ws).await;
     assert_eq!(created["type"], "session.created");
     assert_eq!(created["session"]["type"], "realtime", "GA: {created}");
 }
@@ -446,18 +390,18 @@ async fn the_openai_mock_speaks_beta_when_the_header_asks_and_a_null_turn_detect
 ) {
     let mock = Mock::start(&["--protocol", "openai", "--response-deltas", "1"]);
     let url = format!("ws://{}/v1/realtime", mock.addr);
-    let (mut ws, _) = connect_with(&url, &[("openai-beta", "realtime=v1")]).await;
-    let created = next_json(&mut ws).await;
+    let (mut ws, _) = ws::connect(&url, &[("openai-beta", "realtime=v1")]).await;
+    let created = ws::next_json(&mut ws).await;
     assert!(created["session"].get("type").is_none(), "beta: {created}");
     // Nothing in this update says which naming it is: openai-python's beta client sends
     // such partial updates, and only the header tells.
-    send_json(
+    ws::send_json(
         &mut ws,
         serde_json::json!({"type": "session.update",
             "session": {"voice": "alloy", "turn_detection": null}}),
     )
     .await;
-    let updated = next_json(&mut ws).await;
+    let updated = ws::next_json(&mut ws).await;
     assert_eq!(updated["type"], "session.updated", "{updated}");
     assert_eq!(
         updated["session"]["turn_detection"],
@@ -470,25 +414,25 @@ async fn the_openai_mock_speaks_beta_when_the_header_asks_and_a_null_turn_detect
         .collect();
     use base64::Engine as _;
     let audio = base64::engine::general_purpose::STANDARD.encode(loud);
-    send_json(
+    ws::send_json(
         &mut ws,
         serde_json::json!({"type": "input_audio_buffer.append", "audio": audio}),
     )
     .await;
-    send_json(
+    ws::send_json(
         &mut ws,
         serde_json::json!({"type": "input_audio_buffer.commit"}),
     )
     .await;
     assert_eq!(
-        next_json(&mut ws).await["type"],
+        ws::next_json(&mut ws).await["type"],
         "input_audio_buffer.committed",
         "no speech_started: the VAD is off"
     );
-    send_json(&mut ws, serde_json::json!({"type": "response.create"})).await;
+    ws::send_json(&mut ws, serde_json::json!({"type": "response.create"})).await;
     let mut kinds = Vec::new();
     for _ in 0..8 {
-        let event = next_json(&mut ws).await;
+        let event = ws::next_json(&mut ws).await;
         let kind = event["type"].as_str().unwrap().to_string();
         kinds.push(kind.clone());
         if kind == "response.done" {

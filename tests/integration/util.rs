@@ -209,3 +209,71 @@ impl Drop for LoopbackServer {
         }
     }
 }
+
+/// A mono or multi-channel PCM16 WAV of `ms` of a quiet saw tooth at `rate`.
+pub fn write_wav(path: &Path, rate: u32, channels: u16, ms: u32) {
+    let spec = hound::WavSpec {
+        channels,
+        sample_rate: rate,
+        bits_per_sample: 16,
+        sample_format: hound::SampleFormat::Int,
+    };
+    let mut w = hound::WavWriter::create(path, spec).unwrap();
+    let samples = u64::from(rate) * u64::from(ms) / 1000 * u64::from(channels);
+    for i in 0..samples {
+        w.write_sample((i % 200) as i16 * 10).unwrap();
+    }
+    w.finalize().unwrap();
+}
+
+/// A scripted WebSocket client of the tests, every await bounded by [`STEP`].
+pub mod ws {
+    use futures_util::{SinkExt as _, StreamExt as _};
+    use std::time::Duration;
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest as _;
+    use tokio_tungstenite::tungstenite::handshake::client::Response;
+    use tokio_tungstenite::tungstenite::Message;
+    use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
+
+    /// Bound on every await: the mocks answer in milliseconds.
+    pub const STEP: Duration = Duration::from_secs(5);
+
+    pub type Client = WebSocketStream<MaybeTlsStream<tokio::net::TcpStream>>;
+
+    /// A WebSocket to `url` whose handshake carries `headers`, with the server's answer to it.
+    pub async fn connect(url: &str, headers: &[(&'static str, &str)]) -> (Client, Response) {
+        let mut request = url.into_client_request().unwrap();
+        for (name, value) in headers {
+            request.headers_mut().insert(*name, value.parse().unwrap());
+        }
+        tokio::time::timeout(STEP, tokio_tungstenite::connect_async(request))
+            .await
+            .expect("the handshake in time")
+            .expect("the handshake accepted")
+    }
+
+    pub async fn send(ws: &mut Client, message: Message) {
+        tokio::time::timeout(STEP, ws.send(message))
+            .await
+            .expect("sent in time")
+            .expect("the send succeeds");
+    }
+
+    /// Sends one text event.
+    pub async fn send_json(ws: &mut Client, event: serde_json::Value) {
+        send(ws, Message::Text(event.to_string().into())).await;
+    }
+
+    /// The next frame, which must be text holding JSON.
+    pub async fn next_json(ws: &mut Client) -> serde_json::Value {
+        let message = tokio::time::timeout(STEP, ws.next())
+            .await
+            .expect("an event in time")
+            .expect("the connection is open")
+            .expect("the read succeeds");
+        match message {
+            Message::Text(text) => serde_json::from_str(text.as_str()).expect("events are JSON"),
+            other => panic!("expected a text frame, got {other:?}"),
+        }
+    }
+}
