@@ -446,6 +446,53 @@ mod tests {
         assert_eq!(rules, ["oa-known-event", "oa-response"]);
     }
 
+    /// The server events the client and the mock name are the ones the rule knows: a renamed
+    /// constant cannot leave the list behind.
+    #[test]
+    fn every_server_event_the_client_and_mock_name_is_in_the_known_list() {
+        use openai::names as n;
+        for kind in [
+            n::SESSION_CREATED,
+            n::SESSION_UPDATED,
+            n::COMMITTED,
+            n::SPEECH_STARTED,
+            n::SPEECH_STOPPED,
+            n::ITEM_CREATED,
+            n::INPUT_TRANSCRIPT_DELTA,
+            n::INPUT_TRANSCRIPT_DONE,
+            n::RESPONSE_CREATED,
+            n::RESPONSE_DONE,
+            n::ERROR,
+            n::AUDIO_DELTA,
+            n::AUDIO_DONE,
+            n::TRANSCRIPT_DELTA,
+            n::TEXT_DELTA,
+            n::BETA_AUDIO_DELTA,
+            n::BETA_AUDIO_DONE,
+            n::BETA_TRANSCRIPT_DELTA,
+            n::BETA_TEXT_DELTA,
+        ] {
+            assert!(OPENAI_EVENTS.binary_search(&kind).is_ok(), "{kind}");
+        }
+        // And no client event is taken for a server event.
+        for kind in [
+            n::SESSION_UPDATE,
+            n::APPEND,
+            n::COMMIT,
+            n::CLEAR,
+            n::RESPONSE_CREATE,
+            n::RESPONSE_CANCEL,
+            n::ITEM_CREATE,
+            n::ITEM_TRUNCATE,
+            n::ITEM_DELETE,
+            n::ITEM_RETRIEVE,
+            n::OUTPUT_AUDIO_CLEAR,
+            n::BETA_TRANSCRIPTION_SESSION_UPDATE,
+        ] {
+            assert!(OPENAI_EVENTS.binary_search(&kind).is_err(), "{kind}");
+        }
+    }
+
     #[test]
     fn every_server_event_of_the_api_in_either_naming_is_known_issue_12() {
         assert!(
