@@ -71,9 +71,8 @@ pub fn packet_bytes(rate: u32, packet_ms: u32) -> usize {
 }
 
 /// Checks that `path` is a mono PCM16 WAV at `rate` with audio in it; returns its length in
-/// samples. `rate_given`: the rate came from `--input-sample-rate` (not a default), which the
-/// message then names.
-pub fn probe(path: &Path, rate: u32, rate_given: bool) -> Result<u64> {
+/// samples. `rate` is the protocol's input rate (`--input-sample-rate` can only restate it).
+pub fn probe(path: &Path, rate: u32) -> Result<u64> {
     let want = rate_name(rate);
     let reader = hound::WavReader::open(path).map_err(|err| match err {
         // A file that cannot be opened is named as such; one that opens but ends early is not
@@ -100,13 +99,8 @@ pub fn probe(path: &Path, rate: u32, rate_given: bool) -> Result<u64> {
         || spec.bits_per_sample != 16
         || spec.sample_format != hound::SampleFormat::Int
     {
-        let from = if rate_given {
-            "--input-sample-rate"
-        } else {
-            "the protocol's input rate"
-        };
         bail!(
-            "--audio {} must be {want} mono PCM16 WAV; got {} Hz, {} channel(s), {format} ({want} is {from}, the only rate its servers take; convert it with `sox {} -r {rate} -c 1 -b 16 out.wav`: nothing is resampled silently)",
+            "--audio {} must be {want} mono PCM16 WAV; got {} Hz, {} channel(s), {format} ({want} is the protocol's input rate, the only rate its servers take; convert it with `sox {} -r {rate} -c 1 -b 16 out.wav`: nothing is resampled silently)",
             path.display(),
             spec.sample_rate,
             spec.channels,
@@ -316,7 +310,7 @@ mod tests {
             ("float", spec(16_000, 1, 32, Float), "32-bit float samples"),
         ] {
             let path = wav(name, s, 1600);
-            let err = probe(&path, 16_000, false).unwrap_err().to_string();
+            let err = probe(&path, 16_000).unwrap_err().to_string();
             assert!(err.contains("must be 16 kHz mono PCM16 WAV"), "{err}");
             assert!(err.contains(got), "{name}: {err}");
             let _ = std::fs::remove_file(path);
@@ -328,10 +322,10 @@ mod tests {
         let path =
             std::env::temp_dir().join(format!("duplexbench-audio-{}-junk.wav", std::process::id()));
         std::fs::write(&path, b"RIFF\x10\x00\x00\x00WAVEfmt ").unwrap();
-        let err = probe(&path, 16_000, false).unwrap_err().to_string();
+        let err = probe(&path, 16_000).unwrap_err().to_string();
         assert!(err.contains("is not a WAV file"), "{err}");
         std::fs::write(&path, b"hello, not audio at all").unwrap();
-        let err = probe(&path, 16_000, false).unwrap_err().to_string();
+        let err = probe(&path, 16_000).unwrap_err().to_string();
         assert!(err.contains("is not a WAV file"), "{err}");
         let _ = std::fs::remove_file(path);
     }
@@ -340,7 +334,7 @@ mod tests {
     fn loops_replay_the_file_as_one_stream_cut_into_packets() {
         // 0.2 s of audio (3200 samples), looped 3 times: 0.6 s = 7.5 packets of 80 ms.
         let path = wav("loop", spec(16_000, 1, 16, hound::SampleFormat::Int), 3200);
-        let samples = probe(&path, 16_000, false).unwrap();
+        let samples = probe(&path, 16_000).unwrap();
         assert_eq!(samples, 3200);
         let source = AudioSource::Wav {
             path: path.clone(),
@@ -365,7 +359,7 @@ mod tests {
     #[test]
     fn a_wav_at_another_rate_than_the_input_rate_is_refused_not_resampled_issue_12() {
         let path = wav("16k", spec(16_000, 1, 16, hound::SampleFormat::Int), 1600);
-        let err = probe(&path, 24_000, false).unwrap_err().to_string();
+        let err = probe(&path, 24_000).unwrap_err().to_string();
         assert!(
             err.contains("must be 24 kHz mono PCM16 WAV; got 16000 Hz"),
             "{err}"
@@ -376,7 +370,7 @@ mod tests {
             "no protocol takes another rate, so none is suggested: {err}"
         );
         assert!(err.contains("nothing is resampled silently"), "{err}");
-        assert_eq!(probe(&path, 16_000, true).unwrap(), 1600);
+        assert_eq!(probe(&path, 16_000).unwrap(), 1600);
         let _ = std::fs::remove_file(path);
     }
 

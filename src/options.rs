@@ -446,7 +446,7 @@ fn audio_of(args: &RunArgs, rate: u32) -> Result<AudioSource> {
             }
             AudioSource::Wav {
                 path: path.clone(),
-                samples: crate::audio::probe(path, rate, args.speak.input_sample_rate.is_some())?,
+                samples: crate::audio::probe(path, rate)?,
                 loops: args.loops,
             }
         }
