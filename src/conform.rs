@@ -116,6 +116,24 @@ pub struct SessionReport {
     pub close_recorded: bool,
 }
 
+/// Whether a session's trace is only the server's admission refusals (HTTP 503), the last of
+/// them the one that used up the client's retries: a session the server did not take, which a
+/// run counts rejected, not failed, and in which the session rules have nothing to check. A
+/// real server that admits fewer sessions at once than `conform` runs leaves these (sglang-omni's
+/// VoiceChat takes one connection).
+pub fn refused_admission(records: &[Record]) -> bool {
+    let refusal = |r: &Record| {
+        r.direction == Direction::Admission
+            && r.event.get("http_status").and_then(Value::as_u64) == Some(503)
+    };
+    records.iter().all(refusal)
+        && records
+            .last()
+            .and_then(|r| r.event.get("exhausted"))
+            .and_then(Value::as_bool)
+            == Some(true)
+}
+
 /// Every rule: its id and what it asks of a server.
 #[rustfmt::skip]
 pub const RULES: &[(&str, &str)] = &[

@@ -3,7 +3,9 @@
 //! violation, then a verdict line; exit 0 when conformant, 1 when not, 2 when it could not run
 //! (docs/exit-codes.md).
 
-use super::{check_session, read_trace, session_name, trace_files, SessionReport};
+use super::{
+    check_session, read_trace, refused_admission, session_name, trace_files, SessionReport,
+};
 use crate::cli::{Cli, Command, ConformArgs};
 use crate::paths::RunPaths;
 use crate::protocol::Protocol;
@@ -54,8 +56,13 @@ pub fn run(args: &ConformArgs) -> Result<i32> {
     }
     let protocol = args.speak.protocol;
     let mut reports = Vec::with_capacity(files.len());
+    let mut refused = 0;
     for file in &files {
         let records = read_trace(file)?;
+        if refused_admission(&records) {
+            refused += 1;
+            continue;
+        }
         let name = session_name(file);
         reports.push(match protocol {
             Protocol::Native => check_session(&name, &records, args.profile),
@@ -65,13 +72,20 @@ pub fn run(args: &ConformArgs) -> Result<i32> {
             other => super::dialects::check(other, &name, &records),
         });
     }
+    if reports.is_empty() {
+        bail!(
+            "each of the {refused} sessions was refused admission (HTTP 503 until its retries \
+             ran out), so there is nothing to check: the server takes fewer sessions at once \
+             (sglang-omni's VoiceChat serves one); run conform again with --sessions 1"
+        );
+    }
     let conformant = reports.iter().all(|r| r.violations.is_empty());
     let mut out = String::new();
     for violation in reports.iter().flat_map(|r| &r.violations) {
         out.push_str(&violation.to_string());
         out.push('\n');
     }
-    let verdict = verdict_line(&reports);
+    let verdict = verdict_line(&reports, refused);
     if protocol == Protocol::Native {
         out.push_str(&verdict);
     } else {
@@ -94,8 +108,9 @@ pub fn run(args: &ConformArgs) -> Result<i32> {
 }
 
 /// `verdict: conformant: 2 sessions (profile voicechat), 0 violations`, or `verdict: NOT
-/// conformant: …` with the rules broken.
-pub fn verdict_line(reports: &[SessionReport]) -> String {
+/// conformant: …` with the rules broken; `refused` sessions the server did not admit are
+/// named, not checked.
+pub fn verdict_line(reports: &[SessionReport], refused: usize) -> String {
     let violations: usize = reports.iter().map(|r| r.violations.len()).sum();
     let rules: BTreeSet<&str> = reports
         .iter()
@@ -108,16 +123,23 @@ pub fn verdict_line(reports: &[SessionReport]) -> String {
     let profiles = profiles.into_iter().collect::<Vec<_>>().join(", ");
     let sessions = reports.len();
     let unrecorded = reports.iter().filter(|r| !r.close_recorded).count();
-    let close_note = if unrecorded > 0 {
+    let mut notes = if unrecorded > 0 {
         format!("; close code not recorded in {unrecorded} of {sessions} sessions")
     } else {
         String::new()
     };
+    if refused > 0 {
+        notes.push_str(&format!(
+            "; {refused} more refused admission (HTTP 503), not checked"
+        ));
+    }
     if violations == 0 {
-        format!("verdict: conformant: {sessions} sessions (profile {profiles}), 0 violations{close_note}")
+        format!(
+            "verdict: conformant: {sessions} sessions (profile {profiles}), 0 violations{notes}"
+        )
     } else {
         let rules = rules.into_iter().collect::<Vec<_>>().join(", ");
-        format!("verdict: NOT conformant: {sessions} sessions (profile {profiles}), {violations} violations of {rules}{close_note}")
+        format!("verdict: NOT conformant: {sessions} sessions (profile {profiles}), {violations} violations of {rules}{notes}")
     }
 }
 

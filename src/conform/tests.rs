@@ -345,7 +345,9 @@ fn close_code_1005_is_named_and_an_absent_close_is_not_a_violation() {
     let report = check_session("s", &r, None);
     assert_eq!(report.violations, []);
     assert!(!report.close_recorded);
-    assert!(super::command::verdict_line(&[report]).contains("close code not recorded in 1 of 1"));
+    assert!(
+        super::command::verdict_line(&[report], 0).contains("close code not recorded in 1 of 1")
+    );
 }
 
 #[test]
@@ -686,4 +688,34 @@ fn an_empty_unit_is_allowed_only_at_the_end_of_unit_aligned_input() {
         record.time_s = 100.0 + i as f64 * 0.001;
     }
     breaks_only(&r, "unit-duration");
+}
+
+#[test]
+fn only_refusals_that_used_up_the_retries_make_a_refused_session() {
+    let refusal = |attempt: u64, exhausted: bool| {
+        let mut event = json!({"type":"connection_denied","http_status":503,"attempt":attempt});
+        if exhausted {
+            event["exhausted"] = json!(true);
+        }
+        Record::new(Direction::Admission, 1.0, event)
+    };
+    assert!(super::refused_admission(&[
+        refusal(1, false),
+        refusal(2, true)
+    ]));
+    // Retries left: the session went on (or its trace was cut); the rules look at it.
+    assert!(!super::refused_admission(&[refusal(1, false)]));
+    assert!(!super::refused_admission(&[]));
+    // Admitted after a refusal.
+    let mut admitted = vec![refusal(1, false)];
+    admitted.push(Record::new(
+        Direction::Receive,
+        1.1,
+        json!({"type":"session.created","event_id":"e1"}),
+    ));
+    assert!(!super::refused_admission(&admitted));
+    // Another status than 503 is the admission rule's to flag.
+    let mut other = refusal(1, true);
+    other.event["http_status"] = json!(500);
+    assert!(!super::refused_admission(&[other]));
 }

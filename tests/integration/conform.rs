@@ -129,3 +129,45 @@ fn a_meta_trace_of_a_run_is_conformant_too() {
         "{stdout}"
     );
 }
+
+/// A server that takes one session at a time (sglang-omni's VoiceChat) refuses conform's
+/// second with 503 until its retries run out: that session is named, not checked, and the
+/// one it took decides the verdict. Traces of refused sessions only cannot be checked at all.
+#[test]
+fn sessions_the_server_did_not_admit_are_named_not_checked() {
+    let _serial = util::serial();
+    let mock = Mock::start(&["--max-sessions", "1"]);
+    let dir = TempDir::new("conform-admission");
+    let out = dir.join("run");
+    let out_str = out.to_str().unwrap();
+    let checked = util::run(
+        &["conform", "--url", &mock.url(), "--output", out_str],
+        LIMIT,
+    );
+    assert_eq!(checked.status.code(), Some(0), "{}", describe(&checked));
+    let stdout = String::from_utf8_lossy(&checked.stdout);
+    assert!(
+        stdout.contains(
+            "verdict: conformant: 1 sessions (profile voicechat), 0 violations; 1 more refused admission (HTTP 503), not checked"
+        ),
+        "{}",
+        describe(&checked)
+    );
+
+    let refused = dir.join("refused");
+    std::fs::create_dir_all(&refused).unwrap();
+    std::fs::write(
+        refused.join("trace.jsonl"),
+        concat!(
+            r#"{"direction":"admission","time_s":1.0,"event":{"type":"connection_denied","http_status":503,"attempt":1}}"#,
+            "\n",
+            r#"{"direction":"admission","time_s":1.25,"event":{"type":"connection_denied","http_status":503,"attempt":2,"exhausted":true}}"#,
+            "\n"
+        ),
+    )
+    .unwrap();
+    let only = util::run(&["conform", "--trace", refused.to_str().unwrap()], LIMIT);
+    assert_eq!(only.status.code(), Some(2), "{}", describe(&only));
+    let stderr = String::from_utf8_lossy(&only.stderr);
+    assert!(stderr.contains("--sessions 1"), "{stderr}");
+}
