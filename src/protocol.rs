@@ -244,6 +244,8 @@ pub enum Meaning<'a> {
         fatal: bool,
         code: Cow<'a, str>,
         message: Cow<'a, str>,
+        /// The `event_id` of the client event it answers, when the server names it.
+        answers: Option<Cow<'a, str>>,
     },
     /// Anything else the protocol allows.
     Other,

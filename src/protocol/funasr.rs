@@ -147,6 +147,7 @@ impl ClientProtocol for Funasr {
                     fatal: false,
                     code: Cow::Borrowed(names::ERROR),
                     message: frame.error.unwrap_or_default(),
+                    answers: None,
                 },
                 _ => Meaning::Other,
             }

@@ -180,17 +180,19 @@ impl ClientProtocol for Native {
             },
             names::ERROR => {
                 let fatal = event.sglang.as_ref().and_then(|s| s.fatal).unwrap_or(false);
-                let (code, message) = match event.error {
+                let (code, message, answers) = match event.error {
                     Some(e) => (
                         e.code.unwrap_or(Cow::Borrowed(super::NULL_CODE)),
                         e.message.unwrap_or_default(),
+                        e.event_id,
                     ),
-                    None => (Cow::Borrowed(super::NULL_CODE), Cow::Borrowed("")),
+                    None => (Cow::Borrowed(super::NULL_CODE), Cow::Borrowed(""), None),
                 };
                 Meaning::Error {
                     fatal,
                     code,
                     message,
+                    answers,
                 }
             }
             _ => Meaning::Other,
@@ -330,6 +332,9 @@ struct ErrorBody<'a> {
     code: Option<Cow<'a, str>>,
     #[serde(default, borrow)]
     message: Option<Cow<'a, str>>,
+    /// The client event the error answers.
+    #[serde(default, borrow)]
+    event_id: Option<Cow<'a, str>>,
 }
 
 /// A number where one is expected, `None` for anything else (a string, `null`): a field the
@@ -517,7 +522,8 @@ mod tests {
             Meaning::Error {
                 fatal: true,
                 code: "too_fast".into(),
-                message: "slow down".into()
+                message: "slow down".into(),
+                answers: None
             }
         );
     }

@@ -337,18 +337,20 @@ pub fn classify(text: &str) -> Result<Received<'_>, String> {
         },
         names::ERROR => {
             // The code as it came: a null code stays null (`error.type` is not a code).
-            let (code, message) = match event.error {
+            let (code, message, answers) = match event.error {
                 Some(e) => (
                     e.code.unwrap_or(Cow::Borrowed(super::NULL_CODE)),
                     e.message.unwrap_or_default(),
+                    e.event_id,
                 ),
-                None => (Cow::Borrowed(super::NULL_CODE), Cow::Borrowed("")),
+                None => (Cow::Borrowed(super::NULL_CODE), Cow::Borrowed(""), None),
             };
             // The API's errors leave the session open; a turn they spoil shows as not answered.
             Meaning::Error {
                 fatal: false,
                 code,
                 message,
+                answers,
             }
         }
         _ => Meaning::Other,
@@ -419,6 +421,9 @@ struct ErrorBody<'a> {
     code: Option<Cow<'a, str>>,
     #[serde(default, borrow)]
     message: Option<Cow<'a, str>>,
+    /// The client event the error answers.
+    #[serde(default, borrow)]
+    event_id: Option<Cow<'a, str>>,
 }
 
 #[cfg(test)]

@@ -195,6 +195,7 @@ impl ClientProtocol for Vllm {
                     fatal: codes::FATAL.contains(&&*code),
                     code,
                     message,
+                    answers: None,
                 }
             }
             _ => Meaning::Other,
@@ -327,7 +328,8 @@ mod tests {
                 Meaning::Error {
                     fatal: codes::FATAL.contains(&code),
                     code: code.into(),
-                    message: "it broke".into()
+                    message: "it broke".into(),
+                    answers: None
                 }
             );
         }
@@ -338,7 +340,8 @@ mod tests {
             Meaning::Error {
                 fatal: false,
                 code: "invalid_audio".into(),
-                message: "bad base64".into()
+                message: "bad base64".into(),
+                answers: None
             }
         );
     }
@@ -385,7 +388,8 @@ mod tests {
                 Meaning::Error {
                     fatal: false,
                     code: "null".into(),
-                    message: "x".into()
+                    message: "x".into(),
+                    answers: None
                 }
             );
         }

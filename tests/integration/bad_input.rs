@@ -360,3 +360,46 @@ fn a_closed_stderr_does_not_cost_the_summary() {
     assert!(matches!(status.code(), Some(0 | 1)), "{status}");
     assert_eq!(summary(&out)["sessions"]["completed"], 2);
 }
+
+/// A server that refuses the set-up without ending the session (sglang-omni's answer to
+/// modalities it cannot serve) fails each session at once with its reason: no session waits
+/// out `--recv-timeout` for a `session.updated` that will not come.
+#[test]
+fn a_refused_session_update_fails_the_session_at_once_with_the_servers_reason() {
+    let _serial = util::serial();
+    let server = fake_server::start(Misbehaviour::RefusesUpdate);
+    let dir = TempDir::new("refused-update");
+    let out = dir.join("out");
+    let started = std::time::Instant::now();
+    let output = util::run_to(
+        &out,
+        &[
+            "--url",
+            &server.url,
+            "-s",
+            "2",
+            "-d",
+            "1s",
+            "--recv-timeout",
+            "120s",
+        ],
+        Duration::from_secs(100),
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(90),
+        "the sessions waited for the recv-timeout"
+    );
+    assert!(
+        matches!(output.status.code(), Some(1 | 2)),
+        "{}",
+        describe(&output)
+    );
+    let s = summary(&out);
+    assert_eq!(s["sessions"]["completed"], 0, "{s}");
+    let errors = s["sessions"]["errors"].to_string();
+    assert!(
+        errors.contains("refused the session's set-up")
+            && errors.contains("invalid_request: no supported output combination"),
+        "{errors}"
+    );
+}

@@ -22,6 +22,10 @@ pub enum Misbehaviour {
     /// After every `accepted`, a ping and a transcript delta in one write: a control frame
     /// between data frames that came in one read.
     PingAmongReplies,
+    /// Answer `session.update` as sglang-omni answers a request it cannot serve: a non-fatal
+    /// `invalid_request` error naming the update's `event_id`, no `session.updated`, and the
+    /// session left open.
+    RefusesUpdate,
 }
 
 /// The server; it stops when dropped.
@@ -69,6 +73,21 @@ async fn session(stream: tokio::net::TcpStream, misbehaviour: Misbehaviour) {
         let Message::Text(text) = msg else { continue };
         let v: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
         match v["type"].as_str().unwrap_or("") {
+            "session.update" if matches!(misbehaviour, Misbehaviour::RefusesUpdate) => {
+                let refusal = serde_json::json!({
+                    "type": "error",
+                    "error": {
+                        "type": "invalid_request_error",
+                        "code": "invalid_request",
+                        "message": "no supported output combination",
+                        "param": null,
+                        "event_id": v["event_id"],
+                    },
+                    "sglang": {"fatal": false},
+                    "event_id": "evt_1",
+                });
+                let _ = ws.send(send(refusal.to_string())).await;
+            }
             "session.update" => {
                 let _ = ws.send(send(r#"{"type":"session.updated","session":{"sglang":{"granted":{"interaction":"native"}}}}"#.into())).await;
                 if matches!(misbehaviour, Misbehaviour::StopsReadingAfterSetup) {

@@ -111,7 +111,8 @@ fn errors_keep_type_code_message_and_leave_the_session_open_issue_12() {
         Meaning::Error {
             fatal: false,
             code: "input_audio_buffer_commit_empty".into(),
-            message: "buffer too small".into()
+            message: "buffer too small".into(),
+            answers: Some("evt_1".into())
         }
     );
 }
@@ -128,7 +129,8 @@ fn a_null_error_code_is_reported_as_null_not_the_type_in_its_place_issue_12() {
             Meaning::Error {
                 fatal: false,
                 code: "null".into(),
-                message: "boom".into()
+                message: "boom".into(),
+                answers: None
             },
             "{text}"
         );

@@ -110,6 +110,9 @@ pub struct Machine {
     turns: Option<Turns>,
     /// The recognition metrics, for protocols that return transcripts.
     transcripts: Option<Recorder>,
+    /// The `event_id` of the last set-up command sent: a server error that names it refused
+    /// the set-up (sglang-omni answers a request it cannot serve so, and keeps the session).
+    setup_event_id: Option<String>,
 }
 
 impl Machine {
@@ -144,6 +147,7 @@ impl Machine {
             counted_late_below: 0,
             turns: (settings_for_turns != Protocol::Native).then(Turns::default),
             transcripts,
+            setup_event_id: None,
         }
     }
 
@@ -238,6 +242,9 @@ impl Machine {
                 if let Some(frame) = step.send.take() {
                     if step.ends_turn {
                         self.end_turn_at_last_packet();
+                    }
+                    if self.phase == Phase::SettingUp {
+                        self.setup_event_id = frame.text().and_then(event_id_of);
                     }
                     return Action::Send(frame);
                 }
@@ -604,7 +611,8 @@ impl Machine {
                 fatal,
                 code,
                 message,
-            } => return self.on_error(fatal, &code, &message),
+                answers,
+            } => return self.on_error(fatal, &code, &message, answers.as_deref()),
             Meaning::TextDelta => {
                 self.delta_gap(now_s);
                 let sample = self.on_turns(|t| t.text_delta(now_s)).flatten();
@@ -652,7 +660,10 @@ impl Machine {
     }
 
     /// An error event: counted by code; a fatal one ends the session.
-    fn on_error(&mut self, fatal: bool, code: &str, message: &str) -> Flow {
+    /// A server error: counted; the session ends when it is fatal, or when it refuses the
+    /// set-up command the session waits on (no answer to that will come: waiting out
+    /// `--recv-timeout` would only hide the refusal).
+    fn on_error(&mut self, fatal: bool, code: &str, message: &str, answers: Option<&str>) -> Flow {
         self.stats.borrow_mut().error_events += 1;
         *self
             .outcome
@@ -663,6 +674,15 @@ impl Machine {
         if fatal {
             return Flow::End(format!(
                 "the server ended the session with error {code}: {message}"
+            ));
+        }
+        let refused_setup = self.phase == Phase::SettingUp
+            && answers.is_some()
+            && answers == self.setup_event_id.as_deref();
+        if refused_setup {
+            let awaited = self.current.as_ref().map_or("the set-up", |s| s.awaiting);
+            return Flow::End(format!(
+                "the server refused the session's set-up (no {awaited} will come) with error {code}: {message}"
             ));
         }
         Flow::Continue
@@ -694,6 +714,15 @@ impl Machine {
         let (ring_seq, start_s, completed_s) = self.send_ring[seq as usize % SEND_RING];
         (u64::from(ring_seq) == seq).then_some((start_s, completed_s))
     }
+}
+
+/// The `event_id` of a JSON command, if it has one.
+fn event_id_of(text: &str) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    struct Command {
+        event_id: Option<String>,
+    }
+    serde_json::from_str::<Command>(text).ok()?.event_id
 }
 
 #[cfg(test)]

@@ -203,6 +203,43 @@ fn a_fatal_error_ends_the_session_with_its_code_and_message() {
     assert_eq!(h.stats.borrow().error_events, 2);
 }
 
+/// sglang-omni answers a `session.update` it cannot serve with a non-fatal error naming the
+/// update's `event_id`, and sends no `session.updated`: the session ends at once with the
+/// server's reason instead of waiting out `--recv-timeout`. An error that names another
+/// event, or none, is only counted.
+#[test]
+fn an_error_that_refuses_the_set_up_command_ends_the_session_at_once() {
+    let mut h = harness(&[]);
+    assert_eq!(h.m.next_action(), Action::Await(names::SESSION_CREATED));
+    assert_eq!(h.hear(&event(names::SESSION_CREATED), 0.0), Flow::Reached);
+    let Action::Send(update) = h.m.next_action() else {
+        panic!("session.update comes next")
+    };
+    let Outgoing::Text(text) = &update else {
+        panic!("a text frame")
+    };
+    let id = serde_json::from_str::<serde_json::Value>(text).unwrap()["event_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(h.m.next_action(), Action::Await(names::SESSION_UPDATED));
+    let other = r#"{"type":"error","event_id":"e2","sglang":{"fatal":false},"error":{"type":"invalid_request_error","code":"x","message":"y","event_id":"someone-else"}}"#;
+    assert_eq!(h.hear(other, 0.1), Flow::Continue);
+    let unnamed = r#"{"type":"error","event_id":"e3","sglang":{"fatal":false},"error":{"code":"x","message":"y"}}"#;
+    assert_eq!(h.hear(unnamed, 0.1), Flow::Continue);
+    let refusal = format!(
+        r#"{{"type":"error","event_id":"e4","sglang":{{"fatal":false}},"error":{{"type":"invalid_request_error","code":"invalid_request","message":"no supported output combination","param":null,"event_id":"{id}"}}}}"#
+    );
+    assert_eq!(
+        h.hear(&refusal, 0.2),
+        Flow::End(format!(
+            "the server refused the session's set-up (no {} will come) with error invalid_request: no supported output combination",
+            names::SESSION_UPDATED
+        ))
+    );
+    assert_eq!(h.stats.borrow().error_events, 3);
+}
+
 #[test]
 fn an_unexpected_close_ends_the_session_naming_its_code() {
     let mut h = harness(&[]);
