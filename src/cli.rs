@@ -122,7 +122,7 @@ pub struct RunArgs {
     /// Kernel send buffer of each connection (SO_SNDBUF), in bytes [default: the OS's, autotuned up to megabytes]; a small one shows a server that stops reading within a few packets.
     #[arg(long, value_parser = clap::value_parser!(u32).range(4096..), help_heading = "Server")]
     pub send_buffer_bytes: Option<u32>,
-    /// With --protocol funasr, the language the client sets after START (a LANGUAGE:code line, e.g. LANGUAGE:zh) [default: none].
+    /// With --protocol funasr, the language the client sets after START (a LANGUAGE:<name> line): the name goes into the model's prompt as it is, e.g. 中文, English, 日本語 (not a code such as zh) [default: none].
     #[arg(long, help_heading = "Server")]
     pub language: Option<String>,
     /// With --protocol funasr, the hotwords the client sets after START, comma-separated (HOTWORDS:w1,w2) [default: none].

@@ -186,7 +186,7 @@ pub struct TranscriptClient {
     pub errors: Vec<String>,
     /// Audio start → STOP sent, in seconds.
     pub send_seconds: Option<f64>,
-    /// Connection start → the session's end, in seconds.
+    /// Connection start → the session's end, in seconds, without [`Self::gate_wait_s`].
     pub wall_seconds: f64,
     /// (receive − audio start) − `duration_ms` of non-final results: max and p95.
     pub response_lag_ms_max: Option<f64>,
@@ -201,6 +201,11 @@ pub struct TranscriptClient {
     pub started_s: f64,
     pub audio_start_s: Option<f64>,
     pub ended_s: f64,
+    /// Set-up done → audio start, in seconds: the wait at the run's start gate, which the
+    /// benchmark's client does not have (it streams as soon as its own set-up is done), so
+    /// its wall times leave it out.
+    #[serde(default)]
+    pub gate_wait_s: f64,
 }
 
 impl SessionOutcome {

@@ -28,6 +28,8 @@ pub struct Recorder {
     c: TranscriptClient,
     recv_timeout_s: f64,
     stop_sent_s: Option<f64>,
+    /// The last message before the audio started: the set-up's last ack.
+    set_up_done_s: Option<f64>,
     last_message_s: f64,
     /// The benchmark's receive loop is running.
     listening: bool,
@@ -43,6 +45,7 @@ impl Recorder {
             c: TranscriptClient::default(),
             recv_timeout_s,
             stop_sent_s: None,
+            set_up_done_s: None,
             last_message_s: 0.0,
             listening: false,
             close_detail: None,
@@ -59,6 +62,9 @@ impl Recorder {
     pub fn audio_started(&mut self, now_s: f64) {
         if self.c.audio_start_s.is_none() {
             self.c.audio_start_s = Some(now_s);
+            self.c.gate_wait_s = self
+                .set_up_done_s
+                .map_or(0.0, |done_s| (now_s - done_s).max(0.0));
             self.last_message_s = now_s;
             self.listening = true;
         }
@@ -78,6 +84,9 @@ impl Recorder {
     pub fn message(&mut self, now_s: f64, event: Option<&str>, meaning: &Meaning<'_>) -> Counted {
         let mut counted = Counted::default();
         if !self.listening {
+            if self.c.audio_start_s.is_none() {
+                self.set_up_done_s = Some(now_s);
+            }
             return counted;
         }
         if now_s - self.last_message_s > self.recv_timeout_s {
@@ -178,7 +187,7 @@ impl Recorder {
     /// The session is over at `ended_s`: the record, with its lag figures.
     pub fn finish(mut self, ended_s: f64) -> TranscriptClient {
         self.c.ended_s = ended_s;
-        self.c.wall_seconds = ended_s - self.c.started_s;
+        self.c.wall_seconds = ended_s - self.c.started_s - self.c.gate_wait_s;
         self.c.response_lag_ms_max = self.lags_ms.iter().copied().reduce(f64::max);
         self.c.response_lag_ms_p95 = percentile(&self.lags_ms, 95.0);
         self.c
@@ -259,7 +268,10 @@ mod tests {
         assert!(close(c.final_after_stop_ms, 300.0));
         assert!(close(c.stopped_after_stop_ms, 310.0));
         assert!(close(c.send_seconds, 2.0));
-        assert!((c.wall_seconds - 2.85).abs() < 1e-9);
+        // Connection start → end is 2.85 s, of which 0.3 s was the wait at the gate after
+        // `started`: the benchmark's client would have streamed at once.
+        assert!((c.gate_wait_s - 0.3).abs() < 1e-9, "{}", c.gate_wait_s);
+        assert!((c.wall_seconds - 2.55).abs() < 1e-9, "{}", c.wall_seconds);
         // Lags: 400 − 380 = 20, 580 − 480 = 100, 1390 − 1280 = 110; p95 at index 1.9 → 109.
         assert!(close(c.response_lag_ms_max, 110.0));
         assert!(close(c.response_lag_ms_p95, 109.0));
