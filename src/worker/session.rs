@@ -284,6 +284,18 @@ impl Session {
         // and left the channel's waiter list every time.
         let stopped = stop.wait_for(|s| *s);
         tokio::pin!(stopped);
+        if !paced {
+            // Unpaced, the packets leave back to back, but from the gate, as the paced ones:
+            // all sessions start together, and no packet leaves before the schedule's origin.
+            tokio::select! {
+                biased;
+                _ = &mut stopped => {
+                    self.machine.outcome.stopped_early = true;
+                    return Ok(());
+                }
+                () = pacer.sleep_until(self.ctx.index, gate_s) => {}
+            }
+        }
         let mut seq: u32 = 0;
         // Paced, one more wake-up after the last packet: the input ends when its audio has
         // played out, and the ending (sglang's `input_audio.end`, Fun-ASR's STOP) waits for it.

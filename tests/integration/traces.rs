@@ -219,3 +219,32 @@ fn stagger_spreads_the_first_packets_over_one_interval() {
         );
     }
 }
+
+/// `--no-pace` sends back to back, but from the gate like a paced run: every session's first
+/// packet leaves at or after the gate, its receipts' `scheduled_s` (it left up to the gate's lead of
+/// 0.25 s before it, the schedule's origin after its sends).
+#[test]
+fn unpaced_sessions_start_at_the_gate_too() {
+    let _serial = util::serial();
+    let dir = TempDir::new("no-pace");
+    let out = dir.join("out");
+    run_two_sessions_with(&["--no-pace"], &out);
+    for name in ["w0-s0000", "w0-s0001"] {
+        let text = std::fs::read_to_string(
+            out.join("sessions")
+                .join(name)
+                .join("input-send-receipts.json"),
+        )
+        .unwrap();
+        let receipts: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let first = &receipts["appends"][0];
+        let (gate_s, start_s) = (
+            first["scheduled_s"].as_f64().unwrap(),
+            first["start_s"].as_f64().unwrap(),
+        );
+        assert!(
+            start_s >= gate_s,
+            "{name}: packet 0 at {start_s}, gate {gate_s}"
+        );
+    }
+}
