@@ -205,10 +205,30 @@ impl Session {
             self.ctx.tally.report(&Err(Some(why)));
         }
         if result.is_err() {
-            // Best effort: tell the server we are gone; the session is already failed.
+            // Best effort: tell the server we are gone, and keep its answer for the receipts
+            // (as websockets' client, which awaits the closing handshake); the session is
+            // already failed.
             let _ = tokio::time::timeout(Duration::from_millis(200), ws.close(goodbye())).await;
+            self.read_to_close(&mut ws).await;
         }
         result
+    }
+
+    /// Reads what the server still sends until its close frame (traced for the receipts) or
+    /// the end of the connection, for at most a second.
+    async fn read_to_close(&mut self, ws: &mut Ws) {
+        let _ = tokio::time::timeout(Duration::from_secs(1), async {
+            while let Some(Ok(msg)) = ws.next().await {
+                if let Message::Close(frame) = msg {
+                    self.trace_close(
+                        frame
+                            .as_ref()
+                            .map(|f| (u16::from(f.code), f.reason.as_str())),
+                    );
+                }
+            }
+        })
+        .await;
     }
 
     /// Does what the machine says until it says the session is over.
@@ -231,18 +251,7 @@ impl Session {
             let _ = tokio::time::timeout(Duration::from_secs(1), ws.close(goodbye())).await;
         }
         // The server closes the socket after the session ends; answer its close frame.
-        let _ = tokio::time::timeout(Duration::from_secs(1), async {
-            while let Some(Ok(msg)) = ws.next().await {
-                if let Message::Close(frame) = msg {
-                    self.trace_close(
-                        frame
-                            .as_ref()
-                            .map(|f| (u16::from(f.code), f.reason.as_str())),
-                    );
-                }
-            }
-        })
-        .await;
+        self.read_to_close(ws).await;
         Ok(())
     }
 

@@ -402,4 +402,10 @@ fn a_refused_session_update_fails_the_session_at_once_with_the_servers_reason() 
             && errors.contains("invalid_request: no supported output combination"),
         "{errors}"
     );
+    // The client closed with 1000 and kept the server's answer, as on a clean end.
+    let receipts: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(out.join("sessions/w0-s0000/input-send-receipts.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(receipts["close"]["code"], 1000, "{receipts}");
 }
