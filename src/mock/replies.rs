@@ -244,7 +244,7 @@ pub fn accepted(
     let mut out = String::with_capacity(160);
     let _ = write!(
         out,
-        r#"{{"type":"{}","event_id":"{event_id}","seq":{seq},"accepted_end_ms":{accepted_end_ms},"client_event_id":"#,
+        r#"{{"type":"{}","event_id":"{event_id}","seq":{seq},"accepted_end_ms":{accepted_end_ms:?},"client_event_id":"#,
         names::ACCEPTED
     );
     push_json_str(&mut out, client_event_id);
@@ -266,7 +266,7 @@ pub fn input_ended(
     push_json_str(&mut out, client_event_id);
     let _ = write!(
         out,
-        r#","accepted_end_ms":{accepted_end_ms},"tail_policy":"pad"}}"#
+        r#","accepted_end_ms":{accepted_end_ms:?},"tail_policy":"pad"}}"#
     );
     Utf8Bytes::from(out)
 }
@@ -294,7 +294,7 @@ pub fn input_drained(
     push_json_str(&mut out, client_event_id);
     let _ = write!(
         out,
-        r#","accepted_end_ms":{},"consumed_ms":{},"discarded_ms":0,"padding_ms":{}}}"#,
+        r#","accepted_end_ms":{:?},"consumed_ms":{:?},"discarded_ms":0.0,"padding_ms":{:?}}}"#,
         drained.accepted_end_ms, drained.consumed_ms, drained.padding_ms
     );
     Utf8Bytes::from(out)

@@ -189,8 +189,10 @@ impl Client {
         let unit = self.next_event(names::UNIT_DONE).await;
         assert_eq!(unit["unit_id"], format!("unit_{n}"));
         assert_eq!(unit["sglang"]["unit_id"], format!("unit_{n}"));
-        assert_eq!(unit["sglang"]["media_time"]["t_start_ms"], t_start_ms);
-        assert_eq!(unit["sglang"]["media_time"]["duration_ms"], duration_ms);
+        // Floats, as the real server's.
+        let media = &unit["sglang"]["media_time"];
+        assert_eq!(media["t_start_ms"], t_start_ms as f64);
+        assert_eq!(media["duration_ms"], duration_ms as f64);
     }
 
     /// The server's close frame after `session.closed`: code 1000 (issue #10; it was none).
@@ -242,7 +244,10 @@ async fn full_session_gets_every_event_in_order() {
 
         let accepted = client.next_event(names::ACCEPTED).await;
         assert_eq!(accepted["seq"], seq);
-        assert_eq!(accepted["accepted_end_ms"], t_start_ms + duration_ms);
+        assert_eq!(
+            accepted["accepted_end_ms"],
+            (t_start_ms + duration_ms) as f64
+        );
         let id = protocol::EventIds {
             shard: 0,
             worker: 0,
@@ -261,7 +266,7 @@ async fn full_session_gets_every_event_in_order() {
 
     client.send(protocol::input_end(2)).await;
     let ended = client.next_event(names::INPUT_ENDED).await;
-    assert_eq!(ended["accepted_end_ms"], 360);
+    assert_eq!(ended["accepted_end_ms"], 360.0);
     assert_eq!(ended["tail_policy"], "pad");
     // The tail's deltas, then the response ends with it, before its unit.done.
     client.expect_deltas(4).await;
@@ -273,11 +278,11 @@ async fn full_session_gets_every_event_in_order() {
     assert_eq!(done["response"]["status_details"]["reason"], "stop");
     client.expect_unit_done(4, 320, 40).await;
     let drained = client.next_event(names::INPUT_DRAINED).await;
-    assert_eq!(drained["accepted_end_ms"], 360);
-    assert_eq!(drained["padding_ms"], 40);
+    assert_eq!(drained["accepted_end_ms"], 360.0);
+    assert_eq!(drained["padding_ms"], 40.0);
     // Issue #10: consumed is the accepted input, the padding apart.
-    assert_eq!(drained["consumed_ms"], 360);
-    assert_eq!(drained["discarded_ms"], 0);
+    assert_eq!(drained["consumed_ms"], 360.0);
+    assert_eq!(drained["discarded_ms"], 0.0);
 
     client.send(protocol::session_close(3)).await;
     let closed = client.next_event(names::SESSION_CLOSED).await;

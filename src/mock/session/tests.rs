@@ -188,7 +188,7 @@ fn full_session_walks_every_phase() {
         ]
     );
     assert_eq!(first[0]["seq"], 0);
-    assert_eq!(first[0]["accepted_end_ms"], 80);
+    assert_eq!(first[0]["accepted_end_ms"], 80.0);
     assert_eq!(first[0]["client_event_id"], format!("{:016x}", 100));
     let second = h.append(1, PACKET);
     assert_eq!(
@@ -201,7 +201,7 @@ fn full_session_walks_every_phase() {
         ]
     );
     assert_eq!(second[3]["sglang"]["unit_id"], "unit_1");
-    assert_eq!(second[3]["sglang"]["media_time"]["t_start_ms"], 80);
+    assert_eq!(second[3]["sglang"]["media_time"]["t_start_ms"], 80.0);
 
     // 160 ms end on a unit boundary: the response ends with an empty unit_2.
     let end = h.send(&protocol::input_end(9));
@@ -216,16 +216,16 @@ fn full_session_walks_every_phase() {
             names::INPUT_DRAINED
         ]
     );
-    assert_eq!(end[0]["accepted_end_ms"], 160);
+    assert_eq!(end[0]["accepted_end_ms"], 160.0);
     assert_eq!(end[0]["tail_policy"], "pad");
     assert_eq!(end[4]["unit_id"], "unit_2");
     assert_eq!(
         end[4]["sglang"]["media_time"],
-        serde_json::json!({"t_start_ms": 160, "duration_ms": 0})
+        serde_json::json!({"t_start_ms": 160.0, "duration_ms": 0.0})
     );
-    assert_eq!(end[5]["padding_ms"], 0);
-    assert_eq!(end[5]["consumed_ms"], 160);
-    assert_eq!(end[5]["discarded_ms"], 0);
+    assert_eq!(end[5]["padding_ms"], 0.0);
+    assert_eq!(end[5]["consumed_ms"], 160.0);
+    assert_eq!(end[5]["discarded_ms"], 0.0);
     assert_eq!(h.session.phase(), Phase::Ended);
 
     let (step, closed) = h.send_at(&protocol::session_close(10), 1.0);
@@ -316,7 +316,7 @@ fn short_last_packet_becomes_the_tail_unit_at_the_end_of_input() {
     for event in &end[1..7] {
         let tail = &event["sglang"];
         assert_eq!(tail["unit_id"], "unit_1");
-        assert_eq!(tail["media_time"]["t_start_ms"], 80);
+        assert_eq!(tail["media_time"]["t_start_ms"], 80.0);
         assert_eq!(tail["media_time"]["duration_ms"], 31.25);
     }
     let drained = &end[7];
@@ -429,9 +429,9 @@ fn end_before_any_audio_drains_nothing_with_one_empty_unit() {
         ]
     );
     assert_eq!(end[5]["unit_id"], "unit_0");
-    assert_eq!(end[5]["sglang"]["media_time"]["duration_ms"], 0);
-    assert_eq!(end[6]["consumed_ms"], 0);
-    assert_eq!(end[6]["padding_ms"], 0);
+    assert_eq!(end[5]["sglang"]["media_time"]["duration_ms"], 0.0);
+    assert_eq!(end[6]["consumed_ms"], 0.0);
+    assert_eq!(end[6]["padding_ms"], 0.0);
 }
 
 #[test]
@@ -485,12 +485,12 @@ fn float_milliseconds_and_unknown_fields_are_accepted() {
     assert_eq!(first[0]["type"], names::ACCEPTED);
     assert_eq!(first[0]["seq"], 0);
     let second = h.send(&real_append(1, PACKET, PACKET));
-    assert_eq!(second[0]["accepted_end_ms"], 160);
+    assert_eq!(second[0]["accepted_end_ms"], 160.0);
     // t_start_ms is optional: the mock counts the input itself.
     let third = h.send(&format!(
         r#"{{"type":"input_audio_buffer.append","event_id":"c","audio":"{audio}","sglang":{{"seq":2}}}}"#
     ));
-    assert_eq!(third[0]["accepted_end_ms"], 240);
+    assert_eq!(third[0]["accepted_end_ms"], 240.0);
     assert_eq!(h.errors(), 0);
 }
 
@@ -713,22 +713,21 @@ fn acknowledgements_carry_the_client_event_id_they_answer() {
 #[test]
 fn drained_reports_the_accepted_input_with_the_padding_apart() {
     for (profile, input_ms, padding_ms) in [
-        (Profile::Voicechat, 5000, 40),
-        (Profile::Voicechat, 4960, 0),
-        (Profile::Minicpmo, 5000, 0),
-        (Profile::Minicpmo, 4200, 800),
+        (Profile::Voicechat, 5000, 40.0),
+        (Profile::Voicechat, 4960, 0.0),
+        (Profile::Minicpmo, 5000, 0.0),
+        (Profile::Minicpmo, 4200, 800.0),
     ] {
         let (events, _) = real_session(profile, &["audio"], input_ms);
         let drained = of_type(&events, names::INPUT_DRAINED)[0];
-        assert_eq!(
-            drained["accepted_end_ms"], input_ms,
-            "{profile:?} {input_ms}"
-        );
-        assert_eq!(drained["consumed_ms"], input_ms, "{profile:?} {input_ms}");
+        // Floats, as the real server's (its times are `samples_to_ms`).
+        let input = input_ms as f64;
+        assert_eq!(drained["accepted_end_ms"], input, "{profile:?} {input_ms}");
+        assert_eq!(drained["consumed_ms"], input, "{profile:?} {input_ms}");
         assert_eq!(drained["padding_ms"], padding_ms, "{profile:?} {input_ms}");
-        assert_eq!(drained["discarded_ms"], 0);
+        assert_eq!(drained["discarded_ms"], 0.0);
         let ended = of_type(&events, names::INPUT_ENDED)[0];
-        assert_eq!(ended["accepted_end_ms"], input_ms);
+        assert_eq!(ended["accepted_end_ms"], input);
     }
 }
 
@@ -750,7 +749,7 @@ fn assert_unit_rules(profile: Profile, modalities: &[&str], input_ms: u64) {
         assert_eq!(unit["unit_id"], format!("unit_{n}"));
         assert_eq!(unit["sglang"]["unit_id"], format!("unit_{n}"));
         let media = &unit["sglang"]["media_time"];
-        assert_eq!(media["t_start_ms"], n as u64 * unit_ms);
+        assert_eq!(media["t_start_ms"], (n as u64 * unit_ms) as f64);
         let duration_ms = media["duration_ms"].as_f64().unwrap();
         if n + 1 < with_input {
             assert_eq!(duration_ms, unit_ms as f64);
@@ -766,7 +765,7 @@ fn assert_unit_rules(profile: Profile, modalities: &[&str], input_ms: u64) {
     );
     if aligned {
         let empty = &units[with_input]["sglang"]["media_time"];
-        assert_eq!(empty["duration_ms"], 0, "the empty unit at the end");
+        assert_eq!(empty["duration_ms"], 0.0, "the empty unit at the end");
     }
     // One unit of audio per unit with input, the padded tail included.
     let per_unit =
@@ -817,7 +816,7 @@ fn minicpmo_buffers_80ms_packets_into_1000ms_units() {
             names::UNIT_DONE
         ]
     );
-    assert_eq!(thirteenth[4]["sglang"]["media_time"]["duration_ms"], 1000);
+    assert_eq!(thirteenth[4]["sglang"]["media_time"]["duration_ms"], 1000.0);
 }
 
 #[test]
@@ -899,7 +898,10 @@ fn the_response_is_shaped_as_sglang_omni_projects_it() {
             let unit_id = event["sglang"]["unit_id"].as_str().unwrap();
             let n: u64 = unit_id.strip_prefix("unit_").unwrap().parse().unwrap();
             let media = &event["sglang"]["media_time"];
-            assert_eq!(media["t_start_ms"], n * u64::from(profile.unit_ms()));
+            assert_eq!(
+                media["t_start_ms"],
+                (n * u64::from(profile.unit_ms())) as f64
+            );
         }
         assert!(of_type(&events, names::UNIT_DONE)
             .iter()
