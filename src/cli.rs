@@ -421,8 +421,8 @@ pub struct ConformArgs {
     /// Sessions of the run with --url.
     #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=64))]
     pub sessions: u32,
-    /// Audio each session streams with --url.
-    #[arg(long, default_value = "5s", value_parser = parse_duration)]
+    /// Audio each session streams with --url (not with --audio: the file sets the length).
+    #[arg(long, default_value = "5s", value_parser = parse_duration, conflicts_with = "audio")]
     pub duration: Duration,
     /// Output folder of the run with --url [default: a temporary folder, kept only when the server is not conformant].
     #[arg(long, short = 'o')]
@@ -430,6 +430,12 @@ pub struct ConformArgs {
     /// With --url, stream this WAV (mono PCM16 at the protocol's rate: 24 kHz for openai, 16 kHz otherwise).
     #[arg(long, value_name = "FILE.wav")]
     pub audio: Option<PathBuf>,
+    /// With --url and --protocol funasr, the LANGUAGE:<name> the sessions set after START, as `run --language`.
+    #[arg(long)]
+    pub language: Option<String>,
+    /// With --url and --protocol funasr, the HOTWORDS:w1,w2 the sessions set after START, as `run --hotwords`.
+    #[arg(long)]
+    pub hotwords: Option<String>,
     #[command(flatten)]
     pub speak: ProtocolArgs,
     #[command(flatten)]

@@ -221,6 +221,12 @@ fn protocol_flags(args: &ConformArgs) -> Vec<String> {
     if let Some(model) = &p.model {
         flags.extend(["--model".into(), model.clone()]);
     }
+    if let Some(language) = &args.language {
+        flags.extend(["--language".into(), language.clone()]);
+    }
+    if let Some(hotwords) = &args.hotwords {
+        flags.extend(["--hotwords".into(), hotwords.clone()]);
+    }
     if let Some(rate) = p.input_sample_rate {
         flags.extend(["--input-sample-rate".into(), rate.to_string()]);
     }

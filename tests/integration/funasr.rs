@@ -304,7 +304,24 @@ fn the_fun_asr_mock_is_conformant_at_a_url_without_a_path_issue_11() {
     let _serial = util::serial();
     let mock = Mock::start(&["--protocol", "funasr"]);
     let url = format!("ws://{}", mock.addr);
-    let checked = util::run(&["conform", "--protocol", "funasr", "--url", &url], LIMIT);
+    let dir = TempDir::new("funasr-conform");
+    let out = dir.join("out");
+    let checked = util::run(
+        &[
+            "conform",
+            "--protocol",
+            "funasr",
+            "--url",
+            &url,
+            "--language",
+            "中文",
+            "--hotwords",
+            "foo,bar",
+            "--output",
+            out.to_str().unwrap(),
+        ],
+        LIMIT,
+    );
     let stdout = String::from_utf8_lossy(&checked.stdout);
     assert!(
         stdout.contains("verdict: conformant: 2 sessions (protocol funasr), 0 violations"),
@@ -312,6 +329,26 @@ fn the_fun_asr_mock_is_conformant_at_a_url_without_a_path_issue_11() {
         describe(&checked)
     );
     assert_eq!(checked.status.code(), Some(0), "{}", describe(&checked));
+    // The settings went out and their acks were checked.
+    let trace = std::fs::read_to_string(out.join("sessions/w0-s0000/trace.jsonl")).unwrap();
+    assert!(
+        trace.contains("HOTWORDS:foo,bar") && trace.contains("LANGUAGE:中文"),
+        "{trace}"
+    );
+    // --duration has no say over a WAV's length: refused, not ignored.
+    let both = util::run(
+        &[
+            "conform",
+            "--url",
+            &url,
+            "--audio",
+            "x.wav",
+            "--duration",
+            "5s",
+        ],
+        LIMIT,
+    );
+    assert_eq!(both.status.code(), Some(2), "{}", describe(&both));
 }
 
 /// Runs one client with 1 s of audio against the fake Fun-ASR server, writing the JSONL.
