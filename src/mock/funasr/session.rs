@@ -29,8 +29,14 @@ pub const FIRST_DECODE_MS: f64 = 480.0;
 pub const DECODE_CHUNK_MS: f64 = 960.0;
 /// 16 kHz PCM16: bytes per ms.
 const BYTES_PER_MS: f64 = 32.0;
-/// Words of provisional text per second of audio decoded.
-const WORDS_PER_S: f64 = 2.5;
+/// The stand-in text's words, one a second of audio, over and over: distinct words, so the
+/// server's repeat filter (`detect_and_fix_hallucination`, which cuts a word said three times
+/// running down to one) would keep them all.
+const WORDS: [&str; 26] = [
+    "alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliett",
+    "kilo", "lima", "mike", "november", "oscar", "papa", "quebec", "romeo", "sierra", "tango",
+    "uniform", "victor", "whiskey", "xray", "yankee", "zulu",
+];
 
 /// A decode the session asks the engine for.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -315,15 +321,15 @@ fn error(message: &str) -> Utf8Bytes {
     )
 }
 
-/// Stand-in text for `audio_s` of speech.
+/// Stand-in text for `audio_s` of speech: a word a second (at least one), `alpha bravo …`.
 fn words(audio_s: f64) -> String {
-    let n = ((audio_s * WORDS_PER_S).round() as usize).max(1);
-    let mut text = String::with_capacity(n * 5);
-    for k in 0..n {
+    let n = (audio_s.round() as usize).max(1);
+    let mut text = String::with_capacity(n * 8);
+    for (k, word) in WORDS.iter().cycle().take(n).enumerate() {
         if k > 0 {
             text.push(' ');
         }
-        text.push_str("word");
+        text.push_str(word);
     }
     text
 }
@@ -642,5 +648,16 @@ mod tests {
         assert_eq!(out.len(), 1);
         assert_eq!(texts(&out)[0]["is_final"], true);
         assert_eq!(s.take_stops(), 0);
+    }
+
+    #[test]
+    fn the_stand_in_text_is_a_word_a_second_none_said_twice_running() {
+        assert_eq!(words(0.2), "alpha");
+        assert_eq!(words(3.4), "alpha bravo charlie");
+        let long = words(60.0);
+        let said: Vec<&str> = long.split(' ').collect();
+        assert_eq!(said.len(), 60);
+        assert_eq!(said[26], "alpha", "over and over");
+        assert!(said.windows(2).all(|w| w[0] != w[1]), "{long}");
     }
 }
