@@ -321,9 +321,10 @@ fn error(message: &str) -> Utf8Bytes {
     )
 }
 
-/// Stand-in text for `audio_s` of speech: a word a second (at least one), `alpha bravo …`.
+/// Stand-in text for `audio_s` of speech: a word a second (at least one; halves to even, as
+/// Python's `round` in the fake engine we ran the real server with), `alpha bravo …`.
 fn words(audio_s: f64) -> String {
-    let n = (audio_s.round() as usize).max(1);
+    let n = (audio_s.round_ties_even() as usize).max(1);
     let mut text = String::with_capacity(n * 8);
     for (k, word) in WORDS.iter().cycle().take(n).enumerate() {
         if k > 0 {
@@ -654,6 +655,7 @@ mod tests {
     fn the_stand_in_text_is_a_word_a_second_none_said_twice_running() {
         assert_eq!(words(0.2), "alpha");
         assert_eq!(words(3.4), "alpha bravo charlie");
+        assert_eq!(words(2.5), "alpha bravo", "halves to even");
         let long = words(60.0);
         let said: Vec<&str> = long.split(' ').collect();
         assert_eq!(said.len(), 60);
