@@ -1,15 +1,15 @@
 //! The Fun-ASR mock: `serve_realtime_ws.py`'s protocol and cadence with a cost model instead of
 //! a model (docs/funasr.md), so the seed's shapes — finals after STOP that grow with the
-//! clients, batching that tames them, a blocking server that "finishes sooner" with fewer
-//! partials — can be reproduced without a GPU.
+//! clients, batching that tames them, a blocking server that gives fewer partials — can be
+//! reproduced without a GPU.
 //!
-//! * `session`: one session's state machine, free of sockets;
+//! * `session`: one session's serial queue and state machine, free of sockets;
 //! * `engine`: the shared decode queue, batching and cost model.
 //!
-//! This file is the connection task: it feeds client messages to the session, takes all the
-//! audio that has arrived before deciding on a decode (as a server whose decode loop runs
-//! beside its receive loop), and hands decodes to the engine — or, with `--blocking-decode`,
-//! runs them right here, stalling every session of the mock meanwhile.
+//! This file is the connection task: it queues client messages in the session as they arrive
+//! (which processes them in order, halting at each decode as the server's handler does), and
+//! hands decodes to the engine — or, with `--blocking-decode`, runs them right here, stalling
+//! every session of the mock meanwhile.
 
 mod engine;
 mod session;
@@ -18,7 +18,7 @@ pub use engine::Engine;
 
 use super::stats::Counters;
 use futures_util::{FutureExt as _, SinkExt, StreamExt};
-use session::Session;
+use session::{Frame, Session};
 use std::rc::Rc;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio_tungstenite::tungstenite::{Error as WsError, Message, Utf8Bytes};
@@ -40,7 +40,7 @@ pub async fn run_session<S: AsyncRead + AsyncWrite + Unpin>(
             () = decoded(&mut pending), if pending.is_some() => {
                 pending = None;
                 session.decoded(&mut out);
-                if let Err(()) = after(&mut ws, &mut session, &engine, &mut pending, &mut out).await {
+                if let Err(()) = after(&mut ws, &mut session, &engine, &mut pending, &mut out, counters).await {
                     return;
                 }
                 continue;
@@ -53,18 +53,27 @@ pub async fn run_session<S: AsyncRead + AsyncWrite + Unpin>(
             }
             return;
         };
-        if !take(&mut session, &mut arrivals, message, counters, &mut out) {
+        if !take(&mut session, &mut arrivals, message, counters) {
             let _ = ws.flush().await;
             return;
         }
-        // Everything that has already arrived, before deciding on a decode.
+        // Everything that has already arrived, so that one flush carries the replies.
         while let Some(Some(Ok(message))) = ws.next().now_or_never() {
-            if !take(&mut session, &mut arrivals, message, counters, &mut out) {
+            if !take(&mut session, &mut arrivals, message, counters) {
                 let _ = ws.flush().await;
                 return;
             }
         }
-        if let Err(()) = after(&mut ws, &mut session, &engine, &mut pending, &mut out).await {
+        if let Err(()) = after(
+            &mut ws,
+            &mut session,
+            &engine,
+            &mut pending,
+            &mut out,
+            counters,
+        )
+        .await
+        {
             return;
         }
     }
@@ -99,35 +108,27 @@ impl Arrivals {
     }
 }
 
-/// Feeds one message to the session; false when the client closed.
+/// Queues one message in the session; false when the client closed.
 fn take(
     session: &mut Session,
     arrivals: &mut Arrivals,
     message: Message,
     counters: &Counters,
-    out: &mut Vec<Utf8Bytes>,
 ) -> bool {
     match message {
         Message::Text(text) => {
-            let before = out.len();
             if text
                 .trim()
                 .eq_ignore_ascii_case(crate::protocol::funasr::names::START)
             {
                 *arrivals = Arrivals::default();
             }
-            session.on_text(text.as_str(), out);
-            if out[before..]
-                .iter()
-                .any(|f| f.as_str().contains(r#""event":"stopped""#))
-            {
-                counters.session_closed();
-            }
+            session.push(Frame::Text(text));
         }
         Message::Binary(bytes) => {
             counters.append_received();
             arrivals.frame(bytes.len(), counters);
-            session.on_audio(bytes.len());
+            session.push(Frame::Audio(bytes.len()));
         }
         Message::Close(_) => return false,
         Message::Ping(_) | Message::Pong(_) | Message::Frame(_) => {}
@@ -135,16 +136,18 @@ fn take(
     true
 }
 
-/// Starts the decode the session wants (or runs it, blocking), then sends the outbox.
+/// Processes what the session has queued, starting each decode it asks for (or running it,
+/// blocking, and going on), then sends the outbox.
 async fn after<S: AsyncRead + AsyncWrite + Unpin>(
     ws: &mut WebSocketStream<S>,
     session: &mut Session,
     engine: &Engine,
     pending: &mut Option<tokio::sync::oneshot::Receiver<()>>,
     out: &mut Vec<Utf8Bytes>,
+    counters: &Counters,
 ) -> Result<(), ()> {
     while pending.is_none() {
-        let Some(decode) = session.poll_decode(crate::clock::monotonic_s()) else {
+        let Some(decode) = session.process(crate::clock::monotonic_s(), out) else {
             break;
         };
         if engine.model().blocking_decode {
@@ -153,6 +156,9 @@ async fn after<S: AsyncRead + AsyncWrite + Unpin>(
         } else {
             *pending = Some(engine.submit(decode.audio_s, decode.is_final));
         }
+    }
+    for _ in 0..session.take_stops() {
+        counters.session_closed();
     }
     if out.is_empty() {
         // Pongs and close replies are queued by tungstenite; send them now.

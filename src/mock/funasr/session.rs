@@ -1,18 +1,25 @@
-//! One Fun-ASR mock session without I/O: commands and audio in, frames and decode requests out.
+//! One Fun-ASR mock session without I/O: client frames in, reply frames and decode requests out.
 //!
-//! The server's cadence (`realtime_ws.py`: `handle_client` and `should_decode`): as an audio
-//! frame comes in after `START`, a partial decode is asked for when both hold — at least
-//! `--decode-interval` seconds of wall time since the last one was asked for, and enough new
-//! audio since then: 480 ms until the first text came back, then the server's 960 ms chunk.
-//! Never two at once, so a slow engine gives fewer, larger partials. A partial covers at most
-//! `--partial-window-sec` of the newest audio (≤ 0: all of it); `duration_ms` is the audio
-//! received when the decode was asked for. `STOP` asks for the final decode of the whole
+//! The server's handler (`realtime_ws.py`'s `handle_client`) is serial: it takes one frame, and
+//! awaits `add_audio` and then the decode it asks for before it reads the next, so while a
+//! decode runs the session's frames and its `STOP` wait in the socket. The session is that
+//! queue: frames are [`pushed`](Session::push) as they arrive and [`processed`](Session::process)
+//! in order, and processing halts at a decode until it is [`decoded`](Session::decoded).
+//!
+//! Its cadence (`should_decode`): as an audio frame is processed after `START`, a partial decode
+//! is asked for when both hold — at least `--decode-interval` seconds of wall time since the
+//! last one was asked for, and enough audio *processed* since then: 480 ms until the first text
+//! came back, then the server's 960 ms chunk. So `duration_ms` (the audio processed) steps by
+//! what the frames carry, and a slow engine leaves partials to fire on the queued frames later,
+//! even on frames sent before `STOP`. A partial covers at most `--partial-window-sec` of the
+//! newest audio (≤ 0: all of it). `STOP`, once reached, asks for the final decode of the whole
 //! segment (costlier when longer), sends it, then `stopped` (no final without audio). Commands
 //! the server does not know get no answer. The session may `START` again.
 
 use crate::cli::FunasrMockArgs;
 use crate::protocol::funasr::names;
 use crate::trace::format::json_string;
+use std::collections::VecDeque;
 use tokio_tungstenite::tungstenite::Utf8Bytes;
 
 /// New audio before the first partial decode (the server's `first_chunk_samples`).
@@ -22,8 +29,14 @@ pub const FIRST_DECODE_MS: f64 = 480.0;
 pub const DECODE_CHUNK_MS: f64 = 960.0;
 /// 16 kHz PCM16: bytes per ms.
 const BYTES_PER_MS: f64 = 32.0;
-/// Words of provisional text per second of audio decoded.
-const WORDS_PER_S: f64 = 2.5;
+/// The stand-in text's words, one a second of audio, over and over: distinct words, so the
+/// server's repeat filter (`detect_and_fix_hallucination`, which cuts a word said three times
+/// running down to one) would keep them all.
+const WORDS: [&str; 26] = [
+    "alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliett",
+    "kilo", "lima", "mike", "november", "oscar", "papa", "quebec", "romeo", "sierra", "tango",
+    "uniform", "victor", "whiskey", "xray", "yankee", "zulu",
+];
 
 /// A decode the session asks the engine for.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -33,26 +46,38 @@ pub struct Decode {
     pub is_final: bool,
 }
 
+/// A client frame waiting its turn.
+#[derive(Debug)]
+pub enum Frame {
+    /// A text frame (a command).
+    Text(Utf8Bytes),
+    /// A binary frame of this many bytes of PCM16.
+    Audio(usize),
+}
+
 #[derive(Debug)]
 pub struct Session {
     interval_s: f64,
     window_ms: f64,
     never_stopped: bool,
+    /// Between `START` and `STOP` (the server's `is_active`).
     started: bool,
-    stopping: bool,
-    received_bytes: u64,
-    /// Audio received when the last partial decode was asked for, in ms.
+    /// Audio processed since `START` (the server's `total_samples`), in bytes.
+    processed_bytes: u64,
+    /// Audio processed when the last partial decode was asked for, in ms.
     decoded_ms: f64,
     /// A partial came back (with text: the mock's always has some); the chunk is 960 ms now.
     first_decode_done: bool,
     /// When the last partial decode was asked for (monotonic seconds). Kept across `START`,
     /// as the server keeps it for the connection.
     last_decode_s: Option<f64>,
-    /// Audio came in since the cadence was last looked at: the server looks only then.
-    fresh_audio: bool,
-    /// The decode in flight, and the audio received when it was asked for.
-    pending: Option<(Decode, f64)>,
+    /// Frames taken from the client but not processed yet, oldest first.
+    queue: VecDeque<Frame>,
+    /// The decode in flight: nothing more is processed until it is done.
+    pending: Option<Decode>,
     pub partials_sent: u64,
+    /// `stopped` events sent since [`take_stops`](Session::take_stops) was last called.
+    stops_sent: u64,
 }
 
 impl Session {
@@ -62,33 +87,61 @@ impl Session {
             window_ms: model.partial_window_sec * 1000.0,
             never_stopped: model.fault_never_stopped,
             started: false,
-            stopping: false,
-            received_bytes: 0,
+            processed_bytes: 0,
             decoded_ms: 0.0,
             first_decode_done: false,
             last_decode_s: None,
-            fresh_audio: false,
+            queue: VecDeque::new(),
             pending: None,
             partials_sent: 0,
+            stops_sent: 0,
         }
     }
 
-    fn received_ms(&self) -> f64 {
-        self.received_bytes as f64 / BYTES_PER_MS
+    /// The `stopped` events sent since the last call (sessions the client may now close).
+    pub fn take_stops(&mut self) -> u64 {
+        std::mem::take(&mut self.stops_sent)
+    }
+
+    fn processed_ms(&self) -> f64 {
+        self.processed_bytes as f64 / BYTES_PER_MS
+    }
+
+    /// A frame from the client, queued behind those not processed yet.
+    pub fn push(&mut self, frame: Frame) {
+        self.queue.push_back(frame);
+    }
+
+    /// Processes the queued frames in order at `now_s` (monotonic seconds), replies into
+    /// `out`, until one asks for a decode — returned, and nothing more is processed until it
+    /// is [`decoded`](Session::decoded) — or none is left. Nothing while a decode is in flight.
+    pub fn process(&mut self, now_s: f64, out: &mut Vec<Utf8Bytes>) -> Option<Decode> {
+        if self.pending.is_some() {
+            return None;
+        }
+        while let Some(frame) = self.queue.pop_front() {
+            let decode = match frame {
+                Frame::Text(text) => self.on_text(text.as_str(), out),
+                Frame::Audio(bytes) => self.on_audio(bytes, now_s),
+            };
+            if decode.is_some() {
+                self.pending = decode;
+                return decode;
+            }
+        }
+        None
     }
 
     /// A text command, compared after trimming and upper-casing as the server does; one it
-    /// does not know is not answered.
-    pub fn on_text(&mut self, text: &str, out: &mut Vec<Utf8Bytes>) {
+    /// does not know is not answered. `STOP` with audio asks for the final decode.
+    fn on_text(&mut self, text: &str, out: &mut Vec<Utf8Bytes>) -> Option<Decode> {
         let trimmed = text.trim();
         let upper = trimmed.to_uppercase();
         if upper == names::START {
-            let partials_sent = self.partials_sent;
-            *self = Session {
-                started: true,
-                partials_sent,
-                ..self.fresh()
-            };
+            self.started = true;
+            self.processed_bytes = 0;
+            self.decoded_ms = 0.0;
+            self.first_decode_done = false;
             out.push(event(names::STARTED, ""));
         } else if let Some(value) = strip_prefix_ci(trimmed, &upper, names::HOTWORDS) {
             let words: Vec<String> = value
@@ -113,99 +166,63 @@ impl Session {
             // The mock endpoints as the server does by default (`--endpoint-mode server`).
             out.push(error("COMMIT requires --endpoint-mode client"));
         } else if upper == names::STOP {
-            if self.started && !self.stopping {
-                self.stopping = true;
-                if self.received_bytes == 0 {
-                    self.stopped(out);
-                }
-            } else if !self.started {
-                self.stopped(out);
+            // As the server: the final when active with audio, then `stopped` in any case.
+            if self.started && self.processed_bytes > 0 {
+                return Some(Decode {
+                    audio_s: self.processed_ms() / 1000.0,
+                    is_final: true,
+                });
             }
+            self.stopped(out);
         }
+        None
     }
 
-    fn fresh(&self) -> Session {
-        Session {
-            interval_s: self.interval_s,
-            window_ms: self.window_ms,
-            never_stopped: self.never_stopped,
-            started: false,
-            stopping: false,
-            received_bytes: 0,
-            decoded_ms: 0.0,
-            first_decode_done: false,
-            last_decode_s: self.last_decode_s,
-            fresh_audio: false,
-            pending: None,
-            partials_sent: 0,
-        }
-    }
-
-    /// Audio: counted after `START` and before `STOP`, ignored otherwise.
-    pub fn on_audio(&mut self, bytes: usize) {
-        if self.started && !self.stopping {
-            self.received_bytes += bytes as u64;
-            self.fresh_audio = true;
-        }
-    }
-
-    /// The decode to ask for at `now_s` (monotonic seconds), if any (one at a time): the final
-    /// after `STOP`; a partial when audio has come in since the last look, the wall-time gap
-    /// since the last partial is at least `--decode-interval` and the new audio at least the
-    /// chunk.
-    pub fn poll_decode(&mut self, now_s: f64) -> Option<Decode> {
-        if !self.started || self.pending.is_some() {
+    /// Audio: processed after `START` and before `STOP`, ignored otherwise; then the partial
+    /// decode to ask for at `now_s`, if the wall-time gap since the last one is at least
+    /// `--decode-interval` and the audio processed since then at least the chunk.
+    fn on_audio(&mut self, bytes: usize, now_s: f64) -> Option<Decode> {
+        if !self.started {
             return None;
         }
-        let received_ms = self.received_ms();
-        let decode = if self.stopping {
-            if received_ms == 0.0 {
-                return None;
-            }
-            Decode {
-                audio_s: received_ms / 1000.0,
-                is_final: true,
-            }
+        self.processed_bytes += bytes as u64;
+        let processed_ms = self.processed_ms();
+        let gap_passed = self
+            .last_decode_s
+            .is_none_or(|last_s| now_s - last_s >= self.interval_s);
+        let chunk_ms = if self.first_decode_done {
+            DECODE_CHUNK_MS
         } else {
-            if !std::mem::take(&mut self.fresh_audio) {
-                return None;
-            }
-            let gap_passed = self
-                .last_decode_s
-                .is_none_or(|last_s| now_s - last_s >= self.interval_s);
-            let chunk_ms = if self.first_decode_done {
-                DECODE_CHUNK_MS
-            } else {
-                FIRST_DECODE_MS
-            };
-            if !gap_passed || received_ms - self.decoded_ms < chunk_ms {
-                return None;
-            }
-            self.decoded_ms = received_ms;
-            self.last_decode_s = Some(now_s);
-            let window_ms = if self.window_ms > 0.0 {
-                received_ms.min(self.window_ms)
-            } else {
-                received_ms
-            };
-            Decode {
-                audio_s: window_ms / 1000.0,
-                is_final: false,
-            }
+            FIRST_DECODE_MS
         };
-        self.pending = Some((decode, received_ms));
-        Some(decode)
+        if !gap_passed || processed_ms - self.decoded_ms < chunk_ms {
+            return None;
+        }
+        self.decoded_ms = processed_ms;
+        self.last_decode_s = Some(now_s);
+        let window_ms = if self.window_ms > 0.0 {
+            processed_ms.min(self.window_ms)
+        } else {
+            processed_ms
+        };
+        Some(Decode {
+            audio_s: window_ms / 1000.0,
+            is_final: false,
+        })
     }
 
-    /// The decode in flight is done: its result (and after the final, `stopped`).
+    /// The decode in flight is done: its result (and after the final, `stopped`). Processing
+    /// may go on.
     pub fn decoded(&mut self, out: &mut Vec<Utf8Bytes>) {
-        let Some((decode, received_ms)) = self.pending.take() else {
+        let Some(decode) = self.pending.take() else {
             return;
         };
-        // The server's `int(total_samples * 1000 / sample_rate)`.
-        let duration_ms = received_ms.floor() as u64;
+        // The server's `int(total_samples * 1000 / sample_rate)`: nothing was processed since
+        // the decode was asked for.
+        let processed_ms = self.processed_ms();
+        let duration_ms = processed_ms.floor() as u64;
         if decode.is_final {
-            let text = words(self.received_ms() / 1000.0);
+            let text = words(processed_ms / 1000.0);
             out.push(Utf8Bytes::from(format!(
                 r#"{{"sentences":[{{"text":{},"start":0,"end":{duration_ms}}}],"partial":"","partial_start_ms":0,"duration_ms":{duration_ms},"is_final":true}}"#,
                 json_string(&text)
@@ -214,7 +231,7 @@ impl Session {
         } else {
             self.first_decode_done = true;
             let text = words(decode.audio_s);
-            let start_ms = (received_ms - decode.audio_s * 1000.0).max(0.0).floor() as u64;
+            let start_ms = (processed_ms - decode.audio_s * 1000.0).max(0.0).floor() as u64;
             self.partials_sent += 1;
             out.push(Utf8Bytes::from(format!(
                 r#"{{"sentences":[],"partial":{},"partial_start_ms":{start_ms},"duration_ms":{duration_ms},"is_final":false}}"#,
@@ -225,8 +242,8 @@ impl Session {
 
     fn stopped(&mut self, out: &mut Vec<Utf8Bytes>) {
         self.started = false;
-        self.stopping = false;
         if !self.never_stopped {
+            self.stops_sent += 1;
             out.push(event(names::STOPPED, ""));
         }
     }
@@ -304,15 +321,16 @@ fn error(message: &str) -> Utf8Bytes {
     )
 }
 
-/// Stand-in text for `audio_s` of speech.
+/// Stand-in text for `audio_s` of speech: a word a second (at least one; halves to even, as
+/// Python's `round` in the fake engine we ran the real server with), `alpha bravo …`.
 fn words(audio_s: f64) -> String {
-    let n = ((audio_s * WORDS_PER_S).round() as usize).max(1);
-    let mut text = String::with_capacity(n * 5);
-    for k in 0..n {
+    let n = (audio_s.round_ties_even() as usize).max(1);
+    let mut text = String::with_capacity(n * 8);
+    for (k, word) in WORDS.iter().cycle().take(n).enumerate() {
         if k > 0 {
             text.push(' ');
         }
-        text.push_str("word");
+        text.push_str(word);
     }
     text
 }
@@ -330,13 +348,81 @@ mod tests {
     /// 100 ms of audio.
     const FRAME: usize = 3200;
 
+    /// Sends a command and processes what it can.
+    fn command(s: &mut Session, text: &'static str, out: &mut Vec<Utf8Bytes>) -> Option<Decode> {
+        s.push(Frame::Text(Utf8Bytes::from_static(text)));
+        s.process(0.0, out)
+    }
+
+    /// A client frame sent at a wall time (seconds).
+    enum Send {
+        Audio(usize),
+        Stop,
+    }
+
+    /// Plays `sends` (in time order) into a session that has had `START`, each decode taking
+    /// `cost_s` of it; every reply with the wall time it was sent at.
+    fn play(
+        s: &mut Session,
+        sends: &[(f64, Send)],
+        cost_s: impl Fn(&Decode) -> f64,
+    ) -> Vec<(f64, serde_json::Value)> {
+        let mut replies = Vec::new();
+        let mut done_s = f64::INFINITY;
+        let mut next = sends.iter().peekable();
+        let mut out = Vec::new();
+        loop {
+            let send_s = next.peek().map_or(f64::INFINITY, |(at_s, _)| *at_s);
+            let now_s = send_s.min(done_s);
+            if now_s.is_infinite() {
+                return replies;
+            }
+            if done_s <= send_s {
+                done_s = f64::INFINITY;
+                s.decoded(&mut out);
+            } else if let Some((_, send)) = next.next() {
+                s.push(match send {
+                    Send::Audio(bytes) => Frame::Audio(*bytes),
+                    Send::Stop => Frame::Text(Utf8Bytes::from_static("STOP")),
+                });
+            }
+            if let Some(d) = s.process(now_s, &mut out) {
+                done_s = now_s + cost_s(&d);
+            }
+            replies.extend(texts(&out).into_iter().map(|v| (now_s, v)));
+            out.clear();
+        }
+    }
+
+    /// `frames` of 100 ms of audio, one every `frame_s` from 0.
+    fn frames(n: u32, frame_s: f64) -> Vec<(f64, Send)> {
+        (0..n)
+            .map(|k| (f64::from(k) * frame_s, Send::Audio(FRAME)))
+            .collect()
+    }
+
+    /// The `duration_ms` of each partial.
+    fn partial_ms(replies: &[(f64, serde_json::Value)]) -> Vec<u64> {
+        replies
+            .iter()
+            .filter(|(_, v)| v["is_final"] == false)
+            .map(|(_, v)| v["duration_ms"].as_u64().unwrap())
+            .collect()
+    }
+
+    fn started(model: FunasrMockArgs) -> Session {
+        let mut s = Session::new(&model);
+        command(&mut s, "START", &mut Vec::new());
+        s
+    }
+
     #[test]
     fn start_language_hotwords_are_acknowledged_in_any_case_issue_11() {
         let mut s = Session::new(&FunasrMockArgs::default());
         let mut out = Vec::new();
-        s.on_text(" start ", &mut out);
-        s.on_text("language:中文", &mut out);
-        s.on_text("HOTWORDS:a, b,", &mut out);
+        command(&mut s, " start ", &mut out);
+        command(&mut s, "language:中文", &mut out);
+        command(&mut s, "HOTWORDS:a, b,", &mut out);
         let v = texts(&out);
         assert_eq!(v[0], serde_json::json!({"event":"started"}));
         assert_eq!(
@@ -355,11 +441,12 @@ mod tests {
     fn other_commands_are_answered_as_the_real_server_answers_them() {
         let mut s = Session::new(&FunasrMockArgs::default());
         let mut out = Vec::new();
-        s.on_text("HELLO", &mut out);
-        s.on_text("FLUSH", &mut out);
+        command(&mut s, "HELLO", &mut out);
+        command(&mut s, "FLUSH", &mut out);
         assert!(out.is_empty(), "an unknown command gets no answer");
-        s.on_text("commit", &mut out);
-        s.on_text(
+        command(&mut s, "commit", &mut out);
+        command(
+            &mut s,
             "postprocess_hotwords: Fun ASR=>FunASR, a->b\nc→d, x=>, #note, word, a=>B, word",
             &mut out,
         );
@@ -379,129 +466,158 @@ mod tests {
         );
     }
 
-    /// Frames of 100 ms of audio every `frame_s` of wall time, asking after each, decodes
-    /// taking `decode_ms`; the ms of audio at each decode asked for.
-    fn paced(s: &mut Session, frames: u32, frame_s: f64, decode_ms: f64) -> Vec<u32> {
-        let mut asked = Vec::new();
-        let mut done_s = f64::INFINITY;
-        for k in 1..=frames {
-            let now_s = f64::from(k) * frame_s;
-            s.on_audio(FRAME);
-            if now_s >= done_s {
-                s.decoded(&mut Vec::new());
-                done_s = f64::INFINITY;
-            }
-            if let Some(d) = s.poll_decode(now_s) {
-                assert!(!d.is_final);
-                asked.push(k * 100);
-                done_s = now_s + decode_ms / 1000.0;
-            }
-        }
-        asked
-    }
-
     #[test]
     fn partials_come_after_480_ms_then_each_960_ms_of_new_audio_when_paced() {
         let mut s = Session::new(&FunasrMockArgs::default());
-        let mut out = Vec::new();
-        s.on_audio(FRAME);
-        assert_eq!(s.poll_decode(0.0), None, "audio before START is ignored");
-        s.on_text("START", &mut out);
+        s.push(Frame::Audio(FRAME));
+        assert_eq!(
+            s.process(0.0, &mut Vec::new()),
+            None,
+            "audio before START is ignored"
+        );
+        command(&mut s, "START", &mut Vec::new());
         // 500 ms (the first frame past 480 ms), then the first frame past 960 ms more.
-        assert_eq!(paced(&mut s, 40, 0.1, 20.0), [500, 1500, 2500, 3500]);
+        let replies = play(&mut s, &frames(40, 0.1), |_| 0.02);
+        assert_eq!(partial_ms(&replies), [500, 1500, 2500, 3500]);
     }
 
     #[test]
     fn audio_sent_faster_than_real_time_waits_for_the_decode_interval_of_wall_time() {
-        let mut s = Session::new(&FunasrMockArgs::default());
-        s.on_text("START", &mut Vec::new());
+        let mut s = started(FunasrMockArgs::default());
         // 100 ms of audio every 31.25 ms: 960 ms of audio come in 0.3 s, the gap needs 0.48 s
         // (16 frames), so each decode waits for the first frame past it.
-        let asked = paced(&mut s, 100, 0.03125, 20.0);
-        assert_eq!(asked, [500, 2100, 3700, 5300, 6900, 8500]);
+        let replies = play(&mut s, &frames(100, 0.03125), |_| 0.02);
+        assert_eq!(partial_ms(&replies), [500, 2100, 3700, 5300, 6900, 8500]);
         // With no interval, the audio alone paces the decodes.
-        let mut s = Session::new(&FunasrMockArgs {
+        let mut s = started(FunasrMockArgs {
             decode_interval: 0.0,
             ..FunasrMockArgs::default()
         });
-        s.on_text("START", &mut Vec::new());
+        let replies = play(&mut s, &frames(40, 0.02), |_| 0.01);
         assert_eq!(
-            paced(&mut s, 40, 0.02, 10.0),
+            partial_ms(&replies),
             [500, 1500, 2500, 3500],
             "one frame past each 960 ms"
         );
     }
 
+    /// `realtime_ws.py`'s handler awaits each decode before it reads the next frame, so the
+    /// frames and the `STOP` sent meanwhile wait; then they are processed one by one, the
+    /// cadence looking at the audio *processed*. Measured on the real server with this cost
+    /// (decode 100 ms + 300 ms an audio second) and 5.83 s of audio: partials at 500, 1500, …
+    /// 5500 ms, two of them after STOP, the final 3.83 s after it.
     #[test]
-    fn one_decode_at_a_time_and_the_window_caps_what_a_partial_covers() {
-        let mut s = Session::new(&FunasrMockArgs {
+    fn a_slow_decode_leaves_frames_and_stop_queued_behind_it_in_order() {
+        let mut s = started(FunasrMockArgs::default());
+        let mut sends = frames(58, 0.1);
+        let stop_s = 5.8;
+        sends.push((stop_s, Send::Stop));
+        let replies = play(&mut s, &sends, |d| 0.1 + 0.3 * d.audio_s);
+        // In steps of the audio processed, not of the audio that had arrived.
+        assert_eq!(partial_ms(&replies), [500, 1500, 2500, 3500, 4500, 5500]);
+        let at = |ms: u64| {
+            replies
+                .iter()
+                .find(|(_, v)| v["duration_ms"] == ms)
+                .unwrap()
+                .0
+        };
+        // 3500 asked at 3.4 s, done at 4.55 s; the queued frames up to 4500 ms then ask for
+        // the next at once (4.55 s − 3.4 s is past the 0.48 s gap), done at 6.0 s, after STOP;
+        // 5500 at 7.75 s, also on a frame sent before STOP.
+        assert!((at(3500) - 4.55).abs() < 1e-6, "{replies:?}");
+        assert!((at(4500) - 6.0).abs() < 1e-6, "{replies:?}");
+        assert!((at(5500) - 7.75).abs() < 1e-6, "{replies:?}");
+        // STOP is reached only after them: the final covers all 5.8 s (1.84 s of decode).
+        let (final_s, final_) = &replies[replies.len() - 2];
+        assert_eq!(final_["is_final"], true);
+        assert_eq!(final_["duration_ms"], 5800);
+        assert!((final_s - stop_s - 3.79).abs() < 1e-6, "{replies:?}");
+        assert_eq!(
+            replies.last().unwrap().1,
+            serde_json::json!({"event":"stopped"})
+        );
+        assert_eq!(s.take_stops(), 1);
+    }
+
+    #[test]
+    fn nothing_is_processed_while_a_decode_is_in_flight() {
+        let mut s = started(FunasrMockArgs::default());
+        for _ in 0..5 {
+            s.push(Frame::Audio(FRAME));
+        }
+        let mut out = Vec::new();
+        assert!(s.process(1.0, &mut out).is_some());
+        s.push(Frame::Text(Utf8Bytes::from_static("LANGUAGE:en")));
+        assert_eq!(s.process(9.0, &mut out), None, "one in flight");
+        assert!(out.is_empty(), "the command waits behind the decode");
+        s.decoded(&mut out);
+        assert_eq!(s.process(9.0, &mut out), None);
+        let v = texts(&out);
+        assert_eq!(v[0]["duration_ms"], 500);
+        assert_eq!(v[1]["event"], "language_set", "answered after the partial");
+    }
+
+    #[test]
+    fn the_window_caps_what_a_partial_covers() {
+        let mut s = started(FunasrMockArgs {
             partial_window_sec: 2.0,
             ..FunasrMockArgs::default()
         });
-        s.on_text("START", &mut Vec::new());
-        for _ in 0..30 {
-            s.on_audio(FRAME);
-        }
-        let d = s.poll_decode(1.0).unwrap();
-        assert!((d.audio_s - 2.0).abs() < 1e-9, "the newest 2 s: {d:?}");
-        for _ in 0..20 {
-            s.on_audio(FRAME);
-        }
-        assert_eq!(s.poll_decode(9.0), None, "one in flight");
-        let mut out = Vec::new();
-        s.decoded(&mut out);
-        let v = texts(&out);
-        assert_eq!(v[0]["partial_start_ms"], 1000);
-        assert_eq!(v[0]["duration_ms"], 3000);
-        // Audio that came during the decode is looked at once it is done.
-        assert!(s.poll_decode(9.0).is_some());
+        let replies = play(&mut s, &frames(35, 0.1), |_| 0.02);
+        let (_, last) = replies.last().unwrap();
+        assert_eq!(last["duration_ms"], 3500);
+        assert_eq!(last["partial_start_ms"], 1500, "the newest 2 s");
         // ≤ 0: no cap.
-        let mut s = Session::new(&FunasrMockArgs {
+        let mut s = started(FunasrMockArgs {
             partial_window_sec: 0.0,
+            decode_interval: 0.0,
             ..FunasrMockArgs::default()
         });
-        s.on_text("START", &mut Vec::new());
-        for _ in 0..30 {
-            s.on_audio(FRAME);
-        }
-        assert!((s.poll_decode(1.0).unwrap().audio_s - 3.0).abs() < 1e-9);
+        let replies = play(&mut s, &frames(35, 0.1), |_| 0.02);
+        assert_eq!(replies.last().unwrap().1["partial_start_ms"], 0);
     }
 
     #[test]
     fn a_command_is_not_audio_so_it_does_not_trigger_a_partial() {
-        let mut s = Session::new(&FunasrMockArgs::default());
-        s.on_text("START", &mut Vec::new());
+        let mut s = started(FunasrMockArgs::default());
         for _ in 0..5 {
-            s.on_audio(FRAME);
+            s.push(Frame::Audio(FRAME));
         }
-        assert!(s.poll_decode(0.0).is_some());
+        assert!(s.process(0.0, &mut Vec::new()).is_some());
         s.decoded(&mut Vec::new());
         for _ in 0..10 {
-            s.on_audio(FRAME);
+            s.push(Frame::Audio(FRAME));
         }
-        assert_eq!(s.poll_decode(0.1), None, "0.1 s after the last: too soon");
-        s.on_text("LANGUAGE:en", &mut Vec::new());
         assert_eq!(
-            s.poll_decode(5.0),
+            s.process(0.1, &mut Vec::new()),
+            None,
+            "0.1 s after the last: too soon"
+        );
+        s.push(Frame::Text(Utf8Bytes::from_static("LANGUAGE:en")));
+        assert_eq!(
+            s.process(5.0, &mut Vec::new()),
             None,
             "the server looks only as audio comes in"
         );
-        s.on_audio(FRAME);
-        assert!(s.poll_decode(5.0).is_some());
+        s.push(Frame::Audio(FRAME));
+        assert!(s.process(5.0, &mut Vec::new()).is_some());
     }
 
     #[test]
     fn stop_gives_one_final_covering_all_audio_then_stopped_issue_11() {
-        let mut s = Session::new(&FunasrMockArgs::default());
+        let mut s = started(FunasrMockArgs {
+            decode_interval: 1e9,
+            ..FunasrMockArgs::default()
+        });
         let mut out = Vec::new();
-        s.on_text("START", &mut out);
         for _ in 0..30 {
-            s.on_audio(FRAME);
+            s.push(Frame::Audio(FRAME));
         }
-        out.clear();
-        s.on_text("STOP", &mut out);
+        // No partial on the way: one was just asked for, and the gap is long.
+        s.last_decode_s = Some(0.0);
+        let d = command(&mut s, "STOP", &mut out).unwrap();
         assert!(out.is_empty());
-        let d = s.poll_decode(1.0).unwrap();
         assert!(d.is_final && (d.audio_s - 3.0).abs() < 1e-9);
         s.decoded(&mut out);
         let v = texts(&out);
@@ -510,27 +626,40 @@ mod tests {
         assert_eq!(v[0]["partial_start_ms"], 0, "as the server's final");
         assert_eq!(v[0]["duration_ms"], 3000);
         assert_eq!(v[1], serde_json::json!({"event":"stopped"}));
-        // Without audio, STOP is answered by stopped alone.
+        // Without audio, STOP is answered by stopped alone; so is a STOP after it.
         let mut out = Vec::new();
-        s.on_text("START", &mut out);
-        s.on_text("STOP", &mut out);
-        assert_eq!(texts(&out)[1], serde_json::json!({"event":"stopped"}));
+        command(&mut s, "START", &mut out);
+        command(&mut s, "STOP", &mut out);
+        command(&mut s, "STOP", &mut out);
+        let stopped = serde_json::json!({"event":"stopped"});
+        assert_eq!(texts(&out)[1..], [stopped.clone(), stopped]);
+        assert_eq!(s.take_stops(), 3);
     }
 
     #[test]
     fn the_never_stopped_fault_sends_the_final_but_not_stopped_issue_11() {
-        let mut s = Session::new(&FunasrMockArgs {
+        let mut s = started(FunasrMockArgs {
             fault_never_stopped: true,
             ..FunasrMockArgs::default()
         });
         let mut out = Vec::new();
-        s.on_text("START", &mut out);
-        s.on_audio(FRAME);
-        s.on_text("STOP", &mut out);
-        s.poll_decode(1.0);
-        out.clear();
+        s.push(Frame::Audio(FRAME));
+        assert!(command(&mut s, "STOP", &mut out).is_some());
         s.decoded(&mut out);
         assert_eq!(out.len(), 1);
         assert_eq!(texts(&out)[0]["is_final"], true);
+        assert_eq!(s.take_stops(), 0);
+    }
+
+    #[test]
+    fn the_stand_in_text_is_a_word_a_second_none_said_twice_running() {
+        assert_eq!(words(0.2), "alpha");
+        assert_eq!(words(3.4), "alpha bravo charlie");
+        assert_eq!(words(2.5), "alpha bravo", "halves to even");
+        let long = words(60.0);
+        let said: Vec<&str> = long.split(' ').collect();
+        assert_eq!(said.len(), 60);
+        assert_eq!(said[26], "alpha", "over and over");
+        assert!(said.windows(2).all(|w| w[0] != w[1]), "{long}");
     }
 }
