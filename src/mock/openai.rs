@@ -390,9 +390,9 @@ impl Session {
             out,
             json!({"type": names::COMMITTED, "previous_item_id": previous, "item_id": item_id}),
         );
+        // No `transcript` (the mock transcribes nothing): openai-node types it `string`, no null.
         let item = json!({"id": item_id, "object": "realtime.item", "type": "message",
-            "status": "completed", "role": "user",
-            "content": [{"type": "input_audio", "transcript": null}]});
+            "status": "completed", "role": "user", "content": [{"type": "input_audio"}]});
         self.item_events(previous, item, out);
     }
 

@@ -4,6 +4,7 @@
 //! `conversation.item.create/truncate/delete/retrieve`. The mock keeps no conversation beyond
 //! its last item's id: any item id is taken as one it holds.
 
+use super::response::item_event;
 use super::{names, terms, ClientEvent, Session};
 use crate::mock::stats::Counters;
 use serde_json::{json, Value};
@@ -18,21 +19,12 @@ impl Session {
         out: &mut Vec<Utf8Bytes>,
     ) {
         let names = self.names();
-        match names.item_done {
-            Some(done) => {
-                self.push(
-                    out,
-                    json!({"type": names.item_added, "previous_item_id": previous, "item": item}),
-                );
-                self.push(
-                    out,
-                    json!({"type": done, "previous_item_id": previous, "item": item}),
-                );
-            }
-            None => self.push(
-                out,
-                json!({"type": names.item_added, "previous_item_id": previous, "item": item}),
-            ),
+        let previous = previous.as_deref();
+        if let Some(done) = names.item_done {
+            self.push(out, item_event(names.item_added, previous, item.clone()));
+            self.push(out, item_event(done, previous, item));
+        } else {
+            self.push(out, item_event(names.item_added, previous, item));
         }
     }
 

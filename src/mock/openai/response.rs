@@ -17,6 +17,16 @@ use serde_json::{json, Value};
 /// The text of every transcript or text delta (a benchmark does not read it).
 pub const DELTA_TEXT: &str = "…";
 
+/// An item event (`conversation.item.added/done/created`): `previous_item_id` only when there
+/// is one (openai-node types it `previous_item_id?: string`, no null).
+pub fn item_event(kind: &str, previous: Option<&str>, item: Value) -> Value {
+    let mut event = json!({"type": kind, "item": item});
+    if let Some(previous) = previous {
+        event["previous_item_id"] = json!(previous);
+    }
+    event
+}
+
 /// How a response ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Ended {
@@ -69,8 +79,8 @@ impl Response {
     pub fn created(&self, names: &Names) -> Value {
         let (key, modalities) = self.modalities(names);
         json!({"type": "response.created", "response": {"id": self.id,
-            "object": "realtime.response", "status": "in_progress", "status_details": null,
-            "output": [], key: modalities}})
+            "object": "realtime.response", "status": "in_progress", "output": [],
+            key: modalities}})
     }
 
     /// The assistant message item with the content of `sent` deltas, `status` as given.
@@ -110,7 +120,7 @@ impl Response {
         let events = [
             json!({"type": "response.output_item.added", "response_id": self.id,
                 "output_index": 0, "item": item}),
-            json!({"type": names.item_added, "previous_item_id": previous, "item": item}),
+            item_event(names.item_added, previous.as_deref(), item),
             self.part_event("response.content_part.added"),
         ];
         self.opened = Some(previous);
@@ -121,12 +131,13 @@ impl Response {
     /// then `response.done`.
     pub fn closing(&self, names: &Names, ended: Ended) -> Vec<Value> {
         let mut events = Vec::with_capacity(7);
+        // `status_details` only when there are some (openai-node: no null).
         let (status, item_status, details) = match ended {
-            Ended::Completed => ("completed", "completed", Value::Null),
+            Ended::Completed => ("completed", "completed", None),
             Ended::Cancelled(reason) => (
                 "cancelled",
                 "incomplete",
-                json!({"type": "cancelled", "reason": reason}),
+                Some(json!({"type": "cancelled", "reason": reason})),
             ),
         };
         let mut output = Vec::new();
@@ -158,10 +169,13 @@ impl Response {
             output.push(item);
         }
         let (key, modalities) = self.modalities(names);
-        events.push(json!({"type": "response.done", "response": {"id": self.id,
-            "object": "realtime.response", "status": status, "status_details": details,
-            "output": output, key: modalities,
-            "usage": {"total_tokens": self.sent, "input_tokens": 0, "output_tokens": self.sent}}}));
+        let mut done = json!({"type": "response.done", "response": {"id": self.id,
+            "object": "realtime.response", "status": status, "output": output, key: modalities,
+            "usage": {"total_tokens": self.sent, "input_tokens": 0, "output_tokens": self.sent}}});
+        if let Some(details) = details {
+            done["response"]["status_details"] = details;
+        }
+        events.push(done);
         events
     }
 }

@@ -334,3 +334,15 @@ fn a_beta_transcription_session_update_is_answered_with_a_whole_session() {
     assert_eq!(session["input_audio_transcription"]["model"], "whisper-1");
     assert_eq!(session["input_audio_format"], "pcm16");
 }
+
+#[test]
+fn fields_openai_node_types_without_null_are_left_out_rather_than_null() {
+    let (mut s, c, mut out) = ga_session("1", 200);
+    s.on_text(r#"{"type":"input_audio_buffer.commit"}"#, 0.0, &c, &mut out);
+    s.on_text(r#"{"type":"response.create"}"#, 0.0, &c, &mut out);
+    s.on_timer(10.0, &mut out);
+    // committed's previous_item_id is `string | null` to openai-node too, and null here.
+    for e in events(&mut out).iter().skip(1) {
+        assert!(!e.to_string().contains("null"), "{e}");
+    }
+}
