@@ -264,7 +264,7 @@ pub struct MockBehaviourArgs {
     /// Group the replies of this many units into one burst.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=10_000), help_heading = "Mock")]
     pub burst_units: u32,
-    /// Sample rate of the audio the mock streams back, in Hz [default: the profile's].
+    /// Sample rate of the audio the mock streams back, in Hz [default: the profile's; openai: 24000, its only rate].
     #[arg(long, value_parser = clap::value_parser!(u32).range(8_000..=192_000), help_heading = "Mock")]
     pub output_sample_rate: Option<u32>,
     /// Refuse connections beyond this many open sessions with HTTP 503 [default: no limit].

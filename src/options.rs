@@ -382,6 +382,9 @@ pub fn validate(args: &RunArgs, command_line: String, tui: bool) -> Result<RunPl
         .map(|text| shard::start_at(text, crate::clock::realtime_s()))
         .transpose()?;
     let client = client_settings(&args.speak, args.url.is_some())?;
+    if args.url.is_none() {
+        crate::mock::check_output_rate(args.speak.protocol, &args.mock)?;
+    }
     let packet_ms = args
         .packet_ms
         .unwrap_or_else(|| args.speak.protocol.default_packet_ms());

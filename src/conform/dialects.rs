@@ -458,6 +458,8 @@ mod tests {
             n::SPEECH_STARTED,
             n::SPEECH_STOPPED,
             n::ITEM_CREATED,
+            n::ITEM_ADDED,
+            n::ITEM_DONE,
             n::INPUT_TRANSCRIPT_DELTA,
             n::INPUT_TRANSCRIPT_DONE,
             n::RESPONSE_CREATED,
@@ -466,11 +468,15 @@ mod tests {
             n::AUDIO_DELTA,
             n::AUDIO_DONE,
             n::TRANSCRIPT_DELTA,
+            n::TRANSCRIPT_DONE,
             n::TEXT_DELTA,
+            n::TEXT_DONE,
             n::BETA_AUDIO_DELTA,
             n::BETA_AUDIO_DONE,
             n::BETA_TRANSCRIPT_DELTA,
+            n::BETA_TRANSCRIPT_DONE,
             n::BETA_TEXT_DELTA,
+            n::BETA_TEXT_DONE,
         ] {
             assert!(OPENAI_EVENTS.binary_search(&kind).is_ok(), "{kind}");
         }

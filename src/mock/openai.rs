@@ -1,81 +1,124 @@
 //! The OpenAI Realtime mock session (`mock --protocol openai`), free of sockets: GA or beta
-//! names as the connection asked (`OpenAI-Beta: realtime=v1` in the handshake means beta), the
-//! session terms each naming allows ([`terms`]), server VAD on energy ([`super::vad`]), client
-//! commits, and responses whose deltas come on a clock: the first `--first-delta-ms` after the
-//! turn's end, then one every `--delta-interval-ms`, `--response-deltas` of them, each an
-//! interval of PCM16 silence at `--output-sample-rate` with a transcript delta.
+//! names as the connection asked ([`handshake`]), the session terms each naming allows and
+//! the accepted ones echoed ([`terms`]), server VAD on energy ([`super::vad`]), client commits,
+//! and responses streamed as the API streams them ([`response`]) whose deltas come on a clock:
+//! the first `--first-delta-ms` after the turn's end, then one every `--delta-interval-ms`,
+//! `--response-deltas` of them, each an interval of PCM16 silence at 24 kHz with a transcript
+//! delta.
 //!
 //! Every client event of openai-python's `RealtimeClientEvent` union is taken: the
-//! conversation item events are answered with their server events (the mock keeps no
-//! conversation: any item id is taken as one it holds), and `output_audio_buffer.clear`
-//! (WebRTC/SIP only in the API) with `output_audio_buffer.cleared` of the last response.
+//! conversation item events are answered with their server events ([`items`]; the mock keeps
+//! no conversation beyond the last item's id: any item id is taken as one it holds), and
+//! `output_audio_buffer.clear` (WebRTC/SIP only in the API) with `output_audio_buffer.cleared`
+//! of the last response.
+//!
+//! One response at a time, as the API: a `response.create` while one is in progress is
+//! refused (`conversation_already_has_active_response`), a `response.cancel` with none is
+//! (`response_cancel_not_active`). The server VAD's turns queue their responses behind the one
+//! in progress, unless the session asked for `interrupt_response: true`, whose new turn
+//! cancels it (`turn_detected`); `create_response: false` commits turns without answering.
 //!
 //! Errors follow the API's shape (`error.type/code/message/param/event_id`): `invalid_json`,
 //! `unknown_event`, `invalid_audio` (base64 that does not decode), the refused terms of a
-//! `session.update`, `input_audio_buffer_commit_empty`, and `--mock-error CODE` on the first
-//! append; each leaves the session open.
+//! `session.update`, `input_audio_buffer_commit_empty` (less than 100 ms of audio), and
+//! `--mock-error CODE` on the first append; each leaves the session open.
 
+mod handshake;
+mod items;
+mod response;
 mod terms;
+
+pub use handshake::{subprotocol, Hello};
 
 use super::stats::Counters;
 use super::timed::{Behaviour, Flow, TimedSession};
 use super::vad::{Vad, VadEvent};
-use crate::protocol::openai::{names, BETA_HEADER, DEFAULT_SAMPLE_RATE};
+use crate::protocol::openai::{names, DEFAULT_SAMPLE_RATE};
 use base64::Engine as _;
+use response::{Ended, Response, DELTA_TEXT};
 use serde::Deserialize;
 use serde_json::{json, Value};
 use std::borrow::Cow;
 use std::collections::VecDeque;
+use std::fmt::Write as _;
 use std::rc::Rc;
-use tokio_tungstenite::tungstenite::http::header::SEC_WEBSOCKET_PROTOCOL;
-use tokio_tungstenite::tungstenite::http::{HeaderMap, HeaderValue};
 use tokio_tungstenite::tungstenite::Utf8Bytes;
 
-/// The event names of one naming.
+/// The event names and shapes of one naming.
 struct Names {
+    beta: bool,
     audio_delta: &'static str,
     audio_done: &'static str,
     transcript_delta: &'static str,
+    transcript_done: &'static str,
     text_delta: &'static str,
+    text_done: &'static str,
+    /// An item joined the conversation: GA's `conversation.item.added`, beta's `.created`.
+    item_added: &'static str,
+    /// An item is final: GA's `conversation.item.done`; beta has none.
+    item_done: Option<&'static str>,
+    /// The key of a response's modalities.
+    modalities_key: &'static str,
+    /// The content types of an assistant message.
+    audio_content: &'static str,
+    text_content: &'static str,
 }
 
 const GA: Names = Names {
+    beta: false,
     audio_delta: names::AUDIO_DELTA,
     audio_done: names::AUDIO_DONE,
     transcript_delta: names::TRANSCRIPT_DELTA,
+    transcript_done: names::TRANSCRIPT_DONE,
     text_delta: names::TEXT_DELTA,
+    text_done: names::TEXT_DONE,
+    item_added: names::ITEM_ADDED,
+    item_done: Some(names::ITEM_DONE),
+    modalities_key: "output_modalities",
+    audio_content: "output_audio",
+    text_content: "output_text",
 };
 const BETA: Names = Names {
+    beta: true,
     audio_delta: names::BETA_AUDIO_DELTA,
     audio_done: names::BETA_AUDIO_DONE,
     transcript_delta: names::BETA_TRANSCRIPT_DELTA,
+    transcript_done: names::BETA_TRANSCRIPT_DONE,
     text_delta: names::BETA_TEXT_DELTA,
+    text_done: names::BETA_TEXT_DONE,
+    item_added: names::ITEM_CREATED,
+    item_done: None,
+    modalities_key: "modalities",
+    audio_content: "audio",
+    text_content: "text",
 };
 
-#[derive(Debug)]
-struct Response {
-    id: String,
-    item_id: String,
-    next_at_s: f64,
-    sent: u32,
-}
+/// The least audio a commit takes, as the API's ("buffer too small").
+const MIN_COMMIT_MS: u64 = 100;
 
 pub struct Session {
     behaviour: Rc<Behaviour>,
     id: String,
+    /// The model the connection asked for (`?model=`), or `--served-model`.
+    model: String,
     next_event: u64,
     next_item: u64,
     /// The connection asked for beta names (`OpenAI-Beta: realtime=v1`).
     beta: bool,
-    audio_out: bool,
+    /// The accepted fields of every `session.update`, merged: what `session.updated` echoes.
+    asked: Value,
+    terms: terms::Terms,
     vad: Option<Vad>,
     input_bytes: u64,
     uncommitted_bytes: u64,
     first_arrival_s: Option<f64>,
     appends: u64,
+    /// The response in progress first, then those the server VAD's turns queued.
     responses: VecDeque<Response>,
     /// The last response created, for `output_audio_buffer.cleared`.
     last_response_id: Option<String>,
+    /// The conversation's last item, the `previous_item_id` of the next.
+    last_item_id: Option<String>,
     pcm: Vec<u8>,
     vad_events: Vec<VadEvent>,
 }
@@ -90,6 +133,9 @@ struct ClientEvent<'a> {
     audio: Option<Cow<'a, str>>,
     #[serde(default)]
     session: Option<Value>,
+    /// `response.create`'s per-response settings.
+    #[serde(default)]
+    response: Option<Value>,
     /// `conversation.item.create`.
     #[serde(default)]
     item: Option<Value>,
@@ -103,15 +149,21 @@ struct ClientEvent<'a> {
 }
 
 impl Session {
-    /// Session `number` of a connection that asked for beta names (`beta`) or GA ones.
-    pub fn new(behaviour: Rc<Behaviour>, number: u64, beta: bool) -> Session {
+    /// Session `number` of a connection whose handshake asked for `hello`.
+    pub fn new(behaviour: Rc<Behaviour>, number: u64, hello: Hello) -> Session {
+        let asked = Value::Object(serde_json::Map::new());
+        let terms = terms::Terms::of(hello.beta, &asked);
         Session {
-            behaviour,
             id: format!("sess_{number:06}"),
+            model: hello
+                .model
+                .unwrap_or_else(|| behaviour.served_model.clone()),
+            behaviour,
             next_event: 0,
             next_item: 0,
-            beta,
-            audio_out: true,
+            beta: hello.beta,
+            asked,
+            terms,
             vad: Some(Vad::new(DEFAULT_SAMPLE_RATE)),
             input_bytes: 0,
             uncommitted_bytes: 0,
@@ -119,6 +171,7 @@ impl Session {
             appends: 0,
             responses: VecDeque::new(),
             last_response_id: None,
+            last_item_id: None,
             pcm: Vec::with_capacity(8192),
             vad_events: Vec::with_capacity(2),
         }
@@ -205,10 +258,8 @@ impl Session {
         terms::Shown {
             beta: self.beta,
             id: &self.id,
-            model: &self.behaviour.served_model,
-            audio_out: self.audio_out,
-            vad: self.vad.is_some(),
-            output_rate: self.behaviour.output_sample_rate,
+            model: &self.model,
+            asked: &self.asked,
         }
         .object()
     }
@@ -220,20 +271,20 @@ impl Session {
         counters: &Counters,
         out: &mut Vec<Utf8Bytes>,
     ) {
-        let asked = match terms::read(self.beta, session) {
-            Ok(asked) => asked,
+        match terms::check(self.beta, session) {
+            Ok(asked) => terms::merge(&mut self.asked, asked),
             Err(refused) => {
                 self.refuse(&refused, client_event_id, counters, out);
                 return;
             }
-        };
-        if let Some(audio_out) = asked.audio_out {
-            self.audio_out = audio_out;
         }
-        match asked.vad {
-            Some(false) => self.vad = None,
-            Some(true) if self.vad.is_none() => self.vad = Some(Vad::new(DEFAULT_SAMPLE_RATE)),
-            _ => {}
+        self.terms = terms::Terms::of(self.beta, &self.asked);
+        match self.terms.vad {
+            None => self.vad = None,
+            Some(terms) => self
+                .vad
+                .get_or_insert_with(|| Vad::new(DEFAULT_SAMPLE_RATE))
+                .set_silence_ms(terms.silence_ms),
         }
         let session = self.session_object();
         self.push(
@@ -276,184 +327,183 @@ impl Session {
         vad.feed(&self.pcm, &mut self.vad_events);
         let events = std::mem::take(&mut self.vad_events);
         for event in &events {
-            let item_id = format!("item_{}", self.next_item);
-            match *event {
-                VadEvent::Started { audio_start_ms } => self.push(
-                    out,
-                    json!({"type": names::SPEECH_STARTED, "audio_start_ms": audio_start_ms, "item_id": item_id}),
-                ),
-                VadEvent::Stopped { audio_end_ms } => {
-                    self.push(
-                        out,
-                        json!({"type": names::SPEECH_STOPPED, "audio_end_ms": audio_end_ms, "item_id": item_id}),
-                    );
-                    self.commit(now_s, out);
-                    self.respond(now_s, out);
-                }
-            }
+            self.on_vad(*event, now_s, out);
         }
         self.vad_events = events;
         self.vad_events.clear();
     }
 
-    fn commit(&mut self, _now_s: f64, out: &mut Vec<Utf8Bytes>) {
+    /// A turn of the server's VAD: its start (which may interrupt the response in progress),
+    /// or its end, committed and (unless `create_response: false`) answered.
+    fn on_vad(&mut self, event: VadEvent, now_s: f64, out: &mut Vec<Utf8Bytes>) {
+        let item_id = format!("item_{}", self.next_item);
+        let vad = self.terms.vad;
+        match event {
+            VadEvent::Started { audio_start_ms } => {
+                self.push(
+                    out,
+                    json!({"type": names::SPEECH_STARTED, "audio_start_ms": audio_start_ms, "item_id": item_id}),
+                );
+                if vad.is_some_and(|v| v.interrupt_response) {
+                    while let Some(r) = self.responses.pop_front() {
+                        self.end(r, Ended::Cancelled("turn_detected"), out);
+                    }
+                }
+            }
+            VadEvent::Stopped { audio_end_ms } => {
+                self.push(
+                    out,
+                    json!({"type": names::SPEECH_STOPPED, "audio_end_ms": audio_end_ms, "item_id": item_id}),
+                );
+                self.commit(out);
+                if vad.is_none_or(|v| v.create_response) {
+                    self.respond(self.terms.audio_out, now_s, out);
+                }
+            }
+        }
+    }
+
+    /// `input_audio_buffer.commit`: at least 100 ms of audio, as the API takes.
+    fn on_commit(
+        &mut self,
+        client_event_id: Option<&str>,
+        counters: &Counters,
+        out: &mut Vec<Utf8Bytes>,
+    ) {
+        let ms = self.uncommitted_bytes as f64 * 1000.0 / (f64::from(DEFAULT_SAMPLE_RATE) * 2.0);
+        if ms < MIN_COMMIT_MS as f64 {
+            let message = format!("Error committing input audio buffer: buffer too small. Expected at least {MIN_COMMIT_MS}ms of audio, but buffer only has {ms:.2}ms of audio.");
+            let code = "input_audio_buffer_commit_empty";
+            self.error(out, counters, code, &message, client_event_id);
+        } else {
+            self.commit(out);
+        }
+    }
+
+    /// The buffer becomes a user message item: `committed`, then the item's events.
+    fn commit(&mut self, out: &mut Vec<Utf8Bytes>) {
         let item_id = format!("item_{}", self.next_item);
         self.next_item += 1;
         self.uncommitted_bytes = 0;
+        let previous = self.last_item_id.replace(item_id.clone());
         self.push(
             out,
-            json!({"type": names::COMMITTED, "previous_item_id": null, "item_id": item_id}),
+            json!({"type": names::COMMITTED, "previous_item_id": previous, "item_id": item_id}),
         );
-        self.push(
-            out,
-            json!({"type": names::ITEM_CREATED, "item": {"id": item_id, "type": "message",
-                "role": "user", "content": [{"type": "input_audio"}]}}),
-        );
+        // No `transcript` (the mock transcribes nothing): openai-node types it `string`, no null.
+        let item = json!({"id": item_id, "object": "realtime.item", "type": "message",
+            "status": "completed", "role": "user", "content": [{"type": "input_audio"}]});
+        self.item_events(previous, item, out);
     }
 
-    fn respond(&mut self, now_s: f64, out: &mut Vec<Utf8Bytes>) {
+    /// `response.create`: one response at a time; its own `output_modalities` (beta's
+    /// `modalities`) over the session's.
+    fn on_response_create(
+        &mut self,
+        settings: Option<&Value>,
+        client_event_id: Option<&str>,
+        now_s: f64,
+        counters: &Counters,
+        out: &mut Vec<Utf8Bytes>,
+    ) {
+        if let Some(active) = self.responses.front() {
+            let message = format!("Conversation already has an active response in progress: {}. Wait until the response is finished before creating a new one.", active.id);
+            let code = "conversation_already_has_active_response";
+            self.error(out, counters, code, &message, client_event_id);
+            return;
+        }
+        let audio_out = settings
+            .and_then(|r| r.get(self.names().modalities_key))
+            .and_then(Value::as_array)
+            .map_or(self.terms.audio_out, |m| m.iter().any(|m| m == "audio"));
+        self.respond(audio_out, now_s, out);
+    }
+
+    /// `response.cancel`: the response in progress ends, cancelled by the client.
+    fn on_response_cancel(
+        &mut self,
+        client_event_id: Option<&str>,
+        counters: &Counters,
+        out: &mut Vec<Utf8Bytes>,
+    ) {
+        match self.responses.pop_front() {
+            Some(r) => self.end(r, Ended::Cancelled("client_cancelled"), out),
+            None => {
+                let message = "Cancellation failed: no active response found";
+                let code = "response_cancel_not_active";
+                self.error(out, counters, code, message, client_event_id);
+            }
+        }
+    }
+
+    fn respond(&mut self, audio_out: bool, now_s: f64, out: &mut Vec<Utf8Bytes>) {
         let n = self.next_event;
-        let id = format!("resp_{}_{n}", self.id);
-        let item_id = format!("item_{}_{n}", self.id);
-        self.push(
-            out,
-            json!({"type": names::RESPONSE_CREATED, "response": {"id": id,
-                "object": "realtime.response", "status": "in_progress", "output": []}}),
-        );
-        self.last_response_id = Some(id.clone());
         let after = self
             .responses
             .back()
             .map_or(now_s, |r| r.next_at_s.max(now_s));
-        self.responses.push_back(Response {
-            id,
-            item_id,
-            next_at_s: after + self.behaviour.first_delta_s,
-            sent: 0,
-        });
+        let r = Response::new(
+            format!("resp_{}_{n}", self.id),
+            format!("item_{}_{n}", self.id),
+            audio_out,
+            after + self.behaviour.first_delta_s,
+        );
+        let created = r.created(self.names());
+        self.push(out, created);
+        self.last_response_id = Some(r.id.clone());
+        self.responses.push_back(r);
     }
 
-    /// One step of the front response: its deltas, or its end.
+    /// One step of the front response: its item and part before its first delta, a delta,
+    /// and after the last its end.
     fn step(&mut self, out: &mut Vec<Utf8Bytes>) {
         let names = self.names();
-        let Some(r) = self.responses.front_mut() else {
+        let Some(mut r) = self.responses.pop_front() else {
             return;
         };
+        if r.opened.is_none() {
+            let previous = self.last_item_id.replace(r.item_id.clone());
+            for event in r.opening(names, previous) {
+                self.push(out, event);
+            }
+        }
         r.sent += 1;
         r.next_at_s += self.behaviour.delta_interval_s;
-        let (id, item_id, sent) = (r.id.clone(), r.item_id.clone(), r.sent);
-        let head = |kind: &str| {
-            format!(
-                r#"{{"type":"{kind}","response_id":"{id}","item_id":"{item_id}","output_index":0,"content_index":0"#
-            )
-        };
-        if self.audio_out {
-            let event_id = self.event_id();
-            out.push(Utf8Bytes::from(format!(
-                r#"{},"event_id":"{event_id}","delta":"{}"}}"#,
-                head(names.audio_delta),
-                self.behaviour.delta_audio_b64
-            )));
+        if r.audio_out {
+            let behaviour = Rc::clone(&self.behaviour);
+            out.push(self.delta(names.audio_delta, &r.ids, &behaviour.delta_audio_b64));
         }
-        let text_kind = if self.audio_out {
+        let text_kind = if r.audio_out {
             names.transcript_delta
         } else {
             names.text_delta
         };
-        let event_id = self.event_id();
-        out.push(Utf8Bytes::from(format!(
-            r#"{},"event_id":"{event_id}","delta":"…"}}"#,
-            head(text_kind)
-        )));
-        if sent >= self.behaviour.response_deltas {
-            if self.audio_out {
-                let event_id = self.event_id();
-                out.push(Utf8Bytes::from(format!(
-                    r#"{},"event_id":"{event_id}"}}"#,
-                    head(names.audio_done)
-                )));
-            }
-            self.responses.pop_front();
-            self.push(
-                out,
-                json!({"type": names::RESPONSE_DONE, "response": {"id": id,
-                    "object": "realtime.response", "status": "completed", "output": [],
-                    "usage": {"total_tokens": sent, "output_tokens": sent}}}),
-            );
+        out.push(self.delta(text_kind, &r.ids, DELTA_TEXT));
+        if r.sent >= self.behaviour.response_deltas {
+            self.end(r, Ended::Completed, out);
+        } else {
+            self.responses.push_front(r);
         }
     }
-}
 
-/// Whether a handshake asks for beta names: `OpenAI-Beta: realtime=v1`, as openai-python's
-/// beta client sends it.
-pub fn asks_for_beta(headers: &HeaderMap) -> bool {
-    offers(headers, BETA_HEADER.0, BETA_HEADER.1)
-}
-
-/// The subprotocol to answer: `realtime` when the client offers it, as openai-node's browser
-/// client does (`['realtime', 'openai-insecure-api-key.<key>']`, and a browser fails a
-/// connection whose answer names none); the key one is never echoed.
-pub fn subprotocol(headers: &HeaderMap) -> Option<HeaderValue> {
-    offers(
-        headers,
-        SEC_WEBSOCKET_PROTOCOL.as_str(),
-        REALTIME_SUBPROTOCOL,
-    )
-    .then(|| HeaderValue::from_static(REALTIME_SUBPROTOCOL))
-}
-
-/// Whether any `name` header lists `token` among its comma-separated values.
-fn offers(headers: &HeaderMap, name: &str, token: &str) -> bool {
-    headers
-        .get_all(name)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .any(|v| v.trim() == token)
-}
-
-/// The subprotocol OpenAI's endpoint speaks.
-const REALTIME_SUBPROTOCOL: &str = "realtime";
-
-impl Session {
-    /// `conversation.item.create`: the item, with an id if it came without one, is created.
-    fn on_item_create(&mut self, item: Option<Value>, out: &mut Vec<Utf8Bytes>) {
-        let mut item = match item {
-            Some(Value::Object(item)) => item,
-            _ => serde_json::Map::new(),
-        };
-        if !item.get("id").is_some_and(Value::is_string) {
-            item.insert(
-                "id".into(),
-                Value::String(format!("item_{}", self.next_item)),
-            );
-            self.next_item += 1;
-        }
-        item.insert("object".into(), Value::String("realtime.item".into()));
-        item.insert("status".into(), Value::String("completed".into()));
-        self.push(
-            out,
-            json!({"type": "conversation.item.created", "previous_item_id": null, "item": item}),
+    /// A delta frame, written by hand with its `type` first (the client classifies deltas by
+    /// their leading type): the response's ids are formatted once, in `ids`.
+    fn delta(&mut self, kind: &str, ids: &str, delta: &str) -> Utf8Bytes {
+        self.next_event += 1;
+        let mut frame = String::with_capacity(kind.len() + ids.len() + delta.len() + 64);
+        let _ = write!(
+            frame,
+            r#"{{"type":"{kind}",{ids},"event_id":"event_{}_{}","delta":"{delta}"}}"#,
+            self.id, self.next_event
         );
+        Utf8Bytes::from(frame)
     }
 
-    /// `conversation.item.truncate/delete/retrieve`, each answered with its server event.
-    fn on_item(&mut self, event: &ClientEvent<'_>, counters: &Counters, out: &mut Vec<Utf8Bytes>) {
-        let Some(item_id) = event.item_id.as_deref() else {
-            let refused = terms::Refusal::missing("item_id");
-            self.refuse(&refused, event.event_id.as_deref(), counters, out);
-            return;
-        };
-        let reply = match &*event.kind {
-            names::ITEM_TRUNCATE => json!({"type": "conversation.item.truncated",
-                "item_id": item_id, "content_index": event.content_index.unwrap_or(0),
-                "audio_end_ms": event.audio_end_ms.unwrap_or(0)}),
-            names::ITEM_DELETE => json!({"type": "conversation.item.deleted", "item_id": item_id}),
-            _ => json!({"type": "conversation.item.retrieved", "item": {"id": item_id,
-                "object": "realtime.item", "type": "message", "status": "completed",
-                "role": "user", "content": []}}),
-        };
-        self.push(out, reply);
+    /// The events that end response `r`.
+    fn end(&mut self, r: Response, ended: Ended, out: &mut Vec<Utf8Bytes>) {
+        for event in r.closing(self.names(), ended) {
+            self.push(out, event);
+        }
     }
 }
 
@@ -493,29 +543,19 @@ impl TimedSession for Session {
             names::SESSION_UPDATE => {
                 self.on_update(event.session.as_ref(), client_event_id, counters, out);
             }
-            names::COMMIT => {
-                if self.uncommitted_bytes == 0 {
-                    let message = "the input audio buffer is empty: nothing to commit";
-                    let code = "input_audio_buffer_commit_empty";
-                    self.error(out, counters, code, message, client_event_id);
-                } else {
-                    self.commit(now_s, out);
-                }
-            }
+            names::COMMIT => self.on_commit(client_event_id, counters, out),
             names::CLEAR => {
                 self.uncommitted_bytes = 0;
                 self.push(out, json!({"type": "input_audio_buffer.cleared"}));
             }
-            names::RESPONSE_CREATE => self.respond(now_s, out),
-            names::RESPONSE_CANCEL => {
-                if let Some(r) = self.responses.pop_front() {
-                    self.push(
-                        out,
-                        json!({"type": names::RESPONSE_DONE, "response": {"id": r.id,
-                            "object": "realtime.response", "status": "cancelled", "output": []}}),
-                    );
-                }
-            }
+            names::RESPONSE_CREATE => self.on_response_create(
+                event.response.as_ref(),
+                client_event_id,
+                now_s,
+                counters,
+                out,
+            ),
+            names::RESPONSE_CANCEL => self.on_response_cancel(client_event_id, counters, out),
             names::ITEM_CREATE => self.on_item_create(event.item, out),
             names::ITEM_TRUNCATE | names::ITEM_DELETE | names::ITEM_RETRIEVE => {
                 self.on_item(&event, counters, out);
@@ -529,7 +569,7 @@ impl TimedSession for Session {
                 }
             }
             names::BETA_TRANSCRIPTION_SESSION_UPDATE if self.beta => {
-                let session = event.session.unwrap_or(Value::Null);
+                let session = terms::transcription_session(event.session.as_ref());
                 self.push(
                     out,
                     json!({"type": "transcription_session.updated", "session": session}),

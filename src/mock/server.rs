@@ -241,7 +241,7 @@ async fn write_all(stream: &TcpStream, mut bytes: &[u8]) -> std::io::Result<()> 
 
 async fn serve_connection<S: AsyncRead + AsyncWrite + Unpin>(stream: S, shared: Rc<Shared>) {
     let slot: Cell<Option<Slot>> = Cell::new(None);
-    let beta = Cell::new(false);
+    let hello = std::cell::RefCell::new(super::openai::Hello::default());
     // The error type is tungstenite's `Callback` signature, not ours to shrink.
     #[allow(clippy::result_large_err)]
     let callback = |request: &Request, mut response: Response| {
@@ -249,7 +249,7 @@ async fn serve_connection<S: AsyncRead + AsyncWrite + Unpin>(stream: S, shared: 
             shared.counters.header_seen(name.as_str());
         }
         if shared.protocol == Protocol::Openai {
-            beta.set(super::openai::asks_for_beta(request.headers()));
+            *hello.borrow_mut() = super::openai::Hello::read(request.uri(), request.headers());
             if let Some(chosen) = super::openai::subprotocol(request.headers()) {
                 response
                     .headers_mut()
@@ -305,7 +305,8 @@ async fn serve_connection<S: AsyncRead + AsyncWrite + Unpin>(stream: S, shared: 
             run_session(ws, session, &shared.counters).await;
         }
         Protocol::Openai => {
-            let session = super::openai::Session::new(Rc::clone(&shared.timed), number, beta.get());
+            let hello = hello.take();
+            let session = super::openai::Session::new(Rc::clone(&shared.timed), number, hello);
             super::timed::run(ws, session, Rc::clone(&shared.counters)).await;
         }
         Protocol::Vllm => {

@@ -26,9 +26,8 @@ pub struct Behaviour {
     pub served_model: String,
     /// Answer the first append with an error of this code.
     pub mock_error: Option<String>,
-    /// The rate of the output audio (`--output-sample-rate`), in Hz.
-    pub output_sample_rate: u32,
-    /// One delta interval of PCM16 silence at the output rate, in base64.
+    /// One delta interval of PCM16 silence at the output rate (`--output-sample-rate`, 24 kHz
+    /// for openai), in base64.
     pub delta_audio_b64: String,
 }
 
@@ -43,7 +42,6 @@ impl Behaviour {
             response_deltas: args.response_deltas,
             served_model: args.served_model.clone(),
             mock_error: args.mock_error.clone(),
-            output_sample_rate,
             delta_audio_b64: base64::engine::general_purpose::STANDARD.encode(silence),
         }
     }

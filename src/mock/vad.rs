@@ -1,7 +1,7 @@
 //! The openai mock's server VAD: voice activity on energy alone, enough to cut the shipped
 //! speech sample (assets/speech-16k.wav) into turns at its pause. Fed PCM16 as it arrives, in
 //! 20 ms frames; speech starts after [`START_MS`] of loud frames and stops after
-//! [`SILENCE_MS`] of quiet ones (OpenAI's default `silence_duration_ms`), stated where the
+//! [`SILENCE_MS`] of quiet ones (OpenAI's default `silence_duration_ms`, or the session's), stated where the
 //! silence window ends: OpenAI's `speech_stopped.audio_end_ms` "includes the
 //! `min_silence_duration_ms`" (openai-python's `InputAudioBufferSpeechStoppedEvent`).
 
@@ -35,6 +35,8 @@ pub struct Vad {
     loud_run: u64,
     quiet_run: u64,
     speaking: bool,
+    /// Quiet time that stops speech.
+    silence_ms: u64,
 }
 
 impl Vad {
@@ -48,7 +50,13 @@ impl Vad {
             loud_run: 0,
             quiet_run: 0,
             speaking: false,
+            silence_ms: SILENCE_MS,
         }
+    }
+
+    /// Speech stops after `ms` of quiet (a session's `silence_duration_ms`), whole frames.
+    pub fn set_silence_ms(&mut self, ms: u64) {
+        self.silence_ms = ms.max(FRAME_MS);
     }
 
     /// Takes the next PCM16 little-endian bytes; pushes what they make happen.
@@ -99,7 +107,7 @@ impl Vad {
         } else {
             self.loud_run = 0;
             self.quiet_run += 1;
-            if self.speaking && self.quiet_run * FRAME_MS >= SILENCE_MS {
+            if self.speaking && self.quiet_run * FRAME_MS >= self.silence_ms {
                 self.speaking = false;
                 events.push(VadEvent::Stopped {
                     audio_end_ms: end_ms,

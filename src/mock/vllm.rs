@@ -4,20 +4,29 @@
 //! `--first-delta-ms` after the first audio — and answers the final commit with the last delta
 //! and `transcription.done` (`text`, `usage`) `--first-delta-ms` later.
 //!
+//! Each utterance starts with a non-final commit and ends with `transcription.done`; audio
+//! appended after that and before the next non-final commit is buffered, not transcribed. The
+//! done `text` is the deltas joined, exactly.
+//!
 //! Errors are vLLM's (`speech_to_text/realtime/connection.py`), each where vLLM sends it:
 //! `{"type":"error","error":MESSAGE,"code":CODE}` with `invalid_json` (not JSON),
+//! `processing_error` (JSON that is not an object, or an event its pydantic model refuses: an
+//! append without `audio`, a `final` that is no boolean even to pydantic's lax mode),
 //! `unknown_event` (a type it does not know, or none), `invalid_event` (a `session.update`
-//! without `model`), `model_not_found` (one naming a model not served), `model_not_validated`
-//! (a commit before the model was), `invalid_audio` (an append whose audio is not base64 PCM16,
-//! or empty), and `--mock-error CODE` (e.g. `processing_error`) on the first append. None
-//! closes the connection. `transcription.done`'s `usage` has vLLM's `UsageInfo` fields.
+//! without `model`), `model_not_found` (one naming a model not served; an empty name is
+//! served, as vLLM's `_is_model_supported("")`), `model_not_validated` (a commit before the
+//! model was), `invalid_audio` (an append whose audio does not decode to PCM16 samples, or is
+//! empty; base64 is read as pybase64's non-validating decoder reads it, [`lenient`]), and
+//! `--mock-error CODE` on the first append. None closes the connection.
+//! `transcription.done`'s `usage` has vLLM's `UsageInfo` fields.
+
+mod lenient;
 
 use super::stats::Counters;
 use super::timed::{Behaviour, Flow, TimedSession};
 use crate::protocol::vllm::{codes, names};
 use crate::protocol::INPUT_SAMPLE_RATE;
 use crate::trace::format::json_string;
-use base64::Engine as _;
 use serde::Deserialize;
 use std::borrow::Cow;
 use std::rc::Rc;
@@ -52,8 +61,9 @@ struct ClientEvent<'a> {
     audio: Option<Cow<'a, str>>,
     #[serde(default, borrow)]
     model: Option<Cow<'a, str>>,
+    /// A boolean to pydantic's lax mode (`"yes"` is true), so read as any value.
     #[serde(rename = "final", default)]
-    last: Option<bool>,
+    last: Option<serde_json::Value>,
 }
 
 impl Session {
@@ -110,12 +120,16 @@ impl Session {
                 self.error(out, counters, code, &message);
             }
         }
+        let Some(audio) = audio else {
+            // vLLM's pydantic model refuses the event.
+            let message = "1 validation error for InputAudioBufferAppend\naudio\n  Field required";
+            self.error(out, counters, codes::PROCESSING_ERROR, message);
+            return;
+        };
         self.pcm.clear();
-        let decoded = audio.map(|a| {
-            base64::engine::general_purpose::STANDARD.decode_vec(a.as_bytes(), &mut self.pcm)
-        });
+        let decoded = lenient::decode_base64(audio, &mut self.pcm);
         // vLLM refuses audio that does not decode to whole PCM16 samples, and empty audio.
-        if !matches!(decoded, Some(Ok(()))) || self.pcm.len() % 2 != 0 || self.pcm.is_empty() {
+        if decoded.is_err() || self.pcm.len() % 2 != 0 || self.pcm.is_empty() {
             self.error(out, counters, codes::INVALID_AUDIO, "Invalid audio data");
             return;
         }
@@ -143,12 +157,48 @@ impl Session {
     }
 }
 
+impl Session {
+    /// A frame that is no event vLLM reads: not JSON (`invalid_json`), JSON that is not an
+    /// object (vLLM's `event.get` fails: `processing_error`), or an object whose fields are
+    /// of the wrong kinds (its pydantic model refuses them: `processing_error`).
+    fn refuse_unreadable(
+        &self,
+        text: &str,
+        err: &serde_json::Error,
+        counters: &Counters,
+        out: &mut Vec<Utf8Bytes>,
+    ) {
+        match serde_json::from_str::<serde_json::Value>(text) {
+            Err(_) => {
+                let message = format!("Invalid JSON ({err})");
+                self.error(out, counters, codes::INVALID_JSON, &message);
+            }
+            Ok(serde_json::Value::Object(_)) => {
+                let message = format!("Invalid event ({err})");
+                self.error(out, counters, codes::PROCESSING_ERROR, &message);
+            }
+            Ok(other) => {
+                let kind = match other {
+                    serde_json::Value::Array(_) => "list",
+                    serde_json::Value::String(_) => "str",
+                    serde_json::Value::Bool(_) => "bool",
+                    serde_json::Value::Null => "NoneType",
+                    _ => "int",
+                };
+                let message = format!("'{kind}' object has no attribute 'get'");
+                self.error(out, counters, codes::PROCESSING_ERROR, &message);
+            }
+        }
+    }
+}
+
 impl TimedSession for Session {
     fn greet(&mut self, _now_s: f64, out: &mut Vec<Utf8Bytes>) {
         out.push(Utf8Bytes::from(format!(
-            r#"{{"type":"{}","id":"{}","created":0}}"#,
+            r#"{{"type":"{}","id":"{}","created":{}}}"#,
             names::SESSION_CREATED,
-            self.id
+            self.id,
+            crate::clock::realtime_s() as u64
         )));
     }
 
@@ -162,20 +212,19 @@ impl TimedSession for Session {
         let event: ClientEvent<'_> = match serde_json::from_str(text) {
             Ok(event) => event,
             Err(err) => {
-                let message = format!("Invalid JSON ({err})");
-                self.error(out, counters, codes::INVALID_JSON, &message);
+                self.refuse_unreadable(text, &err, counters, out);
                 return Flow::Continue;
             }
         };
         match event.kind.as_deref() {
             Some(names::APPEND) => self.on_append(event.audio.as_deref(), now_s, counters, out),
             Some(names::SESSION_UPDATE) => match event.model.as_deref() {
-                Some(model) if model == self.behaviour.served_model => self.validated = true,
+                // vLLM's `_is_model_supported` takes an empty name as the served model.
+                Some(model) if model.is_empty() || model == self.behaviour.served_model => {
+                    self.validated = true;
+                }
                 Some(model) => {
-                    let message = format!(
-                        "The model `{model}` does not exist (this mock serves `{}`).",
-                        self.behaviour.served_model
-                    );
+                    let message = format!("The model `{model}` does not exist.");
                     self.error(out, counters, codes::MODEL_NOT_FOUND, &message);
                 }
                 None => {
@@ -183,7 +232,14 @@ impl TimedSession for Session {
                     self.error(out, counters, codes::INVALID_EVENT, message);
                 }
             },
-            Some(names::COMMIT) => self.on_commit(event.last == Some(true), now_s, counters, out),
+            Some(names::COMMIT) => match event.last.as_ref().map(lenient::pydantic_bool) {
+                None => self.on_commit(false, now_s, counters, out),
+                Some(Some(last)) => self.on_commit(last, now_s, counters, out),
+                Some(None) => {
+                    let message = "1 validation error for InputAudioBufferCommit\nfinal\n  Input should be a valid boolean";
+                    self.error(out, counters, codes::PROCESSING_ERROR, message);
+                }
+            },
             other => {
                 let message = format!("Unknown event type: {}", other.unwrap_or("None"));
                 self.error(out, counters, codes::UNKNOWN_EVENT, &message);
@@ -208,13 +264,16 @@ impl TimedSession for Session {
                 self.delta(out);
             }
             let text = WORD.repeat(self.deltas as usize);
+            // The utterance is over: the next starts with a non-final commit.
+            self.started = false;
+            self.deltas = 0;
             let seconds = self.input_bytes / (u64::from(INPUT_SAMPLE_RATE) * 2);
             // vLLM's UsageInfo, in its field order: prompt, total, completion, details.
             let (prompt, completion) = (seconds * 13, self.deltas);
             out.push(Utf8Bytes::from(format!(
                 r#"{{"type":"{}","text":{},"usage":{{"prompt_tokens":{prompt},"total_tokens":{},"completion_tokens":{completion},"prompt_tokens_details":null}}}}"#,
                 names::DONE,
-                json_string(text.trim_end()),
+                json_string(&text),
                 prompt + completion
             )));
         }
@@ -232,6 +291,7 @@ impl TimedSession for Session {
 mod tests {
     use super::*;
     use crate::cli::{Cli, Command};
+    use base64::Engine as _;
     use clap::Parser;
 
     fn behaviour(extra: &[&str]) -> Rc<Behaviour> {
@@ -347,5 +407,130 @@ mod tests {
         let mut s = Session::new(behaviour(&["--mock-error", "processing_error"]), 1);
         s.on_text(PACKET, 0.0, &c, &mut out);
         assert_eq!(kinds(&mut out), ["error processing_error"]);
+    }
+
+    fn update(s: &mut Session, c: &Counters, out: &mut Vec<Utf8Bytes>) {
+        s.on_text(
+            r#"{"type":"session.update","model":"duplexbench-mock"}"#,
+            0.0,
+            c,
+            out,
+        );
+    }
+
+    fn json(frame: &Utf8Bytes) -> serde_json::Value {
+        serde_json::from_str(frame.as_str()).unwrap()
+    }
+
+    #[test]
+    fn audio_after_done_is_not_transcribed_until_the_next_utterance_starts() {
+        let mut s = Session::new(behaviour(&["--first-delta-ms", "100"]), 0);
+        let (c, mut out) = (Counters::new(), Vec::new());
+        // 100 ms at 16 kHz: more than a delta's worth (40 ms).
+        let b64 = base64::engine::general_purpose::STANDARD.encode([0u8; 3200]);
+        let packet = format!(r#"{{"type":"input_audio_buffer.append","audio":"{b64}"}}"#);
+        update(&mut s, &c, &mut out);
+        s.on_text(r#"{"type":"input_audio_buffer.commit"}"#, 0.0, &c, &mut out);
+        s.on_text(&packet, 0.0, &c, &mut out);
+        s.on_text(
+            r#"{"type":"input_audio_buffer.commit","final":true}"#,
+            0.0,
+            &c,
+            &mut out,
+        );
+        s.on_timer(1.0, &mut out);
+        assert_eq!(kinds(&mut out).last().unwrap(), "transcription.done");
+        for i in 0..3 {
+            s.on_text(&packet, 1.0 + f64::from(i), &c, &mut out);
+            while let Some(at) = s.next_wake_s() {
+                s.on_timer(at, &mut out);
+            }
+        }
+        assert!(out.is_empty(), "{:?}", kinds(&mut out));
+        s.on_text(r#"{"type":"input_audio_buffer.commit"}"#, 5.0, &c, &mut out);
+        s.on_text(&packet, 5.0, &c, &mut out);
+        s.on_timer(5.2, &mut out);
+        assert_eq!(kinds(&mut out), ["transcription.delta"], "a new utterance");
+    }
+
+    #[test]
+    fn the_done_text_is_the_deltas_joined_exactly() {
+        let mut s = Session::new(behaviour(&["--delta-interval-ms", "1"]), 0);
+        let (c, mut out) = (Counters::new(), Vec::new());
+        update(&mut s, &c, &mut out);
+        s.on_text(r#"{"type":"input_audio_buffer.commit"}"#, 0.0, &c, &mut out);
+        s.on_text(PACKET, 0.0, &c, &mut out);
+        s.on_text(
+            r#"{"type":"input_audio_buffer.commit","final":"yes"}"#,
+            0.0,
+            &c,
+            &mut out,
+        );
+        s.on_timer(1.0, &mut out);
+        let events: Vec<serde_json::Value> = out.iter().map(json).collect();
+        let joined: String = events.iter().filter_map(|e| e["delta"].as_str()).collect();
+        let done = events.last().unwrap();
+        assert_eq!(
+            done["type"], "transcription.done",
+            "\"yes\" is final to pydantic"
+        );
+        assert_eq!(done["text"], joined.as_str());
+    }
+
+    #[test]
+    fn base64_that_pybase64_takes_is_audio() {
+        let mut s = Session::new(behaviour(&[]), 0);
+        let (c, mut out) = (Counters::new(), Vec::new());
+        for audio in ["AAAA\\nAAAA\\n", "AAB=", "AAAA-AAAA"] {
+            let append = format!(r#"{{"type":"input_audio_buffer.append","audio":"{audio}"}}"#);
+            s.on_text(&append, 0.0, &c, &mut out);
+        }
+        assert!(out.is_empty(), "{:?}", kinds(&mut out));
+    }
+
+    #[test]
+    fn malformed_events_get_vllms_codes_and_an_empty_model_is_served() {
+        let mut s = Session::new(behaviour(&[]), 0);
+        let (c, mut out) = (Counters::new(), Vec::new());
+        s.on_text(r#"{"type":"session.update","model":""}"#, 0.0, &c, &mut out);
+        s.on_text(r#"{"type":"input_audio_buffer.commit"}"#, 0.0, &c, &mut out);
+        assert!(out.is_empty(), "validated: {:?}", kinds(&mut out));
+        s.on_text(r#"{"type":"input_audio_buffer.append"}"#, 0.0, &c, &mut out);
+        s.on_text("[1,2]", 0.0, &c, &mut out);
+        s.on_text(
+            r#"{"type":"input_audio_buffer.commit","final":"maybe"}"#,
+            0.0,
+            &c,
+            &mut out,
+        );
+        s.on_text(
+            r#"{"type":"session.update","model":"x"}"#,
+            0.0,
+            &c,
+            &mut out,
+        );
+        let last = json(out.last().unwrap());
+        assert_eq!(
+            last["error"], "The model `x` does not exist.",
+            "as vLLM says it"
+        );
+        assert_eq!(
+            kinds(&mut out),
+            [
+                "error processing_error",
+                "error processing_error",
+                "error processing_error",
+                "error model_not_found"
+            ]
+        );
+    }
+
+    #[test]
+    fn session_created_says_when_in_unix_seconds() {
+        let mut out = Vec::new();
+        Session::new(behaviour(&[]), 0).greet(0.0, &mut out);
+        let created = json(&out[0])["created"].as_u64().unwrap();
+        let now = crate::clock::realtime_s() as u64;
+        assert!(now.abs_diff(created) < 5, "{created} vs {now}");
     }
 }

@@ -40,7 +40,11 @@ pub mod names {
     pub const COMMITTED: &str = "input_audio_buffer.committed";
     pub const SPEECH_STARTED: &str = "input_audio_buffer.speech_started";
     pub const SPEECH_STOPPED: &str = "input_audio_buffer.speech_stopped";
+    /// Beta's item event (GA's `conversation.item.created` too, in its union, though the GA
+    /// API sends `conversation.item.added` and `conversation.item.done`).
     pub const ITEM_CREATED: &str = "conversation.item.created";
+    pub const ITEM_ADDED: &str = "conversation.item.added";
+    pub const ITEM_DONE: &str = "conversation.item.done";
     pub const INPUT_TRANSCRIPT_DELTA: &str = "conversation.item.input_audio_transcription.delta";
     pub const INPUT_TRANSCRIPT_DONE: &str = "conversation.item.input_audio_transcription.completed";
     pub const RESPONSE_CREATE: &str = "response.create";
@@ -60,12 +64,16 @@ pub mod names {
     pub const AUDIO_DELTA: &str = "response.output_audio.delta";
     pub const AUDIO_DONE: &str = "response.output_audio.done";
     pub const TRANSCRIPT_DELTA: &str = "response.output_audio_transcript.delta";
+    pub const TRANSCRIPT_DONE: &str = "response.output_audio_transcript.done";
     pub const TEXT_DELTA: &str = "response.output_text.delta";
+    pub const TEXT_DONE: &str = "response.output_text.done";
     /// ...and their beta names.
     pub const BETA_AUDIO_DELTA: &str = "response.audio.delta";
     pub const BETA_AUDIO_DONE: &str = "response.audio.done";
     pub const BETA_TRANSCRIPT_DELTA: &str = "response.audio_transcript.delta";
+    pub const BETA_TRANSCRIPT_DONE: &str = "response.audio_transcript.done";
     pub const BETA_TEXT_DELTA: &str = "response.text.delta";
+    pub const BETA_TEXT_DONE: &str = "response.text.done";
 }
 
 /// Control ids (see [`EventIds::control`]); the commits of `--commit-every` take two ids per

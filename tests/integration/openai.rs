@@ -444,3 +444,99 @@ async fn the_openai_mock_speaks_beta_when_the_header_asks_and_a_null_turn_detect
         "beta names: {kinds:?}"
     );
 }
+
+/// The next events of `ws` up to and including one of type `last`.
+async fn events_until(ws: &mut ws::Client, last: &str) -> Vec<serde_json::Value> {
+    let mut events = Vec::new();
+    for _ in 0..64 {
+        let event = ws::next_json(ws).await;
+        let done = event["type"] == last;
+        events.push(event);
+        if done {
+            return events;
+        }
+    }
+    panic!("no {last} in {events:?}");
+}
+
+#[tokio::test]
+async fn the_openai_mock_streams_a_response_as_the_api_does_and_names_the_model_asked_for() {
+    let mock = Mock::start(&["--protocol", "openai", "--response-deltas", "2"]);
+    let url = format!("ws://{}/v1/realtime?model=gpt-realtime", mock.addr);
+    let (mut ws, _) = ws::connect(&url, &[]).await;
+    let created = ws::next_json(&mut ws).await;
+    assert_eq!(created["session"]["model"], "gpt-realtime", "{created}");
+    ws::send_json(
+        &mut ws,
+        serde_json::json!({"type": "session.update", "session": {"type": "realtime",
+            "instructions": "Be brief.",
+            "audio": {"input": {"format": {"type": "audio/pcm"}, "turn_detection": null}}}}),
+    )
+    .await;
+    let updated = ws::next_json(&mut ws).await;
+    assert_eq!(
+        updated["type"], "session.updated",
+        "a rate-less PCM is 24 kHz: {updated}"
+    );
+    assert_eq!(updated["session"]["instructions"], "Be brief.");
+    assert_eq!(
+        updated["session"]["audio"]["input"]["format"]["rate"],
+        24_000
+    );
+    ws::send_json(&mut ws, serde_json::json!({"type": "response.cancel"})).await;
+    assert_eq!(
+        ws::next_json(&mut ws).await["error"]["code"],
+        "response_cancel_not_active"
+    );
+    ws::send_json(&mut ws, serde_json::json!({"type": "response.create"})).await;
+    ws::send_json(&mut ws, serde_json::json!({"type": "response.create"})).await;
+    let events = events_until(&mut ws, "response.done").await;
+    let kinds: Vec<&str> = events.iter().map(|e| e["type"].as_str().unwrap()).collect();
+    assert_eq!(
+        kinds,
+        [
+            "response.created",
+            "error",
+            "response.output_item.added",
+            "conversation.item.added",
+            "response.content_part.added",
+            "response.output_audio.delta",
+            "response.output_audio_transcript.delta",
+            "response.output_audio.delta",
+            "response.output_audio_transcript.delta",
+            "response.output_audio.done",
+            "response.output_audio_transcript.done",
+            "response.content_part.done",
+            "response.output_item.done",
+            "conversation.item.done",
+            "response.done"
+        ]
+    );
+    assert_eq!(
+        events[1]["error"]["code"],
+        "conversation_already_has_active_response"
+    );
+    assert_eq!(events[10]["transcript"], "……");
+    assert_eq!(
+        events[14]["response"]["output"][0]["id"],
+        events[2]["item"]["id"]
+    );
+}
+
+#[test]
+fn the_openai_mock_refuses_an_output_rate_the_api_never_streams() {
+    for command in [
+        &["mock", "--protocol", "openai", "--port", "0"][..],
+        &["run", "--protocol", "openai", "--no-tui", "-d", "1s"][..],
+    ] {
+        let output = assert_cmd::Command::new(util::bin())
+            .args(command)
+            .args(["--output-sample-rate", "22050"])
+            .timeout(LIMIT)
+            .output()
+            .unwrap();
+        assert_eq!(output.status.code(), Some(2), "{}", describe(&output));
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(stderr.contains("--output-sample-rate 22050"), "{stderr}");
+    }
+}

@@ -1,17 +1,20 @@
 //! The openai mock's session terms: what a `session.update` may say in the connection's naming,
-//! checked as the API checks it, and the session object `session.created` and
+//! checked as the API checks it; the accepted fields of every update, merged, which the session
+//! echoes; what the mock acts on ([`Terms`]); and the session object `session.created` and
 //! `session.updated` carry.
 //!
 //! The naming is the connection's (the `OpenAI-Beta: realtime=v1` header), never guessed from
 //! the update's shape: a GA session is openai-python's `RealtimeSessionCreateRequest`
 //! (`types/realtime/`), a beta one its beta `Session` (`types/beta/realtime/`), and a key of
 //! the other naming is refused as the API refuses it (`Unknown parameter: 'session.modalities'.`).
-//! GA's PCM is 24 kHz only (`AudioPCM.rate: Literal[24000]`), and a PCM format without its
-//! rate is refused; GA's `output_modalities` is audio or text, not both.
+//! GA's PCM is 24 kHz only (`AudioPCM.rate: Optional[Literal[24000]]`: a format without its
+//! rate is 24 kHz too); GA's `output_modalities` is audio or text, not both. G.711 (GA's
+//! `audio/pcmu`/`audio/pcma`, beta's `g711_ulaw`/`g711_alaw`) is the API's but not the mock's:
+//! it decodes PCM16 only, so it refuses them rather than take them and misread the audio.
 
 use super::super::vad::SILENCE_MS;
 use crate::protocol::openai::DEFAULT_SAMPLE_RATE;
-use serde_json::{json, Value};
+use serde_json::{json, Map, Value};
 
 /// Keys of the beta session that GA does not have.
 const BETA_ONLY: &[&str] = &[
@@ -74,19 +77,19 @@ impl Refusal {
             message,
         }
     }
+
+    /// G.711: the API's, not the mock's.
+    fn not_mocked(param: &str, format: &str, pcm: &str) -> Refusal {
+        Refusal::invalid(
+            param,
+            format!("The mock decodes PCM16 only: '{format}' (G.711) is not mocked; give {pcm}."),
+        )
+    }
 }
 
-/// What an accepted update changes (`None`: left as it was).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Asked {
-    /// Audio out (with its transcript), or text only.
-    pub audio_out: Option<bool>,
-    /// The server's VAD on, or off (`turn_detection: null`).
-    pub vad: Option<bool>,
-}
-
-/// Reads the `session` of a `session.update` in the connection's naming.
-pub fn read(beta: bool, session: Option<&Value>) -> Result<Asked, Refusal> {
+/// Checks the `session` of a `session.update` in the connection's naming; the request, when
+/// the API (and the mock) would take it.
+pub fn check(beta: bool, session: Option<&Value>) -> Result<&Value, Refusal> {
     let Some(session @ Value::Object(keys)) = session else {
         return Err(Refusal::missing("session"));
     };
@@ -95,13 +98,14 @@ pub fn read(beta: bool, session: Option<&Value>) -> Result<Asked, Refusal> {
         return Err(Refusal::unknown(key));
     }
     if beta {
-        read_beta(session)
+        check_beta(session)?;
     } else {
-        read_ga(session)
+        check_ga(session)?;
     }
+    Ok(session)
 }
 
-fn read_ga(session: &Value) -> Result<Asked, Refusal> {
+fn check_ga(session: &Value) -> Result<(), Refusal> {
     match session.get("type").and_then(Value::as_str) {
         Some("realtime") => {}
         None => return Err(Refusal::missing("session.type")),
@@ -127,114 +131,226 @@ fn read_ga(session: &Value) -> Result<Asked, Refusal> {
         }
     }
     let modalities = session.get("output_modalities").and_then(Value::as_array);
-    let audio_out = match modalities {
-        Some(m) if m.len() > 1 => {
-            return Err(Refusal::invalid(
-                "session.output_modalities",
-                "Invalid 'session.output_modalities': give ['audio'] or ['text']; a session cannot ask for both.".to_string(),
-            ))
-        }
-        Some(m) => Some(m.iter().any(|m| m == "audio")),
-        None => None,
-    };
-    Ok(Asked {
-        audio_out,
-        vad: vad_asked(session.pointer("/audio/input/turn_detection")),
-    })
+    if modalities.is_some_and(|m| m.len() > 1) {
+        return Err(Refusal::invalid(
+            "session.output_modalities",
+            "Invalid 'session.output_modalities': give ['audio'] or ['text']; a session cannot ask for both.".to_string(),
+        ));
+    }
+    Ok(())
 }
 
-/// A GA `audio/pcm` format names its rate, and the rate is 24000.
+/// A GA `audio/pcm` format is 24 kHz, its rate given or not; G.711 is not mocked.
 fn check_ga_format(side: &str, format: &Value) -> Result<(), Refusal> {
-    if format.get("type").and_then(Value::as_str) != Some("audio/pcm") {
-        return Ok(());
+    const PCM: &str = r#"{"type": "audio/pcm", "rate": 24000}"#;
+    match format.get("type").and_then(Value::as_str) {
+        Some("audio/pcm") => {}
+        Some(g711 @ ("audio/pcmu" | "audio/pcma")) => {
+            let param = format!("session.audio.{side}.format.type");
+            return Err(Refusal::not_mocked(&param, g711, PCM));
+        }
+        _ => return Ok(()),
     }
-    let param = format!("session.audio.{side}.format.rate");
     match format.get("rate") {
-        None => Err(Refusal::missing(&param)),
+        None | Some(Value::Null) => Ok(()),
         Some(rate) if rate.as_u64() == Some(u64::from(DEFAULT_SAMPLE_RATE)) => Ok(()),
         Some(rate) => Err(Refusal::invalid(
-            &param,
+            &format!("session.audio.{side}.format.rate"),
             format!("Invalid value: {rate}. Supported values are: {DEFAULT_SAMPLE_RATE}."),
         )),
     }
 }
 
-fn read_beta(session: &Value) -> Result<Asked, Refusal> {
+fn check_beta(session: &Value) -> Result<(), Refusal> {
     for key in ["input_audio_format", "output_audio_format"] {
-        if let Some(format) = session.get(key) {
-            if !format.as_str().is_some_and(|f| BETA_FORMATS.contains(&f)) {
+        let Some(format) = session.get(key) else {
+            continue;
+        };
+        let param = format!("session.{key}");
+        match format.as_str() {
+            Some("pcm16") => {}
+            Some(g711) if BETA_FORMATS.contains(&g711) => {
+                return Err(Refusal::not_mocked(&param, g711, "'pcm16'"));
+            }
+            _ => {
                 return Err(Refusal::invalid(
-                    &format!("session.{key}"),
+                    &param,
                     format!(
                         "Invalid value: {format}. Supported values are: 'pcm16', 'g711_ulaw', and 'g711_alaw'."
                     ),
-                ));
+                ))
             }
         }
     }
-    Ok(Asked {
-        audio_out: session
-            .get("modalities")
-            .and_then(Value::as_array)
-            .map(|m| m.iter().any(|m| m == "audio")),
-        vad: vad_asked(session.get("turn_detection")),
-    })
+    Ok(())
 }
 
-/// `turn_detection`: `null` turns the VAD off, an object (server or semantic VAD) on.
-fn vad_asked(turn_detection: Option<&Value>) -> Option<bool> {
-    match turn_detection? {
-        Value::Null => Some(false),
-        Value::Object(_) => Some(true),
-        _ => None,
+/// Merges an accepted update into the session's accepted fields: objects key by key, any
+/// other value (a `null` too) replacing what was there.
+pub fn merge(into: &mut Value, from: &Value) {
+    match (into, from) {
+        (Value::Object(into), Value::Object(from)) => {
+            for (key, value) in from {
+                merge(into.entry(key.as_str()).or_insert(Value::Null), value);
+            }
+        }
+        (into, from) => *into = from.clone(),
     }
+}
+
+/// What the mock acts on, from the session's accepted fields.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Terms {
+    /// Audio out (with its transcript), or text only.
+    pub audio_out: bool,
+    /// The server's VAD, or none (`turn_detection: null`).
+    pub vad: Option<VadTerms>,
+}
+
+/// The server VAD's terms the mock follows (its energy VAD has no threshold or padding).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct VadTerms {
+    /// A response after each turn (`create_response`, default true).
+    pub create_response: bool,
+    /// A new turn cancels the response in progress (`interrupt_response`). The API's default
+    /// is true; the mock's is false, so that a benchmark's every turn is answered.
+    pub interrupt_response: bool,
+    pub silence_ms: u64,
+}
+
+impl Terms {
+    /// The terms of a session whose accepted fields are `asked`.
+    pub fn of(beta: bool, asked: &Value) -> Terms {
+        let (modalities, turn_detection) = if beta {
+            (asked.get("modalities"), asked.get("turn_detection"))
+        } else {
+            (
+                asked.get("output_modalities"),
+                asked.pointer("/audio/input/turn_detection"),
+            )
+        };
+        let audio_out = modalities
+            .and_then(Value::as_array)
+            .is_none_or(|m| m.iter().any(|m| m == "audio"));
+        let vad = match turn_detection {
+            Some(Value::Null) => None,
+            given => {
+                let flag = |key, default| {
+                    given
+                        .and_then(|t| t.get(key))
+                        .and_then(Value::as_bool)
+                        .unwrap_or(default)
+                };
+                Some(VadTerms {
+                    create_response: flag("create_response", true),
+                    interrupt_response: flag("interrupt_response", false),
+                    silence_ms: given
+                        .and_then(|t| t.get("silence_duration_ms"))
+                        .and_then(Value::as_u64)
+                        .unwrap_or(SILENCE_MS),
+                })
+            }
+        };
+        Terms { audio_out, vad }
+    }
+}
+
+/// The `turn_detection` shown: the one asked, its defaults filled in, or `null`.
+fn shown_turn_detection(terms: &Terms, asked: Option<&Value>) -> Value {
+    let Some(vad) = terms.vad else {
+        return Value::Null;
+    };
+    let mut shown = match asked.and_then(|t| t.get("type")).and_then(Value::as_str) {
+        Some("semantic_vad") => json!({"type": "semantic_vad", "eagerness": "auto"}),
+        _ => json!({"type": "server_vad", "threshold": 0.5, "prefix_padding_ms": 300}),
+    };
+    if let Some(asked) = asked {
+        merge(&mut shown, asked);
+    }
+    if shown["type"] == "server_vad" {
+        shown["silence_duration_ms"] = json!(vad.silence_ms);
+    }
+    shown["create_response"] = json!(vad.create_response);
+    shown["interrupt_response"] = json!(vad.interrupt_response);
+    shown
 }
 
 /// The session as the mock runs it, in the connection's naming.
 pub struct Shown<'a> {
     pub beta: bool,
     pub id: &'a str,
+    /// The model the connection asked for (`?model=`), or the one the mock serves.
     pub model: &'a str,
-    pub audio_out: bool,
-    pub vad: bool,
-    pub output_rate: u32,
+    /// The accepted fields of every update, merged.
+    pub asked: &'a Value,
 }
 
 impl Shown<'_> {
-    /// The `session` of `session.created` and `session.updated`.
+    /// The `session` of `session.created` and `session.updated`: the accepted fields, and
+    /// the ones the mock decides as it runs them.
     pub fn object(&self) -> Value {
-        let vad = if self.vad {
-            json!({"type": "server_vad", "silence_duration_ms": SILENCE_MS})
-        } else {
-            Value::Null
+        let terms = Terms::of(self.beta, self.asked);
+        let mut shown = match self.asked {
+            Value::Object(asked) => asked.clone(),
+            _ => Map::new(),
         };
+        let model = self
+            .asked
+            .get("model")
+            .and_then(Value::as_str)
+            .unwrap_or(self.model);
+        shown.insert("object".into(), json!("realtime.session"));
+        shown.insert("id".into(), json!(self.id));
+        shown.insert("model".into(), json!(model));
         if self.beta {
-            let modalities = if self.audio_out {
+            let modalities = if terms.audio_out {
                 json!(["audio", "text"])
             } else {
                 json!(["text"])
             };
-            json!({"object": "realtime.session", "id": self.id, "model": self.model,
-                "modalities": modalities, "input_audio_format": "pcm16",
-                "output_audio_format": "pcm16", "turn_detection": vad})
-        } else {
-            let modality = if self.audio_out { "audio" } else { "text" };
-            json!({"object": "realtime.session", "type": "realtime", "id": self.id,
-                "model": self.model, "output_modalities": [modality],
-                "audio": {
-                    "input": {"format": {"type": "audio/pcm", "rate": DEFAULT_SAMPLE_RATE},
-                        "turn_detection": vad},
-                    "output": {"format": {"type": "audio/pcm", "rate": self.output_rate}}}})
+            let vad = shown_turn_detection(&terms, self.asked.get("turn_detection"));
+            shown.insert("modalities".into(), modalities);
+            shown.insert("input_audio_format".into(), json!("pcm16"));
+            shown.insert("output_audio_format".into(), json!("pcm16"));
+            shown.insert("turn_detection".into(), vad);
+            return Value::Object(shown);
         }
+        let modality = if terms.audio_out { "audio" } else { "text" };
+        let vad = shown_turn_detection(&terms, self.asked.pointer("/audio/input/turn_detection"));
+        let pcm = json!({"type": "audio/pcm", "rate": DEFAULT_SAMPLE_RATE});
+        shown.insert("type".into(), json!("realtime"));
+        shown.insert("output_modalities".into(), json!([modality]));
+        let mut shown = Value::Object(shown);
+        merge(
+            &mut shown,
+            &json!({"audio": {"input": {"format": pcm, "turn_detection": vad},
+                "output": {"format": pcm}}}),
+        );
+        shown
     }
+}
+
+/// The `session` of beta's `transcription_session.updated`: openai-python's
+/// `TranscriptionSession`, its `client_secret` a placeholder (the mock issues no keys).
+pub fn transcription_session(asked: Option<&Value>) -> Value {
+    let field = |key| asked.and_then(|a| a.get(key)).cloned();
+    let turn_detection = match field("turn_detection") {
+        Some(Value::Null) => Value::Null,
+        _ => json!({"type": "server_vad", "threshold": 0.5, "prefix_padding_ms": 300,
+            "silence_duration_ms": SILENCE_MS}),
+    };
+    json!({"client_secret": {"value": "ek_duplexbench_mock", "expires_at": 0},
+        "input_audio_format": "pcm16",
+        "input_audio_transcription": field("input_audio_transcription").unwrap_or(Value::Null),
+        "modalities": ["text"], "turn_detection": turn_detection})
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn ga(session: Value) -> Result<Asked, Refusal> {
-        read(false, Some(&session))
+    fn ga(session: Value) -> Result<Terms, Refusal> {
+        check(false, Some(&session)).map(|asked| Terms::of(false, asked))
     }
 
     #[test]
@@ -248,14 +364,35 @@ mod tests {
             refusal.message,
             "Invalid value: 16000. Supported values are: 24000."
         );
+    }
+
+    #[test]
+    fn a_ga_pcm_format_without_its_rate_is_24_khz_as_the_sdk_says() {
+        // openai-python: `rate: Optional[Literal[24000]] = None`, "Always 24000".
+        let asked = json!({"type": "realtime",
+            "audio": {"output": {"format": {"type": "audio/pcm"}}}});
+        ga(asked.clone()).unwrap();
+        let shown = Shown {
+            beta: false,
+            id: "s",
+            model: "m",
+            asked: &asked,
+        }
+        .object();
+        assert_eq!(shown["audio"]["output"]["format"]["rate"], 24_000);
+    }
+
+    #[test]
+    fn g711_is_refused_in_either_naming_for_the_mock_decodes_pcm16_only() {
         let refusal = ga(json!({"type": "realtime",
-            "audio": {"output": {"format": {"type": "audio/pcm"}}}}))
+            "audio": {"input": {"format": {"type": "audio/pcmu"}}}}))
         .unwrap_err();
-        assert_eq!(refusal.code, "missing_required_parameter");
-        assert_eq!(refusal.param, "session.audio.output.format.rate");
-        // G.711 has no rate to give.
-        ga(json!({"type": "realtime", "audio": {"input": {"format": {"type": "audio/pcmu"}}}}))
-            .unwrap();
+        assert_eq!(refusal.param, "session.audio.input.format.type");
+        assert!(refusal.message.contains("'audio/pcmu'"), "{refusal:?}");
+        let refusal = check(true, Some(&json!({"output_audio_format": "g711_alaw"}))).unwrap_err();
+        assert_eq!(refusal.param, "session.output_audio_format");
+        assert!(refusal.message.contains("PCM16 only"), "{refusal:?}");
+        check(true, Some(&json!({"input_audio_format": "pcm16"}))).unwrap();
     }
 
     #[test]
@@ -266,22 +403,22 @@ mod tests {
             Refusal::unknown("modalities")
         );
         assert_eq!(
-            read(true, Some(&beta_shape)).unwrap(),
-            Asked {
-                audio_out: Some(false),
-                vad: Some(false)
+            Terms::of(true, check(true, Some(&beta_shape)).unwrap()),
+            Terms {
+                audio_out: false,
+                vad: None
             }
         );
         let ga_shape = json!({"type": "realtime", "output_modalities": ["audio"]});
         assert_eq!(
-            read(true, Some(&ga_shape)).unwrap_err(),
+            check(true, Some(&ga_shape)).unwrap_err(),
             Refusal::unknown("output_modalities")
         );
         assert_eq!(
             ga(json!({"output_modalities": ["audio"]})).unwrap_err(),
             Refusal::missing("session.type")
         );
-        assert_eq!(read(false, None).unwrap_err(), Refusal::missing("session"));
+        assert_eq!(check(false, None).unwrap_err(), Refusal::missing("session"));
     }
 
     #[test]
@@ -293,24 +430,65 @@ mod tests {
     }
 
     #[test]
-    fn the_session_object_is_in_the_connections_naming_issue_12() {
-        let shown = |beta| {
+    fn the_vad_terms_are_the_asked_ones_with_the_mocks_defaults() {
+        let terms = ga(
+            json!({"type": "realtime", "audio": {"input": {"turn_detection":
+            {"type": "server_vad", "create_response": false, "silence_duration_ms": 800}}}}),
+        )
+        .unwrap();
+        assert_eq!(
+            terms.vad,
+            Some(VadTerms {
+                create_response: false,
+                interrupt_response: false,
+                silence_ms: 800
+            })
+        );
+        let default = Terms::of(false, &json!({}));
+        assert!(default.audio_out);
+        assert_eq!(default.vad.map(|v| v.create_response), Some(true));
+    }
+
+    #[test]
+    fn the_session_object_is_in_the_connections_naming_and_echoes_what_was_asked_issue_12() {
+        let shown = |beta, asked: Value| {
             Shown {
                 beta,
                 id: "s",
                 model: "m",
-                audio_out: true,
-                vad: false,
-                output_rate: 24_000,
+                asked: &asked,
             }
             .object()
         };
-        let ga = shown(false);
+        let ga = shown(
+            false,
+            json!({"type": "realtime", "instructions": "Be brief.", "tools": [],
+                "tool_choice": "auto", "audio": {"input": {"turn_detection": null,
+                "transcription": {"model": "whisper-1"}}, "output": {"voice": "alloy"}}}),
+        );
         assert_eq!(ga["type"], "realtime");
+        assert_eq!(ga["model"], "m");
+        assert_eq!(ga["instructions"], "Be brief.");
+        assert_eq!(ga["tool_choice"], "auto");
+        assert_eq!(ga["audio"]["output"]["voice"], "alloy");
+        assert_eq!(ga["audio"]["input"]["transcription"]["model"], "whisper-1");
         assert_eq!(ga["audio"]["input"]["format"]["rate"], 24_000);
         assert_eq!(ga["audio"]["input"]["turn_detection"], Value::Null);
-        let beta = shown(true);
+        let beta = shown(
+            true,
+            json!({"voice": "alloy", "turn_detection": {"type": "server_vad", "threshold": 0.7}}),
+        );
         assert!(beta.get("type").is_none(), "{beta}");
         assert_eq!(beta["modalities"], json!(["audio", "text"]));
+        assert_eq!(beta["voice"], "alloy");
+        assert_eq!(beta["turn_detection"]["threshold"], 0.7);
+        assert_eq!(beta["turn_detection"]["silence_duration_ms"], 500);
+    }
+
+    #[test]
+    fn merging_replaces_values_and_joins_objects() {
+        let mut into = json!({"a": {"b": 1, "c": 2}, "d": [1]});
+        merge(&mut into, &json!({"a": {"c": 3}, "d": null}));
+        assert_eq!(into, json!({"a": {"b": 1, "c": 3}, "d": null}));
     }
 }

@@ -25,6 +25,17 @@ fn kinds(out: &mut Vec<Utf8Bytes>) -> Vec<String> {
         .collect()
 }
 
+fn hello(beta: bool) -> Hello {
+    Hello { beta, model: None }
+}
+
+/// The frames of `out`, drained, as JSON.
+fn events(out: &mut Vec<Utf8Bytes>) -> Vec<Value> {
+    out.drain(..)
+        .map(|f| serde_json::from_str(f.as_str()).unwrap())
+        .collect()
+}
+
 fn append(pcm: &[u8]) -> String {
     let b64 = base64::engine::general_purpose::STANDARD.encode(pcm);
     format!(r#"{{"type":"input_audio_buffer.append","audio":"{b64}"}}"#)
@@ -43,18 +54,23 @@ fn a_committed_turn_gets_a_response_on_the_clock_in_ga_names_issue_12() {
         "--response-deltas",
         "2",
     ]);
-    let (mut s, c, mut out) = (Session::new(b, 0, false), Counters::new(), Vec::new());
+    let (mut s, c, mut out) = (
+        Session::new(b, 0, hello(false)),
+        Counters::new(),
+        Vec::new(),
+    );
     s.greet(0.0, &mut out);
     s.on_text(GA_NO_VAD, 0.0, &c, &mut out);
     assert_eq!(kinds(&mut out), ["session.created", "session.updated"]);
-    s.on_text(&append(&[0; 2560]), 0.0, &c, &mut out);
+    s.on_text(&append(&[0; 4800]), 0.0, &c, &mut out);
     s.on_text(r#"{"type":"input_audio_buffer.commit"}"#, 0.1, &c, &mut out);
     s.on_text(r#"{"type":"response.create"}"#, 0.1, &c, &mut out);
     assert_eq!(
         kinds(&mut out),
         [
             "input_audio_buffer.committed",
-            "conversation.item.created",
+            "conversation.item.added",
+            "conversation.item.done",
             "response.created"
         ]
     );
@@ -63,6 +79,9 @@ fn a_committed_turn_gets_a_response_on_the_clock_in_ga_names_issue_12() {
     assert_eq!(
         kinds(&mut out),
         [
+            "response.output_item.added",
+            "conversation.item.added",
+            "response.content_part.added",
             "response.output_audio.delta",
             "response.output_audio_transcript.delta"
         ]
@@ -74,6 +93,10 @@ fn a_committed_turn_gets_a_response_on_the_clock_in_ga_names_issue_12() {
             "response.output_audio.delta",
             "response.output_audio_transcript.delta",
             "response.output_audio.done",
+            "response.output_audio_transcript.done",
+            "response.content_part.done",
+            "response.output_item.done",
+            "conversation.item.done",
             "response.done"
         ]
     );
@@ -85,7 +108,7 @@ fn a_committed_turn_gets_a_response_on_the_clock_in_ga_names_issue_12() {
 #[test]
 fn server_vad_turns_speech_into_a_response_in_beta_names_issue_12() {
     let (mut s, c, mut out) = (
-        Session::new(behaviour(&["--response-deltas", "1"]), 0, true),
+        Session::new(behaviour(&["--response-deltas", "1"]), 0, hello(true)),
         Counters::new(),
         Vec::new(),
     );
@@ -111,9 +134,15 @@ fn server_vad_turns_speech_into_a_response_in_beta_names_issue_12() {
     assert_eq!(
         kinds(&mut out),
         [
+            "response.output_item.added",
+            "conversation.item.created",
+            "response.content_part.added",
             "response.audio.delta",
             "response.audio_transcript.delta",
             "response.audio.done",
+            "response.audio_transcript.done",
+            "response.content_part.done",
+            "response.output_item.done",
             "response.done"
         ]
     );
@@ -122,7 +151,11 @@ fn server_vad_turns_speech_into_a_response_in_beta_names_issue_12() {
 #[test]
 fn the_openai_mock_answers_its_error_cases_issue_12() {
     let (mut s, c, mut out) = (
-        Session::new(behaviour(&["--mock-error", "server_error"]), 0, false),
+        Session::new(
+            behaviour(&["--mock-error", "server_error"]),
+            0,
+            hello(false),
+        ),
         Counters::new(),
         Vec::new(),
     );
@@ -158,7 +191,7 @@ fn the_naming_is_the_connections_header_not_the_updates_shape_issue_12() {
     let mut out = Vec::new();
     // A beta connection whose update names nothing of either shape stays beta: its deltas
     // are beta's, and a top-level `turn_detection: null` turns its VAD off.
-    let mut s = Session::new(behaviour(&["--response-deltas", "1"]), 0, true);
+    let mut s = Session::new(behaviour(&["--response-deltas", "1"]), 0, hello(true));
     s.greet(0.0, &mut out);
     assert!(first_session(&mut out).get("type").is_none());
     s.on_text(
@@ -179,10 +212,10 @@ fn the_naming_is_the_connections_header_not_the_updates_shape_issue_12() {
     s.on_text(r#"{"type":"response.create"}"#, 2.0, &c, &mut out);
     out.clear();
     s.on_timer(10.0, &mut out);
-    assert_eq!(kinds(&mut out)[0], "response.audio.delta");
+    assert_eq!(kinds(&mut out)[3], "response.audio.delta");
     // A GA connection (no header) refuses a beta-shaped update as the API does, and its
     // session.created says `type: realtime`.
-    let mut s = Session::new(behaviour(&[]), 1, false);
+    let mut s = Session::new(behaviour(&[]), 1, hello(false));
     s.greet(0.0, &mut out);
     assert_eq!(first_session(&mut out)["type"], "realtime");
     s.on_text(BETA_VAD, 0.0, &c, &mut out);
@@ -194,7 +227,7 @@ fn the_naming_is_the_connections_header_not_the_updates_shape_issue_12() {
 #[test]
 fn a_ga_update_at_16_khz_is_refused_with_the_apis_error_issue_12() {
     let (mut s, c, mut out) = (
-        Session::new(behaviour(&[]), 0, false),
+        Session::new(behaviour(&[]), 0, hello(false)),
         Counters::new(),
         Vec::new(),
     );
@@ -220,7 +253,7 @@ fn a_ga_update_at_16_khz_is_refused_with_the_apis_error_issue_12() {
 #[test]
 fn every_client_event_of_the_api_is_taken_none_is_unknown_issue_12() {
     let (mut s, c, mut out) = (
-        Session::new(behaviour(&["--response-deltas", "1"]), 0, false),
+        Session::new(behaviour(&["--response-deltas", "1"]), 0, hello(false)),
         Counters::new(),
         Vec::new(),
     );
@@ -243,7 +276,8 @@ fn every_client_event_of_the_api_is_taken_none_is_unknown_issue_12() {
     assert_eq!(
         kinds(&mut out),
         [
-            "conversation.item.created",
+            "conversation.item.added",
+            "conversation.item.done",
             "conversation.item.truncated",
             "conversation.item.deleted",
             "conversation.item.retrieved",
@@ -258,7 +292,9 @@ fn every_client_event_of_the_api_is_taken_none_is_unknown_issue_12() {
 
 #[test]
 fn only_the_realtime_subprotocol_is_echoed_never_the_key_issue_12() {
-    use tokio_tungstenite::tungstenite::http::HeaderMap;
+    use handshake::asks_for_beta;
+    use tokio_tungstenite::tungstenite::http::header::SEC_WEBSOCKET_PROTOCOL;
+    use tokio_tungstenite::tungstenite::http::{HeaderMap, HeaderValue};
     let mut headers = HeaderMap::new();
     headers.insert(
         SEC_WEBSOCKET_PROTOCOL,
@@ -274,3 +310,5 @@ fn only_the_realtime_subprotocol_is_echoed_never_the_key_issue_12() {
     headers.insert("openai-beta", HeaderValue::from_static("realtime=v1"));
     assert!(asks_for_beta(&headers));
 }
+
+mod responses;

@@ -1,0 +1,76 @@
+//! The openai mock's conversation items: the events an item joining the conversation makes
+//! in each naming (GA: `conversation.item.added` then `conversation.item.done`, openai-python's
+//! `conversation_item_create_event.py`; beta: `conversation.item.created`), and the answers to
+//! `conversation.item.create/truncate/delete/retrieve`. The mock keeps no conversation beyond
+//! its last item's id: any item id is taken as one it holds.
+
+use super::response::item_event;
+use super::{names, terms, ClientEvent, Session};
+use crate::mock::stats::Counters;
+use serde_json::{json, Value};
+use tokio_tungstenite::tungstenite::Utf8Bytes;
+
+impl Session {
+    /// A complete item joined the conversation after `previous`.
+    pub(super) fn item_events(
+        &mut self,
+        previous: Option<String>,
+        item: Value,
+        out: &mut Vec<Utf8Bytes>,
+    ) {
+        let names = self.names();
+        let previous = previous.as_deref();
+        if let Some(done) = names.item_done {
+            self.push(out, item_event(names.item_added, previous, item.clone()));
+            self.push(out, item_event(done, previous, item));
+        } else {
+            self.push(out, item_event(names.item_added, previous, item));
+        }
+    }
+
+    /// `conversation.item.create`: the item, with an id if it came without one, joins the
+    /// conversation after its last item.
+    pub(super) fn on_item_create(&mut self, item: Option<Value>, out: &mut Vec<Utf8Bytes>) {
+        let mut item = match item {
+            Some(Value::Object(item)) => item,
+            _ => serde_json::Map::new(),
+        };
+        let id = match item.get("id").and_then(Value::as_str) {
+            Some(id) => id.to_string(),
+            None => {
+                let id = format!("item_{}", self.next_item);
+                self.next_item += 1;
+                item.insert("id".into(), Value::String(id.clone()));
+                id
+            }
+        };
+        item.insert("object".into(), Value::String("realtime.item".into()));
+        item.insert("status".into(), Value::String("completed".into()));
+        let previous = self.last_item_id.replace(id);
+        self.item_events(previous, Value::Object(item), out);
+    }
+
+    /// `conversation.item.truncate/delete/retrieve`, each answered with its server event.
+    pub(super) fn on_item(
+        &mut self,
+        event: &ClientEvent<'_>,
+        counters: &Counters,
+        out: &mut Vec<Utf8Bytes>,
+    ) {
+        let Some(item_id) = event.item_id.as_deref() else {
+            let refused = terms::Refusal::missing("item_id");
+            self.refuse(&refused, event.event_id.as_deref(), counters, out);
+            return;
+        };
+        let reply = match &*event.kind {
+            names::ITEM_TRUNCATE => json!({"type": "conversation.item.truncated",
+                "item_id": item_id, "content_index": event.content_index.unwrap_or(0),
+                "audio_end_ms": event.audio_end_ms.unwrap_or(0)}),
+            names::ITEM_DELETE => json!({"type": "conversation.item.deleted", "item_id": item_id}),
+            _ => json!({"type": "conversation.item.retrieved", "item": {"id": item_id,
+                "object": "realtime.item", "type": "message", "status": "completed",
+                "role": "user", "content": []}}),
+        };
+        self.push(out, reply);
+    }
+}
