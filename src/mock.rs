@@ -26,7 +26,7 @@ mod vllm;
 
 pub use crate::contract::mock::MockStats;
 
-use crate::cli::{MockArgs, MockBehaviourArgs};
+use crate::cli::MockArgs;
 use crate::protocol::Protocol;
 use crate::{clock, looplag, procstat, sys};
 use anyhow::{Context, Result};
@@ -40,7 +40,7 @@ use tokio::signal::unix::{signal, SignalKind};
 
 /// Serves until SIGINT or SIGTERM, then writes the statistics file (if asked) and returns.
 pub fn run(args: &MockArgs) -> Result<()> {
-    check_output_rate(args.protocol, &args.behaviour)?;
+    crate::options::check_output_rate(args.protocol, &args.behaviour)?;
     let started_s = clock::monotonic_s();
     // Each session is a socket; the default soft limit (often 1024) would cap the sessions.
     sys::raise_open_file_limit();
@@ -113,19 +113,6 @@ async fn serve_until_signal(args: &MockArgs, started_s: f64) -> Result<MockStats
         lag.stats(),
         usage,
     ))
-}
-
-/// `--output-sample-rate` is the profile's rate to change for the native mock; the OpenAI
-/// Realtime API's output is PCM16 at 24 kHz only (openai-python's GA `AudioPCM.rate:
-/// Literal[24000]`, beta's `pcm16`), so the openai mock streams no other.
-pub fn check_output_rate(protocol: Protocol, args: &MockBehaviourArgs) -> Result<()> {
-    let want = crate::protocol::openai::DEFAULT_SAMPLE_RATE;
-    match args.output_sample_rate {
-        Some(rate) if protocol == Protocol::Openai && rate != want => anyhow::bail!(
-            "--output-sample-rate {rate}: with --protocol openai the output is PCM16 at {want} Hz only (GA's audio.output.format.rate is always {want}, beta's pcm16 is 24 kHz), as the API's; leave the flag out"
-        ),
-        _ => Ok(()),
-    }
 }
 
 /// `--stall-at`, `--stall-ms`: a server stall on purpose. The mock runs on one thread, so

@@ -383,7 +383,7 @@ pub fn validate(args: &RunArgs, command_line: String, tui: bool) -> Result<RunPl
         .transpose()?;
     let client = client_settings(&args.speak, args.url.is_some())?;
     if args.url.is_none() {
-        crate::mock::check_output_rate(args.speak.protocol, &args.mock)?;
+        check_output_rate(args.speak.protocol, &args.mock)?;
     }
     let packet_ms = args
         .packet_ms
@@ -838,6 +838,19 @@ pub fn url_authority(url: &str) -> Option<String> {
         Some(format!("[{host}]:{port}"))
     } else {
         Some(format!("{host}:{port}"))
+    }
+}
+
+/// `--output-sample-rate` is the profile's rate to change for the native mock; the OpenAI
+/// Realtime API's output is PCM16 at 24 kHz only (openai-python's GA `AudioPCM.rate:
+/// Literal[24000]`, beta's `pcm16`), so the openai mock streams no other.
+pub fn check_output_rate(protocol: Protocol, args: &MockBehaviourArgs) -> Result<()> {
+    let want = crate::protocol::openai::DEFAULT_SAMPLE_RATE;
+    match args.output_sample_rate {
+        Some(rate) if protocol == Protocol::Openai && rate != want => bail!(
+            "--output-sample-rate {rate}: with --protocol openai the output is PCM16 at {want} Hz only (GA's audio.output.format.rate is always {want}, beta's pcm16 is 24 kHz), as the API's; leave the flag out"
+        ),
+        _ => Ok(()),
     }
 }
 
