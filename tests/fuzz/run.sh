@@ -6,7 +6,8 @@
 #
 # Where cargo-fuzz cannot work at all (it cannot be installed, no C++ compiler for libFuzzer,
 # the fuzz crate's dependencies cannot be fetched) it prints "fuzzing skipped: <why>" and exits
-# 0. A target that does not compile is not a reason to skip: that fails.
+# 0. A target that does not compile, or a lock file behind the crate's dependencies, is not a
+# reason to skip: that fails.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -33,8 +34,16 @@ if ! cargo fuzz --version >/dev/null 2>&1; then
     || skip "cargo-fuzz could not be installed: $(why)"
 fi
 command -v c++ >/dev/null 2>&1 || skip "no C++ compiler (c++) to build libFuzzer's runtime"
-timeout 600 cargo fetch --locked --manifest-path "$dir/Cargo.toml" >"$log" 2>&1 \
-  || skip "the fuzz crate's dependencies cannot be fetched: $(why)"
+# A lock file behind the crate's dependencies is ours to mend, not the machine's limit: fail.
+if ! timeout 600 cargo fetch --locked --manifest-path "$dir/Cargo.toml" >"$log" 2>&1; then
+  if grep -q 'cannot update the lock file' "$log"; then
+    cat "$log"
+    echo "$dir/Cargo.lock is behind the crate's dependencies: run" \
+      "cargo update --manifest-path $dir/Cargo.toml --workspace and commit it"
+    exit 1
+  fi
+  skip "the fuzz crate's dependencies cannot be fetched: $(why)"
+fi
 
 # AddressSanitizer needs -Zsanitizer: a nightly compiler, or RUSTC_BOOTSTRAP=1 on stable. If
 # that is refused, fuzz without a sanitizer: panics and the RSS limit still count, and the
