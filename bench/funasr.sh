@@ -33,10 +33,11 @@ for clients in (8, 16, 64):
         verdict = ("qualified" if v["pacing_qualified"] else "UNQUALIFIED") + (", complete" if v["complete"] else ", NOT complete")
         cpu = sum(x["cpu_seconds"] for x in s["processes"] if x["role"] == "worker")
         session_s = s["layout"]["sessions_total"] * s["settings"]["duration_s"]
-        ms = lambda a, b: f"{a:,.1f} / {b:,.1f} ms"
+        # A figure the run has no sample of (no final came: the run was stopped first) is "–".
+        ms = lambda a, b: "–" if a is None else f"{a:,.1f} / {b:,.1f} ms"
         print(f"| {clients} | {batching} | {f['elapsed_seconds']:.3f} s | {f['aggregate_audio_per_wall']:.3f}x | "
               f"{ms(f['first_update_ms_p50'], f['first_update_ms_p95'])} | {ms(f['final_after_stop_ms_p50'], f['final_after_stop_ms_p95'])} | "
-              f"{f['client_response_lag_ms_p95_max']:,.1f} ms | {f['errors']} | {f['partial_messages']} / {f['final_messages']} | {verdict} | "
+              f"{'–' if f['client_response_lag_ms_p95_max'] is None else format(f['client_response_lag_ms_p95_max'], ',.1f') + ' ms'} | {f['errors']} | {f['partial_messages']} / {f['final_messages']} | {verdict} | "
               f"{p['late_packets']} | {p['deviation_ms']['p99']:.2f} / {p['deviation_ms']['max']:.2f} ms | {p['start_lateness_ms']['max']:.2f} ms | "
               f"{cpu / session_s * 1e6:.0f} µs |")
 PY
