@@ -247,6 +247,9 @@ pub enum Meaning<'a> {
         /// The `event_id` of the client event it answers, when the server names it.
         answers: Option<Cow<'a, str>>,
     },
+    /// A reply of a stream that carries nothing to count: vLLM's empty delta of a model step
+    /// that made no text. It shows the server answering (no gap between replies), no more.
+    Progress,
     /// Anything else the protocol allows.
     Other,
 }

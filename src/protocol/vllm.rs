@@ -176,10 +176,11 @@ impl ClientProtocol for Vllm {
         let meaning = match &*event.kind {
             names::SESSION_CREATED => Meaning::Milestone(Milestone::Created),
             // vLLM sends a delta for every step of the model, text or not: an empty one is
-            // no text.
+            // no text, but the server answering all the same (a pause in speech is no stall).
             names::DELTA if event.delta.as_deref().is_some_and(|d| !d.is_empty()) => {
                 Meaning::TextDelta
             }
+            names::DELTA => Meaning::Progress,
             names::DONE => Meaning::TurnDone { completed: true },
             names::ERROR => {
                 let (inner_code, message) = match event.error {
@@ -399,7 +400,7 @@ mod tests {
     fn an_empty_transcription_delta_is_no_text_issue_12() {
         assert_eq!(
             meaning(r#"{"type":"transcription.delta","delta":""}"#),
-            Meaning::Other
+            Meaning::Progress
         );
         assert_eq!(
             meaning(r#"{"type":"transcription.delta","delta":" a"}"#),

@@ -639,6 +639,7 @@ impl Machine {
                 duration_ms,
                 ..
             } => self.on_transcript(is_final, duration_ms, now_s),
+            Meaning::Progress => self.delta_gap(now_s),
             Meaning::Other => {}
         }
         Flow::Continue
@@ -729,3 +730,5 @@ fn event_id_of(text: &str) -> Option<String> {
 mod funasr_tests;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod vllm_tests;

@@ -1,0 +1,104 @@
+//! The client session machine on vLLM's realtime protocol, fed frames by hand on a fake clock.
+
+use super::*;
+use crate::cli::{Cli, Command};
+use crate::contract::worker::ReplyKind;
+use crate::protocol::vllm::Vllm;
+use clap::Parser;
+
+fn machine() -> Machine {
+    let argv = [
+        "duplexbench-tui",
+        "run",
+        "--protocol",
+        "vllm",
+        "--model",
+        "m",
+        "-s",
+        "1",
+    ];
+    let Some(Command::Run(run)) = Cli::try_parse_from(argv).unwrap().command else {
+        unreachable!()
+    };
+    let settings = Rc::new(
+        crate::options::validate(&run, String::new(), false)
+            .unwrap()
+            .settings,
+    );
+    let audio = Rc::new(
+        Audio::load(
+            &settings.audio,
+            settings.client.input_sample_rate,
+            settings.packet_ms,
+            settings.packets_per_session,
+            settings.input_bytes(),
+        )
+        .unwrap(),
+    );
+    Machine::new(
+        Rc::new(Vllm::new(&settings.client)),
+        EventIds {
+            shard: 0,
+            worker: 0,
+            session: 0,
+        },
+        settings,
+        audio,
+        Rc::new(RefCell::new(WorkerStats::new(1))),
+    )
+}
+
+fn hear(m: &mut Machine, text: &str, now_s: f64) -> Flow {
+    m.on_frame(Incoming::Text(text), now_s).flow
+}
+
+/// The longest gap between replies the worker filed, in ms.
+fn longest_reply_gap_ms(m: &Machine) -> f64 {
+    let stats = m.stats.borrow();
+    let gaps = stats
+        .reply_seconds
+        .iter()
+        .filter(|s| s.kind == ReplyKind::DeltaGap);
+    gaps.map(|s| s.max_lag_ms).fold(0.0, f64::max)
+}
+
+/// vLLM sends a delta for every 80 ms step of its model, with text or empty: a pause in speech
+/// is a run of empty deltas, not the server holding its replies back (real vLLM 0.34.0 gave a
+/// 1.36 s run of them at a pause of the speech sample, which the client took for a stall).
+#[test]
+fn empty_deltas_are_replies_so_a_pause_in_speech_is_no_reply_gap() {
+    let mut m = machine();
+    m.connecting(0.0);
+    assert_eq!(m.next_action(), Action::Await("session.created"));
+    let created = r#"{"type":"session.created","id":"sess-1","created":1}"#;
+    assert_eq!(hear(&mut m, created, 0.01), Flow::Reached);
+    for (k, what) in ["session.update", "the first commit"].iter().enumerate() {
+        assert!(matches!(m.next_action(), Action::Send(_)), "{what}");
+        m.control_sending(0.02 + k as f64 * 0.001);
+    }
+    assert_eq!(m.next_action(), Action::Stream);
+    let mut frame = Outgoing::default();
+    for seq in 0..20 {
+        let start_s = 1.0 + f64::from(seq) * 0.08;
+        let due_s = m.packet(seq, start_s, 1.0, &mut frame).0;
+        m.sent(seq, due_s, start_s, start_s + 0.0001);
+    }
+    let text = r#"{"type":"transcription.delta","delta":" alpha"}"#;
+    let empty = r#"{"type":"transcription.delta","delta":""}"#;
+    hear(&mut m, text, 1.5);
+    for k in 1..=17 {
+        hear(&mut m, empty, 1.5 + f64::from(k) * 0.08);
+    }
+    hear(
+        &mut m,
+        r#"{"type":"transcription.delta","delta":" bravo"}"#,
+        2.94,
+    );
+    let gap = longest_reply_gap_ms(&m);
+    assert!(
+        gap > 70.0 && gap < 90.0,
+        "one model step between replies, not {gap} ms"
+    );
+    m.settle();
+    assert_eq!(m.outcome.turns.text_deltas, 2, "empty deltas are no text");
+}
