@@ -117,6 +117,7 @@ pub fn run_with(plan: RunPlan, hooks: &Hooks) -> Result<Outcome> {
 
     // Every worker has exited or is killed now; collect what they wrote.
     let mut notes = ending.notes;
+    let by_signal = ending.by_signal;
     let results = collect_results(&mut workers, &output_dir, (&live, start.anchor), &mut notes);
     let mock = mock.map(|m| stop_mock(m, &mut notes));
     let left = Left {
@@ -138,8 +139,12 @@ pub fn run_with(plan: RunPlan, hooks: &Hooks) -> Result<Outcome> {
     if !plan.settings.keep_traces && exit_code == 0 {
         delete_traces(&output_dir);
     }
-    if let Some(dashboard) = dashboard {
-        show_finished(dashboard, &live, &summary, exit_code, &output_dir);
+    match dashboard {
+        // Whoever sent the signal (a service manager, `timeout`, a shell's `kill`) waits for
+        // the process to exit: the table below is what stays on the screen.
+        Some(dashboard) if by_signal => drop(dashboard),
+        Some(dashboard) => show_finished(dashboard, &live, &summary, exit_code, &output_dir),
+        None => {}
     }
     // The same table either way: after the dashboard, the terminal is restored and this is
     // what stays on the screen. A closed stdout (e.g. piped into `head`) is not an error.

@@ -351,8 +351,10 @@ struct Switches {
     abort: watch::Sender<bool>,
 }
 
-/// Once `ready` has been reported, obeys the conductor's commands: `Go` opens the gate (and
-/// schedules the injections half way through, when asked for), `Stop` and `Abort` end the run.
+/// Reports `ready` and obeys the conductor's commands: `Go` opens the gate (and schedules the
+/// injections half way through, when asked for), `Stop` and `Abort` end the run. The commands
+/// are obeyed from the start: a stop during set-up (Ctrl-C while sessions wait for a server
+/// that does not answer) must not wait until every session has set up or timed out.
 fn spawn_control(
     config: &WorkerConfig,
     mut commands: tokio::sync::mpsc::UnboundedReceiver<WorkerCommand>,
@@ -371,8 +373,17 @@ fn spawn_control(
     let worker_index = config.index;
     let Switches { gate, stop, abort } = switches;
     tokio::task::spawn_local(async move {
-        ready.await;
-        while let Some(command) = commands.recv().await {
+        tokio::pin!(ready);
+        let mut reported = false;
+        loop {
+            let command = tokio::select! {
+                () = &mut ready, if !reported => {
+                    reported = true;
+                    continue;
+                }
+                command = commands.recv() => command,
+            };
+            let Some(command) = command else { break };
             match command {
                 WorkerCommand::Go { start_s } if gate.borrow().is_none() => {
                     let _ = gate.send(Some(start_s));

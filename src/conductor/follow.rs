@@ -25,6 +25,9 @@ pub struct Ending {
     pub cancelled: Option<String>,
     /// The exit code the cancel asks for (128 + signal number).
     pub cancel_exit_code: Option<i32>,
+    /// A signal stopped the run (not a key in the dashboard): whoever sent it waits for the
+    /// process to exit, not for a key press on a finished dashboard.
+    pub by_signal: bool,
     /// What else the conductor had to do (a deadline, an abort, a kill).
     pub notes: Vec<String>,
 }
@@ -198,8 +201,10 @@ impl<'a> Follower<'a> {
             self.ending.cancel_exit_code = Some(128 + signal);
         } else {
             self.say(live, format!("{name} again: aborting the sessions"));
-            self.abort_at_s.get_or_insert(now_s);
+            // At once: the stop has already set a later abort (its grace for the sessions).
+            self.abort_at_s = Some(self.abort_at_s.map_or(now_s, |a| a.min(now_s)));
         }
+        self.ending.by_signal = true;
     }
 
     /// What is due after an event: the phase, the gate, stopping, aborting or killing the

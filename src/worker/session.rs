@@ -174,7 +174,17 @@ pub async fn run(ctx: SessionCtx, trace: SessionTrace) -> SessionOutcome {
 
 impl Session {
     async fn drive(&mut self) -> Result<(), End> {
-        let connected = connect::connect(&self.ctx, &mut self.trace).await;
+        // A stop (Ctrl-C, the set-up deadline) ends a connection still being made: a server
+        // that never answers the upgrade would hold it for all of --connect-timeout.
+        let mut stop = self.ctx.stop.clone();
+        let connected = tokio::select! {
+            connected = connect::connect(&self.ctx, &mut self.trace) => connected,
+            _ = stop.wait_for(|s| *s) => {
+                let why = format!("the run was stopped while connecting to {}", self.ctx.url);
+                self.trace.error(monotonic_s(), &format!(r#"{{"message":{}}}"#, json_string(&why)));
+                Err(End::Failed(why))
+            }
+        };
         let mut ws = match connected {
             Ok(ws) => {
                 self.admitted = true;

@@ -233,3 +233,54 @@ fn a_terminal_that_goes_away_ends_the_run_with_a_summary_instead_of_a_spinning_d
     let summary = util::summary(&out);
     assert_eq!(summary["cancelled"], true, "{summary}");
 }
+
+/// A SIGTERM (a service manager, `timeout`, `kill`) ends a dashboard run like Ctrl-C does: the
+/// process exits with 143 once the summary is written, without waiting on its finished screen
+/// for a key nobody will press.
+#[test]
+fn sigterm_ends_a_dashboard_run_without_waiting_for_a_key() {
+    if !tmux_available() {
+        return;
+    }
+    let _serial = util::serial();
+    let dir = TempDir::new("tmux-sigterm");
+    let out = dir.join("out");
+    let exit_file = dir.join("exit");
+    let pid_file = dir.join("pid");
+    let run = format!(
+        "sh -c 'echo $$ > {}; exec {} run -s 2 -d 60s --output {}'",
+        pid_file.display(),
+        util::bin(),
+        out.display()
+    );
+    let tmux = Tmux::start(&recording_exit(&run, &exit_file), 120, 40).expect("tmux starts");
+    wait_for(
+        "dashboard with packets flowing",
+        Duration::from_secs(30),
+        || {
+            let s = tmux.screen();
+            s.contains("Deviation heatmap") && !s.contains("packets           0 ")
+        },
+        || tmux.screen(),
+    );
+    let pid: u32 = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    duplexbench_tui::sys::signal(pid, rustix::process::Signal::TERM);
+    wait_for(
+        "exit without a key",
+        Duration::from_secs(30),
+        || exit_file.exists(),
+        || tmux.screen(),
+    );
+    assert_eq!(recorded_exit(&exit_file), "143");
+    let summary = util::summary(&out);
+    assert_eq!(summary["cancelled"], true, "{summary}");
+    let screen = tmux.screen();
+    assert!(
+        !screen.contains("Deviation heatmap"),
+        "alternate screen left: {screen}"
+    );
+}

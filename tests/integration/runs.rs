@@ -276,3 +276,71 @@ fn sigint_stops_the_run_and_still_writes_a_cancelled_summary() {
     // The sessions still ended properly with the server.
     assert_eq!(s["sessions"]["completed"], 2);
 }
+
+/// Ctrl-C while sessions wait in set-up (a server that takes the connection and then says
+/// nothing, or never answers the upgrade) ends the sessions at the stop, not after
+/// --recv-timeout or --connect-timeout: the workers obeyed no command until every session had
+/// set up or timed out (the conductor aborted them 30 s later), and a second Ctrl-C waited for
+/// that abort too.
+#[test]
+fn sigint_during_set_up_stops_the_run_without_waiting_out_the_timeouts() {
+    let _serial = util::serial();
+    let silent_ws = util::LoopbackServer::start(|stream| async move {
+        if let Ok(ws) = tokio_tungstenite::accept_async(stream).await {
+            tokio::time::sleep(Duration::from_secs(300)).await;
+            drop(ws);
+        }
+    });
+    let no_upgrade = util::LoopbackServer::start(|mut stream| async move {
+        let mut sink = [0u8; 4096];
+        while tokio::io::AsyncReadExt::read(&mut stream, &mut sink)
+            .await
+            .is_ok_and(|n| n > 0)
+        {}
+    });
+    let cases = [
+        (&silent_ws, 1, "no session.created within 3 s of the stop"),
+        (&no_upgrade, 1, "the run was stopped while connecting"),
+        (&silent_ws, 2, "aborted"),
+    ];
+    for (server, signals, why) in cases {
+        let dir = TempDir::new("sigint-setup");
+        let out = dir.join("out");
+        let url = format!("ws://{}/v1/realtime", server.addr);
+        let mut child = util::spawn_run(
+            &out,
+            &[
+                "--url",
+                &url,
+                "-s",
+                "2",
+                "-d",
+                "2s",
+                "--recv-timeout",
+                "300s",
+                "--connect-timeout",
+                "300s",
+            ],
+        );
+        // The provisional summary is written once the workers are started.
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while !out.join("summary.json").exists() {
+            assert!(std::time::Instant::now() < deadline, "no run started");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        std::thread::sleep(Duration::from_millis(1500));
+        for _ in 0..signals {
+            duplexbench_tui::sys::signal(child.id(), rustix::process::Signal::INT);
+            std::thread::sleep(Duration::from_millis(300));
+        }
+        // A stop's grace is 3 s and an abort's 5 s, against 300 s of timeouts (and the 30 s
+        // the conductor gave the stop before aborting on its own).
+        let status = util::wait_with_limit(&mut child, Duration::from_secs(25));
+        assert_eq!(status, Some(130), "{url}, {signals} signal(s)");
+        let s = summary(&out);
+        assert_eq!(s["cancelled"], true);
+        assert_eq!(s["pacing"]["packets"], 0);
+        let errors = s["sessions"]["errors"].to_string();
+        assert!(errors.contains(why), "{url}, {signals} signal(s): {errors}");
+    }
+}
