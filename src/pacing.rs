@@ -77,9 +77,16 @@ impl PacketCounts {
     /// already counted while it waited (`late_counted`).
     pub fn sent(&mut self, deviation_us: u64, class: PacketClass, late_counted: bool) {
         self.packets += 1;
-        self.slow_sends += u64::from(class >= PacketClass::Slow);
+        self.slow_sends += u64::from(class >= PacketClass::Slow && !late_counted);
         self.late_packets += u64::from(class == PacketClass::Late && !late_counted);
         self.max_deviation_us = self.max_deviation_us.max(deviation_us);
+    }
+
+    /// Counts a packet still unsent one late threshold after its due time: late, and so slow
+    /// too, whether or not it is ever sent (a send that then goes out is not counted again).
+    pub fn overdue(&mut self) {
+        self.late_packets += 1;
+        self.slow_sends += 1;
     }
 
     /// Adds `other` (another session's or worker's counts).
@@ -117,9 +124,11 @@ mod tests {
         let mut a = PacketCounts::default();
         a.sent(90_000, t.classify(90_000), false);
         a.sent(30_000, t.classify(30_000), false);
-        // Counted late while it waited: not counted again when it leaves.
+        // Counted late (and slow) while it waited: not counted again when it leaves.
+        a.overdue();
+        assert_eq!((a.packets, a.late_packets, a.slow_sends), (2, 2, 3));
         a.sent(200_000, t.classify(200_000), true);
-        assert_eq!((a.packets, a.late_packets, a.slow_sends), (3, 1, 3));
+        assert_eq!((a.packets, a.late_packets, a.slow_sends), (3, 2, 3));
         let mut b = PacketCounts {
             unsent_packets: 4,
             ..PacketCounts::default()

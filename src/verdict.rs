@@ -56,8 +56,15 @@ pub fn judge(f: &Facts<'_>) -> Verdict {
                 .to_string(),
         );
     } else if c.late_packets > 0 {
+        // Packets counted late while a send blocked may never have been sent: the deviation
+        // known is that of the packets sent.
+        let among = if c.unsent_packets > 0 {
+            " among those sent"
+        } else {
+            ""
+        };
         reasons.push(format!(
-            "{} late packets (deviation > {} ms) in {} sessions; worst {:.1} ms",
+            "{} late packets (deviation > {} ms) in {} sessions; worst {:.1} ms{among}",
             c.late_packets,
             f.late_threshold_ms,
             f.sessions_with_late_packets,
@@ -187,6 +194,27 @@ mod tests {
         assert_eq!(
             v.reasons[0],
             "3 late packets (deviation > 80 ms) in 2 sessions; worst 151.0 ms"
+        );
+    }
+
+    #[test]
+    fn with_packets_never_sent_the_worst_deviation_is_that_of_the_packets_sent() {
+        // A server that stopped reading: packets late while a send blocked, then never sent.
+        let v = judge(&Facts {
+            counts: PacketCounts {
+                packets: 12,
+                late_packets: 6,
+                slow_sends: 6,
+                unsent_packets: 60,
+                max_deviation_us: 100,
+            },
+            sessions_with_late_packets: 2,
+            late_threshold_ms: 80,
+            ..Facts::default()
+        });
+        assert_eq!(
+            v.reasons[0],
+            "6 late packets (deviation > 80 ms) in 2 sessions; worst 0.1 ms among those sent"
         );
     }
 

@@ -38,6 +38,10 @@ fn a_server_that_stops_reading_makes_late_and_unsent_packets_and_an_incomplete_r
         "unsent packets past their due time are late: {pacing}"
     );
     assert!(pacing["unsent_packets"].as_u64().unwrap() > 0, "{pacing}");
+    assert!(
+        pacing["slow_sends"].as_u64() >= pacing["late_packets"].as_u64(),
+        "late packets are slow ones too, sent or not: {pacing}"
+    );
     assert_eq!(s["verdict"]["pacing_qualified"], false);
     assert_eq!(s["verdict"]["complete"], false);
     assert_eq!(s["sessions"]["incomplete"], 4);
@@ -58,6 +62,7 @@ fn a_server_that_stops_reading_makes_late_and_unsent_packets_and_an_incomplete_r
     );
     let reasons = s["verdict"]["reasons"].to_string();
     assert!(reasons.contains("never sent"), "{reasons}");
+    assert!(reasons.contains("among those sent"), "{reasons}");
     // Bounded by the send timeout and the stop grace, not by the kernel: far below the
     // 51 s of the report, whatever the machine's load.
     assert!(took < Duration::from_secs(60), "took {took:?}");

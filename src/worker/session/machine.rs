@@ -452,9 +452,9 @@ impl Machine {
             if now_s <= due_s + threshold_s {
                 return Some(due_s + threshold_s);
             }
-            self.outcome.counts.late_packets += 1;
+            self.outcome.counts.overdue();
             let mut stats = self.stats.borrow_mut();
-            stats.counts.late_packets += 1;
+            stats.counts.overdue();
             self.late_window(&mut stats, due_s, now_s);
             drop(stats);
             seq += 1;

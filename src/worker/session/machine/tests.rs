@@ -176,10 +176,15 @@ fn unsent_packets_are_late_when_due_and_not_counted_twice_when_sent() {
     h.m.count_overdue(2, 10.0, 10.39);
     assert_eq!(h.m.outcome.counts.late_packets, 2);
     assert_eq!(h.stats.borrow().late_windows.len(), 2);
+    // Late ones are slow ones too, sent or not (slow sends counted none of them when their
+    // sessions then failed: "6 late, 0 slow").
+    assert_eq!(h.m.outcome.counts.slow_sends, 2);
+    assert_eq!(h.stats.borrow().counts.slow_sends, 2);
     // When packet 2 finally leaves, it is not counted again.
     let scheduled_s = h.m.packet(2, 10.42, 10.0, &mut Outgoing::default()).0;
     h.m.sent(2, scheduled_s, 10.42, 10.43);
     assert_eq!(h.m.outcome.counts.late_packets, 2);
+    assert_eq!(h.m.outcome.counts.slow_sends, 2);
     assert_eq!(h.stats.borrow().sessions_with_late_packets, 1);
     // A session that fails at packet 4 never sends 4..13.
     h.m.abandon(4);
