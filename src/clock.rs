@@ -93,3 +93,27 @@ mod tests {
         assert!(stamp.chars().all(|c| c.is_ascii_digit() || c == '-'));
     }
 }
+
+/// A length of time for people: whole seconds as `30 s`, others to the hundredth (`17.48 s`,
+/// `5.83 s`), so that a file's audio length is not rounded to a different one.
+pub fn seconds_text(s: f64) -> String {
+    let hundredths = (s * 100.0).round();
+    if hundredths % 100.0 == 0.0 {
+        format!("{:.0} s", hundredths / 100.0)
+    } else {
+        let text = format!("{:.2}", hundredths / 100.0);
+        format!("{} s", text.trim_end_matches('0'))
+    }
+}
+
+#[cfg(test)]
+mod seconds_text_tests {
+    #[test]
+    fn whole_seconds_stay_whole_and_others_keep_their_hundredths() {
+        assert_eq!(super::seconds_text(30.0), "30 s");
+        assert_eq!(super::seconds_text(17.48), "17.48 s");
+        assert_eq!(super::seconds_text(5.8312), "5.83 s");
+        assert_eq!(super::seconds_text(2.5), "2.5 s");
+        assert_eq!(super::seconds_text(0.999), "1 s");
+    }
+}

@@ -288,6 +288,13 @@ impl LiveState {
         self.workers.iter().all(|w| w.ready.is_some() || w.gone)
     }
 
+    /// Whether any worker set up at least one session (there is something to stream).
+    pub fn any_connected(&self) -> bool {
+        self.workers
+            .iter()
+            .any(|w| w.ready.is_some_and(|r| r.0 > 0))
+    }
+
     pub fn all_gone(&self) -> bool {
         self.workers.iter().all(|w| w.gone)
     }

@@ -63,10 +63,10 @@ fn kernel_share(proc: &crate::summary::ProcessSummary) -> String {
         .map_or_else(String::new, |pct| format!(" ({pct:.0} % in the kernel)"))
 }
 
-/// `p50 / p99 / max` in ms, or `no samples`.
+/// `p50 / p99 / max ms`, or `no samples` (no unit after it).
 fn percentiles(q: Option<&ShortPercentiles>) -> String {
     match q {
-        Some(q) => format!("{:.2} / {:.2} / {:.2}", q.p50, q.p99, q.max),
+        Some(q) => format!("{:.2} / {:.2} / {:.2} ms", q.p50, q.p99, q.max),
         None => "no samples".to_string(),
     }
 }

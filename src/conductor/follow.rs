@@ -256,7 +256,7 @@ impl<'a> Follower<'a> {
         });
         if self.phase == Phase::Streaming && (audio_sent || live.all_gone()) {
             self.phase = Phase::Draining;
-            if !s.tui {
+            if !s.tui && live.any_connected() {
                 self.notes.push(headless::draining_line(live));
             }
         }
@@ -279,7 +279,8 @@ impl<'a> Follower<'a> {
             start_s + self.progress_interval_s
         };
         self.phase = Phase::Streaming;
-        if !s.tui {
+        // With no session set up nothing streams: the sessions' failures are the news.
+        if !s.tui && live.any_connected() {
             self.notes
                 .push(headless::streaming_line(live, monotonic_s()));
         }

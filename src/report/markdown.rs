@@ -34,11 +34,11 @@ fn headline(out: &mut String, s: &Summary) {
     md!(out, "# duplexbench-tui run: {}\n", verdict_line(s));
     md!(
         out,
-        "{} × {} sessions ({} in all), {:.0} s of audio each in {} ms packets, against {}{}; started {} ({} {}).\n",
+        "{} × {} sessions ({} in all), {} of audio each in {} ms packets, against {}{}; started {} ({} {}).\n",
         s.layout.processes,
         s.layout.sessions_per_process,
         s.layout.sessions_total,
-        s.settings.duration_s,
+        crate::clock::seconds_text(s.settings.duration_s),
         s.settings.packet_ms,
         s.settings.url,
         if s.settings.builtin_mock { " (built-in mock)" } else { "" },
@@ -144,7 +144,7 @@ fn server_rows(out: &mut String, s: &Summary) {
     for (name, q) in server_figures(s) {
         md!(
             out,
-            "| server {name} p50 / p99 / max | {} ms |",
+            "| server {name} p50 / p99 / max | {} |",
             percentiles(q)
         );
     }
@@ -162,7 +162,7 @@ fn server_rows(out: &mut String, s: &Summary) {
         for (figure, q) in figures {
             md!(
                 out,
-                "| {name} {figure} p50 / p99 / max | {} ms |",
+                "| {name} {figure} p50 / p99 / max | {} |",
                 percentiles(Some(q))
             );
         }

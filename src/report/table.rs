@@ -43,10 +43,10 @@ fn verdict(out: &mut String, s: &Summary) {
 fn layout(out: &mut String, s: &Summary) {
     row!(
         out,
-        "layout             {} x {} sessions, {:.0} s, trace {}/{}",
+        "layout             {} x {} sessions, {}, trace {}/{}",
         s.layout.processes,
         s.layout.sessions_per_process,
-        s.settings.duration_s,
+        crate::clock::seconds_text(s.settings.duration_s),
         s.settings.trace.as_str(),
         s.settings.trace_writer.as_str()
     );
@@ -135,12 +135,17 @@ fn server(out: &mut String, s: &Summary) {
     for (name, q) in server_figures(s) {
         row!(
             out,
-            "{:<18} {} ms (p50 / p99 / max)",
+            "{:<18} {}{}",
             format!("server {name}")
                 .chars()
                 .take(18)
                 .collect::<String>(),
-            percentiles(q)
+            percentiles(q),
+            if q.is_some() {
+                " (p50 / p99 / max)"
+            } else {
+                ""
+            }
         );
     }
     if s.server.protocol_errors + s.server.error_events > 0 {
@@ -159,7 +164,7 @@ fn server(out: &mut String, s: &Summary) {
         for (figure, q) in figures {
             row!(
                 out,
-                "  {name} {figure:<27} {} ms (p50 / p99 / max)",
+                "  {name} {figure:<27} {} (p50 / p99 / max)",
                 percentiles(Some(q))
             );
         }

@@ -93,9 +93,9 @@ pub fn streaming_line(live: &LiveState, now_s: f64) -> String {
         _ => String::new(),
     };
     format!(
-        "{}{wait}streaming: {:.0} s of audio per session from the start gate",
+        "{}{wait}streaming: {} of audio per session from the start gate",
         shard_prefix(live),
-        live.info.duration_s
+        crate::clock::seconds_text(live.info.duration_s)
     )
 }
 
