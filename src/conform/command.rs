@@ -185,7 +185,13 @@ fn record_run(url: &str, args: &ConformArgs, dir: &Path) -> Result<()> {
     // cancelled run (128 + signal) means there is nothing complete to check.
     let code = conductor::run(plan, true)?;
     if code >= 128 {
-        bail!("the conformance run was cancelled (exit {code})");
+        let by = match code - 128 {
+            libc::SIGINT => "Ctrl-C or SIGINT",
+            libc::SIGTERM => "SIGTERM",
+            libc::SIGHUP => "SIGHUP",
+            _ => "a signal",
+        };
+        bail!("the conformance run was cancelled by {by}: nothing was checked");
     }
     Ok(())
 }
