@@ -50,7 +50,13 @@ pub fn load(path: &Path) -> Result<(PathBuf, Summary)> {
     })?;
     let value: serde_json::Value =
         serde_json::from_str(&text).with_context(|| format!("{} is not JSON", file.display()))?;
-    let version = value["schema_version"].as_u64().unwrap_or(0);
+    let is_summary = value["tool"]["name"] == "duplexbench-tui" && value.get("verdict").is_some();
+    let Some(version) = value["schema_version"].as_u64().filter(|_| is_summary) else {
+        bail!(
+            "{} is not a duplexbench-tui summary (give a run's output folder or its summary.json; a sweep's folder has sweep.json, read by `report` on the folder)",
+            file.display()
+        );
+    };
     if !(u64::from(OLDEST_READ_SCHEMA_VERSION)..=u64::from(SCHEMA_VERSION)).contains(&version) {
         bail!(
             "{} is a summary of schema_version {version}; this duplexbench-tui reads {OLDEST_READ_SCHEMA_VERSION} to {SCHEMA_VERSION} (re-run with this version, or use the version that wrote it)",

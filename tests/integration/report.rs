@@ -70,6 +70,16 @@ fn report_of_a_folder_without_a_summary_is_a_clear_error() {
     );
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("give a run's output folder"));
+    // A JSON file that is no summary is named so (it was "a summary of schema_version 0").
+    let other = dir.join("other.json");
+    std::fs::write(&other, r#"{"a": 1}"#).unwrap();
+    let out = util::run(
+        &["report", other.to_str().unwrap()],
+        Duration::from_secs(30),
+    );
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("is not a duplexbench-tui summary"), "{err}");
 }
 
 /// A schema 2 summary (the loop-lag counts were `attribution.loop_stalls`) renders as its schema 3
