@@ -320,3 +320,80 @@ fn ctrl_c_during_a_level_stops_that_run_cleanly_and_counts_no_level_issue_15() {
     );
     assert!(!out.join("level-0004").exists());
 }
+
+/// The mock alone on 127.0.0.1, killed when dropped.
+struct Mock(std::process::Child, std::net::SocketAddr);
+
+impl Mock {
+    fn start() -> Mock {
+        use std::io::BufRead as _;
+        let mut child = std::process::Command::new(util::bin())
+            .args(["mock", "--port", "0"])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let addr = line
+            .trim()
+            .strip_prefix("listening on ")
+            .unwrap()
+            .parse()
+            .unwrap();
+        Mock(child, addr)
+    }
+}
+
+impl Drop for Mock {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn a_sweep_that_cannot_start_writes_nothing_so_it_can_be_run_again_as_it_is() {
+    let _serial = util::serial();
+    let dir = TempDir::new("sweep-unreachable");
+    let out = dir.join("swunr");
+    // A port nothing listens on: bound, then closed.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let url = format!("ws://127.0.0.1:{port}/v1/realtime");
+    let args = ["--url", url.as_str(), "-s", "1,2", "-d", "1s"];
+    let done = sweep(&out, &args);
+    assert_eq!(done.status.code(), Some(2), "{}", describe(&done));
+    assert!(
+        String::from_utf8_lossy(&done.stderr).contains("cannot reach the server"),
+        "{}",
+        describe(&done)
+    );
+    assert!(
+        !out.exists(),
+        "nothing is written: {:?}",
+        std::fs::read_dir(&out).map(|d| d.flatten().map(|e| e.file_name()).collect::<Vec<_>>())
+    );
+    // Once the server is up, the same command runs, without --force.
+    let mock = Mock::start();
+    let upstream = mock.1;
+    let listener = std::net::TcpListener::bind(("127.0.0.1", port)).unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let _server = util::LoopbackServer::serve(listener, move |mut stream| async move {
+        if let Ok(mut mock) = tokio::net::TcpStream::connect(upstream).await {
+            let _ = tokio::io::copy_bidirectional(&mut stream, &mut mock).await;
+        }
+    });
+    let again = sweep(&out, &args);
+    assert!(
+        matches!(again.status.code(), Some(0 | 1)),
+        "{}",
+        describe(&again)
+    );
+    assert!(!sweep_json(&out)["levels"].as_array().unwrap().is_empty());
+}
