@@ -33,7 +33,7 @@ pub const SWEEP_JSON: &str = "sweep.json";
 pub const SWEEP_MD: &str = "sweep.md";
 pub const PLOT_FILE: &str = "sweep.svg";
 
-/// Runs a sweep; 0 when at least one level was pacing-qualified, 1 when none was, 128 +
+/// Runs a sweep; 0 when a level that streamed was pacing-qualified, 1 when none was, 128 +
 /// signal when cancelled (docs/exit-codes.md). Start-up errors are `Err`.
 pub fn run(args: &SweepArgs, command_line: String) -> Result<i32> {
     let tui = !args.run.no_tui && std::io::stdout().is_terminal();
