@@ -33,7 +33,7 @@ pub const SWEEP_JSON: &str = "sweep.json";
 pub const SWEEP_MD: &str = "sweep.md";
 pub const PLOT_FILE: &str = "sweep.svg";
 
-/// Runs a sweep; 0 when at least one level was pacing-qualified, 1 when none was, 128 +
+/// Runs a sweep; 0 when a level that streamed was pacing-qualified, 1 when none was, 128 +
 /// signal when cancelled (docs/exit-codes.md). Start-up errors are `Err`.
 pub fn run(args: &SweepArgs, command_line: String) -> Result<i32> {
     let tui = !args.run.no_tui && std::io::stdout().is_terminal();
@@ -41,7 +41,8 @@ pub fn run(args: &SweepArgs, command_line: String) -> Result<i32> {
     if let Some(top) = plan.levels.last().and_then(|l| l.runs.first()) {
         crate::sys::open_files::ensure(&crate::sys::open_files::Layout::of(&top.settings))?;
     }
-    claim(&plan.output_dir, plan.force)?;
+    // Held to the end: a sweep that could not start leaves no empty folder behind.
+    let _folder = claim(&plan.output_dir, plan.force)?;
     // Between runs no conductor listens for signals: this flag ends the sweep there too (a
     // run's own handler still stops that run cleanly).
     let signal = Arc::new(AtomicUsize::new(0));
@@ -95,8 +96,9 @@ impl<'p> Sweep<'p> {
         }
     }
 
+    /// The files are first written once a level is done (or the sweep is cancelled), so a
+    /// sweep that cannot start writes nothing.
     fn go(mut self, signal: &AtomicUsize) -> Result<i32> {
-        self.write()?;
         let n = self.plan.levels.len();
         self.warm_up(n, signal)?;
         let plan = self.plan;
@@ -251,8 +253,7 @@ impl<'p> Sweep<'p> {
         let outcome = match conductor::run_with(run.clone(), &hooks) {
             Ok(outcome) => outcome,
             Err(err) => {
-                self.record.stopped_early = Some(format!("{folder} could not start: {err:#}"));
-                self.finish_level()?;
+                self.could_not_start(folder, &err)?;
                 return Err(err.context(format!("sweep {folder}")));
             }
         };
@@ -264,6 +265,26 @@ impl<'p> Sweep<'p> {
             return Ok(None);
         }
         Ok(Some(figures))
+    }
+
+    /// A run that could not start ends the sweep with a start-up error. Before any level was
+    /// done that writes nothing and removes the warm-up's folder, so the same command can be
+    /// run again as it is (docs/exit-codes.md); after, the files keep the levels done and say
+    /// why the sweep ended.
+    fn could_not_start(&mut self, folder: &str, err: &anyhow::Error) -> Result<()> {
+        if !self.record.levels.is_empty() {
+            self.record.stopped_early = Some(format!("{folder} could not start: {err:#}"));
+            return self.finish_level();
+        }
+        if let (Some(_), Some(warmup)) = (&self.record.warmup, &self.plan.warmup) {
+            std::fs::remove_dir_all(&warmup.output_dir).with_context(|| {
+                format!(
+                    "cannot remove the warm-up run {}",
+                    warmup.output_dir.display()
+                )
+            })?;
+        }
+        Ok(())
     }
 
     /// Knees anew, then the files: after every level, so a sweep that dies keeps what it did.
@@ -298,8 +319,22 @@ fn cool_down(cooldown: Duration, signal: &AtomicUsize) {
     }
 }
 
+/// The folders [`claim`] created, deepest first; dropped, it removes those still empty.
+struct Claimed(Vec<PathBuf>);
+
+impl Drop for Claimed {
+    fn drop(&mut self) {
+        for dir in &self.0 {
+            // `remove_dir` removes only empty folders: anything written stays.
+            if std::fs::remove_dir(dir).is_err() {
+                break;
+            }
+        }
+    }
+}
+
 /// Creates the sweep folder; refuses one that holds a run, or a sweep unless `--force`.
-fn claim(dir: &Path, force: bool) -> Result<()> {
+fn claim(dir: &Path, force: bool) -> Result<Claimed> {
     if dir.join("summary.json").exists() {
         bail!(
             "{} holds a run (summary.json), not a sweep; choose another --output",
@@ -309,6 +344,11 @@ fn claim(dir: &Path, force: bool) -> Result<()> {
     if dir.join(SWEEP_JSON).exists() && !force {
         bail!("{} already holds a sweep ({SWEEP_JSON}); choose another --output, or give --force to run it again (each level's previous files are deleted first)", dir.display());
     }
+    let created = dir
+        .ancestors()
+        .take_while(|d| !d.as_os_str().is_empty() && !d.exists())
+        .map(Path::to_path_buf)
+        .collect();
     std::fs::create_dir_all(dir).with_context(|| {
         format!(
             "cannot create the sweep folder {}; choose another with --output",
@@ -321,7 +361,7 @@ fn claim(dir: &Path, force: bool) -> Result<()> {
             .unwrap_or_else(|_| dir.to_path_buf())
             .display()
     ));
-    Ok(())
+    Ok(Claimed(created))
 }
 
 fn write_files(dir: &Path, record: &SweepRecord) -> Result<()> {

@@ -23,6 +23,11 @@ pub struct RunFigures {
     /// `pacing-qualified, complete` and its negatives.
     pub verdict: String,
     pub reasons: Vec<String>,
+    /// Sessions that sent audio; the others were refused or failed before their first packet
+    /// (`null`: a sweep.json written before this was recorded).
+    pub sessions_streamed: Option<u64>,
+    /// The most common reason sessions did not complete (`null`: every one completed).
+    pub session_error: Option<String>,
     pub late_packets: u64,
     pub deviation_p99_ms: f64,
     pub max_deviation_ms: f64,
@@ -187,9 +192,11 @@ impl RunFigures {
         let packet_s = settings.packet_s();
         let mut audio_s = 0.0;
         let mut server_events = 0;
+        let mut sessions_streamed = 0;
         for s in results.iter().flat_map(|r| &r.sessions) {
             audio_s += (s.counts.packets as f64 * packet_s).min(settings.duration_s);
             server_events += s.server_events;
+            sessions_streamed += u64::from(s.counts.packets > 0);
         }
         let gate = results.iter().filter_map(|r| r.gate_s).reduce(f64::min);
         let end = results.iter().map(|r| r.ended_s).reduce(f64::max);
@@ -210,6 +217,8 @@ impl RunFigures {
                 summary.verdict.complete,
             ),
             reasons: summary.verdict.reasons.clone(),
+            sessions_streamed: Some(sessions_streamed),
+            session_error: summary.sessions.errors.first().map(|e| e.message.clone()),
             late_packets: summary.pacing.counts.late_packets,
             deviation_p99_ms: summary.pacing.deviation_ms.p99,
             max_deviation_ms: summary.pacing.deviation_ms.max,

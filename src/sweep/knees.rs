@@ -1,7 +1,8 @@
 //! The two knees of a sweep (docs/sweep.md). The client's: the largest level the client carried
 //! pacing-qualified (beyond it the figures measure the client). The server's: the last level
 //! where throughput still rose with the load, and, with `--slo`, the last level where every
-//! objective held. Only qualified levels can place the server's knee.
+//! objective held. Only qualified levels can place the server's knee, and only levels where
+//! sessions streamed place any knee: a level whose every session was refused measured nothing.
 
 use super::record::Level;
 use serde::{Deserialize, Serialize};
@@ -34,6 +35,10 @@ pub struct Knees {
 pub struct Point {
     pub sessions_total: u64,
     pub qualified: bool,
+    /// Sessions that streamed in the repeat that streamed fewest (`None`: not recorded).
+    pub sessions_streamed: Option<u64>,
+    /// Why sessions did not stream or complete (the most common session error).
+    pub session_error: Option<String>,
     /// Audio seconds per wall second (median).
     pub throughput: Option<f64>,
     /// The first `--slo` that did not hold, with its value.
@@ -45,6 +50,8 @@ impl Point {
         Point {
             sessions_total: level.sessions_total,
             qualified: level.qualified,
+            sessions_streamed: level.sessions_streamed.map(|s| s.min as u64),
+            session_error: level.runs.iter().find_map(|r| r.session_error.clone()),
             throughput: level.audio_s_per_s.map(|s| s.median),
             broken_slo: level.slos.iter().find(|c| !c.holds).map(|c| match c.value {
                 Some(v) => format!("{} ({v:.1})", c.slo),
@@ -52,17 +59,84 @@ impl Point {
             }),
         }
     }
+
+    /// Whether some session streamed (in every repeat): only then did the level measure
+    /// anything.
+    fn streamed(&self) -> bool {
+        self.sessions_streamed != Some(0)
+    }
+
+    /// `; at 32 sessions only 20 of 32 streamed (HTTP error: 503 …)`, when some did not.
+    fn partial_note(&self) -> String {
+        match self.sessions_streamed {
+            Some(k) if k > 0 && k < self.sessions_total => format!(
+                "; at {n} sessions only {k} of {n} streamed{}",
+                self.error_note(),
+                n = self.sessions_total
+            ),
+            _ => String::new(),
+        }
+    }
+
+    /// ` (most common error: …)`, when there is one.
+    fn error_note(&self) -> String {
+        self.session_error
+            .as_ref()
+            .map(|e| format!(" (most common error: {e})"))
+            .unwrap_or_default()
+    }
 }
 
-/// Both knees of `points`; `has_slos` says whether `--slo` was given, `stopped` whether the
-/// sweep stopped at an unqualified level.
+/// `1, 2 and 4 sessions`.
+fn level_list(points: &[&Point]) -> String {
+    let n: Vec<String> = points
+        .iter()
+        .map(|p| p.sessions_total.to_string())
+        .collect();
+    match n.split_last() {
+        Some((last, [])) => format!("{last} sessions"),
+        Some((last, rest)) => format!("{} and {last} sessions", rest.join(", ")),
+        None => String::new(),
+    }
+}
+
+/// Both knees of `points`; `has_slos` says whether `--slo` was given. Levels where no session
+/// streamed measured nothing: they place no knee, and every reason says they were left out.
 pub fn find(points: &[Point], has_slos: bool) -> Knees {
-    let qualified: Vec<&Point> = points.iter().take_while(|p| p.qualified).collect();
-    let first_unqualified = points.iter().find(|p| !p.qualified);
+    let silent: Vec<&Point> = points.iter().filter(|p| !p.streamed()).collect();
+    let measured: Vec<&Point> = points.iter().filter(|p| p.streamed()).collect();
+    if measured.is_empty() && !silent.is_empty() {
+        return nothing_streamed(&silent, has_slos);
+    }
+    // ` that streamed` where levels were left out.
+    let that_streamed = if silent.is_empty() {
+        ""
+    } else {
+        " that streamed"
+    };
+    let left_out = match silent.first() {
+        None => String::new(),
+        Some(first) => format!(
+            "; no session streamed at {}{}, so {} no knee",
+            level_list(&silent),
+            first.error_note(),
+            if silent.len() == 1 {
+                "that level places"
+            } else {
+                "those levels place"
+            }
+        ),
+    };
+    let qualified: Vec<&Point> = measured
+        .iter()
+        .copied()
+        .take_while(|p| p.qualified)
+        .collect();
+    let first_unqualified = measured.iter().copied().find(|p| !p.qualified);
     let client = match (qualified.last(), first_unqualified) {
         (None, Some(u)) => Knee {
             sessions_total: None,
-            reason: format!("the client was pacing-unqualified already at {} sessions, the lowest level: no figure of this sweep measures the server", u.sessions_total),
+            reason: format!("the client was pacing-unqualified already at {} sessions, the lowest level{that_streamed}: no figure of this sweep measures the server", u.sessions_total),
         },
         (None, None) => Knee {
             sessions_total: None,
@@ -70,11 +144,11 @@ pub fn find(points: &[Point], has_slos: bool) -> Knees {
         },
         (Some(q), Some(u)) => Knee {
             sessions_total: Some(q.sessions_total),
-            reason: format!("the client was pacing-qualified up to {} sessions and not at {}: the sweep stopped there, since higher levels would measure the client", q.sessions_total, u.sessions_total),
+            reason: format!("the client was pacing-qualified up to {} sessions and not at {}: the sweep stopped there, since higher levels would measure the client{}", q.sessions_total, u.sessions_total, q.partial_note()),
         },
         (Some(q), None) => Knee {
             sessions_total: Some(q.sessions_total),
-            reason: format!("the client was pacing-qualified at every level, up to {}: its knee is at or above it", q.sessions_total),
+            reason: format!("the client was pacing-qualified at every level{that_streamed}, up to {}: its knee is at or above it{}", q.sessions_total, q.partial_note()),
         },
     };
     let limited = first_unqualified
@@ -85,10 +159,33 @@ pub fn find(points: &[Point], has_slos: bool) -> Knees {
             )
         })
         .unwrap_or_default();
+    let with_left_out = |mut knee: Knee| {
+        knee.reason.push_str(&left_out);
+        knee
+    };
     Knees {
-        client,
-        server_throughput: throughput_knee(&qualified, &limited),
-        server_slo: has_slos.then(|| slo_knee(&qualified, &limited)),
+        client: with_left_out(client),
+        server_throughput: with_left_out(throughput_knee(&qualified, &limited)),
+        server_slo: has_slos.then(|| with_left_out(slo_knee(&qualified, &limited))),
+    }
+}
+
+/// The knees of a sweep where no session streamed at any level (`silent`): none, and what to
+/// check.
+fn nothing_streamed(silent: &[&Point], has_slos: bool) -> Knees {
+    let error = silent
+        .iter()
+        .find_map(|p| p.session_error.as_ref())
+        .map(|e| format!("; most common error: {e}"))
+        .unwrap_or_default();
+    let none = |reason: String| Knee {
+        sessions_total: None,
+        reason,
+    };
+    Knees {
+        client: none(format!("no session streamed at any level ({}{error}): the server refused or failed every session, so this sweep measured neither the client nor the server; check that the server at --url is up and accepts sessions (its path, the credentials it wants, its session limit), then sweep again", level_list(silent))),
+        server_throughput: none("no session streamed at any level: no throughput was measured, so the server's knee cannot be told".to_string()),
+        server_slo: has_slos.then(|| none("no session streamed at any level: the objectives cannot be judged".to_string())),
     }
 }
 
@@ -121,12 +218,17 @@ fn throughput_knee(points: &[&Point], limited: &str) -> Knee {
         };
         return Knee {
             sessions_total: Some(a.sessions_total),
-            reason,
+            reason: format!("{reason}{}{}", a.partial_note(), b.partial_note()),
         };
     }
+    let reason = if points.len() == 1 {
+        format!("one qualified level alone ({} sessions) shows no bend: the server's knee is at or above it", knee.sessions_total)
+    } else {
+        format!("throughput still rose at the largest qualified level ({} sessions): the server's knee is at or above it", knee.sessions_total)
+    };
     Knee {
         sessions_total: Some(knee.sessions_total),
-        reason: format!("throughput still rose at the largest qualified level ({} sessions): the server's knee is at or above it{limited}", knee.sessions_total),
+        reason: format!("{reason}{}{limited}", knee.partial_note()),
     }
 }
 
@@ -138,8 +240,10 @@ fn slo_knee(points: &[&Point], limited: &str) -> Knee {
                 Some(k) => Knee {
                     sessions_total: Some(k.sessions_total),
                     reason: format!(
-                        "every --slo held up to {} sessions; at {} {broken} did not",
-                        k.sessions_total, p.sessions_total
+                        "every --slo held up to {} sessions; at {} {broken} did not{}",
+                        k.sessions_total,
+                        p.sessions_total,
+                        k.partial_note()
                     ),
                 },
                 None => Knee {
@@ -156,7 +260,7 @@ fn slo_knee(points: &[&Point], limited: &str) -> Knee {
     match knee {
         Some(k) => Knee {
             sessions_total: Some(k.sessions_total),
-            reason: format!("every --slo held at every qualified level, up to {} sessions: the server's knee is at or above it{limited}", k.sessions_total),
+            reason: format!("every --slo held at every qualified level, up to {} sessions: the server's knee is at or above it{}{limited}", k.sessions_total, k.partial_note()),
         },
         None => Knee {
             sessions_total: None,
@@ -175,6 +279,8 @@ mod tests {
             .map(|&(n, qualified, t)| Point {
                 sessions_total: n,
                 qualified,
+                sessions_streamed: Some(n),
+                session_error: None,
                 throughput: Some(t),
                 broken_slo: None,
             })
@@ -273,5 +379,89 @@ mod tests {
         assert_eq!(k.client.sessions_total, None);
         assert_eq!(k.server_throughput.sessions_total, None);
         assert_eq!(k.server_slo.unwrap().sessions_total, None);
+    }
+
+    /// Levels as (sessions, sessions streamed, throughput), all qualified; a level that
+    /// streamed nothing has no throughput.
+    fn streamed(levels: &[(u64, u64, f64)]) -> Vec<Point> {
+        levels
+            .iter()
+            .map(|&(n, k, t)| Point {
+                sessions_total: n,
+                qualified: true,
+                sessions_streamed: Some(k),
+                session_error: (k < n).then(|| "HTTP error: 403 Forbidden".to_string()),
+                throughput: (k > 0).then_some(t),
+                broken_slo: None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn no_knee_is_named_when_no_session_streamed_at_any_level() {
+        let k = find(&streamed(&[(1, 0, 0.0), (2, 0, 0.0)]), true);
+        for knee in [
+            &k.client,
+            &k.server_throughput,
+            k.server_slo.as_ref().unwrap(),
+        ] {
+            assert_eq!(knee.sessions_total, None, "{knee:?}");
+            assert!(
+                knee.reason.contains("no session streamed at any level"),
+                "{knee:?}"
+            );
+        }
+        let why = &k.client.reason;
+        assert!(why.contains("1 and 2 sessions"), "{why}");
+        assert!(why.contains("HTTP error: 403 Forbidden"), "{why}");
+        assert!(why.contains("check that the server at --url"), "{why}");
+        assert!(!why.contains("at or above"), "{why}");
+    }
+
+    #[test]
+    fn levels_that_streamed_nothing_above_the_first_place_no_knee_and_are_named() {
+        let k = find(&streamed(&[(1, 1, 1.0), (2, 0, 0.0), (4, 0, 0.0)]), false);
+        assert_eq!(k.client.sessions_total, Some(1));
+        assert_eq!(k.server_throughput.sessions_total, Some(1));
+        for why in [&k.client.reason, &k.server_throughput.reason] {
+            assert!(
+                why.contains("no session streamed at 2 and 4 sessions (most common error: HTTP error: 403 Forbidden), so those levels place no knee"),
+                "{why}"
+            );
+            assert!(
+                !why.contains("up to 4") && !why.contains("(4 sessions)"),
+                "{why}"
+            );
+        }
+        assert!(
+            k.server_throughput
+                .reason
+                .contains("one qualified level alone (1 sessions) shows no bend"),
+            "{}",
+            k.server_throughput.reason
+        );
+    }
+
+    #[test]
+    fn a_level_where_some_sessions_did_not_stream_says_so_where_it_is_the_knee() {
+        let k = find(
+            &streamed(&[(8, 8, 8.0), (16, 16, 16.0), (32, 20, 18.0)]),
+            false,
+        );
+        assert_eq!(k.client.sessions_total, Some(32));
+        assert!(
+            k.client.reason.contains("at 32 sessions only 20 of 32 streamed (most common error: HTTP error: 403 Forbidden)"),
+            "{}",
+            k.client.reason
+        );
+        assert_eq!(k.server_throughput.sessions_total, Some(16));
+        assert!(
+            k.server_throughput.reason.contains("rose only 12%")
+                && k.server_throughput
+                    .reason
+                    .contains("only 20 of 32 streamed"),
+            "{}",
+            k.server_throughput.reason
+        );
     }
 }

@@ -23,6 +23,9 @@ fn cell(s: Option<Spread>, decimals: usize) -> String {
 }
 
 fn client(level: &Level) -> &'static str {
+    if !level.streamed() {
+        return "–";
+    }
     match (
         level.qualified,
         level.runs.iter().any(|r| r.verdict.starts_with("unpaced")),
@@ -30,6 +33,22 @@ fn client(level: &Level) -> &'static str {
         (_, true) => "unpaced",
         (true, false) => "qualified",
         (false, false) => "UNQUALIFIED",
+    }
+}
+
+/// `yes`, `NO`, or `NO (0 of 2 streamed)` when sessions were refused or failed before
+/// streaming.
+fn complete(level: &Level) -> String {
+    match level.sessions_streamed {
+        _ if level.complete => "yes".to_string(),
+        Some(s) if s.min < level.sessions_total as f64 => {
+            format!(
+                "NO ({} of {} streamed)",
+                cell(Some(s), 0),
+                level.sessions_total
+            )
+        }
+        _ => "NO".to_string(),
     }
 }
 
@@ -64,7 +83,7 @@ fn row(record: &SweepRecord, level: &Level) -> Vec<String> {
         level.sessions_total.to_string(),
         format!("{} × {}", level.processes, level.sessions_per_process),
         client(level).to_string(),
-        if level.complete { "yes" } else { "NO" }.to_string(),
+        complete(level),
         level.late_packets.to_string(),
         cell(level.client_cpu_cores, 2),
         cell(level.audio_s_per_s, 1),
@@ -334,7 +353,13 @@ mod tests {
     use crate::sweep::plan::Slo;
     use std::collections::BTreeMap;
 
-    fn run(folder: &str, qualified: bool, throughput: f64, unit_lag_p99: f64) -> RunFigures {
+    fn run(
+        folder: &str,
+        sessions: u64,
+        qualified: bool,
+        throughput: f64,
+        unit_lag_p99: f64,
+    ) -> RunFigures {
         let latency_ms: BTreeMap<String, Option<f64>> =
             figures::latency_paths(crate::protocol::Protocol::Native)
                 .into_iter()
@@ -359,6 +384,8 @@ mod tests {
             } else {
                 vec!["12 late packets".to_string()]
             },
+            sessions_streamed: Some(sessions),
+            session_error: None,
             late_packets: if qualified { 0 } else { 12 },
             deviation_p99_ms: 2.0,
             max_deviation_ms: 4.0,
@@ -382,7 +409,12 @@ mod tests {
         ]
         .into_iter()
         .map(|(n, q, t, lag)| {
-            Level::of(n, 1, vec![run(&format!("level-{n:04}"), q, t, lag)], &slos)
+            Level::of(
+                n,
+                1,
+                vec![run(&format!("level-{n:04}"), n, q, t, lag)],
+                &slos,
+            )
         })
         .collect();
         let points: Vec<Point> = levels.iter().map(Point::of).collect();
@@ -445,7 +477,7 @@ mod tests {
             crate::protocol::Protocol::Native,
             (2, 4),
             16,
-            &run("level-0016", true, 15.9, 12.0),
+            &run("level-0016", 16, true, 15.9, 12.0),
         );
         assert!(
             line.starts_with("sweep: level 2/4 16 sessions: pacing-qualified, complete;"),

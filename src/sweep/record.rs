@@ -84,6 +84,9 @@ pub struct Level {
     /// Every repeat was complete.
     pub complete: bool,
     pub late_packets: u64,
+    /// Sessions that sent audio, over the repeats (`null`: not recorded). A level where no
+    /// session streamed measured neither the client nor the server, and places no knee.
+    pub sessions_streamed: Option<Spread>,
     pub client_cpu_cores: Option<Spread>,
     pub audio_s_per_s: Option<Spread>,
     pub server_events_per_s: Option<Spread>,
@@ -137,6 +140,10 @@ impl Level {
             qualified: !runs.is_empty() && runs.iter().all(|r| r.pacing_qualified),
             complete: !runs.is_empty() && runs.iter().all(|r| r.complete),
             late_packets: runs.iter().map(|r| r.late_packets).sum(),
+            sessions_streamed: Spread::of(
+                runs.iter()
+                    .filter_map(|r| r.sessions_streamed.map(|n| n as f64)),
+            ),
             client_cpu_cores: Spread::of(runs.iter().map(|r| r.client_cpu_cores)),
             audio_s_per_s: Spread::of(runs.iter().filter_map(|r| r.audio_s_per_s)),
             server_events_per_s: Spread::of(runs.iter().filter_map(|r| r.server_events_per_s)),
@@ -144,6 +151,12 @@ impl Level {
             slos,
             runs,
         }
+    }
+
+    /// Whether every repeat streamed: at least one session sent audio (a level recorded
+    /// before this was known counts as streamed).
+    pub fn streamed(&self) -> bool {
+        self.sessions_streamed.is_none_or(|s| s.min > 0.0)
     }
 
     /// The median of a latency figure, if any repeat had a sample.

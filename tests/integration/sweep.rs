@@ -1,6 +1,7 @@
 //! `sweep` (issue 15, item 1): the same run at several loads against the real mock on loopback,
 //! each level a run folder; a stall injected from one level up stops the sweep there; Ctrl-C
-//! keeps the levels done; bad levels and objectives are usage errors.
+//! keeps the levels done; bad levels and objectives are usage errors. Levels where a scripted
+//! server refused the sessions place no knee, and a sweep that cannot start writes nothing.
 
 use crate::util::{self, describe, TempDir};
 use std::path::Path;
@@ -319,4 +320,226 @@ fn ctrl_c_during_a_level_stops_that_run_cleanly_and_counts_no_level_issue_15() {
         "its own summary says so"
     );
     assert!(!out.join("level-0004").exists());
+}
+
+/// A server on 127.0.0.1 that reads each WebSocket handshake and answers `status` (e.g.
+/// `403 Forbidden`) to every one after the first `serve` handshakes, which go to the mock at
+/// `upstream`. A connection that sends nothing (the conductor's reachability probe) counts for
+/// nothing.
+fn refusing_after(
+    serve: usize,
+    upstream: Option<std::net::SocketAddr>,
+    status: &'static str,
+) -> util::LoopbackServer {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let handshakes = std::sync::Arc::new(AtomicUsize::new(0));
+    util::LoopbackServer::start(move |mut stream| {
+        let handshakes = handshakes.clone();
+        async move {
+            let mut request = vec![0u8; 8192];
+            let n = match stream.read(&mut request).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => n,
+            };
+            let first = handshakes.fetch_add(1, Ordering::SeqCst) < serve;
+            let upstream = upstream.filter(|_| first);
+            let Some(upstream) = upstream else {
+                let reply =
+                    format!("HTTP/1.1 {status}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+                let _ = stream.write_all(reply.as_bytes()).await;
+                return;
+            };
+            let Ok(mut mock) = tokio::net::TcpStream::connect(upstream).await else {
+                return;
+            };
+            if mock.write_all(&request[..n]).await.is_ok() {
+                let _ = tokio::io::copy_bidirectional(&mut stream, &mut mock).await;
+            }
+        }
+    })
+}
+
+/// The mock alone on 127.0.0.1, killed when dropped.
+struct Mock(std::process::Child, std::net::SocketAddr);
+
+impl Mock {
+    fn start() -> Mock {
+        use std::io::BufRead as _;
+        let mut child = std::process::Command::new(util::bin())
+            .args(["mock", "--port", "0"])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let addr = line
+            .trim()
+            .strip_prefix("listening on ")
+            .unwrap()
+            .parse()
+            .unwrap();
+        Mock(child, addr)
+    }
+}
+
+impl Drop for Mock {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn a_sweep_of_a_server_that_refuses_every_session_names_no_knee_and_exits_1() {
+    let _serial = util::serial();
+    let dir = TempDir::new("sweep-refused");
+    for (status, folder) in [("403 Forbidden", "403"), ("503 Service Unavailable", "503")] {
+        let server = refusing_after(0, None, status);
+        let url = format!("ws://{}/v1/realtime", server.addr);
+        let out = dir.join(folder);
+        let done = sweep(&out, &["--url", &url, "-s", "1,2", "-d", "2s"]);
+        assert_eq!(
+            done.status.code(),
+            Some(1),
+            "nothing streamed: the sweep did not measure the server: {}",
+            describe(&done)
+        );
+        let s = sweep_json(&out);
+        let levels = s["levels"].as_array().unwrap();
+        assert_eq!(levels.len(), 2, "{s:#}");
+        for level in levels {
+            assert_eq!(level["sessions_streamed"]["max"], 0.0, "{level:#}");
+        }
+        for knee in ["client", "server_throughput"] {
+            let knee = &s["knees"][knee];
+            assert!(knee["sessions_total"].is_null(), "{s:#}");
+            assert!(
+                knee["reason"]
+                    .as_str()
+                    .unwrap()
+                    .contains("no session streamed at any level"),
+                "{knee}"
+            );
+        }
+        let stdout = String::from_utf8_lossy(&done.stdout);
+        assert!(
+            stdout.contains(
+                "client's knee: none: no session streamed at any level (1 and 2 sessions"
+            ),
+            "{stdout}"
+        );
+        assert!(
+            stdout.contains(&status[..3]),
+            "the server's answer is named: {stdout}"
+        );
+        assert!(
+            stdout.contains("check that the server at --url"),
+            "{stdout}"
+        );
+        assert!(stdout.contains("NO (0 of 2 streamed)"), "{stdout}");
+        assert!(!stdout.contains("at or above"), "{stdout}");
+    }
+}
+
+#[test]
+fn levels_where_sessions_were_refused_count_only_what_streamed() {
+    let _serial = util::serial();
+    let dir = TempDir::new("sweep-refused-later");
+    let out = dir.join("sweep");
+    let mock = Mock::start();
+    // Two sessions reach the mock: the one of level 1 and one of level 2's; level 4 is refused.
+    let server = refusing_after(2, Some(mock.1), "403 Forbidden");
+    let url = format!("ws://{}/v1/realtime", server.addr);
+    let done = sweep(&out, &["--url", &url, "-s", "1,2,4", "-d", "2s"]);
+    let s = sweep_json(&out);
+    let levels = s["levels"].as_array().unwrap();
+    if levels[0]["qualified"] == false {
+        return util::skip(
+            "levels_where_sessions_were_refused_count_only_what_streamed",
+            "the busy box made 1 session unqualified",
+        );
+    }
+    assert_eq!(levels.len(), 3, "{s:#}");
+    let streamed: Vec<f64> = levels
+        .iter()
+        .map(|l| l["sessions_streamed"]["median"].as_f64().unwrap())
+        .collect();
+    assert_eq!(streamed, [1.0, 1.0, 0.0], "{s:#}");
+    assert_eq!(
+        done.status.code(),
+        Some(0),
+        "level 1 measured the server: {}",
+        describe(&done)
+    );
+    let client = &s["knees"]["client"];
+    let why = client["reason"].as_str().unwrap();
+    if levels[1]["qualified"] == true {
+        assert_eq!(
+            client["sessions_total"], 2,
+            "not 4, where nothing streamed: {s:#}"
+        );
+        assert!(why.contains("at 2 sessions only 1 of 2 streamed"), "{why}");
+    }
+    assert!(
+        why.contains("no session streamed at 4 sessions (most common error: cannot connect"),
+        "{why}"
+    );
+    assert!(why.contains("403 Forbidden"), "{why}");
+    let throughput = &s["knees"]["server_throughput"];
+    assert_ne!(throughput["sessions_total"], 4, "{s:#}");
+    assert!(
+        throughput["reason"]
+            .as_str()
+            .unwrap()
+            .contains("so that level places no knee"),
+        "{throughput}"
+    );
+}
+
+#[test]
+fn a_sweep_that_cannot_start_writes_nothing_so_it_can_be_run_again_as_it_is() {
+    let _serial = util::serial();
+    let dir = TempDir::new("sweep-unreachable");
+    let out = dir.join("swunr");
+    // A port nothing listens on: bound, then closed.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let url = format!("ws://127.0.0.1:{port}/v1/realtime");
+    let args = ["--url", url.as_str(), "-s", "1,2", "-d", "1s"];
+    let done = sweep(&out, &args);
+    assert_eq!(done.status.code(), Some(2), "{}", describe(&done));
+    assert!(
+        String::from_utf8_lossy(&done.stderr).contains("cannot reach the server"),
+        "{}",
+        describe(&done)
+    );
+    assert!(
+        !out.exists(),
+        "nothing is written: {:?}",
+        std::fs::read_dir(&out).map(|d| d.flatten().map(|e| e.file_name()).collect::<Vec<_>>())
+    );
+    // Once the server is up, the same command runs, without --force.
+    let mock = Mock::start();
+    let upstream = mock.1;
+    let listener = std::net::TcpListener::bind(("127.0.0.1", port)).unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let _server = util::LoopbackServer::serve(listener, move |mut stream| async move {
+        if let Ok(mut mock) = tokio::net::TcpStream::connect(upstream).await {
+            let _ = tokio::io::copy_bidirectional(&mut stream, &mut mock).await;
+        }
+    });
+    let again = sweep(&out, &args);
+    assert!(
+        matches!(again.status.code(), Some(0 | 1)),
+        "{}",
+        describe(&again)
+    );
+    assert!(!sweep_json(&out)["levels"].as_array().unwrap().is_empty());
 }
