@@ -261,7 +261,8 @@ pub struct ServerView {
     pub protocol_errors: u64,
     /// `error` events the server sent.
     pub error_events: u64,
-    /// ...by their code, most frequent first.
+    /// The `error` events counted by their code (under `message`, as the sessions' errors),
+    /// most frequent first.
     #[serde(default)]
     pub error_codes: Vec<ErrorCount>,
 }

@@ -34,7 +34,8 @@ pub struct ServerStall {
     pub typical_lag_ms: f64,
     /// How long the server held its replies back: `peak_lag_ms − typical_lag_ms`.
     pub size_ms: f64,
-    /// Which latency it is (`accepted`, `response lag`, `first reply after turn end`).
+    /// Which latency it is (`accepted`, `response`, `first reply after turn end`, `gap between
+    /// replies`: `ReplyKind::as_str`).
     pub latency: String,
     /// Episodes of the watched server process that overlap it, e.g. `busy 480 ms (mock, tid 12)`.
     pub server_episodes: Vec<String>,
