@@ -149,8 +149,12 @@ pub fn run_with(plan: RunPlan, hooks: &Hooks) -> Result<Outcome> {
     // The same table either way: after the dashboard, the terminal is restored and this is
     // what stays on the screen. A closed stdout (e.g. piped into `head`) is not an error.
     if !hooks.quiet {
-        let _ =
-            std::io::Write::write_all(&mut std::io::stdout(), report::table(&summary).as_bytes());
+        let table = if unwritten {
+            report::table_unwritten(&summary)
+        } else {
+            report::table(&summary)
+        };
+        let _ = std::io::Write::write_all(&mut std::io::stdout(), table.as_bytes());
     }
     Ok(Outcome { exit_code, summary })
 }

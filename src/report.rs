@@ -12,7 +12,7 @@ use crate::stats::ShortPercentiles;
 use crate::summary::{Summary, TurnSummary};
 
 pub use markdown::markdown;
-pub use table::table;
+pub use table::{table, table_unwritten};
 
 /// Writes `summary.json` and `summary.md` into a run's (or a merge's) output folder.
 pub fn write_files(output_dir: &std::path::Path, summary: &Summary) -> anyhow::Result<()> {

@@ -16,6 +16,28 @@ macro_rules! row {
 
 /// The table.
 pub fn table(s: &Summary) -> String {
+    let mut out = table_body(s);
+    row!(
+        out,
+        "summary            {}/summary.md (figures: summary.json)",
+        s.output_dir
+    );
+    out
+}
+
+/// The same, for a summary the disk did not take: the files in the folder are the provisional
+/// ones written at the start, so the table must not send the reader to them.
+pub fn table_unwritten(s: &Summary) -> String {
+    let mut out = table_body(s);
+    row!(
+        out,
+        "summary            NOT written: {}/summary.json is the provisional one from the run's start; this table is the only copy",
+        s.output_dir
+    );
+    out
+}
+
+fn table_body(s: &Summary) -> String {
     let mut out = String::new();
     verdict(&mut out, s);
     layout(&mut out, s);
@@ -23,11 +45,6 @@ pub fn table(s: &Summary) -> String {
     server(&mut out, s);
     processes(&mut out, s);
     funasr(&mut out, s);
-    row!(
-        out,
-        "summary            {}/summary.md (figures: summary.json)",
-        s.output_dir
-    );
     out
 }
 

@@ -240,6 +240,14 @@ fn a_full_disk_is_named_and_the_figures_survive_issue_13() {
         String::from_utf8_lossy(&out.stderr).contains("DISK FULL"),
         "{text}"
     );
+    // The final summary did not fit either: the table does not send the reader to the
+    // provisional files (which say the run has not finished).
+    assert!(
+        stdout.contains("this table is the only copy of the summary")
+            && stdout.contains("summary            NOT written")
+            && !stdout.contains("(figures: summary.json)"),
+        "{text}"
+    );
     // No torn or half-written files: JSON on disk parses, no `.partial` is left.
     for entry in std::fs::read_dir(&copy).unwrap().flatten() {
         let name = entry.file_name().to_string_lossy().to_string();
