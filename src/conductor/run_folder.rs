@@ -133,9 +133,19 @@ fn lock(dir: &Path) -> Result<File> {
                 .with_context(|| format!("cannot lock {}", path.display()))
         }
     }
-    file.set_len(0)
-        .and_then(|()| writeln!(file, "{}", std::process::id()))
-        .with_context(|| format!("cannot write {}", path.display()))?;
+    let written = file
+        .set_len(0)
+        .and_then(|()| writeln!(file, "{}", std::process::id()));
+    if let Err(err) = written {
+        // Locked, so the file is this run's: it goes, and the claim's folders with it.
+        let _ = fs::remove_file(&path);
+        return Err(err).with_context(|| {
+            format!(
+                "cannot write {}; free space on that disk or choose another --output",
+                path.display()
+            )
+        });
+    }
     Ok(file)
 }
 

@@ -298,3 +298,45 @@ fn first_worker(run: &std::process::Child) -> u32 {
         std::thread::sleep(Duration::from_millis(100));
     }
 }
+
+/// A disk already full when the run starts: a start-up error (exit 2) that names the disk and
+/// leaves nothing behind (the lock file it could not write its pid into, and the folders it
+/// made for it, stayed).
+#[test]
+fn a_disk_full_from_the_start_is_a_start_up_error_that_leaves_no_folder() {
+    let _serial = util::serial();
+    let dir = TempDir::new("full-from-start");
+    let mount = dir.join("full-disk");
+    std::fs::create_dir_all(&mount).unwrap();
+    let script = r#"mount -t tmpfs -o size=64k tmpfs "$1" || exit 97
+dd if=/dev/zero of="$1/fill" bs=4k 2>/dev/null
+"$2" run --no-tui -s 1 -d 1s --output "$1/new/run"; code=$?
+if [ -e "$1/new" ]; then echo "LEFT: $(ls -aR "$1/new" | tr '\n' ' ')"; fi
+exit $code"#;
+    let mut cmd = std::process::Command::new("unshare");
+    cmd.args(["-m", "--propagation", "private", "sh", "-c", script, "sh"])
+        .arg(&mount)
+        .arg(util::bin())
+        .stdin(std::process::Stdio::null());
+    let out = match assert_cmd::Command::from_std(cmd)
+        .timeout(Duration::from_secs(60))
+        .output()
+    {
+        Ok(out) if out.status.code() != Some(97) => out,
+        other => {
+            let why = other.map_or_else(
+                |err| err.to_string(),
+                |o| String::from_utf8_lossy(&o.stderr).trim().to_string(),
+            );
+            util::skip(
+                "a_disk_full_from_the_start_is_a_start_up_error_that_leaves_no_folder",
+                &format!("cannot mount a small tmpfs here (needs root and unshare -m): {why}"),
+            );
+            return;
+        }
+    };
+    let text = util::describe(&out);
+    assert_eq!(out.status.code(), Some(2), "{text}");
+    assert!(text.contains("free space"), "{text}");
+    assert!(!text.contains("LEFT:"), "{text}");
+}
