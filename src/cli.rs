@@ -408,9 +408,10 @@ pub struct ReportArgs {
 }
 
 #[derive(Debug, Clone, Args)]
+#[command(group(clap::ArgGroup::new("what").args(["url", "trace"]).required(true)))]
 pub struct ConformArgs {
     /// Server to check, e.g. ws://127.0.0.1:8765/v1/realtime: runs --sessions sessions of --duration and checks their traces.
-    #[arg(long, conflicts_with = "trace", required_unless_present = "trace")]
+    #[arg(long, conflicts_with = "trace")]
     pub url: Option<String>,
     /// Recorded trace.jsonl files to check, or folders holding them (a run's output folder).
     #[arg(long, num_args = 1.., value_name = "FILE")]
