@@ -763,6 +763,11 @@ pub fn connection_settings(
             bail!("--ca-file {}: no such file", path.display());
         }
     }
+    if tls {
+        // Each worker makes this configuration when it starts: a --ca-file without a usable
+        // certificate (a key, say) or a system without roots is refused here instead.
+        crate::tls::client_config(args.insecure, args.ca_file.as_deref())?;
+    }
     let mut headers = Vec::with_capacity(args.headers.len());
     for header in &args.headers {
         let Some((name, value)) = header.split_once(':') else {
@@ -934,6 +939,40 @@ mod tests {
         assert!(plan(&["--url", "wss://x:1/"]).is_ok(), "wss:// is taken");
         let err = plan(&["--insecure"]).unwrap_err().to_string();
         assert!(err.contains("--insecure applies to wss://"), "{err}");
+    }
+
+    #[test]
+    fn a_ca_file_without_a_certificate_is_refused_before_any_worker_starts() {
+        let dir = std::env::temp_dir().join(format!("duplexbench-ca-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let key = dir.join("key.pem");
+        let cert = dir.join("cert.pem");
+        let made = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_string()]).unwrap();
+        std::fs::write(&key, made.signing_key.serialize_pem()).unwrap();
+        std::fs::write(&cert, made.cert.pem()).unwrap();
+        let err = plan(&[
+            "--url",
+            "wss://127.0.0.1:1/",
+            "--ca-file",
+            key.to_str().unwrap(),
+        ])
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains(&format!(
+                "--ca-file {}: no PEM certificate in it",
+                key.display()
+            )),
+            "{err}"
+        );
+        assert!(plan(&[
+            "--url",
+            "wss://127.0.0.1:1/",
+            "--ca-file",
+            cert.to_str().unwrap()
+        ])
+        .is_ok());
+        let _ = std::fs::remove_dir_all(dir);
     }
 
     #[test]
