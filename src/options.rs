@@ -624,6 +624,13 @@ impl Checked {
             audio,
             mock: args.url.is_none().then(|| {
                 let mut behaviour = MockBehaviour::from_args(&args.mock, args.speak.protocol);
+                // The built-in mock serves the model the client names, unless --served-model
+                // names another (to see how a client takes a model the server does not serve).
+                if let Some(model) = &args.speak.model {
+                    if behaviour.served_model == crate::protocol::vllm::MOCK_MODEL {
+                        behaviour.served_model.clone_from(model);
+                    }
+                }
                 if funasr {
                     behaviour.funasr = Some(args.mock.funasr.clone());
                 }
@@ -973,6 +980,22 @@ mod tests {
         ])
         .is_ok());
         let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[test]
+    fn the_built_in_mock_serves_the_model_the_client_names_unless_told_another() {
+        let served = |flags: &[&str]| {
+            let mut args = vec!["--protocol", "vllm"];
+            args.extend_from_slice(flags);
+            plan(&args).unwrap().settings.mock.unwrap().served_model
+        };
+        assert_eq!(served(&[]), crate::protocol::vllm::MOCK_MODEL);
+        assert_eq!(served(&["--model", "org/m"]), "org/m");
+        assert_eq!(
+            served(&["--model", "org/m", "--served-model", "other"]),
+            "other",
+            "--served-model still makes a mock that refuses the client's model"
+        );
     }
 
     #[test]
