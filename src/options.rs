@@ -330,6 +330,9 @@ fn default_modalities() -> Vec<String> {
 pub struct RunPlan {
     pub settings: Settings,
     pub output_dir: PathBuf,
+    /// No `--output`: the run takes a folder of its own, `output_dir` (`runs/<time stamp>`) or,
+    /// when that exists, the first free one of `output_dir-2`, `-3`, …
+    pub new_output: bool,
     /// `--force`: an output folder that holds a finished run is cleared of its files, not refused.
     pub force: bool,
     pub command_line: String,
@@ -424,6 +427,7 @@ pub fn validate(args: &RunArgs, command_line: String, tui: bool) -> Result<RunPl
     Ok(RunPlan {
         settings: checked.settings(args),
         output_dir,
+        new_output: args.output.is_none(),
         force: args.force,
         command_line,
         output_jsonl: args.output_jsonl.clone(),
