@@ -211,7 +211,7 @@ fn an_openai_error_code_is_named_in_the_summary_and_md_issue_12() {
 }
 
 /// A certificate for 127.0.0.1, made here: (cert.pem, key.pem).
-fn self_signed(dir: &TempDir) -> (String, String) {
+pub fn self_signed(dir: &TempDir) -> (String, String) {
     let cert =
         rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_string(), "localhost".to_string()])
             .unwrap();
