@@ -481,10 +481,17 @@ fn duration_of(
         );
     }
     if duration_s < f64::from(packet_ms) / 1000.0 {
-        bail!(
-            "--duration {} is shorter than one packet (--packet-ms {packet_ms}); give at least {packet_ms} ms",
-            humantime::format_duration(std::time::Duration::from_secs_f64(duration_s)),
-        );
+        let length = humantime::format_duration(std::time::Duration::from_secs_f64(duration_s));
+        match audio {
+            AudioSource::Wav { path, loops, .. } => bail!(
+                "--audio {} is {length} of audio{}, shorter than one packet (--packet-ms {packet_ms}); give a file of at least {packet_ms} ms (or more --loops)",
+                path.display(),
+                if *loops > 1 { format!(" with --loops {loops}") } else { String::new() },
+            ),
+            _ => bail!(
+                "--duration {length} is shorter than one packet (--packet-ms {packet_ms}); give at least {packet_ms} ms",
+            ),
+        }
     }
     if duration_s > 24.0 * 3600.0 {
         bail!("--duration must be at most 24h");
@@ -1000,6 +1007,37 @@ mod tests {
             "other",
             "--served-model still makes a mock that refuses the client's model"
         );
+    }
+
+    #[test]
+    fn an_audio_file_shorter_than_a_packet_is_named_not_duration() {
+        let path = std::env::temp_dir().join(format!(
+            "duplexbench-options-{}-short.wav",
+            std::process::id()
+        ));
+        let spec = hound::WavSpec {
+            channels: 1,
+            sample_rate: 16_000,
+            bits_per_sample: 16,
+            sample_format: hound::SampleFormat::Int,
+        };
+        let mut w = hound::WavWriter::create(&path, spec).unwrap();
+        for _ in 0..96 {
+            w.write_sample(0i16).unwrap();
+        }
+        w.finalize().unwrap();
+        let err = plan(&["--audio", path.to_str().unwrap()])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains(&format!(
+                "--audio {} is 6ms of audio, shorter than one packet (--packet-ms 80)",
+                path.display()
+            )),
+            "{err}"
+        );
+        assert!(!err.contains("--duration"), "{err}");
+        let _ = std::fs::remove_file(path);
     }
 
     #[test]
