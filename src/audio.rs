@@ -8,6 +8,7 @@ use crate::protocol::{AudioPacket, BYTES_PER_SAMPLE};
 use anyhow::{bail, Context, Result};
 use base64::Engine as _;
 use serde::{Deserialize, Serialize};
+use std::io::Read as _;
 use std::path::{Path, PathBuf};
 
 /// The longest looped input a worker holds in memory (PCM plus base64, about 75 kB a second).
@@ -110,6 +111,21 @@ pub fn probe(path: &Path, rate: u32) -> Result<u64> {
     let samples = u64::from(reader.duration());
     if samples == 0 {
         bail!("--audio {} holds no audio", path.display());
+    }
+    // The header only claims a length: read all of the data, as each worker will, so that a
+    // file cut short is refused here and not by every worker once the run has started.
+    let data_bytes = samples * BYTES_PER_SAMPLE as u64;
+    let mut data = reader.into_inner();
+    let read = std::io::copy(&mut (&mut data).take(data_bytes), &mut std::io::sink())
+        .with_context(|| format!("cannot read --audio {}", path.display()))?;
+    if read < data_bytes {
+        bail!(
+            "--audio {} is truncated: its header promises {samples} samples ({:.3} s) but the file holds {} ({:.3} s); give a whole {want} mono PCM16 WAV",
+            path.display(),
+            samples as f64 / f64::from(rate),
+            read / BYTES_PER_SAMPLE as u64,
+            (read / BYTES_PER_SAMPLE as u64) as f64 / f64::from(rate),
+        );
     }
     Ok(samples)
 }
@@ -328,6 +344,30 @@ mod tests {
         let err = probe(&path, 16_000).unwrap_err().to_string();
         assert!(err.contains("is not a WAV file"), "{err}");
         let _ = std::fs::remove_file(path);
+    }
+
+    #[test]
+    fn a_wav_whose_data_ends_before_its_header_says_is_refused_as_truncated() {
+        let whole = wav("whole", spec(16_000, 1, 16, hound::SampleFormat::Int), 3200);
+        let bytes = std::fs::read(&whole).unwrap();
+        // Cut in the data, at its start (the header alone), and in the middle of a sample.
+        for (name, len, held) in [("cut", 1000, 478), ("header", 44, 0), ("odd", 1001, 478)] {
+            let path = std::env::temp_dir().join(format!(
+                "duplexbench-audio-{}-{name}.wav",
+                std::process::id()
+            ));
+            std::fs::write(&path, &bytes[..len]).unwrap();
+            let err = probe(&path, 16_000).unwrap_err().to_string();
+            assert!(
+                err.contains(&format!(
+                    "is truncated: its header promises 3200 samples (0.200 s) but the file holds {held}"
+                )),
+                "{name}: {err}"
+            );
+            let _ = std::fs::remove_file(path);
+        }
+        assert_eq!(probe(&whole, 16_000).unwrap(), 3200);
+        let _ = std::fs::remove_file(whole);
     }
 
     #[test]

@@ -79,6 +79,15 @@ pub fn run(plan: RunPlan, exit_on_finish: bool) -> Result<i32> {
 pub fn run_with(plan: RunPlan, hooks: &Hooks) -> Result<Outcome> {
     let (tx, rx) = mpsc::channel();
     let _signals = install_signal_thread(tx.clone())?;
+    let mut plan = plan;
+    // Held until the run ends; dropped after a start-up error that wrote nothing, it leaves
+    // no empty folder behind.
+    let folder = if plan.new_output {
+        run_folder::RunFolder::claim_new(&plan.output_dir)?
+    } else {
+        run_folder::RunFolder::claim(&plan.output_dir, plan.force)?
+    };
+    plan.output_dir = folder.dir().to_path_buf();
     let output_dir = plan.output_dir.clone();
     // The first line of every run, before the dashboard takes the screen (it stays on the
     // normal screen behind it): where the results go.
@@ -88,11 +97,7 @@ pub fn run_with(plan: RunPlan, hooks: &Hooks) -> Result<Outcome> {
             .unwrap_or_else(|_| output_dir.clone())
             .display()
     ));
-    // Held until the run ends; dropped after a start-up error that wrote nothing, it leaves
-    // no empty folder behind.
-    let _folder = run_folder::RunFolder::claim(&output_dir, plan.force)?;
     let start = RunStart::now(&output_dir);
-    let mut plan = plan;
 
     let mock = start_mock_or_reach_server(&mut plan)?;
     let mut workers = start_workers(&plan, &tx)?;

@@ -91,6 +91,7 @@ fn merged_plan(
     RunPlan {
         settings,
         output_dir: output.to_path_buf(),
+        new_output: false,
         force: false,
         command_line: command_line.to_string(),
         output_jsonl: None,

@@ -330,6 +330,9 @@ fn default_modalities() -> Vec<String> {
 pub struct RunPlan {
     pub settings: Settings,
     pub output_dir: PathBuf,
+    /// No `--output`: the run takes a folder of its own, `output_dir` (`runs/<time stamp>`) or,
+    /// when that exists, the first free one of `output_dir-2`, `-3`, …
+    pub new_output: bool,
     /// `--force`: an output folder that holds a finished run is cleared of its files, not refused.
     pub force: bool,
     pub command_line: String,
@@ -424,6 +427,7 @@ pub fn validate(args: &RunArgs, command_line: String, tui: bool) -> Result<RunPl
     Ok(RunPlan {
         settings: checked.settings(args),
         output_dir,
+        new_output: args.output.is_none(),
         force: args.force,
         command_line,
         output_jsonl: args.output_jsonl.clone(),
@@ -477,10 +481,17 @@ fn duration_of(
         );
     }
     if duration_s < f64::from(packet_ms) / 1000.0 {
-        bail!(
-            "--duration {} is shorter than one packet (--packet-ms {packet_ms}); give at least {packet_ms} ms",
-            humantime::format_duration(std::time::Duration::from_secs_f64(duration_s)),
-        );
+        let length = humantime::format_duration(std::time::Duration::from_secs_f64(duration_s));
+        match audio {
+            AudioSource::Wav { path, loops, .. } => bail!(
+                "--audio {} is {length} of audio{}, shorter than one packet (--packet-ms {packet_ms}); give a file of at least {packet_ms} ms (or more --loops)",
+                path.display(),
+                if *loops > 1 { format!(" with --loops {loops}") } else { String::new() },
+            ),
+            _ => bail!(
+                "--duration {length} is shorter than one packet (--packet-ms {packet_ms}); give at least {packet_ms} ms",
+            ),
+        }
     }
     if duration_s > 24.0 * 3600.0 {
         bail!("--duration must be at most 24h");
@@ -624,6 +635,13 @@ impl Checked {
             audio,
             mock: args.url.is_none().then(|| {
                 let mut behaviour = MockBehaviour::from_args(&args.mock, args.speak.protocol);
+                // The built-in mock serves the model the client names, unless --served-model
+                // names another (to see how a client takes a model the server does not serve).
+                if let Some(model) = &args.speak.model {
+                    if behaviour.served_model == crate::protocol::vllm::MOCK_MODEL {
+                        behaviour.served_model.clone_from(model);
+                    }
+                }
                 if funasr {
                     behaviour.funasr = Some(args.mock.funasr.clone());
                 }
@@ -762,6 +780,11 @@ pub fn connection_settings(
         if !path.is_file() {
             bail!("--ca-file {}: no such file", path.display());
         }
+    }
+    if tls {
+        // Each worker makes this configuration when it starts: a --ca-file without a usable
+        // certificate (a key, say) or a system without roots is refused here instead.
+        crate::tls::client_config(args.insecure, args.ca_file.as_deref())?;
     }
     let mut headers = Vec::with_capacity(args.headers.len());
     for header in &args.headers {
@@ -934,6 +957,87 @@ mod tests {
         assert!(plan(&["--url", "wss://x:1/"]).is_ok(), "wss:// is taken");
         let err = plan(&["--insecure"]).unwrap_err().to_string();
         assert!(err.contains("--insecure applies to wss://"), "{err}");
+    }
+
+    #[test]
+    fn a_ca_file_without_a_certificate_is_refused_before_any_worker_starts() {
+        let dir = std::env::temp_dir().join(format!("duplexbench-ca-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let key = dir.join("key.pem");
+        let cert = dir.join("cert.pem");
+        let made = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_string()]).unwrap();
+        std::fs::write(&key, made.signing_key.serialize_pem()).unwrap();
+        std::fs::write(&cert, made.cert.pem()).unwrap();
+        let err = plan(&[
+            "--url",
+            "wss://127.0.0.1:1/",
+            "--ca-file",
+            key.to_str().unwrap(),
+        ])
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains(&format!(
+                "--ca-file {}: no PEM certificate in it",
+                key.display()
+            )),
+            "{err}"
+        );
+        assert!(plan(&[
+            "--url",
+            "wss://127.0.0.1:1/",
+            "--ca-file",
+            cert.to_str().unwrap()
+        ])
+        .is_ok());
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[test]
+    fn the_built_in_mock_serves_the_model_the_client_names_unless_told_another() {
+        let served = |flags: &[&str]| {
+            let mut args = vec!["--protocol", "vllm"];
+            args.extend_from_slice(flags);
+            plan(&args).unwrap().settings.mock.unwrap().served_model
+        };
+        assert_eq!(served(&[]), crate::protocol::vllm::MOCK_MODEL);
+        assert_eq!(served(&["--model", "org/m"]), "org/m");
+        assert_eq!(
+            served(&["--model", "org/m", "--served-model", "other"]),
+            "other",
+            "--served-model still makes a mock that refuses the client's model"
+        );
+    }
+
+    #[test]
+    fn an_audio_file_shorter_than_a_packet_is_named_not_duration() {
+        let path = std::env::temp_dir().join(format!(
+            "duplexbench-options-{}-short.wav",
+            std::process::id()
+        ));
+        let spec = hound::WavSpec {
+            channels: 1,
+            sample_rate: 16_000,
+            bits_per_sample: 16,
+            sample_format: hound::SampleFormat::Int,
+        };
+        let mut w = hound::WavWriter::create(&path, spec).unwrap();
+        for _ in 0..96 {
+            w.write_sample(0i16).unwrap();
+        }
+        w.finalize().unwrap();
+        let err = plan(&["--audio", path.to_str().unwrap()])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains(&format!(
+                "--audio {} is 6ms of audio, shorter than one packet (--packet-ms 80)",
+                path.display()
+            )),
+            "{err}"
+        );
+        assert!(!err.contains("--duration"), "{err}");
+        let _ = std::fs::remove_file(path);
     }
 
     #[test]

@@ -42,18 +42,8 @@ impl RunFolder {
     /// Creates `dir` if needed and locks it. Refuses a folder another run is writing to, and
     /// one that holds a finished run unless `force`, in which case that run's files go first.
     pub fn claim(dir: &Path, force: bool) -> Result<RunFolder> {
-        let created = dir
-            .ancestors()
-            .take_while(|d| !d.as_os_str().is_empty() && !d.exists())
-            .map(Path::to_path_buf)
-            .collect();
-        let cannot_create = || {
-            format!(
-                "cannot create the output folder {}; choose another with --output",
-                dir.display()
-            )
-        };
-        fs::create_dir_all(dir).with_context(cannot_create)?;
+        let created = missing_folders(dir);
+        fs::create_dir_all(dir).with_context(|| cannot_create(dir))?;
         let mut folder = RunFolder {
             dir: dir.to_path_buf(),
             created,
@@ -79,9 +69,76 @@ impl RunFolder {
                 dir.display()
             ));
         }
-        fs::create_dir_all(RunPaths::new(dir).workers_dir()).with_context(cannot_create)?;
+        fs::create_dir_all(RunPaths::new(dir).workers_dir()).with_context(|| cannot_create(dir))?;
         Ok(folder)
     }
+
+    /// Creates a new folder for a run without `--output`: `base`, or the first of `base-2`,
+    /// `base-3`, … that does not exist. Creating it (`mkdir`, which fails when the folder exists)
+    /// is the claim, so two runs started in the same second each get a folder of their own.
+    pub fn claim_new(base: &Path) -> Result<RunFolder> {
+        let mut created = match base.parent() {
+            Some(parent) if !parent.as_os_str().is_empty() => {
+                let created = missing_folders(parent);
+                fs::create_dir_all(parent).with_context(|| cannot_create(parent))?;
+                created
+            }
+            _ => Vec::new(),
+        };
+        for n in 1..=MAX_SUFFIX {
+            let dir = match n {
+                1 => base.to_path_buf(),
+                n => {
+                    let mut name = base.as_os_str().to_os_string();
+                    name.push(format!("-{n}"));
+                    PathBuf::from(name)
+                }
+            };
+            match fs::create_dir(&dir) {
+                Ok(()) => {
+                    created.insert(0, dir.clone());
+                    let mut folder = RunFolder {
+                        dir,
+                        created,
+                        lock: None,
+                    };
+                    folder.lock = Some(lock(&folder.dir)?);
+                    fs::create_dir_all(RunPaths::new(&folder.dir).workers_dir())
+                        .with_context(|| cannot_create(&folder.dir))?;
+                    return Ok(folder);
+                }
+                Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => continue,
+                Err(err) => return Err(err).with_context(|| cannot_create(&dir)),
+            }
+        }
+        bail!(
+            "{} and {MAX_SUFFIX} numbered folders after it exist already; choose a folder with --output",
+            base.display()
+        )
+    }
+
+    /// The folder claimed.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+}
+
+/// How many folders `claim_new` tries: `base`, `base-2`, … `base-1000`.
+const MAX_SUFFIX: u32 = 1000;
+
+/// `dir` and those of its parents that do not exist yet, deepest first.
+fn missing_folders(dir: &Path) -> Vec<PathBuf> {
+    dir.ancestors()
+        .take_while(|d| !d.as_os_str().is_empty() && !d.exists())
+        .map(Path::to_path_buf)
+        .collect()
+}
+
+fn cannot_create(dir: &Path) -> String {
+    format!(
+        "cannot create the output folder {}; choose another with --output",
+        dir.display()
+    )
 }
 
 impl Drop for RunFolder {
@@ -316,6 +373,30 @@ mod tests {
         drop(first);
         assert!(!dir.exists(), "nothing was written, so nothing is left");
         assert!(!dir.parent().unwrap().exists(), "nor the parent it created");
+    }
+
+    #[test]
+    fn runs_without_output_in_the_same_second_each_get_a_new_folder() {
+        let runs = temp_dir("new");
+        let base = runs.join("20261204-235959");
+        let first = RunFolder::claim_new(&base).unwrap();
+        let second = RunFolder::claim_new(&base).unwrap();
+        let third = RunFolder::claim_new(&base).unwrap();
+        assert_eq!(first.dir(), base);
+        assert_eq!(second.dir(), runs.join("20261204-235959-2"));
+        assert_eq!(third.dir(), runs.join("20261204-235959-3"));
+        assert!(RunPaths::new(second.dir()).workers_dir().is_dir());
+        // A folder that exists is never taken, even one that holds no run.
+        drop(second);
+        fs::create_dir_all(runs.join("20261204-235959-2")).unwrap();
+        let fourth = RunFolder::claim_new(&base).unwrap();
+        assert_eq!(fourth.dir(), runs.join("20261204-235959-4"));
+        drop((first, third, fourth));
+        assert!(
+            !base.exists(),
+            "a claim that wrote nothing leaves no folder"
+        );
+        let _ = fs::remove_dir_all(&runs);
     }
 
     #[test]

@@ -188,6 +188,18 @@ async fn refused_plain_http(stream: &TcpStream, shared: &Shared) -> bool {
             return true;
         };
         let head = &buf[..n];
+        // A TLS ClientHello (a handshake record) never ends in a blank line: a client that
+        // took this plain server for a wss:// one is answered at once, not left to time out.
+        if let [22, 3, ..] = head {
+            let body = "this is a plain WebSocket server (ws://), not TLS: connect with ws://\n";
+            let reply = format!(
+                "HTTP/1.1 400 Bad Request\r\ncontent-type: text/plain; charset=utf-8\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            let _ = tokio::time::timeout_at(deadline, write_all(stream, reply.as_bytes())).await;
+            let _ = stream.try_read(&mut buf[..n]);
+            return true;
+        }
         if let Some(end) = memchr::memmem::find(head, b"\r\n\r\n") {
             if asks_for_websocket(&head[..end]) {
                 return false;

@@ -71,3 +71,61 @@ fn duration_and_audio_together_are_refused_naming_loops_issue_11() {
     assert_eq!(output.status.code(), Some(2), "{}", describe(&output));
     assert!(String::from_utf8_lossy(&output.stderr).contains("--loops"));
 }
+
+#[test]
+fn a_truncated_wav_is_refused_at_start_up_not_reported_as_a_pacing_failure() {
+    let dir = TempDir::new("truncated-wav");
+    let whole = std::fs::read(SPEECH).unwrap();
+    for (name, len) in [("cut", 1000), ("header-only", 44)] {
+        let wav = dir.join(&format!("{name}.wav"));
+        std::fs::write(&wav, &whole[..len]).unwrap();
+        let wav = wav.to_str().unwrap();
+        let out = dir.join(&format!("{name}-out"));
+        let sweep_out = dir.join(&format!("{name}-sweep"));
+        for args in [
+            vec![
+                "run",
+                "--no-tui",
+                "-s",
+                "1",
+                "--audio",
+                wav,
+                "--output",
+                out.to_str().unwrap(),
+            ],
+            vec![
+                "sweep",
+                "--no-tui",
+                "--sessions",
+                "1,2",
+                "--audio",
+                wav,
+                "--output",
+                sweep_out.to_str().unwrap(),
+            ],
+            vec![
+                "conform",
+                "--url",
+                "ws://127.0.0.1:9/v1/realtime",
+                "--audio",
+                wav,
+            ],
+        ] {
+            let output = util::run(&args, Duration::from_secs(30));
+            assert_eq!(
+                output.status.code(),
+                Some(2),
+                "{args:?}: {}",
+                describe(&output)
+            );
+            let err = String::from_utf8_lossy(&output.stderr);
+            let said = format!("--audio {wav} is truncated");
+            assert!(
+                err.lines()
+                    .any(|line| line.starts_with("Error:") && line.contains(&said)),
+                "{args:?}: {err}"
+            );
+        }
+        assert!(!out.exists() && !sweep_out.exists(), "nothing left behind");
+    }
+}

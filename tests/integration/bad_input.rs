@@ -409,3 +409,41 @@ fn a_refused_session_update_fails_the_session_at_once_with_the_servers_reason() 
     .unwrap();
     assert_eq!(receipts["close"]["code"], 1000, "{receipts}");
 }
+
+#[test]
+fn a_ca_file_holding_no_certificate_is_refused_at_start_up() {
+    let dir = TempDir::new("ca-key");
+    let key = dir.join("k.pem");
+    let made = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_string()]).unwrap();
+    std::fs::write(&key, made.signing_key.serialize_pem()).unwrap();
+    let key = key.to_str().unwrap();
+    let out = dir.join("out");
+    let url = "wss://127.0.0.1:9/v1/realtime";
+    for args in [
+        vec![
+            "run",
+            "--no-tui",
+            "--url",
+            url,
+            "--ca-file",
+            key,
+            "--output",
+            out.to_str().unwrap(),
+        ],
+        vec!["conform", "--url", url, "--ca-file", key],
+    ] {
+        let output = util::run(&args, Duration::from_secs(30));
+        assert_eq!(
+            output.status.code(),
+            Some(2),
+            "{args:?}: {}",
+            describe(&output)
+        );
+        assert!(
+            stderr(&output).contains(&format!("Error: --ca-file {key}: no PEM certificate in it")),
+            "{args:?}: {}",
+            stderr(&output)
+        );
+    }
+    assert!(!out.exists(), "nothing left behind");
+}

@@ -6,6 +6,7 @@
 mod audio_input;
 mod bad_input;
 mod conform;
+mod connection_hints;
 mod dashboard;
 mod fake_funasr;
 mod fake_server;

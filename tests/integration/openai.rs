@@ -151,6 +151,19 @@ fn each_fatal_vllm_error_code_is_the_reason_in_the_summary_issue_12() {
 }
 
 #[test]
+fn the_built_in_vllm_mock_serves_the_model_named_by_model_as_the_readme_runs_it() {
+    let _serial = util::serial();
+    let model = "mistralai/Voxtral-Mini-3B-Realtime";
+    let (exit, s, output) = vllm_run("vllm-model", &["--model", model]);
+    assert_eq!(exit, Some(0), "{output}");
+    assert_eq!(s["sessions"]["completed"], 1, "{output}");
+    assert_eq!(s["settings"]["mock"]["served_model"], model);
+    assert!(s["server"]["error_codes"]
+        .as_array()
+        .is_none_or(|codes| codes.is_empty()));
+}
+
+#[test]
 fn a_vllm_error_that_refuses_one_event_is_counted_and_the_transcription_goes_on_issue_12() {
     let _serial = util::serial();
     // vLLM answers these and goes on transcribing: the session completes, the code counted.
@@ -198,7 +211,7 @@ fn an_openai_error_code_is_named_in_the_summary_and_md_issue_12() {
 }
 
 /// A certificate for 127.0.0.1, made here: (cert.pem, key.pem).
-fn self_signed(dir: &TempDir) -> (String, String) {
+pub fn self_signed(dir: &TempDir) -> (String, String) {
     let cert =
         rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_string(), "localhost".to_string()])
             .unwrap();

@@ -201,3 +201,46 @@ fn an_unreachable_url_leaves_no_output_folder_behind_issue_13() {
         .collect();
     assert_eq!(left, ["notes.txt"]);
 }
+
+#[test]
+fn two_runs_without_output_started_together_each_get_a_folder_of_their_own() {
+    let _serial = util::serial();
+    let dir = TempDir::new("default-folders");
+    let cwd = dir.join("cwd");
+    std::fs::create_dir_all(&cwd).unwrap();
+    // Started in the same second, both want runs/<that second>.
+    let start = || {
+        std::process::Command::new(util::bin())
+            .args(["run", "--no-tui", "-s", "1", "-d", "1s", "--no-sampler"])
+            .current_dir(&cwd)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let runs = [start(), start()].map(|child| child.wait_with_output().unwrap());
+    for output in &runs {
+        util::assert_finished(output);
+    }
+    let mut folders: Vec<String> = std::fs::read_dir(cwd.join("runs"))
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    folders.sort();
+    assert_eq!(folders.len(), 2, "{folders:?}");
+    for folder in &folders {
+        assert!(
+            cwd.join("runs").join(folder).join("summary.json").is_file(),
+            "{folder}"
+        );
+    }
+    if folders[0].len() == 15 && folders[1] == format!("{}-2", folders[0]) {
+        // The same second: the second run numbered its folder.
+    } else {
+        assert!(
+            folders.iter().all(|f| f.len() == 15),
+            "two seconds, two plain stamps: {folders:?}"
+        );
+    }
+}

@@ -3,6 +3,8 @@
 //! refuses the handshake with HTTP 503, and the session retries a few times before it counts
 //! as rejected.
 
+mod hint;
+
 use super::wire::{after_response, Conn, Recording, Ws};
 use super::{End, SessionCtx};
 use crate::clock::monotonic_s;
@@ -77,7 +79,14 @@ pub(super) async fn connect(ctx: &SessionCtx, trace: &mut SessionTrace) -> Resul
     let attempts = s.admission_retries + 1;
     for attempt in 1..=attempts {
         let t_s = monotonic_s();
-        let connecting = connect_ws(&ctx.url, &ctx.dialer, config, s.send_buffer_bytes);
+        let mut progress = hint::Progress::default();
+        let connecting = connect_ws_with(
+            &ctx.url,
+            &ctx.dialer,
+            config,
+            s.send_buffer_bytes,
+            &mut progress,
+        );
         let why = match tokio::time::timeout(timeout, connecting).await {
             Ok(Ok(ws)) => return Ok(ws),
             Ok(Err(WsError::Http(response))) if response.status().as_u16() == 503 => {
@@ -97,10 +106,16 @@ pub(super) async fn connect(ctx: &SessionCtx, trace: &mut SessionTrace) -> Resul
                 }
                 continue;
             }
-            Ok(Err(err)) => format!("cannot connect to {}: {err}", ctx.url),
-            Err(_) => format!(
-                "connecting to {} took longer than --connect-timeout {}s",
-                ctx.url, s.connect_timeout_s
+            Ok(Err(err)) => with_hint(
+                format!("cannot connect to {}: {err}", ctx.url),
+                hint::for_error(&err, &progress),
+            ),
+            Err(_) => with_hint(
+                format!(
+                    "connecting to {} took longer than --connect-timeout {}s",
+                    ctx.url, s.connect_timeout_s
+                ),
+                hint::for_timeout(&progress),
             ),
         };
         trace.error(t_s, &format!(r#"{{"message":{}}}"#, json_string(&why)));
@@ -111,15 +126,36 @@ pub(super) async fn connect(ctx: &SessionCtx, trace: &mut SessionTrace) -> Resul
     )))
 }
 
+/// `message; hint`, or the message alone.
+fn with_hint(message: String, hint: Option<&str>) -> String {
+    match hint {
+        Some(hint) => format!("{message}; {hint}"),
+        None => message,
+    }
+}
+
 /// Opens the TCP connection (without Nagle's delay: every packet leaves when it is due; with
 /// `--send-buffer-bytes`, on a send buffer of that size), makes the TLS handshake for `wss://`
 /// (over a read buffer of [`SOCKET_READ_BYTES`]) and tungstenite's WebSocket handshake, then
 /// hands the stream, with whatever the server sent behind its `101`, to [`Ws`].
+#[cfg(test)]
 pub(super) async fn connect_ws(
     url: &str,
     dialer: &Dialer,
     config: WebSocketConfig,
     send_buffer_bytes: Option<u32>,
+) -> Result<Ws, WsError> {
+    let mut progress = hint::Progress::default();
+    connect_ws_with(url, dialer, config, send_buffer_bytes, &mut progress).await
+}
+
+/// [`connect_ws`], noting in `progress` how far it got, for the hint of an error or a timeout.
+async fn connect_ws_with(
+    url: &str,
+    dialer: &Dialer,
+    config: WebSocketConfig,
+    send_buffer_bytes: Option<u32>,
+    progress: &mut hint::Progress,
 ) -> Result<Ws, WsError> {
     let authority = crate::options::url_authority(url).ok_or(WsError::Url(UrlError::NoHostName))?;
     let socket = match send_buffer_bytes {
@@ -148,6 +184,7 @@ pub(super) async fn connect_ws(
     let conn = match &dialer.tls {
         None => Conn::Plain(TimedTcp::new(socket)),
         Some(tls) => {
+            progress.stage = hint::Stage::Tls;
             // rustls wants an IPv6 address without its brackets.
             let host = request
                 .uri()
@@ -167,13 +204,19 @@ pub(super) async fn connect_ws(
             Conn::Tls(Box::new(tls))
         }
     };
-    let recording = Recording {
+    progress.stage = hint::Stage::WebSocket;
+    let mut recording = Recording {
         inner: conn,
         seen: Vec::new(),
     };
-    let (ws, _response) =
-        tokio_tungstenite::client_async_with_config(request, recording, Some(config)).await?;
-    let Recording { inner, seen } = ws.into_inner();
+    // Lent, not given, to the handshake: after a failure what the server sent is still here.
+    let handshake =
+        tokio_tungstenite::client_async_with_config(request, &mut recording, Some(config)).await;
+    if let Err(err) = handshake {
+        progress.reply = recording.seen.iter().take(16).copied().collect();
+        return Err(err);
+    }
+    let Recording { inner, seen } = recording;
     let tail = after_response(&seen)?;
     Ok(Ws::new(
         inner,

@@ -1,0 +1,149 @@
+//! What to do about a connection that failed, when its error says: a `ws://` URL to a server
+//! that answers in TLS, a `wss://` URL to one that does not, a certificate the client does not
+//! trust. The hint follows the library's own error text, which is kept.
+
+use rustls::{CertificateError, InvalidMessage};
+use tokio_tungstenite::tungstenite::error::ProtocolError;
+use tokio_tungstenite::tungstenite::Error as WsError;
+
+/// How far a connection got: where it was when it failed or ran out of time, and the first
+/// bytes the server sent in answer to a plain WebSocket handshake.
+#[derive(Debug, Default)]
+pub struct Progress {
+    pub stage: Stage,
+    pub reply: Vec<u8>,
+}
+
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub enum Stage {
+    /// Opening the TCP connection.
+    #[default]
+    Tcp,
+    /// The TLS handshake of a `wss://` URL.
+    Tls,
+    /// The WebSocket (HTTP upgrade) handshake.
+    WebSocket,
+}
+
+pub const USE_WSS: &str =
+    "the server answered in TLS: it serves wss://, so give a wss:// URL (with --ca-file FILE.pem or --insecure if its certificate is self-signed)";
+pub const USE_WS: &str =
+    "the server's answer is not TLS: if it serves plain WebSocket, give a ws:// URL";
+pub const CLOSED_IN_TLS: &str =
+    "the server closed the connection during the TLS handshake: if it serves plain WebSocket, give a ws:// URL";
+pub const SILENT_IN_TLS: &str =
+    "the server never answered the TLS handshake: if it serves plain WebSocket, give a ws:// URL";
+pub const UNTRUSTED: &str =
+    "the server's certificate is not trusted (not signed by a CA the system or --ca-file trusts): give the CA that signed it with --ca-file FILE.pem, or skip verification with --insecure (test servers only)";
+pub const WRONG_NAME: &str =
+    "the server's certificate is not valid for the URL's host: connect with a name the certificate was issued for, or skip verification with --insecure (test servers only)";
+
+/// The hint for a connection that failed with `err`, if there is one.
+pub fn for_error(err: &WsError, progress: &Progress) -> Option<&'static str> {
+    match err {
+        WsError::Protocol(ProtocolError::HttparseError(_)) if is_tls_record(&progress.reply) => {
+            Some(USE_WSS)
+        }
+        WsError::Io(io) if progress.stage == Stage::Tls => {
+            if io.kind() == std::io::ErrorKind::UnexpectedEof {
+                return Some(CLOSED_IN_TLS);
+            }
+            match io.get_ref()?.downcast_ref::<rustls::Error>()? {
+                rustls::Error::InvalidMessage(InvalidMessage::InvalidContentType) => Some(USE_WS),
+                rustls::Error::InvalidCertificate(
+                    CertificateError::NotValidForName
+                    | CertificateError::NotValidForNameContext { .. },
+                ) => Some(WRONG_NAME),
+                rustls::Error::InvalidCertificate(_) => Some(UNTRUSTED),
+                _ => None,
+            }
+        }
+        _ => None,
+    }
+}
+
+/// The hint for a connection that ran out of `--connect-timeout`, if there is one.
+pub fn for_timeout(progress: &Progress) -> Option<&'static str> {
+    (progress.stage == Stage::Tls).then_some(SILENT_IN_TLS)
+}
+
+/// Whether `bytes` start a TLS record: a handshake (22) or an alert (21) of TLS 1.x. A TLS
+/// server answers an HTTP request with an alert, or closes.
+fn is_tls_record(bytes: &[u8]) -> bool {
+    matches!(bytes, [21 | 22, 3, 0..=4, ..])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn progress(stage: Stage, reply: &[u8]) -> Progress {
+        Progress {
+            stage,
+            reply: reply.to_vec(),
+        }
+    }
+
+    fn rustls_io(err: rustls::Error) -> WsError {
+        WsError::Io(std::io::Error::new(std::io::ErrorKind::InvalidData, err))
+    }
+
+    #[test]
+    fn a_tls_alert_in_answer_to_a_plain_handshake_says_use_wss() {
+        let err = WsError::Protocol(ProtocolError::HttparseError(httparse::Error::Version));
+        let alert = [21, 3, 3, 0, 2, 2, 50];
+        assert_eq!(
+            for_error(&err, &progress(Stage::WebSocket, &alert)),
+            Some(USE_WSS)
+        );
+        assert_eq!(
+            for_error(&err, &progress(Stage::WebSocket, b"HTTX/1.1 200")),
+            None,
+            "a reply that is not TLS either gets no guess"
+        );
+    }
+
+    #[test]
+    fn a_reply_that_is_not_tls_to_a_tls_handshake_says_use_ws() {
+        let err = rustls_io(rustls::Error::InvalidMessage(
+            InvalidMessage::InvalidContentType,
+        ));
+        assert_eq!(for_error(&err, &progress(Stage::Tls, b"")), Some(USE_WS));
+        let eof = WsError::Io(std::io::Error::new(
+            std::io::ErrorKind::UnexpectedEof,
+            "tls handshake eof",
+        ));
+        assert_eq!(
+            for_error(&eof, &progress(Stage::Tls, b"")),
+            Some(CLOSED_IN_TLS)
+        );
+        assert_eq!(for_timeout(&progress(Stage::Tls, b"")), Some(SILENT_IN_TLS));
+        assert_eq!(for_timeout(&progress(Stage::WebSocket, b"")), None);
+    }
+
+    #[test]
+    fn an_untrusted_certificate_names_ca_file_and_insecure() {
+        for cert in [
+            CertificateError::UnknownIssuer,
+            CertificateError::Other(rustls::OtherError(std::sync::Arc::new(
+                std::io::Error::other("CaUsedAsEndEntity"),
+            ))),
+        ] {
+            let err = rustls_io(rustls::Error::InvalidCertificate(cert));
+            let hint = for_error(&err, &progress(Stage::Tls, b"")).unwrap();
+            assert!(
+                hint.contains("not trusted")
+                    && hint.contains("--ca-file")
+                    && hint.contains("--insecure"),
+                "{hint}"
+            );
+        }
+        let name = rustls_io(rustls::Error::InvalidCertificate(
+            CertificateError::NotValidForName,
+        ));
+        assert_eq!(
+            for_error(&name, &progress(Stage::Tls, b"")),
+            Some(WRONG_NAME)
+        );
+    }
+}

@@ -1,0 +1,108 @@
+//! A connection that fails says what to do when its error tells: `ws://` to a TLS server,
+//! `wss://` to a plain one (answered or silent), a certificate the client does not trust. The
+//! library's own error text stays in the message.
+
+use crate::mock_protocol::Mock;
+use crate::openai::self_signed;
+use crate::util::{self, describe, summary, LoopbackServer, TempDir};
+use std::time::{Duration, Instant};
+
+/// A one-session run against `url`: the first session error in the summary.
+fn first_error(dir: &TempDir, url: &str, extra: &[&str]) -> String {
+    let out = dir.join("out");
+    let mut args = vec!["--url", url, "-s", "1", "-d", "1s", "--no-sampler"];
+    args.extend_from_slice(extra);
+    let output = util::run_to(&out, &args, Duration::from_secs(60));
+    assert_eq!(output.status.code(), Some(1), "{}", describe(&output));
+    let s = summary(&out);
+    let message = s["sessions"]["errors"][0]["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        String::from_utf8_lossy(&output.stderr).contains(&message),
+        "the run says it too: {}",
+        describe(&output)
+    );
+    message
+}
+
+#[test]
+fn ws_to_a_tls_server_says_use_wss_and_keeps_the_parse_error() {
+    let _serial = util::serial();
+    let dir = TempDir::new("hint-ws-to-tls");
+    let (cert, key) = self_signed(&dir);
+    let mock = Mock::start(&["--tls-cert", &cert, "--tls-key", &key]);
+    let error = first_error(&dir, &format!("ws://{}/v1/realtime", mock.addr), &[]);
+    assert!(error.contains("invalid HTTP version"), "{error}");
+    assert!(
+        error.contains("the server answered in TLS") && error.contains("give a wss:// URL"),
+        "{error}"
+    );
+}
+
+#[test]
+fn wss_to_a_plain_server_fails_at_once_saying_use_ws() {
+    let _serial = util::serial();
+    let dir = TempDir::new("hint-wss-to-plain");
+    let mock = Mock::start(&[]);
+    let started = Instant::now();
+    let error = first_error(
+        &dir,
+        &format!("wss://{}/v1/realtime", mock.addr),
+        &["--connect-timeout", "30s"],
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "not after --connect-timeout: {:?}",
+        started.elapsed()
+    );
+    assert!(error.contains("InvalidContentType"), "{error}");
+    assert!(
+        error.contains("the server's answer is not TLS") && error.contains("give a ws:// URL"),
+        "{error}"
+    );
+}
+
+#[test]
+fn wss_to_a_server_that_never_answers_the_tls_handshake_says_use_ws_at_the_timeout() {
+    let _serial = util::serial();
+    let dir = TempDir::new("hint-wss-silent");
+    // Takes the ClientHello and says nothing, as a plain server waiting for a request head.
+    let server = LoopbackServer::start(|mut stream| async move {
+        let mut buf = [0u8; 4096];
+        while tokio::io::AsyncReadExt::read(&mut stream, &mut buf)
+            .await
+            .is_ok_and(|n| n > 0)
+        {}
+    });
+    let error = first_error(
+        &dir,
+        &format!("wss://{}/v1/realtime", server.addr),
+        &["--connect-timeout", "1s"],
+    );
+    assert!(
+        error.contains("took longer than --connect-timeout 1s"),
+        "{error}"
+    );
+    assert!(
+        error.contains("never answered the TLS handshake") && error.contains("give a ws:// URL"),
+        "{error}"
+    );
+}
+
+#[test]
+fn a_self_signed_certificate_is_said_to_be_untrusted_naming_ca_file_and_insecure() {
+    let _serial = util::serial();
+    let dir = TempDir::new("hint-untrusted");
+    let (cert, key) = self_signed(&dir);
+    let mock = Mock::start(&["--tls-cert", &cert, "--tls-key", &key]);
+    let error = first_error(&dir, &format!("wss://{}/v1/realtime", mock.addr), &[]);
+    assert!(error.contains("invalid peer certificate"), "{error}");
+    assert!(
+        error.contains("certificate is not trusted")
+            && error.contains("--ca-file FILE.pem")
+            && error.contains("--insecure"),
+        "{error}"
+    );
+}
