@@ -4,7 +4,6 @@
 use crate::cli::{Cli, Command, RunArgs};
 use crate::{conductor, conform, mock, options, sys, worker};
 use anyhow::Result;
-use clap::Parser;
 use std::io::{IsTerminal as _, Write as _};
 
 /// Exit code for usage and start-up errors.
@@ -12,7 +11,7 @@ pub const EXIT_ERROR: i32 = 2;
 
 /// Runs the program with the process's arguments and returns its exit code.
 pub fn main() -> i32 {
-    let cli = match Cli::try_parse() {
+    let cli = match Cli::parse_args() {
         Ok(cli) => cli,
         Err(err) => {
             let _ = err.print();

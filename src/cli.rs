@@ -28,6 +28,47 @@ pub struct Cli {
     pub run: RunArgs,
 }
 
+impl Cli {
+    /// Parses the process's arguments, noting which of the built-in mock's flags a run (or a
+    /// sweep's runs) was given, which the parsed values alone cannot tell from their defaults.
+    pub fn parse_args() -> Result<Cli, clap::Error> {
+        Cli::parse_from_matches(<Cli as clap::CommandFactory>::command().try_get_matches()?)
+    }
+
+    /// The same from a list of arguments (tests).
+    pub fn parse_args_from<I, T>(argv: I) -> Result<Cli, clap::Error>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<std::ffi::OsString> + Clone,
+    {
+        Cli::parse_from_matches(
+            <Cli as clap::CommandFactory>::command().try_get_matches_from(argv)?,
+        )
+    }
+
+    fn parse_from_matches(matches: clap::ArgMatches) -> Result<Cli, clap::Error> {
+        let mut cli = <Cli as clap::FromArgMatches>::from_arg_matches(&matches)?;
+        let mock_flags = MockBehaviourArgs::augment_args(clap::Command::new("mock"));
+        let given = |m: &clap::ArgMatches| -> Vec<String> {
+            mock_flags
+                .get_arguments()
+                .filter(|a| {
+                    m.value_source(a.get_id().as_str())
+                        == Some(clap::parser::ValueSource::CommandLine)
+                })
+                .filter_map(|a| a.get_long().map(|long| format!("--{long}")))
+                .collect()
+        };
+        match (&mut cli.command, matches.subcommand()) {
+            (None, _) => cli.run.mock_flags_given = given(&matches),
+            (Some(Command::Run(run)), Some((_, m))) => run.mock_flags_given = given(m),
+            (Some(Command::Sweep(sweep)), Some((_, m))) => sweep.run.mock_flags_given = given(m),
+            _ => {}
+        }
+        Ok(cli)
+    }
+}
+
 /// Where the words used in the help and on the dashboard are explained.
 pub const AFTER_HELP: &str = "Words such as pacing-qualified, late packet, deviation, unit lag and D-state stall are explained in docs/glossary.md.";
 
@@ -149,6 +190,10 @@ pub struct RunArgs {
     pub max_message_bytes: u64,
     #[command(flatten)]
     pub mock: MockBehaviourArgs,
+    /// The built-in mock's flags given on the command line ([`Cli::parse_args`]): with --url
+    /// they would change nothing, so they are refused.
+    #[arg(skip)]
+    pub mock_flags_given: Vec<String>,
 
     /// Output folder [default: a new time-stamped folder under runs/].
     #[arg(long, short = 'o', help_heading = "Output")]

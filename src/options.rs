@@ -397,6 +397,7 @@ pub fn validate(args: &RunArgs, command_line: String, tui: bool) -> Result<RunPl
     let url = match &args.url {
         Some(url) => {
             check_url(url)?;
+            check_no_mock_flags(&args.mock_flags_given)?;
             url.clone()
         }
         None => String::new(),
@@ -654,6 +655,21 @@ impl Checked {
     }
 }
 
+/// The built-in mock's flags change nothing with `--url`: given anyway, they would look as if
+/// the server had been told to behave so (`--stall-at`, `--max-sessions`, …).
+fn check_no_mock_flags(given: &[String]) -> Result<()> {
+    match given {
+        [] => Ok(()),
+        [flag] => bail!(
+            "{flag} applies to the built-in mock only, and with --url it changes nothing; drop it, or drop --url to run against the mock"
+        ),
+        flags => bail!(
+            "{} apply to the built-in mock only, and with --url they change nothing; drop them, or drop --url to run against the mock",
+            flags.join(", ")
+        ),
+    }
+}
+
 /// `--server-pid` names a process that exists, of a server given with `--url`.
 fn check_server_pid(pid: u32, has_url: bool) -> Result<()> {
     if !has_url {
@@ -886,11 +902,42 @@ mod tests {
     fn plan(args: &[&str]) -> Result<RunPlan> {
         let mut argv = vec!["duplexbench-tui", "run"];
         argv.extend_from_slice(args);
-        let cli = Cli::try_parse_from(argv)?;
+        let cli = Cli::parse_args_from(argv)?;
         match cli.command {
             Some(crate::cli::Command::Run(run)) => validate(&run, String::new(), false),
             _ => unreachable!(),
         }
+    }
+
+    #[test]
+    fn the_mocks_flags_with_url_are_refused_as_changing_nothing() {
+        let url = ["--url", "ws://127.0.0.1:9/v1/realtime"];
+        let refused = |flags: &[&str]| {
+            let mut args = url.to_vec();
+            args.extend_from_slice(flags);
+            plan(&args).unwrap_err().to_string()
+        };
+        let err = refused(&["--replies-per-append", "5"]);
+        assert!(
+            err.starts_with("--replies-per-append applies to the built-in mock only"),
+            "{err}"
+        );
+        let err = refused(&[
+            "--stall-at",
+            "1s",
+            "--stall-ms",
+            "100",
+            "--profile",
+            "minicpmo",
+        ]);
+        assert!(
+            err.contains("--profile, --stall-at, --stall-ms apply to"),
+            "{err}"
+        );
+        assert!(refused(&["--decode-ms", "5"]).starts_with("--decode-ms applies"));
+        // Their defaults are no flags given; without --url they steer the mock.
+        assert!(plan(&url).is_ok());
+        assert!(plan(&["--replies-per-append", "5"]).is_ok());
     }
 
     #[test]
