@@ -9,15 +9,16 @@
 //! done `text` is the deltas joined, exactly.
 //!
 //! Errors are vLLM's (`speech_to_text/realtime/connection.py`), each where vLLM sends it:
-//! `{"type":"error","error":MESSAGE,"code":CODE}` with `invalid_json` (not JSON),
-//! `processing_error` (JSON that is not an object, or an event its pydantic model refuses: an
-//! append without `audio`, a `final` that is no boolean even to pydantic's lax mode),
-//! `unknown_event` (a type it does not know, or none), `invalid_event` (a `session.update`
-//! without `model`), `model_not_found` (one naming a model not served; an empty name is
-//! served, as vLLM's `_is_model_supported("")`), `model_not_validated` (a commit before the
-//! model was), `invalid_audio` (an append whose audio does not decode to PCM16 samples, or is
-//! empty; base64 is read as pybase64's non-validating decoder reads it, [`lenient`]), and
-//! `--mock-error CODE` on the first append. None closes the connection.
+//! `{"type":"error","error":MESSAGE,"code":CODE}` with `invalid_json` (not JSON: "Invalid
+//! JSON", without the parser's details), `processing_error` (JSON that is not an object, or an
+//! event its pydantic model refuses: an append without `audio`, a `final` that is no boolean
+//! even to pydantic's lax mode, `null` included), `unknown_event` (a type it does not know, or
+//! none), `invalid_event` (a `session.update` without `model`), `model_not_found` (one naming
+//! a model not served; an empty name is served, as vLLM's `_is_model_supported("")`),
+//! `model_not_validated` (a commit before the model was), `invalid_audio` (an append whose
+//! audio does not decode to PCM16 samples, or is empty; base64 is read as pybase64's
+//! non-validating decoder reads it, [`lenient`]), and `--mock-error CODE` on the first
+//! append. None closes the connection.
 //! `transcription.done`'s `usage` has vLLM's `UsageInfo` fields.
 
 mod lenient;
@@ -61,9 +62,17 @@ struct ClientEvent<'a> {
     audio: Option<Cow<'a, str>>,
     #[serde(default, borrow)]
     model: Option<Cow<'a, str>>,
-    /// A boolean to pydantic's lax mode (`"yes"` is true), so read as any value.
-    #[serde(rename = "final", default)]
+    /// A boolean to pydantic's lax mode (`"yes"` is true), so read as any value; `null` is
+    /// present (`Some(Null)`), which pydantic refuses, where an absent `final` is false.
+    #[serde(rename = "final", default, deserialize_with = "present")]
     last: Option<serde_json::Value>,
+}
+
+/// A field that is there, even as `null` (serde's `Option` reads `null` as absent).
+fn present<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<serde_json::Value>, D::Error> {
+    serde_json::Value::deserialize(deserializer).map(Some)
 }
 
 impl Session {
@@ -169,10 +178,8 @@ impl Session {
         out: &mut Vec<Utf8Bytes>,
     ) {
         match serde_json::from_str::<serde_json::Value>(text) {
-            Err(_) => {
-                let message = format!("Invalid JSON ({err})");
-                self.error(out, counters, codes::INVALID_JSON, &message);
-            }
+            // vLLM's words exactly, without the parser's details.
+            Err(_) => self.error(out, counters, codes::INVALID_JSON, "Invalid JSON"),
             Ok(serde_json::Value::Object(_)) => {
                 let message = format!("Invalid event ({err})");
                 self.error(out, counters, codes::PROCESSING_ERROR, &message);
@@ -235,6 +242,10 @@ impl TimedSession for Session {
             Some(names::COMMIT) => match event.last.as_ref().map(lenient::pydantic_bool) {
                 None => self.on_commit(false, now_s, counters, out),
                 Some(Some(last)) => self.on_commit(last, now_s, counters, out),
+                Some(None) if event.last == Some(serde_json::Value::Null) => {
+                    let message = "1 validation error for InputAudioBufferCommit\nfinal\n  Input should be a valid boolean [type=bool_type, input_value=None, input_type=NoneType]";
+                    self.error(out, counters, codes::PROCESSING_ERROR, message);
+                }
                 Some(None) => {
                     let message = "1 validation error for InputAudioBufferCommit\nfinal\n  Input should be a valid boolean";
                     self.error(out, counters, codes::PROCESSING_ERROR, message);

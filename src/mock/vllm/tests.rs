@@ -243,3 +243,36 @@ fn session_created_says_when_in_unix_seconds() {
     let now = crate::clock::realtime_s() as u64;
     assert!(now.abs_diff(created) < 5, "{created} vs {now}");
 }
+
+#[test]
+fn unparsable_json_is_answered_invalid_json_as_vllm_words_it() {
+    let mut s = Session::new(behaviour(&[]), 0);
+    let (c, mut out) = (Counters::new(), Vec::new());
+    s.on_text("{not json", 0.0, &c, &mut out);
+    let error = json(&out[0]);
+    assert_eq!(error["error"], "Invalid JSON", "no parser details: {error}");
+    assert_eq!(error["code"], "invalid_json");
+}
+
+#[test]
+fn a_null_final_is_refused_as_pydantic_refuses_it_not_taken_as_false() {
+    let mut s = Session::new(behaviour(&[]), 0);
+    let (c, mut out) = (Counters::new(), Vec::new());
+    update(&mut s, &c, &mut out);
+    s.on_text(
+        r#"{"type":"input_audio_buffer.commit","final":null}"#,
+        0.0,
+        &c,
+        &mut out,
+    );
+    assert_eq!(kinds(&mut out.clone()), ["error processing_error"]);
+    let error = json(&out[0]);
+    assert_eq!(
+        error["error"],
+        "1 validation error for InputAudioBufferCommit\nfinal\n  Input should be a valid boolean [type=bool_type, input_value=None, input_type=NoneType]"
+    );
+    // An absent final is false, as pydantic's default: nothing to answer.
+    out.clear();
+    s.on_text(r#"{"type":"input_audio_buffer.commit"}"#, 0.0, &c, &mut out);
+    assert!(out.is_empty(), "{:?}", kinds(&mut out));
+}
