@@ -1,12 +1,16 @@
 //! The vLLM `/v1/realtime` mock session (`mock --protocol vllm`), free of sockets: it wants a
-//! `session.update` naming `--served-model` before the first commit, transcribes as audio
-//! arrives — a `transcription.delta` every `--delta-interval-ms` of received audio, the first
-//! `--first-delta-ms` after the first audio — and answers the final commit with the last delta
-//! and `transcription.done` (`text`, `usage`) `--first-delta-ms` later.
+//! `session.update` naming `--served-model` before the first commit, and transcribes as audio
+//! arrives in model steps of 80 ms of audio, as vLLM's Voxtral Realtime does: a step every
+//! 80 ms from `--first-delta-ms` after the utterance's first audio, each while 80 ms of its
+//! audio are unprocessed, and each sending one `transcription.delta` — a word for every
+//! `--delta-interval-ms` of audio the steps have reached, or `""` when none is due (vLLM sends
+//! a delta for every step, most of them empty). The final commit is answered
+//! `--first-delta-ms` later with the steps of the audio left and `transcription.done`.
 //!
 //! Each utterance starts with a non-final commit and ends with `transcription.done`; audio
-//! appended after that and before the next non-final commit is buffered, not transcribed. The
-//! done `text` is the deltas joined, exactly.
+//! appended after that and before the next non-final commit is buffered for the next utterance,
+//! audio appended between the final commit and done is dropped (vLLM clears its queue after
+//! done). The done `text` is the deltas joined, exactly.
 //!
 //! Errors are vLLM's (`speech_to_text/realtime/connection.py`), each where vLLM sends it:
 //! `{"type":"error","error":MESSAGE,"code":CODE}` with `invalid_json` (not JSON: "Invalid
@@ -19,7 +23,7 @@
 //! audio does not decode to PCM16 samples, or is empty; base64 is read as pybase64's
 //! non-validating decoder reads it, [`lenient`]), and `--mock-error CODE` on the first
 //! append. None closes the connection.
-//! `transcription.done`'s `usage` has vLLM's `UsageInfo` fields.
+//! `transcription.done`'s `usage` is vLLM's `UsageInfo` as pydantic dumps it ([`usage`]).
 
 mod lenient;
 
@@ -33,21 +37,42 @@ use std::borrow::Cow;
 use std::rc::Rc;
 use tokio_tungstenite::tungstenite::Utf8Bytes;
 
-/// The word every delta transcribes (a benchmark does not read it).
+/// The word the deltas transcribe (a benchmark does not read it).
 const WORD: &str = "la ";
+
+/// One model step of Voxtral Realtime: 80 ms of audio (12.5 tokens a second).
+const STEP_S: f64 = 0.08;
+const STEP_BYTES: u64 = INPUT_SAMPLE_RATE as u64 * 2 * 8 / 100;
+
+/// The delta of a step that made no text, as pydantic dumps it.
+const EMPTY_DELTA: &str = r#"{"type":"transcription.delta","delta":""}"#;
+
+/// The `prompt_tokens` vLLM reports: the length of the first step's prompt
+/// (`len(output.prompt_token_ids)` of the first output), which for Voxtral Mini Realtime is
+/// the streaming prefix — BOS, 32 left-pad tokens and 6 delay tokens (480 ms) — whatever the
+/// audio's length; 0 when the utterance made no step.
+const PROMPT_TOKENS: u64 = 1 + 32 + 6;
 
 pub struct Session {
     behaviour: Rc<Behaviour>,
     id: String,
     validated: bool,
+    /// A non-final commit started the utterance, whose done has not been sent.
     started: bool,
     appends: u64,
+    /// Audio received on the connection, in bytes, for the arrival deviation.
     input_bytes: u64,
     first_arrival_s: Option<f64>,
-    /// Audio transcribed so far, in bytes of input.
-    transcribed_bytes: u64,
-    deltas: u64,
-    next_delta_s: Option<f64>,
+    /// The utterance's audio, in bytes: what came since the last done, less what came between
+    /// a final commit and its done.
+    utterance_bytes: u64,
+    /// Of that, the audio the model steps have processed.
+    processed_bytes: u64,
+    /// The utterance's model steps: a delta and a completion token each.
+    steps: u64,
+    /// The words its deltas have sent.
+    words: u64,
+    next_step_s: Option<f64>,
     /// The final commit came: `transcription.done` is due then.
     done_at_s: Option<f64>,
     pcm: Vec<u8>,
@@ -85,15 +110,18 @@ impl Session {
             appends: 0,
             input_bytes: 0,
             first_arrival_s: None,
-            transcribed_bytes: 0,
-            deltas: 0,
-            next_delta_s: None,
+            utterance_bytes: 0,
+            processed_bytes: 0,
+            steps: 0,
+            words: 0,
+            next_step_s: None,
             done_at_s: None,
             pcm: Vec::with_capacity(8192),
         }
     }
 
-    fn interval_bytes(&self) -> u64 {
+    /// The audio a word stands for: one `--delta-interval-ms`.
+    fn word_bytes(&self) -> u64 {
         (self.behaviour.delta_interval_s * f64::from(INPUT_SAMPLE_RATE) * 2.0).max(2.0) as u64
     }
 
@@ -106,12 +134,44 @@ impl Session {
         )));
     }
 
-    fn delta(&mut self, out: &mut Vec<Utf8Bytes>) {
-        self.deltas += 1;
+    /// One model step over the next 80 ms of the utterance's audio (or what is left of it):
+    /// its delta holds a word for each delta interval of audio the steps have begun since the
+    /// last, so the first step makes text and the words keep `--delta-interval-ms`'s cadence.
+    fn step(&mut self, out: &mut Vec<Utf8Bytes>) {
+        self.steps += 1;
+        self.processed_bytes = self.utterance_bytes.min(self.processed_bytes + STEP_BYTES);
+        let due = self.processed_bytes.div_ceil(self.word_bytes());
+        let words = due.saturating_sub(self.words);
+        if words == 0 {
+            out.push(Utf8Bytes::from_static(EMPTY_DELTA));
+            return;
+        }
+        self.words = due;
         out.push(Utf8Bytes::from(format!(
-            r#"{{"type":"{}","delta":"{WORD}"}}"#,
-            names::DELTA
+            r#"{{"type":"{}","delta":"{}"}}"#,
+            names::DELTA,
+            WORD.repeat(words as usize)
         )));
+    }
+
+    /// `transcription.done` after the steps of the audio left; the next utterance starts anew.
+    fn done(&mut self, out: &mut Vec<Utf8Bytes>) {
+        while self.processed_bytes < self.utterance_bytes {
+            self.step(out);
+        }
+        let text = WORD.repeat(self.words as usize);
+        let prompt = if self.steps > 0 { PROMPT_TOKENS } else { 0 };
+        out.push(Utf8Bytes::from(format!(
+            r#"{{"type":"{}","text":{},"usage":{}}}"#,
+            names::DONE,
+            json_string(&text),
+            usage(prompt, self.steps)
+        )));
+        self.started = false;
+        self.utterance_bytes = 0;
+        self.processed_bytes = 0;
+        self.steps = 0;
+        self.words = 0;
     }
 
     fn on_append(
@@ -146,8 +206,13 @@ impl Session {
         let first = *self.first_arrival_s.get_or_insert(now_s);
         counters.record_arrival_deviation_s(((now_s - first) - before_s).abs());
         self.input_bytes += self.pcm.len() as u64;
-        if self.started && self.next_delta_s.is_none() && self.done_at_s.is_none() {
-            self.next_delta_s = Some(now_s + self.behaviour.first_delta_s);
+        if self.done_at_s.is_some() {
+            // vLLM's audio queue ends at the final commit and is cleared after done.
+            return;
+        }
+        self.utterance_bytes += self.pcm.len() as u64;
+        if self.started && self.next_step_s.is_none() {
+            self.next_step_s = Some(now_s + self.behaviour.first_delta_s);
         }
     }
 
@@ -159,9 +224,13 @@ impl Session {
         }
         if last {
             self.done_at_s = Some(now_s + self.behaviour.first_delta_s);
-            self.next_delta_s = None;
+            self.next_step_s = None;
         } else {
             self.started = true;
+            // Audio buffered before the commit is the utterance's: its steps start now.
+            if self.utterance_bytes > 0 && self.next_step_s.is_none() && self.done_at_s.is_none() {
+                self.next_step_s = Some(now_s + self.behaviour.first_delta_s);
+            }
         }
     }
 }
@@ -260,42 +329,33 @@ impl TimedSession for Session {
     }
 
     fn on_timer(&mut self, now_s: f64, out: &mut Vec<Utf8Bytes>) {
-        let step = self.interval_bytes();
-        if let Some(at) = self.next_delta_s.filter(|at| *at <= now_s) {
-            if self.transcribed_bytes + step <= self.input_bytes {
-                self.transcribed_bytes += step;
-                self.delta(out);
+        if let Some(at) = self.next_step_s.filter(|at| *at <= now_s) {
+            if self.processed_bytes + STEP_BYTES <= self.utterance_bytes {
+                self.step(out);
             }
-            self.next_delta_s = Some(at + self.behaviour.delta_interval_s);
+            self.next_step_s = Some(at + STEP_S);
         }
         if self.done_at_s.is_some_and(|at| at <= now_s) {
             self.done_at_s = None;
-            if self.transcribed_bytes < self.input_bytes {
-                self.transcribed_bytes = self.input_bytes;
-                self.delta(out);
-            }
-            let text = WORD.repeat(self.deltas as usize);
-            // The utterance is over: the next starts with a non-final commit.
-            self.started = false;
-            self.deltas = 0;
-            let seconds = self.input_bytes / (u64::from(INPUT_SAMPLE_RATE) * 2);
-            // vLLM's UsageInfo, in its field order: prompt, total, completion, details.
-            let (prompt, completion) = (seconds * 13, self.deltas);
-            out.push(Utf8Bytes::from(format!(
-                r#"{{"type":"{}","text":{},"usage":{{"prompt_tokens":{prompt},"total_tokens":{},"completion_tokens":{completion},"prompt_tokens_details":null}}}}"#,
-                names::DONE,
-                json_string(&text),
-                prompt + completion
-            )));
+            self.done(out);
         }
     }
 
     fn next_wake_s(&self) -> Option<f64> {
-        match (self.next_delta_s, self.done_at_s) {
+        match (self.next_step_s, self.done_at_s) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         }
     }
+}
+
+/// vLLM's `UsageInfo` as pydantic's `model_dump_json` writes it: its field order,
+/// `prompt_tokens_details` left out when None (`exclude_if`), `completion_tokens_details` not.
+fn usage(prompt: u64, completion: u64) -> String {
+    format!(
+        r#"{{"prompt_tokens":{prompt},"total_tokens":{},"completion_tokens":{completion},"completion_tokens_details":null}}"#,
+        prompt + completion
+    )
 }
 
 #[cfg(test)]

@@ -68,8 +68,8 @@ fn the_vllm_mock_transcribes_between_the_commits_issue_12() {
         keys,
         [
             "completion_tokens",
+            "completion_tokens_details",
             "prompt_tokens",
-            "prompt_tokens_details",
             "total_tokens"
         ]
     );
@@ -275,4 +275,176 @@ fn a_null_final_is_refused_as_pydantic_refuses_it_not_taken_as_false() {
     out.clear();
     s.on_text(r#"{"type":"input_audio_buffer.commit"}"#, 0.0, &c, &mut out);
     assert!(out.is_empty(), "{:?}", kinds(&mut out));
+}
+
+/// An append of `bytes` bytes of PCM16 silence.
+fn append_of(bytes: usize) -> String {
+    let b64 = base64::engine::general_purpose::STANDARD.encode(vec![0u8; bytes]);
+    format!(r#"{{"type":"input_audio_buffer.append","audio":"{b64}"}}"#)
+}
+
+/// 80 ms of audio at 16 kHz, as vLLM's example client and the probes send it.
+const STEP_BYTES: usize = 2560;
+
+/// Runs the session's timers that come due up to `until_s`.
+fn run_timers(s: &mut Session, until_s: f64, out: &mut Vec<Utf8Bytes>) {
+    while let Some(at) = s.next_wake_s().filter(|at| *at <= until_s) {
+        s.on_timer(at, out);
+    }
+}
+
+/// Streams `packets` 80 ms packets at real time from `start_s`, the timers run as they come
+/// due; returns when the last packet's audio has played.
+fn stream(
+    s: &mut Session,
+    c: &Counters,
+    out: &mut Vec<Utf8Bytes>,
+    start_s: f64,
+    packets: u32,
+) -> f64 {
+    let packet = append_of(STEP_BYTES);
+    let mut now_s = start_s;
+    for _ in 0..packets {
+        run_timers(s, now_s, out);
+        s.on_text(&packet, now_s, c, out);
+        now_s += 0.08;
+    }
+    run_timers(s, now_s, out);
+    now_s
+}
+
+const COMMIT: &str = r#"{"type":"input_audio_buffer.commit"}"#;
+const FINAL: &str = r#"{"type":"input_audio_buffer.commit","final":true}"#;
+
+/// Everything sent until `transcription.done`, the done last.
+fn until_done(s: &mut Session, out: &mut Vec<Utf8Bytes>) -> Vec<serde_json::Value> {
+    run_timers(s, f64::MAX, out);
+    let events: Vec<serde_json::Value> = out.drain(..).map(|f| json(&f)).collect();
+    assert_eq!(events.last().unwrap()["type"], "transcription.done");
+    events
+}
+
+fn deltas(events: &[serde_json::Value]) -> Vec<&str> {
+    events
+        .iter()
+        .filter(|e| e["type"] == "transcription.delta")
+        .map(|e| e["delta"].as_str().unwrap())
+        .collect()
+}
+
+#[test]
+fn done_counts_a_completion_token_for_every_delta_as_vllm_counts_one_per_model_step() {
+    let mut s = Session::new(behaviour(&[]), 0);
+    let (c, mut out) = (Counters::new(), Vec::new());
+    update(&mut s, &c, &mut out);
+    s.on_text(COMMIT, 0.0, &c, &mut out);
+    let end_s = stream(&mut s, &c, &mut out, 0.0, 20);
+    s.on_text(FINAL, end_s, &c, &mut out);
+    let events = until_done(&mut s, &mut out);
+    let usage = &events.last().unwrap()["usage"];
+    assert_eq!(usage["completion_tokens"], deltas(&events).len(), "{usage}");
+    assert_eq!(
+        usage["total_tokens"].as_u64().unwrap(),
+        usage["prompt_tokens"].as_u64().unwrap() + usage["completion_tokens"].as_u64().unwrap()
+    );
+}
+
+#[test]
+fn done_usage_is_vllms_usage_info_as_pydantic_dumps_it() {
+    let mut s = Session::new(behaviour(&[]), 0);
+    let (c, mut out) = (Counters::new(), Vec::new());
+    update(&mut s, &c, &mut out);
+    s.on_text(COMMIT, 0.0, &c, &mut out);
+    let end_s = stream(&mut s, &c, &mut out, 0.0, 20);
+    s.on_text(FINAL, end_s, &c, &mut out);
+    run_timers(&mut s, f64::MAX, &mut out);
+    let done = out.pop().unwrap();
+    let text = WORD.repeat(40);
+    // UsageInfo's field order; prompt_tokens_details is left out when None
+    // (`exclude_if`), completion_tokens_details is not.
+    assert_eq!(
+        done.as_str(),
+        format!(
+            r#"{{"type":"transcription.done","text":"{text}","usage":{{"prompt_tokens":39,"total_tokens":59,"completion_tokens":20,"completion_tokens_details":null}}}}"#
+        )
+    );
+}
+
+#[test]
+fn prompt_tokens_are_the_utterances_own_and_audio_between_the_final_commit_and_done_is_dropped() {
+    let (c, mut out) = (Counters::new(), Vec::new());
+    // vLLM clears its audio queue after transcription.done: 3.2 s appended between the final
+    // commit and done are in neither utterance.
+    let mut s = Session::new(behaviour(&[]), 0);
+    update(&mut s, &c, &mut out);
+    s.on_text(COMMIT, 0.0, &c, &mut out);
+    let end_s = stream(&mut s, &c, &mut out, 0.0, 20);
+    s.on_text(FINAL, end_s, &c, &mut out);
+    for _ in 0..40 {
+        s.on_text(&append_of(STEP_BYTES), end_s, &c, &mut out);
+    }
+    let first = until_done(&mut s, &mut out);
+    assert_eq!(deltas(&first).len(), 20, "1.6 s: 20 steps of 80 ms");
+    assert_eq!(first.last().unwrap()["usage"]["prompt_tokens"], 39);
+    s.on_text(COMMIT, end_s + 1.0, &c, &mut out);
+    s.on_text(FINAL, end_s + 1.0, &c, &mut out);
+    let second = until_done(&mut s, &mut out);
+    let done = second.last().unwrap();
+    assert_eq!(second.len(), 1, "no audio, no step: {second:?}");
+    assert_eq!(done["text"], "");
+    assert_eq!(done["usage"]["prompt_tokens"], 0, "no step, no prompt");
+    assert_eq!(done["usage"]["total_tokens"], 0);
+
+    // Audio appended after done and before the next commit is the next utterance's, and only
+    // its own audio counts there.
+    let mut s = Session::new(behaviour(&[]), 1);
+    update(&mut s, &c, &mut out);
+    s.on_text(COMMIT, 0.0, &c, &mut out);
+    let end_s = stream(&mut s, &c, &mut out, 0.0, 20);
+    s.on_text(FINAL, end_s, &c, &mut out);
+    until_done(&mut s, &mut out);
+    for _ in 0..40 {
+        s.on_text(&append_of(STEP_BYTES), end_s + 1.0, &c, &mut out);
+    }
+    s.on_text(COMMIT, end_s + 1.0, &c, &mut out);
+    s.on_text(FINAL, end_s + 1.0, &c, &mut out);
+    let second = until_done(&mut s, &mut out);
+    assert_eq!(deltas(&second).len(), 40, "3.2 s: 40 steps");
+    let usage = &second.last().unwrap()["usage"];
+    assert_eq!(
+        usage["prompt_tokens"], 39,
+        "the model's prompt, not the session's audio"
+    );
+    assert_eq!(usage["completion_tokens"], 40);
+}
+
+#[test]
+fn a_delta_goes_out_for_every_80_ms_of_audio_empty_when_no_word_is_due() {
+    // A word per 200 ms of audio, a model step per 80 ms.
+    let mut s = Session::new(behaviour(&["--delta-interval-ms", "200"]), 0);
+    let (c, mut out) = (Counters::new(), Vec::new());
+    update(&mut s, &c, &mut out);
+    s.on_text(COMMIT, 0.0, &c, &mut out);
+    let end_s = stream(&mut s, &c, &mut out, 0.0, 12);
+    assert!(
+        out.iter()
+            .any(|f| f.as_str() == r#"{"type":"transcription.delta","delta":""}"#),
+        "vLLM's empty delta, as pydantic dumps it"
+    );
+    s.on_text(FINAL, end_s, &c, &mut out);
+    let events = until_done(&mut s, &mut out);
+    assert_eq!(
+        deltas(&events),
+        ["la ", "", "la ", "", "", "la ", "", "la ", "", "", "la ", ""]
+    );
+    assert_eq!(events.last().unwrap()["text"], WORD.repeat(5));
+
+    // The default 40 ms between words: two to a step.
+    let mut s = Session::new(behaviour(&[]), 1);
+    update(&mut s, &c, &mut out);
+    s.on_text(COMMIT, 0.0, &c, &mut out);
+    let end_s = stream(&mut s, &c, &mut out, 0.0, 12);
+    s.on_text(FINAL, end_s, &c, &mut out);
+    let events = until_done(&mut s, &mut out);
+    assert_eq!(deltas(&events), ["la la "; 12]);
 }
