@@ -3,14 +3,14 @@
 //! arrives in model steps of 80 ms of audio, as vLLM's Voxtral Realtime does: a step every
 //! 80 ms from `--first-delta-ms` after the utterance's first audio, each while 80 ms of its
 //! audio are unprocessed, and each sending one `transcription.delta` — a word for every
-//! `--delta-interval-ms` of audio the steps have reached, or `""` when none is due (vLLM sends
+//! `--delta-interval-ms` of audio the steps have begun, or `""` when none is due (vLLM sends
 //! a delta for every step, most of them empty). The final commit is answered
 //! `--first-delta-ms` later with the steps of the audio left and `transcription.done`.
 //!
 //! Each utterance starts with a non-final commit and ends with `transcription.done`; audio
-//! appended after that and before the next non-final commit is buffered for the next utterance,
-//! audio appended between the final commit and done is dropped (vLLM clears its queue after
-//! done). The done `text` is the deltas joined, exactly.
+//! appended after that and before the next non-final commit is buffered for the next
+//! utterance; audio appended between the final commit and done is dropped (vLLM clears its
+//! queue after done). The done `text` is the deltas joined, exactly.
 //!
 //! Errors are vLLM's (`speech_to_text/realtime/connection.py`), each where vLLM sends it:
 //! `{"type":"error","error":MESSAGE,"code":CODE}` with `invalid_json` (not JSON: "Invalid
