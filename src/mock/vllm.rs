@@ -1,24 +1,29 @@
 //! The vLLM `/v1/realtime` mock session (`mock --protocol vllm`), free of sockets: it wants a
-//! `session.update` naming `--served-model` before the first commit, transcribes as audio
-//! arrives — a `transcription.delta` every `--delta-interval-ms` of received audio, the first
-//! `--first-delta-ms` after the first audio — and answers the final commit with the last delta
-//! and `transcription.done` (`text`, `usage`) `--first-delta-ms` later.
+//! `session.update` naming `--served-model` before the first commit, and transcribes as audio
+//! arrives in model steps of 80 ms of audio, as vLLM's Voxtral Realtime does: a step every
+//! 80 ms from `--first-delta-ms` after the utterance's first audio, each while 80 ms of its
+//! audio are unprocessed, and each sending one `transcription.delta` — a word for every
+//! `--delta-interval-ms` of audio the steps have begun, or `""` when none is due (vLLM sends
+//! a delta for every step, most of them empty). The final commit is answered
+//! `--first-delta-ms` later with the steps of the audio left and `transcription.done`.
 //!
 //! Each utterance starts with a non-final commit and ends with `transcription.done`; audio
-//! appended after that and before the next non-final commit is buffered, not transcribed. The
-//! done `text` is the deltas joined, exactly.
+//! appended after that and before the next non-final commit is buffered for the next
+//! utterance; audio appended between the final commit and done is dropped (vLLM clears its
+//! queue after done). The done `text` is the deltas joined, exactly.
 //!
 //! Errors are vLLM's (`speech_to_text/realtime/connection.py`), each where vLLM sends it:
-//! `{"type":"error","error":MESSAGE,"code":CODE}` with `invalid_json` (not JSON),
-//! `processing_error` (JSON that is not an object, or an event its pydantic model refuses: an
-//! append without `audio`, a `final` that is no boolean even to pydantic's lax mode),
-//! `unknown_event` (a type it does not know, or none), `invalid_event` (a `session.update`
-//! without `model`), `model_not_found` (one naming a model not served; an empty name is
-//! served, as vLLM's `_is_model_supported("")`), `model_not_validated` (a commit before the
-//! model was), `invalid_audio` (an append whose audio does not decode to PCM16 samples, or is
-//! empty; base64 is read as pybase64's non-validating decoder reads it, [`lenient`]), and
-//! `--mock-error CODE` on the first append. None closes the connection.
-//! `transcription.done`'s `usage` has vLLM's `UsageInfo` fields.
+//! `{"type":"error","error":MESSAGE,"code":CODE}` with `invalid_json` (not JSON: "Invalid
+//! JSON", without the parser's details), `processing_error` (JSON that is not an object, or an
+//! event its pydantic model refuses: an append without `audio`, a `final` that is no boolean
+//! even to pydantic's lax mode, `null` included), `unknown_event` (a type it does not know, or
+//! none), `invalid_event` (a `session.update` without `model`), `model_not_found` (one naming
+//! a model not served; an empty name is served, as vLLM's `_is_model_supported("")`),
+//! `model_not_validated` (a commit before the model was), `invalid_audio` (an append whose
+//! audio does not decode to PCM16 samples, or is empty; base64 is read as pybase64's
+//! non-validating decoder reads it, [`lenient`]), and `--mock-error CODE` on the first
+//! append. None closes the connection.
+//! `transcription.done`'s `usage` is vLLM's `UsageInfo` as pydantic dumps it ([`usage`]).
 
 mod lenient;
 
@@ -32,21 +37,42 @@ use std::borrow::Cow;
 use std::rc::Rc;
 use tokio_tungstenite::tungstenite::Utf8Bytes;
 
-/// The word every delta transcribes (a benchmark does not read it).
+/// The word the deltas transcribe (a benchmark does not read it).
 const WORD: &str = "la ";
+
+/// One model step of Voxtral Realtime: 80 ms of audio (12.5 tokens a second).
+const STEP_S: f64 = 0.08;
+const STEP_BYTES: u64 = INPUT_SAMPLE_RATE as u64 * 2 * 8 / 100;
+
+/// The delta of a step that made no text, as pydantic dumps it.
+const EMPTY_DELTA: &str = r#"{"type":"transcription.delta","delta":""}"#;
+
+/// The `prompt_tokens` vLLM reports: the length of the first step's prompt
+/// (`len(output.prompt_token_ids)` of the first output), which for Voxtral Mini Realtime is
+/// the streaming prefix — BOS, 32 left-pad tokens and 6 delay tokens (480 ms) — whatever the
+/// audio's length; 0 when the utterance made no step.
+const PROMPT_TOKENS: u64 = 1 + 32 + 6;
 
 pub struct Session {
     behaviour: Rc<Behaviour>,
     id: String,
     validated: bool,
+    /// A non-final commit started the utterance, whose done has not been sent.
     started: bool,
     appends: u64,
+    /// Audio received on the connection, in bytes, for the arrival deviation.
     input_bytes: u64,
     first_arrival_s: Option<f64>,
-    /// Audio transcribed so far, in bytes of input.
-    transcribed_bytes: u64,
-    deltas: u64,
-    next_delta_s: Option<f64>,
+    /// The utterance's audio, in bytes: what came since the last done, less what came between
+    /// a final commit and its done.
+    utterance_bytes: u64,
+    /// Of that, the audio the model steps have processed.
+    processed_bytes: u64,
+    /// The utterance's model steps: a delta and a completion token each.
+    steps: u64,
+    /// The words its deltas have sent.
+    words: u64,
+    next_step_s: Option<f64>,
     /// The final commit came: `transcription.done` is due then.
     done_at_s: Option<f64>,
     pcm: Vec<u8>,
@@ -61,9 +87,17 @@ struct ClientEvent<'a> {
     audio: Option<Cow<'a, str>>,
     #[serde(default, borrow)]
     model: Option<Cow<'a, str>>,
-    /// A boolean to pydantic's lax mode (`"yes"` is true), so read as any value.
-    #[serde(rename = "final", default)]
+    /// A boolean to pydantic's lax mode (`"yes"` is true), so read as any value; `null` is
+    /// present (`Some(Null)`), which pydantic refuses, where an absent `final` is false.
+    #[serde(rename = "final", default, deserialize_with = "present")]
     last: Option<serde_json::Value>,
+}
+
+/// A field that is there, even as `null` (serde's `Option` reads `null` as absent).
+fn present<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<serde_json::Value>, D::Error> {
+    serde_json::Value::deserialize(deserializer).map(Some)
 }
 
 impl Session {
@@ -76,15 +110,18 @@ impl Session {
             appends: 0,
             input_bytes: 0,
             first_arrival_s: None,
-            transcribed_bytes: 0,
-            deltas: 0,
-            next_delta_s: None,
+            utterance_bytes: 0,
+            processed_bytes: 0,
+            steps: 0,
+            words: 0,
+            next_step_s: None,
             done_at_s: None,
             pcm: Vec::with_capacity(8192),
         }
     }
 
-    fn interval_bytes(&self) -> u64 {
+    /// The audio a word stands for: one `--delta-interval-ms`.
+    fn word_bytes(&self) -> u64 {
         (self.behaviour.delta_interval_s * f64::from(INPUT_SAMPLE_RATE) * 2.0).max(2.0) as u64
     }
 
@@ -97,12 +134,44 @@ impl Session {
         )));
     }
 
-    fn delta(&mut self, out: &mut Vec<Utf8Bytes>) {
-        self.deltas += 1;
+    /// One model step over the next 80 ms of the utterance's audio (or what is left of it):
+    /// its delta holds a word for each delta interval of audio the steps have begun since the
+    /// last, so the first step makes text and the words keep `--delta-interval-ms`'s cadence.
+    fn step(&mut self, out: &mut Vec<Utf8Bytes>) {
+        self.steps += 1;
+        self.processed_bytes = self.utterance_bytes.min(self.processed_bytes + STEP_BYTES);
+        let due = self.processed_bytes.div_ceil(self.word_bytes());
+        let words = due.saturating_sub(self.words);
+        if words == 0 {
+            out.push(Utf8Bytes::from_static(EMPTY_DELTA));
+            return;
+        }
+        self.words = due;
         out.push(Utf8Bytes::from(format!(
-            r#"{{"type":"{}","delta":"{WORD}"}}"#,
-            names::DELTA
+            r#"{{"type":"{}","delta":"{}"}}"#,
+            names::DELTA,
+            WORD.repeat(words as usize)
         )));
+    }
+
+    /// `transcription.done` after the steps of the audio left; the next utterance starts anew.
+    fn done(&mut self, out: &mut Vec<Utf8Bytes>) {
+        while self.processed_bytes < self.utterance_bytes {
+            self.step(out);
+        }
+        let text = WORD.repeat(self.words as usize);
+        let prompt = if self.steps > 0 { PROMPT_TOKENS } else { 0 };
+        out.push(Utf8Bytes::from(format!(
+            r#"{{"type":"{}","text":{},"usage":{}}}"#,
+            names::DONE,
+            json_string(&text),
+            usage(prompt, self.steps)
+        )));
+        self.started = false;
+        self.utterance_bytes = 0;
+        self.processed_bytes = 0;
+        self.steps = 0;
+        self.words = 0;
     }
 
     fn on_append(
@@ -137,8 +206,13 @@ impl Session {
         let first = *self.first_arrival_s.get_or_insert(now_s);
         counters.record_arrival_deviation_s(((now_s - first) - before_s).abs());
         self.input_bytes += self.pcm.len() as u64;
-        if self.started && self.next_delta_s.is_none() && self.done_at_s.is_none() {
-            self.next_delta_s = Some(now_s + self.behaviour.first_delta_s);
+        if self.done_at_s.is_some() {
+            // vLLM's audio queue ends at the final commit and is cleared after done.
+            return;
+        }
+        self.utterance_bytes += self.pcm.len() as u64;
+        if self.started && self.next_step_s.is_none() {
+            self.next_step_s = Some(now_s + self.behaviour.first_delta_s);
         }
     }
 
@@ -150,9 +224,13 @@ impl Session {
         }
         if last {
             self.done_at_s = Some(now_s + self.behaviour.first_delta_s);
-            self.next_delta_s = None;
+            self.next_step_s = None;
         } else {
             self.started = true;
+            // Audio buffered before the commit is the utterance's: its steps start now.
+            if self.utterance_bytes > 0 && self.next_step_s.is_none() && self.done_at_s.is_none() {
+                self.next_step_s = Some(now_s + self.behaviour.first_delta_s);
+            }
         }
     }
 }
@@ -169,10 +247,8 @@ impl Session {
         out: &mut Vec<Utf8Bytes>,
     ) {
         match serde_json::from_str::<serde_json::Value>(text) {
-            Err(_) => {
-                let message = format!("Invalid JSON ({err})");
-                self.error(out, counters, codes::INVALID_JSON, &message);
-            }
+            // vLLM's words exactly, without the parser's details.
+            Err(_) => self.error(out, counters, codes::INVALID_JSON, "Invalid JSON"),
             Ok(serde_json::Value::Object(_)) => {
                 let message = format!("Invalid event ({err})");
                 self.error(out, counters, codes::PROCESSING_ERROR, &message);
@@ -235,6 +311,10 @@ impl TimedSession for Session {
             Some(names::COMMIT) => match event.last.as_ref().map(lenient::pydantic_bool) {
                 None => self.on_commit(false, now_s, counters, out),
                 Some(Some(last)) => self.on_commit(last, now_s, counters, out),
+                Some(None) if event.last == Some(serde_json::Value::Null) => {
+                    let message = "1 validation error for InputAudioBufferCommit\nfinal\n  Input should be a valid boolean [type=bool_type, input_value=None, input_type=NoneType]";
+                    self.error(out, counters, codes::PROCESSING_ERROR, message);
+                }
                 Some(None) => {
                     let message = "1 validation error for InputAudioBufferCommit\nfinal\n  Input should be a valid boolean";
                     self.error(out, counters, codes::PROCESSING_ERROR, message);
@@ -249,288 +329,34 @@ impl TimedSession for Session {
     }
 
     fn on_timer(&mut self, now_s: f64, out: &mut Vec<Utf8Bytes>) {
-        let step = self.interval_bytes();
-        if let Some(at) = self.next_delta_s.filter(|at| *at <= now_s) {
-            if self.transcribed_bytes + step <= self.input_bytes {
-                self.transcribed_bytes += step;
-                self.delta(out);
+        if let Some(at) = self.next_step_s.filter(|at| *at <= now_s) {
+            if self.processed_bytes + STEP_BYTES <= self.utterance_bytes {
+                self.step(out);
             }
-            self.next_delta_s = Some(at + self.behaviour.delta_interval_s);
+            self.next_step_s = Some(at + STEP_S);
         }
         if self.done_at_s.is_some_and(|at| at <= now_s) {
             self.done_at_s = None;
-            if self.transcribed_bytes < self.input_bytes {
-                self.transcribed_bytes = self.input_bytes;
-                self.delta(out);
-            }
-            let text = WORD.repeat(self.deltas as usize);
-            // The utterance is over: the next starts with a non-final commit.
-            self.started = false;
-            self.deltas = 0;
-            let seconds = self.input_bytes / (u64::from(INPUT_SAMPLE_RATE) * 2);
-            // vLLM's UsageInfo, in its field order: prompt, total, completion, details.
-            let (prompt, completion) = (seconds * 13, self.deltas);
-            out.push(Utf8Bytes::from(format!(
-                r#"{{"type":"{}","text":{},"usage":{{"prompt_tokens":{prompt},"total_tokens":{},"completion_tokens":{completion},"prompt_tokens_details":null}}}}"#,
-                names::DONE,
-                json_string(&text),
-                prompt + completion
-            )));
+            self.done(out);
         }
     }
 
     fn next_wake_s(&self) -> Option<f64> {
-        match (self.next_delta_s, self.done_at_s) {
+        match (self.next_step_s, self.done_at_s) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         }
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::cli::{Cli, Command};
-    use base64::Engine as _;
-    use clap::Parser;
-
-    fn behaviour(extra: &[&str]) -> Rc<Behaviour> {
-        let mut argv = vec!["duplexbench-tui", "mock", "--protocol", "vllm"];
-        argv.extend_from_slice(extra);
-        let Some(Command::Mock(args)) = Cli::try_parse_from(argv).unwrap().command else {
-            unreachable!()
-        };
-        Rc::new(Behaviour::new(&args.behaviour, 24_000))
-    }
-
-    fn kinds(out: &mut Vec<Utf8Bytes>) -> Vec<String> {
-        out.drain(..)
-            .map(|f| {
-                let v: serde_json::Value = serde_json::from_str(f.as_str()).unwrap();
-                match v.get("code") {
-                    Some(code) => format!("error {}", code.as_str().unwrap()),
-                    None => v["type"].as_str().unwrap().to_string(),
-                }
-            })
-            .collect()
-    }
-
-    const PACKET: &str = r#"{"type":"input_audio_buffer.append","audio":"AAAAAAAAAAAAAAAA"}"#;
-
-    #[test]
-    fn the_vllm_mock_transcribes_between_the_commits_issue_12() {
-        let mut s = Session::new(
-            behaviour(&["--first-delta-ms", "100", "--delta-interval-ms", "1"]),
-            0,
-        );
-        let c = Counters::new();
-        let mut out = Vec::new();
-        s.greet(0.0, &mut out);
-        assert_eq!(kinds(&mut out), ["session.created"]);
-        s.on_text(
-            r#"{"type":"session.update","model":"duplexbench-mock"}"#,
-            0.0,
-            &c,
-            &mut out,
-        );
-        s.on_text(r#"{"type":"input_audio_buffer.commit"}"#, 0.0, &c, &mut out);
-        let b64 = base64::engine::general_purpose::STANDARD.encode([0u8; 3200]);
-        let packet = format!(r#"{{"type":"input_audio_buffer.append","audio":"{b64}"}}"#);
-        s.on_text(&packet, 0.0, &c, &mut out);
-        assert!(out.is_empty(), "neither is answered");
-        assert_eq!(s.next_wake_s(), Some(0.1));
-        s.on_timer(0.1, &mut out);
-        assert_eq!(kinds(&mut out), ["transcription.delta"]);
-        s.on_text(
-            r#"{"type":"input_audio_buffer.commit","final":true}"#,
-            0.2,
-            &c,
-            &mut out,
-        );
-        s.on_timer(0.31, &mut out);
-        let done: serde_json::Value = serde_json::from_str(out.last().unwrap().as_str()).unwrap();
-        assert_eq!(done["type"], "transcription.done");
-        // vLLM's UsageInfo, not OpenAI's input/output names.
-        let usage = done["usage"].as_object().unwrap();
-        let keys: Vec<&str> = usage.keys().map(String::as_str).collect();
-        assert_eq!(
-            keys,
-            [
-                "completion_tokens",
-                "prompt_tokens",
-                "prompt_tokens_details",
-                "total_tokens"
-            ]
-        );
-        assert_eq!(
-            usage["total_tokens"].as_u64(),
-            Some(
-                usage["prompt_tokens"].as_u64().unwrap()
-                    + usage["completion_tokens"].as_u64().unwrap()
-            )
-        );
-    }
-
-    #[test]
-    fn the_vllm_mock_answers_each_error_code_where_vllm_sends_it_issue_12() {
-        let c = Counters::new();
-        let mut out = Vec::new();
-        let mut s = Session::new(behaviour(&[]), 0);
-        s.on_text(r#"{"type":"input_audio_buffer.commit"}"#, 0.0, &c, &mut out);
-        s.on_text(
-            r#"{"type":"session.update","model":"other"}"#,
-            0.0,
-            &c,
-            &mut out,
-        );
-        s.on_text(r#"{"type":"session.update"}"#, 0.0, &c, &mut out);
-        s.on_text("not json", 0.0, &c, &mut out);
-        s.on_text(r#"{"type":"what.is.this"}"#, 0.0, &c, &mut out);
-        s.on_text(r#"{"audio":"AAAA"}"#, 0.0, &c, &mut out);
-        for audio in ["***", ""] {
-            let append = format!(r#"{{"type":"input_audio_buffer.append","audio":"{audio}"}}"#);
-            s.on_text(&append, 0.0, &c, &mut out);
-        }
-        assert_eq!(
-            kinds(&mut out),
-            [
-                "error model_not_validated",
-                "error model_not_found",
-                "error invalid_event",
-                "error invalid_json",
-                "error unknown_event",
-                "error unknown_event",
-                "error invalid_audio",
-                "error invalid_audio"
-            ]
-        );
-        let mut s = Session::new(behaviour(&["--mock-error", "processing_error"]), 1);
-        s.on_text(PACKET, 0.0, &c, &mut out);
-        assert_eq!(kinds(&mut out), ["error processing_error"]);
-    }
-
-    fn update(s: &mut Session, c: &Counters, out: &mut Vec<Utf8Bytes>) {
-        s.on_text(
-            r#"{"type":"session.update","model":"duplexbench-mock"}"#,
-            0.0,
-            c,
-            out,
-        );
-    }
-
-    fn json(frame: &Utf8Bytes) -> serde_json::Value {
-        serde_json::from_str(frame.as_str()).unwrap()
-    }
-
-    #[test]
-    fn audio_after_done_is_not_transcribed_until_the_next_utterance_starts() {
-        let mut s = Session::new(behaviour(&["--first-delta-ms", "100"]), 0);
-        let (c, mut out) = (Counters::new(), Vec::new());
-        // 100 ms at 16 kHz: more than a delta's worth (40 ms).
-        let b64 = base64::engine::general_purpose::STANDARD.encode([0u8; 3200]);
-        let packet = format!(r#"{{"type":"input_audio_buffer.append","audio":"{b64}"}}"#);
-        update(&mut s, &c, &mut out);
-        s.on_text(r#"{"type":"input_audio_buffer.commit"}"#, 0.0, &c, &mut out);
-        s.on_text(&packet, 0.0, &c, &mut out);
-        s.on_text(
-            r#"{"type":"input_audio_buffer.commit","final":true}"#,
-            0.0,
-            &c,
-            &mut out,
-        );
-        s.on_timer(1.0, &mut out);
-        assert_eq!(kinds(&mut out).last().unwrap(), "transcription.done");
-        for i in 0..3 {
-            s.on_text(&packet, 1.0 + f64::from(i), &c, &mut out);
-            while let Some(at) = s.next_wake_s() {
-                s.on_timer(at, &mut out);
-            }
-        }
-        assert!(out.is_empty(), "{:?}", kinds(&mut out));
-        s.on_text(r#"{"type":"input_audio_buffer.commit"}"#, 5.0, &c, &mut out);
-        s.on_text(&packet, 5.0, &c, &mut out);
-        s.on_timer(5.2, &mut out);
-        assert_eq!(kinds(&mut out), ["transcription.delta"], "a new utterance");
-    }
-
-    #[test]
-    fn the_done_text_is_the_deltas_joined_exactly() {
-        let mut s = Session::new(behaviour(&["--delta-interval-ms", "1"]), 0);
-        let (c, mut out) = (Counters::new(), Vec::new());
-        update(&mut s, &c, &mut out);
-        s.on_text(r#"{"type":"input_audio_buffer.commit"}"#, 0.0, &c, &mut out);
-        s.on_text(PACKET, 0.0, &c, &mut out);
-        s.on_text(
-            r#"{"type":"input_audio_buffer.commit","final":"yes"}"#,
-            0.0,
-            &c,
-            &mut out,
-        );
-        s.on_timer(1.0, &mut out);
-        let events: Vec<serde_json::Value> = out.iter().map(json).collect();
-        let joined: String = events.iter().filter_map(|e| e["delta"].as_str()).collect();
-        let done = events.last().unwrap();
-        assert_eq!(
-            done["type"], "transcription.done",
-            "\"yes\" is final to pydantic"
-        );
-        assert_eq!(done["text"], joined.as_str());
-    }
-
-    #[test]
-    fn base64_that_pybase64_takes_is_audio() {
-        let mut s = Session::new(behaviour(&[]), 0);
-        let (c, mut out) = (Counters::new(), Vec::new());
-        for audio in ["AAAA\\nAAAA\\n", "AAB=", "AAAA-AAAA"] {
-            let append = format!(r#"{{"type":"input_audio_buffer.append","audio":"{audio}"}}"#);
-            s.on_text(&append, 0.0, &c, &mut out);
-        }
-        assert!(out.is_empty(), "{:?}", kinds(&mut out));
-    }
-
-    #[test]
-    fn malformed_events_get_vllms_codes_and_an_empty_model_is_served() {
-        let mut s = Session::new(behaviour(&[]), 0);
-        let (c, mut out) = (Counters::new(), Vec::new());
-        s.on_text(r#"{"type":"session.update","model":""}"#, 0.0, &c, &mut out);
-        s.on_text(r#"{"type":"input_audio_buffer.commit"}"#, 0.0, &c, &mut out);
-        assert!(out.is_empty(), "validated: {:?}", kinds(&mut out));
-        s.on_text(r#"{"type":"input_audio_buffer.append"}"#, 0.0, &c, &mut out);
-        s.on_text("[1,2]", 0.0, &c, &mut out);
-        s.on_text(
-            r#"{"type":"input_audio_buffer.commit","final":"maybe"}"#,
-            0.0,
-            &c,
-            &mut out,
-        );
-        s.on_text(
-            r#"{"type":"session.update","model":"x"}"#,
-            0.0,
-            &c,
-            &mut out,
-        );
-        let last = json(out.last().unwrap());
-        assert_eq!(
-            last["error"], "The model `x` does not exist.",
-            "as vLLM says it"
-        );
-        assert_eq!(
-            kinds(&mut out),
-            [
-                "error processing_error",
-                "error processing_error",
-                "error processing_error",
-                "error model_not_found"
-            ]
-        );
-    }
-
-    #[test]
-    fn session_created_says_when_in_unix_seconds() {
-        let mut out = Vec::new();
-        Session::new(behaviour(&[]), 0).greet(0.0, &mut out);
-        let created = json(&out[0])["created"].as_u64().unwrap();
-        let now = crate::clock::realtime_s() as u64;
-        assert!(now.abs_diff(created) < 5, "{created} vs {now}");
-    }
+/// vLLM's `UsageInfo` as pydantic's `model_dump_json` writes it: its field order,
+/// `prompt_tokens_details` left out when None (`exclude_if`), `completion_tokens_details` not.
+fn usage(prompt: u64, completion: u64) -> String {
+    format!(
+        r#"{{"prompt_tokens":{prompt},"total_tokens":{},"completion_tokens":{completion},"completion_tokens_details":null}}"#,
+        prompt + completion
+    )
 }
+
+#[cfg(test)]
+mod tests;
