@@ -318,7 +318,7 @@ pub struct MockBehaviourArgs {
     /// openai and vllm mocks: from the end of a turn (or, for vllm, the first audio) to the first delta, in ms.
     #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u32).range(0..=60_000), help_heading = "Mock")]
     pub first_delta_ms: u32,
-    /// openai and vllm mocks: time between two deltas of an answer, in ms.
+    /// openai mock: time between two deltas of an answer, in ms; vllm mock: the audio each word of the transcript stands for, in ms (its deltas go out one per 80 ms model step, empty when no word is due).
     #[arg(long, default_value_t = 40, value_parser = clap::value_parser!(u32).range(1..=10_000), help_heading = "Mock")]
     pub delta_interval_ms: u32,
     /// openai mock: audio deltas in each response (each one delta interval of audio at --output-sample-rate, with a transcript delta).
