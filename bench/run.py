@@ -162,10 +162,8 @@ def pct(sorted_values, p: float) -> float:
     return sorted_values[min(rank, n) - 1]
 
 
-def cpu_jiffies() -> tuple[int, int, int] | None:
-    """(steal, total, busy) jiffies of all CPUs from /proc/stat's first line; None off Linux.
-    Busy is user, nice, system, irq and softirq: what every process and interrupt on the host
-    used, whoever was charged for it (idle, iowait and steal left out)."""
+def cpu_jiffies() -> tuple[int, int] | None:
+    """(steal, total) jiffies of all CPUs from /proc/stat's first line; None off Linux."""
     try:
         with open("/proc/stat") as f:
             fields = f.readline().split()
@@ -177,7 +175,7 @@ def cpu_jiffies() -> tuple[int, int, int] | None:
     if len(values) < 8:
         return None  # a kernel without a steal field
     # user nice system idle iowait irq softirq steal (guest time is inside user)
-    return values[7], sum(values), sum(values[0:3]) + values[5] + values[6]
+    return values[7], sum(values)
 
 
 def steal_share(before, after) -> float | None:
@@ -187,25 +185,6 @@ def steal_share(before, after) -> float | None:
     if before is None or after is None or after[1] <= before[1]:
         return None
     return (after[0] - before[0]) / (after[1] - before[1])
-
-
-def host_busy_seconds(before, after) -> float | None:
-    """CPU-seconds the whole host was busy between two cpu_jiffies() readings."""
-    if before is None or after is None:
-        return None
-    return (after[2] - before[2]) / os.sysconf("SC_CLK_TCK")
-
-
-def host_per_packet(record: dict) -> dict:
-    """What the host did for a client a packet (µs): the host's busy CPU over the run less the
-    mock's own CPU, over the client's packets. Unlike the client's CPU it counts work the kernel
-    did for the client and charged to no process: the floor's ACKs, which the delayed-ACK timer
-    sends from a soft interrupt, mostly on an idle CPU. It also counts whatever else ran on the
-    host, so it means something only on a quiet one."""
-    busy, mock, packets = record.get("host_busy_cpu_seconds"), record.get("mock_cpu_seconds"), packets_sent(record)
-    if busy is None or mock is None or not packets:
-        return {}
-    return {"host_us_per_packet_but_mock": max(0.0, busy - mock) / packets * 1e6}
 
 
 def tcp_counters() -> dict | None:
@@ -492,11 +471,7 @@ def run_one(cfg, client: str, processes: int, sessions: int, duration: int, trac
         mock_stats = mock.stop()
     record["wall_s"] = round(time.monotonic() - started, 3)
     tcp_after = tcp_counters()
-    jiffies_after = cpu_jiffies()
-    share = steal_share(jiffies_before, jiffies_after)
-    busy = host_busy_seconds(jiffies_before, jiffies_after)
-    if busy is not None:
-        record["host_busy_cpu_seconds"] = round(busy, 3)
+    share = steal_share(jiffies_before, cpu_jiffies())
     if share is not None:
         record["host_steal_pct"] = round(100 * share, 2)
     record["exit_codes"] = exit_codes
@@ -556,10 +531,6 @@ def run_one(cfg, client: str, processes: int, sessions: int, duration: int, trac
         record["mock_arrival_p99_ms"] = mock_stats["arrival_deviation_ms"]["p99"]
         record["mock_arrival_max_ms"] = mock_stats["arrival_deviation_ms"]["max"]
         record["mock_appends_received"] = mock_stats["appends_received"]
-        if mock_stats["usage"].get("cpu_seconds") is not None:
-            record["mock_cpu_seconds"] = mock_stats["usage"]["cpu_seconds"]
-        if record["ok"]:
-            record.update(host_per_packet(record))
     else:
         record["mock_error"] = "the mock left no statistics file"
     if not cfg.keep_traces:
@@ -614,8 +585,6 @@ ROWS = [
     # System-wide, so both ends: the same segments for every client; who sent the ACKs differs.
     ("TCP segments a packet (system-wide, both ends)", "tcp_segments_per_packet", "{:.2f}", False),
     ("ACKs sent by the delayed-ACK timer a packet", "delayed_acks_per_packet", "{:.2f}", False),
-    # Host-wide less the mock: the work charged to no process (the timer's ACKs) counts too.
-    ("host CPU a packet, all but the mock's (µs)", "host_us_per_packet_but_mock", "{:.1f}", True),
     ("mock CPU (cores)", "mock_cpu_cores", "{:.3f}", True),
     ("mock arrival p99 (ms)", "mock_arrival_p99_ms", "{:.2f}", True),
     # On a VM: CPU time the host gave elsewhere while the run wanted it (0 on bare metal).
@@ -644,7 +613,7 @@ def measured_runs(runs):
 
 
 # Rows the floor client has a figure for.
-FLOOR_ROWS = {"streaming_cpu_s_per_session_s", "user_us_per_packet", "system_us_per_packet", "deviation_p50_ms", "deviation_p99_ms", "deviation_max_ms", "client_cpu_cores", "cpu_s_per_session_s", "client_tree_cpu_seconds", "mock_cpu_cores", "mock_arrival_p99_ms", "host_steal_pct", "tcp_segments_per_packet", "delayed_acks_per_packet", "host_us_per_packet_but_mock"}
+FLOOR_ROWS = {"streaming_cpu_s_per_session_s", "user_us_per_packet", "system_us_per_packet", "deviation_p50_ms", "deviation_p99_ms", "deviation_max_ms", "client_cpu_cores", "cpu_s_per_session_s", "client_tree_cpu_seconds", "mock_cpu_cores", "mock_arrival_p99_ms", "host_steal_pct", "tcp_segments_per_packet", "delayed_acks_per_packet"}
 
 
 def layout_table(runs_by_client: dict) -> list[str]:
@@ -1012,11 +981,7 @@ def main() -> int:
         "in the client's time. TCP segments and delayed-timer ACKs a packet: the host's counters "
         "(`/proc/net/snmp` OutSegs, `/proc/net/netstat` DelayedACKs) over the client's run, both "
         "ends on loopback: equal segments with more timer ACKs mean the same acknowledgements, "
-        "sent where the client is not charged for them. Host CPU a packet, all but the mock's: "
-        "the busy time of every CPU (`/proc/stat`: user, nice, system, irq, softirq) over the "
-        "client's run, less the mock's own CPU, over the client's packets: the client's CPU plus "
-        "what the kernel did for it charged to no process (the timer's ACKs), plus whatever else "
-        "the host ran meanwhile (the benchmark's own script; meaningful on a quiet host only).",
+        "sent where the client is not charged for them.",
     ]
     md_path = os.path.join(docs, "benchmarks.md")
     json_path = os.path.join(docs, "benchmarks.json")

@@ -58,28 +58,6 @@ class Medians(unittest.TestCase):
         self.assertEqual(row[2], "0.00046")
         self.assertEqual(row[-2], "2.30")  # ours / floor, from the complete run only
 
-    def test_host_cpu_a_packet_counts_the_host_busy_time_less_the_mock(self):
-        hz = os.sysconf("SC_CLK_TCK")
-        busy = run.host_busy_seconds((0, 1000, 100), (0, 2000, 100 + 3 * hz))
-        self.assertAlmostEqual(busy, 3.0)
-        self.assertIsNone(run.host_busy_seconds(None, (0, 2000, 500)))
-        jiffies = run.cpu_jiffies()
-        if os.path.exists("/proc/stat"):
-            self.assertLessEqual(jiffies[2], jiffies[1])
-        # 3 CPU-s busy, 1 of them the mock's, over 100,000 packets: 20 µs a packet.
-        figures = run.host_per_packet(dict(host_busy_cpu_seconds=3.0, mock_cpu_seconds=1.0, packets=100_000))
-        self.assertAlmostEqual(figures["host_us_per_packet_but_mock"], 20.0)
-        self.assertEqual(run.host_per_packet(dict(host_busy_cpu_seconds=3.0, packets=10)), {})
-        table = run.layout_table({
-            run.OURS: [dict(record(0.00046), host_us_per_packet_but_mock=30.0)],
-            run.REF: [record(0.003)],
-            run.FLOOR: [dict(record(0.00020), host_us_per_packet_but_mock=20.0)],
-        })
-        row = cells(table, "host CPU a packet, all but the mock's")
-        self.assertEqual(row[2], "30.0")
-        self.assertEqual(row[5], "20.0")
-        self.assertEqual(row[7], "1.50")  # ours / floor
-
     def test_steal_is_the_share_of_cpu_time_the_host_gave_elsewhere(self):
         self.assertEqual(run.steal_share((10, 1000), (60, 2000)), 0.05)
         self.assertIsNone(run.steal_share(None, (60, 2000)))
