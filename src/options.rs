@@ -88,9 +88,10 @@ pub struct Settings {
     pub trace: TraceMode,
     pub trace_writer: TraceWriterMode,
     pub keep_traces: bool,
-    /// Input audio: 16 kHz PCM16 silence or a WAV file.
+    /// Input audio, PCM16 at the protocol's input rate: silence, a WAV file or the built-in
+    /// speech sample.
     pub audio: AudioSource,
-    /// How the built-in mock was told to behave (absent with `--url`).
+    /// How the built-in mock was told to behave (null with `--url`).
     pub mock: Option<MockBehaviour>,
     pub tui: bool,
     /// `--shard-index`/`--shard-count`/`--run-id`: this run is one shard of a run over several
