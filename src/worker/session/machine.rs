@@ -726,6 +726,47 @@ fn event_id_of(text: &str) -> Option<String> {
     serde_json::from_str::<Command>(text).ok()?.event_id
 }
 
+/// A machine for the tests: session `session` of worker 0 of a `run` with `argv` (after
+/// `duplexbench-tui run`), speaking the protocol `protocol` makes of its settings, with the
+/// worker's statistics (`m.stats`) to itself.
+#[cfg(test)]
+fn test_machine(
+    argv: &[&str],
+    session: u32,
+    protocol: impl FnOnce(&Settings) -> Rc<dyn ClientProtocol>,
+) -> Machine {
+    use crate::cli::{Cli, Command};
+    use clap::Parser;
+    let argv = ["duplexbench-tui", "run"].iter().chain(argv);
+    let Some(Command::Run(run)) = Cli::try_parse_from(argv).unwrap().command else {
+        unreachable!()
+    };
+    let settings = Rc::new(
+        crate::options::validate(&run, String::new(), false)
+            .unwrap()
+            .settings,
+    );
+    let audio = Rc::new(
+        Audio::load(
+            &settings.audio,
+            settings.client.input_sample_rate,
+            settings.packet_ms,
+            settings.packets_per_session,
+            settings.input_bytes(),
+        )
+        .unwrap(),
+    );
+    let stats = Rc::new(RefCell::new(WorkerStats::new(
+        settings.sessions_per_process,
+    )));
+    let ids = EventIds {
+        shard: 0,
+        worker: 0,
+        session,
+    };
+    Machine::new(protocol(&settings), ids, settings, audio, stats)
+}
+
 #[cfg(test)]
 mod funasr_tests;
 #[cfg(test)]

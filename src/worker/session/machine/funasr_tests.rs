@@ -2,46 +2,14 @@
 //! flow, and the benchmark's metrics it records, against hand-computed values.
 
 use super::*;
-use crate::cli::{Cli, Command};
 use crate::protocol::funasr::Funasr;
-use clap::Parser;
 
 fn machine(args: &[&str]) -> Machine {
-    let mut argv = vec!["duplexbench-tui", "run", "--protocol", "funasr", "-s", "1"];
+    let mut argv = vec!["--protocol", "funasr", "-s", "1"];
     argv.extend_from_slice(args);
-    let Some(Command::Run(run)) = Cli::try_parse_from(argv).unwrap().command else {
-        unreachable!()
-    };
-    let settings = Rc::new(
-        crate::options::validate(&run, String::new(), false)
-            .unwrap()
-            .settings,
-    );
-    let audio = Rc::new(
-        Audio::load(
-            &settings.audio,
-            settings.client.input_sample_rate,
-            settings.packet_ms,
-            settings.packets_per_session,
-            settings.input_bytes(),
-        )
-        .unwrap(),
-    );
-    let protocol = Rc::new(Funasr::new(
-        settings.language.as_deref(),
-        settings.hotwords.as_deref(),
-    ));
-    Machine::new(
-        protocol,
-        EventIds {
-            shard: 0,
-            worker: 0,
-            session: 0,
-        },
-        settings,
-        audio,
-        Rc::new(RefCell::new(WorkerStats::new(1))),
-    )
+    test_machine(&argv, 0, |s| {
+        Rc::new(Funasr::new(s.language.as_deref(), s.hotwords.as_deref()))
+    })
 }
 
 fn hear(m: &mut Machine, text: &str, now_s: f64) -> Flow {

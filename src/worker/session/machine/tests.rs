@@ -2,9 +2,7 @@
 //! clock is whatever the test says it is.
 
 use super::*;
-use crate::cli::{Cli, Command};
 use crate::protocol::native::{names, Native};
-use clap::Parser;
 
 struct Harness {
     m: Machine,
@@ -14,39 +12,10 @@ struct Harness {
 
 /// A machine for session 1 of worker 0 with `args` as `run` flags (1 s of 80 ms packets).
 fn harness(args: &[&str]) -> Harness {
-    let mut argv = vec!["duplexbench-tui", "run", "-d", "1s", "-s", "2"];
+    let mut argv = vec!["-d", "1s", "-s", "2"];
     argv.extend_from_slice(args);
-    let Some(Command::Run(run)) = Cli::try_parse_from(argv).unwrap().command else {
-        unreachable!()
-    };
-    let settings = Rc::new(
-        crate::options::validate(&run, String::new(), false)
-            .unwrap()
-            .settings,
-    );
-    let stats = Rc::new(RefCell::new(WorkerStats::new(2)));
-    let audio = Rc::new(
-        Audio::load(
-            &settings.audio,
-            settings.client.input_sample_rate,
-            settings.packet_ms,
-            settings.packets_per_session,
-            settings.input_bytes(),
-        )
-        .unwrap(),
-    );
-    let ids = EventIds {
-        shard: 0,
-        worker: 0,
-        session: 1,
-    };
-    let m = Machine::new(
-        Rc::new(Native::default()),
-        ids,
-        settings.clone(),
-        audio,
-        stats.clone(),
-    );
+    let m = test_machine(&argv, 1, |_| Rc::new(Native::default()));
+    let (stats, settings) = (m.stats.clone(), m.settings.clone());
     Harness { m, stats, settings }
 }
 

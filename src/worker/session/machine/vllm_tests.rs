@@ -1,51 +1,12 @@
 //! The client session machine on vLLM's realtime protocol, fed frames by hand on a fake clock.
 
 use super::*;
-use crate::cli::{Cli, Command};
 use crate::contract::worker::ReplyKind;
 use crate::protocol::vllm::Vllm;
-use clap::Parser;
 
 fn machine() -> Machine {
-    let argv = [
-        "duplexbench-tui",
-        "run",
-        "--protocol",
-        "vllm",
-        "--model",
-        "m",
-        "-s",
-        "1",
-    ];
-    let Some(Command::Run(run)) = Cli::try_parse_from(argv).unwrap().command else {
-        unreachable!()
-    };
-    let settings = Rc::new(
-        crate::options::validate(&run, String::new(), false)
-            .unwrap()
-            .settings,
-    );
-    let audio = Rc::new(
-        Audio::load(
-            &settings.audio,
-            settings.client.input_sample_rate,
-            settings.packet_ms,
-            settings.packets_per_session,
-            settings.input_bytes(),
-        )
-        .unwrap(),
-    );
-    Machine::new(
-        Rc::new(Vllm::new(&settings.client)),
-        EventIds {
-            shard: 0,
-            worker: 0,
-            session: 0,
-        },
-        settings,
-        audio,
-        Rc::new(RefCell::new(WorkerStats::new(1))),
-    )
+    let args = ["--protocol", "vllm", "--model", "m", "-s", "1"];
+    test_machine(&args, 0, |s| Rc::new(Vllm::new(&s.client)))
 }
 
 fn hear(m: &mut Machine, text: &str, now_s: f64) -> Flow {
