@@ -189,21 +189,20 @@ fn exited(pid: u32) -> bool {
     })
 }
 
-#[test]
-fn a_terminal_that_goes_away_ends_the_run_with_a_summary_instead_of_a_spinning_dashboard() {
-    if !tmux_available() {
-        return;
-    }
-    let _serial = util::serial();
-    let dir = TempDir::new("tmux-hangup");
-    let out = dir.join("out");
+/// A dashboard run of 2 sessions for 60 s into `out`, in tmux, once its packets flow, and the
+/// conductor's pid; with `exit_file`, the shell records the run's exit code there.
+fn streaming_dashboard(dir: &TempDir, out: &Path, exit_file: Option<&Path>) -> (Tmux, u32) {
     let pid_file = dir.join("pid");
-    let command = format!(
-        "echo $$ > {}; exec {} run -s 2 -d 60s --output {}",
+    let run = format!(
+        "sh -c 'echo $$ > {}; exec {} run -s 2 -d 60s --output {}'",
         pid_file.display(),
         util::bin(),
         out.display()
     );
+    let command = match exit_file {
+        Some(file) => recording_exit(&run, file),
+        None => run,
+    };
     let tmux = Tmux::start(&command, 120, 40).expect("tmux starts");
     wait_for(
         "dashboard with packets flowing",
@@ -214,11 +213,23 @@ fn a_terminal_that_goes_away_ends_the_run_with_a_summary_instead_of_a_spinning_d
         },
         || tmux.screen(),
     );
-    let pid: u32 = std::fs::read_to_string(&pid_file)
+    let pid = std::fs::read_to_string(&pid_file)
         .unwrap()
         .trim()
         .parse()
         .unwrap();
+    (tmux, pid)
+}
+
+#[test]
+fn a_terminal_that_goes_away_ends_the_run_with_a_summary_instead_of_a_spinning_dashboard() {
+    if !tmux_available() {
+        return;
+    }
+    let _serial = util::serial();
+    let dir = TempDir::new("tmux-hangup");
+    let out = dir.join("out");
+    let (tmux, pid) = streaming_dashboard(&dir, &out, None);
     // The pane and its pty go away, as when a terminal window is closed.
     drop(tmux);
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -246,28 +257,7 @@ fn sigterm_ends_a_dashboard_run_without_waiting_for_a_key() {
     let dir = TempDir::new("tmux-sigterm");
     let out = dir.join("out");
     let exit_file = dir.join("exit");
-    let pid_file = dir.join("pid");
-    let run = format!(
-        "sh -c 'echo $$ > {}; exec {} run -s 2 -d 60s --output {}'",
-        pid_file.display(),
-        util::bin(),
-        out.display()
-    );
-    let tmux = Tmux::start(&recording_exit(&run, &exit_file), 120, 40).expect("tmux starts");
-    wait_for(
-        "dashboard with packets flowing",
-        Duration::from_secs(30),
-        || {
-            let s = tmux.screen();
-            s.contains("Deviation heatmap") && !s.contains("packets           0 ")
-        },
-        || tmux.screen(),
-    );
-    let pid: u32 = std::fs::read_to_string(&pid_file)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
+    let (tmux, pid) = streaming_dashboard(&dir, &out, Some(&exit_file));
     duplexbench_tui::sys::signal(pid, rustix::process::Signal::TERM);
     wait_for(
         "exit without a key",
