@@ -253,7 +253,7 @@ impl<'p> Sweep<'p> {
         let outcome = match conductor::run_with(run.clone(), &hooks) {
             Ok(outcome) => outcome,
             Err(err) => {
-                self.could_not_start(folder, &err)?;
+                self.could_not_start(folder, repeat, &err)?;
                 return Err(err.context(format!("sweep {folder}")));
             }
         };
@@ -268,21 +268,26 @@ impl<'p> Sweep<'p> {
     }
 
     /// A run that could not start ends the sweep with a start-up error. Before any level was
-    /// done that writes nothing and removes the warm-up's folder, so the same command can be
-    /// run again as it is (docs/exit-codes.md); after, the files keep the levels done and say
-    /// why the sweep ended.
-    fn could_not_start(&mut self, folder: &str, err: &anyhow::Error) -> Result<()> {
+    /// done that writes nothing and removes the warm-up's folder and those of the first
+    /// level's repeats before `repeat`, so the same command can be run again as it is
+    /// (docs/exit-codes.md); after, the files keep the levels done and say why the sweep ended.
+    fn could_not_start(&mut self, folder: &str, repeat: u32, err: &anyhow::Error) -> Result<()> {
         if !self.record.levels.is_empty() {
             self.record.stopped_early = Some(format!("{folder} could not start: {err:#}"));
             return self.finish_level();
         }
+        let mut done: Vec<&Path> = Vec::new();
         if let (Some(_), Some(warmup)) = (&self.record.warmup, &self.plan.warmup) {
-            std::fs::remove_dir_all(&warmup.output_dir).with_context(|| {
-                format!(
-                    "cannot remove the warm-up run {}",
-                    warmup.output_dir.display()
-                )
-            })?;
+            done.push(&warmup.output_dir);
+        }
+        if folder != "warmup" {
+            let first = self.plan.levels.first().map_or(&[][..], |l| &l.runs[..]);
+            let before = first.iter().take(repeat.saturating_sub(1) as usize);
+            done.extend(before.map(|run| run.output_dir.as_path()));
+        }
+        for dir in done {
+            std::fs::remove_dir_all(dir)
+                .with_context(|| format!("cannot remove the run {}", dir.display()))?;
         }
         Ok(())
     }

@@ -543,3 +543,61 @@ fn a_sweep_that_cannot_start_writes_nothing_so_it_can_be_run_again_as_it_is() {
     );
     assert!(!sweep_json(&out)["levels"].as_array().unwrap().is_empty());
 }
+
+/// A sweep whose second repeat of its first level cannot start (the server went away during
+/// the cooldown) writes nothing either: the first repeat's finished folder goes too, so the
+/// same command runs again without --force (it was left, and refused the re-run).
+#[test]
+fn a_first_level_whose_later_repeat_cannot_start_leaves_nothing_behind() {
+    let _serial = util::serial();
+    let dir = TempDir::new("sweep-repeat-unreachable");
+    let out = dir.join("sw");
+    let mock = Mock::start();
+    let upstream = mock.1;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("ws://{}/v1/realtime", listener.local_addr().unwrap());
+    listener.set_nonblocking(true).unwrap();
+    let proxy = util::LoopbackServer::serve(listener, move |mut stream| async move {
+        if let Ok(mut mock) = tokio::net::TcpStream::connect(upstream).await {
+            let _ = tokio::io::copy_bidirectional(&mut stream, &mut mock).await;
+        }
+    });
+    let mut child = std::process::Command::new(util::bin())
+        .args([
+            "sweep",
+            "--no-tui",
+            "--trace",
+            "off",
+            "--cooldown",
+            "5s",
+            "--repeats",
+            "2",
+        ])
+        .args(["--url", &url, "-s", "1", "-d", "1s", "--output"])
+        .arg(&out)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Repeat 1 is done when its summary is the final one (the provisional one says the run
+    // did not finish); then the server goes away, during the cooldown.
+    let first = out.join("level-0001").join("summary.json");
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let is_final = |s: String| s.contains("\"verdict\"") && !s.contains("the run did not finish");
+    while !std::fs::read_to_string(&first).is_ok_and(is_final) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "repeat 1 did not finish"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    drop(proxy);
+    let code = util::wait_with_limit(&mut child, Duration::from_secs(60));
+    assert_eq!(code, Some(2));
+    assert!(
+        !out.exists(),
+        "nothing is written: {:?}",
+        std::fs::read_dir(&out).map(|d| d.flatten().map(|e| e.file_name()).collect::<Vec<_>>())
+    );
+}
