@@ -148,7 +148,7 @@ pub fn run_with(plan: RunPlan, hooks: &Hooks) -> Result<Outcome> {
         // Whoever sent the signal (a service manager, `timeout`, a shell's `kill`) waits for
         // the process to exit: the table below is what stays on the screen.
         Some(dashboard) if by_signal => drop(dashboard),
-        Some(dashboard) => show_finished(dashboard, &live, &summary, exit_code, &output_dir),
+        Some(dashboard) => show_finished(dashboard, rx, &live, &summary, exit_code, &output_dir),
         None => {}
     }
     // The same table either way: after the dashboard, the terminal is restored and this is
@@ -303,9 +303,12 @@ fn write_final_summary(output_dir: &Path, record: RunRecord<'_>) -> (Summary, bo
     (summary, unwritten.is_some())
 }
 
-/// Shows the verdict on the dashboard and waits until it is closed.
+/// Shows the verdict on the dashboard and waits until it is closed: by a key, or by a signal
+/// (a service manager or `timeout` waits for the process to exit, not for a key; the exit code
+/// stays the run's, which had finished).
 fn show_finished(
     dashboard: Dashboard,
+    events: mpsc::Receiver<Event>,
     live: &Mutex<LiveState>,
     summary: &Summary,
     exit_code: i32,
@@ -321,8 +324,26 @@ fn show_finished(
             exit_code,
         });
     }
-    let shown = dashboard.wait();
-    if let Err(err) = shown {
+    let close = dashboard.closer();
+    let shown = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let shown_flag = shown.clone();
+    // The signal handler's thread still forwards SIGTERM, SIGINT and SIGHUP here.
+    let watcher = std::thread::spawn(move || {
+        while !shown_flag.load(std::sync::atomic::Ordering::Relaxed) {
+            match events.recv_timeout(std::time::Duration::from_millis(100)) {
+                Ok(Event::Signal(_)) => {
+                    close.store(true, std::sync::atomic::Ordering::Relaxed);
+                    return;
+                }
+                Ok(_) | Err(mpsc::RecvTimeoutError::Timeout) => {}
+                Err(mpsc::RecvTimeoutError::Disconnected) => return,
+            }
+        }
+    });
+    let closed = dashboard.wait();
+    shown.store(true, std::sync::atomic::Ordering::Relaxed);
+    let _ = watcher.join();
+    if let Err(err) = closed {
         // The run and its files are fine; the exit code stays the run's.
         follow::note(&format!("the dashboard failed: {err:#}"));
     }

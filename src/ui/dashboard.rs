@@ -68,6 +68,12 @@ impl Dashboard {
         })
     }
 
+    /// A flag that closes the dashboard when set, from any thread (a signal on the finished
+    /// screen).
+    pub fn closer(&self) -> Arc<AtomicBool> {
+        self.shutdown.clone()
+    }
+
     /// Waits until the user leaves the finished dashboard (or at once with `--exit-on-finish`).
     pub fn wait(mut self) -> Result<()> {
         match self.thread.take().map(|t| t.join()) {

@@ -274,3 +274,46 @@ fn sigterm_ends_a_dashboard_run_without_waiting_for_a_key() {
         "alternate screen left: {screen}"
     );
 }
+
+/// A signal on the finished screen closes it too: the run had finished, so its exit code stays
+/// the run's (the screen used to take the signal and wait for a key all the same).
+#[test]
+fn a_signal_on_the_finished_screen_closes_it_with_the_runs_exit_code() {
+    if !tmux_available() {
+        return;
+    }
+    let _serial = util::serial();
+    let dir = TempDir::new("tmux-finished-sigterm");
+    let out = dir.join("out");
+    let exit_file = dir.join("exit");
+    let pid_file = dir.join("pid");
+    let run = format!(
+        "sh -c 'echo $$ > {}; exec {} run -s 2 -d 2s --output {}'",
+        pid_file.display(),
+        util::bin(),
+        out.display()
+    );
+    let tmux = Tmux::start(&recording_exit(&run, &exit_file), 100, 30).expect("tmux starts");
+    wait_for(
+        "the final verdict",
+        Duration::from_secs(60),
+        || tmux.screen().contains("q, Enter or Esc: exit"),
+        || tmux.screen(),
+    );
+    let pid: u32 = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    duplexbench_tui::sys::signal(pid, rustix::process::Signal::TERM);
+    wait_for(
+        "exit without a key",
+        Duration::from_secs(20),
+        || exit_file.exists(),
+        || tmux.screen(),
+    );
+    // The run finished (0, or 1 if this busy machine made a packet late); not cancelled.
+    let code = recorded_exit(&exit_file);
+    assert!(code == "0" || code == "1", "exit code {code:?}");
+    assert_eq!(util::summary(&out)["cancelled"], false);
+}
