@@ -19,6 +19,7 @@ pub mod record;
 use crate::cli::{ReportArgs, SweepArgs};
 use crate::conductor::{self, Hooks};
 use crate::live::SweepLive;
+use crate::paths::RunPaths;
 use anyhow::{bail, Context, Result};
 use figures::RunFigures;
 use plan::SweepPlan;
@@ -324,12 +325,23 @@ fn cool_down(cooldown: Duration, signal: &AtomicUsize) {
     }
 }
 
-/// The folders [`claim`] created, deepest first; dropped, it removes those still empty.
-struct Claimed(Vec<PathBuf>);
+/// The sweep folder's lock, and the folders [`claim`] created, deepest first; dropped, it
+/// removes the lock file of a folder left empty, then those folders still empty.
+struct Claimed {
+    dir: PathBuf,
+    lock: Option<std::fs::File>,
+    created: Vec<PathBuf>,
+}
 
 impl Drop for Claimed {
     fn drop(&mut self) {
-        for dir in &self.0 {
+        let lock_file = RunPaths::new(&self.dir).lock();
+        let only_the_lock = std::fs::read_dir(&self.dir)
+            .is_ok_and(|entries| entries.flatten().all(|e| e.path() == lock_file));
+        if self.lock.take().is_some() && only_the_lock {
+            let _ = std::fs::remove_file(&lock_file);
+        }
+        for dir in &self.created {
             // `remove_dir` removes only empty folders: anything written stays.
             if std::fs::remove_dir(dir).is_err() {
                 break;
@@ -338,17 +350,10 @@ impl Drop for Claimed {
     }
 }
 
-/// Creates the sweep folder; refuses one that holds a run, or a sweep unless `--force`.
+/// Creates the sweep folder and locks it; refuses one another sweep (or run) is writing to
+/// (two sweeps started in the same second pick the same default folder), one that holds a
+/// run, or a sweep unless `--force`.
 fn claim(dir: &Path, force: bool) -> Result<Claimed> {
-    if dir.join("summary.json").exists() {
-        bail!(
-            "{} holds a run (summary.json), not a sweep; choose another --output",
-            dir.display()
-        );
-    }
-    if dir.join(SWEEP_JSON).exists() && !force {
-        bail!("{} already holds a sweep ({SWEEP_JSON}); choose another --output, or give --force to run it again (each level's previous files are deleted first)", dir.display());
-    }
     let created = dir
         .ancestors()
         .take_while(|d| !d.as_os_str().is_empty() && !d.exists())
@@ -360,13 +365,28 @@ fn claim(dir: &Path, force: bool) -> Result<Claimed> {
             dir.display()
         )
     })?;
+    let mut claimed = Claimed {
+        dir: dir.to_path_buf(),
+        lock: None,
+        created,
+    };
+    claimed.lock = Some(conductor::lock_folder(dir, "sweep")?);
+    if dir.join("summary.json").exists() {
+        bail!(
+            "{} holds a run (summary.json), not a sweep; choose another --output",
+            dir.display()
+        );
+    }
+    if dir.join(SWEEP_JSON).exists() && !force {
+        bail!("{} already holds a sweep ({SWEEP_JSON}); choose another --output, or give --force to run it again (each level's previous files are deleted first)", dir.display());
+    }
     note(&format!(
         "sweep folder {}",
         std::path::absolute(dir)
             .unwrap_or_else(|_| dir.to_path_buf())
             .display()
     ));
-    Ok(Claimed(created))
+    Ok(claimed)
 }
 
 fn write_files(dir: &Path, record: &SweepRecord) -> Result<()> {

@@ -160,6 +160,13 @@ impl Drop for RunFolder {
 
 /// Opens and locks `dir/.lock`, then writes this process's pid into it.
 fn lock(dir: &Path) -> Result<File> {
+    lock_folder(dir, "run")
+}
+
+/// Opens and locks `dir/.lock` for a `what` (a run, a sweep), then writes this process's pid
+/// into it; refuses a folder another one holds. The kernel drops the lock when the process
+/// exits in any way.
+pub fn lock_folder(dir: &Path, what: &str) -> Result<File> {
     let path = RunPaths::new(dir).lock();
     let mut file = File::options()
         .read(true)
@@ -177,8 +184,8 @@ fn lock(dir: &Path) -> Result<File> {
         Ok(()) => {}
         Err(rustix::io::Errno::WOULDBLOCK) => {
             let owner = match owner_pid(&mut file) {
-                Some(pid) => format!("another run (pid {pid})"),
-                None => "another run".to_string(),
+                Some(pid) => format!("another {what} (pid {pid})"),
+                None => format!("another {what}"),
             };
             bail!(
                 "{owner} is writing to {}; wait for it or choose another --output",

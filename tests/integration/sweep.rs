@@ -601,3 +601,40 @@ fn a_first_level_whose_later_repeat_cannot_start_leaves_nothing_behind() {
         std::fs::read_dir(&out).map(|d| d.flatten().map(|e| e.file_name()).collect::<Vec<_>>())
     );
 }
+
+/// A second sweep into a folder a sweep is writing to (two started in the same second share
+/// the default `runs/sweep-<time>`) is refused at once, naming the other; it used to start and
+/// collide with the first at a level's run folder, later.
+#[test]
+fn a_second_sweep_into_a_folder_a_sweep_is_writing_to_is_refused() {
+    let _serial = util::serial();
+    let dir = TempDir::new("sweep-twice");
+    let out = dir.join("sw");
+    let mut first = std::process::Command::new(util::bin())
+        .args(["sweep", "--no-tui", "--trace", "off", "--cooldown", "0s"])
+        .args(["-s", "1", "-d", "4s", "--output"])
+        .arg(&out)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !out.join("level-0001").exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the first sweep did not start"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let second = sweep(&out, &["-s", "1", "-d", "1s"]);
+    assert_eq!(second.status.code(), Some(2), "{}", describe(&second));
+    let err = String::from_utf8_lossy(&second.stderr);
+    assert!(err.contains("another sweep (pid"), "{err}");
+    let code = util::wait_with_limit(&mut first, Duration::from_secs(120));
+    assert!(
+        matches!(code, Some(0 | 1)),
+        "the first sweep went on: {code:?}"
+    );
+    assert!(!sweep_json(&out)["levels"].as_array().unwrap().is_empty());
+}
