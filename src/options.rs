@@ -639,10 +639,9 @@ impl Checked {
                 let mut behaviour = MockBehaviour::from_args(&args.mock, args.speak.protocol);
                 // The built-in mock serves the model the client names, unless --served-model
                 // names another (to see how a client takes a model the server does not serve).
-                if let Some(model) = &args.speak.model {
-                    if behaviour.served_model == crate::protocol::vllm::MOCK_MODEL {
-                        behaviour.served_model.clone_from(model);
-                    }
+                let served_given = args.mock_flags_given.iter().any(|f| f == "--served-model");
+                if let (Some(model), false) = (&args.speak.model, served_given) {
+                    behaviour.served_model.clone_from(model);
                 }
                 if funasr {
                     behaviour.funasr = Some(args.mock.funasr.clone());
@@ -1054,6 +1053,16 @@ mod tests {
             served(&["--model", "org/m", "--served-model", "other"]),
             "other",
             "--served-model still makes a mock that refuses the client's model"
+        );
+        assert_eq!(
+            served(&[
+                "--model",
+                "org/m",
+                "--served-model",
+                crate::protocol::vllm::MOCK_MODEL
+            ]),
+            crate::protocol::vllm::MOCK_MODEL,
+            "given, even as the default name"
         );
     }
 

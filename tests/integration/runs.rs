@@ -285,10 +285,17 @@ fn sigint_stops_the_run_and_still_writes_a_cancelled_summary() {
 #[test]
 fn sigint_during_set_up_stops_the_run_without_waiting_out_the_timeouts() {
     let _serial = util::serial();
-    let silent_ws = util::LoopbackServer::start(|stream| async move {
-        if let Ok(ws) = tokio_tungstenite::accept_async(stream).await {
-            tokio::time::sleep(Duration::from_secs(300)).await;
-            drop(ws);
+    // Sessions that made their WebSocket handshake with the silent server, in all.
+    let handshakes = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = handshakes.clone();
+    let silent_ws = util::LoopbackServer::start(move |stream| {
+        let counted = counted.clone();
+        async move {
+            if let Ok(ws) = tokio_tungstenite::accept_async(stream).await {
+                counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                tokio::time::sleep(Duration::from_secs(300)).await;
+                drop(ws);
+            }
         }
     });
     let no_upgrade = util::LoopbackServer::start(|mut stream| async move {
@@ -298,12 +305,15 @@ fn sigint_during_set_up_stops_the_run_without_waiting_out_the_timeouts() {
             .is_ok_and(|n| n > 0)
         {}
     });
+    // A session connected to the silent server waits for its answer; one to the other is
+    // still connecting whenever the signal comes.
     let cases = [
         (&silent_ws, 1, "no session.created within 3 s of the stop"),
         (&no_upgrade, 1, "the run was stopped while connecting"),
         (&silent_ws, 2, "aborted"),
     ];
     for (server, signals, why) in cases {
+        let connected_before = handshakes.load(std::sync::atomic::Ordering::SeqCst);
         let dir = TempDir::new("sigint-setup");
         let out = dir.join("out");
         let url = format!("ws://{}/v1/realtime", server.addr);
@@ -322,13 +332,17 @@ fn sigint_during_set_up_stops_the_run_without_waiting_out_the_timeouts() {
                 "300s",
             ],
         );
-        // The provisional summary is written once the workers are started.
+        // The provisional summary is written once the workers are started; against the
+        // silent server, both sessions then wait for its answer.
         let deadline = std::time::Instant::now() + Duration::from_secs(30);
-        while !out.join("summary.json").exists() {
-            assert!(std::time::Instant::now() < deadline, "no run started");
-            std::thread::sleep(Duration::from_millis(100));
+        let waiting = |n: usize| server.addr != silent_ws.addr || n >= connected_before + 2;
+        while !out.join("summary.json").exists()
+            || !waiting(handshakes.load(std::sync::atomic::Ordering::SeqCst))
+        {
+            assert!(std::time::Instant::now() < deadline, "no run set up");
+            std::thread::sleep(Duration::from_millis(50));
         }
-        std::thread::sleep(Duration::from_millis(1500));
+        std::thread::sleep(Duration::from_millis(300));
         for _ in 0..signals {
             duplexbench_tui::sys::signal(child.id(), rustix::process::Signal::INT);
             std::thread::sleep(Duration::from_millis(300));
