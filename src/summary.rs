@@ -171,7 +171,8 @@ pub struct Sessions {
     pub completed: u64,
     pub incomplete: u64,
     pub rejected: u64,
-    /// Sessions stopped before their last packet because the run was cancelled.
+    /// Sessions stopped before their last packet: the run was cancelled, or went past its
+    /// deadline.
     pub stopped_early: u64,
     /// Why sessions did not complete, most frequent first (at most 10 distinct messages).
     pub errors: Vec<ErrorCount>,
