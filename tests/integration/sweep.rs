@@ -13,6 +13,31 @@ fn sweep_json(out: &Path) -> serde_json::Value {
     serde_json::from_str(&text).unwrap()
 }
 
+/// `sweep --no-tui --trace off ARGS --output OUT` in the background, for tests that signal it
+/// or act while it runs.
+fn spawn_sweep(out: &Path, args: &[&str]) -> std::process::Child {
+    std::process::Command::new(util::bin())
+        .args(["sweep", "--no-tui", "--trace", "off"])
+        .args(args)
+        .arg("--output")
+        .arg(out)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+/// A server on `listener` that passes every connection through to `upstream` (a mock).
+fn proxy(listener: std::net::TcpListener, upstream: std::net::SocketAddr) -> util::LoopbackServer {
+    listener.set_nonblocking(true).unwrap();
+    util::LoopbackServer::serve(listener, move |mut stream| async move {
+        if let Ok(mut mock) = tokio::net::TcpStream::connect(upstream).await {
+            let _ = tokio::io::copy_bidirectional(&mut stream, &mut mock).await;
+        }
+    })
+}
+
 fn sweep(out: &Path, args: &[&str]) -> std::process::Output {
     let mut all = vec![
         "sweep",
@@ -174,26 +199,7 @@ fn ctrl_c_ends_the_sweep_and_keeps_the_levels_done_issue_15() {
     let _serial = util::serial();
     let dir = TempDir::new("sweep-cancel");
     let out = dir.join("sweep");
-    let mut child = std::process::Command::new(util::bin())
-        .args([
-            "sweep",
-            "--no-tui",
-            "--trace",
-            "off",
-            "--cooldown",
-            "30s",
-            "-s",
-            "2,4",
-            "-d",
-            "1s",
-            "--output",
-        ])
-        .arg(&out)
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = spawn_sweep(&out, &["--cooldown", "30s", "-s", "2,4", "-d", "1s"]);
     // The first level is done once sweep.json lists it; the sweep then sits in its cooldown.
     let deadline = Instant::now() + Duration::from_secs(60);
     while !std::fs::read_to_string(out.join("sweep.json"))
@@ -287,16 +293,7 @@ fn ctrl_c_during_a_level_stops_that_run_cleanly_and_counts_no_level_issue_15() {
     let _serial = util::serial();
     let dir = TempDir::new("sweep-cancel-level");
     let out = dir.join("sweep");
-    let mut child = std::process::Command::new(util::bin())
-        .args([
-            "sweep", "--no-tui", "--trace", "off", "-s", "2,4", "-d", "20s", "--output",
-        ])
-        .arg(&out)
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = spawn_sweep(&out, &["-s", "2,4", "-d", "20s"]);
     // Streaming has begun once the first level's samples file has packets in it.
     let samples = out.join("level-0002/samples/worker-0.csv");
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -528,13 +525,10 @@ fn a_sweep_that_cannot_start_writes_nothing_so_it_can_be_run_again_as_it_is() {
     // Once the server is up, the same command runs, without --force.
     let mock = Mock::start();
     let upstream = mock.1;
-    let listener = std::net::TcpListener::bind(("127.0.0.1", port)).unwrap();
-    listener.set_nonblocking(true).unwrap();
-    let _server = util::LoopbackServer::serve(listener, move |mut stream| async move {
-        if let Ok(mut mock) = tokio::net::TcpStream::connect(upstream).await {
-            let _ = tokio::io::copy_bidirectional(&mut stream, &mut mock).await;
-        }
-    });
+    let _server = proxy(
+        std::net::TcpListener::bind(("127.0.0.1", port)).unwrap(),
+        upstream,
+    );
     let again = sweep(&out, &args);
     assert!(
         matches!(again.status.code(), Some(0 | 1)),
@@ -553,33 +547,22 @@ fn a_first_level_whose_later_repeat_cannot_start_leaves_nothing_behind() {
     let dir = TempDir::new("sweep-repeat-unreachable");
     let out = dir.join("sw");
     let mock = Mock::start();
-    let upstream = mock.1;
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("ws://{}/v1/realtime", listener.local_addr().unwrap());
-    listener.set_nonblocking(true).unwrap();
-    let proxy = util::LoopbackServer::serve(listener, move |mut stream| async move {
-        if let Ok(mut mock) = tokio::net::TcpStream::connect(upstream).await {
-            let _ = tokio::io::copy_bidirectional(&mut stream, &mut mock).await;
-        }
-    });
-    let mut child = std::process::Command::new(util::bin())
-        .args([
-            "sweep",
-            "--no-tui",
-            "--trace",
-            "off",
-            "--cooldown",
-            "5s",
-            "--repeats",
-            "2",
-        ])
-        .args(["--url", &url, "-s", "1", "-d", "1s", "--output"])
-        .arg(&out)
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+    let proxy = proxy(listener, mock.1);
+    let args = [
+        "--cooldown",
+        "5s",
+        "--repeats",
+        "2",
+        "--url",
+        &url,
+        "-s",
+        "1",
+        "-d",
+        "1s",
+    ];
+    let mut child = spawn_sweep(&out, &args);
     // Repeat 1 is done when its summary is the final one (the provisional one says the run
     // did not finish); then the server goes away, during the cooldown.
     let first = out.join("level-0001").join("summary.json");
@@ -610,15 +593,7 @@ fn a_second_sweep_into_a_folder_a_sweep_is_writing_to_is_refused() {
     let _serial = util::serial();
     let dir = TempDir::new("sweep-twice");
     let out = dir.join("sw");
-    let mut first = std::process::Command::new(util::bin())
-        .args(["sweep", "--no-tui", "--trace", "off", "--cooldown", "0s"])
-        .args(["-s", "1", "-d", "4s", "--output"])
-        .arg(&out)
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut first = spawn_sweep(&out, &["--cooldown", "0s", "-s", "1", "-d", "4s"]);
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     while !out.join("level-0001").exists() {
         assert!(
