@@ -32,6 +32,19 @@ pub struct Behaviour {
 }
 
 impl Behaviour {
+    /// The behaviour `mock --protocol PROTOCOL EXTRA…` gives (tests of the timed mocks).
+    #[cfg(test)]
+    pub fn of_mock_flags(protocol: &str, extra: &[&str]) -> std::rc::Rc<Behaviour> {
+        use crate::cli::{Cli, Command};
+        use clap::Parser;
+        let argv = ["duplexbench-tui", "mock", "--protocol", protocol];
+        let cli = Cli::try_parse_from(argv.iter().chain(extra)).unwrap();
+        let Some(Command::Mock(args)) = cli.command else {
+            unreachable!()
+        };
+        std::rc::Rc::new(Behaviour::new(&args.behaviour, 24_000))
+    }
+
     pub fn new(args: &MockBehaviourArgs, default_output_rate: u32) -> Behaviour {
         let output_sample_rate = args.output_sample_rate.unwrap_or(default_output_rate);
         let samples = u64::from(output_sample_rate) * u64::from(args.delta_interval_ms) / 1000;

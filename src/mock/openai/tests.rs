@@ -1,16 +1,9 @@
 //! The openai mock session on hand-made client frames.
 
 use super::*;
-use crate::cli::{Cli, Command};
-use clap::Parser;
 
 fn behaviour(extra: &[&str]) -> Rc<Behaviour> {
-    let mut argv = vec!["duplexbench-tui", "mock", "--protocol", "openai"];
-    argv.extend_from_slice(extra);
-    let Some(Command::Mock(args)) = Cli::try_parse_from(argv).unwrap().command else {
-        unreachable!()
-    };
-    Rc::new(Behaviour::new(&args.behaviour, 24_000))
+    Behaviour::of_mock_flags("openai", extra)
 }
 
 fn kinds(out: &mut Vec<Utf8Bytes>) -> Vec<String> {

@@ -1,17 +1,10 @@
 //! The vllm mock session on hand-made client frames.
 
 use super::*;
-use crate::cli::{Cli, Command};
 use base64::Engine as _;
-use clap::Parser;
 
 fn behaviour(extra: &[&str]) -> Rc<Behaviour> {
-    let mut argv = vec!["duplexbench-tui", "mock", "--protocol", "vllm"];
-    argv.extend_from_slice(extra);
-    let Some(Command::Mock(args)) = Cli::try_parse_from(argv).unwrap().command else {
-        unreachable!()
-    };
-    Rc::new(Behaviour::new(&args.behaviour, 24_000))
+    Behaviour::of_mock_flags("vllm", extra)
 }
 
 fn kinds(out: &mut Vec<Utf8Bytes>) -> Vec<String> {
@@ -313,6 +306,16 @@ fn stream(
     now_s
 }
 
+/// A whole utterance from the session's start: the update, a commit, `packets` packets at real
+/// time and the final commit (its answer left to the timers); returns when the final went.
+fn utterance(s: &mut Session, c: &Counters, out: &mut Vec<Utf8Bytes>, packets: u32) -> f64 {
+    update(s, c, out);
+    s.on_text(COMMIT, 0.0, c, out);
+    let end_s = stream(s, c, out, 0.0, packets);
+    s.on_text(FINAL, end_s, c, out);
+    end_s
+}
+
 const COMMIT: &str = r#"{"type":"input_audio_buffer.commit"}"#;
 const FINAL: &str = r#"{"type":"input_audio_buffer.commit","final":true}"#;
 
@@ -336,10 +339,7 @@ fn deltas(events: &[serde_json::Value]) -> Vec<&str> {
 fn done_counts_a_completion_token_for_every_delta_as_vllm_counts_one_per_model_step() {
     let mut s = Session::new(behaviour(&[]), 0);
     let (c, mut out) = (Counters::new(), Vec::new());
-    update(&mut s, &c, &mut out);
-    s.on_text(COMMIT, 0.0, &c, &mut out);
-    let end_s = stream(&mut s, &c, &mut out, 0.0, 20);
-    s.on_text(FINAL, end_s, &c, &mut out);
+    utterance(&mut s, &c, &mut out, 20);
     let events = until_done(&mut s, &mut out);
     let usage = &events.last().unwrap()["usage"];
     assert_eq!(usage["completion_tokens"], deltas(&events).len(), "{usage}");
@@ -353,10 +353,7 @@ fn done_counts_a_completion_token_for_every_delta_as_vllm_counts_one_per_model_s
 fn done_usage_is_vllms_usage_info_as_pydantic_dumps_it() {
     let mut s = Session::new(behaviour(&[]), 0);
     let (c, mut out) = (Counters::new(), Vec::new());
-    update(&mut s, &c, &mut out);
-    s.on_text(COMMIT, 0.0, &c, &mut out);
-    let end_s = stream(&mut s, &c, &mut out, 0.0, 20);
-    s.on_text(FINAL, end_s, &c, &mut out);
+    utterance(&mut s, &c, &mut out, 20);
     run_timers(&mut s, f64::MAX, &mut out);
     let done = out.pop().unwrap();
     let text = WORD.repeat(40);
@@ -376,10 +373,7 @@ fn prompt_tokens_are_the_utterances_own_and_audio_between_the_final_commit_and_d
     // vLLM clears its audio queue after transcription.done: 3.2 s appended between the final
     // commit and done are in neither utterance.
     let mut s = Session::new(behaviour(&[]), 0);
-    update(&mut s, &c, &mut out);
-    s.on_text(COMMIT, 0.0, &c, &mut out);
-    let end_s = stream(&mut s, &c, &mut out, 0.0, 20);
-    s.on_text(FINAL, end_s, &c, &mut out);
+    let end_s = utterance(&mut s, &c, &mut out, 20);
     for _ in 0..40 {
         s.on_text(&append_of(STEP_BYTES), end_s, &c, &mut out);
     }
@@ -398,10 +392,7 @@ fn prompt_tokens_are_the_utterances_own_and_audio_between_the_final_commit_and_d
     // Audio appended after done and before the next commit is the next utterance's, and only
     // its own audio counts there.
     let mut s = Session::new(behaviour(&[]), 1);
-    update(&mut s, &c, &mut out);
-    s.on_text(COMMIT, 0.0, &c, &mut out);
-    let end_s = stream(&mut s, &c, &mut out, 0.0, 20);
-    s.on_text(FINAL, end_s, &c, &mut out);
+    utterance(&mut s, &c, &mut out, 20);
     until_done(&mut s, &mut out);
     for _ in 0..40 {
         s.on_text(&append_of(STEP_BYTES), end_s + 1.0, &c, &mut out);
