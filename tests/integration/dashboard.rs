@@ -4,16 +4,24 @@
 use crate::util::{self, TempDir};
 use std::path::Path;
 use std::process::Command;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 /// A tmux server on a private socket, killed when dropped.
 pub struct Tmux {
     socket: String,
+    /// The socket's file, which tmux leaves behind when its server is killed.
+    socket_path: Option<String>,
 }
 
 impl Tmux {
+    /// Each call gets a socket of its own: the previous test's `kill-server` returns before that
+    /// server has gone, and a new session on the same socket could reach the dying server ("server
+    /// exited unexpectedly").
     pub fn start(command: &str, width: u16, height: u16) -> Option<Tmux> {
-        let socket = format!("duplexbench-test-{}", std::process::id());
+        static N: AtomicU32 = AtomicU32::new(0);
+        let n = N.fetch_add(1, Ordering::Relaxed);
+        let socket = format!("duplexbench-test-{}-{n}", std::process::id());
         let ok = Command::new("tmux")
             .args(["-L", &socket, "new-session", "-d", "-s", "dash"])
             .args(["-x", &width.to_string(), "-y", &height.to_string()])
@@ -21,7 +29,19 @@ impl Tmux {
             .env_remove("TMUX")
             .status()
             .is_ok_and(|s| s.success());
-        ok.then_some(Tmux { socket })
+        if !ok {
+            return None;
+        }
+        let socket_path = Command::new("tmux")
+            .args(["-L", &socket, "display-message", "-p", "#{socket_path}"])
+            .output()
+            .ok()
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+            .filter(|path| !path.is_empty());
+        Some(Tmux {
+            socket,
+            socket_path,
+        })
     }
 
     pub fn screen(&self) -> String {
@@ -44,6 +64,9 @@ impl Drop for Tmux {
         let _ = Command::new("tmux")
             .args(["-L", &self.socket, "kill-server"])
             .status();
+        if let Some(path) = &self.socket_path {
+            let _ = std::fs::remove_file(path);
+        }
     }
 }
 
