@@ -114,7 +114,7 @@ pub struct RunArgs {
     #[arg(long, short = 'c', conflicts_with = "sessions", value_parser = clap::value_parser!(u32).range(1..=65535), help_heading = "Load")]
     pub concurrency: Option<u32>,
     /// Audio each session streams, e.g. 30s, 90s, 2m [default: 30s, or the --audio file × --loops].
-    #[arg(long, short = 'd', value_parser = parse_duration, help_heading = "Load")]
+    #[arg(long, short = 'd', allow_hyphen_values = true, value_parser = parse_duration, help_heading = "Load")]
     pub duration: Option<Duration>,
     /// Stream this WAV (mono PCM16 at the protocol's rate: 24 kHz for openai, 16 kHz otherwise) instead of silence; its length times --loops is each session's audio.
     #[arg(long, value_name = "FILE.wav", help_heading = "Load")]
@@ -152,13 +152,13 @@ pub struct RunArgs {
     #[command(flatten)]
     pub connection: ConnectionArgs,
     /// Time allowed for a WebSocket connection and handshake.
-    #[arg(long, default_value = "10s", value_parser = parse_duration, help_heading = "Server")]
+    #[arg(long, default_value = "10s", allow_hyphen_values = true, value_parser = parse_duration, help_heading = "Server")]
     pub connect_timeout: Duration,
     /// Time allowed for an awaited server event (setup, drained, closed).
-    #[arg(long, default_value = "30s", value_parser = parse_duration, help_heading = "Server")]
+    #[arg(long, default_value = "30s", allow_hyphen_values = true, value_parser = parse_duration, help_heading = "Server")]
     pub recv_timeout: Duration,
     /// Time one send may block before the session ends as "the server stopped reading" [default: 4 packets].
-    #[arg(long, value_parser = parse_duration, help_heading = "Server")]
+    #[arg(long, allow_hyphen_values = true, value_parser = parse_duration, help_heading = "Server")]
     pub send_timeout: Option<Duration>,
     /// Kernel send buffer of each connection (SO_SNDBUF), in bytes [default: the OS's, autotuned up to megabytes]; a small one shows a server that stops reading within a few packets.
     #[arg(long, value_parser = clap::value_parser!(u32).range(4096..), help_heading = "Server")]
@@ -275,7 +275,7 @@ pub struct ProtocolArgs {
     #[arg(long, value_enum, default_value_t = TurnDetection::ServerVad, help_heading = "Server")]
     pub turn_detection: TurnDetection,
     /// With --protocol openai: commit the input and ask for a response every this much audio, e.g. 5s [default: only at the end with --turn-detection none].
-    #[arg(long, value_parser = parse_duration, help_heading = "Server")]
+    #[arg(long, allow_hyphen_values = true, value_parser = parse_duration, help_heading = "Server")]
     pub commit_every: Option<Duration>,
 }
 
@@ -318,9 +318,9 @@ pub struct MockBehaviourArgs {
     /// openai and vllm mocks: from the end of a turn (or, for vllm, the first audio) to the first delta, in ms.
     #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u32).range(0..=60_000), help_heading = "Mock")]
     pub first_delta_ms: u32,
-    /// openai mock: time between two deltas of an answer, in ms; vllm mock: the audio each word of the transcript stands for, in ms (its deltas go out one per 80 ms model step, empty when no word is due).
-    #[arg(long, default_value_t = 40, value_parser = clap::value_parser!(u32).range(1..=10_000), help_heading = "Mock")]
-    pub delta_interval_ms: u32,
+    /// openai mock: time between two deltas of an answer, in ms [default: 40]; vllm mock: the audio each word of the transcript stands for, in ms [default: 240] (its deltas go out one per 80 ms model step, empty when no word is due, as most of real vLLM's are).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=10_000), help_heading = "Mock")]
+    pub delta_interval_ms: Option<u32>,
     /// openai mock: audio deltas in each response (each one delta interval of audio at --output-sample-rate, with a transcript delta).
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=10_000), help_heading = "Mock")]
     pub response_deltas: u32,
@@ -331,7 +331,7 @@ pub struct MockBehaviourArgs {
     #[arg(long, value_name = "CODE", help_heading = "Mock")]
     pub mock_error: Option<String>,
     /// Stop the whole mock (no reads, no replies, every protocol) once for --stall-ms, this long after its first session connected, e.g. 3s.
-    #[arg(long, value_parser = parse_duration, requires = "stall_ms", help_heading = "Mock")]
+    #[arg(long, allow_hyphen_values = true, value_parser = parse_duration, requires = "stall_ms", help_heading = "Mock")]
     pub stall_at: Option<Duration>,
     /// How long the --stall-at stall lasts, in ms.
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=60_000), requires = "stall_at", help_heading = "Mock")]
@@ -401,6 +401,15 @@ impl MockBehaviourArgs {
             Err(err) => unreachable!("{err}"),
         }
     }
+
+    /// `--delta-interval-ms`, or the protocol's default: the openai mock's time between two
+    /// deltas, the vllm mock's audio a word stands for.
+    pub fn delta_interval_ms(&self, protocol: Protocol) -> u32 {
+        self.delta_interval_ms.unwrap_or(match protocol {
+            Protocol::Vllm => crate::protocol::vllm::MOCK_WORD_MS,
+            _ => crate::protocol::openai::MOCK_DELTA_INTERVAL_MS,
+        })
+    }
 }
 
 #[derive(Debug, Clone, Args)]
@@ -468,7 +477,7 @@ pub struct ConformArgs {
     #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=64))]
     pub sessions: u32,
     /// Audio each session streams with --url (not with --audio: the file sets the length).
-    #[arg(long, default_value = "5s", value_parser = parse_duration, conflicts_with = "audio")]
+    #[arg(long, default_value = "5s", allow_hyphen_values = true, value_parser = parse_duration, conflicts_with = "audio")]
     pub duration: Duration,
     /// Output folder of the run with --url [default: a temporary folder, kept only when the server is not conformant].
     #[arg(long, short = 'o')]
@@ -562,8 +571,16 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
 }
 
 /// Parses `30s`, `1m30s`, `250ms` or a plain number of seconds.
+///
+/// Duration flags take values that start with `-`, so that `-d -5s` is refused here, as
+/// negative, rather than by clap as an unknown flag `-5`.
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let text = text.trim();
+    if text.starts_with('-') {
+        return Err(format!(
+            "`{text}` is negative: give a duration of zero or more, like 30s or 250ms"
+        ));
+    }
     if let Ok(seconds) = text.parse::<f64>() {
         if seconds.is_finite() && seconds >= 0.0 {
             return Ok(Duration::from_secs_f64(seconds));
@@ -592,6 +609,18 @@ mod tests {
         assert_eq!(parse_duration("1.5").unwrap(), Duration::from_millis(1500));
         assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
         assert!(parse_duration("soon").is_err());
+    }
+
+    #[test]
+    fn a_negative_duration_is_refused_as_negative_not_as_an_unknown_flag() {
+        for argv in [
+            ["duplexbench-tui", "run", "-d", "-5s"],
+            ["duplexbench-tui", "run", "--recv-timeout", "-5s"],
+            ["duplexbench-tui", "conform", "--duration", "-1"],
+        ] {
+            let err = Cli::try_parse_from(argv).unwrap_err().to_string();
+            assert!(err.contains("is negative"), "{argv:?}: {err}");
+        }
     }
 
     #[test]

@@ -69,17 +69,13 @@ async fn serve_until_signal(args: &MockArgs, started_s: f64) -> Result<MockStats
         .to_string();
 
     let counters = Rc::new(Counters::new());
-    let default_rate = match args.protocol {
-        Protocol::Openai => crate::protocol::openai::DEFAULT_SAMPLE_RATE,
-        _ => args.behaviour.profile.output_sample_rate(),
-    };
     let mut shared = Shared::new(
         args.protocol,
         Templates::new(&args.behaviour),
         Rc::clone(&counters),
         args.behaviour.max_sessions,
     )
-    .with_timed(timed::Behaviour::new(&args.behaviour, default_rate));
+    .with_timed(timed::Behaviour::new(&args.behaviour, args.protocol));
     if let (Some(cert), Some(key)) = (&args.tls_cert, &args.tls_key) {
         shared = shared.with_tls(crate::tls::server_config(cert, key)?);
     }

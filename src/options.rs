@@ -228,20 +228,16 @@ fn default_profile() -> Profile {
 
 impl MockBehaviour {
     pub fn from_args(args: &MockBehaviourArgs, protocol: Protocol) -> Self {
-        let default_rate = match protocol {
-            Protocol::Native | Protocol::Vllm | Protocol::Funasr => {
-                args.profile.output_sample_rate()
-            }
-            Protocol::Openai => crate::protocol::openai::DEFAULT_SAMPLE_RATE,
-        };
         MockBehaviour {
             profile: args.profile,
             replies_per_append: args.replies_per_append,
             burst_units: args.burst_units,
-            output_sample_rate: args.output_sample_rate.unwrap_or(default_rate),
+            output_sample_rate: args
+                .output_sample_rate
+                .unwrap_or_else(|| protocol.mock_output_sample_rate(args.profile)),
             max_sessions: args.max_sessions,
             first_delta_ms: args.first_delta_ms,
-            delta_interval_ms: args.delta_interval_ms,
+            delta_interval_ms: args.delta_interval_ms(protocol),
             response_deltas: args.response_deltas,
             served_model: args.served_model.clone(),
             mock_error: args.mock_error.clone(),

@@ -124,6 +124,15 @@ impl Protocol {
         }
     }
 
+    /// The rate the built-in mock streams audio back at without `--output-sample-rate`: the
+    /// profile's, 24 kHz for openai (the API's only rate).
+    pub fn mock_output_sample_rate(self, profile: crate::profile::Profile) -> u32 {
+        match self {
+            Protocol::Native | Protocol::Vllm | Protocol::Funasr => profile.output_sample_rate(),
+            Protocol::Openai => openai::DEFAULT_SAMPLE_RATE,
+        }
+    }
+
     /// The packet length its clients send by default, in ms (the benchmark's 100 for Fun-ASR).
     pub fn default_packet_ms(self) -> u32 {
         match self {

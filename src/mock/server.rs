@@ -72,7 +72,7 @@ impl Shared {
             next_session: Cell::new(0),
             timed: Rc::new(super::timed::Behaviour::new(
                 &crate::cli::MockBehaviourArgs::defaults(),
-                crate::protocol::openai::DEFAULT_SAMPLE_RATE,
+                crate::protocol::Protocol::Openai,
             )),
             tls: None,
             funasr: None,

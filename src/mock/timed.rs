@@ -6,6 +6,7 @@
 use super::stats::Counters;
 use crate::cli::MockBehaviourArgs;
 use crate::clock::{self, instant_at};
+use crate::protocol::Protocol;
 use base64::Engine as _;
 use futures_util::{SinkExt, StreamExt};
 use std::rc::Rc;
@@ -42,16 +43,19 @@ impl Behaviour {
         let Some(Command::Mock(args)) = cli.command else {
             unreachable!()
         };
-        std::rc::Rc::new(Behaviour::new(&args.behaviour, 24_000))
+        std::rc::Rc::new(Behaviour::new(&args.behaviour, args.protocol))
     }
 
-    pub fn new(args: &MockBehaviourArgs, default_output_rate: u32) -> Behaviour {
-        let output_sample_rate = args.output_sample_rate.unwrap_or(default_output_rate);
-        let samples = u64::from(output_sample_rate) * u64::from(args.delta_interval_ms) / 1000;
+    pub fn new(args: &MockBehaviourArgs, protocol: Protocol) -> Behaviour {
+        let output_sample_rate = args
+            .output_sample_rate
+            .unwrap_or_else(|| protocol.mock_output_sample_rate(args.profile));
+        let delta_interval_ms = args.delta_interval_ms(protocol);
+        let samples = u64::from(output_sample_rate) * u64::from(delta_interval_ms) / 1000;
         let silence = vec![0u8; samples as usize * 2];
         Behaviour {
             first_delta_s: f64::from(args.first_delta_ms) / 1000.0,
-            delta_interval_s: f64::from(args.delta_interval_ms) / 1000.0,
+            delta_interval_s: f64::from(delta_interval_ms) / 1000.0,
             response_deltas: args.response_deltas,
             served_model: args.served_model.clone(),
             mock_error: args.mock_error.clone(),

@@ -27,6 +27,8 @@ use std::borrow::Cow;
 pub const PATH: &str = "/v1/realtime";
 /// PCM16 at 24 kHz: the API's audio format unless told otherwise (beta knows no other).
 pub const DEFAULT_SAMPLE_RATE: u32 = 24_000;
+/// The built-in mock's default time between two deltas of an answer (`--delta-interval-ms`), in ms.
+pub const MOCK_DELTA_INTERVAL_MS: u32 = 40;
 /// The header a beta connection sends.
 pub const BETA_HEADER: (&str, &str) = ("OpenAI-Beta", "realtime=v1");
 

@@ -29,6 +29,10 @@ use std::borrow::Cow;
 pub const PATH: &str = "/v1/realtime";
 /// The model the client names when `--model` is not given: the built-in mock's.
 pub const MOCK_MODEL: &str = "duplexbench-mock";
+/// The built-in mock's default audio a word of its transcript stands for (`--delta-interval-ms`),
+/// in ms: one model step of three makes text, about what vLLM's Voxtral Realtime gave for the
+/// speech sample (5 text deltas and 25 empty ones, with its pauses).
+pub const MOCK_WORD_MS: u32 = 240;
 
 pub mod names {
     pub const SESSION_CREATED: &str = "session.created";

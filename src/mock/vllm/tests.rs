@@ -356,7 +356,8 @@ fn done_usage_is_vllms_usage_info_as_pydantic_dumps_it() {
     utterance(&mut s, &c, &mut out, 20);
     run_timers(&mut s, f64::MAX, &mut out);
     let done = out.pop().unwrap();
-    let text = WORD.repeat(40);
+    // 1.6 s of audio at the default 240 ms a word.
+    let text = WORD.repeat(7);
     // UsageInfo's field order; prompt_tokens_details is left out when None
     // (`exclude_if`), completion_tokens_details is not.
     assert_eq!(
@@ -430,8 +431,18 @@ fn a_delta_goes_out_for_every_80_ms_of_audio_empty_when_no_word_is_due() {
     );
     assert_eq!(events.last().unwrap()["text"], WORD.repeat(5));
 
-    // The default 40 ms between words: two to a step.
+    // The default, 240 ms of audio a word: one step in three makes text, as real vLLM's mostly
+    // empty deltas.
     let mut s = Session::new(behaviour(&[]), 1);
+    update(&mut s, &c, &mut out);
+    s.on_text(COMMIT, 0.0, &c, &mut out);
+    let end_s = stream(&mut s, &c, &mut out, 0.0, 12);
+    s.on_text(FINAL, end_s, &c, &mut out);
+    let events = until_done(&mut s, &mut out);
+    assert_eq!(deltas(&events), ["la ", "", ""].repeat(4));
+
+    // 40 ms between words: two to a step.
+    let mut s = Session::new(behaviour(&["--delta-interval-ms", "40"]), 2);
     update(&mut s, &c, &mut out);
     s.on_text(COMMIT, 0.0, &c, &mut out);
     let end_s = stream(&mut s, &c, &mut out, 0.0, 12);
