@@ -576,10 +576,14 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
 /// negative, rather than by clap as an unknown flag `-5`.
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let text = text.trim();
-    if text.starts_with('-') {
-        return Err(format!(
-            "`{text}` is negative: give a duration of zero or more, like 30s or 250ms"
-        ));
+    if let Some(rest) = text.strip_prefix('-') {
+        return Err(
+            if rest.starts_with(|c: char| c.is_ascii_digit() || c == '.') {
+                format!("`{text}` is negative: give a duration of zero or more, like 30s or 250ms")
+            } else {
+                format!("`{text}` is not a duration: give one after the flag, like 30s or 250ms")
+            },
+        );
     }
     if let Ok(seconds) = text.parse::<f64>() {
         if seconds.is_finite() && seconds >= 0.0 {
@@ -621,6 +625,11 @@ mod tests {
             let err = Cli::try_parse_from(argv).unwrap_err().to_string();
             assert!(err.contains("is negative"), "{argv:?}: {err}");
         }
+        // A flag where the value should be is named as such, not as a negative duration.
+        let err = Cli::try_parse_from(["duplexbench-tui", "run", "-d", "--no-tui"])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("`--no-tui` is not a duration"), "{err}");
     }
 
     #[test]
