@@ -434,19 +434,13 @@ fn a_delta_goes_out_for_every_80_ms_of_audio_empty_when_no_word_is_due() {
     // The default, 240 ms of audio a word: one step in three makes text, as real vLLM's mostly
     // empty deltas.
     let mut s = Session::new(behaviour(&[]), 1);
-    update(&mut s, &c, &mut out);
-    s.on_text(COMMIT, 0.0, &c, &mut out);
-    let end_s = stream(&mut s, &c, &mut out, 0.0, 12);
-    s.on_text(FINAL, end_s, &c, &mut out);
+    utterance(&mut s, &c, &mut out, 12);
     let events = until_done(&mut s, &mut out);
     assert_eq!(deltas(&events), ["la ", "", ""].repeat(4));
 
     // 40 ms between words: two to a step.
     let mut s = Session::new(behaviour(&["--delta-interval-ms", "40"]), 2);
-    update(&mut s, &c, &mut out);
-    s.on_text(COMMIT, 0.0, &c, &mut out);
-    let end_s = stream(&mut s, &c, &mut out, 0.0, 12);
-    s.on_text(FINAL, end_s, &c, &mut out);
+    utterance(&mut s, &c, &mut out, 12);
     let events = until_done(&mut s, &mut out);
     assert_eq!(deltas(&events), ["la la "; 12]);
 }
