@@ -70,6 +70,14 @@ impl Drop for Tmux {
     }
 }
 
+/// The dashboard's alternate screen is gone from the terminal.
+pub fn assert_dashboard_left(screen: &str) {
+    assert!(
+        !screen.contains("Deviation heatmap"),
+        "alternate screen left: {screen}"
+    );
+}
+
 pub fn wait_for(
     what: &str,
     limit: Duration,
@@ -160,10 +168,7 @@ fn the_dashboard_runs_in_a_real_terminal_and_q_ends_the_run_with_a_summary() {
     assert_eq!(summary["sessions"]["stopped_early"], 8);
     // The terminal is restored and the headless table printed on the normal screen.
     let screen = tmux.screen();
-    assert!(
-        !screen.contains("Deviation heatmap"),
-        "alternate screen left: {screen}"
-    );
+    assert_dashboard_left(&screen);
     assert!(
         screen.contains(&format!("{}", Path::new(&out).join("summary.md").display())),
         "{screen}"
@@ -292,10 +297,7 @@ fn sigterm_ends_a_dashboard_run_without_waiting_for_a_key() {
     let summary = util::summary(&out);
     assert_eq!(summary["cancelled"], true, "{summary}");
     let screen = tmux.screen();
-    assert!(
-        !screen.contains("Deviation heatmap"),
-        "alternate screen left: {screen}"
-    );
+    assert_dashboard_left(&screen);
 }
 
 /// A signal on the finished screen closes it too: the run had finished, so its exit code stays

@@ -161,7 +161,7 @@ fn json_is_refused_with_a_pointer_to_output_and_sizes_take_units_issue_14() {
 
 #[test]
 fn the_finished_dashboard_stays_explorable_and_leaves_the_table_behind_issue_14() {
-    use crate::dashboard::{recording_exit, tmux_available, wait_for, Tmux};
+    use crate::dashboard::{assert_dashboard_left, recording_exit, tmux_available, wait_for, Tmux};
     if !tmux_available() {
         return;
     }
@@ -216,7 +216,7 @@ fn the_finished_dashboard_stays_explorable_and_leaves_the_table_behind_issue_14(
         || tmux.screen(),
     );
     let screen = tmux.screen();
-    assert!(!screen.contains("Deviation heatmap"), "{screen}");
+    assert_dashboard_left(&screen);
     assert!(screen.starts_with("output folder /"), "{screen}");
     assert!(
         screen.contains("server accepted"),

@@ -16,16 +16,7 @@ fn sweep_json(out: &Path) -> serde_json::Value {
 /// `sweep --no-tui --trace off ARGS --output OUT` in the background, for tests that signal it
 /// or act while it runs.
 fn spawn_sweep(out: &Path, args: &[&str]) -> std::process::Child {
-    std::process::Command::new(util::bin())
-        .args(["sweep", "--no-tui", "--trace", "off"])
-        .args(args)
-        .arg("--output")
-        .arg(out)
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap()
+    util::spawn_quiet(&["sweep", "--no-tui", "--trace", "off"], out, args)
 }
 
 /// A server on `listener` that passes every connection through to `upstream` (a mock).

@@ -100,8 +100,14 @@ pub fn run_to(out: &Path, args: &[&str], limit: Duration) -> Output {
 
 /// The same, in the background, for tests that signal or kill the conductor.
 pub fn spawn_run(out: &Path, args: &[&str]) -> std::process::Child {
+    spawn_quiet(&["run", "--no-tui"], out, args)
+}
+
+/// `duplexbench-tui COMMAND… --output OUT ARGS…` in the background, its output discarded.
+pub fn spawn_quiet(command: &[&str], out: &Path, args: &[&str]) -> std::process::Child {
     std::process::Command::new(bin())
-        .args(["run", "--no-tui", "--output"])
+        .args(command)
+        .arg("--output")
         .arg(out)
         .args(args)
         .stdin(std::process::Stdio::null())
