@@ -77,6 +77,19 @@ impl TimedTcp {
             unsafe { std::slice::from_raw_parts(control.as_ptr().cast::<u8>(), control_len) };
         Ok((n, realtime_stamp(control)))
     }
+
+    /// A read that returned less than it had room for emptied the socket: the stream is marked
+    /// not readable, as tokio's own `poll_read` does after such a read, so that the next read
+    /// waits for epoll instead of making a `recvmsg` only to hear `EAGAIN` (one system call a
+    /// packet, issue 17). Bytes that came after the read raise a new edge, and with it a new
+    /// readiness. This clears the readiness the stream has now, not the one the read began
+    /// with (tokio keeps that to itself), which is the same on the worker's single-threaded
+    /// runtime: its reactor runs only between tasks, never inside this read.
+    fn drained(&self) {
+        let _ = self.stream.try_io(Interest::READABLE, || {
+            Err::<(), _>(io::ErrorKind::WouldBlock.into())
+        });
+    }
 }
 
 /// The `SCM_TIMESTAMPNS` stamp among the control messages `control` holds, in realtime
@@ -131,6 +144,7 @@ impl AsyncRead for TimedTcp {
             // SAFETY: `recvmsg` only writes into the slice, and only the `n` bytes it reports
             // are marked filled below.
             let unfilled = unsafe { buf.unfilled_mut() };
+            let room = unfilled.len();
             match this
                 .stream
                 .try_io(Interest::READABLE, || this.recv_stamped(unfilled))
@@ -139,6 +153,9 @@ impl AsyncRead for TimedTcp {
                     // SAFETY: the kernel wrote the first `n` bytes of the unfilled part.
                     unsafe { buf.assume_init(n) };
                     buf.advance(n);
+                    if n > 0 && n < room {
+                        this.drained();
+                    }
                     if n > 0 {
                         this.arrival_s = stamp.and_then(|stamp_ns| {
                             let monotonic_now_s = monotonic_s();
@@ -256,6 +273,56 @@ pub(crate) mod tests {
             drop(server);
             let mut buf = [0u8; 16];
             assert_eq!(client.read(&mut buf).await.unwrap(), 0);
+        });
+    }
+
+    #[test]
+    fn a_read_that_empties_the_socket_leaves_it_unreadable_until_more_bytes_come() {
+        runtime().block_on(async {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let client = TcpStream::connect(listener.local_addr().unwrap())
+                .await
+                .unwrap();
+            let (mut server, _) = listener.accept().await.unwrap();
+            let mut client = TimedTcp::new(client);
+            assert!(client.stamped);
+            let ready_now = |client: &TimedTcp| {
+                let mut cx = Context::from_waker(std::task::Waker::noop());
+                client.stream.poll_read_ready(&mut cx).is_ready()
+            };
+            for round in 0..3u8 {
+                server.write_all(&[round; 5]).await.unwrap();
+                let mut buf = [0u8; 64];
+                let n = client.read(&mut buf).await.unwrap();
+                assert_eq!(&buf[..n], &[round; 5]);
+                // Without the clearing, the stream stays readable and the next read makes a
+                // `recvmsg` that finds nothing.
+                assert!(!ready_now(&client), "round {round}: still marked readable");
+            }
+            // A read that fills its buffer does not know the socket is empty.
+            server.write_all(&[9; 8]).await.unwrap();
+            let mut four = [0u8; 4];
+            client.read_exact(&mut four).await.unwrap();
+            assert!(ready_now(&client), "four more bytes wait");
+            client.read_exact(&mut four).await.unwrap();
+            // Bytes that come later wake the reader: nothing is missed.
+            let late = tokio::spawn(async move {
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+                server.write_all(b"late").await.unwrap();
+                server
+            });
+            let mut buf = [0u8; 64];
+            let n = tokio::time::timeout(std::time::Duration::from_secs(5), client.read(&mut buf))
+                .await
+                .expect("the late bytes woke the read")
+                .unwrap();
+            assert_eq!(&buf[..n], b"late");
+            drop(late.await.unwrap());
+            assert_eq!(
+                client.read(&mut buf).await.unwrap(),
+                0,
+                "the end still reads as 0"
+            );
         });
     }
 
