@@ -214,18 +214,23 @@ pub(crate) mod tests {
             .unwrap()
     }
 
+    /// A stamped client socket and the server's end of its connection, on loopback.
+    async fn pair() -> (TimedTcp, TcpStream) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let client = TcpStream::connect(listener.local_addr().unwrap())
+            .await
+            .unwrap();
+        let (server, _) = listener.accept().await.unwrap();
+        (TimedTcp::new(client), server)
+    }
+
     /// Returns once the kernel stamps received segments. It turns stamping on for the whole
     /// host from a work queue when the first socket asks (or asks again after the last one
     /// closed): segments received before that come without a stamp, and such a read is timed
     /// by the clock instead. A test that needs a stamp calls this after its own socket asked
     /// (which keeps stamping on) and before the segment it times is sent.
     pub(crate) async fn until_the_kernel_stamps() {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let client = TcpStream::connect(listener.local_addr().unwrap())
-            .await
-            .unwrap();
-        let (mut server, _) = listener.accept().await.unwrap();
-        let mut client = TimedTcp::new(client);
+        let (mut client, mut server) = pair().await;
         let mut buf = [0u8; 4];
         for _ in 0..200 {
             server.write_all(b"warm").await.unwrap();
@@ -279,12 +284,7 @@ pub(crate) mod tests {
     #[test]
     fn a_read_that_empties_the_socket_leaves_it_unreadable_until_more_bytes_come() {
         runtime().block_on(async {
-            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-            let client = TcpStream::connect(listener.local_addr().unwrap())
-                .await
-                .unwrap();
-            let (mut server, _) = listener.accept().await.unwrap();
-            let mut client = TimedTcp::new(client);
+            let (mut client, mut server) = pair().await;
             assert!(client.stamped);
             let ready_now = |client: &TimedTcp| {
                 let mut cx = Context::from_waker(std::task::Waker::noop());
