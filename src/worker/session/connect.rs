@@ -15,8 +15,8 @@ use std::time::Duration;
 use tokio::io::BufReader;
 use tokio::net::{TcpSocket, TcpStream};
 use tokio_tungstenite::tungstenite::client::IntoClientRequest as _;
-use tokio_tungstenite::tungstenite::error::{TlsError, UrlError};
-use tokio_tungstenite::tungstenite::http::{HeaderName, HeaderValue};
+use tokio_tungstenite::tungstenite::error::{ProtocolError, TlsError, UrlError};
+use tokio_tungstenite::tungstenite::http::{HeaderName, HeaderValue, Response, StatusCode};
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tokio_tungstenite::tungstenite::Error as WsError;
 
@@ -214,7 +214,12 @@ async fn connect_ws_with(
         tokio_tungstenite::client_async_with_config(request, &mut recording, Some(config)).await;
     if let Err(err) = handshake {
         progress.reply = recording.seen.iter().take(16).copied().collect();
-        return Err(err);
+        return Err(match err {
+            WsError::Protocol(ProtocolError::WrongHttpVersion) => {
+                http_10_refusal(&recording.seen).unwrap_or(err)
+            }
+            err => err,
+        });
     }
     let Recording { inner, seen } = recording;
     let tail = after_response(&seen)?;
@@ -223,4 +228,87 @@ async fn connect_ws_with(
         tail,
         config.max_message_size.unwrap_or(usize::MAX),
     ))
+}
+
+/// The HTTP error an `HTTP/1.0` answer to the upgrade says, which tungstenite reports as a wrong
+/// version before it reads the status: a proxy or a small server that refuses with
+/// `HTTP/1.0 503` (Python's `http.server` answers so) is refusing admission, and its 503 is
+/// retried and counted as a refusal like any other. `None` for what is not such an answer, and
+/// for a `101` (no upgrade happens over HTTP/1.0: the version error stands).
+fn http_10_refusal(seen: &[u8]) -> Option<WsError> {
+    let line_end = seen.windows(2).position(|w| w == b"\r\n")?;
+    let line = std::str::from_utf8(&seen[..line_end]).ok()?;
+    let rest = line.strip_prefix("HTTP/1.0 ")?;
+    let status = StatusCode::from_bytes(rest.get(..3)?.as_bytes()).ok()?;
+    if status == StatusCode::SWITCHING_PROTOCOLS {
+        return None;
+    }
+    let response = Response::builder().status(status).body(None).ok()?;
+    Some(WsError::Http(Box::new(response)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+
+    #[test]
+    fn an_http_10_status_is_read_as_the_error_it_is() {
+        let status = |seen: &[u8]| match http_10_refusal(seen) {
+            Some(WsError::Http(response)) => Some(response.status().as_u16()),
+            _ => None,
+        };
+        assert_eq!(
+            status(b"HTTP/1.0 503 Service Unavailable\r\nServer: x\r\n\r\nbusy"),
+            Some(503)
+        );
+        assert_eq!(status(b"HTTP/1.0 404 File not found\r\n"), Some(404));
+        assert_eq!(status(b"HTTP/1.0 101 Switching Protocols\r\n\r\n"), None);
+        assert_eq!(status(b"HTTP/0.9 503 x\r\n"), None);
+        assert_eq!(status(b"HTTP/1.0 5x3 x\r\n"), None);
+        assert_eq!(status(b"HTTP/1.0 503"), None, "no whole status line yet");
+    }
+
+    /// A server that answers every upgrade with `reply` and closes.
+    async fn answering(reply: &'static str) -> String {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("ws://{}/v1/realtime", listener.local_addr().unwrap());
+        tokio::spawn(async move {
+            while let Ok((mut stream, _)) = listener.accept().await {
+                let mut request = [0u8; 4096];
+                let _ = stream.read(&mut request).await;
+                let _ = stream.write_all(reply.as_bytes()).await;
+            }
+        });
+        url
+    }
+
+    #[test]
+    fn a_refusal_over_http_10_is_an_http_error_not_a_version_error() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            let dialer = Dialer {
+                tls: None,
+                headers: Vec::new(),
+            };
+            let config = WebSocketConfig::default();
+            let url =
+                answering("HTTP/1.0 503 Service Unavailable\r\nContent-Length: 4\r\n\r\nbusy")
+                    .await;
+            match connect_ws(&url, &dialer, config, None).await {
+                Err(WsError::Http(response)) => assert_eq!(response.status(), 503),
+                Err(err) => panic!("expected HTTP 503, got {err}"),
+                Ok(_) => panic!("expected HTTP 503, got a connection"),
+            }
+            let url = answering("HTTP/1.0 101 Switching Protocols\r\n\r\n").await;
+            match connect_ws(&url, &dialer, config, None).await {
+                Err(WsError::Protocol(ProtocolError::WrongHttpVersion)) => {}
+                Err(err) => panic!("expected the version error, got {err}"),
+                Ok(_) => panic!("an upgrade over HTTP/1.0 was taken"),
+            }
+        });
+    }
 }
