@@ -153,10 +153,10 @@ impl AsyncRead for TimedTcp {
                     // SAFETY: the kernel wrote the first `n` bytes of the unfilled part.
                     unsafe { buf.assume_init(n) };
                     buf.advance(n);
-                    if n > 0 && n < room {
-                        this.drained();
-                    }
                     if n > 0 {
+                        if n < room {
+                            this.drained();
+                        }
                         this.arrival_s = stamp.and_then(|stamp_ns| {
                             let monotonic_now_s = monotonic_s();
                             to_monotonic(stamp_ns, realtime_ns(), monotonic_now_s)
@@ -246,11 +246,7 @@ pub(crate) mod tests {
     #[test]
     fn bytes_read_late_are_timed_when_they_arrived() {
         runtime().block_on(async {
-            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-            let addr = listener.local_addr().unwrap();
-            let client = TcpStream::connect(addr).await.unwrap();
-            let (mut server, _) = listener.accept().await.unwrap();
-            let mut client = TimedTcp::new(client);
+            let (mut client, mut server) = pair().await;
             assert!(client.stamped, "loopback TCP takes SO_TIMESTAMPNS");
             assert_eq!(client.arrival_s(), None, "nothing read yet");
             until_the_kernel_stamps().await;
