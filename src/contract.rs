@@ -70,4 +70,10 @@ pub struct StreamingUsage {
     /// versions.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub allocations: Option<u64>,
+    /// The worker's memory on transparent huge pages at the window's end (`AnonHugePages` of
+    /// `/proc/self/smaps_rollup`): whether its heap got the huge pages it asks for
+    /// (docs/metrics.md). Absent where that file could not be read and in results of earlier
+    /// versions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub huge_page_bytes: Option<u64>,
 }

@@ -51,6 +51,8 @@ pub struct Mark {
     pub cpu_s: f64,
     /// The calling thread's allocations ([`thread_allocations`]).
     pub allocations: Option<u64>,
+    /// The process's memory on huge pages ([`huge_page_bytes`]); read at the window's end only.
+    pub huge_page_bytes: Option<u64>,
 }
 
 /// The process's CPU seconds and the calling thread's allocations, now.
@@ -58,7 +60,26 @@ pub fn mark() -> Mark {
     Mark {
         cpu_s: self_cpu_s(),
         allocations: thread_allocations(),
+        huge_page_bytes: None,
     }
+}
+
+/// [`mark`] with the memory on huge pages: for the streaming window's end, while every
+/// session's state is still there (once the sessions end, the heap is given back).
+pub fn end_mark() -> Mark {
+    Mark {
+        huge_page_bytes: huge_page_bytes(),
+        ..mark()
+    }
+}
+
+/// The process's anonymous memory on transparent huge pages (`AnonHugePages` of
+/// `/proc/self/smaps_rollup`); `None` where it cannot be read.
+pub fn huge_page_bytes() -> Option<u64> {
+    std::fs::read_to_string("/proc/self/smaps_rollup")
+        .ok()
+        .filter(|rollup| rollup.contains("AnonHugePages:"))
+        .map(|rollup| status_kb(&rollup, "AnonHugePages:"))
 }
 
 /// The binary's global allocator: the system's, counting on each thread the blocks it
@@ -171,6 +192,10 @@ mod tests {
         let usage = self_usage(1.0);
         assert!(usage.peak_rss_bytes > 0);
         let system = usage.system_cpu_seconds.expect("/proc/self/stat has stime");
+        assert!(
+            huge_page_bytes().is_some(),
+            "smaps_rollup has AnonHugePages"
+        );
         assert!((0.0..=usage.cpu_seconds).contains(&system), "{usage:?}");
     }
 }

@@ -3,6 +3,7 @@
 
 pub mod arrival;
 pub mod clock_sync;
+pub mod huge_pages;
 pub mod open_files;
 
 use std::os::unix::process::CommandExt;

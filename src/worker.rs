@@ -332,6 +332,16 @@ fn session_futures(
 /// Reports readiness once every session has set up (or given up).
 async fn report_ready(tally: Rc<setup::SetupTally>, telemetry: control::TelemetrySender) {
     tally.all_settled().await;
+    // The sessions' state is all there now: onto huge pages with it, before the gate (a few
+    // milliseconds of the kernel's copying, which would delay packets once they are paced).
+    // The worker's log stays empty when all went as it should (the conductor reads an empty
+    // log as "nothing to say").
+    let started_s = monotonic_s();
+    let outcome = crate::sys::huge_pages::heap_on_huge_pages();
+    let took_ms = (monotonic_s() - started_s) * 1e3;
+    if matches!(outcome, crate::sys::huge_pages::Outcome::Failed(_)) || took_ms >= 20.0 {
+        eprintln!("the sessions' heap before the gate: {outcome} ({took_ms:.1} ms)");
+    }
     let (connected, rejected, failed, first_error) = tally.counts();
     telemetry
         .send_eventually(Telemetry::Ready {

@@ -227,6 +227,7 @@ impl WorkerChild {
             None => command.env_remove(crate::secret::SECRETS_ENV),
         };
         sys::die_with_parent(&mut command);
+        sys::huge_pages::advise_growth(&mut command);
         let mut child = command
             .spawn()
             .with_context(|| format!("cannot start worker {}", config.index))?;

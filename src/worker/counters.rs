@@ -107,6 +107,7 @@ impl WorkerStats {
                 .allocations
                 .zip(from.allocations)
                 .map(|(to, from)| to.saturating_sub(from)),
+            huge_page_bytes: to.huge_page_bytes,
         })
     }
 
@@ -151,6 +152,7 @@ mod tests {
         Mark {
             cpu_s,
             allocations: Some((cpu_s * 1000.0) as u64),
+            huge_page_bytes: None,
         }
     }
 
@@ -206,6 +208,7 @@ mod tests {
         stats.stream_started(10.0, || Mark {
             cpu_s: 1.0,
             allocations: None,
+            huge_page_bytes: None,
         });
         stats.last_packet_sent(30.0, || mark(3.0));
         stats.stream_ended(|| (30.0, mark(3.0)));

@@ -287,7 +287,7 @@ impl Session {
         self.ctx
             .stats
             .borrow_mut()
-            .stream_ended(|| (monotonic_s(), procstat::mark()));
+            .stream_ended(|| (monotonic_s(), procstat::end_mark()));
         self.ctx.pacer.forget(self.ctx.index);
         streamed
     }
@@ -399,7 +399,7 @@ impl Session {
             self.ctx
                 .stats
                 .borrow_mut()
-                .last_packet_sent(completed_s, procstat::mark);
+                .last_packet_sent(completed_s, procstat::end_mark);
         }
         let receipt = Receipt {
             event_id: EventIds {
