@@ -9,8 +9,10 @@
 //! pages at once, rather than whenever `khugepaged` next scans the process (every 10 s by
 //! default: a run's first seconds would cost more than its last). What the heap grows into
 //! after the gate (batch buffers, read buffers) is advised by glibc's `malloc` itself, told by
-//! the conductor ([`advise_growth`]), and collapsed by `khugepaged` within seconds. A kernel
-//! whose `transparent_hugepage` is `never` is left alone.
+//! the conductor ([`advise_growth`]), and collapsed by `khugepaged` when it next scans the
+//! process (10 s or more after the gate on the box of docs/benchmarks.md). `MADV_COLLAPSE`
+//! fills the few unused small pages of a heap's huge page too: peak RSS rose 2 MiB at 1 × 256,
+//! 8 MiB at 1 × 1024. A kernel whose `transparent_hugepage` is `never` is left alone.
 
 use std::ffi::OsString;
 use std::ops::Range;
