@@ -5,7 +5,7 @@
 mod children;
 mod follow;
 mod run_folder;
-pub use run_folder::lock_folder;
+pub use run_folder::{create_numbered, lock_folder};
 
 use crate::clock::{monotonic_s, utc_rfc3339, ClockAnchor};
 use crate::contract::mock::MockStats;

@@ -43,7 +43,13 @@ pub fn run(args: &SweepArgs, command_line: String) -> Result<i32> {
         crate::sys::open_files::ensure(&crate::sys::open_files::Layout::of(&top.settings))?;
     }
     // Held to the end: a sweep that could not start leaves no empty folder behind.
-    let _folder = claim(&plan.output_dir, plan.force)?;
+    let (_folder, plan) = if plan.new_output {
+        let folder = claim_new(&plan.output_dir)?;
+        let plan = plan.moved_to(&folder.dir);
+        (folder, plan)
+    } else {
+        (claim(&plan.output_dir, plan.force)?, plan)
+    };
     // Between runs no conductor listens for signals: this flag ends the sweep there too (a
     // run's own handler still stops that run cleanly).
     let signal = Arc::new(AtomicUsize::new(0));
@@ -350,9 +356,22 @@ impl Drop for Claimed {
     }
 }
 
-/// Creates the sweep folder and locks it; refuses one another sweep (or run) is writing to
-/// (two sweeps started in the same second pick the same default folder), one that holds a
-/// run, or a sweep unless `--force`.
+/// Creates a new folder for a sweep without `--output`: `base` or the first free one of
+/// `base-2`, `base-3`, … (two sweeps started in the same second), and locks it.
+fn claim_new(base: &Path) -> Result<Claimed> {
+    let (dir, created) = conductor::create_numbered(base)?;
+    let mut claimed = Claimed {
+        dir,
+        lock: None,
+        created,
+    };
+    claimed.lock = Some(conductor::lock_folder(&claimed.dir, "sweep")?);
+    note_folder(&claimed.dir);
+    Ok(claimed)
+}
+
+/// Creates the sweep folder (`--output`) and locks it; refuses one another sweep (or run) is
+/// writing to, one that holds a run, or a sweep unless `--force`.
 fn claim(dir: &Path, force: bool) -> Result<Claimed> {
     let created = dir
         .ancestors()
@@ -380,13 +399,17 @@ fn claim(dir: &Path, force: bool) -> Result<Claimed> {
     if dir.join(SWEEP_JSON).exists() && !force {
         bail!("{} already holds a sweep ({SWEEP_JSON}); choose another --output, or give --force to run it again (each level's previous files are deleted first)", dir.display());
     }
+    note_folder(dir);
+    Ok(claimed)
+}
+
+fn note_folder(dir: &Path) {
     note(&format!(
         "sweep folder {}",
         std::path::absolute(dir)
             .unwrap_or_else(|_| dir.to_path_buf())
             .display()
     ));
-    Ok(claimed)
 }
 
 fn write_files(dir: &Path, record: &SweepRecord) -> Result<()> {

@@ -77,44 +77,16 @@ impl RunFolder {
     /// `base-3`, … that does not exist. Creating it (`mkdir`, which fails when the folder exists)
     /// is the claim, so two runs started in the same second each get a folder of their own.
     pub fn claim_new(base: &Path) -> Result<RunFolder> {
-        let mut created = match base.parent() {
-            Some(parent) if !parent.as_os_str().is_empty() => {
-                let created = missing_folders(parent);
-                fs::create_dir_all(parent).with_context(|| cannot_create(parent))?;
-                created
-            }
-            _ => Vec::new(),
+        let (dir, created) = create_numbered(base)?;
+        let mut folder = RunFolder {
+            dir,
+            created,
+            lock: None,
         };
-        for n in 1..=MAX_SUFFIX {
-            let dir = match n {
-                1 => base.to_path_buf(),
-                n => {
-                    let mut name = base.as_os_str().to_os_string();
-                    name.push(format!("-{n}"));
-                    PathBuf::from(name)
-                }
-            };
-            match fs::create_dir(&dir) {
-                Ok(()) => {
-                    created.insert(0, dir.clone());
-                    let mut folder = RunFolder {
-                        dir,
-                        created,
-                        lock: None,
-                    };
-                    folder.lock = Some(lock(&folder.dir)?);
-                    fs::create_dir_all(RunPaths::new(&folder.dir).workers_dir())
-                        .with_context(|| cannot_create(&folder.dir))?;
-                    return Ok(folder);
-                }
-                Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => continue,
-                Err(err) => return Err(err).with_context(|| cannot_create(&dir)),
-            }
-        }
-        bail!(
-            "{} and {MAX_SUFFIX} numbered folders after it exist already; choose a folder with --output",
-            base.display()
-        )
+        folder.lock = Some(lock(&folder.dir)?);
+        fs::create_dir_all(RunPaths::new(&folder.dir).workers_dir())
+            .with_context(|| cannot_create(&folder.dir))?;
+        Ok(folder)
     }
 
     /// The folder claimed.
@@ -123,8 +95,45 @@ impl RunFolder {
     }
 }
 
-/// How many folders `claim_new` tries: `base`, `base-2`, … `base-1000`.
+/// How many folders [`create_numbered`] tries: `base`, `base-2`, … `base-1000`.
 const MAX_SUFFIX: u32 = 1000;
+
+/// Creates `base`, or the first of `base-2`, `base-3`, … that does not exist, with its missing
+/// parents; returns it and the folders created (it and those parents, deepest first). Creating
+/// it (`mkdir`, which fails when the folder exists) is the claim: two runs, or two sweeps,
+/// started in the same second each get a folder of their own.
+pub fn create_numbered(base: &Path) -> Result<(PathBuf, Vec<PathBuf>)> {
+    let mut created = match base.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => {
+            let created = missing_folders(parent);
+            fs::create_dir_all(parent).with_context(|| cannot_create(parent))?;
+            created
+        }
+        _ => Vec::new(),
+    };
+    for n in 1..=MAX_SUFFIX {
+        let dir = match n {
+            1 => base.to_path_buf(),
+            n => {
+                let mut name = base.as_os_str().to_os_string();
+                name.push(format!("-{n}"));
+                PathBuf::from(name)
+            }
+        };
+        match fs::create_dir(&dir) {
+            Ok(()) => {
+                created.insert(0, dir.clone());
+                return Ok((dir, created));
+            }
+            Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(err) => return Err(err).with_context(|| cannot_create(&dir)),
+        }
+    }
+    bail!(
+        "{} and {MAX_SUFFIX} numbered folders after it exist already; choose a folder with --output",
+        base.display()
+    )
+}
 
 /// `dir` and those of its parents that do not exist yet, deepest first.
 fn missing_folders(dir: &Path) -> Vec<PathBuf> {

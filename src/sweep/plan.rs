@@ -17,6 +17,10 @@ pub const MAX_LEVELS: usize = 32;
 #[derive(Debug, Clone)]
 pub struct SweepPlan {
     pub output_dir: PathBuf,
+    /// No `--output`: the sweep takes a folder of its own, `output_dir` (`runs/sweep-<time
+    /// stamp>`) or, when that exists, the first free one of `output_dir-2`, `-3`, … (see
+    /// [`SweepPlan::moved_to`]).
+    pub new_output: bool,
     pub levels: Vec<LevelPlan>,
     pub repeats: u32,
     pub cooldown: Duration,
@@ -25,6 +29,24 @@ pub struct SweepPlan {
     pub warmup: Option<RunPlan>,
     pub force: bool,
     pub command_line: String,
+}
+
+impl SweepPlan {
+    /// The same sweep in `dir` instead of `output_dir`: every level's and the warm-up's folder
+    /// moves with it (a folder of their own for two sweeps started in the same second).
+    pub fn moved_to(mut self, dir: &Path) -> SweepPlan {
+        let from = std::mem::replace(&mut self.output_dir, dir.to_path_buf());
+        let runs = self
+            .levels
+            .iter_mut()
+            .flat_map(|level| level.runs.iter_mut());
+        for run in runs.chain(self.warmup.as_mut()) {
+            if let Ok(folder) = run.output_dir.strip_prefix(&from) {
+                run.output_dir = dir.join(folder);
+            }
+        }
+        self
+    }
 }
 
 /// One level: its load and a run plan per repeat (folders `level-0064`, `level-0064-r2`, …).
@@ -229,6 +251,7 @@ pub fn validate(args: &SweepArgs, command_line: String, tui: bool) -> Result<Swe
         }
     };
     Ok(SweepPlan {
+        new_output: base.output.is_none(),
         output_dir,
         levels,
         repeats: args.repeats,

@@ -210,24 +210,16 @@ fn two_runs_without_output_started_together_each_get_a_folder_of_their_own() {
     std::fs::create_dir_all(&cwd).unwrap();
     // Started in the same second, both want runs/<that second>.
     let start = || {
-        std::process::Command::new(util::bin())
-            .args(["run", "--no-tui", "-s", "1", "-d", "1s", "--no-sampler"])
-            .current_dir(&cwd)
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap()
+        util::spawn_in(
+            &cwd,
+            &["run", "--no-tui", "-s", "1", "-d", "1s", "--no-sampler"],
+        )
     };
     let runs = [start(), start()].map(|child| child.wait_with_output().unwrap());
     for output in &runs {
         util::assert_finished(output);
     }
-    let mut folders: Vec<String> = std::fs::read_dir(cwd.join("runs"))
-        .unwrap()
-        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    folders.sort();
+    let folders = util::entry_names(&cwd.join("runs"));
     assert_eq!(folders.len(), 2, "{folders:?}");
     for folder in &folders {
         assert!(

@@ -581,9 +581,8 @@ fn a_first_level_whose_later_repeat_cannot_start_leaves_nothing_behind() {
     );
 }
 
-/// A second sweep into a folder a sweep is writing to (two started in the same second share
-/// the default `runs/sweep-<time>`) is refused at once, naming the other; it used to start and
-/// collide with the first at a level's run folder, later.
+/// A second sweep into a folder a sweep is writing to (`--output`) is refused at once, naming
+/// the other; it used to start and collide with the first at a level's run folder, later.
 #[test]
 fn a_second_sweep_into_a_folder_a_sweep_is_writing_to_is_refused() {
     let _serial = util::serial();
@@ -608,4 +607,54 @@ fn a_second_sweep_into_a_folder_a_sweep_is_writing_to_is_refused() {
         "the first sweep went on: {code:?}"
     );
     assert!(!sweep_json(&out)["levels"].as_array().unwrap().is_empty());
+}
+
+/// Two sweeps without `--output` started in the same second: the second numbers its folder
+/// (`runs/sweep-<time>-2`, its levels inside it), as two runs do; it used to be refused
+/// because the first held `runs/sweep-<time>`.
+#[test]
+fn two_sweeps_without_output_started_together_each_get_a_folder_of_their_own() {
+    let _serial = util::serial();
+    let dir = TempDir::new("sweep-default-folders");
+    let cwd = dir.join("cwd");
+    std::fs::create_dir_all(&cwd).unwrap();
+    let args = [
+        "sweep",
+        "--no-tui",
+        "--trace",
+        "off",
+        "--cooldown",
+        "0s",
+        "-s",
+        "1",
+        "-d",
+        "1s",
+    ];
+    let start = || util::spawn_in(&cwd, &args);
+    let sweeps = [start(), start()].map(|child| child.wait_with_output().unwrap());
+    for output in &sweeps {
+        assert!(
+            matches!(output.status.code(), Some(0 | 1)),
+            "both sweeps ran: {}",
+            describe(output)
+        );
+    }
+    let folders = util::entry_names(&cwd.join("runs"));
+    assert_eq!(folders.len(), 2, "{folders:?}");
+    for folder in &folders {
+        let sweep = cwd.join("runs").join(folder);
+        assert!(sweep.join("sweep.json").is_file(), "{folder}");
+        assert!(
+            sweep.join("level-0001").join("summary.json").is_file(),
+            "{folder}'s level is inside it"
+        );
+    }
+    if folders[1] == format!("{}-2", folders[0]) {
+        // The same second: the second sweep numbered its folder.
+    } else {
+        assert!(
+            folders.iter().all(|f| f.len() == "sweep-".len() + 15),
+            "two seconds, two plain stamps: {folders:?}"
+        );
+    }
 }

@@ -118,6 +118,29 @@ pub fn spawn_quiet(command: &[&str], out: &Path, args: &[&str]) -> std::process:
 }
 
 /// Waits for `child` at most `limit` and returns its exit code; kills it and fails after that.
+/// Starts the binary with `args` in the folder `cwd` (where its default `runs/` goes), with
+/// its output piped.
+pub fn spawn_in(cwd: &Path, args: &[&str]) -> std::process::Child {
+    std::process::Command::new(bin())
+        .args(args)
+        .current_dir(cwd)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// The names of the entries of `dir`, sorted.
+pub fn entry_names(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
 pub fn wait_with_limit(child: &mut std::process::Child, limit: Duration) -> Option<i32> {
     let deadline = std::time::Instant::now() + limit;
     loop {
