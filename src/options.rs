@@ -742,10 +742,10 @@ fn client_settings(args: &ProtocolArgs, has_url: bool) -> Result<ClientSettings>
         None => None,
     };
     Ok(ClientSettings {
-        api_version: args.api_version,
+        api_version: (protocol == Protocol::Openai).then_some(args.api_version),
         model: args.model.clone(),
         input_sample_rate: rate,
-        turn_detection: args.turn_detection,
+        turn_detection: (protocol == Protocol::Openai).then_some(args.turn_detection),
         commit_every_ms,
     })
 }
@@ -1201,6 +1201,26 @@ mod tests {
         ])
         .unwrap();
         assert_eq!(p.settings.client.commit_every_ms, Some(2000));
+        assert_eq!(p.settings.client.turn_detection, Some(TurnDetection::None));
+        assert_eq!(p.settings.client.api_version, Some(ApiVersion::Ga));
+    }
+
+    #[test]
+    fn openai_only_client_settings_are_none_for_the_other_protocols() {
+        // A Fun-ASR or vLLM summary says null, not an OpenAI default that was never sent.
+        for protocol in ["native", "funasr", "vllm"] {
+            let p = plan(&["--protocol", protocol]).unwrap();
+            let c = &p.settings.client;
+            assert_eq!(
+                (c.api_version, c.turn_detection),
+                (None, None),
+                "{protocol}"
+            );
+        }
+        let p = plan(&["--protocol", "openai", "--api-version", "beta"]).unwrap();
+        let c = &p.settings.client;
+        assert_eq!(c.api_version, Some(ApiVersion::Beta));
+        assert_eq!(c.turn_detection, Some(TurnDetection::ServerVad));
     }
 
     #[test]

@@ -153,14 +153,15 @@ pub const NULL_CODE: &str = "null";
 /// How the client speaks its protocol (`--api-version`, `--model`, …).
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct ClientSettings {
-    /// openai: the event names and session shape sent.
-    pub api_version: ApiVersion,
+    /// openai: the event names and session shape sent; `None` for the other protocols, which
+    /// have no such choice (the summary says null rather than a default that was never used).
+    pub api_version: Option<ApiVersion>,
     /// openai, vllm: the model named in `session.update`.
     pub model: Option<String>,
     /// The PCM16 input's sample rate, in Hz (the --audio file's).
     pub input_sample_rate: u32,
-    /// openai: who ends a turn.
-    pub turn_detection: TurnDetection,
+    /// openai: who ends a turn; `None` for the other protocols.
+    pub turn_detection: Option<TurnDetection>,
     /// openai: the client commits every this many ms of input.
     pub commit_every_ms: Option<u64>,
 }
@@ -168,10 +169,10 @@ pub struct ClientSettings {
 impl Default for ClientSettings {
     fn default() -> Self {
         ClientSettings {
-            api_version: ApiVersion::Ga,
+            api_version: None,
             model: None,
             input_sample_rate: INPUT_SAMPLE_RATE,
-            turn_detection: TurnDetection::ServerVad,
+            turn_detection: None,
             commit_every_ms: None,
         }
     }

@@ -150,7 +150,7 @@ impl ProtocolFigures {
             Protocol::Openai => Some(turn_figures(
                 "OpenAI turns",
                 settings.modalities.iter().any(|m| m == "audio"),
-                settings.client.turn_detection == TurnDetection::ServerVad,
+                settings.client.turn_detection.unwrap_or_default() == TurnDetection::ServerVad,
                 false,
             )),
             Protocol::Vllm => Some(turn_figures("vLLM turns", false, false, true)),

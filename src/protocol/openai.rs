@@ -101,16 +101,16 @@ impl Openai {
     /// A client of `c`'s terms asking for `modalities`, sending packets of `packet_ms`.
     pub fn new(c: &ClientSettings, modalities: &[String], packet_ms: u32) -> Openai {
         Openai {
-            version: c.api_version,
-            turn_detection: c.turn_detection,
+            version: c.api_version.unwrap_or_default(),
+            turn_detection: c.turn_detection.unwrap_or_default(),
             commit_every_ms: c.commit_every_ms,
             packet_ms: u64::from(packet_ms),
             session: session_object(
-                c.api_version,
+                c.api_version.unwrap_or_default(),
                 c.model.as_deref(),
                 modalities,
                 c.input_sample_rate,
-                c.turn_detection,
+                c.turn_detection.unwrap_or_default(),
             ),
         }
     }
