@@ -57,6 +57,27 @@ impl AudioSource {
     }
 }
 
+impl std::fmt::Display for AudioSource {
+    /// As a message names it: `silence`, `the built-in speech sample (93249 samples) × 2`,
+    /// `in.wav (48000 samples) × 1`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            AudioSource::Silence => write!(f, "silence"),
+            AudioSource::Sample { samples, loops } => {
+                write!(
+                    f,
+                    "the built-in speech sample ({samples} samples) × {loops}"
+                )
+            }
+            AudioSource::Wav {
+                path,
+                samples,
+                loops,
+            } => write!(f, "{} ({samples} samples) × {loops}", path.display()),
+        }
+    }
+}
+
 /// `16 kHz`, `22050 Hz`.
 fn rate_name(rate: u32) -> String {
     if rate % 1000 == 0 {
@@ -275,6 +296,26 @@ impl Audio {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_audio_source_is_named_in_words_not_as_a_rust_value() {
+        // `report --vs` names the input that differs between two runs with this.
+        assert_eq!(AudioSource::Silence.to_string(), "silence");
+        let sample = AudioSource::Sample {
+            samples: 93_249,
+            loops: 2,
+        };
+        assert_eq!(
+            sample.to_string(),
+            "the built-in speech sample (93249 samples) × 2"
+        );
+        let file = AudioSource::Wav {
+            path: "in.wav".into(),
+            samples: 48_000,
+            loops: 1,
+        };
+        assert_eq!(file.to_string(), "in.wav (48000 samples) × 1");
+    }
 
     fn wav(name: &str, spec: hound::WavSpec, samples: u32) -> PathBuf {
         let path = std::env::temp_dir().join(format!(

@@ -54,7 +54,7 @@ pub fn differing_settings(a: &Summary, b: &Summary) -> Vec<String> {
         format!("{} ms", y.late_threshold_ms),
     );
     check("stagger", x.stagger.to_string(), y.stagger.to_string());
-    check("audio", format!("{:?}", x.audio), format!("{:?}", y.audio));
+    check("audio", x.audio.to_string(), y.audio.to_string());
     check("--no-pace", x.no_pace.to_string(), y.no_pace.to_string());
     out
 }
