@@ -81,6 +81,9 @@ struct Check<'a> {
     drained: bool,
     closed: bool,
     close_recorded: bool,
+    /// The code of the fatal `error` the server sent, if it sent one: the session ends there
+    /// (`session.closed` with that code as its reason and no `client_event_id`, then the close).
+    fatal: Option<String>,
 }
 
 /// The acknowledgements and the client command each answers.
@@ -164,6 +167,7 @@ impl<'a> Check<'a> {
             drained: false,
             closed: false,
             close_recorded: false,
+            fatal: None,
         }
     }
 
@@ -326,8 +330,11 @@ impl<'a> Check<'a> {
     fn receive(&mut self, event: &Value) {
         let kind = self.kind.clone();
         self.check_every_event(event, &kind);
+        let after_fatal = kind == names::SESSION_CLOSED && self.fatal.is_some();
         if let Some(&(answer, command)) = ANSWERS.iter().find(|(a, _)| *a == kind) {
-            self.answer(event, answer, command);
+            if !after_fatal {
+                self.answer(event, answer, command);
+            }
         }
         let counted = [
             names::SESSION_CREATED,
@@ -417,8 +424,29 @@ impl<'a> Check<'a> {
         }
     }
 
-    /// `session.closed`: after the input drained, for the reason the client gave.
+    /// `session.closed`: after the input drained, for the reason the client gave — or, after a
+    /// fatal error, answering nothing, with the error's code as its reason.
     fn session_closed(&mut self, event: &Value) {
+        let reason = event.get("reason");
+        if let Some(code) = self.fatal.clone() {
+            let cid = event.get("client_event_id");
+            if !cid.is_none_or(Value::is_null) {
+                self.flag(
+                    "client-event-id",
+                    "null after a fatal error (it answers no session.close)",
+                    show(cid),
+                );
+            }
+            if reason.and_then(Value::as_str) != Some(code.as_str()) {
+                self.flag(
+                    "closed-order",
+                    format!("reason {code:?} (the fatal error's code)"),
+                    show(reason),
+                );
+            }
+            self.closed = true;
+            return;
+        }
         if !self.drained {
             self.flag(
                 "closed-order",
@@ -426,7 +454,6 @@ impl<'a> Check<'a> {
                 "before it",
             );
         }
-        let reason = event.get("reason");
         if reason.and_then(Value::as_str) != Some("client_closed") {
             self.flag("closed-order", "reason \"client_closed\"", show(reason));
         }
@@ -450,6 +477,9 @@ impl<'a> Check<'a> {
             .unwrap_or(false);
         let got = format!("{} (fatal {fatal}): {}", field("code"), field("message"));
         self.flag("server-error", "no error event", got);
+        if fatal && self.fatal.is_none() {
+            self.fatal = Some(field("code"));
+        }
     }
 
     /// `client-event-id`: `answer` names a `command` the client sent, and answers it once.

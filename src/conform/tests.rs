@@ -522,6 +522,46 @@ fn a_missing_session_closed_leaves_the_session_incomplete() {
     breaks_only(&r, "session-complete");
 }
 
+/// A session the server ends with a fatal error after the update, as sglang-omni's server ends
+/// one that asked for modalities it cannot serve.
+fn ended_by_a_fatal_error(closed: Value) -> Vec<Record> {
+    let mut t = Trace {
+        records: Vec::new(),
+        time_s: 100.0,
+        next_id: 0,
+    };
+    t.receive(json!({"type": names::SESSION_CREATED}));
+    t.push(
+        Direction::Send,
+        json!({"type": names::SESSION_UPDATE, "event_id": "c-update", "session": {"output_modalities": ["audio", "text"]}}),
+    );
+    t.receive(json!({"type": "error", "sglang": {"fatal": true}, "error": {"type": "server_error", "code": "invalid_request", "message": "output_modalities [\"text\"] cannot be served", "event_id": "c-update"}}));
+    t.receive(closed);
+    t.push(Direction::Close, json!({"code": 1000, "reason": ""}));
+    t.records
+}
+
+#[test]
+fn after_a_fatal_error_the_session_closed_answers_nothing_and_names_the_code() {
+    // Only the error itself is named: the update, the end and the drain are no longer owed,
+    // and the session.closed that follows carries a null client_event_id and the error's code.
+    let closed = json!({"type": names::SESSION_CLOSED, "client_event_id": null, "reason": "invalid_request"});
+    breaks_only(&ended_by_a_fatal_error(closed), "server-error");
+    let wrong_reason =
+        json!({"type": names::SESSION_CLOSED, "client_event_id": null, "reason": "client_closed"});
+    let broken = rules(&ended_by_a_fatal_error(wrong_reason), None);
+    assert_eq!(broken, BTreeSet::from(["server-error", "closed-order"]));
+    let answering = json!({"type": names::SESSION_CLOSED, "client_event_id": "c-update", "reason": "invalid_request"});
+    let broken = rules(&ended_by_a_fatal_error(answering), None);
+    assert_eq!(broken, BTreeSet::from(["server-error", "client-event-id"]));
+    // Without its session.closed, the session is incomplete.
+    let mut r = ended_by_a_fatal_error(
+        json!({"type": names::SESSION_CLOSED, "client_event_id": null, "reason": "invalid_request"}),
+    );
+    r.remove(r.len() - 2);
+    assert!(rules(&r, None).contains("session-complete"));
+}
+
 #[test]
 fn errors_unknown_events_and_client_errors_are_named() {
     let mut r = voicechat();

@@ -20,7 +20,7 @@ use crate::contract::worker::{SessionOutcome, SessionStatus, MAX_WINDOWS};
 use crate::options::Settings;
 use crate::procstat;
 use crate::protocol::{ClientProtocol, EventIds, Outgoing};
-use crate::trace::format::json_string;
+use crate::trace::format::{json_string, Payload};
 use crate::trace::{Receipt, SessionTrace};
 use futures_util::{FutureExt as _, SinkExt, StreamExt};
 use keepalive::{Keepalive, Tick};
@@ -225,16 +225,35 @@ impl Session {
     }
 
     /// Reads what the server still sends until its close frame (traced for the receipts) or
-    /// the end of the connection, for at most a second.
+    /// the end of the connection, for at most a second. Its events are traced as received —
+    /// the `session.closed` after a fatal error, or anything a server sends after its
+    /// `session.closed` — so that the trace holds every frame the server sent (as sglang-omni's
+    /// own client records them) and `conform` judges the order it really sent them in; the
+    /// session is over, so they no longer count in its figures.
     async fn read_to_close(&mut self, ws: &mut Ws) {
         let _ = tokio::time::timeout(Duration::from_secs(1), async {
             while let Some(Ok(msg)) = ws.next().await {
-                if let Message::Close(frame) = msg {
-                    self.trace_close(
+                let now_s = ws.read_s().max(self.last_send_s);
+                match msg {
+                    Message::Close(frame) => self.trace_close(
                         frame
                             .as_ref()
                             .map(|f| (u16::from(f.code), f.reason.as_str())),
-                    );
+                    ),
+                    Message::Text(text) => {
+                        let kind = self
+                            .ctx
+                            .protocol
+                            .classify(&text)
+                            .map_or(Payload::Text, |r| r.payload);
+                        self.trace.receive(now_s, &text, kind);
+                    }
+                    Message::Binary(bytes) => {
+                        let event = format!(r#"{{"_binary_bytes":{}}}"#, bytes.len());
+                        self.trace
+                            .receive(now_s, &event, Payload::Json { audio_key: None });
+                    }
+                    _ => {}
                 }
             }
         })

@@ -59,6 +59,39 @@ fn the_minicpmo_mock_is_conformant() {
     conform_against_the_mock("minicpmo");
 }
 
+/// A session the server ends with a fatal error (VoiceChat asked for text): the client traces
+/// what the server sends after it — its `session.closed` came after the client had already
+/// failed the session, and was dropped — and conform names the error alone, not the ending
+/// sglang-omni's server gives such a session.
+#[test]
+fn a_session_ended_by_a_fatal_error_is_traced_to_its_close_and_only_the_error_is_named() {
+    let _serial = util::serial();
+    let mock = Mock::start(&["--profile", "voicechat"]);
+    let dir = TempDir::new("conform-fatal");
+    let out = dir.join("run");
+    let out_str = out.to_str().unwrap();
+    let url = mock.url();
+    let args = ["conform", "--url", &url, "--modalities", "audio,text"];
+    let checked = util::run(&[&args[..], &["--output", out_str]].concat(), LIMIT);
+    let stdout = String::from_utf8_lossy(&checked.stdout);
+    assert_eq!(checked.status.code(), Some(1), "{}", describe(&checked));
+    assert!(
+        stdout.contains("2 violations of server-error"),
+        "{}",
+        describe(&checked)
+    );
+    let trace = std::fs::read_to_string(out.join("sessions/w0-s0000/trace.jsonl"))
+        .unwrap_or_else(|e| panic!("{e}: {}", describe(&checked)));
+    let kinds: Vec<&str> = trace
+        .lines()
+        .filter_map(|l| l.split(r#""type":""#).nth(1))
+        .filter_map(|rest| rest.split('"').next())
+        .collect();
+    let error = kinds.iter().position(|k| *k == "error");
+    let closed = kinds.iter().position(|k| *k == "session.closed");
+    assert!(error.is_some() && closed > error, "{kinds:?}\n{trace}");
+}
+
 #[test]
 fn a_trace_that_cannot_be_read_exits_2() {
     let dir = TempDir::new("conform-missing");
