@@ -236,6 +236,22 @@ pub struct FullPercentiles {
     pub max: f64,
 }
 
+impl FullPercentiles {
+    /// The same with `max_ms`, the exact maximum, in place of the top of its histogram bucket:
+    /// a percentile reads the top of its bucket too, which lies above the exact maximum when
+    /// the largest values share its bucket (p99.9 200.319 beside a max of 200.212), so each is
+    /// capped at the maximum — no value lies above it.
+    pub fn with_exact_max(self, max_ms: f64) -> FullPercentiles {
+        FullPercentiles {
+            p50: self.p50.min(max_ms),
+            p90: self.p90.min(max_ms),
+            p99: self.p99.min(max_ms),
+            p999: self.p999.min(max_ms),
+            max: max_ms,
+        }
+    }
+}
+
 /// p50/p99/max in milliseconds.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ShortPercentiles {
@@ -247,6 +263,21 @@ pub struct ShortPercentiles {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn no_percentile_lies_above_the_exact_maximum() {
+        // 200,212 µs falls in a bucket 128 µs wide whose top is 200,319: the histogram's
+        // p99.9 (and max) read 200.319 where the largest value recorded was 200.212.
+        let mut h = DurationHistogram::new();
+        for us in [1_000, 2_000, 200_150, 200_212] {
+            h.record_us(us);
+        }
+        let raw = h.full();
+        assert!(raw.p999 > 200.212, "{raw:?}");
+        let p = raw.with_exact_max(200.212);
+        assert_eq!((p.p999, p.max), (200.212, 200.212));
+        assert_eq!(p.p50, raw.p50, "percentiles below the maximum are kept");
+    }
 
     #[test]
     fn percentiles_are_in_milliseconds() {

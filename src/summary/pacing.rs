@@ -13,9 +13,11 @@ pub(super) fn pacing_of(
     sessions_with_late_packets: u64,
     settings: &Settings,
 ) -> Pacing {
-    let mut deviation_ms = h.deviation.full();
     // The exact maximum, not the top of its histogram bucket.
-    deviation_ms.max = counts.max_deviation_us as f64 / 1000.0;
+    let deviation_ms = h
+        .deviation
+        .full()
+        .with_exact_max(counts.max_deviation_us as f64 / 1000.0);
     Pacing {
         counts,
         late_threshold_ms: settings.late_threshold_ms,

@@ -90,6 +90,8 @@ fn packet_lines(state: &LiveState, theme: Theme) -> Vec<(u8, Line<'static>)> {
         format!("{:.2} ms", start.quantile_ms(0.99))
     };
     let c = &t.counts;
+    // A percentile reads the top of its histogram bucket; none is shown above the exact max.
+    let max_ms = c.max_deviation_us as f64 / 1000.0;
     let late_style = if c.late_packets > 0 {
         theme.bad()
     } else {
@@ -127,7 +129,7 @@ fn packet_lines(state: &LiveState, theme: Theme) -> Vec<(u8, Line<'static>)> {
             2,
             counter_row(
                 "deviation p50",
-                format!("{:.2} ms", pooled.quantile_ms(0.5)),
+                format!("{:.2} ms", pooled.quantile_ms(0.5).min(max_ms)),
                 plain,
             ),
         ),
@@ -135,7 +137,7 @@ fn packet_lines(state: &LiveState, theme: Theme) -> Vec<(u8, Line<'static>)> {
             2,
             counter_row(
                 "deviation p99",
-                format!("{:.2} ms", pooled.quantile_ms(0.99)),
+                format!("{:.2} ms", pooled.quantile_ms(0.99).min(max_ms)),
                 plain,
             ),
         ),
