@@ -274,7 +274,7 @@ pub struct ProtocolArgs {
     /// With --protocol openai: who ends a turn, the server's VAD or the client (a commit at the end of input and every --commit-every).
     #[arg(long, value_enum, default_value_t = TurnDetection::ServerVad, help_heading = "Server")]
     pub turn_detection: TurnDetection,
-    /// With --protocol openai: commit the input and ask for a response every this much audio, e.g. 5s [default: only at the end with --turn-detection none].
+    /// With --protocol openai and --turn-detection none: also commit the input and ask for a response every this much audio, e.g. 5s [default: only at the end].
     #[arg(long, allow_hyphen_values = true, value_parser = parse_duration, help_heading = "Server")]
     pub commit_every: Option<Duration>,
 }

@@ -714,6 +714,14 @@ fn client_settings(args: &ProtocolArgs, has_url: bool) -> Result<ClientSettings>
             }
         }
         Protocol::Openai => {
+            if let (Some(every), TurnDetection::ServerVad) =
+                (args.commit_every, args.turn_detection)
+            {
+                bail!(
+                    "--commit-every needs --turn-detection none: with the server's VAD the server commits each turn itself, and a client commit on top of its own collides with it (input_audio_buffer_commit_empty, conversation_already_has_active_response); give --turn-detection none --commit-every {}",
+                    humantime::format_duration(every)
+                );
+            }
             if args.api_version == ApiVersion::Ga
                 && ["audio", "text"]
                     .iter()
@@ -1172,6 +1180,14 @@ mod tests {
     #[test]
     fn dialect_flags_are_checked_against_their_protocol_issue_12() {
         let err = |args: &[&str]| plan(args).unwrap_err().to_string();
+        // With the server's VAD (the default) the server commits each turn: a client commit
+        // on top collides with it, so --commit-every needs --turn-detection none.
+        let vad = err(&["--protocol", "openai", "--commit-every", "2s"]);
+        assert!(
+            vad.contains("--commit-every needs --turn-detection none")
+                && vad.contains("give --turn-detection none --commit-every 2s"),
+            "{vad}"
+        );
         assert!(
             err(&["--commit-every", "5s"]).contains("--commit-every applies to --protocol openai")
         );

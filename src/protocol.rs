@@ -342,10 +342,16 @@ pub trait ClientProtocol {
     fn finish(&self, ids: EventIds, ending: Ending) -> Vec<Step>;
 
     /// The frames that end a turn right after packet `seq`, whose audio ends `t_end_ms` into
-    /// the input, if the client ends one there (`--commit-every`). Called for every packet but
-    /// the last (whose turn [`ClientProtocol::finish`] ends): a packet that ends no turn costs a
-    /// comparison.
-    fn turn_end(&self, _ids: EventIds, _seq: u32, _t_end_ms: u64) -> Option<Vec<Outgoing>> {
+    /// the input with `rest_ms` of input after it, if the client ends one there
+    /// (`--commit-every`). Called for every packet but the last (whose turn
+    /// [`ClientProtocol::finish`] ends): a packet that ends no turn costs a comparison.
+    fn turn_end(
+        &self,
+        _ids: EventIds,
+        _seq: u32,
+        _t_end_ms: u64,
+        _rest_ms: u64,
+    ) -> Option<Vec<Outgoing>> {
         None
     }
 

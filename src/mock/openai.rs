@@ -33,7 +33,7 @@ pub use handshake::{subprotocol, Hello};
 use super::stats::Counters;
 use super::timed::{Behaviour, Flow, TimedSession};
 use super::vad::{Vad, VadEvent};
-use crate::protocol::openai::{names, DEFAULT_SAMPLE_RATE};
+use crate::protocol::openai::{names, DEFAULT_SAMPLE_RATE, MIN_COMMIT_MS};
 use base64::Engine as _;
 use response::{Ended, Response, DELTA_TEXT};
 use serde::Deserialize;
@@ -92,9 +92,6 @@ const BETA: Names = Names {
     audio_content: "audio",
     text_content: "text",
 };
-
-/// The least audio a commit takes, as the API's ("buffer too small").
-const MIN_COMMIT_MS: u64 = 100;
 
 pub struct Session {
     behaviour: Rc<Behaviour>,

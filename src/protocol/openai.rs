@@ -97,6 +97,10 @@ pub struct Openai {
     session: String,
 }
 
+/// The least audio the API commits: `input_audio_buffer_commit_empty` ("buffer too small.
+/// Expected at least 100ms of audio") answers a commit of less.
+pub const MIN_COMMIT_MS: u64 = 100;
+
 impl Openai {
     /// A client of `c`'s terms asking for `modalities`, sending packets of `packet_ms`.
     pub fn new(c: &ClientSettings, modalities: &[String], packet_ms: u32) -> Openai {
@@ -232,8 +236,19 @@ impl ClientProtocol for Openai {
         ))
     }
 
-    fn turn_end(&self, ids: EventIds, seq: u32, t_end_ms: u64) -> Option<Vec<Outgoing>> {
+    fn turn_end(
+        &self,
+        ids: EventIds,
+        seq: u32,
+        t_end_ms: u64,
+        rest_ms: u64,
+    ) -> Option<Vec<Outgoing>> {
         let every = self.commit_every_ms?;
+        // The API refuses a commit of less than 100 ms of audio (`input_audio_buffer_commit_empty`):
+        // a boundary that would leave less for the final commit is left to it.
+        if rest_ms < MIN_COMMIT_MS {
+            return None;
+        }
         let before = t_end_ms.saturating_sub(self.packet_ms);
         if t_end_ms / every == before / every {
             return None;

@@ -202,12 +202,22 @@ fn append_is_sized_exactly_and_valid_json_issue_12() {
 #[test]
 fn commit_every_commits_and_asks_for_a_response_when_a_boundary_is_crossed_issue_12() {
     let c = client(ApiVersion::Ga, TurnDetection::None, Some(1000));
-    let turns: Vec<u32> = (0..40)
-        .filter(|&seq| c.turn_end(IDS, seq, (u64::from(seq) + 1) * 80).is_some())
-        .collect();
+    // The turns a client of `packets` packets ends before its last.
+    let turns = |packets: u32| -> Vec<u32> {
+        (0..packets - 1)
+            .filter(|&seq| {
+                let rest_ms = u64::from(packets - seq - 1) * 80;
+                c.turn_end(IDS, seq, (u64::from(seq) + 1) * 80, rest_ms)
+                    .is_some()
+            })
+            .collect()
+    };
     // 1000 ms at 80 ms packets: packets ending at 1040, 2000, 3040 ms.
-    assert_eq!(turns, [12, 24, 37]);
-    let frames = c.turn_end(IDS, 12, 1040).unwrap();
+    assert_eq!(turns(40), [12, 24, 37]);
+    // With 3120 ms of input the boundary at 3040 would leave the final commit 80 ms, which the
+    // API refuses (input_audio_buffer_commit_empty): the final commit takes that turn.
+    assert_eq!(turns(39), [12, 24]);
+    let frames = c.turn_end(IDS, 12, 1040, 2000).unwrap();
     let kinds: Vec<String> = frames
         .iter()
         .map(|f| match f {
@@ -220,7 +230,7 @@ fn commit_every_commits_and_asks_for_a_response_when_a_boundary_is_crossed_issue
         .collect();
     assert_eq!(kinds, ["input_audio_buffer.commit", "response.create"]);
     assert!(client(ApiVersion::Ga, TurnDetection::None, None)
-        .turn_end(IDS, 12, 1040)
+        .turn_end(IDS, 12, 1040, 2000)
         .is_none());
 }
 

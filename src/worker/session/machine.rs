@@ -110,9 +110,12 @@ pub struct Machine {
     turns: Option<Turns>,
     /// The recognition metrics, for protocols that return transcripts.
     transcripts: Option<Recorder>,
-    /// The `event_id` of the last set-up command sent: a server error that names it refused
-    /// the set-up (sglang-omni answers a request it cannot serve so, and keeps the session).
-    setup_event_id: Option<String>,
+    /// The `event_id` of the last command of a set-up or ending step sent: a server error that
+    /// names it refused that command (sglang-omni answers a request it cannot serve so, and
+    /// keeps the session; OpenAI refuses a commit of under 100 ms of audio so).
+    step_event_id: Option<String>,
+    /// A commit is on its way that ends a turn: the turn's input ends when it is sent.
+    turn_ends_at_send: bool,
 }
 
 impl Machine {
@@ -147,7 +150,8 @@ impl Machine {
             counted_late_below: 0,
             turns: (settings_for_turns != Protocol::Native).then(Turns::default),
             transcripts,
-            setup_event_id: None,
+            step_event_id: None,
+            turn_ends_at_send: false,
         }
     }
 
@@ -163,6 +167,14 @@ impl Machine {
     pub fn control_sending(&mut self, now_s: f64) {
         if let (Phase::Finishing, Some(r)) = (self.phase, &mut self.transcripts) {
             r.stop_sending(now_s);
+        }
+        if std::mem::take(&mut self.turn_ends_at_send) {
+            // A client-ended turn is timed from its commit, as the server can only answer it
+            // from there: the final one goes once the input's audio has played out, up to a
+            // packet after the last packet's send (timed from that send, the mock's 200 ms
+            // first delta read 270 ms).
+            self.last_delta_s = None;
+            self.on_turns(|t| t.ended(now_s));
         }
     }
 
@@ -241,11 +253,9 @@ impl Machine {
             if let Some(step) = &mut self.current {
                 if let Some(frame) = step.send.take() {
                     if step.ends_turn {
-                        self.end_turn_at_last_packet();
+                        self.turn_ends_at_send = true;
                     }
-                    if self.phase == Phase::SettingUp {
-                        self.setup_event_id = frame.text().and_then(event_id_of);
-                    }
+                    self.step_event_id = frame.text().and_then(event_id_of);
                     return Action::Send(frame);
                 }
                 let idle = self.turns.as_ref().is_none_or(|t| !t.open());
@@ -288,27 +298,18 @@ impl Machine {
     }
 
     /// The frames that end a turn after packet `seq` (just sent), if the client ends one there:
-    /// the turn's input ends at that packet's send.
+    /// the turn's input ends when the first of them (the commit) is sent.
     pub fn turn_end(&mut self, seq: u32) -> Option<Vec<Outgoing>> {
-        if seq + 1 >= self.settings.packets_per_session {
+        let packets = self.settings.packets_per_session;
+        if seq + 1 >= packets {
             return None;
         }
-        let t_end_ms = u64::from(seq + 1) * u64::from(self.settings.packet_ms);
-        let frames = self.protocol.turn_end(self.ids, seq, t_end_ms)?;
-        // The answer after a turn's end is timed from that end, not from the previous delta.
-        self.last_delta_s = None;
-        if let Some(end_s) = self.sent_at(u64::from(seq)) {
-            self.on_turns(|t| t.ended(end_s));
-        }
+        let packet_ms = u64::from(self.settings.packet_ms);
+        let t_end_ms = u64::from(seq + 1) * packet_ms;
+        let rest_ms = u64::from(packets - seq - 1) * packet_ms;
+        let frames = self.protocol.turn_end(self.ids, seq, t_end_ms, rest_ms)?;
+        self.turn_ends_at_send = true;
         Some(frames)
-    }
-
-    /// A commit after the last packet ends the turn there.
-    fn end_turn_at_last_packet(&mut self) {
-        self.last_delta_s = None;
-        if let Some(end_s) = self.last_seq.and_then(|seq| self.sent_at(u64::from(seq))) {
-            self.on_turns(|t| t.ended(end_s));
-        }
     }
 
     /// Files a turn latency in the worker's histograms.
@@ -677,16 +678,25 @@ impl Machine {
                 "the server ended the session with error {code}: {message}"
             ));
         }
-        let refused_setup = self.phase == Phase::SettingUp
-            && answers.is_some()
-            && answers == self.setup_event_id.as_deref();
-        if refused_setup {
-            let awaited = self.current.as_ref().map_or("the set-up", |s| s.awaiting);
-            return Flow::End(format!(
-                "the server refused the session's set-up (no {awaited} will come) with error {code}: {message}"
-            ));
+        let refused = answers.is_some() && answers == self.step_event_id.as_deref();
+        // The step waiting for the answer to the refused command, if one is.
+        let awaiting = self
+            .current
+            .as_ref()
+            .filter(|s| s.until.is_some())
+            .map(|s| s.awaiting);
+        match (self.phase, refused, awaiting) {
+            (Phase::SettingUp, true, awaiting) => Flow::End(format!(
+                "the server refused the session's set-up (no {} will come) with error {code}: {message}",
+                awaiting.unwrap_or("the set-up")
+            )),
+            // An ending command refused (a final commit of under 100 ms of audio): its answer
+            // will not come either, so the session ends now, not after --recv-timeout.
+            (Phase::Finishing, true, Some(awaited)) => Flow::End(format!(
+                "the server refused the session's ending (no {awaited} will come) with error {code}: {message}"
+            )),
+            _ => Flow::Continue,
         }
-        Flow::Continue
     }
 
     /// A transcription result (Fun-ASR): a partial's lateness behind its audio, and the gap
@@ -769,6 +779,8 @@ fn test_machine(
 
 #[cfg(test)]
 mod funasr_tests;
+#[cfg(test)]
+mod openai_tests;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]

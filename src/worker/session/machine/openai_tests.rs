@@ -1,0 +1,111 @@
+//! The client session machine on the OpenAI Realtime API, fed frames by hand on a fake clock:
+//! how a client-ended turn is timed, and a refused commit.
+
+use super::*;
+use crate::protocol::openai::Openai;
+
+fn machine(extra: &[&str]) -> Machine {
+    let mut args = vec!["--protocol", "openai", "-s", "1", "-d", "0.8s"];
+    args.extend(extra);
+    test_machine(&args, 0, |s| {
+        Rc::new(Openai::new(&s.client, &s.modalities, s.packet_ms))
+    })
+}
+
+fn hear(m: &mut Machine, text: &str, now_s: f64) -> Flow {
+    m.on_frame(Incoming::Text(text), now_s).flow
+}
+
+/// Sets the session up and sends its 10 packets on time from 1.0 s; returns the final
+/// commit's event id once the machine hands it out (sent at 1.8 s, when the audio has played).
+fn stream_to_the_final_commit(m: &mut Machine) -> String {
+    m.connecting(0.0);
+    assert_eq!(m.next_action(), Action::Await("session.created"));
+    assert_eq!(
+        hear(m, r#"{"type":"session.created","event_id":"e1"}"#, 0.01),
+        Flow::Reached
+    );
+    assert!(matches!(m.next_action(), Action::Send(_)), "session.update");
+    m.control_sending(0.02);
+    assert_eq!(m.next_action(), Action::Await("session.updated"));
+    assert_eq!(
+        hear(m, r#"{"type":"session.updated","event_id":"e2"}"#, 0.03),
+        Flow::Reached
+    );
+    assert_eq!(m.next_action(), Action::Stream);
+    let mut frame = Outgoing::default();
+    for seq in 0..10 {
+        let start_s = 1.0 + f64::from(seq) * 0.08;
+        let due_s = m.packet(seq, start_s, 1.0, &mut frame).0;
+        m.sent(seq, due_s, start_s, start_s + 0.0001);
+    }
+    m.streamed();
+    let Action::Send(commit) = m.next_action() else {
+        panic!("the final commit comes next")
+    };
+    let text = commit.text().unwrap();
+    assert!(text.contains("input_audio_buffer.commit"), "{text}");
+    m.control_sending(1.8);
+    serde_json::from_str::<serde_json::Value>(text).unwrap()["event_id"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+/// A turn the client ends is timed from its commit, sent when the input's audio has played
+/// out — not from the last packet's send, 80 ms before it: a server that answers 200 ms after
+/// the commit reads 200 ms.
+#[test]
+fn a_client_ended_turn_is_timed_from_its_commit_issue_12() {
+    let mut m = machine(&["--turn-detection", "none"]);
+    stream_to_the_final_commit(&mut m);
+    assert_eq!(
+        m.next_action(),
+        Action::Await("input_audio_buffer.committed")
+    );
+    let committed = r#"{"type":"input_audio_buffer.committed","event_id":"e3","item_id":"i1"}"#;
+    assert_eq!(hear(&mut m, committed, 1.81), Flow::Reached);
+    assert!(
+        matches!(m.next_action(), Action::Send(_)),
+        "response.create"
+    );
+    m.control_sending(1.811);
+    let delta = r#"{"type":"response.output_audio_transcript.delta","event_id":"e4","delta":"hi"}"#;
+    hear(&mut m, delta, 2.0);
+    let done = r#"{"type":"response.done","event_id":"e5","response":{"status":"completed"}}"#;
+    hear(&mut m, done, 2.3);
+    let stats = m.stats.borrow();
+    let turns = &stats.hist.turns;
+    // Timed from the last packet's send (1.72 s) they read 280 and 580 ms.
+    let near = |ms: f64, want: f64| (ms - want).abs() < 0.5;
+    assert_eq!(turns.first_text_after_end.count(), 1);
+    let first = turns.first_text_after_end.max_ms();
+    assert!(near(first, 200.0), "{first}");
+    let done = turns.done_after_end.max_ms();
+    assert!(near(done, 500.0), "{done}");
+}
+
+/// The API refuses a final commit of under 100 ms of audio and names it: the session ends at
+/// once with that error, not after `--recv-timeout` waiting for a `committed` that will not
+/// come. An error naming another event changes nothing.
+#[test]
+fn a_refused_final_commit_ends_the_session_at_once_issue_12() {
+    let mut m = machine(&["--turn-detection", "none"]);
+    let id = stream_to_the_final_commit(&mut m);
+    assert_eq!(
+        m.next_action(),
+        Action::Await("input_audio_buffer.committed")
+    );
+    let other = r#"{"type":"error","event_id":"e3","error":{"type":"invalid_request_error","code":"x","message":"y","event_id":"someone-else"}}"#;
+    assert_eq!(hear(&mut m, other, 1.81), Flow::Continue);
+    let refusal = format!(
+        r#"{{"type":"error","event_id":"e4","error":{{"type":"invalid_request_error","code":"input_audio_buffer_commit_empty","message":"buffer too small","event_id":"{id}"}}}}"#
+    );
+    assert_eq!(
+        hear(&mut m, &refusal, 1.82),
+        Flow::End(
+            "the server refused the session's ending (no input_audio_buffer.committed will come) with error input_audio_buffer_commit_empty: buffer too small"
+                .to_string()
+        )
+    );
+}
