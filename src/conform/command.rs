@@ -49,7 +49,7 @@ pub fn run(args: &ConformArgs) -> Result<i32> {
             bail!(
                 "no trace.jsonl found in {place}: a run that completes cleanly deletes its \
                  traces unless it runs with --keep-traces. Run it again with --keep-traces \
-                 (or let `conform --url URL` record a run: it keeps them)"
+                 (or let `conform --url URL --output DIR` record a run: it keeps its traces)"
             );
         }
         bail!("no trace.jsonl found in {place}; nothing to check");
@@ -97,7 +97,12 @@ pub fn run(args: &ConformArgs) -> Result<i32> {
     out.push('\n');
     if let Some(dir) = &run_dir {
         if conformant && args.output.is_none() {
+            // The run above printed where its summary is: say it is not kept.
             let _ = std::fs::remove_dir_all(dir);
+            out.push_str(&format!(
+                "traces: not kept ({} deleted: the server is conformant); give --output DIR to keep the run\n",
+                dir.display()
+            ));
         } else {
             out.push_str(&format!("traces: {}\n", dir.display()));
         }

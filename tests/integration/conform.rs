@@ -92,6 +92,33 @@ fn a_session_ended_by_a_fatal_error_is_traced_to_its_close_and_only_the_error_is
     assert!(error.is_some() && closed > error, "{kinds:?}\n{trace}");
 }
 
+/// Without --output a conformant server's run is deleted: conform says so, since the run
+/// itself printed where its summary was.
+#[test]
+fn a_conformant_servers_run_is_not_kept_and_conform_says_where_it_was() {
+    let _serial = util::serial();
+    let mock = Mock::start(&["--profile", "voicechat"]);
+    let checked = util::run(
+        &["conform", "--url", &mock.url(), "--duration", "2s"],
+        LIMIT,
+    );
+    assert_eq!(checked.status.code(), Some(0), "{}", describe(&checked));
+    let stdout = String::from_utf8_lossy(&checked.stdout);
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with("traces: not kept ("))
+        .unwrap_or_else(|| panic!("{}", describe(&checked)));
+    assert!(
+        line.ends_with("give --output DIR to keep the run"),
+        "{line}"
+    );
+    let dir = line["traces: not kept (".len()..]
+        .split(" deleted")
+        .next()
+        .unwrap();
+    assert!(!std::path::Path::new(dir).exists(), "{dir} is still there");
+}
+
 #[test]
 fn a_trace_that_cannot_be_read_exits_2() {
     let dir = TempDir::new("conform-missing");
