@@ -214,16 +214,21 @@ impl<'p> Sweep<'p> {
             self.record.stopped_early = Some(format!("cancelled after {done} of {n} levels"));
         }
         self.finish_level()?;
-        let _ = std::io::stdout().write_all(markdown::text(&self.record).as_bytes());
-        note(&format!(
-            "sweep: results in {}",
-            self.plan.output_dir.join(SWEEP_MD).display()
-        ));
+        self.print_results();
         Ok(match self.cancel_code {
             Some(code) => code,
             None if self.record.knees.client.sessions_total.is_some() => 0,
             None => 1,
         })
+    }
+
+    /// sweep.md's text on stdout (the table and knees), and where the files are.
+    fn print_results(&self) {
+        let _ = std::io::stdout().write_all(markdown::text(&self.record).as_bytes());
+        note(&format!(
+            "sweep: results in {}",
+            self.plan.output_dir.join(SWEEP_MD).display()
+        ));
     }
 
     /// Runs one level's repeat (or the warm-up) after the cooldown; `None` when the sweep
@@ -280,8 +285,11 @@ impl<'p> Sweep<'p> {
     /// (docs/exit-codes.md); after, the files keep the levels done and say why the sweep ended.
     fn could_not_start(&mut self, folder: &str, repeat: u32, err: &anyhow::Error) -> Result<()> {
         if !self.record.levels.is_empty() {
+            // The levels done are results: printed as a sweep that ends otherwise prints them.
             self.record.stopped_early = Some(format!("{folder} could not start: {err:#}"));
-            return self.finish_level();
+            self.finish_level()?;
+            self.print_results();
+            return Ok(());
         }
         let mut done: Vec<&Path> = Vec::new();
         if let (Some(_), Some(warmup)) = (&self.record.warmup, &self.plan.warmup) {
@@ -396,11 +404,51 @@ fn claim(dir: &Path, force: bool) -> Result<Claimed> {
             dir.display()
         );
     }
-    if dir.join(SWEEP_JSON).exists() && !force {
-        bail!("{} already holds a sweep ({SWEEP_JSON}); choose another --output, or give --force to run it again (each level's previous files are deleted first)", dir.display());
+    if dir.join(SWEEP_JSON).exists() {
+        if !force {
+            bail!("{} already holds a sweep ({SWEEP_JSON}); choose another --output, or give --force to run it again (the previous sweep's files are deleted first)", dir.display());
+        }
+        remove_previous_sweep(dir)?;
     }
     note_folder(dir);
     Ok(claimed)
+}
+
+/// Deletes what a sweep wrote in `dir` (its files, level and warm-up folders), so that a
+/// sweep run again with --force holds its own levels only: one of other levels left those of
+/// the first beside a sweep.json that did not list them. Other files are the user's and stay.
+fn remove_previous_sweep(dir: &Path) -> Result<()> {
+    let entries = std::fs::read_dir(dir)
+        .with_context(|| format!("cannot read the sweep folder {}", dir.display()))?;
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        let path = entry.path();
+        let removed = if [SWEEP_JSON, SWEEP_MD, PLOT_FILE].contains(&name.as_ref()) {
+            std::fs::remove_file(&path)
+        } else if is_sweep_run_folder(&name) && path.is_dir() {
+            std::fs::remove_dir_all(&path)
+        } else {
+            continue;
+        };
+        removed.with_context(|| {
+            format!(
+                "cannot delete {} of the previous sweep (--force)",
+                path.display()
+            )
+        })?;
+    }
+    Ok(())
+}
+
+/// `warmup`, `level-0016`, `level-0016-r2`: the names of a sweep's run folders.
+fn is_sweep_run_folder(name: &str) -> bool {
+    let Some(rest) = name.strip_prefix("level-") else {
+        return name == "warmup";
+    };
+    let (sessions, repeat) = rest.split_once("-r").unwrap_or((rest, "1"));
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    sessions.len() >= 4 && digits(sessions) && digits(repeat)
 }
 
 fn note_folder(dir: &Path) {
@@ -463,4 +511,47 @@ pub fn report(args: &ReportArgs) -> Result<i32> {
     };
     let _ = std::io::stdout().write_all(out.as_bytes());
     Ok(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_sweeps_own_run_folders_are_its_own() {
+        for own in ["warmup", "level-0016", "level-1024-r2", "level-10000"] {
+            assert!(is_sweep_run_folder(own), "{own}");
+        }
+        for other in [
+            "level-16",
+            "level-",
+            "level-0016-r",
+            "level-00x6",
+            "notes",
+            "warmup2",
+        ] {
+            assert!(!is_sweep_run_folder(other), "{other}");
+        }
+    }
+
+    #[test]
+    fn force_deletes_the_previous_sweep_and_keeps_the_rest() {
+        let dir =
+            std::env::temp_dir().join(format!("duplexbench-sweep-force-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        for folder in ["level-0002", "level-0004-r2", "warmup", "mine"] {
+            std::fs::create_dir_all(dir.join(folder)).unwrap();
+        }
+        for file in [SWEEP_JSON, SWEEP_MD, PLOT_FILE, "notes.txt"] {
+            std::fs::write(dir.join(file), "x").unwrap();
+        }
+        remove_previous_sweep(&dir).unwrap();
+        let mut left: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        left.sort();
+        assert_eq!(left, ["mine", "notes.txt"]);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

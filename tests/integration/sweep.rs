@@ -559,18 +559,8 @@ fn a_first_level_whose_later_repeat_cannot_start_leaves_nothing_behind() {
         "1s",
     ];
     let mut child = spawn_sweep(&out, &args);
-    // Repeat 1 is done when its summary is the final one (the provisional one says the run
-    // did not finish); then the server goes away, during the cooldown.
-    let first = out.join("level-0001").join("summary.json");
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    let is_final = |s: String| s.contains("\"verdict\"") && !s.contains("the run did not finish");
-    while !std::fs::read_to_string(&first).is_ok_and(is_final) {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "repeat 1 did not finish"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    // Then the server goes away, during the cooldown.
+    wait_for_final_summary(&out.join("level-0001"));
     drop(proxy);
     let code = util::wait_with_limit(&mut child, Duration::from_secs(60));
     assert_eq!(code, Some(2));
@@ -579,6 +569,65 @@ fn a_first_level_whose_later_repeat_cannot_start_leaves_nothing_behind() {
         "nothing is written: {:?}",
         std::fs::read_dir(&out).map(|d| d.flatten().map(|e| e.file_name()).collect::<Vec<_>>())
     );
+}
+
+/// Waits until the run in `folder` is done: its summary is the final one (the provisional one
+/// says the run did not finish).
+fn wait_for_final_summary(folder: &Path) {
+    let summary = folder.join("summary.json");
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let is_final = |s: String| s.contains("\"verdict\"") && !s.contains("the run did not finish");
+    while !std::fs::read_to_string(&summary).is_ok_and(is_final) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{} did not finish",
+            folder.display()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// A level above the first that cannot start (the server went away during the cooldown) ends
+/// the sweep with exit 2, its files keep the levels done, and the table and knees of those
+/// are printed as at any other end (stdout was empty).
+#[test]
+fn a_later_level_that_cannot_start_keeps_and_prints_the_levels_done() {
+    let _serial = util::serial();
+    let dir = TempDir::new("sweep-later-unreachable");
+    let out = dir.join("sw");
+    let mock = Mock::start();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("ws://{}/v1/realtime", listener.local_addr().unwrap());
+    let proxy = proxy(listener, mock.1);
+    let out_arg = out.to_str().unwrap();
+    let args = [
+        "sweep",
+        "--no-tui",
+        "--trace",
+        "off",
+        "--cooldown",
+        "5s",
+        "--url",
+        &url,
+        "-s",
+        "1,2",
+        "-d",
+        "1s",
+        "--output",
+        out_arg,
+    ];
+    let mut child = util::spawn_in(&dir.join(""), &args);
+    wait_for_final_summary(&out.join("level-0001"));
+    drop(proxy);
+    let code = util::wait_with_limit(&mut child, Duration::from_secs(60));
+    let output = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(code, Some(2), "{stdout}\n{stderr}");
+    let levels = sweep_json(&out)["levels"].as_array().unwrap().len();
+    assert_eq!(levels, 1, "{stderr}");
+    assert!(stdout.contains("could not start"), "{stdout}\n{stderr}");
+    assert!(stderr.contains("sweep: results in"), "{stderr}");
 }
 
 /// A second sweep into a folder a sweep is writing to (`--output`) is refused at once, naming
