@@ -189,7 +189,7 @@ impl Left {
         Left {
             workers: workers.iter().map(|w| (w.guard.pid(), None)).collect(),
             mock: None,
-            cancelled: Some("the run did not finish: this summary was written when it started; receipts and samples hold what was sent".to_string()),
+            cancelled: Some(crate::summary::UNFINISHED.to_string()),
             notes: Vec::new(),
             sampler: None,
         }

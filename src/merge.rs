@@ -117,6 +117,15 @@ fn shard_notes(
     for l in shards {
         let who = format!("shard {}", l.shard().index);
         let s = &l.summary;
+        if s.unfinished() {
+            // Its gate and window were never recorded: saying it never opened its gate, or
+            // never streamed with the others, would be guesses.
+            notes.push(format!(
+                "unfinished shard: {who}'s run did not finish (killed?): its summary.json is the provisional one written when it started, so none of its packets are in these figures and its {} sessions are counted incomplete; its receipts and samples hold what it sent",
+                layout.sessions
+            ));
+            continue;
+        }
         notes.extend(multihost::reasons(
             &who,
             s.start_gate.as_ref(),
@@ -160,11 +169,13 @@ struct Together {
 impl Together {
     /// The overlap, with a reason in `notes` when the shards did not stream together.
     fn of(shards: &[Loaded], notes: &mut Vec<String>) -> Together {
+        // An unfinished shard recorded no window (it has its own note).
+        let finished = shards.iter().filter(|l| !l.summary.unfinished()).count();
         let windows: Vec<StreamingWindow> = shards
             .iter()
             .filter_map(|l| l.summary.streaming_window)
             .collect();
-        let overlap = (windows.len() == shards.len())
+        let overlap = (windows.len() == finished)
             .then(|| multihost::overlap(&windows))
             .flatten();
         let shortest_s = windows
@@ -177,10 +188,9 @@ impl Together {
             Some(_) => 1.0,
             None => 0.0,
         };
-        if overlap.is_none() && shards.len() > 1 {
+        if overlap.is_none() && finished > 1 {
             notes.push(format!(
-                "non-overlapping windows: the {} shards never all streamed at the same time (by their wall clocks), so this is not one load; start them with one --start-at",
-                shards.len()
+                "non-overlapping windows: the {finished} shards never all streamed at the same time (by their wall clocks), so this is not one load; start them with one --start-at"
             ));
         } else if overlap_fraction < MIN_OVERLAP_FRACTION {
             notes.push(format!(

@@ -340,7 +340,16 @@ fn sampled(h: &DurationHistogram) -> Option<ShortPercentiles> {
     (h.count() > 0).then(|| h.short())
 }
 
+/// Why a provisional summary (written when the run started, replaced when it ends) says the
+/// run was cancelled: a run killed before its end leaves this one.
+pub const UNFINISHED: &str = "the run did not finish: this summary was written when it started; receipts and samples hold what was sent";
+
 impl Summary {
+    /// Whether this is the provisional summary of a run that never finished (killed).
+    pub fn unfinished(&self) -> bool {
+        self.cancelled && self.verdict.reasons.iter().any(|r| r.contains(UNFINISHED))
+    }
+
     /// The summary of a run: the workers' results pooled, the verdict and its reasons, the
     /// sampler's stalls and what they explain.
     pub fn build(record: RunRecord<'_>) -> Summary {

@@ -55,6 +55,18 @@ fn clock_text(c: Option<&ClockSync>) -> String {
     }
 }
 
+/// `" (of the 1 shard that recorded a window)"` when some present shard recorded none (its run
+/// did not finish): the overlap is of the others only.
+pub fn unwindowed(m: &MergeSection) -> String {
+    let present = m.shards.iter().filter(|r| r.present);
+    let with = present.clone().filter(|r| r.window.is_some()).count();
+    if with == present.count() {
+        return String::new();
+    }
+    let shards = if with == 1 { "shard" } else { "shards" };
+    format!(" (of the {with} {shards} that recorded a window)")
+}
+
 fn merged(out: &mut String, s: &Summary, m: &MergeSection) {
     let present = m.shards.iter().filter(|r| r.present).count();
     let _ = writeln!(
@@ -72,6 +84,7 @@ fn merged(out: &mut String, s: &Summary, m: &MergeSection) {
         ),
         None => "the shards never all streamed at the same time".to_string(),
     };
+    let overlap = overlap + &unwindowed(m);
     let spread = m.first_packet_spread_ms.map_or(String::new(), |ms| {
         format!("; first packets within {ms:.1} ms")
     });

@@ -90,10 +90,11 @@ fn layout(out: &mut String, s: &Summary) {
             .map_or(String::new(), |ms| format!(", gate spread {ms:.1} ms"));
         row!(
             out,
-            "merge              {present} of {} shards of run {}, together {:.0} % of the time{spread}",
+            "merge              {present} of {} shards of run {}, together {:.0} % of the time{}{spread}",
             m.shard_count,
             m.run_id,
-            m.overlap_fraction * 100.0
+            m.overlap_fraction * 100.0,
+            super::multihost::unwindowed(m)
         );
     }
 }

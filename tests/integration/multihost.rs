@@ -182,6 +182,75 @@ fn three_shards_open_their_gates_together_and_merge_exactly_issue_16() {
     drop(mock);
 }
 
+/// A shard killed while streaming leaves the summary written when it started: merge says it
+/// did not finish, and neither that it never opened its gate nor that the shards never
+/// streamed together (its gate and window were never recorded), which it said before.
+#[test]
+fn a_shard_killed_while_streaming_is_named_unfinished_not_late_or_apart() {
+    let _serial = util::serial();
+    let mock = Mock::start(&[]);
+    let tmp = TempDir::new("shard-killed");
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    let start_at = duplexbench_tui::options::shard::rfc3339(now + 2.0);
+    let dirs: Vec<PathBuf> = (0..2).map(|i| tmp.join(&format!("shard-{i}"))).collect();
+    let mut children: Vec<_> = dirs
+        .iter()
+        .enumerate()
+        .map(|(i, dir)| {
+            Command::new(util::bin())
+                .args(["run", "--no-tui", "--trace", "off", "--no-sampler"])
+                .args(["--url", &mock.url(), "-p", "1", "-s", "2", "-d", "4s"])
+                .args(["--shard-index", &i.to_string(), "--shard-count", "2"])
+                .args(["--run-id", "killed", "--start-at", &start_at, "--output"])
+                .arg(dir)
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    // Shard 1 is killed once it has sent a few packets.
+    let samples = dirs[1].join("samples").join("worker-0.csv");
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while std::fs::read_to_string(&samples).map_or(0, |t| t.lines().count()) < 6 {
+        assert!(std::time::Instant::now() < deadline, "shard 1 sent nothing");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    children[1].kill().unwrap();
+    let _ = children[1].wait();
+    let code = util::wait_with_limit(&mut children[0], Duration::from_secs(60));
+    assert!(matches!(code, Some(0 | 1)), "shard 0 ended with {code:?}");
+
+    let refs: Vec<&Path> = dirs.iter().map(PathBuf::as_path).collect();
+    let merged_dir = tmp.join("merged");
+    let out = merge(&refs, &merged_dir);
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    let s = util::summary(&merged_dir);
+    let reasons = s["verdict"]["reasons"].to_string();
+    assert!(
+        reasons.contains("unfinished shard: shard 1's run did not finish"),
+        "{reasons}"
+    );
+    assert!(!reasons.contains("late gate"), "{reasons}");
+    assert!(!reasons.contains("non-overlapping windows"), "{reasons}");
+    assert_eq!(
+        s["sessions"]["completed"].as_u64(),
+        Some(2),
+        "{}",
+        s["sessions"]
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("(of the 1 shard that recorded a window)"),
+        "{stdout}"
+    );
+    drop(mock);
+}
+
 #[test]
 fn a_run_that_is_not_a_shard_is_refused_by_merge_issue_16() {
     let tmp = TempDir::new("not-a-shard");
