@@ -54,10 +54,32 @@ fn push_line<T: Serialize>(out: &mut Vec<u8>, kind: &'static str, record: &T) ->
 pub fn render(section: &FunasrSection) -> Result<Vec<u8>> {
     let mut out = Vec::new();
     for client in &section.clients {
+        let start = out.len();
         push_line(&mut out, "client", client)?;
+        if client.send_seconds.is_none() {
+            stop_never_sent(&mut out[start..]);
+        }
     }
     push_line(&mut out, "summary", &section.summary)?;
     Ok(out)
+}
+
+/// The benchmark adds `send_seconds` to a client's metrics when it sends STOP, and its last
+/// update adds `wall_seconds`, then sets `send_seconds`: a client that never sent STOP (it
+/// failed before) has `wall_seconds` first. `line` is laid out so. Neither key can appear
+/// inside a string of the line (its quotes would be escaped there).
+fn stop_never_sent(line: &mut [u8]) {
+    const SEND: &[u8] = br#", "send_seconds": null"#;
+    const AFTER_WALL: &[u8] = br#", "audio_per_wall": "#;
+    let find = |needle: &[u8]| line.windows(needle.len()).position(|w| w == needle);
+    let (Some(send), Some(after_wall)) = (find(SEND), find(AFTER_WALL)) else {
+        return;
+    };
+    if send > after_wall {
+        return;
+    }
+    // `, "send_seconds": null, "wall_seconds": X` becomes `, "wall_seconds": X, "send_seconds": null`.
+    line[send..after_wall].rotate_left(SEND.len());
 }
 
 /// Writes the file (`-` is stdout).
@@ -116,6 +138,22 @@ mod tests {
             lines[1].starts_with(r#"{"type": "summary", "clients": 1, "total_audio_seconds": 5.8, "elapsed_seconds": 6.25, "aggregate_audio_per_wall": 0.928,"#),
             "{}",
             lines[1]
+        );
+
+        // A client that failed before it sent STOP: the benchmark never set its send_seconds,
+        // so its last update appended wall_seconds before it.
+        let mut failed = section.clients[0].clone();
+        failed.send_seconds = None;
+        failed.send_audio_per_wall = None;
+        failed.errors = vec![r#"a "send_seconds": null, "wall_seconds": 1 in an error"#.into()];
+        let section = FunasrSection {
+            clients: vec![failed],
+            ..section
+        };
+        let text = String::from_utf8(render(&section).unwrap()).unwrap();
+        assert!(
+            text.lines().next().unwrap().ends_with(r#"in an error"], "wall_seconds": 6.2, "send_seconds": null, "audio_per_wall": 0.935, "send_audio_per_wall": null, "response_lag_ms_max": -58.2, "response_lag_ms_p95": null}"#),
+            "{text}"
         );
     }
 }

@@ -574,7 +574,14 @@ impl Session {
         let recv_timeout_s = self.ctx.settings.recv_timeout_s;
         // Fun-ASR's benchmark bounds each gap between server messages instead.
         let per_gap = self.ctx.protocol.recv_timeout_per_gap();
-        let mut deadline_s = monotonic_s() + recv_timeout_s;
+        // Its receive loop runs from the first audio frame, each wait from the last message:
+        // after STOP the wait goes on from there (a server silent since mid-stream has timed
+        // out already, and the benchmark then waits no more).
+        let from_s = match self.machine.receive_loop_last_s() {
+            Some(last_s) if per_gap => last_s,
+            _ => monotonic_s(),
+        };
+        let mut deadline_s = from_s + recv_timeout_s;
         let mut stop = self.ctx.stop.clone();
         let mut stopping = *stop.borrow();
         if stopping {

@@ -5,6 +5,7 @@
 use crate::fake_funasr;
 use crate::mock_protocol::Mock;
 use crate::util::{self, describe, run_to, summary, ws, TempDir};
+use futures_util::StreamExt;
 use serde_json::Value;
 use std::time::Duration;
 use tokio_tungstenite::tungstenite::Message;
@@ -297,6 +298,49 @@ fn a_server_that_never_sends_stopped_is_bounded_by_recv_timeout_issue_11() {
     assert_eq!(client["stopped"], false);
     assert_eq!(client["final_messages"], 1);
     assert_eq!(client["errors"], serde_json::json!([]));
+}
+
+/// A server that answers START and then says nothing: the benchmark's receive loop times out
+/// mid-stream (one error), it sends the rest and STOP, and waits no more — its receive loop
+/// is over. The client waited a whole `--recv-timeout` after STOP too, and its `wall_seconds`
+/// (and the figures from it) came out that much longer than the benchmark's.
+#[test]
+fn after_a_mid_stream_timeout_stop_is_not_waited_for_again_issue_11() {
+    let _serial = util::serial();
+    let server = util::LoopbackServer::start(|stream| async move {
+        let Ok(mut ws) = tokio_tungstenite::accept_async(stream).await else {
+            return;
+        };
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+        while let Ok(Some(Ok(msg))) = tokio::time::timeout_at(deadline, ws.next()).await {
+            if matches!(&msg, Message::Text(t) if t.as_str() == "START") {
+                let started = Message::Text(r#"{"event":"started"}"#.into());
+                let _ = futures_util::SinkExt::send(&mut ws, started).await;
+            }
+        }
+    });
+    let dir = TempDir::new("funasr-silent");
+    let out = dir.join("run");
+    let jsonl = dir.join("bench.jsonl");
+    let url = format!("ws://{}", server.addr);
+    let args = ["--protocol", "funasr", "--url", &url, "--no-sampler"];
+    let timeout = [
+        "--recv-timeout",
+        "3s",
+        "--output-jsonl",
+        jsonl.to_str().unwrap(),
+    ];
+    let ran = run_to(&out, &[&args[..], &timeout[..]].concat(), LIMIT);
+    assert_eq!(ran.status.code(), Some(1), "{}", describe(&ran));
+    let line = std::fs::read_to_string(&jsonl).unwrap();
+    let client: Value = serde_json::from_str(line.lines().next().unwrap()).unwrap();
+    assert_eq!(
+        client["errors"],
+        serde_json::json!(["timed out waiting for server message after 3.0s"])
+    );
+    let waited_s =
+        client["wall_seconds"].as_f64().unwrap() - client["send_seconds"].as_f64().unwrap();
+    assert!(waited_s < 3.0, "waited {waited_s} s after STOP: {client}");
 }
 
 #[test]

@@ -178,6 +178,14 @@ impl Machine {
         }
     }
 
+    /// When the last server message came, while the recognition's receive loop runs (Fun-ASR:
+    /// from the first audio frame until it ends).
+    pub fn receive_loop_last_s(&self) -> Option<f64> {
+        self.transcripts
+            .as_ref()
+            .and_then(Recorder::listening_since)
+    }
+
     /// No server message came within `--recv-timeout` of the previous one.
     pub fn recv_timed_out(&mut self) {
         if let Some(r) = &mut self.transcripts {

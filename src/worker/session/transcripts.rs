@@ -70,6 +70,11 @@ impl Recorder {
         }
     }
 
+    /// When the last message came (or the audio started), while the receive loop runs.
+    pub fn listening_since(&self) -> Option<f64> {
+        self.listening.then_some(self.last_message_s)
+    }
+
     /// STOP is about to be sent.
     pub fn stop_sending(&mut self, now_s: f64) {
         if self.stop_sent_s.is_none() {
