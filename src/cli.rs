@@ -254,14 +254,9 @@ pub struct ProtocolArgs {
     /// Wire protocol of the server (and of the built-in mock).
     #[arg(long, value_enum, default_value_t = Protocol::Native, help_heading = "Server")]
     pub protocol: Protocol,
-    /// Output modalities the client asks for in its session.update, comma-separated: audio, text.
-    #[arg(
-        long,
-        value_delimiter = ',',
-        default_value = "audio",
-        help_heading = "Server"
-    )]
-    pub modalities: Vec<String>,
+    /// Output modalities the client asks for in its session.update, comma-separated: audio, text [default: audio; against the built-in mock with --profile minicpmo, or conform --profile minicpmo, that profile's audio,text].
+    #[arg(long, value_delimiter = ',', help_heading = "Server")]
+    pub modalities: Option<Vec<String>>,
     /// With --protocol openai: the event names and session shape to send (ga or beta; beta adds the header OpenAI-Beta: realtime=v1).
     #[arg(long, value_enum, default_value_t = ApiVersion::Ga, help_heading = "Server")]
     pub api_version: ApiVersion,

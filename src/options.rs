@@ -322,6 +322,22 @@ fn default_modalities() -> Vec<String> {
     vec!["audio".to_string()]
 }
 
+/// The modalities the client asks for: `--modalities`, or what the built-in mock's profile
+/// serves (MiniCPM-o: audio and text), or audio against a server whose profile is unknown.
+fn modalities(args: &RunArgs) -> Vec<String> {
+    match &args.speak.modalities {
+        Some(given) => given.clone(),
+        None if args.url.is_none() && args.speak.protocol == Protocol::Native => args
+            .mock
+            .profile
+            .output_modalities()
+            .iter()
+            .map(ToString::to_string)
+            .collect(),
+        None => default_modalities(),
+    }
+}
+
 /// A validated run: its settings, where it writes, and how it was invoked.
 #[derive(Debug, Clone)]
 pub struct RunPlan {
@@ -515,6 +531,7 @@ fn check_limits(args: &RunArgs, duration_s: f64, sessions: u32) -> Result<()> {
         .speak
         .modalities
         .iter()
+        .flatten()
         .find(|m| !matches!(m.as_str(), "audio" | "text"))
     {
         bail!("--modalities: `{bad}` is not a modality; give audio, text or audio,text");
@@ -611,7 +628,7 @@ impl Checked {
             recv_timeout_s: args.recv_timeout.as_secs_f64(),
             send_buffer_bytes: args.send_buffer_bytes,
             protocol: args.speak.protocol,
-            modalities: args.speak.modalities.clone(),
+            modalities: modalities(args),
             client,
             connection,
             language: args.language.clone(),
@@ -725,7 +742,7 @@ fn client_settings(args: &ProtocolArgs, has_url: bool) -> Result<ClientSettings>
             if args.api_version == ApiVersion::Ga
                 && ["audio", "text"]
                     .iter()
-                    .all(|m| args.modalities.iter().any(|given| given == m))
+                    .all(|m| args.modalities.iter().flatten().any(|given| given == m))
             {
                 bail!("--modalities audio,text: a GA session asks for audio or text, not both (its output_modalities; audio comes with its transcript); give --modalities audio (or text), or --api-version beta, whose [\"audio\",\"text\"] is one choice");
             }
@@ -1114,6 +1131,17 @@ mod tests {
             "{flags}"
         );
         assert!(flags.contains("--output-sample-rate 16000"), "{flags}");
+    }
+
+    #[test]
+    fn the_client_asks_the_built_in_minicpmo_for_its_audio_and_text() {
+        let asked = |args: &[&str]| plan(args).unwrap().settings.modalities;
+        assert_eq!(asked(&["--profile", "minicpmo"]), ["audio", "text"]);
+        assert_eq!(asked(&[]), ["audio"], "VoiceChat serves audio");
+        let given = ["--profile", "minicpmo", "--modalities", "audio"];
+        assert_eq!(asked(&given), ["audio"], "--modalities stands");
+        let url = ["--url", "ws://127.0.0.1:9/v1/realtime"];
+        assert_eq!(asked(&url), ["audio"], "a server's profile is not known");
     }
 
     #[test]

@@ -204,12 +204,19 @@ fn record_run(url: &str, args: &ConformArgs, dir: &Path) -> Result<()> {
 /// The protocol and connection flags of `conform`, for its run.
 fn protocol_flags(args: &ConformArgs) -> Vec<String> {
     let p = &args.speak;
-    let mut flags = vec![
-        "--protocol".to_string(),
-        p.protocol.as_str().to_string(),
-        "--modalities".to_string(),
-        p.modalities.join(","),
-    ];
+    let mut flags = vec!["--protocol".to_string(), p.protocol.as_str().to_string()];
+    // A server said to play a profile is asked for what that profile serves (MiniCPM-o: audio
+    // and text); else the run's default, audio.
+    let profile = args.profile.filter(|_| p.protocol == Protocol::Native);
+    let modalities = p.modalities.clone().or_else(|| {
+        profile.map(|profile| {
+            let m = profile.output_modalities().iter();
+            m.map(ToString::to_string).collect()
+        })
+    });
+    if let Some(modalities) = modalities {
+        flags.extend(["--modalities".to_string(), modalities.join(",")]);
+    }
     if p.protocol == Protocol::Openai {
         let version = match p.api_version {
             crate::protocol::ApiVersion::Ga => "ga",
