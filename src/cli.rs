@@ -445,7 +445,7 @@ pub struct MergeArgs {
 pub struct ReportArgs {
     /// A run's output folder, or its summary.json; or a sweep's folder, or its sweep.json.
     pub run: PathBuf,
-    /// Another run to compare it with: both values of every headline figure and their ratio.
+    /// Another run to compare it with: both values of every headline figure and their ratio; with two sweeps, level by level over their repeats, and whether each difference is beyond the run-to-run spread.
     #[arg(long, value_name = "OTHER")]
     pub vs: Option<PathBuf>,
     /// The text table instead of Markdown.

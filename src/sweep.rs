@@ -20,10 +20,13 @@ use crate::cli::{ReportArgs, SweepArgs};
 use crate::conductor::{self, Hooks};
 use crate::live::SweepLive;
 use crate::paths::RunPaths;
+use crate::report::compare;
+use crate::summary::Summary;
 use anyhow::{bail, Context, Result};
 use figures::RunFigures;
 use plan::SweepPlan;
 use record::{Level, SweepRecord};
+use std::collections::BTreeMap;
 use std::io::{IsTerminal as _, Write as _};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -481,18 +484,45 @@ pub fn is_sweep(path: &Path) -> bool {
     path.join(SWEEP_JSON).is_file() || path.file_name().is_some_and(|n| n == SWEEP_JSON)
 }
 
-/// `report SWEEP`: sweep.md again (or the text table with `--text`), from sweep.json.
+/// `report SWEEP`: sweep.md again (or the text table with `--text`), from sweep.json; with
+/// `--vs OTHER_SWEEP`, the two sweeps level by level, each figure over its repeats.
 pub fn report(args: &ReportArgs) -> Result<i32> {
-    if args.vs.is_some() {
-        bail!(
-            "report --vs compares two runs; give two level folders of the sweeps, e.g. {}",
-            args.run.join(plan::level_folder(64, 1)).display()
-        );
-    }
-    let file: PathBuf = if args.run.is_dir() {
-        args.run.join(SWEEP_JSON)
+    let (a_dir, a) = load_record(&args.run)?;
+    let out = match &args.vs {
+        None if args.text => markdown::text(&a),
+        None => markdown::markdown(&a),
+        Some(other) if is_sweep(other) => {
+            let (b_dir, b) = load_record(other)?;
+            compare_sweeps(args, (&a_dir, &a), (&b_dir, &b))?
+        }
+        Some(other) => bail!(
+            "{} is a sweep and {} is not: compare a sweep with a sweep, or a run with a run, e.g. `report {} --vs {}`",
+            args.run.display(),
+            other.display(),
+            a_dir.join(first_level_folder(&a)).display(),
+            other.display()
+        ),
+    };
+    let _ = std::io::stdout().write_all(out.as_bytes());
+    Ok(0)
+}
+
+/// A sweep's first level's first run folder, to name in a message (`level-0016`).
+pub fn first_level_folder(record: &SweepRecord) -> String {
+    record
+        .levels
+        .first()
+        .and_then(|l| l.runs.first())
+        .map_or_else(|| plan::level_folder(16, 1), |r| r.folder.clone())
+}
+
+/// The folder of a sweep given as its folder or its sweep.json, and its record.
+pub fn load_record(path: &Path) -> Result<(PathBuf, SweepRecord)> {
+    let (dir, file) = if path.is_dir() {
+        (path.to_path_buf(), path.join(SWEEP_JSON))
     } else {
-        args.run.clone()
+        let dir = path.parent().map_or_else(PathBuf::new, Path::to_path_buf);
+        (dir, path.to_path_buf())
     };
     let text = std::fs::read_to_string(&file)
         .with_context(|| format!("cannot read {}", file.display()))?;
@@ -504,13 +534,52 @@ pub fn report(args: &ReportArgs) -> Result<i32> {
     }
     let record: SweepRecord = serde_json::from_value(value)
         .with_context(|| format!("{} is not a duplexbench-tui sweep", file.display()))?;
-    let out = if args.text {
-        markdown::text(&record)
-    } else {
-        markdown::markdown(&record)
+    Ok((dir, record))
+}
+
+/// `report SWEEP --vs SWEEP`: the summaries of every repeat of every level, side by side.
+fn compare_sweeps(
+    args: &ReportArgs,
+    (a_dir, a): (&Path, &SweepRecord),
+    (b_dir, b): (&Path, &SweepRecord),
+) -> Result<String> {
+    let runs = |dir: &Path, record: &SweepRecord| -> Result<BTreeMap<u64, Vec<Summary>>> {
+        let mut levels = BTreeMap::new();
+        for level in &record.levels {
+            let mut summaries = Vec::with_capacity(level.runs.len());
+            for run in &level.runs {
+                summaries.push(crate::report::command::load(&dir.join(&run.folder))?.1);
+            }
+            levels.insert(level.sessions_total, summaries);
+        }
+        Ok(levels)
     };
-    let _ = std::io::stdout().write_all(out.as_bytes());
-    Ok(0)
+    let (a_runs, b_runs) = (runs(a_dir, a)?, runs(b_dir, b)?);
+    let first = |levels: &BTreeMap<u64, Vec<Summary>>| {
+        levels
+            .values()
+            .flat_map(|runs| runs.first())
+            .next()
+            .cloned()
+    };
+    if let (Some(x), Some(y)) = (first(&a_runs), first(&b_runs)) {
+        // The levels' sessions may differ; the rest of the load must not.
+        let differ: Vec<String> = compare::differing_settings(&x, &y)
+            .into_iter()
+            .filter(|d| !d.starts_with("sessions per process") && !d.starts_with("processes"))
+            .collect();
+        if !differ.is_empty() && !args.force {
+            bail!(
+                "the two sweeps ran different loads ({}); compare sweeps of the same load, or give --force",
+                differ.join("; ")
+            );
+        }
+    }
+    let label = |p: &Path| p.display().to_string();
+    Ok(compare::sweeps_markdown(
+        (&label(&args.run), &a_runs),
+        (&label(args.vs.as_deref().unwrap_or(b_dir)), &b_runs),
+    ))
 }
 
 #[cfg(test)]

@@ -14,6 +14,19 @@ pub fn run(args: &ReportArgs) -> Result<i32> {
     let out = match &args.vs {
         None if args.text => table(&a),
         None => markdown(&a),
+        Some(other) if crate::sweep::is_sweep(other) => {
+            let level = crate::sweep::load_record(other).map_or_else(
+                |_| "level-0016".to_string(),
+                |(_, r)| crate::sweep::first_level_folder(&r),
+            );
+            bail!(
+                "{} is a sweep and {} is a run: compare a run with a run, e.g. `report {} --vs {}`, or a sweep with a sweep",
+                other.display(),
+                args.run.display(),
+                args.run.display(),
+                other.join(level).display()
+            );
+        }
         Some(other) => {
             let (b_path, b) = load(other)?;
             let differ = compare::differing_settings(&a, &b);

@@ -3,6 +3,8 @@
 //! the settings that differ named: a ratio of two different loads measures nothing.
 
 use crate::summary::Summary;
+use crate::sweep::record::Spread;
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 /// One compared figure: its name and unit, and its value in each run (None: no sample).
@@ -71,43 +73,51 @@ fn cpu_per_session_second(s: &Summary) -> Option<f64> {
     (session_seconds > 0.0).then(|| cpu / session_seconds)
 }
 
+/// A compared figure: its name, unit, and how to read it off a summary (None: no sample).
+type FigureOf = (&'static str, &'static str, fn(&Summary) -> Option<f64>);
+
+/// The headline figures a comparison shows, in order.
+const FIGURES: &[FigureOf] = &[
+    ("late packets", "", |s| {
+        Some(s.pacing.counts.late_packets as f64)
+    }),
+    ("deviation p50", "ms", |s| Some(s.pacing.deviation_ms.p50)),
+    ("deviation p99", "ms", |s| Some(s.pacing.deviation_ms.p99)),
+    ("deviation max", "ms", |s| Some(s.pacing.deviation_ms.max)),
+    ("start lateness p99", "ms", |s| {
+        Some(s.pacing.start_lateness_ms.p99)
+    }),
+    ("server accepted p50", "ms", |s| {
+        s.server.accepted_ms.as_ref().map(|q| q.p50)
+    }),
+    ("server accepted p99", "ms", |s| {
+        s.server.accepted_ms.as_ref().map(|q| q.p99)
+    }),
+    ("server unit lag p50", "ms", |s| {
+        s.server.unit_lag_ms.as_ref().map(|q| q.p50)
+    }),
+    ("server unit lag p99", "ms", |s| {
+        s.server.unit_lag_ms.as_ref().map(|q| q.p99)
+    }),
+    ("server first audio p50", "ms", |s| {
+        s.server.first_audio_ms.as_ref().map(|q| q.p50)
+    }),
+    ("client CPU per session-second", "ms", |s| {
+        cpu_per_session_second(s).map(|c| c * 1000.0)
+    }),
+];
+
 /// The figures compared, each taken from both summaries.
 fn figures(a: &Summary, b: &Summary) -> Vec<Figure> {
-    let both = |name, unit, of: &dyn Fn(&Summary) -> Option<f64>| Figure {
-        name,
-        unit,
-        a: of(a),
-        b: of(b),
-    };
-    vec![
-        both("late packets", "", &|s| {
-            Some(s.pacing.counts.late_packets as f64)
-        }),
-        both("deviation p50", "ms", &|s| Some(s.pacing.deviation_ms.p50)),
-        both("deviation p99", "ms", &|s| Some(s.pacing.deviation_ms.p99)),
-        both("deviation max", "ms", &|s| Some(s.pacing.deviation_ms.max)),
-        both("start lateness p99", "ms", &|s| {
-            Some(s.pacing.start_lateness_ms.p99)
-        }),
-        both("server accepted p50", "ms", &|s| {
-            s.server.accepted_ms.as_ref().map(|q| q.p50)
-        }),
-        both("server accepted p99", "ms", &|s| {
-            s.server.accepted_ms.as_ref().map(|q| q.p99)
-        }),
-        both("server unit lag p50", "ms", &|s| {
-            s.server.unit_lag_ms.as_ref().map(|q| q.p50)
-        }),
-        both("server unit lag p99", "ms", &|s| {
-            s.server.unit_lag_ms.as_ref().map(|q| q.p99)
-        }),
-        both("server first audio p50", "ms", &|s| {
-            s.server.first_audio_ms.as_ref().map(|q| q.p50)
-        }),
-        both("client CPU per session-second", "ms", &|s| {
-            cpu_per_session_second(s).map(|c| c * 1000.0)
-        }),
-    ]
+    FIGURES
+        .iter()
+        .map(|&(name, unit, of)| Figure {
+            name,
+            unit,
+            a: of(a),
+            b: of(b),
+        })
+        .collect()
 }
 
 fn value(v: Option<f64>, unit: &str) -> String {
@@ -159,4 +169,150 @@ pub fn markdown(a: &Summary, b: &Summary, labels: (&str, &str)) -> String {
          (run each side several times and compare the spread)."
     );
     out
+}
+
+/// One side of a comparison of sweeps: its label, and each level's repeats (by total sessions).
+pub type SweepSide<'a> = (&'a str, &'a BTreeMap<u64, Vec<Summary>>);
+
+/// A figure over a level's repeats: `1.234 ms [1.100–1.400]`, or the one value of one run.
+fn spread_value(spread: Option<Spread>, runs: usize, unit: &str) -> String {
+    // The range in the figure's precision, without its unit.
+    let bare = |v: f64| {
+        if unit.is_empty() {
+            format!("{v:.0}")
+        } else {
+            format!("{v:.3}")
+        }
+    };
+    match spread {
+        Some(s) if runs > 1 => format!(
+            "{} [{}–{}]",
+            value(Some(s.median), unit),
+            bare(s.min),
+            bare(s.max)
+        ),
+        Some(s) => value(Some(s.median), unit),
+        None => value(None, unit),
+    }
+}
+
+/// Whether B differs from A by more than the run-to-run spread: their ranges over the repeats
+/// do not overlap. Judged only with repeats on both sides.
+fn beyond_spread(a: Option<Spread>, b: Option<Spread>, runs: (usize, usize)) -> &'static str {
+    match (a, b) {
+        (Some(a), Some(b)) if runs.0 > 1 && runs.1 > 1 => {
+            if b.min > a.max || b.max < a.min {
+                "yes"
+            } else {
+                "no"
+            }
+        }
+        (Some(_), Some(_)) => "– (needs repeats)",
+        _ => "–",
+    }
+}
+
+/// The A/B of two sweeps as Markdown: each level both have, every figure as the median of
+/// its repeats with their range, the ratio of the medians, and whether the difference is
+/// beyond the run-to-run spread (the ranges do not overlap), as hyperfine compares.
+pub fn sweeps_markdown(a: SweepSide<'_>, b: SweepSide<'_>) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "# duplexbench-tui: {} vs {}\n", a.0, b.0);
+    let count = |side: SweepSide<'_>| -> String {
+        let runs: usize = side.1.values().map(Vec::len).sum();
+        format!("{} levels, {runs} runs", side.1.len())
+    };
+    let _ = writeln!(
+        out,
+        "A: {} — {}  \nB: {} — {}\n",
+        a.0,
+        count(a),
+        b.0,
+        count(b)
+    );
+    let _ = writeln!(
+        out,
+        "Each figure is the median of a level's repeats with their range [min–max]; B / A is \
+         the ratio of the medians. A difference is beyond the run-to-run spread when the two \
+         ranges do not overlap (judged only with repeats on both sides: `sweep --repeats N`).\n"
+    );
+    let only = |x: SweepSide<'_>, y: SweepSide<'_>| -> Vec<String> {
+        x.1.keys()
+            .filter(|k| !y.1.contains_key(k))
+            .map(u64::to_string)
+            .collect()
+    };
+    for (sessions, a_runs) in a.1 {
+        let Some(b_runs) = b.1.get(sessions) else {
+            continue;
+        };
+        let _ = writeln!(
+            out,
+            "## {sessions} sessions: {} vs {} runs\n",
+            a_runs.len(),
+            b_runs.len()
+        );
+        let _ = writeln!(
+            out,
+            "| figure | A | B | B / A | beyond the spread |\n|---|---|---|---|---|"
+        );
+        for &(name, unit, of) in FIGURES {
+            let spread = |runs: &[Summary]| Spread::of(runs.iter().filter_map(of));
+            let (x, y) = (spread(a_runs), spread(b_runs));
+            let ratio = match (x, y) {
+                (Some(x), Some(y)) if x.median > 0.0 => format!("{:.2}×", y.median / x.median),
+                (Some(x), Some(y)) if x.median == 0.0 && y.median == 0.0 => "=".to_string(),
+                _ => "–".to_string(),
+            };
+            let _ = writeln!(
+                out,
+                "| {name} | {} | {} | {ratio} | {} |",
+                spread_value(x, a_runs.len(), unit),
+                spread_value(y, b_runs.len(), unit),
+                beyond_spread(x, y, (a_runs.len(), b_runs.len()))
+            );
+        }
+        out.push('\n');
+    }
+    for (side, levels) in [("A", only(a, b)), ("B", only(b, a))] {
+        if !levels.is_empty() {
+            let _ = writeln!(
+                out,
+                "Levels only {side} ran (not compared): {} sessions.",
+                levels.join(", ")
+            );
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spread(min: f64, median: f64, max: f64) -> Option<Spread> {
+        Some(Spread { min, median, max })
+    }
+
+    #[test]
+    fn a_difference_is_beyond_the_spread_only_when_the_ranges_do_not_overlap() {
+        let a = spread(1.0, 1.5, 2.0);
+        assert_eq!(beyond_spread(a, spread(2.1, 2.5, 3.0), (3, 3)), "yes");
+        assert_eq!(beyond_spread(a, spread(0.1, 0.5, 0.9), (3, 3)), "yes");
+        assert_eq!(beyond_spread(a, spread(1.9, 2.5, 3.0), (3, 3)), "no");
+        assert_eq!(
+            beyond_spread(a, spread(2.1, 2.5, 3.0), (1, 3)),
+            "– (needs repeats)"
+        );
+        assert_eq!(beyond_spread(a, None, (3, 3)), "–");
+    }
+
+    #[test]
+    fn a_spread_shows_its_median_and_range_in_the_figures_precision() {
+        let s = spread(1.0, 1.25, 2.0);
+        assert_eq!(spread_value(s, 3, "ms"), "1.250 ms [1.000–2.000]");
+        assert_eq!(spread_value(spread(0.0, 1.0, 3.0), 3, ""), "1 [0–3]");
+        assert_eq!(spread_value(s, 1, "ms"), "1.250 ms", "one run: its value");
+        assert_eq!(spread_value(None, 3, "ms"), "no samples");
+    }
 }

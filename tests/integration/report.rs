@@ -113,3 +113,63 @@ fn older_summaries_are_read_or_refused_by_version(dir: &TempDir, run: &std::path
         "{err}"
     );
 }
+
+/// A sweep of `--repeats 2` at 1 and 2 sessions, 1 s each, into `dir/name`.
+fn small_sweep(dir: &TempDir, name: &str, extra: &[&str]) -> std::path::PathBuf {
+    let out = dir.join(name);
+    let mut args = vec!["sweep", "--no-tui", "--trace", "off", "--cooldown", "0s"];
+    args.extend(["-s", "1,2", "-d", "1s", "--repeats", "2", "--output"]);
+    args.push(out.to_str().unwrap());
+    args.extend(extra);
+    let ran = util::run(&args, Duration::from_secs(120));
+    assert!(
+        matches!(ran.status.code(), Some(0 | 1)),
+        "{}",
+        describe(&ran)
+    );
+    out
+}
+
+/// Two sweeps with repeats compare level by level: each figure's median and range on both
+/// sides, their ratio, and whether the difference is beyond the run-to-run spread (issue 15's
+/// "when repeats are there"). A sweep against a run, or the other way, names the level folder
+/// to give; sweeps of different loads are refused unless --force.
+#[test]
+fn two_sweeps_with_repeats_compare_level_by_level_against_their_spread_issue_15() {
+    let _serial = util::serial();
+    let dir = TempDir::new("report-sweeps");
+    let a = small_sweep(&dir, "a", &[]);
+    let b = small_sweep(&dir, "b", &[]);
+    let (a, b) = (a.to_str().unwrap(), b.to_str().unwrap());
+    let vs = util::run(&["report", a, "--vs", b], Duration::from_secs(30));
+    assert_eq!(vs.status.code(), Some(0), "{}", describe(&vs));
+    let md = String::from_utf8_lossy(&vs.stdout);
+    for expected in [
+        "## 1 sessions: 2 vs 2 runs",
+        "## 2 sessions: 2 vs 2 runs",
+        "| figure | A | B | B / A | beyond the spread |",
+        "| deviation p99 | ",
+    ] {
+        assert!(md.contains(expected), "{expected}\n{md}");
+    }
+    let row = md
+        .lines()
+        .find(|l| l.starts_with("| deviation p99 |"))
+        .unwrap();
+    assert!(
+        row.contains(" ms [") && (row.ends_with("| yes |") || row.ends_with("| no |")),
+        "{row}"
+    );
+
+    let level = format!("{a}/level-0001");
+    let mixed = util::run(&["report", &level, "--vs", b], Duration::from_secs(30));
+    assert_eq!(mixed.status.code(), Some(2), "{}", describe(&mixed));
+    let err = String::from_utf8_lossy(&mixed.stderr);
+    assert!(err.contains(&format!("--vs {b}/level-0001`")), "{err}");
+
+    let staggered = small_sweep(&dir, "c", &["--stagger"]);
+    let c = staggered.to_str().unwrap();
+    let refused = util::run(&["report", a, "--vs", c], Duration::from_secs(30));
+    assert_eq!(refused.status.code(), Some(2), "{}", describe(&refused));
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("stagger: false vs true"));
+}
