@@ -173,8 +173,11 @@ impl ClientProtocol for Native {
             // An empty unit (the one a server cuts at the end of unit-aligned input) covers no
             // input, so no packet's send is what it lags: it is not a unit lag.
             names::UNIT_DONE => match event.sglang.as_ref().and_then(|s| s.media_time) {
-                Some(media) if media.duration_ms > 0.0 => Meaning::UnitDone {
-                    input_end_ms: media.t_start_ms + media.duration_ms,
+                Some(MediaTime {
+                    t_start_ms: Some(start_ms),
+                    duration_ms: Some(duration_ms),
+                }) if duration_ms > 0.0 => Meaning::UnitDone {
+                    input_end_ms: start_ms + duration_ms,
                 },
                 _ => Meaning::Other,
             },
@@ -315,73 +318,91 @@ struct ServerSglang {
     /// `sglang.unit.done`: the input span the unit covers.
     #[serde(default)]
     media_time: Option<MediaTime>,
-    /// `error`: whether the server ends the session.
-    #[serde(default)]
+    /// `error`: whether the server ends the session (absent, or not a bool: it does not).
+    #[serde(default, deserialize_with = "lenient_bool")]
     fatal: Option<bool>,
 }
 
+/// Either field unreadable or absent: the unit has no lag to time, and the event is not
+/// refused for it.
 #[derive(Debug, Clone, Copy, Deserialize)]
 struct MediaTime {
-    t_start_ms: f64,
-    duration_ms: f64,
+    #[serde(default, deserialize_with = "lenient_number")]
+    t_start_ms: Option<f64>,
+    #[serde(default, deserialize_with = "lenient_number")]
+    duration_ms: Option<f64>,
 }
 
+/// Read leniently: an error is counted by whatever the server put in it.
 #[derive(Debug, Deserialize)]
 struct ErrorBody<'a> {
-    #[serde(default, borrow)]
+    #[serde(default, borrow, deserialize_with = "lenient_str")]
     code: Option<Cow<'a, str>>,
-    #[serde(default, borrow)]
+    #[serde(default, borrow, deserialize_with = "lenient_str")]
     message: Option<Cow<'a, str>>,
     /// The client event the error answers.
-    #[serde(default, borrow)]
+    #[serde(default, borrow, deserialize_with = "lenient_str")]
     event_id: Option<Cow<'a, str>>,
 }
 
-/// A number where one is expected, `None` for anything else (a string, `null`): a field the
-/// client cannot read is not worth failing the whole event for. A visitor, not an untagged
-/// enum: serde buffers an untagged value before it tries the variants, which made every
-/// `accepted` cost an allocation (issue 17).
-pub(crate) fn lenient_number<'de, D: Deserializer<'de>>(
-    deserializer: D,
-) -> Result<Option<f64>, D::Error> {
-    struct Lenient;
+/// A JSON value as a lenient field reads it: a scalar, or `Other` for anything else (`null`,
+/// an array, an object — read past, not kept).
+enum Scalar<'de> {
+    Int(i128),
+    Float(f64),
+    Bool(bool),
+    Str(Cow<'de, str>),
+    Other,
+}
 
-    impl<'de> serde::de::Visitor<'de> for Lenient {
-        type Value = Option<f64>;
+/// Reads any JSON value as a [`Scalar`]. A visitor, not an untagged enum: serde buffers an
+/// untagged value before it tries the variants, which made every `accepted` cost an allocation
+/// (issue 17); a borrowed string is not copied either.
+fn scalar<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Scalar<'de>, D::Error> {
+    struct Any;
+
+    impl<'de> serde::de::Visitor<'de> for Any {
+        type Value = Scalar<'de>;
 
         fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
             f.write_str("any JSON value")
         }
         fn visit_f64<E>(self, n: f64) -> Result<Self::Value, E> {
-            Ok(Some(n))
+            Ok(Scalar::Float(n))
         }
         fn visit_u64<E>(self, n: u64) -> Result<Self::Value, E> {
-            Ok(Some(n as f64))
+            Ok(Scalar::Int(i128::from(n)))
         }
         fn visit_i64<E>(self, n: i64) -> Result<Self::Value, E> {
-            Ok(Some(n as f64))
+            Ok(Scalar::Int(i128::from(n)))
         }
-        fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
-            Ok(None)
+        fn visit_bool<E>(self, b: bool) -> Result<Self::Value, E> {
+            Ok(Scalar::Bool(b))
         }
-        fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
-            Ok(None)
+        fn visit_borrowed_str<E>(self, s: &'de str) -> Result<Self::Value, E> {
+            Ok(Scalar::Str(Cow::Borrowed(s)))
+        }
+        fn visit_str<E>(self, s: &str) -> Result<Self::Value, E> {
+            Ok(Scalar::Str(Cow::Owned(s.to_string())))
+        }
+        fn visit_string<E>(self, s: String) -> Result<Self::Value, E> {
+            Ok(Scalar::Str(Cow::Owned(s)))
         }
         fn visit_unit<E>(self) -> Result<Self::Value, E> {
-            Ok(None)
+            Ok(Scalar::Other)
         }
         fn visit_none<E>(self) -> Result<Self::Value, E> {
-            Ok(None)
+            Ok(Scalar::Other)
         }
         fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
-            d.deserialize_any(Lenient)
+            d.deserialize_any(Any)
         }
         fn visit_seq<A: serde::de::SeqAccess<'de>>(
             self,
             mut seq: A,
         ) -> Result<Self::Value, A::Error> {
             while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
-            Ok(None)
+            Ok(Scalar::Other)
         }
         fn visit_map<A: serde::de::MapAccess<'de>>(
             self,
@@ -391,11 +412,44 @@ pub(crate) fn lenient_number<'de, D: Deserializer<'de>>(
                 .next_entry::<serde::de::IgnoredAny, serde::de::IgnoredAny>()?
                 .is_some()
             {}
-            Ok(None)
+            Ok(Scalar::Other)
         }
     }
 
-    deserializer.deserialize_any(Lenient)
+    deserializer.deserialize_any(Any)
+}
+
+/// A number where one is expected, `None` for anything else (a string, `null`): a field the
+/// client cannot read is not worth failing the whole event for.
+pub(crate) fn lenient_number<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<f64>, D::Error> {
+    Ok(match scalar(deserializer)? {
+        Scalar::Int(n) => Some(n as f64),
+        Scalar::Float(n) => Some(n),
+        _ => None,
+    })
+}
+
+/// A bool where one is expected (`error`'s `sglang.fatal`), `None` for anything else.
+fn lenient_bool<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<bool>, D::Error> {
+    Ok(match scalar(deserializer)? {
+        Scalar::Bool(b) => Some(b),
+        _ => None,
+    })
+}
+
+/// A string where one is expected (an error's code, message, event id): a number is taken as
+/// its digits (`"code": 500`), anything else is `None`.
+pub(crate) fn lenient_str<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<Cow<'de, str>>, D::Error> {
+    Ok(match scalar(deserializer)? {
+        Scalar::Str(s) => Some(s),
+        Scalar::Int(n) => Some(Cow::Owned(n.to_string())),
+        Scalar::Float(n) => Some(Cow::Owned(n.to_string())),
+        _ => None,
+    })
 }
 
 #[cfg(test)]
@@ -512,6 +566,36 @@ mod tests {
                 audio_key: Some("delta")
             }
         );
+    }
+
+    #[test]
+    fn odd_fields_of_an_error_or_a_unit_are_read_leniently_not_refused() {
+        // Be liberal in what you accept: a field of an odd type loses that field, not the event.
+        let text = r#"{"type":"error","sglang":{"fatal":"yes"},"error":{"code":500,"message":["x"],"event_id":7}}"#;
+        assert_eq!(
+            classify(text),
+            Meaning::Error {
+                fatal: false,
+                code: "500".into(),
+                message: "".into(),
+                answers: Some("7".into())
+            }
+        );
+        let no_fatal = r#"{"type":"error","error":{"code":"x","message":"y"}}"#;
+        assert!(matches!(
+            classify(no_fatal),
+            Meaning::Error { fatal: false, .. }
+        ));
+        for media in [
+            r#"{"t_start_ms":320}"#,
+            r#"{"t_start_ms":"320","duration_ms":80}"#,
+            "null",
+        ] {
+            let text = format!(
+                r#"{{"type":"sglang.unit.done","sglang":{{"unit_id":"unit_4","media_time":{media}}}}}"#
+            );
+            assert_eq!(classify(&text), Meaning::Other, "{text}");
+        }
     }
 
     #[test]

@@ -442,12 +442,13 @@ struct ResponseBody<'a> {
 
 #[derive(Debug, Deserialize)]
 struct ErrorBody<'a> {
-    #[serde(default, borrow)]
+    // Read leniently (a numeric code is its digits): an error is counted, never refused.
+    #[serde(default, borrow, deserialize_with = "super::native::lenient_str")]
     code: Option<Cow<'a, str>>,
-    #[serde(default, borrow)]
+    #[serde(default, borrow, deserialize_with = "super::native::lenient_str")]
     message: Option<Cow<'a, str>>,
     /// The client event the error answers.
-    #[serde(default, borrow)]
+    #[serde(default, borrow, deserialize_with = "super::native::lenient_str")]
     event_id: Option<Cow<'a, str>>,
 }
 

@@ -217,7 +217,7 @@ impl ClientProtocol for Vllm {
 struct ServerEvent<'a> {
     #[serde(rename = "type", borrow)]
     kind: Cow<'a, str>,
-    #[serde(default, borrow)]
+    #[serde(default, borrow, deserialize_with = "super::native::lenient_str")]
     code: Option<Cow<'a, str>>,
     #[serde(default, borrow)]
     error: Option<ErrorField<'a>>,
@@ -231,9 +231,9 @@ struct ServerEvent<'a> {
 enum ErrorField<'a> {
     Text(#[serde(borrow)] Cow<'a, str>),
     Body {
-        #[serde(default, borrow)]
+        #[serde(default, borrow, deserialize_with = "super::native::lenient_str")]
         code: Option<Cow<'a, str>>,
-        #[serde(default, borrow)]
+        #[serde(default, borrow, deserialize_with = "super::native::lenient_str")]
         message: Option<Cow<'a, str>>,
     },
 }
