@@ -256,7 +256,8 @@ impl<'a> Follower<'a> {
         });
         if self.phase == Phase::Streaming && (audio_sent || live.all_gone()) {
             self.phase = Phase::Draining;
-            if !s.tui && live.any_connected() {
+            // A cancelled run's sessions end early: its audio was not sent, whatever they do.
+            if !s.tui && live.any_connected() && self.ending.cancelled.is_none() {
                 self.notes.push(headless::draining_line(live));
             }
         }

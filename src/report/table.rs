@@ -19,8 +19,8 @@ pub fn table(s: &Summary) -> String {
     let mut out = table_body(s);
     row!(
         out,
-        "summary            {}/summary.md (figures: summary.json)",
-        s.output_dir
+        "summary            {} (figures: summary.json)",
+        in_folder(&s.output_dir, "summary.md")
     );
     out
 }
@@ -31,10 +31,15 @@ pub fn table_unwritten(s: &Summary) -> String {
     let mut out = table_body(s);
     row!(
         out,
-        "summary            NOT written: {}/summary.json is the provisional one from the run's start; this table is the only copy",
-        s.output_dir
+        "summary            NOT written: {} is the provisional one from the run's start; this table is the only copy",
+        in_folder(&s.output_dir, "summary.json")
     );
     out
+}
+
+/// `dir/name` as a path joins them: `-o out/` gives `out/summary.md`, not `out//summary.md`.
+fn in_folder(dir: &str, name: &str) -> String {
+    std::path::Path::new(dir).join(name).display().to_string()
 }
 
 fn table_body(s: &Summary) -> String {

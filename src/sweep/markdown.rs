@@ -225,8 +225,9 @@ pub fn markdown(record: &SweepRecord) -> String {
 fn intro(out: &mut String, record: &SweepRecord) {
     let _ = writeln!(
         out,
-        "# duplexbench-tui sweep: {} levels of {} protocol\n",
+        "# duplexbench-tui sweep: {} level{} of {} protocol\n",
         record.levels.len(),
+        if record.levels.len() == 1 { "" } else { "s" },
         record.protocol.as_str()
     );
     let _ = writeln!(out, "`{}`\n", record.command_line);
