@@ -154,7 +154,7 @@ async fn after<S: AsyncRead + AsyncWrite + Unpin>(
             engine.decode_blocking(decode.audio_s, decode.is_final);
             session.decoded(out);
         } else {
-            *pending = Some(engine.submit(decode.audio_s, decode.is_final));
+            *pending = Some(engine.submit(decode));
         }
     }
     for _ in 0..session.take_stops() {

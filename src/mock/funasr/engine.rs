@@ -1,7 +1,10 @@
 //! The Fun-ASR mock's decode engine: a cost model instead of a model, shared by every session
-//! of the mock. Decodes wait in one queue; compatible decodes of several sessions that arrive
-//! within `--decode-batch-wait-ms` of the first go to the engine as one call (at most
-//! `--decode-max-batch-size`), on at most `--decode-slots` calls at once. A call costs
+//! of the mock. Decodes wait in one queue; those of several sessions that arrive within
+//! `--decode-batch-wait-ms` of the first are collected together (at most
+//! `--decode-max-batch-size`), on at most `--decode-slots` collections at once. As the real
+//! `RealtimeBatchingEngine`, a collection goes to the engine as one call per group of
+//! compatible decodes — equal settings: partial or final (their `max_new_tokens` differ), and
+//! the session's hotwords and language — the groups one after the other. A call costs
 //! `--decode-ms` plus `--decode-ms-per-audio-sec` for the longest audio in it (a batch runs in
 //! parallel, padded to its longest).
 //!
@@ -24,7 +27,25 @@ pub struct Queued<T> {
     /// Audio the decode covers, in seconds (what it costs).
     pub audio_s: f64,
     pub is_final: bool,
+    /// The decode's settings apart from partial/final ([`super::session::Decode::settings`]).
+    pub settings: u64,
     pub item: T,
+}
+
+/// The decodes of one collection as the engine calls them: one group of equal settings (final
+/// or not, and the session's), in the order each group's first decode came.
+pub fn groups<T>(batch: Vec<Queued<T>>) -> Vec<Vec<Queued<T>>> {
+    let mut groups: Vec<Vec<Queued<T>>> = Vec::new();
+    for q in batch {
+        match groups
+            .iter_mut()
+            .find(|g| g[0].is_final == q.is_final && g[0].settings == q.settings)
+        {
+            Some(group) => group.push(q),
+            None => groups.push(vec![q]),
+        }
+    }
+    groups
 }
 
 /// The queue and the slots, without I/O.
@@ -153,13 +174,14 @@ impl Engine {
         &self.model
     }
 
-    /// Queues a decode of `audio_s`; the receiver fires when it is done.
-    pub fn submit(&self, audio_s: f64, is_final: bool) -> oneshot::Receiver<()> {
+    /// Queues `decode`; the receiver fires when it is done.
+    pub fn submit(&self, decode: super::session::Decode) -> oneshot::Receiver<()> {
         let (tx, rx) = oneshot::channel();
         self.batcher.borrow_mut().submit(Queued {
             enqueued_s: monotonic_s(),
-            audio_s,
-            is_final,
+            audio_s: decode.audio_s,
+            is_final: decode.is_final,
+            settings: decode.settings,
             item: tx,
         });
         self.wake.notify_one();
@@ -194,20 +216,32 @@ impl Engine {
         }
     }
 
+    /// One collection: a call per group, one after the other; each group's decodes are done
+    /// when its call is.
     async fn run(self: Rc<Engine>, batch: Vec<Queued<oneshot::Sender<()>>>, start_s: f64) {
-        let longest_s = batch.iter().map(|q| q.audio_s).fold(0.0, f64::max);
-        let cost_s = call_cost_s(&self.model, longest_s);
-        tokio::time::sleep_until(instant_at(start_s + cost_s)).await;
-        let shape: Vec<(f64, f64, bool)> = batch
-            .iter()
-            .map(|q| ((start_s - q.enqueued_s) * 1000.0, q.audio_s, q.is_final))
-            .collect();
-        for q in batch {
-            let _ = q.item.send(());
+        let mut call_start_s = start_s;
+        for group in groups(batch) {
+            let longest_s = group.iter().map(|q| q.audio_s).fold(0.0, f64::max);
+            let cost_s = call_cost_s(&self.model, longest_s);
+            tokio::time::sleep_until(instant_at(call_start_s + cost_s)).await;
+            let shape: Vec<(f64, f64, bool)> = group
+                .iter()
+                .map(|q| {
+                    (
+                        (call_start_s - q.enqueued_s) * 1000.0,
+                        q.audio_s,
+                        q.is_final,
+                    )
+                })
+                .collect();
+            for q in group {
+                let _ = q.item.send(());
+            }
+            self.account(&shape, cost_s);
+            call_start_s += cost_s;
         }
         self.batcher.borrow_mut().done();
         self.wake.notify_one();
-        self.account(&shape, cost_s);
     }
 
     /// Counts one call of `(queue wait ms, audio s, final)` decodes, and logs it if asked.
@@ -252,8 +286,33 @@ mod tests {
             enqueued_s: at_s,
             audio_s: 1.0,
             is_final: false,
+            settings: 0,
             item: n,
         }
+    }
+
+    /// As `RealtimeBatchingEngine._run`: a collection is grouped by the decodes' settings —
+    /// partials and finals apart (`max_new_tokens` 200 and 512), sessions of other hotwords or
+    /// language apart — and each group is one engine call, in the order its first decode came.
+    #[test]
+    fn a_collection_is_one_call_per_group_of_equal_settings_issue_11() {
+        let with = |n: u32, is_final: bool, settings: u64| Queued {
+            is_final,
+            settings,
+            ..queued(0.0, n)
+        };
+        let batch = vec![
+            with(0, false, 1),
+            with(1, true, 1),
+            with(2, false, 2),
+            with(3, false, 1),
+            with(4, true, 1),
+        ];
+        let calls: Vec<Vec<u32>> = groups(batch)
+            .into_iter()
+            .map(|g| g.into_iter().map(|q| q.item).collect())
+            .collect();
+        assert_eq!(calls, [vec![0, 3], vec![1, 4], vec![2]]);
     }
 
     #[test]

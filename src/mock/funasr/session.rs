@@ -44,6 +44,9 @@ pub struct Decode {
     /// Audio the decode covers, in seconds (what it costs).
     pub audio_s: f64,
     pub is_final: bool,
+    /// The session's decode settings (its `HOTWORDS:` and `LANGUAGE:`), as a key: the real
+    /// engine batches only decodes of equal settings into one call.
+    pub settings: u64,
 }
 
 /// A client frame waiting its turn.
@@ -78,6 +81,9 @@ pub struct Session {
     pub partials_sent: u64,
     /// `stopped` events sent since [`take_stops`](Session::take_stops) was last called.
     stops_sent: u64,
+    /// The hotwords and language set (the real server's `asr_kwargs`, which its decodes pass).
+    hotwords: String,
+    language: String,
 }
 
 impl Session {
@@ -95,6 +101,8 @@ impl Session {
             pending: None,
             partials_sent: 0,
             stops_sent: 0,
+            hotwords: String::new(),
+            language: String::new(),
         }
     }
 
@@ -151,6 +159,7 @@ impl Session {
                 .map(json_string)
                 .collect();
             let extra = format!(r#","hotwords":[{}]"#, words.join(","));
+            self.hotwords = words.join(",");
             out.push(event(names::HOTWORDS_SET, &extra));
         } else if let Some(value) = strip_prefix_ci(trimmed, &upper, names::POSTPROCESS_HOTWORDS) {
             let pairs: Vec<String> = postprocess_pairs(value)
@@ -161,6 +170,7 @@ impl Session {
             out.push(event(names::POSTPROCESS_HOTWORDS_SET, &extra));
         } else if let Some(value) = strip_prefix_ci(trimmed, &upper, names::LANGUAGE) {
             let extra = format!(r#","language":{}"#, json_string(value.trim()));
+            self.language = value.trim().to_string();
             out.push(event(names::LANGUAGE_SET, &extra));
         } else if upper == names::COMMIT {
             // The mock endpoints as the server does by default (`--endpoint-mode server`).
@@ -171,6 +181,7 @@ impl Session {
                 return Some(Decode {
                     audio_s: self.processed_ms() / 1000.0,
                     is_final: true,
+                    settings: self.settings_key(),
                 });
             }
             self.stopped(out);
@@ -208,7 +219,15 @@ impl Session {
         Some(Decode {
             audio_s: window_ms / 1000.0,
             is_final: false,
+            settings: self.settings_key(),
         })
+    }
+
+    fn settings_key(&self) -> u64 {
+        use std::hash::{Hash as _, Hasher as _};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        (&self.hotwords, &self.language).hash(&mut h);
+        h.finish()
     }
 
     /// The decode in flight is done: its result (and after the final, `stopped`). Processing
