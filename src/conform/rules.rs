@@ -671,7 +671,8 @@ impl<'a> Check<'a> {
                 "before it",
             );
         }
-        let code = event.get("code");
+        // The receipts write a close without a status code as `"code": null`.
+        let code = event.get("code").filter(|c| !c.is_null());
         if code.and_then(Value::as_u64) != Some(1000) {
             let reason = event.get("reason").and_then(Value::as_str).unwrap_or("");
             let got = match code {

@@ -340,6 +340,11 @@ fn close_code_1005_is_named_and_an_absent_close_is_not_a_violation() {
     let last = r.len() - 1;
     r[last].event = json!({"reason": ""});
     breaks_only(&r, "close-code");
+    // As the receipts record it: `"code": null`, named as the docs name it.
+    r[last].event = json!({"code": null, "reason": ""});
+    let report = check_session("s", &r, None);
+    assert_eq!(report.violations.len(), 1, "{:?}", report.violations);
+    assert_eq!(report.violations[0].got, "no status code (1005)");
     let mut r = voicechat();
     r.pop();
     let report = check_session("s", &r, None);

@@ -61,8 +61,12 @@ pub fn load(path: &Path) -> Result<(PathBuf, Summary)> {
             file.display()
         )
     })?;
-    let value: serde_json::Value =
-        serde_json::from_str(&text).with_context(|| format!("{} is not JSON", file.display()))?;
+    let value: serde_json::Value = serde_json::from_str(&text).with_context(|| {
+        format!(
+            "{} is not JSON; give a run's output folder or its summary.json (or a sweep's folder)",
+            file.display()
+        )
+    })?;
     let is_summary = value["tool"]["name"] == "duplexbench-tui" && value.get("verdict").is_some();
     let Some(version) = value["schema_version"].as_u64().filter(|_| is_summary) else {
         bail!(

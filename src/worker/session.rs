@@ -597,13 +597,14 @@ impl Session {
                     if !stopping {
                         self.machine.recv_timed_out();
                     }
-                    return Err(End::Failed(if stopping {
+                    let why = if stopping {
                         format!("no {what} within {STOP_GRACE_S} s of the stop")
                     } else if per_gap {
                         format!("no {what}: no server message for --recv-timeout {recv_timeout_s}s")
                     } else {
                         format!("no {what} within --recv-timeout {recv_timeout_s}s")
-                    }));
+                    };
+                    return Err(End::Failed(why + &self.silent_server_hint(stopping)));
                 }
                 () = sleep_until_s(ping_s), if ping_s.is_some() => {
                     self.keep_alive(ws).await?;
@@ -720,6 +721,19 @@ impl Session {
             Flow::Reached => Ok(true),
             Flow::End(why) => Err(End::Failed(why)),
         }
+    }
+
+    /// After a wait that timed out: when the server has sent nothing at all since the
+    /// handshake, the likeliest cause — a server of another protocol waits for its own first
+    /// message (Fun-ASR's `START`) — and what to do.
+    fn silent_server_hint(&self, stopping: bool) -> String {
+        if stopping || self.machine.outcome.server_events > 0 {
+            return String::new();
+        }
+        format!(
+            "; the server sent nothing after the WebSocket handshake: is it a server of another protocol? (this run speaks --protocol {}; `duplexbench-tui conform --url URL --protocol P` checks one)",
+            self.ctx.settings.protocol.as_str()
+        )
     }
 
     /// The server's close frame, for the receipts (conformance checks its code).

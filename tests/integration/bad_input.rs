@@ -294,6 +294,26 @@ fn a_server_that_talks_but_never_drains_is_bounded_by_the_recv_timeout() {
         errors.contains("no sglang.input_audio.drained within --recv-timeout"),
         "{errors}"
     );
+    assert!(!errors.contains("another protocol"), "it talked: {errors}");
+}
+
+/// A server of another protocol (here the Fun-ASR mock, which waits for `START`) says nothing
+/// to a native client: the reason says so and names what to check, not only the timeout.
+#[test]
+fn a_server_that_says_nothing_is_named_as_perhaps_of_another_protocol() {
+    let _serial = util::serial();
+    let mock = crate::mock_protocol::Mock::start(&["--protocol", "funasr"]);
+    let dir = TempDir::new("silent-server");
+    let out = dir.join("out");
+    let url = format!("ws://{}/v1/realtime", mock.addr);
+    let args = ["--url", &url, "-s", "1", "-d", "1s", "--recv-timeout", "1s"];
+    let output = util::run_to(&out, &args, Duration::from_secs(60));
+    assert_eq!(output.status.code(), Some(1), "{}", describe(&output));
+    let errors = summary(&out)["sessions"]["errors"].to_string();
+    assert!(
+        errors.contains("no session.created within --recv-timeout 1s; the server sent nothing after the WebSocket handshake: is it a server of another protocol? (this run speaks --protocol native"),
+        "{errors}"
+    );
 }
 
 #[test]
