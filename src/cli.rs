@@ -469,10 +469,10 @@ pub struct ConformArgs {
     #[arg(long, value_enum)]
     pub profile: Option<Profile>,
     /// Sessions of the run with --url.
-    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=64))]
+    #[arg(long, short = 's', default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=64))]
     pub sessions: u32,
     /// Audio each session streams with --url (not with --audio: the file sets the length).
-    #[arg(long, default_value = "5s", allow_hyphen_values = true, value_parser = parse_duration, conflicts_with = "audio")]
+    #[arg(long, short = 'd', default_value = "5s", allow_hyphen_values = true, value_parser = parse_duration, conflicts_with = "audio")]
     pub duration: Duration,
     /// Output folder of the run with --url [default: a temporary folder, kept only when the server is not conformant].
     #[arg(long, short = 'o')]
@@ -625,6 +625,24 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("`--no-tui` is not a duration"), "{err}");
+    }
+
+    #[test]
+    fn conform_takes_run_s_short_flags_for_its_sessions_and_duration() {
+        let argv = [
+            "duplexbench-tui",
+            "conform",
+            "--url",
+            "ws://h/",
+            "-s",
+            "1",
+            "-d",
+            "2s",
+        ];
+        let Some(Command::Conform(c)) = Cli::try_parse_from(argv).unwrap().command else {
+            panic!("a conform command")
+        };
+        assert_eq!((c.sessions, c.duration), (1, Duration::from_secs(2)));
     }
 
     #[test]
