@@ -109,9 +109,14 @@ fn pacing(out: &mut String, s: &Summary) {
     let p = &s.pacing;
     let c = &p.counts;
     let d = &p.deviation_ms;
+    // As summary.md says it: the sessions a cancelled run stopped before their last packet.
+    let stopped = match s.sessions.stopped_early {
+        0 => String::new(),
+        n => format!(", {n} stopped early"),
+    };
     row!(
         out,
-        "sessions           {} completed, {} incomplete, {} rejected of {}",
+        "sessions           {} completed, {} incomplete, {} rejected of {}{stopped}",
         s.sessions.completed,
         s.sessions.incomplete,
         s.sessions.rejected,
