@@ -318,6 +318,16 @@ fn sigint_stops_the_run_and_still_writes_a_cancelled_summary() {
     assert_eq!(s["sessions"]["stopped_early"], 2);
     // The sessions still ended properly with the server.
     assert_eq!(s["sessions"]["completed"], 2);
+    // The table says they stopped early, as summary.md does.
+    let table = util::run(
+        &["report", "--text", out.to_str().unwrap()],
+        Duration::from_secs(30),
+    );
+    let text = String::from_utf8_lossy(&table.stdout);
+    assert!(
+        text.contains("2 completed, 0 incomplete, 0 rejected of 2, 2 stopped early"),
+        "{text}"
+    );
 }
 
 /// Ctrl-C while sessions wait in set-up (a server that takes the connection and then says
