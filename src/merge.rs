@@ -192,7 +192,7 @@ impl Together {
             notes.push(format!(
                 "non-overlapping windows: the {finished} shards never all streamed at the same time (by their wall clocks), so this is not one load; start them with one --start-at"
             ));
-        } else if overlap_fraction < MIN_OVERLAP_FRACTION {
+        } else if overlap.is_some() && overlap_fraction < MIN_OVERLAP_FRACTION {
             notes.push(format!(
                 "non-overlapping windows: the shards streamed together for only {:.0} % of the shortest one's window; start them with one --start-at",
                 overlap_fraction * 100.0

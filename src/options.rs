@@ -397,13 +397,13 @@ pub fn validate(args: &RunArgs, command_line: String, tui: bool) -> Result<RunPl
         .as_deref()
         .map(|text| shard::start_at(text, crate::clock::realtime_s()))
         .transpose()?;
-    let client = client_settings(&args.speak, args.url.is_some())?;
-    if args.url.is_none() {
-        check_output_rate(args.speak.protocol, &args.mock)?;
-    }
     let packet_ms = args
         .packet_ms
         .unwrap_or_else(|| args.speak.protocol.default_packet_ms());
+    let client = client_settings(&args.speak, args.url.is_some(), packet_ms)?;
+    if args.url.is_none() {
+        check_output_rate(args.speak.protocol, &args.mock)?;
+    }
     let audio = audio_of(args, client.input_sample_rate)?;
     let (duration_s, packets) = duration_of(args, &audio, client.input_sample_rate, packet_ms)?;
     check_limits(args, duration_s, sessions)?;
@@ -710,7 +710,7 @@ fn sessions_per_process(args: &RunArgs) -> Result<u32> {
 
 /// The protocol flags validated: each applies to its protocols only, and the input rate is the
 /// one the protocol's servers take (none of them is told another: nothing is resampled).
-fn client_settings(args: &ProtocolArgs, has_url: bool) -> Result<ClientSettings> {
+fn client_settings(args: &ProtocolArgs, has_url: bool, packet_ms: u32) -> Result<ClientSettings> {
     let protocol = args.protocol;
     let name = protocol.as_str();
     let rate = args
@@ -759,9 +759,12 @@ fn client_settings(args: &ProtocolArgs, has_url: bool) -> Result<ClientSettings>
             bail!("--turn-detection applies to --protocol openai (here: {name})");
         }
     }
+    // Commits fall on packet ends, so two can be a packet less than --commit-every apart;
+    // the API refuses a commit of under 100 ms of audio (input_audio_buffer_commit_empty).
+    let least_ms = crate::protocol::openai::MIN_COMMIT_MS + u64::from(packet_ms);
     let commit_every_ms = match args.commit_every {
-        Some(every) if every.as_millis() < 100 => {
-            bail!("--commit-every must be at least 100ms")
+        Some(every) if (every.as_millis() as u64) < least_ms => {
+            bail!("--commit-every must be at least {least_ms}ms with {packet_ms} ms packets: commits fall on packet ends, so two may be a packet less than --commit-every apart, and the API refuses a commit of under 100 ms of audio")
         }
         Some(every) => Some(every.as_millis() as u64),
         None => None,
@@ -1210,6 +1213,19 @@ mod tests {
         let err = |args: &[&str]| plan(args).unwrap_err().to_string();
         // With the server's VAD (the default) the server commits each turn: a client commit
         // on top collides with it, so --commit-every needs --turn-detection none.
+        // Commits fall on packet ends: 150 ms could commit 80 ms of audio, which the API refuses.
+        let short = err(&[
+            "--protocol",
+            "openai",
+            "--turn-detection",
+            "none",
+            "--commit-every",
+            "150ms",
+        ]);
+        assert!(
+            short.contains("--commit-every must be at least 180ms with 80 ms packets"),
+            "{short}"
+        );
         let vad = err(&["--protocol", "openai", "--commit-every", "2s"]);
         assert!(
             vad.contains("--commit-every needs --turn-detection none")

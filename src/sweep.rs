@@ -46,7 +46,7 @@ pub fn run(args: &SweepArgs, command_line: String) -> Result<i32> {
         crate::sys::open_files::ensure(&crate::sys::open_files::Layout::of(&top.settings))?;
     }
     // Held to the end: a sweep that could not start leaves no empty folder behind.
-    let (_folder, plan) = if plan.new_output {
+    let (folder, plan) = if plan.new_output {
         let folder = claim_new(&plan.output_dir)?;
         let plan = plan.moved_to(&folder.dir);
         (folder, plan)
@@ -60,7 +60,30 @@ pub fn run(args: &SweepArgs, command_line: String) -> Result<i32> {
         signal_hook::flag::register_usize(sig, signal.clone(), sig as usize)
             .context("cannot install signal handlers")?;
     }
-    Sweep::new(&plan).go(&signal)
+    let mut sweep = Sweep::new(&plan);
+    sweep.stale = stale_folders(&folder.previous, &plan);
+    sweep.go(&signal)
+}
+
+/// Of the previous sweep's run folders, those this sweep does not run again (a run run again
+/// with --force replaces its own folder).
+fn stale_folders(previous: &[String], plan: &SweepPlan) -> Vec<String> {
+    let planned: Vec<std::ffi::OsString> = plan
+        .levels
+        .iter()
+        .flat_map(|l| &l.runs)
+        .chain(&plan.warmup)
+        .filter_map(|r| r.output_dir.file_name().map(ToOwned::to_owned))
+        .collect();
+    previous
+        .iter()
+        .filter(|f| {
+            !planned
+                .iter()
+                .any(|p| p.as_os_str() == std::ffi::OsStr::new(f))
+        })
+        .cloned()
+        .collect()
 }
 
 /// A sweep under way.
@@ -71,6 +94,10 @@ struct Sweep<'p> {
     started: usize,
     /// The cancelled run's exit code (128 + signal).
     cancel_code: Option<i32>,
+    /// The run folders of the sweep this one replaces (--force) that it does not run again:
+    /// deleted when it first writes its files, so that a sweep that cannot start leaves the
+    /// previous one whole.
+    stale: Vec<String>,
 }
 
 impl<'p> Sweep<'p> {
@@ -103,6 +130,7 @@ impl<'p> Sweep<'p> {
             record,
             started: 0,
             cancel_code: None,
+            stale: Vec::new(),
         }
     }
 
@@ -314,6 +342,18 @@ impl<'p> Sweep<'p> {
     fn finish_level(&mut self) -> Result<()> {
         let points: Vec<knees::Point> = self.record.levels.iter().map(knees::Point::of).collect();
         self.record.knees = knees::find(&points, !self.plan.slos.is_empty());
+        // This sweep's files replace the previous one's: its other folders go with them.
+        for folder in std::mem::take(&mut self.stale) {
+            let path = self.plan.output_dir.join(&folder);
+            if path.is_dir() && !path.is_symlink() {
+                std::fs::remove_dir_all(&path).with_context(|| {
+                    format!(
+                        "cannot delete {} of the previous sweep (--force)",
+                        path.display()
+                    )
+                })?;
+            }
+        }
         self.write()
     }
 
@@ -348,6 +388,8 @@ struct Claimed {
     dir: PathBuf,
     lock: Option<std::fs::File>,
     created: Vec<PathBuf>,
+    /// The run folders of the sweep already there (--force), by name.
+    previous: Vec<String>,
 }
 
 impl Drop for Claimed {
@@ -375,6 +417,7 @@ fn claim_new(base: &Path) -> Result<Claimed> {
         dir,
         lock: None,
         created,
+        previous: Vec::new(),
     };
     claimed.lock = Some(conductor::lock_folder(&claimed.dir, "sweep")?);
     note_folder(&claimed.dir);
@@ -399,6 +442,7 @@ fn claim(dir: &Path, force: bool) -> Result<Claimed> {
         dir: dir.to_path_buf(),
         lock: None,
         created,
+        previous: Vec::new(),
     };
     claimed.lock = Some(conductor::lock_folder(dir, "sweep")?);
     if dir.join("summary.json").exists() {
@@ -409,39 +453,32 @@ fn claim(dir: &Path, force: bool) -> Result<Claimed> {
     }
     if dir.join(SWEEP_JSON).exists() {
         if !force {
-            bail!("{} already holds a sweep ({SWEEP_JSON}); choose another --output, or give --force to run it again (the previous sweep's files are deleted first)", dir.display());
+            bail!("{} already holds a sweep ({SWEEP_JSON}); choose another --output, or give --force to run it again (the previous sweep's files are replaced once its first level is done)", dir.display());
         }
-        remove_previous_sweep(dir)?;
+        claimed.previous = previous_runs(dir);
     }
     note_folder(dir);
     Ok(claimed)
 }
 
-/// Deletes what a sweep wrote in `dir` (its files, level and warm-up folders), so that a
-/// sweep run again with --force holds its own levels only: one of other levels left those of
-/// the first beside a sweep.json that did not list them. Other files are the user's and stay.
-fn remove_previous_sweep(dir: &Path) -> Result<()> {
-    let entries = std::fs::read_dir(dir)
-        .with_context(|| format!("cannot read the sweep folder {}", dir.display()))?;
-    for entry in entries.flatten() {
-        let name = entry.file_name();
-        let name = name.to_string_lossy();
-        let path = entry.path();
-        let removed = if [SWEEP_JSON, SWEEP_MD, PLOT_FILE].contains(&name.as_ref()) {
-            std::fs::remove_file(&path)
-        } else if is_sweep_run_folder(&name) && path.is_dir() {
-            std::fs::remove_dir_all(&path)
-        } else {
-            continue;
-        };
-        removed.with_context(|| {
-            format!(
-                "cannot delete {} of the previous sweep (--force)",
-                path.display()
-            )
-        })?;
+/// The run folders of the sweep in `dir`: those its sweep.json lists (levels and warm-up), or,
+/// if it cannot be read, those named as a sweep names them.
+fn previous_runs(dir: &Path) -> Vec<String> {
+    if let Ok((_, record)) = load_record(dir) {
+        let levels = record.levels.iter().flat_map(|l| &l.runs);
+        return levels
+            .chain(&record.warmup)
+            .map(|r| r.folder.clone())
+            .filter(|f| is_sweep_run_folder(f))
+            .collect();
     }
-    Ok(())
+    std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|name| is_sweep_run_folder(name))
+        .collect()
 }
 
 /// `warmup`, `level-0016`, `level-0016-r2`: the names of a sweep's run folders.
@@ -555,25 +592,32 @@ fn compare_sweeps(
         Ok(levels)
     };
     let (a_runs, b_runs) = (runs(a_dir, a)?, runs(b_dir, b)?);
-    let first = |levels: &BTreeMap<u64, Vec<Summary>>| {
-        levels
-            .values()
-            .flat_map(|runs| runs.first())
-            .next()
-            .cloned()
-    };
-    if let (Some(x), Some(y)) = (first(&a_runs), first(&b_runs)) {
-        // The levels' sessions may differ; the rest of the load must not.
-        let differ: Vec<String> = compare::differing_settings(&x, &y)
-            .into_iter()
-            .filter(|d| !d.starts_with("sessions per process") && !d.starts_with("processes"))
-            .collect();
-        if !differ.is_empty() && !args.force {
-            bail!(
-                "the two sweeps ran different loads ({}); compare sweeps of the same load, or give --force",
-                differ.join("; ")
-            );
+    if !a_runs.keys().any(|k| b_runs.contains_key(k)) {
+        bail!(
+            "the two sweeps have no level in common (A: {:?} sessions, B: {:?}); compare sweeps of the same levels",
+            a_runs.keys().collect::<Vec<_>>(),
+            b_runs.keys().collect::<Vec<_>>()
+        );
+    }
+    // Every level both ran must be the same load (processes, sessions and the rest).
+    let mut differ: Vec<String> = Vec::new();
+    for (sessions, xs) in &a_runs {
+        let Some(ys) = b_runs.get(sessions) else {
+            continue;
+        };
+        for (x, y) in xs.iter().zip(ys) {
+            for d in compare::differing_settings(x, y) {
+                if !differ.contains(&d) {
+                    differ.push(d);
+                }
+            }
         }
+    }
+    if !differ.is_empty() && !args.force {
+        bail!(
+            "the two sweeps ran different loads ({}); compare sweeps of the same load, or give --force",
+            differ.join("; ")
+        );
     }
     let label = |p: &Path| p.display().to_string();
     Ok(compare::sweeps_markdown(
@@ -604,23 +648,17 @@ mod tests {
     }
 
     #[test]
-    fn force_deletes_the_previous_sweep_and_keeps_the_rest() {
+    fn the_previous_sweeps_runs_are_named_by_its_record_or_else_by_their_names() {
         let dir =
             std::env::temp_dir().join(format!("duplexbench-sweep-force-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         for folder in ["level-0002", "level-0004-r2", "warmup", "mine"] {
             std::fs::create_dir_all(dir.join(folder)).unwrap();
         }
-        for file in [SWEEP_JSON, SWEEP_MD, PLOT_FILE, "notes.txt"] {
-            std::fs::write(dir.join(file), "x").unwrap();
-        }
-        remove_previous_sweep(&dir).unwrap();
-        let mut left: Vec<String> = std::fs::read_dir(&dir)
-            .unwrap()
-            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .collect();
-        left.sort();
-        assert_eq!(left, ["mine", "notes.txt"]);
+        std::fs::write(dir.join(SWEEP_JSON), "not a sweep record").unwrap();
+        let mut found = previous_runs(&dir);
+        found.sort();
+        assert_eq!(found, ["level-0002", "level-0004-r2", "warmup"], "by name");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

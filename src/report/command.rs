@@ -15,16 +15,17 @@ pub fn run(args: &ReportArgs) -> Result<i32> {
         None if args.text => table(&a),
         None => markdown(&a),
         Some(other) if crate::sweep::is_sweep(other) => {
-            let level = crate::sweep::load_record(other).map_or_else(
-                |_| "level-0016".to_string(),
-                |(_, r)| crate::sweep::first_level_folder(&r),
-            );
+            // The sweep's folder, also when its sweep.json was given.
+            let level = match crate::sweep::load_record(other) {
+                Ok((dir, record)) => dir.join(crate::sweep::first_level_folder(&record)),
+                Err(_) => other.join("level-0016"),
+            };
             bail!(
                 "{} is a sweep and {} is a run: compare a run with a run, e.g. `report {} --vs {}`, or a sweep with a sweep",
                 other.display(),
                 args.run.display(),
                 args.run.display(),
-                other.join(level).display()
+                level.display()
             );
         }
         Some(other) => {

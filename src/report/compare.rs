@@ -257,8 +257,13 @@ pub fn sweeps_markdown(a: SweepSide<'_>, b: SweepSide<'_>) -> String {
             "| figure | A | B | B / A | beyond the spread |\n|---|---|---|---|---|"
         );
         for &(name, unit, of) in FIGURES {
-            let spread = |runs: &[Summary]| Spread::of(runs.iter().filter_map(of));
-            let (x, y) = (spread(a_runs), spread(b_runs));
+            // Over the runs that have the figure (a run without samples has none).
+            let values = |runs: &[Summary]| runs.iter().filter_map(of).collect::<Vec<f64>>();
+            let (xs, ys) = (values(a_runs), values(b_runs));
+            let (x, y) = (
+                Spread::of(xs.iter().copied()),
+                Spread::of(ys.iter().copied()),
+            );
             let ratio = match (x, y) {
                 (Some(x), Some(y)) if x.median > 0.0 => format!("{:.2}×", y.median / x.median),
                 (Some(x), Some(y)) if x.median == 0.0 && y.median == 0.0 => "=".to_string(),
@@ -267,9 +272,9 @@ pub fn sweeps_markdown(a: SweepSide<'_>, b: SweepSide<'_>) -> String {
             let _ = writeln!(
                 out,
                 "| {name} | {} | {} | {ratio} | {} |",
-                spread_value(x, a_runs.len(), unit),
-                spread_value(y, b_runs.len(), unit),
-                beyond_spread(x, y, (a_runs.len(), b_runs.len()))
+                spread_value(x, xs.len(), unit),
+                spread_value(y, ys.len(), unit),
+                beyond_spread(x, y, (xs.len(), ys.len()))
             );
         }
         out.push('\n');

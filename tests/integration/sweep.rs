@@ -630,6 +630,46 @@ fn a_later_level_that_cannot_start_keeps_and_prints_the_levels_done() {
     assert!(stderr.contains("sweep: results in"), "{stderr}");
 }
 
+/// `sweep --force` over another sweep replaces it once its first level is done: the old
+/// sweep's levels it does not run again go then, other files stay; one that cannot start
+/// leaves the old sweep whole (it was deleted before the first level).
+#[test]
+fn a_forced_sweep_replaces_the_old_one_only_once_a_level_is_done() {
+    let _serial = util::serial();
+    let dir = TempDir::new("sweep-force");
+    let out = dir.join("sw");
+    let first = sweep(&out, &["-s", "1,2", "-d", "1s"]);
+    assert!(
+        matches!(first.status.code(), Some(0 | 1)),
+        "{}",
+        describe(&first)
+    );
+    std::fs::write(out.join("notes.txt"), "mine").unwrap();
+    // A server nobody listens on: the forced sweep cannot start.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let url = format!("ws://127.0.0.1:{port}/v1/realtime");
+    let refused = sweep(&out, &["--force", "--url", &url, "-s", "1", "-d", "1s"]);
+    assert_eq!(refused.status.code(), Some(2), "{}", describe(&refused));
+    assert!(out.join("level-0002").is_dir(), "the old sweep is whole");
+    assert_eq!(sweep_json(&out)["levels"].as_array().unwrap().len(), 2);
+    let again = sweep(&out, &["--force", "-s", "1", "-d", "1s"]);
+    assert!(
+        matches!(again.status.code(), Some(0 | 1)),
+        "{}",
+        describe(&again)
+    );
+    assert!(
+        !out.join("level-0002").exists(),
+        "the old level not run again is gone"
+    );
+    assert!(out.join("level-0001").is_dir() && out.join("notes.txt").is_file());
+    assert_eq!(sweep_json(&out)["levels"].as_array().unwrap().len(), 1);
+}
+
 /// A second sweep into a folder a sweep is writing to (`--output`) is refused at once, naming
 /// the other; it used to start and collide with the first at a level's run folder, later.
 #[test]

@@ -181,9 +181,7 @@ impl Machine {
     /// When the last server message came, while the recognition's receive loop runs (Fun-ASR:
     /// from the first audio frame until it ends).
     pub fn receive_loop_last_s(&self) -> Option<f64> {
-        self.transcripts
-            .as_ref()
-            .and_then(Recorder::listening_since)
+        self.transcripts.as_ref().and_then(Recorder::last_heard_s)
     }
 
     /// No server message came within `--recv-timeout` of the previous one.
@@ -298,6 +296,8 @@ impl Machine {
     /// Streaming is over (every packet sent, or the run stopped): the ending steps follow.
     pub fn streamed(&mut self) {
         self.phase = Phase::Finishing;
+        // An error naming a set-up command now refuses no step of the ending.
+        self.step_event_id = None;
         let ending = Ending {
             streamed: self.outcome.counts.packets > 0,
             speech_open: self.turns.as_ref().is_some_and(|t| t.speech_open),

@@ -70,9 +70,11 @@ impl Recorder {
         }
     }
 
-    /// When the last message came (or the audio started), while the receive loop runs.
-    pub fn listening_since(&self) -> Option<f64> {
-        self.listening.then_some(self.last_message_s)
+    /// When the receive loop last heard the server (or the audio started), once it has
+    /// started: its wait for the next message runs from there. A loop that already ended (a
+    /// gap over `--recv-timeout`) keeps the time it last heard, so no further wait is left.
+    pub fn last_heard_s(&self) -> Option<f64> {
+        self.c.audio_start_s.map(|_| self.last_message_s)
     }
 
     /// STOP is about to be sent.
@@ -228,6 +230,20 @@ pub fn close_detail(frame: Option<(u16, &str)>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The receive loop's wait runs from when it last heard the server, also once it ended on
+    /// a gap over --recv-timeout (a late message is not heard): after STOP nothing is left to
+    /// wait for then.
+    #[test]
+    fn the_loop_keeps_when_it_last_heard_after_a_timeout() {
+        let mut r = Recorder::new(2.0);
+        assert_eq!(r.last_heard_s(), None, "before the audio");
+        r.audio_started(10.0);
+        r.message(10.5, None, &Meaning::Other);
+        assert_eq!(r.last_heard_s(), Some(10.5));
+        r.message(13.0, None, &Meaning::Other);
+        assert_eq!(r.last_heard_s(), Some(10.5), "came after the loop gave up");
+    }
 
     fn result(is_final: bool, partial: bool, duration_ms: f64) -> Meaning<'static> {
         Meaning::Transcript {

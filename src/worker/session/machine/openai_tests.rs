@@ -19,13 +19,33 @@ fn hear(m: &mut Machine, text: &str, now_s: f64) -> Flow {
 /// Sets the session up and sends its 10 packets on time from 1.0 s; returns the final
 /// commit's event id once the machine hands it out (sent at 1.8 s, when the audio has played).
 fn stream_to_the_final_commit(m: &mut Machine) -> String {
+    stream(m, &[]);
+    let Action::Send(commit) = m.next_action() else {
+        panic!("the final commit comes next")
+    };
+    let text = commit.text().unwrap();
+    assert!(text.contains("input_audio_buffer.commit"), "{text}");
+    m.control_sending(1.8);
+    serde_json::from_str::<serde_json::Value>(text).unwrap()["event_id"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+/// Sets the session up (returning its session.update's event id) and streams 10 packets on
+/// time from 1.0 s, hearing `during` (at 1.5 s) on the way; then the input is over.
+fn stream(m: &mut Machine, during: &[&str]) -> String {
     m.connecting(0.0);
     assert_eq!(m.next_action(), Action::Await("session.created"));
     assert_eq!(
         hear(m, r#"{"type":"session.created","event_id":"e1"}"#, 0.01),
         Flow::Reached
     );
-    assert!(matches!(m.next_action(), Action::Send(_)), "session.update");
+    let Action::Send(update) = m.next_action() else {
+        panic!("session.update")
+    };
+    let update: serde_json::Value = serde_json::from_str(update.text().unwrap()).unwrap();
+    let update_id = update["event_id"].as_str().unwrap().to_string();
     m.control_sending(0.02);
     assert_eq!(m.next_action(), Action::Await("session.updated"));
     assert_eq!(
@@ -38,18 +58,14 @@ fn stream_to_the_final_commit(m: &mut Machine) -> String {
         let start_s = 1.0 + f64::from(seq) * 0.08;
         let due_s = m.packet(seq, start_s, 1.0, &mut frame).0;
         m.sent(seq, due_s, start_s, start_s + 0.0001);
+        if seq == 6 {
+            for event in during {
+                hear(m, event, 1.5);
+            }
+        }
     }
     m.streamed();
-    let Action::Send(commit) = m.next_action() else {
-        panic!("the final commit comes next")
-    };
-    let text = commit.text().unwrap();
-    assert!(text.contains("input_audio_buffer.commit"), "{text}");
-    m.control_sending(1.8);
-    serde_json::from_str::<serde_json::Value>(text).unwrap()["event_id"]
-        .as_str()
-        .unwrap()
-        .to_string()
+    update_id
 }
 
 /// A turn the client ends is timed from its commit, sent when the input's audio has played
@@ -108,4 +124,23 @@ fn a_refused_final_commit_ends_the_session_at_once_issue_12() {
                 .to_string()
         )
     );
+}
+
+/// An error that names the session.update (sent at set-up) is no refusal of the ending: the
+/// server's VAD ended the turn and the session waits for its answer, then for no command of
+/// its own. It ended the session ("refused the session's ending") when the set-up's event id
+/// was still taken for the last step's.
+#[test]
+fn an_error_naming_a_set_up_command_does_not_end_the_ending() {
+    let mut m = machine(&[]);
+    let vad = [
+        r#"{"type":"input_audio_buffer.speech_started","event_id":"e3","audio_start_ms":0}"#,
+        r#"{"type":"input_audio_buffer.speech_stopped","event_id":"e4","audio_end_ms":400}"#,
+    ];
+    let update_id = stream(&mut m, &vad);
+    assert_eq!(m.next_action(), Action::Await("response.done"));
+    let late = format!(
+        r#"{{"type":"error","event_id":"e5","error":{{"type":"invalid_request_error","code":"x","message":"y","event_id":"{update_id}"}}}}"#
+    );
+    assert_eq!(hear(&mut m, &late, 1.9), Flow::Continue);
 }
