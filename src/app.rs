@@ -36,7 +36,10 @@ fn dispatch(cli: Cli) -> Result<i32> {
         Some(Command::Conform(args)) => conform::run(&args),
         Some(Command::Sweep(args)) => crate::sweep::run(&args, command_line()),
         // A sweep's folder renders as a sweep; any other as a run.
-        Some(Command::Report(args)) if crate::sweep::is_sweep(&args.run) => {
+        Some(Command::Report(args))
+            if crate::sweep::is_sweep(&args.run)
+                || args.vs.as_deref().is_some_and(crate::sweep::is_sweep) =>
+        {
             crate::sweep::report(&args)
         }
         Some(Command::Report(args)) => crate::report::command::run(&args),

@@ -260,6 +260,37 @@ pub struct ShortPercentiles {
     pub max: f64,
 }
 
+/// A level's figure over its repeats.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Spread {
+    pub min: f64,
+    pub median: f64,
+    pub max: f64,
+}
+
+impl Spread {
+    /// Min, median (the middle one, or the mean of the two middle ones) and max; `None`
+    /// without values.
+    pub fn of(values: impl IntoIterator<Item = f64>) -> Option<Spread> {
+        let mut v: Vec<f64> = values.into_iter().filter(|x| x.is_finite()).collect();
+        if v.is_empty() {
+            return None;
+        }
+        v.sort_by(f64::total_cmp);
+        let n = v.len();
+        let median = if n % 2 == 1 {
+            v[n / 2]
+        } else {
+            (v[n / 2 - 1] + v[n / 2]) / 2.0
+        };
+        Some(Spread {
+            min: v[0],
+            median,
+            max: v[n - 1],
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -524,6 +524,20 @@ pub fn is_sweep(path: &Path) -> bool {
 /// `report SWEEP`: sweep.md again (or the text table with `--text`), from sweep.json; with
 /// `--vs OTHER_SWEEP`, the two sweeps level by level, each figure over its repeats.
 pub fn report(args: &ReportArgs) -> Result<i32> {
+    if let Some(other) = args.vs.as_deref().filter(|_| !is_sweep(&args.run)) {
+        // A run against a sweep: name one of its levels to give instead.
+        let level = match load_record(other) {
+            Ok((dir, record)) => dir.join(first_level_folder(&record)),
+            Err(_) => other.join(plan::level_folder(16, 1)),
+        };
+        bail!(
+            "{} is a sweep and {} is a run: compare a run with a run, e.g. `report {} --vs {}`, or a sweep with a sweep",
+            other.display(),
+            args.run.display(),
+            args.run.display(),
+            level.display()
+        );
+    }
     let (a_dir, a) = load_record(&args.run)?;
     let out = match &args.vs {
         None if args.text => markdown::text(&a),

@@ -14,20 +14,6 @@ pub fn run(args: &ReportArgs) -> Result<i32> {
     let out = match &args.vs {
         None if args.text => table(&a),
         None => markdown(&a),
-        Some(other) if crate::sweep::is_sweep(other) => {
-            // The sweep's folder, also when its sweep.json was given.
-            let level = match crate::sweep::load_record(other) {
-                Ok((dir, record)) => dir.join(crate::sweep::first_level_folder(&record)),
-                Err(_) => other.join("level-0016"),
-            };
-            bail!(
-                "{} is a sweep and {} is a run: compare a run with a run, e.g. `report {} --vs {}`, or a sweep with a sweep",
-                other.display(),
-                args.run.display(),
-                args.run.display(),
-                level.display()
-            );
-        }
         Some(other) => {
             let (b_path, b) = load(other)?;
             let differ = compare::differing_settings(&a, &b);

@@ -2,8 +2,8 @@
 //! way hyperfine compares commands. Runs whose loads differ are refused unless `--force`, with
 //! the settings that differ named: a ratio of two different loads measures nothing.
 
+use crate::stats::Spread;
 use crate::summary::Summary;
-use crate::sweep::record::Spread;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 

@@ -31,13 +31,8 @@ fn a_bad_flag_value_names_the_flag_and_exits_2() {
 #[test]
 fn an_unreachable_url_is_a_clear_start_up_error() {
     // A port that was free a moment ago: nothing listens there.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
     let dir = TempDir::new("unreachable");
-    let url = format!("ws://127.0.0.1:{port}/v1/realtime");
+    let url = util::unreachable_url();
     let out = util::run(
         &[
             "run",

@@ -155,12 +155,7 @@ fn a_run_folder_whose_traces_were_deleted_says_to_keep_them() {
 
 #[test]
 fn an_unreachable_server_exits_2() {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let url = format!("ws://127.0.0.1:{port}/v1/realtime");
+    let url = util::unreachable_url();
     let out = util::run(&["conform", "--url", &url], LIMIT);
     assert_eq!(out.status.code(), Some(2), "{}", describe(&out));
 }

@@ -114,12 +114,7 @@ fn a_late_threshold_longer_than_the_run_is_refused_with_the_reason_issue_13() {
 
 #[test]
 fn start_up_errors_all_read_error_colon_once_issue_13() {
-    let free_port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let unreachable = format!("ws://127.0.0.1:{free_port}/v1/realtime");
+    let unreachable = util::unreachable_url();
     let dir = TempDir::new("error-style");
     let out_dir = dir.join("out");
     let out_dir = out_dir.to_str().unwrap();

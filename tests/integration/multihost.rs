@@ -14,6 +14,41 @@ use std::time::Duration;
 const SHARDS: u32 = 3;
 const SESSIONS: u64 = 4;
 
+/// One run over `count` shards against a mock at `url`, held to `start_at`; 1 process of
+/// `load` (`-s N -d D`) a shard.
+struct Shards {
+    url: String,
+    count: u32,
+    run_id: &'static str,
+    start_at: String,
+    load: [&'static str; 4],
+}
+
+impl Shards {
+    /// Starts shard `index` with its output in `dir`, its stderr to `stderr`.
+    fn spawn(&self, index: usize, dir: &Path, stderr: Stdio) -> std::process::Child {
+        Command::new(util::bin())
+            .args(["run", "--no-tui", "--trace", "off", "--no-sampler"])
+            .args(["--url", &self.url, "-p", "1"])
+            .args(self.load)
+            .args(["--shard-index", &index.to_string()])
+            .args(["--shard-count", &self.count.to_string()])
+            .args([
+                "--run-id",
+                self.run_id,
+                "--start-at",
+                &self.start_at,
+                "--output",
+            ])
+            .arg(dir)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(stderr)
+            .spawn()
+            .unwrap()
+    }
+}
+
 fn merge(dirs: &[&Path], out: &Path) -> std::process::Output {
     let mut args: Vec<&str> = vec!["merge"];
     args.extend(dirs.iter().map(|d| d.to_str().unwrap()));
@@ -48,21 +83,19 @@ fn three_shards_open_their_gates_together_and_merge_exactly_issue_16() {
     let dirs: Vec<PathBuf> = (0..SHARDS)
         .map(|i| tmp.join(&format!("shard-{i}")))
         .collect();
+    let run = Shards {
+        url: mock.url(),
+        count: SHARDS,
+        run_id: "it-16",
+        start_at,
+        load: ["-s", "4", "-d", "2s"],
+    };
     let mut children: Vec<_> = dirs
         .iter()
         .enumerate()
         .map(|(i, dir)| {
-            Command::new(util::bin())
-                .args(["run", "--no-tui", "--trace", "off", "--no-sampler"])
-                .args(["--url", &mock.url(), "-p", "1", "-s", "4", "-d", "2s"])
-                .args(["--shard-index", &i.to_string(), "--shard-count", "3"])
-                .args(["--run-id", "it-16", "--start-at", &start_at, "--output"])
-                .arg(dir)
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(std::fs::File::create(tmp.join(&format!("stderr-{i}"))).unwrap())
-                .spawn()
-                .unwrap()
+            let stderr = std::fs::File::create(tmp.join(&format!("stderr-{i}"))).unwrap();
+            run.spawn(i, dir, stderr.into())
         })
         .collect();
     for child in &mut children {
@@ -79,7 +112,7 @@ fn three_shards_open_their_gates_together_and_merge_exactly_issue_16() {
         .iter()
         .map(|s| {
             let gate = &s["start_gate"];
-            assert_eq!(gate["start_at"], start_at.as_str(), "{gate}");
+            assert_eq!(gate["start_at"], run.start_at.as_str(), "{gate}");
             gate["first_packet_unix_s"].as_f64().unwrap()
         })
         .collect();
@@ -196,22 +229,17 @@ fn a_shard_killed_while_streaming_is_named_unfinished_not_late_or_apart() {
         .as_secs_f64();
     let start_at = duplexbench_tui::options::shard::rfc3339(now + 2.0);
     let dirs: Vec<PathBuf> = (0..2).map(|i| tmp.join(&format!("shard-{i}"))).collect();
+    let run = Shards {
+        url: mock.url(),
+        count: 2,
+        run_id: "killed",
+        start_at,
+        load: ["-s", "2", "-d", "4s"],
+    };
     let mut children: Vec<_> = dirs
         .iter()
         .enumerate()
-        .map(|(i, dir)| {
-            Command::new(util::bin())
-                .args(["run", "--no-tui", "--trace", "off", "--no-sampler"])
-                .args(["--url", &mock.url(), "-p", "1", "-s", "2", "-d", "4s"])
-                .args(["--shard-index", &i.to_string(), "--shard-count", "2"])
-                .args(["--run-id", "killed", "--start-at", &start_at, "--output"])
-                .arg(dir)
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .unwrap()
-        })
+        .map(|(i, dir)| run.spawn(i, dir, Stdio::null()))
         .collect();
     // Shard 1 is killed once it has sent a few packets.
     let samples = dirs[1].join("samples").join("worker-0.csv");

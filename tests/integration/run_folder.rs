@@ -38,16 +38,6 @@ fn start_holding(out: &Path) -> Background {
     child
 }
 
-/// A port nothing listens on: it was free a moment ago.
-fn unreachable_url() -> String {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    format!("ws://127.0.0.1:{port}/v1/realtime")
-}
-
 #[test]
 fn second_run_into_the_same_output_is_refused_naming_the_first_runs_pid_issue_13() {
     let _serial = util::serial();
@@ -160,7 +150,7 @@ fn force_clears_the_old_run_so_the_new_summary_describes_only_the_new_run_issue_
 #[test]
 fn an_unreachable_url_leaves_no_output_folder_behind_issue_13() {
     let dir = TempDir::new("no-folder");
-    let url = unreachable_url();
+    let url = util::unreachable_url();
     let args = |out: &Path| {
         vec![
             "run".to_string(),

@@ -19,6 +19,15 @@ fn spawn_sweep(out: &Path, args: &[&str]) -> std::process::Child {
     util::spawn_quiet(&["sweep", "--no-tui", "--trace", "off"], out, args)
 }
 
+/// A mock behind a proxy (its URL, and the proxy: dropped, the server goes away).
+fn proxied_mock() -> (Mock, String, util::LoopbackServer) {
+    let mock = Mock::start();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("ws://{}/v1/realtime", listener.local_addr().unwrap());
+    let proxy = proxy(listener, mock.1);
+    (mock, url, proxy)
+}
+
 /// A server on `listener` that passes every connection through to `upstream` (a mock).
 fn proxy(listener: std::net::TcpListener, upstream: std::net::SocketAddr) -> util::LoopbackServer {
     listener.set_nonblocking(true).unwrap();
@@ -498,7 +507,7 @@ fn a_sweep_that_cannot_start_writes_nothing_so_it_can_be_run_again_as_it_is() {
     let _serial = util::serial();
     let dir = TempDir::new("sweep-unreachable");
     let out = dir.join("swunr");
-    // A port nothing listens on: bound, then closed.
+    // A port nothing listens on (bound, then closed), where the server comes up later.
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -542,10 +551,7 @@ fn a_first_level_whose_later_repeat_cannot_start_leaves_nothing_behind() {
     let _serial = util::serial();
     let dir = TempDir::new("sweep-repeat-unreachable");
     let out = dir.join("sw");
-    let mock = Mock::start();
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("ws://{}/v1/realtime", listener.local_addr().unwrap());
-    let proxy = proxy(listener, mock.1);
+    let (_mock, url, proxy) = proxied_mock();
     let args = [
         "--cooldown",
         "5s",
@@ -595,10 +601,7 @@ fn a_later_level_that_cannot_start_keeps_and_prints_the_levels_done() {
     let _serial = util::serial();
     let dir = TempDir::new("sweep-later-unreachable");
     let out = dir.join("sw");
-    let mock = Mock::start();
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("ws://{}/v1/realtime", listener.local_addr().unwrap());
-    let proxy = proxy(listener, mock.1);
+    let (_mock, url, proxy) = proxied_mock();
     let out_arg = out.to_str().unwrap();
     let args = [
         "sweep",
@@ -646,12 +649,7 @@ fn a_forced_sweep_replaces_the_old_one_only_once_a_level_is_done() {
     );
     std::fs::write(out.join("notes.txt"), "mine").unwrap();
     // A server nobody listens on: the forced sweep cannot start.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let url = format!("ws://127.0.0.1:{port}/v1/realtime");
+    let url = util::unreachable_url();
     let refused = sweep(&out, &["--force", "--url", &url, "-s", "1", "-d", "1s"]);
     assert_eq!(refused.status.code(), Some(2), "{}", describe(&refused));
     assert!(out.join("level-0002").is_dir(), "the old sweep is whole");

@@ -306,3 +306,13 @@ pub mod ws {
         }
     }
 }
+
+/// A WebSocket URL nothing listens on: a loopback port that was free a moment ago.
+pub fn unreachable_url() -> String {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    format!("ws://127.0.0.1:{port}/v1/realtime")
+}
