@@ -240,18 +240,16 @@ impl Session {
                             .as_ref()
                             .map(|f| (u16::from(f.code), f.reason.as_str())),
                     ),
-                    Message::Text(text) => {
+                    Message::Text(ref text) => {
                         let kind = self
                             .ctx
                             .protocol
-                            .classify(&text)
+                            .classify(text)
                             .map_or(Payload::Text, |r| r.payload);
-                        self.trace.receive(now_s, &text, kind);
+                        self.trace_received(&msg, kind, now_s);
                     }
-                    Message::Binary(bytes) => {
-                        let event = format!(r#"{{"_binary_bytes":{}}}"#, bytes.len());
-                        self.trace
-                            .receive(now_s, &event, Payload::Json { audio_key: None });
+                    Message::Binary(_) => {
+                        self.trace_received(&msg, Payload::Json { audio_key: None }, now_s);
                     }
                     _ => {}
                 }
@@ -702,15 +700,8 @@ impl Session {
         heard: Heard,
         now_s: f64,
     ) -> Result<bool, End> {
-        match (heard.payload, msg) {
-            (Some(payload), Some(Ok(Message::Text(text)))) => {
-                self.trace.receive(now_s, text, payload);
-            }
-            (Some(payload), Some(Ok(Message::Binary(bytes)))) => {
-                let event = format!(r#"{{"_binary_bytes":{}}}"#, bytes.len());
-                self.trace.receive(now_s, &event, payload);
-            }
-            _ => {}
+        if let (Some(payload), Some(Ok(msg))) = (heard.payload, msg) {
+            self.trace_received(msg, payload, now_s);
         }
         if let Some(why) = &heard.error {
             self.trace
@@ -720,6 +711,19 @@ impl Session {
             Flow::Continue => Ok(false),
             Flow::Reached => Ok(true),
             Flow::End(why) => Err(End::Failed(why)),
+        }
+    }
+
+    /// A received data frame's trace line: a text frame as it came, a binary one as its
+    /// length (`{"_binary_bytes":n}`).
+    fn trace_received(&mut self, msg: &Message, payload: Payload, now_s: f64) {
+        match msg {
+            Message::Text(text) => self.trace.receive(now_s, text, payload),
+            Message::Binary(bytes) => {
+                let event = format!(r#"{{"_binary_bytes":{}}}"#, bytes.len());
+                self.trace.receive(now_s, &event, payload);
+            }
+            _ => {}
         }
     }
 
