@@ -55,6 +55,8 @@ pub struct WorkerLive {
     pub process: ProcessLive,
     /// (connected, rejected, failed) once the worker's sessions have set up.
     pub ready: Option<(u32, u32, u32)>,
+    /// (connected, rejected, failed) so far, while the worker's sessions set up.
+    pub setting_up: (u32, u32, u32),
     pub first_error: Option<String>,
     pub progress: Progress,
     pub deviation: Option<DurationHistogram>,
@@ -222,7 +224,17 @@ impl LiveState {
             } => {
                 w.process.pid = pid;
                 w.ready = Some((connected, rejected, failed));
+                w.setting_up = (connected, rejected, failed);
                 w.first_error = first_error;
+            }
+            Telemetry::SetupProgress {
+                connected,
+                rejected,
+                failed,
+            } => {
+                if w.ready.is_none() {
+                    w.setting_up = (connected, rejected, failed);
+                }
             }
             Telemetry::Progress(p) => {
                 self.loop_lag_window_max_us =
@@ -282,6 +294,15 @@ impl LiveState {
         for p in [&mut self.mock, &mut self.server].into_iter().flatten() {
             p.refresh(now_s);
         }
+    }
+
+    /// The sessions set up so far over all workers, those still setting up included:
+    /// (connected, rejected, failed).
+    pub fn set_up_so_far(&self) -> (u64, u64, u64) {
+        self.workers.iter().fold((0, 0, 0), |(c, r, f), w| {
+            let (wc, wr, wf) = w.ready.unwrap_or(w.setting_up);
+            (c + u64::from(wc), r + u64::from(wr), f + u64::from(wf))
+        })
     }
 
     pub fn all_ready(&self) -> bool {

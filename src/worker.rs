@@ -329,9 +329,29 @@ fn session_futures(
         .collect()
 }
 
-/// Reports readiness once every session has set up (or given up).
+/// How often a worker says how many of its sessions have set up, until all have.
+const SETUP_PROGRESS_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Reports how far the sessions' set-up has got once a second, and readiness once every
+/// session has set up (or given up).
 async fn report_ready(tally: Rc<setup::SetupTally>, telemetry: control::TelemetrySender) {
-    tally.all_settled().await;
+    let mut tick = tokio::time::interval_at(
+        tokio::time::Instant::now() + SETUP_PROGRESS_INTERVAL,
+        SETUP_PROGRESS_INTERVAL,
+    );
+    loop {
+        tokio::select! {
+            () = tally.all_settled() => break,
+            _ = tick.tick() => {
+                let (connected, rejected, failed, _) = tally.counts();
+                telemetry.send(Telemetry::SetupProgress {
+                    connected,
+                    rejected,
+                    failed,
+                });
+            }
+        }
+    }
     // The sessions' state is all there now: onto huge pages with it, before the gate (a few
     // milliseconds of the kernel's copying, which would delay packets once they are paced).
     // The worker's log stays empty when all went as it should (the conductor reads an empty

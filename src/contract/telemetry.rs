@@ -22,6 +22,13 @@ pub enum Telemetry {
         /// The first set-up error, for the conductor to show.
         first_error: Option<String>,
     },
+    /// While sessions set up, once a second: how many have so far (the figures `ready` will
+    /// carry once all have), so that a slow set-up against a real server shows its progress.
+    SetupProgress {
+        connected: u32,
+        rejected: u32,
+        failed: u32,
+    },
     /// Cumulative counters, five times a second.
     Progress(Progress),
     /// Per session, the worst deviation of its packets since the previous `heat`, encoded as a

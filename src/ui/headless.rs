@@ -59,17 +59,12 @@ fn start_at_text(live: &LiveState) -> String {
 /// with the first set-up error quoted when sessions failed.
 pub fn connected_line(live: &LiveState) -> String {
     let total = u64::from(live.info.processes) * u64::from(live.info.sessions_per_process);
-    let ready: Vec<_> = live.workers.iter().filter_map(|w| w.ready).collect();
-    let connected: u64 = ready.iter().map(|r| u64::from(r.0)).sum();
-    let rejected: u64 = ready.iter().map(|r| u64::from(r.1)).sum();
-    let failed: u64 = ready.iter().map(|r| u64::from(r.2)).sum();
+    let ready = live.workers.iter().filter(|w| w.ready.is_some()).count();
+    // The workers still setting up count the sessions they have set up so far.
+    let (connected, rejected, failed) = live.set_up_so_far();
     let mut line = format!("{connected} of {total} sessions connected");
-    if ready.len() < live.workers.len() {
-        line += &format!(
-            " ({} of {} workers set up)",
-            ready.len(),
-            live.workers.len()
-        );
+    if ready < live.workers.len() {
+        line += &format!(" ({ready} of {} workers set up)", live.workers.len());
     }
     if rejected > 0 {
         line += &format!(", {rejected} rejected by the server");
@@ -118,15 +113,24 @@ pub fn draining_line(live: &LiveState) -> String {
     )
 }
 
-/// Before the start gate: `[setup   3.0 s] 1 of 2 workers set up, 32 sessions connected`.
+/// Before the start gate: `[setup   3.0 s] 40 of 64 sessions connected, 1 of 2 workers set up`,
+/// with the sessions refused or failed so far.
 pub fn setup_progress_line(live: &LiveState, setup_s: f64) -> String {
-    let ready: Vec<_> = live.workers.iter().filter_map(|w| w.ready).collect();
-    let connected: u32 = ready.iter().map(|r| r.0).sum();
-    format!(
-        "[setup {setup_s:>5.1} s] {} of {} workers set up, {connected} sessions connected; waiting for the rest (at most --connect-timeout, then --recv-timeout per event)",
-        ready.len(),
+    let total = u64::from(live.info.processes) * u64::from(live.info.sessions_per_process);
+    let ready = live.workers.iter().filter(|w| w.ready.is_some()).count();
+    let (connected, rejected, failed) = live.set_up_so_far();
+    let mut line = format!("[setup {setup_s:>5.1} s] {connected} of {total} sessions connected");
+    if rejected > 0 {
+        line += &format!(", {rejected} rejected");
+    }
+    if failed > 0 {
+        line += &format!(", {failed} failed");
+    }
+    line += &format!(
+        ", {ready} of {} workers set up; waiting for the rest (at most --connect-timeout, then --recv-timeout per event)",
         live.workers.len()
-    )
+    );
+    line
 }
 
 /// `[  10.0 s / 30 s] packets 4000  late 0  … server p50 accepted 1.2 ms unit lag 80.3 ms first audio –`
@@ -236,6 +240,7 @@ pub fn files_lost_text(t: &crate::contract::telemetry::Progress) -> Option<Strin
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::contract::telemetry::Telemetry;
     use crate::live::{RunInfo, ServerLatency};
     use crate::stats::DurationHistogram;
 
@@ -259,6 +264,47 @@ mod tests {
             line,
             "0 of 8 sessions connected (1 of 2 workers set up), 4 failed to set up; first error: server frame is not a JSON event"
         );
+    }
+
+    #[test]
+    fn set_up_lines_count_the_sessions_of_workers_still_setting_up() {
+        let mut l = live();
+        l.apply(
+            1,
+            Telemetry::SetupProgress {
+                connected: 2,
+                rejected: 0,
+                failed: 1,
+            },
+        );
+        assert_eq!(
+            setup_progress_line(&l, 3.0),
+            "[setup   3.0 s] 2 of 8 sessions connected, 1 failed, 0 of 2 workers set up; waiting for the rest (at most --connect-timeout, then --recv-timeout per event)"
+        );
+        l.apply(
+            0,
+            Telemetry::Ready {
+                pid: 1,
+                connected: 4,
+                rejected: 0,
+                failed: 0,
+                first_error: None,
+            },
+        );
+        assert_eq!(
+            connected_line(&l),
+            "6 of 8 sessions connected (1 of 2 workers set up), 1 failed to set up"
+        );
+        // A progress message that comes after `ready` does not undo it.
+        l.apply(
+            0,
+            Telemetry::SetupProgress {
+                connected: 3,
+                rejected: 0,
+                failed: 0,
+            },
+        );
+        assert_eq!(l.set_up_so_far(), (6, 0, 1));
     }
 
     #[test]

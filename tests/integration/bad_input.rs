@@ -84,6 +84,33 @@ fn a_server_that_closes_mid_session_leaves_incomplete_sessions_and_a_summary() {
     assert_eq!(receipts["appends"].as_array().unwrap().len(), 5);
 }
 
+/// A set-up that takes its time shows how far it has got: the sessions that have set up,
+/// counted while their worker still waits for the others (the line said "0 sessions
+/// connected" until every session of the worker had set up).
+#[test]
+fn a_slow_set_up_counts_the_sessions_set_up_so_far() {
+    let _serial = util::serial();
+    let server = fake_server::start(Misbehaviour::SlowUpdateAfterFirst(Duration::from_millis(
+        6500,
+    )));
+    let dir = TempDir::new("slow-setup");
+    let out = dir.join("out");
+    let output = util::run_to(
+        &out,
+        &["--url", &server.url, "-s", "2", "-d", "1s"],
+        Duration::from_secs(60),
+    );
+    util::assert_finished(&output);
+    let err = String::from_utf8_lossy(&output.stderr);
+    // Headless progress comes every 5 s into a pipe: the first one falls inside the wait.
+    assert!(
+        err.contains("] 1 of 2 sessions connected, 0 of 1 workers set up; waiting for the rest"),
+        "{}",
+        describe(&output)
+    );
+    assert!(err.contains("2 of 2 sessions connected"), "{err}");
+}
+
 #[test]
 fn non_json_and_binary_frames_are_counted_as_protocol_errors() {
     let _serial = util::serial();

@@ -26,6 +26,9 @@ pub enum Misbehaviour {
     /// `invalid_request` error naming the update's `event_id`, no `session.updated`, and the
     /// session left open.
     RefusesUpdate,
+    /// Answer the first `session.update` at once and every later one after this long: a
+    /// set-up that takes its time.
+    SlowUpdateAfterFirst(Duration),
 }
 
 /// The server; it stops when dropped.
@@ -51,8 +54,11 @@ pub fn start(misbehaviour: Misbehaviour) -> FakeServer {
     socket.listen(128).unwrap();
     let std_listener: std::net::TcpListener = socket.into();
     std_listener.set_nonblocking(true).unwrap();
+    // `session.update`s so far, for the misbehaviours that treat the first one apart (the
+    // client's reachability probe opens a connection of its own, which sends none).
+    let updates = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let server = crate::util::LoopbackServer::serve(std_listener, move |stream| {
-        session(stream, misbehaviour)
+        session(stream, misbehaviour, updates.clone())
     });
     FakeServer {
         url: format!("ws://{}/v1/realtime", server.addr),
@@ -60,7 +66,11 @@ pub fn start(misbehaviour: Misbehaviour) -> FakeServer {
     }
 }
 
-async fn session(stream: tokio::net::TcpStream, misbehaviour: Misbehaviour) {
+async fn session(
+    stream: tokio::net::TcpStream,
+    misbehaviour: Misbehaviour,
+    updates: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+) {
     let Ok(mut ws) = tokio_tungstenite::accept_async(stream).await else {
         return;
     };
@@ -89,6 +99,12 @@ async fn session(stream: tokio::net::TcpStream, misbehaviour: Misbehaviour) {
                 let _ = ws.send(send(refusal.to_string())).await;
             }
             "session.update" => {
+                let nth = updates.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                if let Misbehaviour::SlowUpdateAfterFirst(delay) = misbehaviour {
+                    if nth > 0 {
+                        tokio::time::sleep(delay).await;
+                    }
+                }
                 let _ = ws.send(send(r#"{"type":"session.updated","session":{"sglang":{"granted":{"interaction":"native"}}}}"#.into())).await;
                 if matches!(misbehaviour, Misbehaviour::StopsReadingAfterSetup) {
                     tokio::time::sleep(Duration::from_secs(60)).await;

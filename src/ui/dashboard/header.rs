@@ -69,14 +69,26 @@ pub fn draw(state: &LiveState, theme: Theme, area: Rect, buf: &mut Buffer) {
     } else if let Some(left_s) = state.countdown_s(state.now_s) {
         fit_segments(countdown_segments(state, left_s, output, theme), width)
     } else if state.start_s.is_none() {
-        fit_segments(
-            vec![(None, Span::raw(" setting up sessions…")), output],
-            width,
-        )
+        fit_segments(setting_up_segments(state, output), width)
     } else {
         fit_segments(progress_segments(state, output, theme), width)
     };
     Paragraph::new(vec![title, progress]).render(area, buf);
+}
+
+/// Before the gate: ` setting up sessions… 40 of 64 connected, 2 failed`.
+fn setting_up_segments(state: &LiveState, output: Segment) -> Vec<Segment> {
+    let info = &state.info;
+    let total = u64::from(info.processes) * u64::from(info.sessions_per_process);
+    let (connected, rejected, failed) = state.set_up_so_far();
+    let mut text = format!(" setting up sessions… {connected} of {total} connected");
+    if rejected > 0 {
+        text += &format!(", {rejected} rejected");
+    }
+    if failed > 0 {
+        text += &format!(", {failed} failed");
+    }
+    vec![(None, Span::raw(text)), output]
 }
 
 /// A header segment: its rank (`None` always shown, else 0 most important) and its span.

@@ -633,3 +633,35 @@ fn the_processes_title_names_the_hypervisors_steal_apart_and_warns_on_both() {
     let at = line.windows(5).position(|w| w.concat() == "other").unwrap() as u16;
     assert_eq!(buf[(at, y as u16)].style().fg, COLOR.warn().fg);
 }
+
+#[test]
+fn before_the_gate_the_header_counts_the_sessions_set_up_so_far() {
+    let mut state = LiveState::new(RunInfo {
+        processes: 2,
+        sessions_per_process: 32,
+        duration_s: 30.0,
+        url: "ws://127.0.0.1:9/v1/realtime".to_string(),
+        ..RunInfo::default()
+    });
+    state.apply(
+        0,
+        crate::contract::telemetry::Telemetry::SetupProgress {
+            connected: 20,
+            rejected: 0,
+            failed: 2,
+        },
+    );
+    state.apply(
+        1,
+        crate::contract::telemetry::Telemetry::SetupProgress {
+            connected: 20,
+            rejected: 0,
+            failed: 0,
+        },
+    );
+    let screen = text(&draw(&state, &ViewState::default(), NO_COLOR, 120, 40));
+    assert!(
+        screen.contains("setting up sessions… 40 of 64 connected, 2 failed"),
+        "{screen}"
+    );
+}
