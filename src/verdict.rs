@@ -32,11 +32,15 @@ pub struct Facts<'a> {
     /// `error` events the server sent, fatal or not, and the most frequent code among them.
     pub server_errors: u64,
     pub server_error_code: Option<&'a str>,
+    /// The run is over (the summary); a live view judges a run still going, in which no
+    /// packet may have been sent yet.
+    pub finished: bool,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq, schemars::JsonSchema)]
 pub struct Verdict {
-    /// No packet was late (and every worker's figures are present); false when unpaced.
+    /// Packets were sent, none was late, and every worker's figures are present; false when
+    /// unpaced.
     pub pacing_qualified: bool,
     /// `--no-pace`: there was no schedule, so pacing was not judged.
     #[serde(default)]
@@ -93,6 +97,13 @@ pub fn judge(f: &Facts<'_>) -> Verdict {
             f.rejected
         ));
     }
+    // Nothing late among nothing sent is no measurement: a run that never streamed (the
+    // server refused every session, a signal during set-up) must not read qualified.
+    let nothing_sent = f.finished && !f.unpaced && c.packets == 0;
+    if nothing_sent {
+        reasons
+            .push("no packet was sent, so nothing was measured: not pacing-qualified".to_string());
+    }
     if f.protocol_errors > 0 {
         reasons.push(format!(
             "{} protocol errors: the server sent frames that do not fit its protocol (see the traces' error lines)",
@@ -127,7 +138,10 @@ pub fn judge(f: &Facts<'_>) -> Verdict {
         ));
     }
     Verdict {
-        pacing_qualified: !f.unpaced && c.late_packets == 0 && f.missing_results == 0,
+        pacing_qualified: !f.unpaced
+            && !nothing_sent
+            && c.late_packets == 0
+            && f.missing_results == 0,
         unpaced: f.unpaced,
         complete: f.incomplete == 0
             && f.client_errors == 0
@@ -155,6 +169,45 @@ mod tests {
         });
         assert!(v.pacing_qualified && v.complete);
         assert!(v.reasons.is_empty());
+    }
+
+    #[test]
+    fn a_finished_run_that_sent_nothing_is_not_qualified_though_nothing_was_late() {
+        // Every session refused at set-up (HTTP 404 on the upgrade): no packet left.
+        let facts = Facts {
+            sessions_configured: 4,
+            late_threshold_ms: 80,
+            incomplete: 4,
+            most_common_error: Some("cannot connect: HTTP error: 404 Not Found"),
+            finished: true,
+            ..Facts::default()
+        };
+        let v = judge(&facts);
+        assert!(!v.pacing_qualified && !v.complete);
+        assert_eq!(
+            v.reasons,
+            [
+                "4 of 4 sessions incomplete; most common: cannot connect: HTTP error: 404 Not Found",
+                "no packet was sent, so nothing was measured: not pacing-qualified"
+            ]
+        );
+        // While the run goes on, no packet yet is no verdict yet.
+        assert!(
+            judge(&Facts {
+                finished: false,
+                ..facts.clone()
+            })
+            .pacing_qualified
+        );
+        // Unpaced runs are not judged on pacing at all.
+        let unpaced = judge(&Facts {
+            unpaced: true,
+            ..facts
+        });
+        assert!(!unpaced
+            .reasons
+            .iter()
+            .any(|r| r.starts_with("no packet was sent")));
     }
 
     #[test]

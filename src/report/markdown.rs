@@ -121,6 +121,14 @@ fn client_rows(out: &mut String, s: &Summary) {
             String::new()
         }
     );
+    if c.packets == 0 {
+        // Zeros here would read as perfect pacing.
+        md!(
+            out,
+            "| client deviation | no samples (no packet was sent) |"
+        );
+        return;
+    }
     md!(
         out,
         "| client deviation p50 / p99 / p99.9 / max | {:.2} / {:.2} / {:.2} / {:.2} ms |",

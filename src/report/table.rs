@@ -139,6 +139,11 @@ fn pacing(out: &mut String, s: &Summary) {
             c.unsent_packets
         );
     }
+    if c.packets == 0 {
+        // Zeros here would read as perfect pacing.
+        row!(out, "deviation (ms)     no samples (no packet was sent)");
+        return;
+    }
     row!(
         out,
         "deviation (ms)     p50 {:.2}  p90 {:.2}  p99 {:.2}  p99.9 {:.2}  max {:.2}",

@@ -40,6 +40,7 @@ pub(super) fn verdict(
             .error_codes
             .first()
             .map(|c| c.message.as_str()),
+        finished: true,
     });
     if let Some(lost) = files_lost {
         // First: it explains the incomplete sessions and the cut files the other reasons name.

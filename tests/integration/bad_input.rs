@@ -111,6 +111,49 @@ fn a_slow_set_up_counts_the_sessions_set_up_so_far() {
     assert!(err.contains("2 of 2 sessions connected"), "{err}");
 }
 
+/// A server that refuses the upgrade with 404 (a wrong path in --url): the sessions fail with
+/// what to check, and a run that sent no packet is not called pacing-qualified (it was, with
+/// "nothing late" among nothing sent).
+#[test]
+fn a_refused_upgrade_says_to_check_the_path_and_nothing_sent_is_not_qualified() {
+    let _serial = util::serial();
+    let server = util::LoopbackServer::start(|mut stream| async move {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut request = Vec::new();
+        let mut buf = [0u8; 1024];
+        while !request.windows(4).any(|w| w == b"\r\n\r\n") {
+            match stream.read(&mut buf).await {
+                Ok(n) if n > 0 => request.extend_from_slice(&buf[..n]),
+                _ => return,
+            }
+        }
+        let _ = stream
+            .write_all(b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\r\n")
+            .await;
+    });
+    let dir = TempDir::new("refused-upgrade");
+    let out = dir.join("out");
+    let url = format!("ws://{}/wrong/path", server.addr);
+    let output = util::run_to(
+        &out,
+        &["--url", &url, "-s", "2", "-d", "1s"],
+        Duration::from_secs(60),
+    );
+    assert_eq!(output.status.code(), Some(1), "{}", describe(&output));
+    let s = summary(&out);
+    assert_eq!(s["pacing"]["packets"], 0);
+    assert_eq!(s["verdict"]["pacing_qualified"], false);
+    let reasons = s["verdict"]["reasons"].to_string();
+    assert!(reasons.contains("no packet was sent"), "{reasons}");
+    assert!(reasons.contains("check --url's path"), "{reasons}");
+    let table = String::from_utf8_lossy(&output.stdout);
+    assert!(table.contains("PACING-UNQUALIFIED"), "{table}");
+    assert!(
+        table.contains("deviation (ms)     no samples (no packet was sent)"),
+        "{table}"
+    );
+}
+
 #[test]
 fn non_json_and_binary_frames_are_counted_as_protocol_errors() {
     let _serial = util::serial();

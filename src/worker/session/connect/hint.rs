@@ -38,9 +38,19 @@ pub const UNTRUSTED: &str =
 pub const WRONG_NAME: &str =
     "the server's certificate is not valid for the URL's host: connect with a name the certificate was issued for, or skip verification with --insecure (test servers only)";
 
+pub const NO_ENDPOINT: &str =
+    "the server has no WebSocket endpoint at this path: check --url's path (sglang-omni, the OpenAI Realtime API and vLLM serve /v1/realtime; Fun-ASR's server the path it was started with) and --protocol";
+pub const NOT_AUTHORISED: &str =
+    "the server refused the handshake's credentials: give the key with --api-key (openai and vllm default to $OPENAI_API_KEY) or the header it expects with --header";
+
 /// The hint for a connection that failed with `err`, if there is one.
 pub fn for_error(err: &WsError, progress: &Progress) -> Option<&'static str> {
     match err {
+        WsError::Http(response) => match response.status().as_u16() {
+            404 => Some(NO_ENDPOINT),
+            401 | 403 => Some(NOT_AUTHORISED),
+            _ => None,
+        },
         WsError::Protocol(ProtocolError::HttparseError(_)) if is_tls_record(&progress.reply) => {
             Some(USE_WSS)
         }
@@ -86,6 +96,25 @@ mod tests {
 
     fn rustls_io(err: rustls::Error) -> WsError {
         WsError::Io(std::io::Error::new(std::io::ErrorKind::InvalidData, err))
+    }
+
+    #[test]
+    fn a_refused_upgrade_says_what_to_check_by_its_status() {
+        let refused = |status: u16| {
+            let response = tokio_tungstenite::tungstenite::http::Response::builder()
+                .status(status)
+                .body(None)
+                .unwrap();
+            for_error(&WsError::Http(Box::new(response)), &Progress::default())
+        };
+        assert_eq!(refused(404), Some(NO_ENDPOINT));
+        assert_eq!(refused(401), Some(NOT_AUTHORISED));
+        assert_eq!(refused(403), Some(NOT_AUTHORISED));
+        assert_eq!(
+            refused(500),
+            None,
+            "a server error names no cause the client can fix"
+        );
     }
 
     #[test]
