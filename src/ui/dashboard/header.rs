@@ -71,7 +71,7 @@ pub fn draw(state: &LiveState, theme: Theme, area: Rect, buf: &mut Buffer) {
     } else if state.start_s.is_none() {
         fit_segments(setting_up_segments(state, output), width)
     } else {
-        fit_segments(progress_segments(state, output, theme), width)
+        fit_segments(progress_segments(state, output, theme, width), width)
     };
     Paragraph::new(vec![title, progress]).render(area, buf);
 }
@@ -160,7 +160,12 @@ fn countdown_segments(
 }
 
 /// While streaming: elapsed and remaining time, a bar, then any warnings.
-fn progress_segments(state: &LiveState, output: Segment, theme: Theme) -> Vec<Segment> {
+fn progress_segments(
+    state: &LiveState,
+    output: Segment,
+    theme: Theme,
+    width: usize,
+) -> Vec<Segment> {
     let info = &state.info;
     let elapsed = state.elapsed_s(state.now_s).min(info.duration_s);
     let fraction = if info.duration_s > 0.0 {
@@ -170,23 +175,39 @@ fn progress_segments(state: &LiveState, output: Segment, theme: Theme) -> Vec<Se
     };
     let bar_width = 30usize;
     let filled = ((fraction * bar_width as f64).round() as usize).min(bar_width);
-    let mut items = vec![
-        (
-            None,
-            Span::raw(format!(
-                " elapsed {} / {}  remaining {}  ",
-                mmss(elapsed),
-                mmss(info.duration_s),
-                mmss(info.duration_s - elapsed)
-            )),
-        ),
-        (None, Span::styled("█".repeat(filled), theme.title())),
-        (
+    let mut items = vec![(
+        None,
+        Span::raw(format!(
+            " elapsed {} / {}  remaining {}  ",
+            mmss(elapsed),
+            mmss(info.duration_s),
+            mmss(info.duration_s - elapsed)
+        )),
+    )];
+    // Left out whole where it does not fit: a bar cut at the edge reads fuller than it is.
+    if items[0].1.width() + bar_width <= width {
+        items.push((None, Span::styled("█".repeat(filled), theme.title())));
+        items.push((
             None,
             Span::styled("░".repeat(bar_width - filled), theme.dim()),
-        ),
-    ];
+        ));
+    }
     let totals = state.totals();
+    let sessions = u64::from(info.processes) * u64::from(info.sessions_per_process);
+    // The audio is sent and the sessions wait for the server: the clock stands still, and
+    // without a word the screen would look hung for up to --recv-timeout.
+    if state.elapsed_s(state.now_s) >= info.duration_s
+        && u64::from(totals.sessions_done) < sessions
+        && state.cancelled.is_none()
+    {
+        items.push((
+            Some(0),
+            Span::styled(
+                format!(" │ {}", crate::ui::headless::draining_line(state)),
+                theme.warn(),
+            ),
+        ));
+    }
     for warning in [
         crate::ui::headless::files_lost_text(&totals),
         state.silent_text(state.now_s),

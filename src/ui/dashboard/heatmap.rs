@@ -161,6 +161,7 @@ pub fn draw(state: &LiveState, view: &ViewState, theme: Theme, area: Rect, buf: 
     let height = (inner.height - 1) as usize; // the last line is the legend
     let (lines, group) = layout_lines(state, view, height, per_line);
     view.max_scroll.set(lines.len().saturating_sub(height));
+    view.page.set(height);
     let first_line = if view.grouped {
         0
     } else {

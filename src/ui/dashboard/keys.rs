@@ -14,6 +14,8 @@ pub struct ViewState {
     pub help: bool,
     /// The largest useful `scroll`, as the last frame found it (the keys do not know the rows).
     pub max_scroll: std::cell::Cell<usize>,
+    /// Session lines the last frame showed: what PgUp and PgDn move by.
+    pub page: std::cell::Cell<usize>,
 }
 
 impl Default for ViewState {
@@ -24,13 +26,18 @@ impl Default for ViewState {
             grouped: true,
             help: false,
             max_scroll: std::cell::Cell::new(usize::MAX),
+            page: std::cell::Cell::new(DEFAULT_PAGE),
         }
     }
 }
 
+/// PgUp and PgDn's step before a frame has said how many lines it shows.
+const DEFAULT_PAGE: usize = 20;
+
 /// What every other key does to the view.
 pub fn on_key(view: &mut ViewState, code: KeyCode) {
-    const PAGE: usize = 20;
+    // A page is the lines on screen: a fixed 20 skipped lines on a short screen.
+    let page = view.page.get().max(1);
     // Rows change with these toggles: how far one can scroll is known again after the next frame.
     let relayout = |view: &mut ViewState| view.max_scroll.set(usize::MAX);
     let ungroup = |view: &mut ViewState| {
@@ -62,11 +69,11 @@ pub fn on_key(view: &mut ViewState, code: KeyCode) {
         }
         KeyCode::PageDown => {
             ungroup(view);
-            view.scroll = (view.scroll + PAGE).min(view.max_scroll.get());
+            view.scroll = (view.scroll + page).min(view.max_scroll.get());
         }
         KeyCode::PageUp => {
             ungroup(view);
-            view.scroll = view.scroll.min(view.max_scroll.get()).saturating_sub(PAGE);
+            view.scroll = view.scroll.min(view.max_scroll.get()).saturating_sub(page);
         }
         KeyCode::Home => view.scroll = 0,
         KeyCode::End => {

@@ -23,8 +23,8 @@ fn mib(bytes: u64) -> String {
     format!("{:.1} MiB", bytes as f64 / (1024.0 * 1024.0))
 }
 
-/// The live verdict as a styled span and an optional reason.
-pub(super) fn verdict(state: &LiveState, theme: Theme) -> (Span<'static>, Option<String>) {
+/// The live verdict as a styled span and its reasons, the most important first.
+pub(super) fn verdict(state: &LiveState, theme: Theme) -> (Span<'static>, Vec<String>) {
     if let Some(f) = &state.finished {
         let style = if f.exit_code == 0 {
             theme.good()
@@ -33,34 +33,42 @@ pub(super) fn verdict(state: &LiveState, theme: Theme) -> (Span<'static>, Option
         };
         return (
             Span::styled(f.verdict.to_uppercase(), style),
-            f.reasons.first().cloned(),
+            f.reasons.clone(),
         );
     }
     let v = state.verdict();
-    let reason = v.reasons.into_iter().next();
+    let reasons = v.reasons;
     if v.unpaced {
-        (Span::styled("UNPACED", theme.warn()), reason)
+        (Span::styled("UNPACED", theme.warn()), reasons)
     } else if v.pacing_qualified {
-        (Span::styled("QUALIFIED so far", theme.good()), reason)
+        (Span::styled("QUALIFIED so far", theme.good()), reasons)
     } else {
-        (Span::styled("UNQUALIFIED", theme.bad()), reason)
+        (Span::styled("UNQUALIFIED", theme.bad()), reasons)
     }
 }
 
-/// Counters, pooled percentiles and the live verdict.
+/// Counters, pooled percentiles and the live verdict, with the verdict's first reason always
+/// and the others as far as the rows the counters leave allow (the cause of a failed run is
+/// often the second: "packets never sent" comes before why the sessions failed).
 pub fn counters(state: &LiveState, theme: Theme, area: Rect, buf: &mut Buffer) {
-    let (verdict, reason) = verdict(state, theme);
+    let (verdict, reasons) = verdict(state, theme);
     let mut ranked = packet_lines(state, theme);
     ranked.extend(session_lines(state, theme));
     ranked.push((7, Line::from("")));
     ranked.push((0, Line::from(verdict)));
     let block = Block::default().borders(Borders::ALL).title(" Pacing ");
     let inner = block.inner(area);
-    let reason_lines = reason
-        .as_deref()
-        .map_or(0, |r| wrapped_height(r, inner.width as usize));
-    let mut lines = fit_ranked(ranked, inner.height as usize, reason_lines);
-    if let Some(reason) = reason {
+    let width = inner.width as usize;
+    let height = inner.height as usize;
+    let first_lines = reasons.first().map_or(0, |r| wrapped_height(r, width));
+    let mut lines = fit_ranked(ranked, height, first_lines);
+    let mut left = height.saturating_sub(lines.len());
+    for (i, reason) in reasons.into_iter().enumerate() {
+        let needs = wrapped_height(&reason, width);
+        if i > 0 && needs > left {
+            break;
+        }
+        left = left.saturating_sub(needs);
         lines.push(Line::from(Span::styled(reason, theme.dim())));
     }
     Paragraph::new(lines)
@@ -344,7 +352,9 @@ pub fn processes(state: &LiveState, theme: Theme, area: Rect, buf: &mut Buffer) 
         lines.push(row("mock".to_string(), mock, finished));
     }
     if let Some(server) = &state.server {
-        lines.push(row("server".to_string(), server, finished));
+        // Not ours: a server outlives the run unless someone stopped it.
+        let gone = finished && !std::path::Path::new(&format!("/proc/{}", server.pid)).exists();
+        lines.push(row("server".to_string(), server, gone));
     }
     let room = (inner.height as usize).saturating_sub(lines.len());
     lines.extend(stall_lines(state, sampler, room, theme));

@@ -279,6 +279,27 @@ fn tiny_terminal_says_so_instead_of_crashing() {
 }
 
 #[test]
+fn a_finished_run_shows_the_reasons_after_the_first_as_far_as_they_fit() {
+    let mut state = fixture(1, 8, 90, None);
+    state.finished = Some(Finished {
+        verdict: "PACING-QUALIFIED, NOT complete".to_string(),
+        reasons: vec![
+            "1424 packets were never sent: their sessions failed while streaming".to_string(),
+            "8 of 8 sessions incomplete; most common: the server closed the connection mid-session (without a close frame)".to_string(),
+        ],
+        summary_path: "runs/fixture/summary.md".to_string(),
+        exit_code: 1,
+    });
+    let screen = text(&draw(&state, &ViewState::default(), NO_COLOR, 120, 40));
+    assert!(screen.contains("1424 packets were never sent"), "{screen}");
+    assert!(screen.contains("8 of 8 sessions incomplete"), "{screen}");
+    // On a short screen the first reason stays and the counters are not pushed out for the
+    // second.
+    let small = text(&draw(&state, &ViewState::default(), NO_COLOR, 80, 24));
+    assert!(small.contains("1424 packets were never"), "{small}");
+}
+
+#[test]
 fn finished_run_shows_the_verdict_and_the_summary_path() {
     let mut state = fixture(1, 8, 90, Some((0, 45)));
     state.finished = Some(Finished {
@@ -297,6 +318,16 @@ fn finished_run_shows_the_verdict_and_the_summary_path() {
     );
 }
 
+/// N of the heatmap title's `lines 1-N of M`.
+fn first_page_end(screen: &str) -> usize {
+    screen
+        .split("lines 1-")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|n| n.parse::<usize>().ok())
+        .unwrap_or_else(|| panic!("no 'lines 1-N': {screen}"))
+}
+
 #[test]
 fn keys_toggle_the_filter_and_scroll_ungrouped_rows() {
     let mut state = fixture(2, 64, 45, Some((1, 20)));
@@ -311,9 +342,25 @@ fn keys_toggle_the_filter_and_scroll_ungrouped_rows() {
     );
     assert!(!screen.contains("w0 s4 "), "{screen}");
     super::keys::on_key(&mut view, crossterm::event::KeyCode::Char('v'));
+    // PgDn moves by the lines on screen: none skipped, none shown twice.
+    super::keys::on_key(&mut view, crossterm::event::KeyCode::Char('g'));
+    let screen = text(&draw(&state, &view, NO_COLOR, 120, 40));
+    let shown = first_page_end(&screen);
     super::keys::on_key(&mut view, crossterm::event::KeyCode::PageDown);
     let screen = text(&draw(&state, &view, NO_COLOR, 120, 40));
-    assert!(screen.contains("lines 21-"), "{screen}");
+    assert!(
+        screen.contains(&format!("lines {}-", shown + 1)),
+        "{screen}"
+    );
+    for (width, height) in [(160, 24), (120, 30)] {
+        let mut view = ViewState::default();
+        super::keys::on_key(&mut view, crossterm::event::KeyCode::Char('g'));
+        let first = text(&draw(&state, &view, NO_COLOR, width, height));
+        let shown = first_page_end(&first);
+        super::keys::on_key(&mut view, crossterm::event::KeyCode::PageDown);
+        let next = text(&draw(&state, &view, NO_COLOR, width, height));
+        assert!(next.contains(&format!("lines {}-", shown + 1)), "{next}");
+    }
     // End goes to the last page, and Up moves from there at once.
     let _ = draw(&state, &view, NO_COLOR, 120, 40); // a frame tells how far one can scroll
     super::keys::on_key(&mut view, crossterm::event::KeyCode::End);
@@ -449,6 +496,29 @@ fn after_the_run_workers_show_exited_and_the_stall_line_says_in_the_run_issue_14
         "{screen}"
     );
     assert!(!screen.contains("so far"), "{screen}");
+}
+
+/// A server given with --url is not ours: it stays up after the run, and reads `exited` only
+/// once its process is gone.
+#[test]
+fn after_the_run_a_server_that_still_runs_is_not_shown_exited() {
+    let mut state = fixture(1, 8, 90, None);
+    state.mock = None;
+    state.finished = Some(Finished {
+        verdict: "pacing-qualified, complete".to_string(),
+        reasons: Vec::new(),
+        summary_path: "runs/fixture/summary.md".to_string(),
+        exit_code: 0,
+    });
+    let alive = std::process::id();
+    state.server = Some(ProcessLive::new(alive));
+    let screen = text(&draw(&state, &ViewState::default(), NO_COLOR, 120, 40));
+    assert!(!screen.contains(&format!("{alive} exited")), "{screen}");
+    // Above the kernel's largest pid (2^22): no such process.
+    let gone = 4_194_305;
+    state.server = Some(ProcessLive::new(gone));
+    let screen = text(&draw(&state, &ViewState::default(), NO_COLOR, 120, 40));
+    assert!(screen.contains(&format!("{gone} exited")), "{screen}");
 }
 
 #[test]
@@ -663,5 +733,36 @@ fn before_the_gate_the_header_counts_the_sessions_set_up_so_far() {
     assert!(
         screen.contains("setting up sessions… 40 of 64 connected, 2 failed"),
         "{screen}"
+    );
+}
+
+/// Once the audio is sent, the sessions wait for the server: the header says so (the clock
+/// stands still, and the screen looked hung for up to --recv-timeout).
+#[test]
+fn after_the_audio_the_header_says_the_run_is_draining() {
+    let mut state = fixture(1, 8, 90, None);
+    state.now_s = state.start_s.unwrap_or(0.0) + 91.0;
+    let screen = text(&draw(&state, &ViewState::default(), NO_COLOR, 160, 40));
+    assert!(
+        screen.contains(
+            "draining: the audio is sent; waiting for the server to finish 8 of 8 sessions"
+        ),
+        "{screen}"
+    );
+}
+
+/// On a narrow terminal the progress bar is left out whole: cut at the edge it read fuller
+/// than the run was.
+#[test]
+fn a_progress_bar_that_does_not_fit_is_left_out_whole() {
+    let state = fixture(1, 8, 45, None);
+    let wide = text(&draw(&state, &ViewState::default(), NO_COLOR, 120, 40));
+    assert!(wide.contains(&"░".repeat(15)), "{wide}");
+    let narrow = text(&draw(&state, &ViewState::default(), NO_COLOR, 60, 15));
+    let progress_line = narrow.lines().nth(1).unwrap_or("");
+    assert!(progress_line.contains(" / 01:30  remaining"), "{narrow}");
+    assert!(
+        !progress_line.contains('█') && !progress_line.contains('░'),
+        "{narrow}"
     );
 }
