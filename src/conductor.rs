@@ -81,9 +81,9 @@ pub fn run_with(plan: RunPlan, hooks: &Hooks) -> Result<Outcome> {
     let (tx, rx) = mpsc::channel();
     let _signals = install_signal_thread(tx.clone())?;
     let mut plan = plan;
-    // Held until the run ends; dropped after a start-up error that wrote nothing, it leaves
-    // no empty folder behind.
-    let folder = if plan.new_output {
+    // Held until the run ends; dropped after a start-up error, it removes what the run made:
+    // no half-made run folder is left behind to refuse the next attempt.
+    let mut folder = if plan.new_output {
         run_folder::RunFolder::claim_new(&plan.output_dir)?
     } else {
         run_folder::RunFolder::claim(&plan.output_dir, plan.force)?
@@ -114,7 +114,12 @@ pub fn run_with(plan: RunPlan, hooks: &Hooks) -> Result<Outcome> {
     drop(tx);
     // A summary from the start, replaced at the end: a conductor that dies still leaves one.
     let provisional = start.record(&plan, &live, Left::provisional(&workers));
-    write_summary(&output_dir, &Summary::build(provisional))?;
+    write_summary(&output_dir, &Summary::build(provisional)).map_err(|err| {
+        anyhow!(
+            "{err:#}; the run did not start and left nothing: free space on that disk or choose another --output"
+        )
+    })?;
+    folder.started();
     let ending = follow::follow(&plan, &mut workers, &live, &rx);
     if !plan.settings.tui {
         follow::note(&format!("writing results to {}", output_dir.display()));

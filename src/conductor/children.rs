@@ -210,8 +210,12 @@ impl WorkerChild {
         let paths = RunPaths::new(&config.output_dir);
         let config_path = paths.worker_config(config.index);
         let json = serde_json::to_vec_pretty(config).context("cannot encode a worker config")?;
-        std::fs::write(&config_path, json)
-            .with_context(|| format!("cannot write {}", config_path.display()))?;
+        std::fs::write(&config_path, json).with_context(|| {
+            format!(
+                "cannot write {}; free space on that disk or choose another --output",
+                config_path.display()
+            )
+        })?;
         let log = paths.worker_log(config.index);
         let mut command = Command::new(own_binary()?);
         command

@@ -26,9 +26,10 @@ const RUN_FILES: &[&str] = &[
 /// The folders a run writes into; see [`is_run_entry`] for which of their entries are its own.
 const RUN_FOLDERS: &[&str] = &["workers", "samples", "sessions"];
 
-/// A claimed output folder. Dropped after a start-up failure that wrote nothing, it removes
-/// what the claim made (the lock file, `workers/`, and the folders it created), so an
-/// unreachable `--url` leaves no empty folder behind.
+/// A claimed output folder. Dropped before the run has started (a start-up failure: an
+/// unreachable `--url`, a full disk), it removes what the run made — its files, the lock file,
+/// `workers/`, and the folders the claim created — so that nothing half-made is left, and the
+/// same command can be run again without `--force`.
 #[derive(Debug)]
 pub struct RunFolder {
     dir: PathBuf,
@@ -36,6 +37,10 @@ pub struct RunFolder {
     created: Vec<PathBuf>,
     /// The locked lock file; closing it releases the lock.
     lock: Option<File>,
+    /// Whether the run files in the folder are this run's: false until the claim has found
+    /// none of another run's there (or cleared them with `--force`), and false again once the
+    /// run has started (its provisional summary is written) and its files are to stay.
+    clear_on_drop: bool,
 }
 
 impl RunFolder {
@@ -48,6 +53,7 @@ impl RunFolder {
             dir: dir.to_path_buf(),
             created,
             lock: None,
+            clear_on_drop: false,
         };
         folder.lock = Some(lock(dir)?);
         let found = run_entries(dir);
@@ -70,6 +76,7 @@ impl RunFolder {
             ));
         }
         fs::create_dir_all(RunPaths::new(dir).workers_dir()).with_context(|| cannot_create(dir))?;
+        folder.clear_on_drop = true;
         Ok(folder)
     }
 
@@ -82,16 +89,23 @@ impl RunFolder {
             dir,
             created,
             lock: None,
+            clear_on_drop: false,
         };
         folder.lock = Some(lock(&folder.dir)?);
         fs::create_dir_all(RunPaths::new(&folder.dir).workers_dir())
             .with_context(|| cannot_create(&folder.dir))?;
+        folder.clear_on_drop = true;
         Ok(folder)
     }
 
     /// The folder claimed.
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// The run has started: from here on, whatever happens, its files are kept.
+    pub fn started(&mut self) {
+        self.clear_on_drop = false;
     }
 }
 
@@ -152,6 +166,11 @@ fn cannot_create(dir: &Path) -> String {
 
 impl Drop for RunFolder {
     fn drop(&mut self) {
+        // A run that never started: its files describe nothing (and would make the folder
+        // refuse the next run). The claim found no other run's files there, or cleared them.
+        if self.lock.is_some() && self.clear_on_drop {
+            let _ = clear_run(&self.dir);
+        }
         // Only a folder this run holds, and only when the run wrote nothing in it.
         if self.lock.is_some() && run_entries(&self.dir).is_empty() {
             let paths = RunPaths::new(&self.dir);
@@ -389,6 +408,49 @@ mod tests {
         drop(first);
         assert!(!dir.exists(), "nothing was written, so nothing is left");
         assert!(!dir.parent().unwrap().exists(), "nor the parent it created");
+    }
+
+    /// A start-up that failed after the run wrote files (the mock's log, the workers'
+    /// configs, the samples files; then a full disk refused the provisional summary) leaves
+    /// nothing: the files were kept, and the same command was then refused for them.
+    #[test]
+    fn a_run_that_never_started_leaves_none_of_its_files_and_one_that_did_keeps_them() {
+        let dir = temp_dir("never-started").join("out");
+        let written = [
+            "mock.log",
+            "workers/worker-0.config.json",
+            "workers/worker-0.log",
+            "samples/worker-0.csv",
+            "summary.json.partial",
+        ];
+        let folder = RunFolder::claim(&dir, false).unwrap();
+        for name in written {
+            touch(dir.join(name));
+        }
+        drop(folder);
+        assert!(!dir.exists(), "the folder it created goes too");
+        // The same command again: not refused.
+        let mut folder = RunFolder::claim(&dir, false).unwrap();
+        for name in written {
+            touch(dir.join(name));
+        }
+        folder.started();
+        drop(folder);
+        for name in written {
+            assert!(
+                dir.join(name).exists(),
+                "{name} of a run that started stays"
+            );
+        }
+        // A folder the user made, with a file of their own, keeps both.
+        let own = temp_dir("never-started-own");
+        touch(own.join("notes.txt"));
+        let folder = RunFolder::claim(&own, false).unwrap();
+        touch(own.join("mock.log"));
+        drop(folder);
+        assert!(own.join("notes.txt").exists() && !own.join("mock.log").exists());
+        let _ = fs::remove_dir_all(dir.parent().unwrap());
+        let _ = fs::remove_dir_all(&own);
     }
 
     #[test]
