@@ -74,9 +74,16 @@ fn percentiles(q: Option<&ShortPercentiles>) -> String {
 /// The server's figures as the client saw them: (name, percentiles). `accepted`: a packet's
 /// send to its acceptance; `unit lag`: the send of the packet that completes a unit to the
 /// unit's end; `first audio`: packet 0's send to the first audio delta.
-fn server_figures(s: &Summary) -> [(&'static str, Option<&ShortPercentiles>); 3] {
+fn server_figures(s: &Summary) -> Vec<(&'static str, Option<&ShortPercentiles>)> {
     let v = &s.server;
-    [
+    // The native protocol's figures. Another protocol's run has its own under their own names
+    // (the live dashboard shows those in place of these too): `accepted` and `unit lag` are
+    // events its server never sends, and `first audio` from packet 0 would mostly measure how
+    // long the first turn's speech was.
+    if s.openai.is_some() || s.vllm.is_some() || s.funasr.is_some() {
+        return Vec::new();
+    }
+    vec![
         ("accepted", v.accepted_ms.as_ref()),
         ("unit lag", v.unit_lag_ms.as_ref()),
         ("first audio", v.first_audio_ms.as_ref()),

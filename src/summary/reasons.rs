@@ -109,13 +109,19 @@ pub(super) fn server_stalls(server: &Found) -> Vec<String> {
 impl FilesLost {
     /// The verdict's reason: what was lost, that the figures are whole, what to do.
     pub(super) fn reason(&self, output_dir: &str) -> String {
-        let what = if self.disk_full {
-            format!("the disk holding {output_dir} is full (No space left on device)")
+        let (what, to_do) = if self.disk_full {
+            (
+                format!("the disk holding {output_dir} is full (No space left on device)"),
+                "free space, or trace less (--trace meta or off)",
+            )
         } else {
-            format!("files under {output_dir} could not be written")
+            (
+                format!("files under {output_dir} could not be written"),
+                "the write error is quoted below (e.g. Permission denied): make the folder writable, or choose another --output",
+            )
         };
         format!(
-            "{what}: {} trace/receipt lines of {} and {} sample lines of {} were not written; the counts and percentiles here come from the workers' counters and are whole; free space, or trace less (--trace meta or off)",
+            "{what}: {} trace/receipt lines of {} and {} sample lines of {} were not written; the counts and percentiles here come from the workers' counters and are whole; {to_do}",
             self.trace_lines,
             plural(self.sessions, "session"),
             self.sample_lines,
@@ -138,6 +144,28 @@ mod tests {
             steal_cores_mean: steal_mean,
             ..HostLoad::default()
         }
+    }
+
+    #[test]
+    fn files_lost_to_a_refused_write_are_not_advised_as_a_full_disk() {
+        let lost = FilesLost {
+            disk_full: false,
+            trace_lines: 10,
+            sessions: 2,
+            ..FilesLost::default()
+        };
+        let reason = lost.reason("runs/x");
+        assert!(reason.contains("make the folder writable"), "{reason}");
+        assert!(!reason.contains("free space"), "{reason}");
+        let full = FilesLost {
+            disk_full: true,
+            ..lost
+        }
+        .reason("runs/x");
+        assert!(
+            full.contains("is full") && full.contains("free space"),
+            "{full}"
+        );
     }
 
     #[test]

@@ -70,7 +70,11 @@ fn the_openai_mock_cuts_the_speech_sample_into_timed_turns_issue_12() {
     assert!(s.get("vllm").is_none());
     let md = std::fs::read_to_string(out.join("summary.md")).unwrap();
     assert!(md.contains("| openai first text after end p50"), "{md}");
-    assert!(String::from_utf8_lossy(&output.stdout).contains("openai turns"));
+    let table = String::from_utf8_lossy(&output.stdout);
+    assert!(table.contains("openai turns"), "{table}");
+    // The native protocol's rows have no place in another protocol's table.
+    assert!(!table.contains("server accepted"), "{table}");
+    assert!(!table.contains("server first audio"), "{table}");
     // The progress line shows the turn latencies live in place of the native server's.
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
