@@ -185,11 +185,17 @@ impl ClientProtocol for Native {
                 let fatal = event.sglang.as_ref().and_then(|s| s.fatal).unwrap_or(false);
                 let (code, message, answers) = match event.error {
                     Some(e) => (
-                        e.code.unwrap_or(Cow::Borrowed(super::NULL_CODE)),
+                        e.code
+                            .or(event.code)
+                            .unwrap_or(Cow::Borrowed(super::NULL_CODE)),
                         e.message.unwrap_or_default(),
                         e.event_id,
                     ),
-                    None => (Cow::Borrowed(super::NULL_CODE), Cow::Borrowed(""), None),
+                    None => (
+                        event.code.unwrap_or(Cow::Borrowed(super::NULL_CODE)),
+                        Cow::Borrowed(""),
+                        None,
+                    ),
                 };
                 Meaning::Error {
                     fatal,
@@ -307,8 +313,13 @@ struct ServerEvent<'a> {
     seq: Option<f64>,
     #[serde(default)]
     sglang: Option<ServerSglang>,
-    #[serde(default, borrow)]
+    /// An object as sglang-omni and OpenAI send it; a bare message (vLLM's and others'
+    /// `"error": "…"`, with the code beside it) is read as that message.
+    #[serde(default, borrow, deserialize_with = "lenient_error")]
     error: Option<ErrorBody<'a>>,
+    /// The code of an error whose `error` is a bare message.
+    #[serde(default, borrow, deserialize_with = "lenient_str")]
+    code: Option<Cow<'a, str>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -429,6 +440,68 @@ pub(crate) fn lenient_number<'de, D: Deserializer<'de>>(
         Scalar::Float(n) => Some(n),
         _ => None,
     })
+}
+
+/// An error event's `error`: the object sglang-omni sends, or a bare message as a string;
+/// anything else reads as no body (the event is still an error, with a null code).
+fn lenient_error<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<ErrorBody<'de>>, D::Error> {
+    struct Body;
+
+    impl<'de> serde::de::Visitor<'de> for Body {
+        type Value = Option<ErrorBody<'de>>;
+
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("an error object or message")
+        }
+        fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+            ErrorBody::deserialize(serde::de::value::MapAccessDeserializer::new(map)).map(Some)
+        }
+        fn visit_borrowed_str<E>(self, message: &'de str) -> Result<Self::Value, E> {
+            Ok(Some(ErrorBody::message(Cow::Borrowed(message))))
+        }
+        fn visit_str<E>(self, message: &str) -> Result<Self::Value, E> {
+            Ok(Some(ErrorBody::message(Cow::Owned(message.to_string()))))
+        }
+        fn visit_unit<E>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_none<E>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(
+            self,
+            mut seq: A,
+        ) -> Result<Self::Value, A::Error> {
+            while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
+            Ok(None)
+        }
+    }
+
+    deserializer.deserialize_any(Body)
+}
+
+impl<'a> ErrorBody<'a> {
+    fn message(message: Cow<'a, str>) -> ErrorBody<'a> {
+        ErrorBody {
+            code: None,
+            message: Some(message),
+            event_id: None,
+        }
+    }
 }
 
 /// A bool where one is expected (`error`'s `sglang.fatal`), `None` for anything else.
@@ -595,6 +668,29 @@ mod tests {
                 r#"{{"type":"sglang.unit.done","sglang":{{"unit_id":"unit_4","media_time":{media}}}}}"#
             );
             assert_eq!(classify(&text), Meaning::Other, "{text}");
+        }
+    }
+
+    #[test]
+    fn an_error_whose_body_is_a_bare_message_is_read_with_the_code_beside_it() {
+        // vLLM's (and other servers') shape: the native client against such a server named a
+        // serde type instead of the server's message.
+        let text = r#"{"type":"error","error":"Missing required field: model","code":"invalid_request_error"}"#;
+        assert_eq!(
+            classify(text),
+            Meaning::Error {
+                fatal: false,
+                code: "invalid_request_error".into(),
+                message: "Missing required field: model".into(),
+                answers: None
+            }
+        );
+        for odd in ["null", "42", "[1,2]", "true"] {
+            let text = format!(r#"{{"type":"error","error":{odd}}}"#);
+            assert!(
+                matches!(classify(&text), Meaning::Error { code, .. } if code == super::super::NULL_CODE),
+                "{text}"
+            );
         }
     }
 

@@ -97,6 +97,15 @@ async fn sleep_until_s(at_s: Option<f64>) {
 /// The close frame the client sends when it closes the socket: 1000 (normal closure), as the
 /// clients of every protocol here close (Python's `websockets` on leaving its `async with`
 /// block, whether the session ended well or not; the OpenAI SDKs), never one without a code.
+/// The question a session's failure asks when the server answered as if it spoke another
+/// protocol, and how to find out.
+fn another_protocol(settings: &Settings) -> String {
+    format!(
+        "is it a server of another protocol? (this run speaks --protocol {}; `duplexbench-tui conform --url URL --protocol P` checks one)",
+        settings.protocol.as_str()
+    )
+}
+
 fn goodbye() -> Option<CloseFrame> {
     Some(CloseFrame {
         code: CloseCode::Normal,
@@ -150,9 +159,16 @@ pub async fn run(ctx: SessionCtx, trace: SessionTrace) -> SessionOutcome {
         }
         Err(End::Failed(why)) => {
             // A session that timed out after a server error failed because of it: say so.
+            // Refused before its first packet, the likeliest cause is a server of another
+            // protocol (vLLM answers sglang-omni's `session.update` with an error).
             let why = match &outcome.last_server_error {
                 Some(error) if !why.contains(error.as_str()) => {
-                    format!("{why} (after the server's error {error})")
+                    let other_protocol = if outcome.first_send_s.is_none() {
+                        format!("; {}", another_protocol(&ctx.settings))
+                    } else {
+                        String::new()
+                    };
+                    format!("{why} (after the server's error {error}){other_protocol}")
                 }
                 _ => why,
             };
@@ -735,8 +751,8 @@ impl Session {
             return String::new();
         }
         format!(
-            "; the server sent nothing after the WebSocket handshake: is it a server of another protocol? (this run speaks --protocol {}; `duplexbench-tui conform --url URL --protocol P` checks one)",
-            self.ctx.settings.protocol.as_str()
+            "; the server sent nothing after the WebSocket handshake: {}",
+            another_protocol(&self.ctx.settings)
         )
     }
 

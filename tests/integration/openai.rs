@@ -557,3 +557,30 @@ fn the_openai_mock_refuses_an_output_rate_the_api_never_streams() {
         assert!(stderr.contains("--output-sample-rate 22050"), "{stderr}");
     }
 }
+
+/// The native client against a vLLM server: vLLM answers sglang-omni's `session.update` with
+/// `{"type":"error","error":"Missing required field: model","code":…}`. The session's reason
+/// quotes the server's message (it named a serde type: the string did not fit the native
+/// error object) and asks whether the server speaks another protocol.
+#[test]
+fn the_native_client_against_a_vllm_server_quotes_its_error_and_asks_for_the_protocol() {
+    let _serial = util::serial();
+    let mock = Mock::start(&["--protocol", "vllm"]);
+    let dir = TempDir::new("native-vs-vllm");
+    let out = dir.join("out");
+    let url = format!("ws://{}/v1/realtime", mock.addr);
+    let output = util::run_to(
+        &out,
+        &["--url", &url, "-s", "1", "-d", "1s", "--recv-timeout", "2s"],
+        Duration::from_secs(60),
+    );
+    assert_eq!(output.status.code(), Some(1), "{}", describe(&output));
+    let s = summary(&out);
+    assert_eq!(s["server"]["protocol_errors"], 0, "{s}");
+    let errors = s["sessions"]["errors"].to_string();
+    assert!(errors.contains("Missing required field: model"), "{errors}");
+    assert!(
+        errors.contains("is it a server of another protocol?"),
+        "{errors}"
+    );
+}
