@@ -59,11 +59,43 @@ pub fn is_disk_full(err: &std::io::Error) -> bool {
     )
 }
 
+/// A file written in whole lines: a write that fails part way is cut back to where it began,
+/// so the file never ends in half a line (a CSV row, a JSON line, a receipt).
+struct WholeFile {
+    file: File,
+    /// Bytes written whole so far.
+    len: u64,
+}
+
+impl WholeFile {
+    fn new(file: File) -> WholeFile {
+        WholeFile { file, len: 0 }
+    }
+
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<()> {
+        match self.file.write_all(buf) {
+            Ok(()) => {
+                self.len += buf.len() as u64;
+                Ok(())
+            }
+            Err(err) => {
+                // Best effort: cutting back frees nothing new, so it works on a full disk.
+                let _ = self.file.set_len(self.len);
+                let _ = std::io::Seek::seek(&mut self.file, std::io::SeekFrom::Start(self.len));
+                Err(err)
+            }
+        }
+    }
+}
+
 /// One session's trace and receipts files: what its batches are written to, by the writer
 /// thread (or, with the `inline` writer, by the runtime after every line).
 pub struct SessionFiles {
-    trace: Option<File>,
-    receipts: Option<File>,
+    trace: Option<WholeFile>,
+    receipts: Option<WholeFile>,
+    /// The receipts file's start (`{"session_start_s":…,"appends":[`) was lost: what follows
+    /// would not make it JSON, so nothing more is written to it.
+    receipts_headless: bool,
     /// The first write error and what was lost, reported when the session ends.
     loss: Option<WriteLoss>,
     depth: Arc<QueueDepth>,
@@ -75,14 +107,15 @@ impl SessionFiles {
         let mut files = SessionFiles {
             trace: None,
             receipts: None,
+            receipts_headless: false,
             loss: None,
             depth,
         };
         let opened = std::fs::create_dir_all(dir).and_then(|()| {
             if trace {
-                files.trace = Some(File::create(dir.join(TRACE_FILE))?);
+                files.trace = Some(WholeFile::new(File::create(dir.join(TRACE_FILE))?));
             }
-            files.receipts = Some(File::create(dir.join(RECEIPTS_FILE))?);
+            files.receipts = Some(WholeFile::new(File::create(dir.join(RECEIPTS_FILE))?));
             Ok(())
         });
         if let Err(err) = opened {
@@ -97,7 +130,16 @@ impl SessionFiles {
     /// counted once either way.
     pub fn write(&mut self, batch: &Batch) {
         let trace = write_all(&mut self.trace, &batch.trace);
-        let receipts = write_all(&mut self.receipts, &batch.receipts);
+        let receipts = if self.receipts_headless {
+            // Lost with the file's start; counted then.
+            Ok(())
+        } else {
+            let written = write_all(&mut self.receipts, &batch.receipts);
+            if written.is_err() {
+                self.end_receipts(batch);
+            }
+            written
+        };
         let mut lines = batch.lines;
         for (what, result) in [
             ("trace write failed", trace),
@@ -110,15 +152,32 @@ impl SessionFiles {
         }
     }
 
+    /// After a failed write of the receipts: a file that lost its start takes nothing more;
+    /// one that lost its end (the session's last batch) gets that end alone, which a full disk
+    /// still takes (it fits in the file's last block), so the file stays JSON with the
+    /// receipts that were written.
+    fn end_receipts(&mut self, batch: &Batch) {
+        let Some(file) = self.receipts.as_mut() else {
+            return;
+        };
+        if file.len == 0 {
+            self.receipts_headless = true;
+            return;
+        }
+        if let Some(at) = batch.receipts_end_at {
+            let _ = file.write(&batch.receipts[at..]);
+        }
+    }
+
     /// Whether everything reached the files.
     pub fn result(&mut self) -> Result<(), WriteLoss> {
         self.loss.take().map_or(Ok(()), Err)
     }
 }
 
-fn write_all(file: &mut Option<File>, buf: &[u8]) -> std::io::Result<()> {
+fn write_all(file: &mut Option<WholeFile>, buf: &[u8]) -> std::io::Result<()> {
     match file {
-        Some(f) if !buf.is_empty() => f.write_all(buf),
+        Some(f) if !buf.is_empty() => f.write(buf),
         Some(_) => Ok(()),
         None if buf.is_empty() => Ok(()),
         None => Err(std::io::Error::other("its file could not be created")),
@@ -127,7 +186,7 @@ fn write_all(file: &mut Option<File>, buf: &[u8]) -> std::io::Result<()> {
 
 /// A worker's samples file: one CSV line per packet of every session.
 pub struct SamplesFile {
-    file: Option<File>,
+    file: Option<WholeFile>,
     buf: Vec<u8>,
     /// Lines in `buf`.
     pending: u64,
@@ -147,7 +206,7 @@ impl SamplesFile {
             depth,
         };
         match std::fs::create_dir_all(&dir).and_then(|()| File::create(&path)) {
-            Ok(f) => samples.file = Some(f),
+            Ok(f) => samples.file = Some(WholeFile::new(f)),
             Err(err) => {
                 let what = format!("cannot create {}", path.display());
                 WriteLoss::note(&mut samples.loss, &samples.depth, (&what, &err), 0);
@@ -245,7 +304,9 @@ mod tests {
         let dir = temp_dir("full");
         let mut files = SessionFiles::open(&dir, true, Arc::default());
         // /dev/full answers every write with ENOSPC, as a full disk does.
-        files.trace = Some(File::options().write(true).open("/dev/full").unwrap());
+        files.trace = Some(WholeFile::new(
+            File::options().write(true).open("/dev/full").unwrap(),
+        ));
         let mut lines = lines();
         lines.defer_append(receipt(0), Outgoing::Text("{}".to_string()), None);
         lines.defer_append(receipt(1), Outgoing::Text("{}".to_string()), None);
@@ -265,7 +326,9 @@ mod tests {
         let dir = temp_dir("samples-full");
         let depth = Arc::new(QueueDepth::default());
         let mut samples = SamplesFile::create(&RunPaths::new(&dir), 0, depth.clone());
-        samples.file = Some(File::options().write(true).open("/dev/full").unwrap());
+        samples.file = Some(WholeFile::new(
+            File::options().write(true).open("/dev/full").unwrap(),
+        ));
         let mut lines = lines();
         for seq in 0..3 {
             lines.defer_append(receipt(seq), Outgoing::Binary(vec![0; 4]), None);

@@ -31,6 +31,9 @@ pub struct Batch {
     pub bytes: u64,
     /// Sample lines in `samples`.
     pub sample_lines: u64,
+    /// In a session's last batch, where the end of the receipts file starts in `receipts`:
+    /// written on its own when the whole batch could not be, so the file stays JSON.
+    pub receipts_end_at: Option<usize>,
 }
 
 impl Batch {
@@ -227,6 +230,7 @@ impl SessionLines {
         self.settle();
         let mut last = std::mem::take(&mut self.batch);
         self.oldest_s = None;
+        last.receipts_end_at = (self.receipts_count > 0).then_some(last.receipts.len());
         format::receipts_close(
             &mut last.receipts,
             self.receipts_count == 0,

@@ -258,6 +258,36 @@ fn a_full_disk_is_named_and_the_figures_survive_issue_13() {
                 .unwrap_or_else(|e| panic!("{name} is torn: {e}"));
         }
     }
+    // Nor cut lines in the files the disk filled: a write that failed part way is cut back
+    // to its start (the receipts then get their end alone, and stay JSON).
+    for session in std::fs::read_dir(copy.join("sessions")).unwrap().flatten() {
+        let path = session.path();
+        let receipts = std::fs::read_to_string(path.join("input-send-receipts.json")).unwrap();
+        if !receipts.is_empty() {
+            let v: serde_json::Value = serde_json::from_str(&receipts)
+                .unwrap_or_else(|e| panic!("{} receipts torn: {e}", path.display()));
+            assert!(v["appends"].is_array(), "{v}");
+        }
+        let trace = std::fs::read_to_string(path.join("trace.jsonl")).unwrap();
+        assert!(
+            trace.is_empty() || trace.ends_with('\n'),
+            "{}",
+            path.display()
+        );
+        for line in trace.lines() {
+            serde_json::from_str::<serde_json::Value>(line)
+                .unwrap_or_else(|e| panic!("{}: a cut trace line: {e}", path.display()));
+        }
+    }
+    for samples in std::fs::read_dir(copy.join("samples")).unwrap().flatten() {
+        let body = std::fs::read_to_string(samples.path()).unwrap();
+        assert!(body.is_empty() || body.ends_with('\n'), "a cut samples row");
+        let columns = body.lines().next().map_or(0, |h| h.split(',').count());
+        assert!(
+            body.lines().all(|l| l.split(',').count() == columns),
+            "a samples row of another width"
+        );
+    }
 }
 
 #[test]
