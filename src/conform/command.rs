@@ -23,12 +23,53 @@ fn traces_deleted(path: &Path) -> bool {
     paths.summary_json().is_file() && paths.sessions_dir().is_dir()
 }
 
+/// Why the traces of the run folder `path` cannot be judged, if they cannot: lines the disk
+/// (or a refused write) lost, or a run whose summary is still the provisional one (killed, or
+/// its final summary did not fit on a full disk). A check would blame the server for frames
+/// the client recorded and lost.
+fn traces_incomplete(path: &Path) -> Option<String> {
+    let text = std::fs::read_to_string(RunPaths::new(path).summary_json()).ok()?;
+    let summary: serde_json::Value = serde_json::from_str(&text).ok()?;
+    let lost = &summary["files_lost"];
+    if lost.is_object() {
+        return Some(format!(
+            "the traces of {} are incomplete: {} trace/receipt lines of {} sessions were not written ({}), so a check would blame the server for frames the client lost; run it again with room for its traces",
+            path.display(),
+            lost["trace_lines"],
+            lost["sessions"],
+            if lost["disk_full"] == true {
+                "the disk was full"
+            } else {
+                "the writes were refused"
+            }
+        ));
+    }
+    let unfinished = summary["verdict"]["reasons"].as_array().is_some_and(|r| {
+        r.iter().any(|r| {
+            r.as_str()
+                .is_some_and(|r| r.contains(crate::summary::UNFINISHED))
+        })
+    });
+    unfinished.then(|| {
+        format!(
+            "the run in {} did not finish (its summary.json is the one written when it started: it was killed, or its final summary did not fit on a full disk), so its traces may be cut; conform checks a finished run's traces",
+            path.display()
+        )
+    })
+}
+
 /// Runs `conform` and returns its exit code.
 pub fn run(args: &ConformArgs) -> Result<i32> {
+    if let Some(why) = args.trace.iter().find_map(|path| traces_incomplete(path)) {
+        bail!(why);
+    }
     let (files, run_dir) = match &args.url {
         Some(url) => {
             let dir = args.output.clone().unwrap_or_else(temporary_dir);
             record_run(url, args, &dir)?;
+            if let Some(why) = traces_incomplete(&dir) {
+                bail!(why);
+            }
             let files = trace_files(&dir)?;
             (files, Some(dir))
         }

@@ -226,3 +226,39 @@ fn sessions_the_server_did_not_admit_are_named_not_checked() {
     let stderr = String::from_utf8_lossy(&only.stderr);
     assert!(stderr.contains("--sessions 1"), "{stderr}");
 }
+
+/// Traces a full disk cut are not checked: the missing frames would be named the server's
+/// violations (`got: none (the client sent no sglang.input_audio.end)`). Nor are a run's
+/// whose summary is still the provisional one (killed, or its final summary did not fit).
+#[test]
+fn traces_the_disk_cut_are_refused_not_blamed_on_the_server() {
+    let dir = TempDir::new("conform-lost");
+    let run = dir.join("run");
+    let session = run.join("sessions/w0-s0000");
+    std::fs::create_dir_all(&session).unwrap();
+    std::fs::write(
+        session.join("trace.jsonl"),
+        concat!(
+            r#"{"direction":"receive","time_s":1.0,"event":{"type":"session.created"}}"#,
+            "\n"
+        ),
+    )
+    .unwrap();
+    let cases = [
+        (
+            r#"{"files_lost":{"disk_full":true,"trace_lines":12,"sessions":2,"sample_lines":0,"workers":0},"verdict":{"reasons":[]}}"#,
+            "12 trace/receipt lines of 2 sessions were not written (the disk was full)",
+        ),
+        (
+            r#"{"verdict":{"reasons":["cancelled (the run did not finish: this summary was written when it started; receipts and samples hold what was sent); figures cover the run until then"]}}"#,
+            "did not finish",
+        ),
+    ];
+    for (summary, why) in cases {
+        std::fs::write(run.join("summary.json"), summary).unwrap();
+        let checked = util::run(&["conform", "--trace", run.to_str().unwrap()], LIMIT);
+        assert_eq!(checked.status.code(), Some(2), "{}", describe(&checked));
+        let stderr = String::from_utf8_lossy(&checked.stderr);
+        assert!(stderr.contains(why), "{stderr}");
+    }
+}
