@@ -55,7 +55,8 @@ pub struct WorkerLive {
     pub process: ProcessLive,
     /// (connected, rejected, failed) once the worker's sessions have set up.
     pub ready: Option<(u32, u32, u32)>,
-    /// (connected, rejected, failed) so far, while the worker's sessions set up.
+    /// (connected, rejected, failed) so far, while the worker's sessions set up (`ready`
+    /// has the final figures).
     pub setting_up: (u32, u32, u32),
     pub first_error: Option<String>,
     pub progress: Progress,
@@ -224,18 +225,13 @@ impl LiveState {
             } => {
                 w.process.pid = pid;
                 w.ready = Some((connected, rejected, failed));
-                w.setting_up = (connected, rejected, failed);
                 w.first_error = first_error;
             }
             Telemetry::SetupProgress {
                 connected,
                 rejected,
                 failed,
-            } => {
-                if w.ready.is_none() {
-                    w.setting_up = (connected, rejected, failed);
-                }
-            }
+            } => w.setting_up = (connected, rejected, failed),
             Telemetry::Progress(p) => {
                 self.loop_lag_window_max_us =
                     self.loop_lag_window_max_us.max(p.loop_lag_window_max_us);

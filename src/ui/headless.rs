@@ -116,21 +116,27 @@ pub fn draining_line(live: &LiveState) -> String {
 /// Before the start gate: `[setup   3.0 s] 40 of 64 sessions connected, 1 of 2 workers set up`,
 /// with the sessions refused or failed so far.
 pub fn setup_progress_line(live: &LiveState, setup_s: f64) -> String {
-    let total = u64::from(live.info.processes) * u64::from(live.info.sessions_per_process);
     let ready = live.workers.iter().filter(|w| w.ready.is_some()).count();
+    format!(
+        "[setup {setup_s:>5.1} s] {}, {ready} of {} workers set up; waiting for the rest (at most --connect-timeout, then --recv-timeout per event)",
+        set_up_so_far_text(live),
+        live.workers.len()
+    )
+}
+
+/// `40 of 64 sessions connected, 2 failed`: the sessions set up so far, with those refused or
+/// failed when there are any (the set-up lines here and the dashboard's header).
+pub fn set_up_so_far_text(live: &LiveState) -> String {
+    let total = u64::from(live.info.processes) * u64::from(live.info.sessions_per_process);
     let (connected, rejected, failed) = live.set_up_so_far();
-    let mut line = format!("[setup {setup_s:>5.1} s] {connected} of {total} sessions connected");
+    let mut text = format!("{connected} of {total} sessions connected");
     if rejected > 0 {
-        line += &format!(", {rejected} rejected");
+        text += &format!(", {rejected} rejected");
     }
     if failed > 0 {
-        line += &format!(", {failed} failed");
+        text += &format!(", {failed} failed");
     }
-    line += &format!(
-        ", {ready} of {} workers set up; waiting for the rest (at most --connect-timeout, then --recv-timeout per event)",
-        live.workers.len()
-    );
-    line
+    text
 }
 
 /// `[  10.0 s / 30 s] packets 4000  late 0  … server p50 accepted 1.2 ms unit lag 80.3 ms first audio –`

@@ -76,18 +76,12 @@ pub fn draw(state: &LiveState, theme: Theme, area: Rect, buf: &mut Buffer) {
     Paragraph::new(vec![title, progress]).render(area, buf);
 }
 
-/// Before the gate: ` setting up sessions… 40 of 64 connected, 2 failed`.
+/// Before the gate: ` setting up: 40 of 64 sessions connected, 2 failed`.
 fn setting_up_segments(state: &LiveState, output: Segment) -> Vec<Segment> {
-    let info = &state.info;
-    let total = u64::from(info.processes) * u64::from(info.sessions_per_process);
-    let (connected, rejected, failed) = state.set_up_so_far();
-    let mut text = format!(" setting up sessions… {connected} of {total} connected");
-    if rejected > 0 {
-        text += &format!(", {rejected} rejected");
-    }
-    if failed > 0 {
-        text += &format!(", {failed} failed");
-    }
+    let text = format!(
+        " setting up: {}",
+        crate::ui::headless::set_up_so_far_text(state)
+    );
     vec![(None, Span::raw(text)), output]
 }
 

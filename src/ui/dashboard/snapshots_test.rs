@@ -731,7 +731,7 @@ fn before_the_gate_the_header_counts_the_sessions_set_up_so_far() {
     );
     let screen = text(&draw(&state, &ViewState::default(), NO_COLOR, 120, 40));
     assert!(
-        screen.contains("setting up sessions… 40 of 64 connected, 2 failed"),
+        screen.contains("setting up: 40 of 64 sessions connected, 2 failed"),
         "{screen}"
     );
 }
