@@ -215,7 +215,14 @@ impl<'p> Sweep<'p> {
         rest: usize,
     ) -> Result<bool> {
         let level = Level::of(sessions_total, self.record.processes, runs, &self.plan.slos);
-        let unqualified = !level.qualified;
+        // A level where no session streamed (the server refused them all) is not qualified —
+        // it measured nothing — but the client was not behind either: the sweep goes on, and
+        // its knees say no level streamed.
+        let nothing_streamed = level
+            .sessions_streamed
+            .as_ref()
+            .is_some_and(|s| s.max == 0.0);
+        let unqualified = !level.qualified && !nothing_streamed;
         let sessions = level.sessions_total;
         let why = level
             .runs
