@@ -119,6 +119,7 @@ pub fn run_with(plan: RunPlan, hooks: &Hooks) -> Result<Outcome> {
             "{err:#}; the run did not start and left nothing: free space on that disk or choose another --output"
         )
     })?;
+    let _ = report::keep_room_for_final(&output_dir);
     folder.started();
     let ending = follow::follow(&plan, &mut workers, &live, &rx);
     if !plan.settings.tui {

@@ -23,7 +23,32 @@ pub fn write_files(output_dir: &std::path::Path, summary: &Summary) -> anyhow::R
     write_whole(&paths.summary_md(), &markdown(summary))
 }
 
+/// Room kept on disk for the final `summary.json` and `summary.md`, beyond the provisional
+/// ones' ends: far more than a summary takes (about 8 KB and 3 KB at 64 sessions; the lists
+/// in it are bounded, e.g. at most 200 stalls).
+const ROOM_JSON: u64 = 256 * 1024;
+const ROOM_MD: u64 = 64 * 1024;
+
+/// Keeps room on disk for the final summary in the provisional files written at the start
+/// (allocated past their ends, so their size and text do not change): a disk the run fills
+/// still takes the final summary ([`write_whole`]'s fallback). Best effort: a file system
+/// without `fallocate`, or a disk already too full, keeps no room, and a final summary the
+/// disk refuses is then printed only (the provisional one stays).
+pub fn keep_room_for_final(output_dir: &std::path::Path) -> std::io::Result<()> {
+    let paths = crate::paths::RunPaths::new(output_dir);
+    for (path, bytes) in [
+        (paths.summary_json(), ROOM_JSON),
+        (paths.summary_md(), ROOM_MD),
+    ] {
+        let file = std::fs::OpenOptions::new().write(true).open(path)?;
+        rustix::fs::fallocate(&file, rustix::fs::FallocateFlags::KEEP_SIZE, 0, bytes)?;
+    }
+    Ok(())
+}
+
 /// Writes beside `path` and renames: the file is whole or (a full disk) the previous one stays.
+/// When the disk refuses the new file, the text goes over the old one in place if the room
+/// kept in it ([`keep_room_for_final`]) holds all of it, so no write can run out of space.
 fn write_whole(path: &std::path::Path, text: &str) -> anyhow::Result<()> {
     use anyhow::Context as _;
     let mut partial = path.as_os_str().to_owned();
@@ -32,8 +57,24 @@ fn write_whole(path: &std::path::Path, text: &str) -> anyhow::Result<()> {
     let written = std::fs::write(&partial, text).and_then(|()| std::fs::rename(&partial, path));
     if written.is_err() {
         let _ = std::fs::remove_file(&partial);
+        if overwrite_in_kept_room(path, text).is_ok() {
+            return Ok(());
+        }
     }
     written.with_context(|| format!("cannot write {}", path.display()))
+}
+
+/// Writes `text` over `path` in place, only if the blocks already allocated to it hold it all.
+fn overwrite_in_kept_room(path: &std::path::Path, text: &str) -> std::io::Result<()> {
+    use std::os::unix::fs::{FileExt as _, MetadataExt as _};
+    let file = std::fs::OpenOptions::new().write(true).open(path)?;
+    let allocated = file.metadata()?.blocks().saturating_mul(512);
+    let len = text.len() as u64;
+    if allocated < len {
+        return Err(std::io::Error::from(std::io::ErrorKind::StorageFull));
+    }
+    file.write_all_at(text.as_bytes(), 0)?;
+    file.set_len(len)
 }
 
 /// "pacing-qualified, complete" and its negatives.
@@ -153,4 +194,53 @@ fn error_codes(s: &Summary) -> Option<String> {
             .collect::<Vec<_>>()
             .join(", ")
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A run folder holding provisional summaries, whose `.partial` names are taken by
+    /// folders, so that the disk "refuses" every new file as a full one would.
+    fn folder_refusing_new_files(name: &str) -> std::path::PathBuf {
+        let dir =
+            std::env::temp_dir().join(format!("duplexbench-report-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let paths = crate::paths::RunPaths::new(&dir);
+        for path in [paths.summary_json(), paths.summary_md()] {
+            let mut partial = path.as_os_str().to_owned();
+            partial.push(".partial");
+            std::fs::create_dir_all(std::path::PathBuf::from(partial)).unwrap();
+            std::fs::write(&path, "provisional\n").unwrap();
+        }
+        dir
+    }
+
+    #[test]
+    fn a_refused_final_summary_goes_into_the_room_the_provisional_one_kept() {
+        let dir = folder_refusing_new_files("room");
+        if let Err(err) = keep_room_for_final(&dir) {
+            // A temp folder on a file system without fallocate: nothing to check here.
+            assert_eq!(err.kind(), std::io::ErrorKind::Unsupported, "{err}");
+            return;
+        }
+        let path = crate::paths::RunPaths::new(&dir).summary_json();
+        let final_text = "final ".repeat(5000) + "\n";
+        write_whole(&path, &final_text).unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), final_text);
+        // A shorter text than the file holds leaves nothing of the longer one behind.
+        write_whole(&path, "short\n").unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "short\n");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn without_room_a_refused_summary_is_an_error_and_the_provisional_one_stays_whole() {
+        let dir = folder_refusing_new_files("no-room");
+        let path = crate::paths::RunPaths::new(&dir).summary_json();
+        let err = write_whole(&path, &("final ".repeat(5000) + "\n")).unwrap_err();
+        assert!(format!("{err:#}").contains("cannot write"), "{err:#}");
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "provisional\n");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }

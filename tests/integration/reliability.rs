@@ -240,13 +240,27 @@ fn a_full_disk_is_named_and_the_figures_survive_issue_13() {
         String::from_utf8_lossy(&out.stderr).contains("DISK FULL"),
         "{text}"
     );
-    // The final summary did not fit either: the table does not send the reader to the
-    // provisional files (which say the run has not finished).
+    // The final summary still reached the disk, in the room the provisional files kept for
+    // it: a CI reading summary.json gets the run's figures and the full disk as the first
+    // reason, not the provisional "did not finish" (it had been so before the room was kept).
     assert!(
-        stdout.contains("this table is the only copy of the summary")
-            && stdout.contains("summary            NOT written")
-            && !stdout.contains("(figures: summary.json)"),
+        stdout.contains("(figures: summary.json)") && !stdout.contains("NOT written"),
         "{text}"
+    );
+    let on_disk: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(copy.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(on_disk["cancelled"], false, "{on_disk}");
+    assert_eq!(on_disk["pacing"]["packets"], 2 * 150, "{on_disk}");
+    assert!(
+        on_disk["verdict"]["reasons"][0]
+            .as_str()
+            .is_some_and(|r| r.contains("is full")),
+        "{on_disk}"
+    );
+    let md = std::fs::read_to_string(copy.join("summary.md")).unwrap();
+    assert!(
+        md.contains("is full") && !md.contains("did not finish"),
+        "{md}"
     );
     // No torn or half-written files: JSON on disk parses, no `.partial` is left.
     for entry in std::fs::read_dir(&copy).unwrap().flatten() {
