@@ -208,6 +208,14 @@ fn server(out: &mut String, s: &Summary) {
 fn processes(out: &mut String, s: &Summary) {
     for proc in &s.processes {
         let name = process_name(proc.role, proc.index);
+        if !proc.result_present {
+            row!(
+                out,
+                "{name:<18} no result (pid {}): its CPU, memory and loop lag are not known",
+                proc.pid
+            );
+            continue;
+        }
         row!(
             out,
             "{name:<18} {:.3} cores{}, {:.1} MiB peak RSS, loop lag max {:.1} ms",

@@ -44,7 +44,10 @@ impl Pooled {
         let mut codes: BTreeMap<String, (String, u64)> = BTreeMap::new();
         for (index, (pid, result)) in record.workers.iter().enumerate() {
             match result {
-                Some(r) if r.from_telemetry => p.add_from_telemetry(r, settings),
+                Some(r) if r.from_telemetry => {
+                    p.add_from_telemetry(r, settings);
+                    sessions_without_outcome(r.pid, settings, &mut errors);
+                }
                 Some(r) => {
                     p.add_worker(r, settings, &mut errors);
                     for s in &r.sessions {
@@ -57,7 +60,10 @@ impl Pooled {
                         }
                     }
                 }
-                None => p.add_missing(index as u32, *pid, settings),
+                None => {
+                    p.add_missing(index as u32, *pid, settings);
+                    sessions_without_outcome(*pid, settings, &mut errors);
+                }
             }
         }
         p.sessions.incomplete += record.absent_sessions;
@@ -170,6 +176,20 @@ fn pool(into: &mut WorkerHistograms, from: &WorkerHistograms) {
     into.first_audio.add(&from.first_audio);
     into.start_lateness.add(&from.start_lateness);
     into.turns.add(&from.turns);
+}
+
+/// The sessions of a worker that left no result count as incomplete: say why among the
+/// sessions' errors too, so that `sessions.errors` accounts for them.
+fn sessions_without_outcome(
+    pid: u32,
+    settings: &Settings,
+    errors: &mut BTreeMap<String, (String, u64)>,
+) {
+    let err = format!(
+        "its worker (pid {pid}) exited without a result: the session's outcome is not known"
+    );
+    errors.entry(error_kind(&err)).or_insert_with(|| (err, 0)).1 +=
+        u64::from(settings.sessions_per_process);
 }
 
 /// Why sessions did not complete, most frequent first (at most 10).

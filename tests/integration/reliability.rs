@@ -142,6 +142,17 @@ fn a_worker_killed_by_a_signal_is_named_with_the_signal_issue_13() {
     let packets = s["pacing"]["packets"].as_u64().unwrap();
     assert!(packets > 0, "{}", s["pacing"]);
     assert!(s["pacing"]["deviation_ms"]["max"].as_f64().unwrap() > 0.0);
+    // Its sessions are accounted for among the sessions' errors, not only counted.
+    let errors = &s["sessions"]["errors"];
+    assert_eq!(errors[0]["count"], 2, "{errors}");
+    assert!(
+        errors[0]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains(&format!(
+                "its worker (pid {worker}) exited without a result"
+            ))),
+        "{errors}"
+    );
 }
 
 /// Runs `duplexbench-tui run ARGS --output <tmpfs>/run` on a tmpfs of `size` mounted in a
