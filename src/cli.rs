@@ -574,7 +574,7 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
     if let Some(rest) = text.strip_prefix('-') {
         return Err(
             if rest.starts_with(|c: char| c.is_ascii_digit() || c == '.') {
-                format!("`{text}` is negative: give a duration of zero or more, like 30s or 250ms")
+                format!("`{text}` is negative; give a duration like 30s or 250ms")
             } else {
                 format!("`{text}` is not a duration: give one after the flag, like 30s or 250ms")
             },
