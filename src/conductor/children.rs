@@ -168,6 +168,16 @@ impl MockChild {
     /// Stops the mock with SIGTERM (it writes its stats then) and reads the stats.
     /// A note comes with the stats when they did not come from the file.
     pub fn stop(mut self) -> Result<(MockStats, Option<String>)> {
+        // One that ended before it was told to (killed, crashed) wrote no stats: say how it
+        // ended rather than that its file is missing.
+        if let Some(status) = self.guard.exit_status() {
+            if !self.stats_path.exists() {
+                bail!(
+                    "the built-in mock {} before the run ended (see mock.log): its statistics are lost, and the sessions still streaming to it failed",
+                    describe_exit(status)
+                );
+            }
+        }
         sys::signal(self.guard.pid(), rustix::process::Signal::TERM);
         if !self.guard.wait_or_kill(Duration::from_secs(5)) {
             bail!("the built-in mock did not exit within 5 s of SIGTERM and was killed");

@@ -342,6 +342,29 @@ fn a_stopped_worker_is_shown_silent_live_not_healthy_issue_13() {
     assert!(text.contains("worker 0 silent"), "{text}");
 }
 
+/// The built-in mock killed mid-run: the reason says how it ended, not that a file is missing.
+#[test]
+fn a_built_in_mock_killed_mid_run_is_named_with_the_signal() {
+    let _serial = util::serial();
+    let dir = TempDir::new("mock-killed");
+    let out = dir.join("out");
+    let mut run = util::spawn_run(&out, &["-s", "2", "-d", "8s", "--trace", "off"]);
+    first_worker(&run);
+    let mock = *crate::sampler::children_with(run.id(), "\0mock\0")
+        .first()
+        .expect("the built-in mock runs beside the worker");
+    std::thread::sleep(Duration::from_secs(3));
+    duplexbench_tui::sys::signal(mock, rustix::process::Signal::KILL);
+    let code = util::wait_with_limit(&mut run, Duration::from_secs(60));
+    assert_eq!(code, Some(1), "a run whose server went away is not clean");
+    let reasons = summary(&out)["verdict"]["reasons"].to_string();
+    assert!(
+        reasons.contains("the built-in mock was killed by signal 9 (SIGKILL) before the run ended"),
+        "{reasons}"
+    );
+    assert!(!reasons.contains("No such file"), "{reasons}");
+}
+
 /// The pid of the first worker the conductor `run` starts (waits up to 30 s).
 fn first_worker(run: &std::process::Child) -> u32 {
     let deadline = Instant::now() + Duration::from_secs(30);
