@@ -362,7 +362,7 @@ pub struct FunasrMockArgs {
     /// Cost per second of audio decoded, in ms: a partial's window, a final's whole segment (a batch costs as its longest).
     #[arg(long, default_value_t = 10.0, help_heading = "Fun-ASR mock")]
     pub decode_ms_per_audio_sec: f64,
-    /// Decodes of several sessions arriving within this many ms go to the engine as one batch; 0 batches only what is already waiting.
+    /// Decodes of several sessions arriving within this many ms go to the engine as one batch; 0 turns batching off (one decode a call), as on the real server.
     #[arg(long, default_value_t = 10.0, help_heading = "Fun-ASR mock")]
     pub decode_batch_wait_ms: f64,
     /// The most decodes in one engine call; 1 turns batching off.

@@ -56,6 +56,10 @@ pub struct Batcher<T> {
     slots: u32,
     wait_s: f64,
     max_batch: usize,
+    /// When the collection of the next batch began: the real server's collector takes the
+    /// first waiting decode, then waits `--decode-batch-wait-ms` from then for company; one
+    /// that was busy begins when it is done, not when the decode came.
+    collect_from_s: Option<f64>,
 }
 
 impl<T> Batcher<T> {
@@ -66,35 +70,57 @@ impl<T> Batcher<T> {
             slots: slots.max(1),
             wait_s: wait_ms.max(0.0) / 1000.0,
             max_batch: max_batch.max(1) as usize,
+            collect_from_s: None,
         }
     }
 
     pub fn submit(&mut self, queued: Queued<T>) {
+        if self.collect_from_s.is_none() && self.busy < self.slots {
+            self.collect_from_s = Some(queued.enqueued_s);
+        }
         self.queue.push_back(queued);
     }
 
     /// The next call to start at `now_s`, if a slot is free and a batch is ready: full, or
-    /// its first decode has waited the batch wait.
+    /// the batch wait has passed since its collection began. A wait of 0 takes the first
+    /// decode alone, as the real server's collector does (its deadline has passed before it
+    /// looks for a second): batching off.
     pub fn ready(&mut self, now_s: f64) -> Option<Vec<Queued<T>>> {
-        let first = self.queue.front()?;
-        let due = self.queue.len() >= self.max_batch || now_s >= first.enqueued_s + self.wait_s;
-        if self.busy >= self.slots || !due {
+        if self.queue.is_empty() || self.busy >= self.slots {
+            return None;
+        }
+        let from_s = *self.collect_from_s.get_or_insert(now_s);
+        let due = self.queue.len() >= self.max_batch || now_s >= from_s + self.wait_s;
+        if !due {
             return None;
         }
         self.busy += 1;
-        let n = self.queue.len().min(self.max_batch);
-        Some(self.queue.drain(..n).collect())
+        let n = if self.wait_s > 0.0 {
+            self.queue.len().min(self.max_batch)
+        } else {
+            1
+        };
+        let batch = self.queue.drain(..n).collect();
+        // Another free collector takes the next waiting decode at once.
+        self.collect_from_s = (!self.queue.is_empty() && self.busy < self.slots).then_some(now_s);
+        Some(batch)
     }
 
     /// When a waiting batch becomes ready (if a slot is free then).
     pub fn wake_at(&self) -> Option<f64> {
-        let first = self.queue.front()?;
-        (self.busy < self.slots).then_some(first.enqueued_s + self.wait_s)
+        if self.queue.is_empty() || self.busy >= self.slots {
+            return None;
+        }
+        self.collect_from_s.map(|from_s| from_s + self.wait_s)
     }
 
-    /// A call finished: its slot is free.
-    pub fn done(&mut self) {
+    /// A call finished at `now_s`: its slot is free, and its collector takes the next waiting
+    /// decode from then.
+    pub fn done(&mut self, now_s: f64) {
         self.busy = self.busy.saturating_sub(1);
+        if self.collect_from_s.is_none() && !self.queue.is_empty() {
+            self.collect_from_s = Some(now_s);
+        }
     }
 }
 
@@ -240,7 +266,7 @@ impl Engine {
             self.account(&shape, cost_s);
             call_start_s += cost_s;
         }
-        self.batcher.borrow_mut().done();
+        self.batcher.borrow_mut().done(monotonic_s());
         self.wake.notify_one();
     }
 
@@ -328,8 +354,31 @@ mod tests {
         b.submit(queued(1.011, 2));
         assert!(b.ready(1.5).is_none());
         assert_eq!(b.wake_at(), None);
-        b.done();
-        assert_eq!(b.ready(1.5).unwrap().len(), 1);
+        // Freed, its collector takes that decode and waits the batch wait from then, as the
+        // real one does, not from when the decode came.
+        b.done(1.5);
+        assert!(
+            b.ready(1.5).is_none(),
+            "waits for company from the slot's end"
+        );
+        assert_eq!(b.wake_at(), Some(1.51));
+        b.submit(queued(1.505, 3));
+        let batch = b.ready(1.51).unwrap();
+        assert_eq!(batch.iter().map(|q| q.item).collect::<Vec<_>>(), [2, 3]);
+    }
+
+    #[test]
+    fn a_batch_wait_of_zero_turns_batching_off_as_on_the_real_server_issue_11() {
+        // The seed's "set the wait to 0 for a no-wait comparison": one decode a call, even
+        // with others waiting (they had batched together before).
+        let mut b = Batcher::new(1, 0.0, 16);
+        for n in 0..3 {
+            b.submit(queued(1.0, n));
+        }
+        assert_eq!(b.ready(1.0).unwrap().len(), 1);
+        assert!(b.ready(1.0).is_none(), "the one slot is busy");
+        b.done(1.02);
+        assert_eq!(b.ready(1.02).unwrap().len(), 1);
     }
 
     #[test]
