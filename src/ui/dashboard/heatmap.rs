@@ -168,7 +168,13 @@ pub fn draw(state: &LiveState, view: &ViewState, theme: Theme, area: Rect, buf: 
         view.scroll.min(lines.len().saturating_sub(height))
     };
     let shown = &lines[first_line..lines.len().min(first_line + height)];
-    let title = title(&lines, group * per_line, (first_line, shown.len()), view);
+    let title = title(
+        &lines,
+        group * per_line,
+        (first_line, shown.len()),
+        view,
+        area.width,
+    );
     block.title(title).render(area, buf);
 
     let grid_width = (inner.width - LABEL_WIDTH) as usize;
@@ -213,33 +219,48 @@ pub fn draw(state: &LiveState, view: &ViewState, theme: Theme, area: Rect, buf: 
 
 /// The panel's title, told in what the eye sees: sessions and terminal lines (a line holds two
 /// rows of half blocks in colour), so that "N per line" matches the labels' ranges; then which
-/// of the `lines` are shown (from `first_line`, `shown` of them) and the filter.
+/// of the `lines` are shown (from `first_line`, `shown` of them) and the filter; shorter
+/// words where the panel (`width` columns) is narrow, never a cut.
 fn title(
     lines: &[Vec<HeatRow>],
     per_line: usize,
     (first_line, shown): (usize, usize),
     view: &ViewState,
+    width: u16,
 ) -> String {
     let sessions: usize = lines.iter().flatten().map(|r| r.sessions.len()).sum();
-    format!(
-        " Deviation heatmap: {sessions} sessions{}{}{} ",
+    let late = if view.late_only { ", late only" } else { "" };
+    let scrolled = lines.len() > shown;
+    let (first, last, of) = (first_line + 1, first_line + shown, lines.len());
+    let long = format!(
+        " Deviation heatmap: {sessions} sessions{}{}{late} ",
         if per_line > 1 {
             format!(", {per_line} per line")
         } else {
             String::new()
         },
-        if lines.len() > shown {
-            format!(
-                ", lines {}-{} of {}",
-                first_line + 1,
-                first_line + shown,
-                lines.len()
-            )
+        if scrolled {
+            format!(", lines {first}-{last} of {of}")
         } else {
             String::new()
         },
-        if view.late_only { ", late only" } else { "" }
-    )
+    );
+    let short = |name: &str| {
+        format!(
+            " {name}{sessions} sessions{}{}{late} ",
+            if per_line > 1 {
+                format!(", {per_line}/line")
+            } else {
+                String::new()
+            },
+            if scrolled {
+                format!(", {first}-{last} of {of}")
+            } else {
+                String::new()
+            },
+        )
+    };
+    super::panels::first_fitting(width, [long, short("Heatmap: "), short("")])
 }
 
 /// One cell of the grid: in colour, two rows as half blocks (top in the foreground); without,
@@ -346,6 +367,39 @@ mod tests {
         assert_eq!(axis.buckets_per_col, 37);
         assert_eq!(axis.buckets(1), 37..74);
         assert_eq!(axis.scale(), "1 col = 37 s");
+    }
+
+    /// The title says less on a narrow panel, in whole words: a title cut by the border read
+    /// `lines 1-10 of 4` for "of 43" (seen at 80 columns).
+    #[test]
+    fn the_title_shortens_to_fit_a_narrow_panel_and_is_never_cut() {
+        let s = state(1, 256);
+        let view = ViewState {
+            grouped: false,
+            late_only: true,
+            ..ViewState::default()
+        };
+        let (lines, _) = layout_lines(&s, &view, 10, 2);
+        assert!(lines.is_empty(), "no late session yet");
+        let view = ViewState {
+            grouped: false,
+            ..ViewState::default()
+        };
+        let (lines, group) = layout_lines(&s, &view, 10, 2);
+        let at = |width| title(&lines, group * 2, (0, 10), &view, width);
+        assert_eq!(
+            at(120),
+            " Deviation heatmap: 256 sessions, 2 per line, lines 1-10 of 128 "
+        );
+        assert_eq!(at(52), " Heatmap: 256 sessions, 2/line, 1-10 of 128 ");
+        assert_eq!(at(44), " 256 sessions, 2/line, 1-10 of 128 ");
+        for width in 20..140 {
+            let t = at(width);
+            assert!(
+                t.chars().count() + 3 <= usize::from(width) || t == at(0),
+                "{width}: {t}"
+            );
+        }
     }
 
     #[test]

@@ -15,6 +15,21 @@ pub(super) fn mmss(seconds: f64) -> String {
     format!("{:02}:{:02}", s / 60, s % 60)
 }
 
+/// The first of `titles` that fits on the top border of a panel `width` columns wide (both
+/// corners and a character of border left), or else the last: a title cut by the border loses
+/// its end mid-word, which reads as another figure.
+pub(super) fn first_fitting(width: u16, titles: impl IntoIterator<Item = String>) -> String {
+    let room = usize::from(width).saturating_sub(3);
+    let mut last = String::new();
+    for title in titles {
+        if title.chars().count() <= room {
+            return title;
+        }
+        last = title;
+    }
+    last
+}
+
 fn ms(us: u64) -> String {
     format!("{:.1} ms", us as f64 / 1000.0)
 }
@@ -284,9 +299,15 @@ pub fn workers(state: &LiveState, theme: Theme, area: Rect, buf: &mut Buffer) {
         .map(|w| w.queue_peak_bytes)
         .max()
         .unwrap_or(0);
-    let block = Block::default().borders(Borders::ALL).title(format!(
-        " Loop lag (max) │ writer queue, lines now/peak (peak {}) ",
-        mib(peak_bytes)
+    let peak = mib(peak_bytes);
+    let block = Block::default().borders(Borders::ALL).title(first_fitting(
+        area.width,
+        [
+            format!(" Loop lag (max) │ writer queue, lines now/peak (peak {peak}) "),
+            format!(" Loop lag (max) │ writer queue now/peak ({peak}) "),
+            " Loop lag │ writer queue ".to_string(),
+            " Loop lag ".to_string(),
+        ],
     ));
     let inner = block.inner(area);
     block.render(area, buf);
