@@ -355,6 +355,13 @@ pub trait ClientProtocol {
         None
     }
 
+    /// The packet a server error names (its `event_id` is `answers`), when the server's
+    /// refusal of that packet ends the input: every later packet would be refused too.
+    /// `None` for protocols whose refused packet leaves the stream going.
+    fn refused_packet_ends_input(&self, _ids: EventIds, _answers: &str) -> Option<u32> {
+        None
+    }
+
     /// Headers the protocol adds to the WebSocket handshake (besides `--header`, `--api-key`).
     fn headers(&self) -> Vec<(&'static str, String)> {
         Vec::new()

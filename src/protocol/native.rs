@@ -136,6 +136,16 @@ impl ClientProtocol for Native {
         steps
     }
 
+    /// sglang-omni's runtime takes appends in `seq` order with contiguous media time: a refused
+    /// append (`buffer_overflow`, `invalid_state`, …) does not advance either, so every later
+    /// one is refused as out of order. Its own client stops streaming at any error.
+    fn refused_packet_ends_input(&self, ids: EventIds, answers: &str) -> Option<u32> {
+        let id = u64::from_str_radix(answers, 16).ok()?;
+        let seq = (id & u64::from(u32::MAX)) as u32;
+        // A packet's id, not a control command's (counted down from the top).
+        (answers.len() == 16 && id == ids.id(seq) && seq < u32::MAX / 2).then_some(seq)
+    }
+
     fn classify<'a>(&self, text: &'a str) -> Result<Received<'a>, String> {
         // The deltas (most frames, nearly all the bytes) mean their type alone: their audio is
         // not parsed at all. Everything else is parsed in full.

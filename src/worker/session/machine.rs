@@ -686,6 +686,15 @@ impl Machine {
                 "the server ended the session with error {code}: {message}"
             ));
         }
+        if let Some(seq) = answers
+            .filter(|_| self.phase == Phase::Streaming)
+            .and_then(|id| self.protocol.refused_packet_ends_input(self.ids, id))
+            .filter(|&seq| seq < self.settings.packets_per_session)
+        {
+            return Flow::End(format!(
+                "the server refused packet {seq} with error {code}: {message}; the session stopped streaming there (the server would refuse every later packet as out of order)"
+            ));
+        }
         let refused = answers.is_some() && answers == self.step_event_id.as_deref();
         // The step waiting for the answer to the refused command, if one is.
         let awaiting = self

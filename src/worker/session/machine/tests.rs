@@ -303,3 +303,39 @@ fn packet_0s_lateness_after_the_gate_is_the_sessions_start_lateness_issue_10() {
     assert!((stats.hist.start_lateness.max_ms() - 12.0).abs() < 0.1);
     assert_eq!(stats.counts.late_packets, 0);
 }
+
+/// sglang-omni refuses an append it cannot take (`buffer_overflow`, …) without advancing its
+/// `seq` or media time, so every later packet would be refused as out of order: the session
+/// stops streaming at the first refusal with the server's reason (its own client aborts at
+/// any error), rather than sending the rest to be refused and burying the cause under them.
+#[test]
+fn a_refused_packet_ends_the_native_stream_with_the_servers_reason() {
+    let mut h = harness(&[]);
+    h.set_up();
+    let mut id = String::new();
+    for seq in 0..4 {
+        let due_s = h.m.due_s(seq, 10.0);
+        let mut frame = Outgoing::default();
+        let scheduled_s = h.m.packet(seq, due_s, 10.0, &mut frame).0;
+        h.m.sent(seq, scheduled_s, due_s, due_s + 0.0001);
+        let Outgoing::Text(text) = frame else {
+            panic!("a text frame")
+        };
+        id = serde_json::from_str::<serde_json::Value>(&text).unwrap()["event_id"]
+            .as_str()
+            .unwrap()
+            .to_string();
+    }
+    // An error naming no packet (or another client's event) is counted and streaming goes on.
+    let other = r#"{"type":"error","sglang":{"fatal":false},"error":{"code":"slow","message":"x","event_id":"ffffffffffffffff"}}"#;
+    assert_eq!(h.hear(other, 10.3), Flow::Continue);
+    let refusal = format!(
+        r#"{{"type":"error","event_id":"e","sglang":{{"fatal":false}},"error":{{"type":"invalid_request_error","code":"buffer_overflow","message":"input budget exhausted; retry this seq","param":null,"event_id":"{id}"}}}}"#
+    );
+    assert_eq!(
+        h.hear(&refusal, 10.31),
+        Flow::End(
+            "the server refused packet 3 with error buffer_overflow: input budget exhausted; retry this seq; the session stopped streaming there (the server would refuse every later packet as out of order)".into()
+        )
+    );
+}
