@@ -272,6 +272,9 @@ pub struct ProtocolArgs {
     /// With --protocol openai and --turn-detection none: also commit the input and ask for a response every this much audio, e.g. 5s [default: only at the end].
     #[arg(long, allow_hyphen_values = true, value_parser = parse_duration, help_heading = "Server")]
     pub commit_every: Option<Duration>,
+    /// With --protocol openai and the server's VAD: speech that starts cancels the response in progress (the API's default). Without it the session asks for interrupt_response false, so each response runs to its end and is timed.
+    #[arg(long, help_heading = "Server")]
+    pub interrupt_response: bool,
 }
 
 /// How sessions connect: TLS and credentials, for every protocol.

@@ -759,6 +759,11 @@ fn client_settings(args: &ProtocolArgs, has_url: bool, packet_ms: u32) -> Result
             bail!("--turn-detection applies to --protocol openai (here: {name})");
         }
     }
+    if args.interrupt_response
+        && (protocol != Protocol::Openai || args.turn_detection != TurnDetection::ServerVad)
+    {
+        bail!("--interrupt-response applies to --protocol openai with the server's VAD (--turn-detection server-vad): it is what the VAD does when speech starts during a response");
+    }
     // Commits fall on packet ends, so two can be a packet less than --commit-every apart;
     // the API refuses a commit of under 100 ms of audio (input_audio_buffer_commit_empty).
     let least_ms = crate::protocol::openai::MIN_COMMIT_MS + u64::from(packet_ms);
@@ -775,6 +780,9 @@ fn client_settings(args: &ProtocolArgs, has_url: bool, packet_ms: u32) -> Result
         input_sample_rate: rate,
         turn_detection: (protocol == Protocol::Openai).then_some(args.turn_detection),
         commit_every_ms,
+        interrupt_response: (protocol == Protocol::Openai
+            && args.turn_detection == TurnDetection::ServerVad)
+            .then_some(args.interrupt_response),
     })
 }
 
@@ -1281,6 +1289,32 @@ mod tests {
         let c = &p.settings.client;
         assert_eq!(c.api_version, Some(ApiVersion::Beta));
         assert_eq!(c.turn_detection, Some(TurnDetection::ServerVad));
+        assert_eq!(
+            c.interrupt_response,
+            Some(false),
+            "said, not left to the server"
+        );
+    }
+
+    #[test]
+    fn interrupt_response_is_the_server_vads_and_openais_only() {
+        let p = plan(&["--protocol", "openai", "--interrupt-response"]).unwrap();
+        assert_eq!(p.settings.client.interrupt_response, Some(true));
+        for args in [
+            &["--protocol", "native", "--interrupt-response"][..],
+            &[
+                "--protocol",
+                "openai",
+                "--turn-detection",
+                "none",
+                "--interrupt-response",
+            ],
+        ] {
+            let err = plan(args).unwrap_err().to_string();
+            assert!(err.contains("--interrupt-response applies to"), "{err}");
+        }
+        let p = plan(&["--protocol", "openai", "--turn-detection", "none"]).unwrap();
+        assert_eq!(p.settings.client.interrupt_response, None);
     }
 
     #[test]

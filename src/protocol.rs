@@ -164,6 +164,10 @@ pub struct ClientSettings {
     pub turn_detection: Option<TurnDetection>,
     /// openai: the client commits every this many ms of input.
     pub commit_every_ms: Option<u64>,
+    /// openai with the server's VAD: whether speech that starts cancels the response in
+    /// progress (`--interrupt-response`; the session says so either way). `None` otherwise.
+    #[serde(default)]
+    pub interrupt_response: Option<bool>,
 }
 
 impl Default for ClientSettings {
@@ -174,6 +178,7 @@ impl Default for ClientSettings {
             input_sample_rate: INPUT_SAMPLE_RATE,
             turn_detection: None,
             commit_every_ms: None,
+            interrupt_response: None,
         }
     }
 }
@@ -360,6 +365,12 @@ pub trait ClientProtocol {
     /// `None` for protocols whose refused packet leaves the stream going.
     fn refused_packet_ends_input(&self, _ids: EventIds, _answers: &str) -> Option<u32> {
         None
+    }
+
+    /// Whether a server error naming `answers` refuses the answer to a turn the client ended
+    /// mid-stream (its `response.create`): no answer will come to that turn.
+    fn refuses_turn(&self, _ids: EventIds, _answers: &str) -> bool {
+        false
     }
 
     /// Headers the protocol adds to the WebSocket handshake (besides `--header`, `--api-key`).

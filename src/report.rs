@@ -168,14 +168,20 @@ fn turn_figures(s: &Summary) -> Option<TurnFigures<'_>> {
     Some((name, figures, t))
 }
 
-/// `12 turns ended, 12 answered (0 failed), 340 text deltas at 25.0/s, 120 audio deltas`.
+/// `12 turns ended, 12 answered (0 failed), 340 text deltas at 25.0/s, 120 audio deltas`;
+/// turns whose answer the server refused, when there were any: `, 3 refused` after `failed`.
 fn turn_counts(t: &TurnSummary) -> String {
     let c = &t.counts;
     format!(
-        "{} turns ended, {} answered ({} failed), {} text deltas{}, {} audio deltas",
+        "{} turns ended, {} answered ({} failed{}), {} text deltas{}, {} audio deltas",
         c.ended,
         c.answered,
         c.failed,
+        if c.refused > 0 {
+            format!(", {} refused", c.refused)
+        } else {
+            String::new()
+        },
         c.text_deltas,
         t.text_deltas_per_s
             .map(|r| format!(" at {r:.1}/s"))

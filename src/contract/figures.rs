@@ -119,6 +119,9 @@ impl ProtocolFigures {
             figures.push(count("turns", turn_counts.ended));
             figures.push(count("answered", turn_counts.answered));
             figures.push(count("failed", turn_counts.failed));
+            if turn_counts.refused > 0 {
+                figures.push(count("refused", turn_counts.refused));
+            }
             figures.push(count("text deltas", turn_counts.text_deltas));
             if with_audio {
                 figures.push(count("audio deltas", turn_counts.audio_deltas));

@@ -76,6 +76,11 @@ pub struct TurnCounts {
     pub answered: u64,
     /// ...of which did not complete (a response failed, cancelled or incomplete).
     pub failed: u64,
+    /// Turns the server refused to answer: their `response.create` got an error
+    /// (`conversation_already_has_active_response` while one was in progress). No answer
+    /// will come; they wait for none, so later answers stay with their own turns.
+    #[serde(default)]
+    pub refused: u64,
     /// `speech_started` events of the server's VAD.
     pub speech_started: u64,
     pub text_deltas: u64,
@@ -91,6 +96,7 @@ impl TurnCounts {
         self.ended += o.ended;
         self.answered += o.answered;
         self.failed += o.failed;
+        self.refused += o.refused;
         self.speech_started += o.speech_started;
         self.text_deltas += o.text_deltas;
         self.audio_deltas += o.audio_deltas;
@@ -104,6 +110,7 @@ impl TurnCounts {
         self.ended += after.ended.saturating_sub(before.ended);
         self.answered += after.answered.saturating_sub(before.answered);
         self.failed += after.failed.saturating_sub(before.failed);
+        self.refused += after.refused.saturating_sub(before.refused);
         self.speech_started += after.speech_started.saturating_sub(before.speech_started);
         self.text_deltas += after.text_deltas.saturating_sub(before.text_deltas);
         self.audio_deltas += after.audio_deltas.saturating_sub(before.audio_deltas);

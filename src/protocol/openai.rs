@@ -115,6 +115,7 @@ impl Openai {
                 modalities,
                 c.input_sample_rate,
                 c.turn_detection.unwrap_or_default(),
+                c.interrupt_response.unwrap_or(false),
             ),
         }
     }
@@ -144,10 +145,16 @@ pub fn session_object(
     modalities: &[String],
     rate: u32,
     turn_detection: TurnDetection,
+    interrupt_response: bool,
 ) -> String {
+    // Both VAD flags said, not left to the server: the API's default interrupt_response is
+    // true (speech that starts cancels the response in progress) where the mock's is false,
+    // and a benchmark's turns are only the same on both when the session says which.
     let vad = match turn_detection {
-        TurnDetection::ServerVad => r#"{"type":"server_vad"}"#,
-        TurnDetection::None => "null",
+        TurnDetection::ServerVad => format!(
+            r#"{{"type":"server_vad","create_response":true,"interrupt_response":{interrupt_response}}}"#
+        ),
+        TurnDetection::None => "null".to_string(),
     };
     let model = model
         .map(|m| format!(r#""model":{},"#, json_string(m)))
@@ -289,6 +296,26 @@ impl ClientProtocol for Openai {
             ends_turn: false,
         });
         steps
+    }
+
+    /// A turn's `response.create` (the final one, or the odd one of a `--commit-every` turn's
+    /// two control ids): the API refuses it while a response is in progress
+    /// (`conversation_already_has_active_response`). That response still ends the session's
+    /// wait; the refused turn gets no answer.
+    fn refuses_turn(&self, ids: EventIds, answers: &str) -> bool {
+        let Some(id) = answers
+            .strip_prefix("evt_")
+            .filter(|hex| hex.len() == 16)
+            .and_then(|hex| u64::from_str_radix(hex, 16).ok())
+        else {
+            return false;
+        };
+        let session_bits = ids.id(0);
+        if id & !u64::from(u32::MAX) != session_bits {
+            return false;
+        }
+        let n = u32::MAX - (id & u64::from(u32::MAX)) as u32;
+        n == FINAL_RESPONSE_ID || (n >= TURN_IDS_FROM && (n - TURN_IDS_FROM) % 2 == 1)
     }
 
     fn headers(&self) -> Vec<(&'static str, String)> {

@@ -18,6 +18,7 @@ fn client(version: ApiVersion, turn_detection: TurnDetection, every: Option<u64>
             &["audio".to_string()],
             16_000,
             turn_detection,
+            false,
         ),
     }
 }
@@ -169,8 +170,22 @@ fn ga_session_update_has_type_formats_and_turn_detection_issue_12() {
         s["audio"]["input"]["format"],
         serde_json::json!({"type":"audio/pcm","rate":16000})
     );
-    assert_eq!(s["audio"]["input"]["turn_detection"]["type"], "server_vad");
+    assert_eq!(
+        s["audio"]["input"]["turn_detection"],
+        serde_json::json!({"type":"server_vad","create_response":true,"interrupt_response":false}),
+        "both VAD flags said: the API's interrupt_response default (true) is not the mock's"
+    );
     assert!(c.headers().is_empty(), "GA sends no beta header");
+    let beta = session_object(
+        ApiVersion::Beta,
+        None,
+        &["audio".to_string()],
+        24_000,
+        TurnDetection::ServerVad,
+        true,
+    );
+    let beta: serde_json::Value = serde_json::from_str(&beta).unwrap();
+    assert_eq!(beta["turn_detection"]["interrupt_response"], true);
 }
 
 #[test]

@@ -686,6 +686,10 @@ impl Machine {
                 "the server ended the session with error {code}: {message}"
             ));
         }
+        if answers.is_some_and(|id| self.protocol.refuses_turn(self.ids, id)) {
+            self.on_turns(Turns::refused);
+            return Flow::Continue;
+        }
         if let Some(seq) = answers
             .filter(|_| self.phase == Phase::Streaming)
             .and_then(|id| self.protocol.refused_packet_ends_input(self.ids, id))

@@ -144,3 +144,106 @@ fn an_error_naming_a_set_up_command_does_not_end_the_ending() {
     );
     assert_eq!(hear(&mut m, &late, 1.9), Flow::Continue);
 }
+
+/// `--commit-every` asks for a response at each commit; the API refuses a `response.create`
+/// while one is in progress (`conversation_already_has_active_response`, naming it). That turn
+/// gets no answer: it must not wait for one, or the next answer would be filed under it and
+/// timed from its (earlier) end — and the session would wait out `--recv-timeout` at its end
+/// for an answer that never comes.
+#[test]
+fn a_refused_response_create_leaves_its_turn_unanswered_not_owed() {
+    let mut m = machine(&["--turn-detection", "none", "--commit-every", "0.2s"]);
+    m.connecting(0.0);
+    assert_eq!(m.next_action(), Action::Await("session.created"));
+    hear(
+        &mut m,
+        r#"{"type":"session.created","event_id":"e1"}"#,
+        0.01,
+    );
+    let Action::Send(_) = m.next_action() else {
+        panic!("session.update")
+    };
+    m.control_sending(0.02);
+    assert_eq!(m.next_action(), Action::Await("session.updated"));
+    hear(
+        &mut m,
+        r#"{"type":"session.updated","event_id":"e2"}"#,
+        0.03,
+    );
+    assert_eq!(m.next_action(), Action::Stream);
+    // Packets 0..10 from 1.0 s; commits after packets 2 (240 ms) and 4 (400 ms): turn 1 ends
+    // at 1.24 s, turn 2 at 1.40 s.
+    let mut frame = Outgoing::default();
+    let mut turn_ends = Vec::new();
+    for seq in 0..6 {
+        let start_s = 1.0 + f64::from(seq) * 0.08;
+        let due_s = m.packet(seq, start_s, 1.0, &mut frame).0;
+        m.sent(seq, due_s, start_s, start_s + 0.0001);
+        if let Some(frames) = m.turn_end(seq) {
+            m.control_sending(start_s + 0.08);
+            let ids: Vec<String> = frames
+                .iter()
+                .map(|f| {
+                    serde_json::from_str::<serde_json::Value>(f.text().unwrap()).unwrap()
+                        ["event_id"]
+                        .as_str()
+                        .unwrap()
+                        .to_string()
+                })
+                .collect();
+            turn_ends.push((start_s + 0.08, ids));
+        }
+    }
+    assert_eq!(turn_ends.len(), 2, "{turn_ends:?}");
+    // Turn 1's response is in progress when turn 2's response.create is refused.
+    let refusal = format!(
+        r#"{{"type":"error","event_id":"e5","error":{{"type":"invalid_request_error","code":"conversation_already_has_active_response","message":"Conversation already has an active response","event_id":"{}"}}}}"#,
+        turn_ends[1].1[1]
+    );
+    assert_eq!(hear(&mut m, &refusal, 1.401), Flow::Continue);
+    let done = r#"{"type":"response.done","event_id":"e6","response":{"status":"completed"}}"#;
+    hear(&mut m, done, 1.50);
+    let counts = m.turns.as_ref().unwrap().counts;
+    assert_eq!((counts.ended, counts.answered, counts.refused), (2, 1, 1));
+    assert!(!m.turns.as_ref().unwrap().open(), "no answer is owed");
+    // The answer was turn 1's: timed from its end (1.24 s), 260 ms.
+    let done_ms = m.stats.borrow().hist.turns.done_after_end.max_ms();
+    assert!((done_ms - 260.0).abs() < 0.5, "{done_ms}");
+    // A refused commit (not a response.create) refuses no turn: its response may still come.
+    let commit_refused = format!(
+        r#"{{"type":"error","event_id":"e7","error":{{"code":"input_audio_buffer_commit_empty","message":"x","event_id":"{}"}}}}"#,
+        turn_ends[0].1[0]
+    );
+    assert_eq!(hear(&mut m, &commit_refused, 1.6), Flow::Continue);
+    assert_eq!(m.turns.as_ref().unwrap().counts.refused, 1);
+}
+
+/// The final `response.create` refused the same way (an answer still in progress when the
+/// input ends) does not end the session as refused: its turn gets no answer, and the session
+/// waits for the answers still owed only.
+#[test]
+fn a_refused_final_response_create_ends_the_session_when_nothing_more_is_owed() {
+    let mut m = machine(&["--turn-detection", "none"]);
+    stream_to_the_final_commit(&mut m);
+    assert_eq!(
+        m.next_action(),
+        Action::Await("input_audio_buffer.committed")
+    );
+    let committed = r#"{"type":"input_audio_buffer.committed","event_id":"e3","item_id":"i1"}"#;
+    assert_eq!(hear(&mut m, committed, 1.81), Flow::Reached);
+    let Action::Send(respond) = m.next_action() else {
+        panic!("response.create")
+    };
+    m.control_sending(1.811);
+    let id = serde_json::from_str::<serde_json::Value>(respond.text().unwrap()).unwrap()
+        ["event_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let refusal = format!(
+        r#"{{"type":"error","event_id":"e4","error":{{"type":"invalid_request_error","code":"conversation_already_has_active_response","message":"busy","event_id":"{id}"}}}}"#
+    );
+    assert_eq!(hear(&mut m, &refusal, 1.82), Flow::Continue);
+    assert_eq!(m.next_action(), Action::Done);
+    assert_eq!(m.turns.as_ref().unwrap().counts.refused, 1);
+}

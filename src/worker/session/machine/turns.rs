@@ -124,6 +124,15 @@ impl Turns {
         turn.end_s.map(|end_s| Sample::DoneAfterEnd(now_s - end_s))
     }
 
+    /// The server refused to answer the turn whose input ended last (its `response.create`
+    /// got an error): it waits for no answer, so the next one goes to the turn it is for, not
+    /// to this one (which would time a later turn's answer from this turn's end).
+    pub fn refused(&mut self) {
+        if self.waiting.pop_back().is_some() {
+            self.counts.refused += 1;
+        }
+    }
+
     pub fn speech_started(&mut self) {
         self.speech_open = true;
         self.counts.speech_started += 1;
