@@ -100,8 +100,16 @@ async fn sleep_until_s(at_s: Option<f64>) {
 /// The question a session's failure asks when the server answered as if it spoke another
 /// protocol, and how to find out.
 fn another_protocol(settings: &Settings) -> String {
+    // FunASR's 2pass runtime servers listen on Fun-ASR-Nano's port (10095) but take a JSON
+    // first message: the C++ one drops START and every message after it without a word, the
+    // Python one closes the connection. FunASR's own docs warn the Nano client off them.
+    let funasr = if settings.protocol == crate::protocol::Protocol::Funasr {
+        "; --protocol funasr speaks Fun-ASR-Nano's serve_realtime_ws.py (START/STOP), not FunASR's 2pass runtime servers (funasr_wss_server.py, websocket-server-2pass, also on port 10095), which take a JSON first message and ignore START"
+    } else {
+        ""
+    };
     format!(
-        "is it a server of another protocol? (this run speaks --protocol {}; `duplexbench-tui conform --url URL --protocol P` checks one)",
+        "is it a server of another protocol? (this run speaks --protocol {}; `duplexbench-tui conform --url URL --protocol P` checks one){funasr}",
         settings.protocol.as_str()
     )
 }

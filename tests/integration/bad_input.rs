@@ -381,6 +381,45 @@ fn a_server_that_says_nothing_is_named_as_perhaps_of_another_protocol() {
     );
 }
 
+/// FunASR's C++ 2pass server (on Fun-ASR-Nano's port) drops `START` and everything after it
+/// without a word: a Fun-ASR session then times out, and the reason names that server.
+#[test]
+fn a_funasr_client_facing_a_silent_server_is_told_of_funasrs_2pass_servers() {
+    let _serial = util::serial();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let server = util::LoopbackServer::serve(listener, |stream| async move {
+        // Takes the handshake and every message after it, and answers none.
+        if let Ok(mut ws) = tokio_tungstenite::accept_async(stream).await {
+            use futures_util::StreamExt as _;
+            while let Some(Ok(_)) = ws.next().await {}
+        }
+    });
+    let dir = TempDir::new("silent-2pass");
+    let out = dir.join("out");
+    let url = format!("ws://{}/", server.addr);
+    let args = [
+        "--url",
+        &url,
+        "--protocol",
+        "funasr",
+        "--audio",
+        "assets/speech-16k.wav",
+        "-s",
+        "1",
+        "--recv-timeout",
+        "1s",
+    ];
+    let output = util::run_to(&out, &args, Duration::from_secs(60));
+    assert_eq!(output.status.code(), Some(1), "{}", describe(&output));
+    let errors = summary(&out)["sessions"]["errors"].to_string();
+    assert!(
+        errors.contains("the server sent nothing after the WebSocket handshake")
+            && errors.contains("not FunASR's 2pass runtime servers"),
+        "{errors}"
+    );
+}
+
 #[test]
 fn a_second_sigint_aborts_stuck_sessions_and_keeps_the_measured_packets() {
     let _serial = util::serial();
