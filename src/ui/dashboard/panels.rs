@@ -76,8 +76,9 @@ pub fn counters(state: &LiveState, theme: Theme, area: Rect, buf: &mut Buffer) {
     let width = inner.width as usize;
     let height = inner.height as usize;
     let first_lines = reasons.first().map_or(0, |r| wrapped_height(r, width));
-    let mut lines = fit_ranked(ranked, height, first_lines);
-    let mut left = height.saturating_sub(lines.len());
+    let mut lines = fit_ranked(ranked, (height, width), first_lines);
+    let used: usize = lines.iter().map(|l| line_rows(l, width)).sum();
+    let mut left = height.saturating_sub(used);
     for (i, reason) in reasons.into_iter().enumerate() {
         let needs = wrapped_height(&reason, width);
         if i > 0 && needs > left {
@@ -223,13 +224,16 @@ fn session_lines(state: &LiveState, theme: Theme) -> Vec<(u8, Line<'static>)> {
 }
 
 /// Leaves out the least important lines (the highest rank, the last of equals first; rank 0
-/// never) until the rest and `reserved` more fit in `height`.
+/// never) until the rest, as wrapped to `width`, and `reserved` more rows fit in `height`.
 fn fit_ranked(
     mut ranked: Vec<(u8, Line<'static>)>,
-    height: usize,
+    (height, width): (usize, usize),
     reserved: usize,
 ) -> Vec<Line<'static>> {
-    while ranked.len() + reserved > height {
+    let rows = |ranked: &[(u8, Line<'static>)]| -> usize {
+        ranked.iter().map(|(_, l)| line_rows(l, width)).sum()
+    };
+    while rows(&ranked) + reserved > height {
         let Some(drop) = ranked
             .iter()
             .enumerate()
@@ -242,6 +246,12 @@ fn fit_ranked(
         ranked.remove(drop);
     }
     ranked.into_iter().map(|(_, line)| line).collect()
+}
+
+/// Rows a line takes in the panel (wrapped to `width`; an empty line takes one).
+fn line_rows(line: &Line<'_>, width: usize) -> usize {
+    let text: String = line.spans.iter().map(|s| s.content.as_ref()).collect();
+    wrapped_height(&text, width).max(1)
 }
 
 /// Lines `text` takes when word-wrapped to `width` columns (a word longer than a line is cut).

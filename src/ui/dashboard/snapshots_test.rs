@@ -299,6 +299,26 @@ fn a_finished_run_shows_the_reasons_after_the_first_as_far_as_they_fit() {
     assert!(small.contains("1424 packets were never"), "{small}");
 }
 
+/// A verdict too long for the narrow Pacing panel wraps onto a second row; counted as one, it
+/// pushed the first reason's last words off the panel's bottom.
+#[test]
+fn a_wrapped_verdict_does_not_push_the_first_reasons_end_off_the_panel() {
+    let mut state = fixture(1, 8, 90, None);
+    state.finished = Some(Finished {
+        verdict: "PACING-UNQUALIFIED, NOT complete".to_string(),
+        reasons: vec![
+            "1424 packets were never sent: their sessions failed while streaming".to_string(),
+        ],
+        summary_path: "runs/fixture/summary.md".to_string(),
+        exit_code: 1,
+    });
+    let small = text(&draw(&state, &ViewState::default(), NO_COLOR, 80, 24));
+    assert!(
+        small.contains("PACING-UNQUALIFIED") && small.contains("streaming"),
+        "{small}"
+    );
+}
+
 #[test]
 fn finished_run_shows_the_verdict_and_the_summary_path() {
     let mut state = fixture(1, 8, 90, Some((0, 45)));
