@@ -440,14 +440,16 @@ fn scalar<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Scalar<'de>, D::
     deserializer.deserialize_any(Any)
 }
 
-/// A number where one is expected, `None` for anything else (a string, `null`): a field the
-/// client cannot read is not worth failing the whole event for.
+/// A number where one is expected, also when a server sends it as a string (`"seq":"3"`);
+/// `None` for anything else (`null`, text): a field the client cannot read is not worth
+/// failing the whole event for.
 pub(crate) fn lenient_number<'de, D: Deserializer<'de>>(
     deserializer: D,
 ) -> Result<Option<f64>, D::Error> {
     Ok(match scalar(deserializer)? {
         Scalar::Int(n) => Some(n as f64),
         Scalar::Float(n) => Some(n),
+        Scalar::Str(s) => s.trim().parse::<f64>().ok().filter(|n| n.is_finite()),
         _ => None,
     })
 }
@@ -671,7 +673,7 @@ mod tests {
         ));
         for media in [
             r#"{"t_start_ms":320}"#,
-            r#"{"t_start_ms":"320","duration_ms":80}"#,
+            r#"{"t_start_ms":"soon","duration_ms":80}"#,
             "null",
         ] {
             let text = format!(
@@ -679,6 +681,16 @@ mod tests {
             );
             assert_eq!(classify(&text), Meaning::Other, "{text}");
         }
+        // A number sent as a string is still that number: its latency sample is kept.
+        let text = r#"{"type":"sglang.unit.done","sglang":{"media_time":{"t_start_ms":"320","duration_ms":80}}}"#;
+        assert_eq!(
+            classify(text),
+            Meaning::UnitDone {
+                input_end_ms: 400.0
+            }
+        );
+        let accepted = r#"{"type":"sglang.input_audio.accepted","seq":"3"}"#;
+        assert_eq!(classify(accepted), Meaning::Accepted { seq: 3 });
     }
 
     #[test]
