@@ -741,10 +741,21 @@ impl Machine {
         self.send_of(seq).map(|(start_s, _)| start_s)
     }
 
-    /// Packet `seq`'s send start and completion, if still remembered.
+    /// Packet `seq`'s send start and completion: as measured while the ring remembers it (the
+    /// last [`SEND_RING`] packets), else, for a packet sent before those, its scheduled send.
+    /// A server more than 20 s behind answers packets the ring no longer holds, and dropping
+    /// those samples made its lag read as low as the ones it answered in time; the schedule is
+    /// off by the packet's send deviation only (milliseconds, against a lag of 20 s or more).
+    /// Unpaced, there is no schedule: such a packet has no sample.
     fn send_of(&self, seq: u64) -> Option<(f64, f64)> {
         let (ring_seq, start_s, completed_s) = self.send_ring[seq as usize % SEND_RING];
-        (u64::from(ring_seq) == seq).then_some((start_s, completed_s))
+        if u64::from(ring_seq) == seq {
+            return Some((start_s, completed_s));
+        }
+        let sent_before_the_ring =
+            seq + (SEND_RING as u64) <= u64::from(self.last_seq?) && !self.unpaced();
+        let scheduled_s = self.origin_s? + seq as f64 * self.settings.packet_s();
+        sent_before_the_ring.then_some((scheduled_s, scheduled_s))
     }
 }
 

@@ -339,3 +339,25 @@ fn a_refused_packet_ends_the_native_stream_with_the_servers_reason() {
         )
     );
 }
+
+/// A server more than the ring of exact send times (256 packets, 20.5 s) behind: its answer
+/// to an old packet is timed from that packet's scheduled send, not dropped (dropping the
+/// slowest answers made the lag read low).
+#[test]
+fn an_answer_to_a_packet_older_than_the_send_ring_is_timed_from_its_schedule() {
+    let m = test_machine(&["-d", "30s", "-s", "1"], 0, |_| Rc::new(Native::default()));
+    let (stats, settings) = (m.stats.clone(), m.settings.clone());
+    let mut h = Harness { m, stats, settings };
+    h.set_up();
+    h.send_on_time(0, 300);
+    let accepted =
+        r#"{"type":"sglang.input_audio.accepted","event_id":"e","seq":5,"accepted_end_ms":480.0}"#;
+    // Packet 5 was due at 10.4 s; answered at 34.4 s: 24 s behind.
+    assert_eq!(h.hear(accepted, 34.4), Flow::Continue);
+    let recent = r#"{"type":"sglang.input_audio.accepted","event_id":"e","seq":299,"accepted_end_ms":24000.0}"#;
+    assert_eq!(h.hear(recent, 33.93 + 0.01), Flow::Continue);
+    let stats = h.stats.borrow();
+    assert_eq!(stats.hist.accepted.count(), 2, "neither answer dropped");
+    let max_ms = stats.hist.accepted.max_ms();
+    assert!((max_ms - 24_000.0).abs() < 24_000.0 * 0.01, "{max_ms}");
+}
