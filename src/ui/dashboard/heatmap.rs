@@ -232,34 +232,22 @@ fn title(
     let late = if view.late_only { ", late only" } else { "" };
     let scrolled = lines.len() > shown;
     let (first, last, of) = (first_line + 1, first_line + shown, lines.len());
-    let long = format!(
-        " Deviation heatmap: {sessions} sessions{}{}{late} ",
-        if per_line > 1 {
-            format!(", {per_line} per line")
+    // The same parts in longer or shorter words: (name, "N per line", "lines a-b of n").
+    let worded = |name: &str, per: &str, showing: &str| {
+        let per = if per_line > 1 {
+            format!(", {per_line}{per}")
         } else {
             String::new()
-        },
-        if scrolled {
-            format!(", lines {first}-{last} of {of}")
+        };
+        let showing = if scrolled {
+            format!(", {showing}{first}-{last} of {of}")
         } else {
             String::new()
-        },
-    );
-    let short = |name: &str| {
-        format!(
-            " {name}{sessions} sessions{}{}{late} ",
-            if per_line > 1 {
-                format!(", {per_line}/line")
-            } else {
-                String::new()
-            },
-            if scrolled {
-                format!(", {first}-{last} of {of}")
-            } else {
-                String::new()
-            },
-        )
+        };
+        format!(" {name}{sessions} sessions{per}{showing}{late} ")
     };
+    let long = worded("Deviation heatmap: ", " per line", "lines ");
+    let short = |name: &str| worded(name, "/line", "");
     super::panels::first_fitting(width, [long, short("Heatmap: "), short("")])
 }
 

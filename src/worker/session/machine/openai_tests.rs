@@ -32,9 +32,38 @@ fn stream_to_the_final_commit(m: &mut Machine) -> String {
         .to_string()
 }
 
+/// [`stream_to_the_final_commit`], then the server's `committed` at 1.81 s.
+fn stream_to_the_final_commit_and_its_committed(m: &mut Machine) {
+    stream_to_the_final_commit(m);
+    assert_eq!(
+        m.next_action(),
+        Action::Await("input_audio_buffer.committed")
+    );
+    let committed = r#"{"type":"input_audio_buffer.committed","event_id":"e3","item_id":"i1"}"#;
+    assert_eq!(hear(m, committed, 1.81), Flow::Reached);
+}
+
 /// Sets the session up (returning its session.update's event id) and streams 10 packets on
 /// time from 1.0 s, hearing `during` (at 1.5 s) on the way; then the input is over.
 fn stream(m: &mut Machine, during: &[&str]) -> String {
+    let update_id = set_up(m);
+    let mut frame = Outgoing::default();
+    for seq in 0..10 {
+        let start_s = 1.0 + f64::from(seq) * 0.08;
+        let due_s = m.packet(seq, start_s, 1.0, &mut frame).0;
+        m.sent(seq, due_s, start_s, start_s + 0.0001);
+        if seq == 6 {
+            for event in during {
+                hear(m, event, 1.5);
+            }
+        }
+    }
+    m.streamed();
+    update_id
+}
+
+/// Sets the session up; returns its session.update's event id.
+fn set_up(m: &mut Machine) -> String {
     m.connecting(0.0);
     assert_eq!(m.next_action(), Action::Await("session.created"));
     assert_eq!(
@@ -53,18 +82,6 @@ fn stream(m: &mut Machine, during: &[&str]) -> String {
         Flow::Reached
     );
     assert_eq!(m.next_action(), Action::Stream);
-    let mut frame = Outgoing::default();
-    for seq in 0..10 {
-        let start_s = 1.0 + f64::from(seq) * 0.08;
-        let due_s = m.packet(seq, start_s, 1.0, &mut frame).0;
-        m.sent(seq, due_s, start_s, start_s + 0.0001);
-        if seq == 6 {
-            for event in during {
-                hear(m, event, 1.5);
-            }
-        }
-    }
-    m.streamed();
     update_id
 }
 
@@ -74,13 +91,7 @@ fn stream(m: &mut Machine, during: &[&str]) -> String {
 #[test]
 fn a_client_ended_turn_is_timed_from_its_commit_issue_12() {
     let mut m = machine(&["--turn-detection", "none"]);
-    stream_to_the_final_commit(&mut m);
-    assert_eq!(
-        m.next_action(),
-        Action::Await("input_audio_buffer.committed")
-    );
-    let committed = r#"{"type":"input_audio_buffer.committed","event_id":"e3","item_id":"i1"}"#;
-    assert_eq!(hear(&mut m, committed, 1.81), Flow::Reached);
+    stream_to_the_final_commit_and_its_committed(&mut m);
     assert!(
         matches!(m.next_action(), Action::Send(_)),
         "response.create"
@@ -153,24 +164,7 @@ fn an_error_naming_a_set_up_command_does_not_end_the_ending() {
 #[test]
 fn a_refused_response_create_leaves_its_turn_unanswered_not_owed() {
     let mut m = machine(&["--turn-detection", "none", "--commit-every", "0.2s"]);
-    m.connecting(0.0);
-    assert_eq!(m.next_action(), Action::Await("session.created"));
-    hear(
-        &mut m,
-        r#"{"type":"session.created","event_id":"e1"}"#,
-        0.01,
-    );
-    let Action::Send(_) = m.next_action() else {
-        panic!("session.update")
-    };
-    m.control_sending(0.02);
-    assert_eq!(m.next_action(), Action::Await("session.updated"));
-    hear(
-        &mut m,
-        r#"{"type":"session.updated","event_id":"e2"}"#,
-        0.03,
-    );
-    assert_eq!(m.next_action(), Action::Stream);
+    set_up(&mut m);
     // Packets 0..10 from 1.0 s; commits after packets 2 (240 ms) and 4 (400 ms): turn 1 ends
     // at 1.24 s, turn 2 at 1.40 s.
     let mut frame = Outgoing::default();
@@ -224,13 +218,7 @@ fn a_refused_response_create_leaves_its_turn_unanswered_not_owed() {
 #[test]
 fn a_refused_final_response_create_ends_the_session_when_nothing_more_is_owed() {
     let mut m = machine(&["--turn-detection", "none"]);
-    stream_to_the_final_commit(&mut m);
-    assert_eq!(
-        m.next_action(),
-        Action::Await("input_audio_buffer.committed")
-    );
-    let committed = r#"{"type":"input_audio_buffer.committed","event_id":"e3","item_id":"i1"}"#;
-    assert_eq!(hear(&mut m, committed, 1.81), Flow::Reached);
+    stream_to_the_final_commit_and_its_committed(&mut m);
     let Action::Send(respond) = m.next_action() else {
         panic!("response.create")
     };
