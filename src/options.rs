@@ -115,6 +115,17 @@ pub struct ConnectionSettings {
     pub headers: Vec<Header>,
     /// `--api-key` / `OPENAI_API_KEY`, sent as `Authorization: Bearer …`.
     pub api_key: Option<Secret>,
+    /// The values of `--url`'s credential query parameters (`api-key=`, `token=`, …), in
+    /// order; the URL is kept and written with `<redacted>` in their place.
+    #[serde(default)]
+    pub url_secrets: Vec<Secret>,
+}
+
+impl ConnectionSettings {
+    /// The URL to connect to: `url` (as written) with its credential parameters put back.
+    pub fn connect_url(&self, url: &str) -> String {
+        crate::secret::restore_url(url, &self.url_secrets)
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
@@ -128,12 +139,14 @@ pub struct Header {
 struct Secrets {
     api_key: Option<String>,
     headers: Vec<String>,
+    #[serde(default)]
+    url: Vec<String>,
 }
 
 impl ConnectionSettings {
     /// The secrets, for the worker's environment; `None` when there are none.
     pub fn secrets_env(&self) -> Option<String> {
-        if self.api_key.is_none() && self.headers.is_empty() {
+        if self.api_key.is_none() && self.headers.is_empty() && self.url_secrets.is_empty() {
             return None;
         }
         let secrets = Secrets {
@@ -142,6 +155,11 @@ impl ConnectionSettings {
                 .headers
                 .iter()
                 .map(|h| h.value.expose().to_string())
+                .collect(),
+            url: self
+                .url_secrets
+                .iter()
+                .map(|s| s.expose().to_string())
                 .collect(),
         };
         serde_json::to_string(&secrets).ok()
@@ -156,6 +174,9 @@ impl ConnectionSettings {
         }
         for (header, value) in self.headers.iter_mut().zip(secrets.headers) {
             header.value = Secret::new(value);
+        }
+        for (secret, value) in self.url_secrets.iter_mut().zip(secrets.url) {
+            *secret = Secret::new(value);
         }
         Ok(())
     }
@@ -418,9 +439,14 @@ pub fn validate(args: &RunArgs, command_line: String, tui: bool) -> Result<RunPl
     if let Some(pid) = args.server_pid {
         check_server_pid(pid, args.url.is_some())?;
     }
-    let connection = connection_settings(&args.connection, &url, args.speak.protocol, &|name| {
-        std::env::var(name).ok()
-    })?;
+    let mut connection =
+        connection_settings(&args.connection, &url, args.speak.protocol, &|name| {
+            std::env::var(name).ok()
+        })?;
+    // The URL as written everywhere (summary, configs, logs, the dashboard) keeps its
+    // credential parameters out; the workers put them back to connect.
+    let (url, url_secrets) = crate::secret::split_url_secrets(&url);
+    connection.url_secrets = url_secrets;
     let output_dir = args
         .output
         .clone()
@@ -850,6 +876,13 @@ pub fn connection_settings(
         if HeaderValue::from_str(value).is_err() {
             bail!("--header {name}: the value holds characters a header cannot carry");
         }
+        // The handshake's own headers: one given here would be dropped (Host) or break the
+        // upgrade.
+        const HANDSHAKE: &[&str] = &["host", "connection", "upgrade"];
+        let lower = name.to_ascii_lowercase();
+        if HANDSHAKE.contains(&lower.as_str()) || lower.starts_with("sec-websocket-") {
+            bail!("--header {name}: the WebSocket handshake sets this header itself (from --url); leave it out");
+        }
         headers.push(Header {
             name: name.to_string(),
             value: Secret::new(value),
@@ -859,6 +892,17 @@ pub fn connection_settings(
         Protocol::Openai | Protocol::Vllm => env("OPENAI_API_KEY"),
         Protocol::Native | Protocol::Funasr => None,
     };
+    if args.api_key.as_deref().is_some_and(|k| k.trim().is_empty()) {
+        bail!("--api-key is empty: give the key (or leave the flag out; openai and vllm also read $OPENAI_API_KEY)");
+    }
+    let authorization_header = headers
+        .iter()
+        .any(|h| h.name.eq_ignore_ascii_case("authorization"));
+    if authorization_header && args.api_key.is_some() {
+        bail!("--header Authorization and --api-key both set Authorization, and a server would take either; give one (for a scheme other than Bearer, the header)");
+    }
+    // An Authorization header given outright wins over the key in the environment.
+    let from_env = || (!authorization_header).then(from_env).flatten();
     let api_key = args
         .api_key
         .clone()
@@ -872,6 +916,7 @@ pub fn connection_settings(
         ca_file: args.ca_file.clone(),
         headers,
         api_key,
+        url_secrets: Vec::new(),
     })
 }
 
@@ -891,13 +936,18 @@ fn check_url(url: &str) -> Result<()> {
     if uri.host().is_none() {
         bail!("--url `{url}` has no host");
     }
+    if uri.authority().is_some_and(|a| a.as_str().contains('@')) {
+        bail!("--url carries credentials (user:password@host): a WebSocket handshake does not send them, and they would be written into the summary; give them as a header, e.g. --header 'Authorization: Basic BASE64(user:password)', or --api-key");
+    }
     Ok(())
 }
 
 /// `host:port` of a ws:// or wss:// URL (port 80 or 443 when absent), for the reachability
 /// check and the TCP connection.
 pub fn url_authority(url: &str) -> Option<String> {
-    let uri: tokio_tungstenite::tungstenite::http::Uri = url.parse().ok()?;
+    // The query is not needed, and a written URL holds `<redacted>` there (not URI text).
+    let without_query = url.split(['?', '#']).next().unwrap_or(url);
+    let uri: tokio_tungstenite::tungstenite::http::Uri = without_query.parse().ok()?;
     let host = uri.host()?;
     let default_port = if uri.scheme_str() == Some("wss") {
         443
@@ -1001,6 +1051,67 @@ mod tests {
         assert_eq!(
             connection(&given, Protocol::Openai).as_deref(),
             Some("sk-flag")
+        );
+        // An Authorization header given outright wins over the key in the environment (two
+        // Authorization headers went out, a server taking either).
+        let header = ["--header", "Authorization: Basic dTpw"];
+        assert_eq!(connection(&header, Protocol::Openai), None);
+    }
+
+    #[test]
+    fn credentials_the_handshake_would_drop_or_double_are_refused_with_what_to_do() {
+        let refused = |args: &[&str]| plan(args).unwrap_err().to_string();
+        let both = refused(&[
+            "--url",
+            "ws://h/v1/realtime",
+            "--api-key",
+            "k",
+            "--header",
+            "authorization: Bearer x",
+        ]);
+        assert!(both.contains("both set Authorization"), "{both}");
+        let empty = refused(&["--url", "ws://h/v1/realtime", "--api-key", " "]);
+        assert!(empty.contains("--api-key is empty"), "{empty}");
+        for header in [
+            "Host: other.example",
+            "Sec-WebSocket-Key: x",
+            "upgrade: h2c",
+        ] {
+            let err = refused(&["--url", "ws://h/v1/realtime", "--header", header]);
+            assert!(
+                err.contains("the WebSocket handshake sets this header"),
+                "{err}"
+            );
+        }
+        // user:password@ is not sent by a WebSocket handshake (it was silently dropped).
+        let userinfo = refused(&["--url", "wss://bob:pw@h/v1/realtime"]);
+        assert!(
+            userinfo.contains("carries credentials") && !userinfo.contains("pw@"),
+            "{userinfo}"
+        );
+    }
+
+    #[test]
+    fn a_credential_in_the_url_is_written_redacted_and_restored_for_the_connection() {
+        let p = plan(&["--url", "wss://h/openai/realtime?deployment=d&api-key=AK-1"]).unwrap();
+        assert_eq!(
+            p.settings.url,
+            "wss://h/openai/realtime?deployment=d&api-key=<redacted>"
+        );
+        let c = &p.settings.connection;
+        assert_eq!(
+            c.connect_url(&p.settings.url),
+            "wss://h/openai/realtime?deployment=d&api-key=AK-1"
+        );
+        let json = serde_json::to_string(&p.settings).unwrap();
+        assert!(!json.contains("AK-1"), "{json}");
+        let mut back: Settings = serde_json::from_str(&json).unwrap();
+        back.connection
+            .restore_secrets(&c.secrets_env().unwrap())
+            .unwrap();
+        assert_eq!(
+            back.connection.connect_url(&back.url),
+            "wss://h/openai/realtime?deployment=d&api-key=AK-1"
         );
     }
 

@@ -66,9 +66,74 @@ impl schemars::JsonSchema for Secret {
     }
 }
 
+/// Whether a URL query parameter named `name` carries a credential (Azure's `api-key`, a
+/// `token`, an `access_token`, a signature): its value is a secret.
+fn is_secret_param(name: &str) -> bool {
+    let name = name.to_ascii_lowercase();
+    [
+        "key",
+        "token",
+        "secret",
+        "password",
+        "passwd",
+        "auth",
+        "credential",
+        "signature",
+    ]
+    .iter()
+    .any(|word| name.contains(word))
+        || name == "sig"
+}
+
+/// `url` with the values of its credential query parameters written as `<redacted>`, and
+/// those values in order (to put back with [`restore_url`] where the connection is made).
+pub fn split_url_secrets(url: &str) -> (String, Vec<Secret>) {
+    let Some((base, rest)) = url.split_once('?') else {
+        return (url.to_string(), Vec::new());
+    };
+    let (query, fragment) = match rest.split_once('#') {
+        Some((query, fragment)) => (query, Some(fragment)),
+        None => (rest, None),
+    };
+    let mut secrets = Vec::new();
+    let pairs: Vec<String> = query
+        .split('&')
+        .map(|pair| match pair.split_once('=') {
+            Some((name, value)) if is_secret_param(name) && !value.is_empty() => {
+                secrets.push(Secret::new(value));
+                format!("{name}={REDACTED}")
+            }
+            _ => pair.to_string(),
+        })
+        .collect();
+    let mut out = format!("{base}?{}", pairs.join("&"));
+    if let Some(fragment) = fragment {
+        out.push('#');
+        out.push_str(fragment);
+    }
+    (out, secrets)
+}
+
+/// The URL to connect to: `redacted` (from [`split_url_secrets`]) with its secrets put back.
+pub fn restore_url(redacted: &str, secrets: &[Secret]) -> String {
+    let marker = format!("={REDACTED}");
+    let mut out = String::with_capacity(redacted.len() + 64);
+    let mut rest = redacted;
+    let mut values = secrets.iter();
+    while let Some(at) = rest.find(&marker) {
+        let Some(value) = values.next() else { break };
+        out.push_str(&rest[..=at]);
+        out.push_str(value.expose());
+        rest = &rest[at + marker.len()..];
+    }
+    out.push_str(rest);
+    out
+}
+
 /// The flags whose value is a secret; `--header` is redacted after its name.
 const SECRET_FLAGS: &[&str] = &["--api-key"];
 const HEADER_FLAG: &str = "--header";
+const URL_FLAG: &str = "--url";
 
 /// The arguments with every secret replaced: `--api-key KEY`, `--api-key=KEY`, and the value
 /// of `--header 'Name: value'` (a header may carry a key, as Azure's `api-key` does).
@@ -78,13 +143,14 @@ pub fn redact_args(args: &[String]) -> Vec<String> {
     for arg in args {
         match next_is.take() {
             Some(HEADER_FLAG) => out.push(redact_header(arg)),
+            Some(URL_FLAG) => out.push(split_url_secrets(arg).0),
             Some(_) => out.push(REDACTED.to_string()),
             None => {
-                if SECRET_FLAGS.contains(&arg.as_str()) || arg == HEADER_FLAG {
-                    next_is = Some(if arg == HEADER_FLAG {
-                        HEADER_FLAG
-                    } else {
-                        "secret"
+                if SECRET_FLAGS.contains(&arg.as_str()) || arg == HEADER_FLAG || arg == URL_FLAG {
+                    next_is = Some(match arg.as_str() {
+                        HEADER_FLAG => HEADER_FLAG,
+                        URL_FLAG => URL_FLAG,
+                        _ => "secret",
                     });
                     out.push(arg.clone());
                 } else if let Some(flag) = SECRET_FLAGS
@@ -94,6 +160,8 @@ pub fn redact_args(args: &[String]) -> Vec<String> {
                     out.push(format!("{flag}={REDACTED}"));
                 } else if let Some(header) = arg.strip_prefix("--header=") {
                     out.push(format!("--header={}", redact_header(header)));
+                } else if let Some(url) = arg.strip_prefix("--url=") {
+                    out.push(format!("--url={}", split_url_secrets(url).0));
                 } else {
                     out.push(arg.clone());
                 }
@@ -114,6 +182,26 @@ fn redact_header(header: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_urls_credential_parameters_are_redacted_and_put_back_for_the_connection() {
+        let url = "wss://h.example/openai/realtime?api-version=2025-04-01&deployment=d&api-key=K1&access_token=T2#x";
+        let (redacted, secrets) = split_url_secrets(url);
+        assert_eq!(
+            redacted,
+            "wss://h.example/openai/realtime?api-version=2025-04-01&deployment=d&api-key=<redacted>&access_token=<redacted>#x"
+        );
+        assert_eq!(secrets.len(), 2);
+        assert_eq!(restore_url(&redacted, &secrets), url);
+        let plain = "ws://127.0.0.1:9/v1/realtime?model=gpt-realtime";
+        assert_eq!(split_url_secrets(plain), (plain.to_string(), Vec::new()));
+        let recorded = redact_args(&args(&["run", "--url", url, "--url=ws://h/?token=T3"]));
+        let recorded = recorded.join(" ");
+        assert!(
+            !recorded.contains("K1") && !recorded.contains("T2") && !recorded.contains("T3"),
+            "{recorded}"
+        );
+    }
 
     fn args(words: &[&str]) -> Vec<String> {
         words.iter().map(|w| w.to_string()).collect()

@@ -584,3 +584,68 @@ fn the_native_client_against_a_vllm_server_quotes_its_error_and_asks_for_the_pro
         "{errors}"
     );
 }
+
+/// A credential in `--url`'s query (Azure's `api-key=`, a `token=`) reaches the server, and
+/// no file, log or line of output of the run holds it: it is written as `<redacted>`.
+#[test]
+fn a_credential_in_the_urls_query_is_sent_and_written_nowhere() {
+    const QUERY_KEY: &str = "SEKRIT-URL-7731";
+    let _serial = util::serial();
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let record = seen.clone();
+    let server = util::LoopbackServer::serve(listener, move |stream| {
+        let record = record.clone();
+        async move {
+            // The error type is tungstenite's `Callback` signature, not ours to shrink.
+            #[allow(clippy::result_large_err)]
+            let callback =
+                |request: &tokio_tungstenite::tungstenite::handshake::server::Request, response| {
+                    record.lock().unwrap().push(request.uri().to_string());
+                    Ok(response)
+                };
+            // Takes the handshake, then closes: the session fails, which is not the point.
+            let _ = tokio_tungstenite::accept_hdr_async(stream, callback).await;
+        }
+    });
+    let dir = TempDir::new("url-key");
+    let out = dir.join("out");
+    let url = format!(
+        "ws://{}/v1/realtime?api-version=1&api-key={QUERY_KEY}",
+        server.addr
+    );
+    let output = util::run_to(
+        &out,
+        &["--url", &url, "-s", "1", "-d", "0.5s", "--keep-traces"],
+        LIMIT,
+    );
+    assert_eq!(output.status.code(), Some(1), "{}", describe(&output));
+    assert_eq!(
+        seen.lock().unwrap().first().map(String::as_str),
+        Some(&*format!("/v1/realtime?api-version=1&api-key={QUERY_KEY}")),
+        "the server got the key"
+    );
+    let s = summary(&out);
+    assert!(
+        s["settings"]["url"]
+            .as_str()
+            .is_some_and(|u| u.ends_with("?api-version=1&api-key=<redacted>")),
+        "{}",
+        s["settings"]["url"]
+    );
+    for text in [
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr),
+    ] {
+        assert!(!text.contains(QUERY_KEY), "{text}");
+    }
+    for path in files(&out) {
+        let text = String::from_utf8_lossy(&std::fs::read(&path).unwrap()).to_string();
+        assert!(
+            !text.contains(QUERY_KEY),
+            "the key leaked into {}",
+            path.display()
+        );
+    }
+}

@@ -23,6 +23,9 @@ use tokio_tungstenite::tungstenite::Error as WsError;
 /// How a worker's sessions connect, made once per worker: the TLS configuration (loading the
 /// system's roots takes milliseconds) and the handshake headers.
 pub struct Dialer {
+    /// The URL connected to: `--url` with its credential parameters, which every message
+    /// and file leaves out (they name the session's `url`).
+    pub url: String,
     pub tls: Option<std::sync::Arc<rustls::ClientConfig>>,
     /// `(name, value)`; the values may be secrets and are never logged.
     pub headers: Vec<(HeaderName, HeaderValue)>,
@@ -54,7 +57,11 @@ impl Dialer {
                 .map_err(|_| anyhow::anyhow!("--header {name}: the value cannot be sent"))?;
             headers.push((name, value));
         }
-        Ok(Dialer { tls, headers })
+        Ok(Dialer {
+            url: c.connect_url(&settings.url),
+            tls,
+            headers,
+        })
     }
 }
 
@@ -81,7 +88,7 @@ pub(super) async fn connect(ctx: &SessionCtx, trace: &mut SessionTrace) -> Resul
         let t_s = monotonic_s();
         let mut progress = hint::Progress::default();
         let connecting = connect_ws_with(
-            &ctx.url,
+            &ctx.dialer.url,
             &ctx.dialer,
             config,
             s.send_buffer_bytes,
@@ -291,6 +298,7 @@ mod tests {
             .unwrap();
         runtime.block_on(async {
             let dialer = Dialer {
+                url: String::new(),
                 tls: None,
                 headers: Vec::new(),
             };

@@ -35,6 +35,10 @@ pub const SILENT_IN_TLS: &str =
     "the server never answered the TLS handshake: if it serves plain WebSocket, give a ws:// URL";
 pub const UNTRUSTED: &str =
     "the server's certificate is not trusted (not signed by a CA the system or --ca-file trusts): give the CA that signed it with --ca-file FILE.pem, or skip verification with --insecure (test servers only)";
+pub const EXPIRED: &str =
+    "the server's certificate is out of its validity period (expired, or not valid yet): renew it (or check this machine's clock), or skip verification with --insecure (test servers only)";
+pub const CA_AS_SERVER: &str =
+    "the server's certificate is a CA certificate (basicConstraints CA:TRUE, as `openssl req -x509` makes by default), which TLS refuses as a server's own: re-issue it with `-addext basicConstraints=critical,CA:FALSE`, or sign a server certificate with it and give it to --ca-file, or skip verification with --insecure (test servers only)";
 pub const WRONG_NAME: &str =
     "the server's certificate is not valid for the URL's host: connect with a name the certificate was issued for, or skip verification with --insecure (test servers only)";
 
@@ -55,7 +59,10 @@ pub fn for_error(err: &WsError, progress: &Progress) -> Option<&'static str> {
             Some(USE_WSS)
         }
         WsError::Io(io) if progress.stage == Stage::Tls => {
-            if io.kind() == std::io::ErrorKind::UnexpectedEof {
+            if matches!(
+                io.kind(),
+                std::io::ErrorKind::UnexpectedEof | std::io::ErrorKind::ConnectionReset
+            ) {
                 return Some(CLOSED_IN_TLS);
             }
             match io.get_ref()?.downcast_ref::<rustls::Error>()? {
@@ -64,6 +71,18 @@ pub fn for_error(err: &WsError, progress: &Progress) -> Option<&'static str> {
                     CertificateError::NotValidForName
                     | CertificateError::NotValidForNameContext { .. },
                 ) => Some(WRONG_NAME),
+                rustls::Error::InvalidCertificate(
+                    CertificateError::Expired
+                    | CertificateError::ExpiredContext { .. }
+                    | CertificateError::NotValidYet
+                    | CertificateError::NotValidYetContext { .. },
+                ) => Some(EXPIRED),
+                // webpki's own error, inside rustls's `Other`: named only in its Debug text.
+                rustls::Error::InvalidCertificate(CertificateError::Other(other))
+                    if format!("{other:?}").contains("CaUsedAsEndEntity") =>
+                {
+                    Some(CA_AS_SERVER)
+                }
                 rustls::Error::InvalidCertificate(_) => Some(UNTRUSTED),
                 _ => None,
             }
@@ -152,21 +171,36 @@ mod tests {
 
     #[test]
     fn an_untrusted_certificate_names_ca_file_and_insecure() {
-        for cert in [
+        let err = rustls_io(rustls::Error::InvalidCertificate(
             CertificateError::UnknownIssuer,
-            CertificateError::Other(rustls::OtherError(std::sync::Arc::new(
-                std::io::Error::other("CaUsedAsEndEntity"),
+        ));
+        let hint = for_error(&err, &progress(Stage::Tls, b"")).unwrap();
+        assert!(
+            hint.contains("not trusted")
+                && hint.contains("--ca-file")
+                && hint.contains("--insecure"),
+            "{hint}"
+        );
+        // `openssl req -x509`'s certificate given to --ca-file is trusted, but is a CA's:
+        // "give the CA with --ca-file" would send the user round in a circle.
+        let ca = rustls_io(rustls::Error::InvalidCertificate(CertificateError::Other(
+            rustls::OtherError(std::sync::Arc::new(std::io::Error::other(
+                "CaUsedAsEndEntity",
             ))),
-        ] {
+        )));
+        assert_eq!(
+            for_error(&ca, &progress(Stage::Tls, b"")),
+            Some(CA_AS_SERVER)
+        );
+        for cert in [CertificateError::Expired, CertificateError::NotValidYet] {
             let err = rustls_io(rustls::Error::InvalidCertificate(cert));
-            let hint = for_error(&err, &progress(Stage::Tls, b"")).unwrap();
-            assert!(
-                hint.contains("not trusted")
-                    && hint.contains("--ca-file")
-                    && hint.contains("--insecure"),
-                "{hint}"
-            );
+            assert_eq!(for_error(&err, &progress(Stage::Tls, b"")), Some(EXPIRED));
         }
+        let reset = WsError::Io(std::io::Error::from(std::io::ErrorKind::ConnectionReset));
+        assert_eq!(
+            for_error(&reset, &progress(Stage::Tls, b"")),
+            Some(CLOSED_IN_TLS)
+        );
         let name = rustls_io(rustls::Error::InvalidCertificate(
             CertificateError::NotValidForName,
         ));

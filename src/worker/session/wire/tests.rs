@@ -383,6 +383,7 @@ where
 
 async fn client(url: &str) -> Ws {
     let dialer = Dialer {
+        url: url.to_string(),
         tls: None,
         headers: Vec::new(),
     };
