@@ -43,7 +43,14 @@ impl Thresholds {
         }
     }
 
-    /// The class of a packet `deviation_us` from its schedule (a late packet is also slow).
+    /// Whether a packet counted late while it was still unsent (one late threshold past its
+    /// due time) is slow then too: when the late threshold is the higher one.
+    fn overdue_is_slow(&self) -> bool {
+        self.late_us >= self.slow_us
+    }
+
+    /// The class of a packet `deviation_us` from its schedule, for the heatmap's colour (the
+    /// worse of the two when `--late-threshold-ms` is below the slow threshold).
     pub fn classify(&self, deviation_us: u64) -> PacketClass {
         if deviation_us > self.late_us {
             PacketClass::Late
@@ -64,7 +71,8 @@ pub struct PacketCounts {
     pub packets: u64,
     /// Packets beyond the late threshold, sent or still unsent when they became late.
     pub late_packets: u64,
-    /// Packets beyond the slow-send threshold (late ones included).
+    /// Packets beyond the slow-send threshold (late ones beyond it included; with a late
+    /// threshold below it, a late packet is slow only if it is beyond it too).
     pub slow_sends: u64,
     /// Packets never sent because their session failed while streaming.
     pub unsent_packets: u64,
@@ -73,20 +81,23 @@ pub struct PacketCounts {
 }
 
 impl PacketCounts {
-    /// Counts a sent packet of class `class`; its lateness is counted here unless it was
-    /// already counted while it waited (`late_counted`).
-    pub fn sent(&mut self, deviation_us: u64, class: PacketClass, late_counted: bool) {
+    /// Counts a sent packet `deviation_us` from its schedule, late and slow by `t`'s two
+    /// thresholds each on its own; what was already counted while it waited (`late_counted`:
+    /// see [`PacketCounts::overdue`]) is not counted again.
+    pub fn sent(&mut self, deviation_us: u64, t: &Thresholds, late_counted: bool) {
         self.packets += 1;
-        self.slow_sends += u64::from(class >= PacketClass::Slow && !late_counted);
-        self.late_packets += u64::from(class == PacketClass::Late && !late_counted);
+        let slow_counted = late_counted && t.overdue_is_slow();
+        self.slow_sends += u64::from(deviation_us > t.slow_us && !slow_counted);
+        self.late_packets += u64::from(deviation_us > t.late_us && !late_counted);
         self.max_deviation_us = self.max_deviation_us.max(deviation_us);
     }
 
-    /// Counts a packet still unsent one late threshold after its due time: late, and so slow
-    /// too, whether or not it is ever sent (a send that then goes out is not counted again).
-    pub fn overdue(&mut self) {
+    /// Counts a packet still unsent one late threshold after its due time: late, whether or
+    /// not it is ever sent, and slow too when the late threshold is not below the slow one
+    /// (otherwise its send says whether it was).
+    pub fn overdue(&mut self, t: &Thresholds) {
         self.late_packets += 1;
-        self.slow_sends += 1;
+        self.slow_sends += u64::from(t.overdue_is_slow());
     }
 
     /// Adds `other` (another session's or worker's counts).
@@ -118,16 +129,34 @@ mod tests {
         assert_eq!(t.classify(80_001), PacketClass::Late);
     }
 
+    /// `--late-threshold-ms 10`: a packet 16 ms behind is late, not slow (> 20 ms); it was
+    /// counted slow as well, reporting 20 ms stalls that never happened (the figures audit of
+    /// 2026-12-05).
+    #[test]
+    fn slow_is_its_own_threshold_when_the_late_one_is_lower() {
+        let t = Thresholds::from_ms(10, 20);
+        let mut a = PacketCounts::default();
+        a.sent(16_000, &t, false);
+        assert_eq!((a.late_packets, a.slow_sends), (1, 0));
+        a.sent(25_000, &t, false);
+        assert_eq!((a.late_packets, a.slow_sends), (2, 1));
+        // Counted late while it waited (10 ms), and slow only when it leaves 25 ms late.
+        a.overdue(&t);
+        assert_eq!((a.late_packets, a.slow_sends), (3, 1));
+        a.sent(25_000, &t, true);
+        assert_eq!((a.late_packets, a.slow_sends), (3, 2));
+    }
+
     #[test]
     fn counts_add_up_and_keep_the_exact_maximum() {
         let t = Thresholds::from_ms(80, 20);
         let mut a = PacketCounts::default();
-        a.sent(90_000, t.classify(90_000), false);
-        a.sent(30_000, t.classify(30_000), false);
+        a.sent(90_000, &t, false);
+        a.sent(30_000, &t, false);
         // Counted late (and slow) while it waited: not counted again when it leaves.
-        a.overdue();
+        a.overdue(&t);
         assert_eq!((a.packets, a.late_packets, a.slow_sends), (2, 2, 3));
-        a.sent(200_000, t.classify(200_000), true);
+        a.sent(200_000, &t, true);
         assert_eq!((a.packets, a.late_packets, a.slow_sends), (3, 2, 3));
         let mut b = PacketCounts {
             unsent_packets: 4,

@@ -428,11 +428,13 @@ impl Machine {
             turns.input_sent(start_s);
         }
         let o = &mut self.outcome;
-        o.counts.sent(deviation_us, class, late_counted);
+        o.counts.sent(deviation_us, &self.thresholds, late_counted);
         o.first_send_s.get_or_insert(start_s);
         o.last_send_s = Some(start_s);
         let mut stats = self.stats.borrow_mut();
-        stats.counts.sent(deviation_us, class, late_counted);
+        stats
+            .counts
+            .sent(deviation_us, &self.thresholds, late_counted);
         stats.hist.deviation.record_us(deviation_us as i64);
         stats.hist.websocket_send.record_s(completed_s - start_s);
         stats.hist.append_span.record_s(completed_s - scheduled_s);
@@ -461,9 +463,9 @@ impl Machine {
             if now_s <= due_s + threshold_s {
                 return Some(due_s + threshold_s);
             }
-            self.outcome.counts.overdue();
+            self.outcome.counts.overdue(&self.thresholds);
             let mut stats = self.stats.borrow_mut();
-            stats.counts.overdue();
+            stats.counts.overdue(&self.thresholds);
             self.late_window(&mut stats, due_s, now_s);
             drop(stats);
             seq += 1;
