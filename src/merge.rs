@@ -267,11 +267,24 @@ fn merge_section(
         .reduce(f64::max)
         .zip(starts.iter().copied().reduce(f64::min))
         .map(|(hi, lo)| ((hi - lo) * 1e6).round() / 1000.0);
-    let cpu_s: f64 = shards.iter().map(|l| l.worker_cpu_seconds()).sum();
-    let session_s: f64 = shards
+    // While streaming, as each shard's summary.md says it, when every shard measured that;
+    // else (shards of before 2026-12-03) the workers' whole CPU over the session-seconds.
+    let streaming: Option<Vec<_>> = shards
         .iter()
-        .map(|l| l.summary.layout.sessions_total as f64 * l.summary.settings.duration_s)
-        .sum();
+        .map(|l| crate::report::streaming_cpu(&l.summary))
+        .collect();
+    let (cpu_s, session_s) = match streaming {
+        Some(per_shard) => per_shard
+            .iter()
+            .fold((0.0, 0.0), |(cpu, s), w| (cpu + w.cpu_s, s + w.session_s)),
+        None => (
+            shards.iter().map(|l| l.worker_cpu_seconds()).sum(),
+            shards
+                .iter()
+                .map(|l| l.summary.layout.sessions_total as f64 * l.summary.settings.duration_s)
+                .sum(),
+        ),
+    };
     let mut rows: Vec<ShardRow> = shards.iter().map(Loaded::row).collect();
     rows.extend(missing.iter().map(|&index| ShardRow {
         index,

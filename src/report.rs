@@ -77,6 +77,48 @@ fn overwrite_in_kept_room(path: &std::path::Path, text: &str) -> std::io::Result
     file.set_len(len)
 }
 
+/// The workers' CPU while they streamed (start gate to last packet; set-up and closing left
+/// out): the one definition of client CPU per session-second (docs/metrics.md), in summary.md,
+/// comparisons and merges.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct StreamingCpu {
+    /// The workers' cores while streaming, added up.
+    pub cores: f64,
+    pub cpu_s: f64,
+    /// Sessions × seconds streamed.
+    pub session_s: f64,
+}
+
+impl StreamingCpu {
+    pub fn per_session_s(self) -> f64 {
+        self.cpu_s / self.session_s
+    }
+}
+
+/// [`StreamingCpu`] of a run, when every worker measured its streaming window.
+pub(crate) fn streaming_cpu(s: &Summary) -> Option<StreamingCpu> {
+    let windows: Vec<_> = s
+        .processes
+        .iter()
+        .filter(|p| p.role == crate::contract::Role::Worker)
+        .map(|p| p.streaming)
+        .collect::<Option<_>>()?;
+    let seconds: f64 = windows.iter().map(|w| w.seconds).sum();
+    if seconds <= 0.0 {
+        return None;
+    }
+    let cpu: f64 = windows.iter().map(|w| w.cpu_seconds).sum();
+    let cores: f64 = windows
+        .iter()
+        .map(|w| w.cpu_seconds / w.seconds.max(1e-9))
+        .sum();
+    Some(StreamingCpu {
+        cores,
+        cpu_s: cpu,
+        session_s: f64::from(s.layout.sessions_per_process) * seconds,
+    })
+}
+
 /// "pacing-qualified, complete" and its negatives.
 pub fn verdict_line(s: &Summary) -> String {
     let pacing = if s.verdict.unpaced {

@@ -61,8 +61,14 @@ pub fn differing_settings(a: &Summary, b: &Summary) -> Vec<String> {
     out
 }
 
-/// Client CPU (all workers) per second of one session's streaming.
+/// Client CPU (all workers) per second of one session's streaming: while streaming, as
+/// summary.md says it ([`super::streaming_cpu`]); for a summary without streaming windows
+/// (before 2026-12-03), the workers' whole CPU over the session-seconds (8–16 % more: set-up
+/// and closing included).
 fn cpu_per_session_second(s: &Summary) -> Option<f64> {
+    if let Some(cpu) = super::streaming_cpu(s) {
+        return Some(cpu.per_session_s());
+    }
     let cpu: f64 = s
         .processes
         .iter()

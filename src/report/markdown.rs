@@ -6,7 +6,7 @@ use super::{
     error_codes, kernel_share, mib, percentiles, server_figures, turn_counts, turn_figures,
     verdict_line,
 };
-use crate::contract::{process_name, Role};
+use crate::contract::process_name;
 use crate::summary::Summary;
 use std::fmt::Write as _;
 
@@ -463,22 +463,8 @@ fn details(out: &mut String, s: &Summary) {
 
 /// The workers' CPU while they streamed (gate to last packet), when every worker measured it.
 fn streaming_line(s: &Summary) -> Option<String> {
-    let windows: Vec<_> = s
-        .processes
-        .iter()
-        .filter(|p| p.role == Role::Worker)
-        .map(|p| p.streaming)
-        .collect::<Option<_>>()?;
-    let seconds: f64 = windows.iter().map(|w| w.seconds).sum();
-    if seconds <= 0.0 {
-        return None;
-    }
-    let cpu: f64 = windows.iter().map(|w| w.cpu_seconds).sum();
-    let cores: f64 = windows
-        .iter()
-        .map(|w| w.cpu_seconds / w.seconds.max(1e-9))
-        .sum();
-    let per_session_s = cpu / (f64::from(s.layout.sessions_per_process) * seconds);
+    let cpu = super::streaming_cpu(s)?;
+    let (cores, per_session_s) = (cpu.cores, cpu.per_session_s());
     Some(format!(
         "While streaming (start gate to last packet; set-up and closing left out) the workers used {cores:.3} cores, {per_session_s:.6} CPU-s per session-second."
     ))

@@ -39,6 +39,30 @@ fn report_renders_a_run_again_and_compares_two_with_their_ratios_issue_15() {
     assert!(table.contains("| figure | A | B | B / A |"), "{table}");
     assert!(table.contains("| deviation p99 |"), "{table}");
     assert!(table.contains("×"), "ratios are printed: {table}");
+    // The CPU per session-second compared is summary.md's (while streaming), not the workers'
+    // whole CPU, which read 8-16 % more beside it (the figures audit of 2026-12-05).
+    let per_session_s = md
+        .split("CPU-s per session-second")
+        .next()
+        .and_then(|before| before.rsplit(", ").next())
+        .and_then(|n| n.trim().parse::<f64>().ok())
+        .unwrap_or_else(|| panic!("no streaming CPU line: {md}"));
+    let row = table
+        .lines()
+        .find(|l| l.starts_with("| client CPU per session-second |"))
+        .unwrap_or_else(|| panic!("{table}"));
+    let a_ms: f64 = row
+        .split('|')
+        .nth(2)
+        .unwrap()
+        .trim()
+        .trim_end_matches(" ms")
+        .parse()
+        .unwrap();
+    assert!(
+        (a_ms - per_session_s * 1000.0).abs() < 0.001,
+        "{row} vs summary.md's {per_session_s}"
+    );
 }
 
 #[test]
