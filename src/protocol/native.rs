@@ -166,7 +166,25 @@ impl ClientProtocol for Native {
         let mut payload = Payload::Json { audio_key: None };
         let meaning = match &*event.kind {
             names::SESSION_CREATED => Meaning::Milestone(Milestone::Created),
-            names::SESSION_UPDATED => Meaning::Milestone(Milestone::Ready),
+            names::SESSION_UPDATED => {
+                // sglang-omni's session as granted names the input format it takes; this
+                // client sends 16 kHz only, and a server of another rate (PersonaPlex's 24 kHz)
+                // would refuse the second packet as not sample-contiguous, and every one after.
+                let rate = event
+                    .session
+                    .as_ref()
+                    .and_then(|s| s.pointer("/audio/input/format/rate"))
+                    .and_then(|r| r.as_f64().or_else(|| r.as_str()?.trim().parse().ok()));
+                match rate {
+                    Some(rate) if rate != f64::from(INPUT_SAMPLE_RATE) => {
+                        return Err(format!(
+                            "the server takes PCM16 at {rate} Hz (session.audio.input.format.rate in session.updated) and the native client sends {} Hz only: this server is not one the native client can drive (sglang-omni's VoiceChat and MiniCPM-o take 16 kHz)",
+                            INPUT_SAMPLE_RATE
+                        ));
+                    }
+                    _ => Meaning::Milestone(Milestone::Ready),
+                }
+            }
             names::INPUT_DRAINED => Meaning::Milestone(Milestone::Drained),
             names::SESSION_CLOSED => Meaning::Milestone(Milestone::Closed),
             names::ACCEPTED => match event.seq.or(event.sglang.as_ref().and_then(|s| s.seq)) {
@@ -330,6 +348,10 @@ struct ServerEvent<'a> {
     /// The code of an error whose `error` is a bare message.
     #[serde(default, borrow, deserialize_with = "lenient_str")]
     code: Option<Cow<'a, str>>,
+    /// `session.created` / `session.updated`: the session as granted (read for its input
+    /// format; any JSON is taken).
+    #[serde(default)]
+    session: Option<serde_json::Value>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -691,6 +713,38 @@ mod tests {
         );
         let accepted = r#"{"type":"sglang.input_audio.accepted","seq":"3"}"#;
         assert_eq!(classify(accepted), Meaning::Accepted { seq: 3 });
+    }
+
+    /// A server that takes another input rate (PersonaPlex's 24 kHz) says so in its session:
+    /// the set-up fails naming it, where the session would otherwise have its second packet
+    /// refused as not sample-contiguous, and every packet after.
+    #[test]
+    fn a_granted_input_rate_other_than_16_khz_fails_the_set_up_naming_it() {
+        let at = |rate: &str| {
+            format!(
+                r#"{{"type":"session.updated","event_id":"e","session":{{"audio":{{"input":{{"format":{{"type":"audio/pcm","rate":{rate}}}}}}}}}}}"#
+            )
+        };
+        let native = Native::default();
+        assert_eq!(
+            native.classify(&at("16000")).unwrap().meaning,
+            Meaning::Milestone(Milestone::Ready)
+        );
+        let err = native.classify(&at("24000")).err().unwrap();
+        assert!(err.contains("the server takes PCM16 at 24000 Hz"), "{err}");
+        // No rate said, or one the client cannot read: nothing to go by.
+        for session in [
+            r#""session":{}"#,
+            r#""session":"odd""#,
+            r#""session":{"audio":{"input":{"format":{"rate":"fast"}}}}"#,
+        ] {
+            let text = format!(r#"{{"type":"session.updated",{session}}}"#);
+            assert_eq!(
+                native.classify(&text).unwrap().meaning,
+                Meaning::Milestone(Milestone::Ready),
+                "{text}"
+            );
+        }
     }
 
     #[test]
