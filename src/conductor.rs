@@ -398,7 +398,14 @@ fn collect_results(
                 Some(*result)
             }
             (None, None) => {
-                notes.push(missing_result_note(w, output_dir));
+                let mut note = missing_result_note(w, output_dir);
+                let mended = mend_receipts_of(output_dir, w.index);
+                if mended > 0 {
+                    note.push_str(&format!(
+                        "; the receipts of {mended} of its sessions, left open, were given their end (what it had written stays)"
+                    ));
+                }
+                notes.push(note);
                 let live = live.lock().unwrap_or_else(PoisonError::into_inner);
                 live.workers
                     .get(w.index as usize)
@@ -582,6 +589,23 @@ fn check_reachable(url: &str, timeout_s: f64) -> Result<()> {
 
 /// Why a worker left no result file, as far as the conductor can tell: how it ended, and
 /// whether its log has anything to say.
+/// Mends the receipts files a dead worker left open (see [`crate::trace::files::mend_receipts`]);
+/// returns how many were.
+fn mend_receipts_of(output_dir: &Path, worker: u32) -> usize {
+    let prefix = format!("w{worker}-s");
+    let Ok(entries) = std::fs::read_dir(RunPaths::new(output_dir).sessions_dir()) else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+        .filter(|e| {
+            crate::trace::files::mend_receipts(&e.path().join(crate::trace::files::RECEIPTS_FILE))
+                .unwrap_or(false)
+        })
+        .count()
+}
+
 fn missing_result_note(w: &mut WorkerChild, output_dir: &Path) -> String {
     let how = w
         .guard

@@ -184,6 +184,40 @@ fn write_all(file: &mut Option<WholeFile>, buf: &[u8]) -> std::io::Result<()> {
     }
 }
 
+/// Gives the receipts file of a session whose worker died (`kill -9`, the OOM killer) its end,
+/// so that it is JSON again: what the worker had written stays, cut back to its last whole
+/// receipt, then `],"admitted":true,"close":null}` (it sent appends, so it was admitted; no
+/// close was seen). A file that is whole, empty (nothing was written) or not a receipts file
+/// is left as it is. Returns whether the file was mended.
+pub fn mend_receipts(path: &Path) -> std::io::Result<bool> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(text) => text,
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+        Err(err) => return Err(err),
+    };
+    const OPENING: &str = r#"{"session_start_s":"#;
+    const APPENDS: &str = r#","appends":["#;
+    if text.is_empty()
+        || !text.starts_with(OPENING)
+        || serde_json::from_str::<serde::de::IgnoredAny>(&text).is_ok()
+    {
+        return Ok(false);
+    }
+    let Some(list) = text.find(APPENDS).map(|at| at + APPENDS.len()) else {
+        return Ok(false);
+    };
+    // Entries are flat objects: the last `}` ends the last whole one (if any).
+    let keep = text[list..].rfind('}').map_or(list, |at| list + at + 1);
+    let mut mended = text[..keep].to_string();
+    mended.push_str(r#"],"admitted":true,"close":null}"#);
+    mended.push('\n');
+    if serde_json::from_str::<serde::de::IgnoredAny>(&mended).is_err() {
+        return Ok(false);
+    }
+    std::fs::write(path, mended)?;
+    Ok(true)
+}
+
 /// A worker's samples file: one CSV line per packet of every session.
 pub struct SamplesFile {
     file: Option<WholeFile>,
@@ -260,6 +294,46 @@ mod tests {
 
     fn lines() -> SessionLines {
         SessionLines::new(0, 0, (true, false), FramePool::default())
+    }
+
+    /// A worker killed mid-run leaves its receipts without their end (sglang-omni's readers
+    /// cannot open them); the conductor mends them to what was written, as JSON.
+    #[test]
+    fn receipts_a_killed_worker_left_open_are_mended_to_their_last_whole_receipt() {
+        let dir = temp_dir("mend");
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join(RECEIPTS_FILE);
+        let mut open = Vec::new();
+        format::receipts_open(&mut open, 1.0);
+        for seq in 0..3 {
+            format::receipt_entry(&mut open, &receipt(seq), seq == 0);
+        }
+        // A third receipt cut part way (a write the kill interrupted).
+        open.extend_from_slice(br#",{"event_id":"00000000000000"#);
+        std::fs::write(&path, &open).unwrap();
+        assert!(mend_receipts(&path).unwrap());
+        let v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        assert_eq!(v["appends"].as_array().unwrap().len(), 3, "{v}");
+        assert_eq!(
+            (v["admitted"].clone(), v["close"].clone()),
+            (true.into(), serde_json::Value::Null)
+        );
+        // Whole already, empty, or only the opening: left alone, or ended with no receipt.
+        assert!(
+            !mend_receipts(&path).unwrap(),
+            "a whole file is left as it is"
+        );
+        std::fs::write(&path, b"").unwrap();
+        assert!(!mend_receipts(&path).unwrap());
+        let mut only_open = Vec::new();
+        format::receipts_open(&mut only_open, 1.0);
+        std::fs::write(&path, &only_open).unwrap();
+        assert!(mend_receipts(&path).unwrap());
+        let v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        assert_eq!(v["appends"], serde_json::json!([]));
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

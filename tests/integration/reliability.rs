@@ -115,7 +115,7 @@ fn a_worker_killed_by_a_signal_is_named_with_the_signal_issue_13() {
     let _serial = util::serial();
     let dir = TempDir::new("killed-by-signal");
     let out = dir.join("out");
-    let mut run = util::spawn_run(&out, &["-s", "2", "-d", "8s", "--trace", "off"]);
+    let mut run = util::spawn_run(&out, &["-s", "2", "-d", "8s", "--trace", "meta"]);
     let worker = first_worker(&run);
     std::thread::sleep(Duration::from_secs(3));
     duplexbench_tui::sys::signal(worker, rustix::process::Signal::KILL);
@@ -142,6 +142,20 @@ fn a_worker_killed_by_a_signal_is_named_with_the_signal_issue_13() {
     let packets = s["pacing"]["packets"].as_u64().unwrap();
     assert!(packets > 0, "{}", s["pacing"]);
     assert!(s["pacing"]["deviation_ms"]["max"].as_f64().unwrap() > 0.0);
+    // The receipts it left open are given their end: JSON again, with what it had sent.
+    assert!(
+        reasons.contains("the receipts of 2 of its sessions, left open, were given their end"),
+        "{reasons}"
+    );
+    for session in ["w0-s0000", "w0-s0001"] {
+        let path = out
+            .join("sessions")
+            .join(session)
+            .join("input-send-receipts.json");
+        let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap())
+            .unwrap_or_else(|e| panic!("{session}: receipts not JSON: {e}"));
+        assert!(!v["appends"].as_array().unwrap().is_empty(), "{v}");
+    }
     // Its sessions are accounted for among the sessions' errors, not only counted.
     let errors = &s["sessions"]["errors"];
     assert_eq!(errors[0]["count"], 2, "{errors}");
