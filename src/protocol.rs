@@ -373,6 +373,12 @@ pub trait ClientProtocol {
         false
     }
 
+    /// What may explain a wait for `awaiting` that ran out of `--recv-timeout`, beyond a slow
+    /// server, when the protocol knows of one.
+    fn timeout_hint(&self, _awaiting: &str) -> Option<&'static str> {
+        None
+    }
+
     /// Headers the protocol adds to the WebSocket handshake (besides `--header`, `--api-key`).
     fn headers(&self) -> Vec<(&'static str, String)> {
         Vec::new()

@@ -124,6 +124,14 @@ pub fn push_append_frame(out: &mut String, audio_b64: &str) -> AudioSpan {
 }
 
 impl ClientProtocol for Vllm {
+    /// vLLM's first realtime builds read no `final` on a commit: the commit that ends the
+    /// input is taken as another start, and `transcription.done` never comes.
+    fn timeout_hint(&self, awaiting: &str) -> Option<&'static str> {
+        (awaiting == names::DONE).then_some(
+            "if the server sent transcription deltas but no done, it may be one of vLLM's first realtime builds, which read no \"final\": true on the last commit and never end the transcription: upgrade vLLM",
+        )
+    }
+
     fn set_up(&self, _ids: EventIds) -> Vec<Step> {
         vec![
             Step {

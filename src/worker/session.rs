@@ -626,7 +626,13 @@ impl Session {
                     } else {
                         format!("no {what} within --recv-timeout {recv_timeout_s}s")
                     };
-                    return Err(End::Failed(why + &self.silent_server_hint(stopping)));
+                    let protocol_hint = match self.ctx.protocol.timeout_hint(what) {
+                        Some(hint) if !stopping => format!("; {hint}"),
+                        _ => String::new(),
+                    };
+                    return Err(End::Failed(
+                        why + &self.silent_server_hint(stopping) + &protocol_hint,
+                    ));
                 }
                 () = sleep_until_s(ping_s), if ping_s.is_some() => {
                     self.keep_alive(ws).await?;

@@ -649,3 +649,60 @@ fn a_credential_in_the_urls_query_is_sent_and_written_nowhere() {
         );
     }
 }
+
+/// vLLM's first realtime builds read no `"final": true`: the last commit starts nothing and
+/// `transcription.done` never comes. The timeout's reason says what that may be.
+#[test]
+fn a_vllm_server_that_never_ends_the_transcription_is_named_as_perhaps_an_early_build() {
+    use futures_util::{SinkExt as _, StreamExt as _};
+    use tokio_tungstenite::tungstenite::Message;
+    let _serial = util::serial();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let server = util::LoopbackServer::serve(listener, |stream| async move {
+        let Ok(mut ws) = tokio_tungstenite::accept_async(stream).await else {
+            return;
+        };
+        let created = r#"{"type":"session.created","id":"sess_1","created":1}"#;
+        if ws.send(Message::text(created)).await.is_err() {
+            return;
+        }
+        // A delta per append, and nothing at the commit that should end it.
+        while let Some(Ok(msg)) = ws.next().await {
+            if msg
+                .to_text()
+                .is_ok_and(|t| t.contains("input_audio_buffer.append"))
+            {
+                let delta = r#"{"type":"transcription.delta","delta":"a"}"#;
+                if ws.send(Message::text(delta)).await.is_err() {
+                    return;
+                }
+            }
+        }
+    });
+    let dir = TempDir::new("vllm-early");
+    let out = dir.join("out");
+    let url = format!("ws://{}/v1/realtime", server.addr);
+    let args = [
+        "--url",
+        &url,
+        "--protocol",
+        "vllm",
+        "--model",
+        "m",
+        "-s",
+        "1",
+        "-d",
+        "0.5s",
+        "--recv-timeout",
+        "1s",
+    ];
+    let output = util::run_to(&out, &args, LIMIT);
+    assert_eq!(output.status.code(), Some(1), "{}", describe(&output));
+    let errors = summary(&out)["sessions"]["errors"].to_string();
+    assert!(
+        errors.contains("no transcription.done within --recv-timeout 1s")
+            && errors.contains("vLLM's first realtime builds"),
+        "{errors}"
+    );
+}
