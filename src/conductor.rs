@@ -587,8 +587,6 @@ fn check_reachable(url: &str, timeout_s: f64) -> Result<()> {
     ))
 }
 
-/// Why a worker left no result file, as far as the conductor can tell: how it ended, and
-/// whether its log has anything to say.
 /// Mends the receipts files a dead worker left open (see [`crate::trace::files::mend_receipts`]);
 /// returns how many were.
 fn mend_receipts_of(output_dir: &Path, worker: u32) -> usize {
@@ -606,6 +604,8 @@ fn mend_receipts_of(output_dir: &Path, worker: u32) -> usize {
         .count()
 }
 
+/// Why a worker left no result file, as far as the conductor can tell: how it ended, and
+/// whether its log has anything to say.
 fn missing_result_note(w: &mut WorkerChild, output_dir: &Path) -> String {
     let how = w
         .guard

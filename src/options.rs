@@ -877,11 +877,19 @@ pub fn connection_settings(
             bail!("--header {name}: the value holds characters a header cannot carry");
         }
         // The handshake's own headers: one given here would be dropped (Host) or break the
-        // upgrade.
-        const HANDSHAKE: &[&str] = &["host", "connection", "upgrade"];
-        let lower = name.to_ascii_lowercase();
-        if HANDSHAKE.contains(&lower.as_str()) || lower.starts_with("sec-websocket-") {
-            bail!("--header {name}: the WebSocket handshake sets this header itself (from --url); leave it out");
+        // upgrade. `Sec-WebSocket-Protocol` is the client's to offer (some servers take a
+        // credential there), and goes as given.
+        const HANDSHAKE: &[&str] = &[
+            "host",
+            "connection",
+            "upgrade",
+            "sec-websocket-key",
+            "sec-websocket-version",
+            "sec-websocket-accept",
+            "sec-websocket-extensions",
+        ];
+        if HANDSHAKE.contains(&name.to_ascii_lowercase().as_str()) {
+            bail!("--header {name}: the WebSocket handshake sets this header itself (Host from --url; no extension is offered); leave it out");
         }
         headers.push(Header {
             name: name.to_string(),
@@ -922,19 +930,21 @@ pub fn connection_settings(
 
 /// Checks that `--url` is a `ws://` or `wss://` URL with a host we can connect to.
 fn check_url(url: &str) -> Result<()> {
+    // What the messages show of it: no credential of its query.
+    let shown = crate::secret::split_url_secrets(url).0;
     let uri: tokio_tungstenite::tungstenite::http::Uri = url.parse().map_err(|e| {
         anyhow::anyhow!(
-            "--url `{url}` is not a URL ({e}); give e.g. ws://127.0.0.1:8765/v1/realtime"
+            "--url `{shown}` is not a URL ({e}); give e.g. ws://127.0.0.1:8765/v1/realtime"
         )
     })?;
     match uri.scheme_str() {
         Some("ws" | "wss") => {}
         _ => bail!(
-            "--url `{url}` must start with ws:// or wss://, e.g. ws://127.0.0.1:8765/v1/realtime"
+            "--url `{shown}` must start with ws:// or wss://, e.g. ws://127.0.0.1:8765/v1/realtime"
         ),
     }
     if uri.host().is_none() {
-        bail!("--url `{url}` has no host");
+        bail!("--url `{shown}` has no host");
     }
     if uri.authority().is_some_and(|a| a.as_str().contains('@')) {
         bail!("--url carries credentials (user:password@host): a WebSocket handshake does not send them, and they would be written into the summary; give them as a header, e.g. --header 'Authorization: Basic BASE64(user:password)', or --api-key");
@@ -1083,6 +1093,14 @@ mod tests {
                 "{err}"
             );
         }
+        // The subprotocol is the client's to offer (a credential may go there).
+        plan(&[
+            "--url",
+            "ws://h/v1/realtime",
+            "--header",
+            "Sec-WebSocket-Protocol: realtime, openai-insecure-api-key.k",
+        ])
+        .unwrap();
         // user:password@ is not sent by a WebSocket handshake (it was silently dropped).
         let userinfo = refused(&["--url", "wss://bob:pw@h/v1/realtime"]);
         assert!(

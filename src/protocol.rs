@@ -316,6 +316,10 @@ impl EventIds {
     }
 }
 
+/// The tag of the turn the end of the input ends (a mid-stream turn's is the packet after
+/// which it ended).
+pub const FINAL_TURN: u32 = u32::MAX;
+
 /// Where a session stands when its input ends, for the protocol's ending steps.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Ending {
@@ -367,10 +371,11 @@ pub trait ClientProtocol {
         None
     }
 
-    /// Whether a server error naming `answers` refuses the answer to a turn the client ended
-    /// mid-stream (its `response.create`): no answer will come to that turn.
-    fn refuses_turn(&self, _ids: EventIds, _answers: &str) -> bool {
-        false
+    /// The turn whose answer a server error naming `answers` refuses (its `response.create`),
+    /// if it is one: the packet after which the client ended it, or [`FINAL_TURN`] for the
+    /// one the input's end ends. No answer will come to that turn.
+    fn refuses_turn(&self, _ids: EventIds, _answers: &str) -> Option<u32> {
+        None
     }
 
     /// What may explain a wait for `awaiting` that ran out of `--recv-timeout`, beyond a slow

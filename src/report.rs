@@ -65,16 +65,26 @@ fn write_whole(path: &std::path::Path, text: &str) -> anyhow::Result<()> {
 }
 
 /// Writes `text` over `path` in place, only if the blocks already allocated to it hold it all.
+/// A write refused even so (a copy-on-write file system allocates anew) puts the old text
+/// back, as far as the disk lets it.
 fn overwrite_in_kept_room(path: &std::path::Path, text: &str) -> std::io::Result<()> {
     use std::os::unix::fs::{FileExt as _, MetadataExt as _};
+    let old = std::fs::read(path)?;
     let file = std::fs::OpenOptions::new().write(true).open(path)?;
     let allocated = file.metadata()?.blocks().saturating_mul(512);
     let len = text.len() as u64;
     if allocated < len {
         return Err(std::io::Error::from(std::io::ErrorKind::StorageFull));
     }
-    file.write_all_at(text.as_bytes(), 0)?;
-    file.set_len(len)
+    let written = file
+        .write_all_at(text.as_bytes(), 0)
+        .and_then(|()| file.set_len(len));
+    if written.is_err() {
+        let _ = file
+            .write_all_at(&old, 0)
+            .and_then(|()| file.set_len(old.len() as u64));
+    }
+    written
 }
 
 /// The workers' CPU while they streamed (start gate to last packet; set-up and closing left

@@ -69,20 +69,27 @@ impl schemars::JsonSchema for Secret {
 /// Whether a URL query parameter named `name` carries a credential (Azure's `api-key`, a
 /// `token`, an `access_token`, a signature): its value is a secret.
 fn is_secret_param(name: &str) -> bool {
-    let name = name.to_ascii_lowercase();
-    [
+    const WORDS: &[&str] = &[
         "key",
+        "apikey",
         "token",
+        "accesstoken",
+        "authtoken",
         "secret",
         "password",
         "passwd",
+        "pwd",
         "auth",
+        "authorization",
         "credential",
+        "credentials",
         "signature",
-    ]
-    .iter()
-    .any(|word| name.contains(word))
-        || name == "sig"
+        "sig",
+    ];
+    // Word by word (`api-key`, `access_token`, `X-Auth-Token`): `max_tokens`, `keywords` and
+    // `author` are not credentials.
+    name.split(|c: char| !c.is_ascii_alphanumeric())
+        .any(|word| WORDS.contains(&word.to_ascii_lowercase().as_str()))
 }
 
 /// `url` with the values of its credential query parameters written as `<redacted>`, and
@@ -193,7 +200,8 @@ mod tests {
         );
         assert_eq!(secrets.len(), 2);
         assert_eq!(restore_url(&redacted, &secrets), url);
-        let plain = "ws://127.0.0.1:9/v1/realtime?model=gpt-realtime";
+        let plain =
+            "ws://127.0.0.1:9/v1/realtime?model=gpt-realtime&max_tokens=5&keywords=a&author=b";
         assert_eq!(split_url_secrets(plain), (plain.to_string(), Vec::new()));
         let recorded = redact_args(&args(&["run", "--url", url, "--url=ws://h/?token=T3"]));
         let recorded = recorded.join(" ");

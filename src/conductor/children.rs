@@ -170,17 +170,19 @@ impl MockChild {
     pub fn stop(mut self) -> Result<(MockStats, Option<String>)> {
         // One that ended before it was told to (killed, crashed) wrote no stats: say how it
         // ended rather than that its file is missing.
-        if let Some(status) = self.guard.exit_status() {
-            if !self.stats_path.exists() {
-                bail!(
-                    "the built-in mock {} before the run ended (see mock.log): its statistics are lost, and the sessions still streaming to it failed",
-                    describe_exit(status)
-                );
+        match self.guard.exit_status() {
+            Some(status) if !self.stats_path.exists() => bail!(
+                "the built-in mock {} before the run ended (see mock.log): its statistics are lost, and the sessions still streaming to it failed",
+                describe_exit(status)
+            ),
+            // Ended already (and reaped: its pid may be another process's now): nothing to stop.
+            Some(_) => {}
+            None => {
+                sys::signal(self.guard.pid(), rustix::process::Signal::TERM);
+                if !self.guard.wait_or_kill(Duration::from_secs(5)) {
+                    bail!("the built-in mock did not exit within 5 s of SIGTERM and was killed");
+                }
             }
-        }
-        sys::signal(self.guard.pid(), rustix::process::Signal::TERM);
-        if !self.guard.wait_or_kill(Duration::from_secs(5)) {
-            bail!("the built-in mock did not exit within 5 s of SIGTERM and was killed");
         }
         let printed = self.printed_stats.lock().ok().and_then(|mut p| p.take());
         let text = match (std::fs::read_to_string(&self.stats_path), printed) {

@@ -302,20 +302,22 @@ impl ClientProtocol for Openai {
     /// two control ids): the API refuses it while a response is in progress
     /// (`conversation_already_has_active_response`). That response still ends the session's
     /// wait; the refused turn gets no answer.
-    fn refuses_turn(&self, ids: EventIds, answers: &str) -> bool {
-        let Some(id) = answers
+    fn refuses_turn(&self, ids: EventIds, answers: &str) -> Option<u32> {
+        let id = answers
             .strip_prefix("evt_")
             .filter(|hex| hex.len() == 16)
-            .and_then(|hex| u64::from_str_radix(hex, 16).ok())
-        else {
-            return false;
-        };
-        let session_bits = ids.id(0);
-        if id & !u64::from(u32::MAX) != session_bits {
-            return false;
+            .and_then(|hex| u64::from_str_radix(hex, 16).ok())?;
+        if id & !u64::from(u32::MAX) != ids.id(0) {
+            return None;
         }
+        // Control ids count down from the top; a packet's (its seq) is from the bottom.
         let n = u32::MAX - (id & u64::from(u32::MAX)) as u32;
-        n == FINAL_RESPONSE_ID || (n >= TURN_IDS_FROM && (n - TURN_IDS_FROM) % 2 == 1)
+        if n == FINAL_RESPONSE_ID {
+            return Some(super::FINAL_TURN);
+        }
+        let turn = n.checked_sub(TURN_IDS_FROM).filter(|&k| k < u32::MAX / 2)?;
+        // The commit after packet seq is TURN_IDS_FROM + 2 seq, its response.create the next.
+        (turn % 2 == 1).then_some(turn / 2)
     }
 
     fn headers(&self) -> Vec<(&'static str, String)> {

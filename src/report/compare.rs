@@ -61,22 +61,12 @@ pub fn differing_settings(a: &Summary, b: &Summary) -> Vec<String> {
     out
 }
 
-/// Client CPU (all workers) per second of one session's streaming: while streaming, as
-/// summary.md says it ([`super::streaming_cpu`]); for a summary without streaming windows
-/// (before 2026-12-03), the workers' whole CPU over the session-seconds (8–16 % more: set-up
-/// and closing included).
+/// Client CPU (all workers) per second of one session's streaming, as summary.md says it
+/// ([`super::streaming_cpu`]). None for a summary without streaming windows (before 2026-12-03,
+/// or a worker that died): the workers' whole CPU (8–16 % more, set-up and closing included)
+/// beside another run's streaming figure would show a difference that is not there.
 fn cpu_per_session_second(s: &Summary) -> Option<f64> {
-    if let Some(cpu) = super::streaming_cpu(s) {
-        return Some(cpu.per_session_s());
-    }
-    let cpu: f64 = s
-        .processes
-        .iter()
-        .filter(|p| p.role == crate::contract::Role::Worker)
-        .map(|p| p.cpu_seconds)
-        .sum();
-    let session_seconds = s.layout.sessions_total as f64 * s.settings.duration_s;
-    (session_seconds > 0.0).then(|| cpu / session_seconds)
+    super::streaming_cpu(s).map(super::StreamingCpu::per_session_s)
 }
 
 /// A compared figure: its name, unit, and how to read it off a summary (None: no sample).

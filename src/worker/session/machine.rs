@@ -114,8 +114,9 @@ pub struct Machine {
     /// names it refused that command (sglang-omni answers a request it cannot serve so, and
     /// keeps the session; OpenAI refuses a commit of under 100 ms of audio so).
     step_event_id: Option<String>,
-    /// A commit is on its way that ends a turn: the turn's input ends when it is sent.
-    turn_ends_at_send: bool,
+    /// A commit is on its way that ends a turn (tagged as [`Turns::ended_as`] says): the
+    /// turn's input ends when it is sent.
+    turn_ends_at_send: Option<u32>,
 }
 
 impl Machine {
@@ -151,7 +152,7 @@ impl Machine {
             turns: (settings_for_turns != Protocol::Native).then(Turns::default),
             transcripts,
             step_event_id: None,
-            turn_ends_at_send: false,
+            turn_ends_at_send: None,
         }
     }
 
@@ -168,13 +169,13 @@ impl Machine {
         if let (Phase::Finishing, Some(r)) = (self.phase, &mut self.transcripts) {
             r.stop_sending(now_s);
         }
-        if std::mem::take(&mut self.turn_ends_at_send) {
+        if let Some(tag) = self.turn_ends_at_send.take() {
             // A client-ended turn is timed from its commit, as the server can only answer it
             // from there: the final one goes once the input's audio has played out, up to a
             // packet after the last packet's send (timed from that send, the mock's 200 ms
             // first delta read 270 ms).
             self.last_delta_s = None;
-            self.on_turns(|t| t.ended(now_s));
+            self.on_turns(|t| t.ended_as(now_s, Some(tag)));
         }
     }
 
@@ -259,7 +260,7 @@ impl Machine {
             if let Some(step) = &mut self.current {
                 if let Some(frame) = step.send.take() {
                     if step.ends_turn {
-                        self.turn_ends_at_send = true;
+                        self.turn_ends_at_send = Some(crate::protocol::FINAL_TURN);
                     }
                     self.step_event_id = frame.text().and_then(event_id_of);
                     return Action::Send(frame);
@@ -316,7 +317,7 @@ impl Machine {
         let t_end_ms = u64::from(seq + 1) * packet_ms;
         let rest_ms = u64::from(packets - seq - 1) * packet_ms;
         let frames = self.protocol.turn_end(self.ids, seq, t_end_ms, rest_ms)?;
-        self.turn_ends_at_send = true;
+        self.turn_ends_at_send = Some(seq);
         Some(frames)
     }
 
@@ -688,9 +689,10 @@ impl Machine {
                 "the server ended the session with error {code}: {message}"
             ));
         }
-        if answers.is_some_and(|id| self.protocol.refuses_turn(self.ids, id)) {
-            self.on_turns(Turns::refused);
-            return Flow::Continue;
+        if let Some(tag) = answers.and_then(|id| self.protocol.refuses_turn(self.ids, id)) {
+            self.on_turns(|t| t.refused(tag));
+            // Nothing more may be owed: an ending step waiting for idle is over.
+            return self.arrived(None);
         }
         if let Some(seq) = answers
             .filter(|_| self.phase == Phase::Streaming)
@@ -755,7 +757,7 @@ impl Machine {
             return Some((start_s, completed_s));
         }
         let sent_before_the_ring =
-            seq + (SEND_RING as u64) <= u64::from(self.last_seq?) && !self.unpaced();
+            seq.saturating_add(SEND_RING as u64) <= u64::from(self.last_seq?) && !self.unpaced();
         let scheduled_s = self.origin_s? + seq as f64 * self.settings.packet_s();
         sent_before_the_ring.then_some((scheduled_s, scheduled_s))
     }

@@ -189,10 +189,15 @@ fn a_refused_response_create_leaves_its_turn_unanswered_not_owed() {
         }
     }
     assert_eq!(turn_ends.len(), 2, "{turn_ends:?}");
-    // Turn 1's response is in progress when turn 2's response.create is refused.
+    // An error naming an audio packet (here packet 2, whose id is even) refuses no turn.
+    let packet_error = r#"{"type":"error","event_id":"e4","error":{"code":"invalid_audio","message":"x","event_id":"evt_0000000000000002"}}"#;
+    assert_eq!(hear(&mut m, packet_error, 1.39), Flow::Continue);
+    assert_eq!(m.turns.as_ref().unwrap().counts.refused, 0);
+    // Turn 1's response.create is refused (a response still in progress), its error coming
+    // only after turn 2 has ended: turn 1 is the one owed nothing, not the newest.
     let refusal = format!(
         r#"{{"type":"error","event_id":"e5","error":{{"type":"invalid_request_error","code":"conversation_already_has_active_response","message":"Conversation already has an active response","event_id":"{}"}}}}"#,
-        turn_ends[1].1[1]
+        turn_ends[0].1[1]
     );
     assert_eq!(hear(&mut m, &refusal, 1.401), Flow::Continue);
     let done = r#"{"type":"response.done","event_id":"e6","response":{"status":"completed"}}"#;
@@ -200,13 +205,13 @@ fn a_refused_response_create_leaves_its_turn_unanswered_not_owed() {
     let counts = m.turns.as_ref().unwrap().counts;
     assert_eq!((counts.ended, counts.answered, counts.refused), (2, 1, 1));
     assert!(!m.turns.as_ref().unwrap().open(), "no answer is owed");
-    // The answer was turn 1's: timed from its end (1.24 s), 260 ms.
+    // The answer was turn 2's: timed from its end (1.40 s), 100 ms (from turn 1's, 260).
     let done_ms = m.stats.borrow().hist.turns.done_after_end.max_ms();
-    assert!((done_ms - 260.0).abs() < 0.5, "{done_ms}");
+    assert!((done_ms - 100.0).abs() < 0.5, "{done_ms}");
     // A refused commit (not a response.create) refuses no turn: its response may still come.
     let commit_refused = format!(
         r#"{{"type":"error","event_id":"e7","error":{{"code":"input_audio_buffer_commit_empty","message":"x","event_id":"{}"}}}}"#,
-        turn_ends[0].1[0]
+        turn_ends[1].1[0]
     );
     assert_eq!(hear(&mut m, &commit_refused, 1.6), Flow::Continue);
     assert_eq!(m.turns.as_ref().unwrap().counts.refused, 1);
@@ -231,7 +236,10 @@ fn a_refused_final_response_create_ends_the_session_when_nothing_more_is_owed() 
     let refusal = format!(
         r#"{{"type":"error","event_id":"e4","error":{{"type":"invalid_request_error","code":"conversation_already_has_active_response","message":"busy","event_id":"{id}"}}}}"#
     );
-    assert_eq!(hear(&mut m, &refusal, 1.82), Flow::Continue);
+    assert_eq!(m.next_action(), Action::Await("response.done"));
+    // The refusal ends the wait: nothing is owed any more (the session does not wait out
+    // --recv-timeout for a response.done that will not come).
+    assert_eq!(hear(&mut m, &refusal, 1.82), Flow::Reached);
     assert_eq!(m.next_action(), Action::Done);
     assert_eq!(m.turns.as_ref().unwrap().counts.refused, 1);
 }

@@ -30,6 +30,9 @@ pub enum Sample {
 
 #[derive(Debug, Default, Clone, Copy)]
 struct Turn {
+    /// The packet after which the client ended it ([`crate::protocol::FINAL_TURN`] for the
+    /// input's end); `None` for a turn the server's VAD ended.
+    tag: Option<u32>,
     start_s: Option<f64>,
     end_s: Option<f64>,
     first_text_s: Option<f64>,
@@ -58,8 +61,14 @@ impl Turns {
 
     /// The current turn's input ended with the packet sent at `end_s`.
     pub fn ended(&mut self, end_s: f64) {
+        self.ended_as(end_s, None);
+    }
+
+    /// The current turn's input ended at `end_s`, the client ending it as turn `tag`.
+    pub fn ended_as(&mut self, end_s: f64, tag: Option<u32>) {
         let mut turn = std::mem::take(&mut self.current);
         turn.end_s = Some(end_s);
+        turn.tag = tag;
         self.waiting.push_back(turn);
         self.counts.ended += 1;
     }
@@ -124,11 +133,12 @@ impl Turns {
         turn.end_s.map(|end_s| Sample::DoneAfterEnd(now_s - end_s))
     }
 
-    /// The server refused to answer the turn whose input ended last (its `response.create`
-    /// got an error): it waits for no answer, so the next one goes to the turn it is for, not
-    /// to this one (which would time a later turn's answer from this turn's end).
-    pub fn refused(&mut self) {
-        if self.waiting.pop_back().is_some() {
+    /// The server refused to answer turn `tag` (its `response.create` got an error): it waits
+    /// for no answer, so the next one goes to the turn it is for, not to this one (which would
+    /// time a later turn's answer from this turn's end).
+    pub fn refused(&mut self, tag: u32) {
+        if let Some(at) = self.waiting.iter().position(|t| t.tag == Some(tag)) {
+            self.waiting.remove(at);
             self.counts.refused += 1;
         }
     }
