@@ -356,6 +356,9 @@ fn an_answer_to_a_packet_older_than_the_send_ring_is_timed_from_its_schedule() {
     assert_eq!(h.hear(accepted, 34.4), Flow::Continue);
     let recent = r#"{"type":"sglang.input_audio.accepted","event_id":"e","seq":299,"accepted_end_ms":24000.0}"#;
     assert_eq!(h.hear(recent, 33.93 + 0.01), Flow::Continue);
+    // A seq no packet had (here near u64::MAX) is no sample, and no overflow.
+    let absurd = r#"{"type":"sglang.input_audio.accepted","event_id":"e","seq":1e30}"#;
+    assert_eq!(h.hear(absurd, 34.5), Flow::Continue);
     let stats = h.stats.borrow();
     assert_eq!(stats.hist.accepted.count(), 2, "neither answer dropped");
     let max_ms = stats.hist.accepted.max_ms();
