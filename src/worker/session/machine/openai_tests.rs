@@ -243,3 +243,60 @@ fn a_refused_final_response_create_ends_the_session_when_nothing_more_is_owed() 
     assert_eq!(m.next_action(), Action::Done);
     assert_eq!(m.turns.as_ref().unwrap().counts.refused, 1);
 }
+
+/// The end-of-input race with the server's VAD: speech is open when the input ends, so the
+/// client commits; the server's VAD had just stopped the speech and committed the buffer
+/// itself, so the client's commit is refused as empty and its `response.create` as one too
+/// many. The server sends its own `committed` before refusing the client's commit (it handles
+/// events in order), which ends the client's wait for one; the refusals then leave only the
+/// VAD's turn owed, and its answer ends the session — completed, not failed.
+#[test]
+fn the_vads_commit_racing_the_clients_final_one_leaves_the_session_complete() {
+    let mut m = machine(&[]);
+    let speech =
+        [r#"{"type":"input_audio_buffer.speech_started","event_id":"e3","audio_start_ms":0}"#];
+    stream(&mut m, &speech);
+    let Action::Send(commit) = m.next_action() else {
+        panic!("speech is open: the client commits")
+    };
+    m.control_sending(1.8);
+    let id_of = |frame: &Outgoing| {
+        serde_json::from_str::<serde_json::Value>(frame.text().unwrap()).unwrap()["event_id"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let commit_id = id_of(&commit);
+    assert_eq!(
+        m.next_action(),
+        Action::Await("input_audio_buffer.committed")
+    );
+    let stopped =
+        r#"{"type":"input_audio_buffer.speech_stopped","event_id":"e4","audio_end_ms":700}"#;
+    assert_eq!(hear(&mut m, stopped, 1.81), Flow::Continue);
+    let committed = r#"{"type":"input_audio_buffer.committed","event_id":"e5","item_id":"i1"}"#;
+    assert_eq!(hear(&mut m, committed, 1.811), Flow::Reached);
+    let Action::Send(respond) = m.next_action() else {
+        panic!("response.create")
+    };
+    m.control_sending(1.812);
+    let respond_id = id_of(&respond);
+    assert_eq!(m.next_action(), Action::Await("response.done"));
+    let empty = format!(
+        r#"{{"type":"error","event_id":"e6","error":{{"code":"input_audio_buffer_commit_empty","message":"buffer too small","event_id":"{commit_id}"}}}}"#
+    );
+    assert_eq!(hear(&mut m, &empty, 1.813), Flow::Continue);
+    let busy = format!(
+        r#"{{"type":"error","event_id":"e7","error":{{"code":"conversation_already_has_active_response","message":"busy","event_id":"{respond_id}"}}}}"#
+    );
+    assert_eq!(
+        hear(&mut m, &busy, 1.814),
+        Flow::Continue,
+        "the VAD's turn is owed"
+    );
+    let done = r#"{"type":"response.done","event_id":"e8","response":{"status":"completed"}}"#;
+    assert_eq!(hear(&mut m, done, 2.5), Flow::Reached);
+    assert_eq!(m.next_action(), Action::Done);
+    let counts = m.turns.as_ref().unwrap().counts;
+    assert_eq!((counts.answered, counts.refused), (1, 1));
+}
