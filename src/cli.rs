@@ -289,6 +289,9 @@ pub struct ConnectionArgs {
     /// A header for the WebSocket handshake, 'Name: value' (repeatable); values are never written to any file.
     #[arg(long = "header", value_name = "'NAME: VALUE'", help_heading = "Server")]
     pub headers: Vec<String>,
+    /// A header whose value is in an environment variable, 'NAME=VAR' (repeatable): the value stays off the command line, which other local users can read with ps.
+    #[arg(long = "header-env", value_name = "NAME=VAR", help_heading = "Server")]
+    pub header_envs: Vec<String>,
     /// API key sent as Authorization: Bearer KEY; never written to any file. With --protocol
     /// openai or vllm it defaults to $OPENAI_API_KEY (never sent to other servers unasked).
     #[arg(long, help_heading = "Server")]

@@ -860,7 +860,8 @@ pub fn connection_settings(
         // certificate (a key, say) or a system without roots is refused here instead.
         crate::tls::client_config(args.insecure, args.ca_file.as_deref())?;
     }
-    let mut headers = Vec::with_capacity(args.headers.len());
+    // (name, value) of `--header 'Name: value'` and of `--header-env Name=VAR`.
+    let mut given = Vec::with_capacity(args.headers.len() + args.header_envs.len());
     for header in &args.headers {
         let Some((name, value)) = header.split_once(':') else {
             bail!(
@@ -868,7 +869,21 @@ pub fn connection_settings(
                 crate::secret::REDACTED
             );
         };
-        let (name, value) = (name.trim(), value.trim());
+        given.push((name.trim().to_string(), value.trim().to_string()));
+    }
+    for header in &args.header_envs {
+        let Some((name, var)) = header.split_once('=') else {
+            bail!("--header-env `{header}` is not 'NAME=VAR' (a header name, then the environment variable holding its value)");
+        };
+        let (name, var) = (name.trim(), var.trim());
+        let Some(value) = env(var).filter(|v| !v.trim().is_empty()) else {
+            bail!("--header-env {name}={var}: ${var} is not set (or empty) in this environment; export it, or give the header with --header");
+        };
+        given.push((name.to_string(), value.trim().to_string()));
+    }
+    let mut headers = Vec::with_capacity(given.len());
+    for (name, value) in &given {
+        let (name, value) = (name.as_str(), value.as_str());
         use tokio_tungstenite::tungstenite::http::{HeaderName, HeaderValue};
         if HeaderName::from_bytes(name.as_bytes()).is_err() {
             bail!("--header: `{name}` is not a header name");
@@ -1066,6 +1081,43 @@ mod tests {
         // Authorization headers went out, a server taking either).
         let header = ["--header", "Authorization: Basic dTpw"];
         assert_eq!(connection(&header, Protocol::Openai), None);
+    }
+
+    /// `--header-env api-key=VAR`: the value comes from the environment, so `ps` does not show
+    /// it (the conductor's command line holds what was typed); it is a secret as `--header`'s.
+    #[test]
+    fn a_header_value_can_come_from_the_environment_and_is_kept_secret() {
+        let connection = |flags: &[&str]| {
+            let mut argv = vec!["duplexbench-tui", "run"];
+            argv.extend_from_slice(flags);
+            let Some(crate::cli::Command::Run(run)) = Cli::try_parse_from(argv).unwrap().command
+            else {
+                unreachable!()
+            };
+            let env = |name: &str| (name == "AZ_KEY").then(|| "azure-9".to_string());
+            connection_settings(&run.connection, "wss://h/", Protocol::Openai, &env)
+        };
+        let c = connection(&["--header-env", "api-key=AZ_KEY"]).unwrap();
+        assert_eq!(
+            c.handshake_headers(),
+            [("api-key".to_string(), "azure-9".to_string())]
+        );
+        assert!(!serde_json::to_string(&c).unwrap().contains("azure-9"));
+        let unset = connection(&["--header-env", "api-key=NOPE"])
+            .unwrap_err()
+            .to_string();
+        assert!(unset.contains("$NOPE is not set"), "{unset}");
+        let odd = connection(&["--header-env", "api-key"])
+            .unwrap_err()
+            .to_string();
+        assert!(odd.contains("is not 'NAME=VAR'"), "{odd}");
+        let host = connection(&["--header-env", "Host=AZ_KEY"])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            host.contains("the WebSocket handshake sets this header"),
+            "{host}"
+        );
     }
 
     #[test]
