@@ -314,6 +314,24 @@ impl EventIds {
     pub fn control(self, n: u32) -> u64 {
         self.id(u32::MAX - n)
     }
+
+    /// The sequence number in `id` when it is one of this session's (`None`: another's).
+    fn sequence_of(self, id: u64) -> Option<u32> {
+        (id & !u64::from(u32::MAX) == self.id(0)).then_some(id as u32)
+    }
+
+    /// The packet whose id `id` is, if it is one of this session's packets' (the lower half
+    /// of the sequence numbers; control commands take the upper).
+    pub fn packet_of(self, id: u64) -> Option<u32> {
+        self.sequence_of(id).filter(|&seq| seq < u32::MAX / 2)
+    }
+
+    /// `n` of [`EventIds::control`] whose id `id` is, if it is one of this session's.
+    pub fn control_of(self, id: u64) -> Option<u32> {
+        self.sequence_of(id)
+            .filter(|&seq| seq >= u32::MAX / 2)
+            .map(|seq| u32::MAX - seq)
+    }
 }
 
 /// The tag of the turn the end of the input ends (a mid-stream turn's is the packet after

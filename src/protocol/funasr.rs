@@ -278,46 +278,14 @@ fn number_or_none<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Err
     })
 }
 
+/// A string where one is expected, `None` for any other JSON value (read past, not kept).
 pub(super) fn string_or_none<'de: 'a, 'a, D: Deserializer<'de>>(
     d: D,
 ) -> Result<Option<Cow<'a, str>>, D::Error> {
-    struct StringOrNot;
-    impl<'de> Visitor<'de> for StringOrNot {
-        type Value = Option<Cow<'de, str>>;
-        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-            f.write_str("any JSON value")
-        }
-        fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Self::Value, E> {
-            Ok(Some(Cow::Borrowed(v)))
-        }
-        fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
-            Ok(Some(Cow::Owned(v.to_string())))
-        }
-        fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
-            Ok(None)
-        }
-        fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
-            Ok(None)
-        }
-        fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
-            Ok(None)
-        }
-        fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
-            Ok(None)
-        }
-        fn visit_unit<E>(self) -> Result<Self::Value, E> {
-            Ok(None)
-        }
-        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
-            while seq.next_element::<IgnoredAny>()?.is_some() {}
-            Ok(None)
-        }
-        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-            while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
-            Ok(None)
-        }
-    }
-    d.deserialize_any(StringOrNot)
+    Ok(match super::native::scalar(d)? {
+        super::native::Scalar::Str(s) => Some(s),
+        _ => None,
+    })
 }
 
 #[cfg(test)]

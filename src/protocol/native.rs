@@ -140,10 +140,10 @@ impl ClientProtocol for Native {
     /// append (`buffer_overflow`, `invalid_state`, …) does not advance either, so every later
     /// one is refused as out of order. Its own client stops streaming at any error.
     fn refused_packet_ends_input(&self, ids: EventIds, answers: &str) -> Option<u32> {
-        let id = u64::from_str_radix(answers, 16).ok()?;
-        let seq = (id & u64::from(u32::MAX)) as u32;
-        // A packet's id, not a control command's (counted down from the top).
-        (answers.len() == 16 && id == ids.id(seq) && seq < u32::MAX / 2).then_some(seq)
+        let id = u64::from_str_radix(answers, 16)
+            .ok()
+            .filter(|_| answers.len() == 16)?;
+        ids.packet_of(id)
     }
 
     fn classify<'a>(&self, text: &'a str) -> Result<Received<'a>, String> {
@@ -390,7 +390,7 @@ struct ErrorBody<'a> {
 
 /// A JSON value as a lenient field reads it: a scalar, or `Other` for anything else (`null`,
 /// an array, an object — read past, not kept).
-enum Scalar<'de> {
+pub(super) enum Scalar<'de> {
     Int(i128),
     Float(f64),
     Bool(bool),
@@ -401,7 +401,7 @@ enum Scalar<'de> {
 /// Reads any JSON value as a [`Scalar`]. A visitor, not an untagged enum: serde buffers an
 /// untagged value before it tries the variants, which made every `accepted` cost an allocation
 /// (issue 17); a borrowed string is not copied either.
-fn scalar<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Scalar<'de>, D::Error> {
+pub(super) fn scalar<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Scalar<'de>, D::Error> {
     struct Any;
 
     impl<'de> serde::de::Visitor<'de> for Any {

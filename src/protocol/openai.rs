@@ -307,15 +307,11 @@ impl ClientProtocol for Openai {
             .strip_prefix("evt_")
             .filter(|hex| hex.len() == 16)
             .and_then(|hex| u64::from_str_radix(hex, 16).ok())?;
-        if id & !u64::from(u32::MAX) != ids.id(0) {
-            return None;
-        }
-        // Control ids count down from the top; a packet's (its seq) is from the bottom.
-        let n = u32::MAX - (id & u64::from(u32::MAX)) as u32;
+        let n = ids.control_of(id)?;
         if n == FINAL_RESPONSE_ID {
             return Some(super::FINAL_TURN);
         }
-        let turn = n.checked_sub(TURN_IDS_FROM).filter(|&k| k < u32::MAX / 2)?;
+        let turn = n.checked_sub(TURN_IDS_FROM)?;
         // The commit after packet seq is TURN_IDS_FROM + 2 seq, its response.create the next.
         (turn % 2 == 1).then_some(turn / 2)
     }

@@ -386,9 +386,7 @@ fn a_server_that_says_nothing_is_named_as_perhaps_of_another_protocol() {
 #[test]
 fn a_funasr_client_facing_a_silent_server_is_told_of_funasrs_2pass_servers() {
     let _serial = util::serial();
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.set_nonblocking(true).unwrap();
-    let server = util::LoopbackServer::serve(listener, |stream| async move {
+    let server = util::LoopbackServer::start(|stream| async move {
         // Takes the handshake and every message after it, and answers none.
         if let Ok(mut ws) = tokio_tungstenite::accept_async(stream).await {
             use futures_util::StreamExt as _;

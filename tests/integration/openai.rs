@@ -592,10 +592,8 @@ fn a_credential_in_the_urls_query_is_sent_and_written_nowhere() {
     const QUERY_KEY: &str = "SEKRIT-URL-7731";
     let _serial = util::serial();
     let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.set_nonblocking(true).unwrap();
     let record = seen.clone();
-    let server = util::LoopbackServer::serve(listener, move |stream| {
+    let server = util::LoopbackServer::start(move |stream| {
         let record = record.clone();
         async move {
             // The error type is tungstenite's `Callback` signature, not ours to shrink.
@@ -657,9 +655,7 @@ fn a_vllm_server_that_never_ends_the_transcription_is_named_as_perhaps_an_early_
     use futures_util::{SinkExt as _, StreamExt as _};
     use tokio_tungstenite::tungstenite::Message;
     let _serial = util::serial();
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.set_nonblocking(true).unwrap();
-    let server = util::LoopbackServer::serve(listener, |stream| async move {
+    let server = util::LoopbackServer::start(|stream| async move {
         let Ok(mut ws) = tokio_tungstenite::accept_async(stream).await else {
             return;
         };
