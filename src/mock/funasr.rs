@@ -4,6 +4,7 @@
 //! reproduced without a GPU.
 //!
 //! * `session`: one session's serial queue and state machine, free of sockets;
+//! * `segments`: the server's speech segments (its dynamic-threshold VAD), on loudness;
 //! * `engine`: the shared decode queue, batching and cost model.
 //!
 //! This file is the connection task: it queues client messages in the session as they arrive
@@ -12,6 +13,7 @@
 //! every session of the mock meanwhile.
 
 mod engine;
+mod segments;
 mod session;
 
 pub use engine::Engine;
@@ -128,7 +130,7 @@ fn take(
         Message::Binary(bytes) => {
             counters.append_received();
             arrivals.frame(bytes.len(), counters);
-            session.push(Frame::Audio(bytes.len()));
+            session.push(Frame::Audio(bytes));
         }
         Message::Close(_) => return false,
         Message::Ping(_) | Message::Pong(_) | Message::Frame(_) => {}

@@ -6,20 +6,31 @@
 //! queue: frames are [`pushed`](Session::push) as they arrive and [`processed`](Session::process)
 //! in order, and processing halts at a decode until it is [`decoded`](Session::decoded).
 //!
-//! Its cadence (`should_decode`): as an audio frame is processed after `START`, a partial decode
-//! is asked for when both hold — at least `--decode-interval` seconds of wall time since the
-//! last one was asked for, and enough audio *processed* since then: 480 ms until the first text
-//! came back, then the server's 960 ms chunk. So `duration_ms` (the audio processed) steps by
-//! what the frames carry, and a slow engine leaves partials to fire on the queued frames later,
-//! even on frames sent before `STOP`. A partial covers at most `--partial-window-sec` of the
-//! newest audio (≤ 0: all of it). `STOP`, once reached, asks for the final decode of the whole
-//! segment (costlier when longer), sends it, then `stopped` (no final without audio). Commands
-//! the server does not know get no answer. The session may `START` again.
+//! Segments (the server's default `--endpoint-mode server`): the audio processed goes through
+//! the server's VAD ([`super::segments`]); a segment it closes is decoded whole right there, in
+//! `add_audio` (up to 512 tokens, as STOP's final), and its text joins the `sentences` every
+//! later result carries.
+//!
+//! Partials (`should_decode`): after an audio frame is processed, a partial is looked at when
+//! both hold — at least `--decode-interval` seconds of wall time since the last one was, and
+//! enough audio *processed* since the last decoded partial: 480 ms until the first text came
+//! back, then the server's 960 ms chunk. So `duration_ms` (the audio processed) steps by what
+//! the frames carry, and a slow engine leaves partials to fire on the queued frames later, even
+//! on frames sent before `STOP`. A partial decodes the open segment, at most the newest
+//! `--partial-window-sec` of it (≤ 0: all of it); with no segment open (silence) the result
+//! goes out at once with an empty partial and nothing decoded, and with under 480 ms of the
+//! segment, likewise with the last partial's text. `STOP`, once reached, decodes the open
+//! segment (costlier when longer; nothing when none is open), sends the final with every
+//! sentence, then `stopped` (no final without audio). Commands the server does not know get no
+//! answer. The session may `START` again.
 
+use super::segments::{Change, Segmenter};
 use crate::cli::FunasrMockArgs;
 use crate::protocol::funasr::names;
 use crate::trace::format::json_string;
+use bytes::Bytes;
 use std::collections::VecDeque;
+use std::fmt::Write as _;
 use tokio_tungstenite::tungstenite::Utf8Bytes;
 
 /// New audio before the first partial decode (the server's `first_chunk_samples`).
@@ -27,6 +38,10 @@ pub const FIRST_DECODE_MS: f64 = 480.0;
 /// New audio between partial decodes once text has come back (the server's `chunk_ms`, 960 by
 /// default and not a flag of its).
 pub const DECODE_CHUNK_MS: f64 = 960.0;
+/// A partial decodes at least this much of the segment (`chunk_samples // 2`).
+const LEAST_PARTIAL_MS: f64 = DECODE_CHUNK_MS / 2.0;
+/// A completed segment shorter than this is not decoded (`_decode_segment`'s 1600 samples).
+const LEAST_SEGMENT_MS: u64 = 100;
 /// 16 kHz PCM16: bytes per ms.
 const BYTES_PER_MS: f64 = 32.0;
 /// The stand-in text's words, one a second of audio, over and over: distinct words, so the
@@ -43,6 +58,8 @@ const WORDS: [&str; 26] = [
 pub struct Decode {
     /// Audio the decode covers, in seconds (what it costs).
     pub audio_s: f64,
+    /// A decode of up to 512 tokens — a completed segment, or STOP's final — not a partial's
+    /// 200: the real engine batches the two kinds apart.
     pub is_final: bool,
     /// The session's decode settings (its `HOTWORDS:` and `LANGUAGE:`), as a key: the real
     /// engine batches only decodes of equal settings into one call.
@@ -54,8 +71,30 @@ pub struct Decode {
 pub enum Frame {
     /// A text frame (a command).
     Text(Utf8Bytes),
-    /// A binary frame of this many bytes of PCM16.
-    Audio(usize),
+    /// A binary frame: PCM16.
+    Audio(Bytes),
+}
+
+/// What a decode in flight is for, so its result lands in the right place.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Owed {
+    /// A partial covering the audio from this ms.
+    Partial { start_ms: u64 },
+    /// A segment that closed: its text becomes a sentence.
+    Segment { start_ms: u64, end_ms: u64 },
+    /// STOP's final, decoding the segment still open, if any.
+    Final { open: Option<(u64, u64)> },
+}
+
+/// Work an audio frame left for after its segment decodes.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Todo {
+    Segment {
+        start_ms: u64,
+        end_ms: u64,
+    },
+    /// The partial cadence, looked at once the frame's `add_audio` is done.
+    Partial,
 }
 
 #[derive(Debug)]
@@ -67,17 +106,27 @@ pub struct Session {
     started: bool,
     /// Audio processed since `START` (the server's `total_samples`), in bytes.
     processed_bytes: u64,
-    /// Audio processed when the last partial decode was asked for, in ms.
+    /// Audio processed when the last partial was decoded, in ms (`last_decode_samples`).
     decoded_ms: f64,
-    /// A partial came back (with text: the mock's always has some); the chunk is 960 ms now.
+    /// A partial came back with text (the mock's always has some); the chunk is 960 ms now.
     first_decode_done: bool,
-    /// When the last partial decode was asked for (monotonic seconds). Kept across `START`,
-    /// as the server keeps it for the connection.
+    /// When the last partial was looked at (monotonic seconds; `last_decode_time`). Kept
+    /// across `START`, as the server keeps it for the connection.
     last_decode_s: Option<f64>,
+    /// The server's VAD over the audio processed since `START`.
+    segments: Segmenter,
+    changes: Vec<Change>,
+    /// The completed segments' sentences, as the JSON objects of `sentences`, comma-joined.
+    sentences: String,
+    /// The last partial's text (by the audio it covered, in s) and start; `None` when there
+    /// is none, or a segment closed since.
+    partial: Option<(f64, u64)>,
     /// Frames taken from the client but not processed yet, oldest first.
     queue: VecDeque<Frame>,
+    /// What the frame being processed still owes, in order.
+    todo: VecDeque<Todo>,
     /// The decode in flight: nothing more is processed until it is done.
-    pending: Option<Decode>,
+    pending: Option<(Decode, Owed)>,
     pub partials_sent: u64,
     /// `stopped` events sent since [`take_stops`](Session::take_stops) was last called.
     stops_sent: u64,
@@ -97,7 +146,12 @@ impl Session {
             decoded_ms: 0.0,
             first_decode_done: false,
             last_decode_s: None,
+            segments: Segmenter::new(),
+            changes: Vec::new(),
+            sentences: String::new(),
+            partial: None,
             queue: VecDeque::new(),
+            todo: VecDeque::new(),
             pending: None,
             partials_sent: 0,
             stops_sent: 0,
@@ -127,29 +181,44 @@ impl Session {
         if self.pending.is_some() {
             return None;
         }
-        while let Some(frame) = self.queue.pop_front() {
-            let decode = match frame {
-                Frame::Text(text) => self.on_text(text.as_str(), out),
-                Frame::Audio(bytes) => self.on_audio(bytes, now_s),
+        loop {
+            let asked = if let Some(todo) = self.todo.pop_front() {
+                match todo {
+                    Todo::Segment { start_ms, end_ms } => self.on_segment(start_ms, end_ms),
+                    Todo::Partial => self.on_partial(now_s, out),
+                }
+            } else if let Some(frame) = self.queue.pop_front() {
+                match frame {
+                    Frame::Text(text) => self.on_text(text.as_str(), out),
+                    Frame::Audio(pcm) => {
+                        self.on_audio(&pcm);
+                        None
+                    }
+                }
+            } else {
+                return None;
             };
-            if decode.is_some() {
-                self.pending = decode;
-                return decode;
+            if let Some((decode, owed)) = asked {
+                self.pending = Some((decode, owed));
+                return Some(decode);
             }
         }
-        None
     }
 
     /// A text command, compared after trimming and upper-casing as the server does; one it
     /// does not know is not answered. `STOP` with audio asks for the final decode.
-    fn on_text(&mut self, text: &str, out: &mut Vec<Utf8Bytes>) -> Option<Decode> {
+    fn on_text(&mut self, text: &str, out: &mut Vec<Utf8Bytes>) -> Option<(Decode, Owed)> {
         let trimmed = text.trim();
         let upper = trimmed.to_uppercase();
         if upper == names::START {
+            // The server's `session.reset()`; the wall time of the last partial stays.
             self.started = true;
             self.processed_bytes = 0;
             self.decoded_ms = 0.0;
             self.first_decode_done = false;
+            self.segments = Segmenter::new();
+            self.sentences.clear();
+            self.partial = None;
             out.push(event(names::STARTED, ""));
         } else if let Some(value) = strip_prefix_ci(trimmed, &upper, names::HOTWORDS) {
             let words: Vec<String> = value
@@ -178,25 +247,54 @@ impl Session {
         } else if upper == names::STOP {
             // As the server: the final when active with audio, then `stopped` in any case.
             if self.started && self.processed_bytes > 0 {
-                return Some(Decode {
-                    audio_s: self.processed_ms() / 1000.0,
-                    is_final: true,
-                    settings: self.settings_key(),
-                });
+                // `_finalize_server_session`: the segment still open is decoded, if any.
+                let open = self.segments.finish();
+                match open {
+                    Some((start_ms, end_ms)) if end_ms - start_ms >= LEAST_SEGMENT_MS => {
+                        let decode = self.decode((end_ms - start_ms) as f64, true);
+                        return Some((decode, Owed::Final { open }));
+                    }
+                    _ => self.finished(Owed::Final { open: None }, out),
+                }
+                return None;
             }
             self.stopped(out);
         }
         None
     }
 
-    /// Audio: processed after `START` and before `STOP`, ignored otherwise; then the partial
-    /// decode to ask for at `now_s`, if the wall-time gap since the last one is at least
-    /// `--decode-interval` and the audio processed since then at least the chunk.
-    fn on_audio(&mut self, bytes: usize, now_s: f64) -> Option<Decode> {
+    /// Audio: processed after `START` and before `STOP`, ignored otherwise. The segments it
+    /// closes are decoded first, then the partial cadence is looked at.
+    fn on_audio(&mut self, pcm: &[u8]) {
         if !self.started {
-            return None;
+            return;
         }
-        self.processed_bytes += bytes as u64;
+        self.processed_bytes += pcm.len() as u64;
+        self.changes.clear();
+        self.segments.feed(pcm, &mut self.changes);
+        for change in &self.changes {
+            if let Change::Closed { start_ms, end_ms } = *change {
+                self.todo.push_back(Todo::Segment { start_ms, end_ms });
+            }
+        }
+        self.todo.push_back(Todo::Partial);
+    }
+
+    /// A segment closed: decoded whole when long enough (`_decode_segment`); the partial so
+    /// far is cleared either way.
+    fn on_segment(&mut self, start_ms: u64, end_ms: u64) -> Option<(Decode, Owed)> {
+        self.partial = None;
+        (end_ms - start_ms >= LEAST_SEGMENT_MS).then(|| {
+            let decode = self.decode((end_ms - start_ms) as f64, true);
+            (decode, Owed::Segment { start_ms, end_ms })
+        })
+    }
+
+    /// The partial cadence after an audio frame, at `now_s`: if the wall-time gap since the
+    /// last look is at least `--decode-interval` and the audio processed since the last
+    /// decoded partial at least the chunk, a partial decode of the open segment's newest
+    /// window — or, with no segment open or too little of it, a result at once.
+    fn on_partial(&mut self, now_s: f64, out: &mut Vec<Utf8Bytes>) -> Option<(Decode, Owed)> {
         let processed_ms = self.processed_ms();
         let gap_passed = self
             .last_decode_s
@@ -209,18 +307,38 @@ impl Session {
         if !gap_passed || processed_ms - self.decoded_ms < chunk_ms {
             return None;
         }
-        self.decoded_ms = processed_ms;
         self.last_decode_s = Some(now_s);
-        let window_ms = if self.window_ms > 0.0 {
-            processed_ms.min(self.window_ms)
-        } else {
-            processed_ms
+        let Some(segment_start_ms) = self.segments.open_start_ms() else {
+            // Silence: nothing to decode; the partial empties.
+            self.decoded_ms = processed_ms;
+            self.partial = None;
+            self.result(false, out);
+            return None;
         };
-        Some(Decode {
-            audio_s: window_ms / 1000.0,
-            is_final: false,
+        let mut start_ms = segment_start_ms as f64;
+        if self.window_ms > 0.0 {
+            start_ms = start_ms.max(processed_ms - self.window_ms);
+        }
+        let audio_ms = processed_ms - start_ms;
+        if audio_ms < LEAST_PARTIAL_MS {
+            self.result(false, out);
+            return None;
+        }
+        let decode = self.decode(audio_ms, false);
+        Some((
+            decode,
+            Owed::Partial {
+                start_ms: start_ms.floor() as u64,
+            },
+        ))
+    }
+
+    fn decode(&self, audio_ms: f64, is_final: bool) -> Decode {
+        Decode {
+            audio_s: audio_ms / 1000.0,
+            is_final,
             settings: self.settings_key(),
-        })
+        }
     }
 
     fn settings_key(&self) -> u64 {
@@ -230,33 +348,72 @@ impl Session {
         h.finish()
     }
 
-    /// The decode in flight is done: its result (and after the final, `stopped`). Processing
-    /// may go on.
+    /// The decode in flight is done: its result (after the final, `stopped` too; a segment's
+    /// text joins the sentences and sends nothing). Processing may go on.
     pub fn decoded(&mut self, out: &mut Vec<Utf8Bytes>) {
-        let Some(decode) = self.pending.take() else {
+        let Some((decode, owed)) = self.pending.take() else {
             return;
         };
-        // The server's `int(total_samples * 1000 / sample_rate)`: nothing was processed since
-        // the decode was asked for.
-        let processed_ms = self.processed_ms();
-        let duration_ms = processed_ms.floor() as u64;
-        if decode.is_final {
-            let text = words(processed_ms / 1000.0);
-            out.push(Utf8Bytes::from(format!(
-                r#"{{"sentences":[{{"text":{},"start":0,"end":{duration_ms}}}],"partial":"","partial_start_ms":0,"duration_ms":{duration_ms},"is_final":true}}"#,
-                json_string(&text)
-            )));
-            self.stopped(out);
-        } else {
-            self.first_decode_done = true;
-            let text = words(decode.audio_s);
-            let start_ms = (processed_ms - decode.audio_s * 1000.0).max(0.0).floor() as u64;
-            self.partials_sent += 1;
-            out.push(Utf8Bytes::from(format!(
-                r#"{{"sentences":[],"partial":{},"partial_start_ms":{start_ms},"duration_ms":{duration_ms},"is_final":false}}"#,
-                json_string(&text)
-            )));
+        match owed {
+            Owed::Partial { start_ms } => {
+                // Nothing was processed since the decode was asked for.
+                self.decoded_ms = self.processed_ms();
+                self.first_decode_done = true;
+                self.partial = Some((decode.audio_s, start_ms));
+                self.result(false, out);
+            }
+            Owed::Segment { start_ms, end_ms } => self.add_sentence(start_ms, end_ms),
+            Owed::Final { .. } => self.finished(owed, out),
         }
+    }
+
+    /// STOP's final: the open segment's sentence, the final result, `stopped`.
+    fn finished(&mut self, owed: Owed, out: &mut Vec<Utf8Bytes>) {
+        if let Owed::Final {
+            open: Some((start_ms, end_ms)),
+        } = owed
+        {
+            self.add_sentence(start_ms, end_ms);
+        }
+        self.partial = None;
+        self.result(true, out);
+        self.stopped(out);
+    }
+
+    fn add_sentence(&mut self, start_ms: u64, end_ms: u64) {
+        if !self.sentences.is_empty() {
+            self.sentences.push(',');
+        }
+        let text = words((end_ms - start_ms) as f64 / 1000.0);
+        let _ = write!(
+            self.sentences,
+            r#"{{"text":{},"start":{start_ms},"end":{end_ms}}}"#,
+            json_string(&text)
+        );
+    }
+
+    /// A result as `_build_response` makes it: every sentence so far, and the partial — its
+    /// start, or the open segment's, or the end of the audio when there is neither.
+    fn result(&mut self, is_final: bool, out: &mut Vec<Utf8Bytes>) {
+        // The server's `int(total_samples * 1000 / sample_rate)`.
+        let duration_ms = self.processed_ms().floor() as u64;
+        let sentences = &self.sentences;
+        out.push(Utf8Bytes::from(if is_final {
+            format!(
+                r#"{{"sentences":[{sentences}],"partial":"","partial_start_ms":0,"duration_ms":{duration_ms},"is_final":true}}"#
+            )
+        } else {
+            self.partials_sent += 1;
+            let (text, start_ms) = match (self.partial, self.segments.open_start_ms()) {
+                (Some((audio_s, start_ms)), _) => (words(audio_s), start_ms),
+                (None, Some(open_ms)) => (String::new(), open_ms),
+                (None, None) => (String::new(), duration_ms),
+            };
+            format!(
+                r#"{{"sentences":[{sentences}],"partial":{},"partial_start_ms":{start_ms},"duration_ms":{duration_ms},"is_final":false}}"#,
+                json_string(&text)
+            )
+        }));
     }
 
     fn stopped(&mut self, out: &mut Vec<Utf8Bytes>) {
@@ -364,8 +521,15 @@ mod tests {
             .collect()
     }
 
-    /// 100 ms of audio.
-    const FRAME: usize = 3200;
+    /// 100 ms of loud audio (speech to the VAD).
+    fn loud() -> Bytes {
+        Bytes::from(super::super::segments::tests::tone(100, 3_000))
+    }
+
+    /// 100 ms of silence.
+    fn quiet() -> Bytes {
+        Bytes::from(vec![0; 3_200])
+    }
 
     /// Sends a command and processes what it can.
     fn command(s: &mut Session, text: &'static str, out: &mut Vec<Utf8Bytes>) -> Option<Decode> {
@@ -375,7 +539,7 @@ mod tests {
 
     /// A client frame sent at a wall time (seconds).
     enum Send {
-        Audio(usize),
+        Audio(Bytes),
         Stop,
     }
 
@@ -401,7 +565,7 @@ mod tests {
                 s.decoded(&mut out);
             } else if let Some((_, send)) = next.next() {
                 s.push(match send {
-                    Send::Audio(bytes) => Frame::Audio(*bytes),
+                    Send::Audio(pcm) => Frame::Audio(pcm.clone()),
                     Send::Stop => Frame::Text(Utf8Bytes::from_static("STOP")),
                 });
             }
@@ -416,7 +580,7 @@ mod tests {
     /// `frames` of 100 ms of audio, one every `frame_s` from 0.
     fn frames(n: u32, frame_s: f64) -> Vec<(f64, Send)> {
         (0..n)
-            .map(|k| (f64::from(k) * frame_s, Send::Audio(FRAME)))
+            .map(|k| (f64::from(k) * frame_s, Send::Audio(loud())))
             .collect()
     }
 
@@ -488,7 +652,7 @@ mod tests {
     #[test]
     fn partials_come_after_480_ms_then_each_960_ms_of_new_audio_when_paced() {
         let mut s = Session::new(&FunasrMockArgs::default());
-        s.push(Frame::Audio(FRAME));
+        s.push(Frame::Audio(loud()));
         assert_eq!(
             s.process(0.0, &mut Vec::new()),
             None,
@@ -563,7 +727,7 @@ mod tests {
     fn nothing_is_processed_while_a_decode_is_in_flight() {
         let mut s = started(FunasrMockArgs::default());
         for _ in 0..5 {
-            s.push(Frame::Audio(FRAME));
+            s.push(Frame::Audio(loud()));
         }
         let mut out = Vec::new();
         assert!(s.process(1.0, &mut out).is_some());
@@ -601,12 +765,12 @@ mod tests {
     fn a_command_is_not_audio_so_it_does_not_trigger_a_partial() {
         let mut s = started(FunasrMockArgs::default());
         for _ in 0..5 {
-            s.push(Frame::Audio(FRAME));
+            s.push(Frame::Audio(loud()));
         }
         assert!(s.process(0.0, &mut Vec::new()).is_some());
         s.decoded(&mut Vec::new());
         for _ in 0..10 {
-            s.push(Frame::Audio(FRAME));
+            s.push(Frame::Audio(loud()));
         }
         assert_eq!(
             s.process(0.1, &mut Vec::new()),
@@ -619,7 +783,7 @@ mod tests {
             None,
             "the server looks only as audio comes in"
         );
-        s.push(Frame::Audio(FRAME));
+        s.push(Frame::Audio(loud()));
         assert!(s.process(5.0, &mut Vec::new()).is_some());
     }
 
@@ -631,7 +795,7 @@ mod tests {
         });
         let mut out = Vec::new();
         for _ in 0..30 {
-            s.push(Frame::Audio(FRAME));
+            s.push(Frame::Audio(loud()));
         }
         // No partial on the way: one was just asked for, and the gap is long.
         s.last_decode_s = Some(0.0);
@@ -662,12 +826,134 @@ mod tests {
             ..FunasrMockArgs::default()
         });
         let mut out = Vec::new();
-        s.push(Frame::Audio(FRAME));
+        s.push(Frame::Audio(loud()));
         assert!(command(&mut s, "STOP", &mut out).is_some());
         s.decoded(&mut out);
         assert_eq!(out.len(), 1);
         assert_eq!(texts(&out)[0]["is_final"], true);
         assert_eq!(s.take_stops(), 0);
+    }
+
+    /// The real server's default `--endpoint-mode server`: its VAD cuts the input into
+    /// segments; a closed one is decoded whole in `add_audio` and becomes a sentence every
+    /// later result carries; partials restart at the new segment; STOP decodes the open one.
+    #[test]
+    fn a_pause_long_enough_closes_a_segment_decoded_whole_and_partials_restart() {
+        let mut s = started(FunasrMockArgs::default());
+        // Speech 0-3 s, 2.2 s of silence (a segment under 5 s ends after 2 s of it), speech
+        // 5.2-7.2 s, STOP.
+        let mut sends = Vec::new();
+        for k in 0..72 {
+            let pcm = if (30..52).contains(&k) {
+                quiet()
+            } else {
+                loud()
+            };
+            sends.push((f64::from(k) * 0.1, Send::Audio(pcm)));
+        }
+        sends.push((7.2, Send::Stop));
+        let asked = std::cell::RefCell::new(Vec::new());
+        let replies = play(&mut s, &sends, |d| {
+            asked.borrow_mut().push(*d);
+            0.001
+        });
+        let asked: Vec<(bool, u64)> = asked
+            .borrow()
+            .iter()
+            .map(|d| (d.is_final, (d.audio_s * 1000.0).round() as u64))
+            .collect();
+        // Partials (200 tokens) of the open segment; the closed segment [0, 3100] (the last
+        // speech at 3 s and fsmn-vad's 100 ms after it) at 5 s; then partials of the segment
+        // opened at 5.0 s (speech heard at 5.2 s, 200 ms before); STOP decodes [5000, 7200].
+        assert_eq!(
+            asked,
+            [
+                (false, 500),
+                (false, 1500),
+                (false, 2500),
+                (false, 3500),
+                (false, 4500),
+                (true, 3100),
+                (false, 500),
+                (false, 1500),
+                (true, 2200),
+            ]
+        );
+        let partials: Vec<&serde_json::Value> = replies
+            .iter()
+            .map(|(_, v)| v)
+            .filter(|v| v["is_final"] == false)
+            .collect();
+        let first_sentence = serde_json::json!({"text":"alpha bravo charlie","start":0,"end":3100});
+        let last = partials.last().unwrap();
+        assert_eq!(last["duration_ms"], 6500);
+        assert_eq!(last["partial_start_ms"], 5000, "{last}");
+        assert_eq!(last["partial"], "alpha bravo", "1.5 s of the new segment");
+        assert_eq!(
+            last["sentences"],
+            serde_json::json!([first_sentence.clone()])
+        );
+        assert_eq!(partials[0]["sentences"], serde_json::json!([]));
+        let (_, final_) = &replies[replies.len() - 2];
+        assert_eq!(final_["is_final"], true);
+        assert_eq!(
+            final_["sentences"],
+            serde_json::json!([first_sentence, {"text":"alpha bravo","start":5000,"end":7200}])
+        );
+    }
+
+    /// Silence opens no segment: the results come at the cadence with an empty partial
+    /// starting at the end of the audio, nothing is decoded, and the final has no sentence.
+    #[test]
+    fn silence_is_answered_with_empty_results_and_never_decoded() {
+        let mut s = started(FunasrMockArgs::default());
+        let mut sends: Vec<(f64, Send)> = (0..30)
+            .map(|k| (f64::from(k) * 0.1, Send::Audio(quiet())))
+            .collect();
+        sends.push((3.0, Send::Stop));
+        let replies = play(&mut s, &sends, |d| panic!("decoded {d:?}"));
+        let results: Vec<serde_json::Value> = replies
+            .iter()
+            .map(|(_, v)| v.clone())
+            .filter(|v| v.get("event").is_none())
+            .collect();
+        // The first at 500 ms; the chunk stays 480 ms, as no text came back.
+        assert_eq!(partial_ms(&replies), [500, 1000, 1500, 2000, 2500, 3000]);
+        assert_eq!(
+            results[1],
+            serde_json::json!({"sentences":[],"partial":"","partial_start_ms":1000,"duration_ms":1000,"is_final":false})
+        );
+        assert_eq!(
+            results.last().unwrap(),
+            &serde_json::json!({"sentences":[],"partial":"","partial_start_ms":0,"duration_ms":3000,"is_final":true})
+        );
+        assert_eq!(replies.last().unwrap().1["event"], "stopped");
+    }
+
+    /// The first 480 ms of a new segment are too little to decode: a result goes out with no
+    /// partial, starting where the segment does, and the cadence looks again at the next frame.
+    #[test]
+    fn under_480_ms_of_a_segment_gives_a_result_without_a_decode() {
+        let mut s = started(FunasrMockArgs {
+            decode_interval: 0.0,
+            ..FunasrMockArgs::default()
+        });
+        let mut out = Vec::new();
+        // 400 ms of silence, then speech: at 500 ms the segment (from 200 ms) is 300 ms long.
+        for k in 0..5 {
+            s.push(Frame::Audio(if k < 4 { quiet() } else { loud() }));
+        }
+        assert_eq!(s.process(0.0, &mut out), None);
+        let v = texts(&out);
+        assert_eq!(v.len(), 1);
+        assert_eq!(v[0]["partial"], "");
+        assert_eq!(v[0]["partial_start_ms"], 200);
+        s.push(Frame::Audio(loud()));
+        s.push(Frame::Audio(loud()));
+        let d = s.process(0.0, &mut out).unwrap();
+        // At 600 ms another result without one (400 ms); at 700 ms, 500 ms are decoded.
+        assert_eq!(texts(&out)[1]["duration_ms"], 600);
+        assert!(!d.is_final && (d.audio_s - 0.5).abs() < 1e-9, "{d:?}");
     }
 
     #[test]
