@@ -74,6 +74,33 @@ impl Native {
     }
 }
 
+impl Native {
+    /// Audio asked for and not granted fails the set-up: the run would stream and measure no
+    /// audio at all. sglang-omni grants only the first output modality it supports, in the
+    /// order asked (`negotiation.py`'s `[:1]`), so `text,audio` gets text alone. A grant that
+    /// names none (an older server) or leaves out only text is taken as it is.
+    fn check_audio_granted(&self, session: Option<&serde_json::Value>) -> Result<(), String> {
+        if !self.modalities.iter().any(|m| m == "audio") {
+            return Ok(());
+        }
+        let Some(granted) = session.and_then(|s| {
+            s.get("output_modalities")
+                .or_else(|| s.pointer("/sglang/granted/output_modalities"))
+                .and_then(|m| m.as_array())
+        }) else {
+            return Ok(());
+        };
+        if granted.iter().any(|m| m.as_str() == Some("audio")) {
+            return Ok(());
+        }
+        let names: Vec<&str> = granted.iter().filter_map(|m| m.as_str()).collect();
+        Err(format!(
+            "the server granted output_modalities {names:?} of the {:?} asked for (session.output_modalities in session.updated), so the run would measure no audio: sglang-omni grants only the first modality it supports, in the order asked — put audio first (--modalities audio,text), or ask for --modalities text to measure text alone",
+            self.modalities
+        ))
+    }
+}
+
 /// Which control command an id stands for (see [`EventIds::control`]).
 const UPDATE_ID: u32 = 0;
 const END_ID: u32 = 1;
@@ -175,15 +202,14 @@ impl ClientProtocol for Native {
                     .as_ref()
                     .and_then(|s| s.pointer("/audio/input/format/rate"))
                     .and_then(|r| r.as_f64().or_else(|| r.as_str()?.trim().parse().ok()));
-                match rate {
-                    Some(rate) if rate != f64::from(INPUT_SAMPLE_RATE) => {
-                        return Err(format!(
-                            "the server takes PCM16 at {rate} Hz (session.audio.input.format.rate in session.updated) and the native client sends {} Hz only: this server is not one the native client can drive (sglang-omni's VoiceChat and MiniCPM-o take 16 kHz)",
-                            INPUT_SAMPLE_RATE
-                        ));
-                    }
-                    _ => Meaning::Milestone(Milestone::Ready),
+                if let Some(rate) = rate.filter(|r| *r != f64::from(INPUT_SAMPLE_RATE)) {
+                    return Err(format!(
+                        "the server takes PCM16 at {rate} Hz (session.audio.input.format.rate in session.updated) and the native client sends {} Hz only: this server is not one the native client can drive (sglang-omni's VoiceChat and MiniCPM-o take 16 kHz)",
+                        INPUT_SAMPLE_RATE
+                    ));
                 }
+                self.check_audio_granted(event.session.as_ref())?;
+                Meaning::Milestone(Milestone::Ready)
             }
             names::INPUT_DRAINED => Meaning::Milestone(Milestone::Drained),
             names::SESSION_CLOSED => Meaning::Milestone(Milestone::Closed),
@@ -831,6 +857,63 @@ mod tests {
             [Some(Milestone::Closed)],
             "no input, nothing to drain"
         );
+    }
+
+    /// sglang-omni's `negotiation.py` grants the first supported modality in the order asked
+    /// (`[:1]`), with a `rejections` entry for the rest: `text,audio` gets text alone, and the
+    /// run would measure no audio. Audio granted, or no grant named, goes on.
+    #[test]
+    fn audio_asked_for_and_not_granted_fails_the_set_up_saying_to_put_it_first() {
+        let updated = |granted: &str| {
+            format!(
+                r#"{{"type":"session.updated","event_id":"e","session":{{"output_modalities":{granted},"sglang":{{"granted":{{"output_modalities":{granted},"rejections":[{{"field":"output_modalities","reason":"deployment modalities"}}]}}}}}}}}"#
+            )
+        };
+        let ready = Meaning::Milestone(Milestone::Ready);
+        let text_first = Native::new(&["text".to_string(), "audio".to_string()]);
+        let err = text_first.classify(&updated(r#"["text"]"#)).err().unwrap();
+        assert!(
+            err.contains(r#"granted output_modalities ["text"]"#),
+            "{err}"
+        );
+        assert!(err.contains("--modalities audio,text"), "{err}");
+        let audio_first = Native::new(&["audio".to_string(), "text".to_string()]);
+        assert_eq!(
+            audio_first
+                .classify(&updated(r#"["audio"]"#))
+                .unwrap()
+                .meaning,
+            ready
+        );
+        assert_eq!(
+            audio_first
+                .classify(&updated(r#"["audio","text"]"#))
+                .unwrap()
+                .meaning,
+            ready
+        );
+        // Text alone asked for: text alone granted is what was wanted.
+        let text = Native::new(&["text".to_string()]);
+        assert_eq!(
+            text.classify(&updated(r#"["text"]"#)).unwrap().meaning,
+            ready
+        );
+        // Only sglang.granted names it.
+        let nested = r#"{"type":"session.updated","session":{"sglang":{"granted":{"output_modalities":["text"]}}}}"#;
+        assert!(Native::default().classify(nested).is_err());
+        // Nothing named, or not a list: nothing to go by.
+        for session in [
+            r#"{}"#,
+            r#"{"output_modalities":null}"#,
+            r#"{"output_modalities":"audio"}"#,
+        ] {
+            let text = format!(r#"{{"type":"session.updated","session":{session}}}"#);
+            assert_eq!(
+                Native::default().classify(&text).unwrap().meaning,
+                ready,
+                "{text}"
+            );
+        }
     }
 
     #[test]
