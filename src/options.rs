@@ -809,6 +809,8 @@ fn client_settings(args: &ProtocolArgs, has_url: bool, packet_ms: u32) -> Result
         interrupt_response: (protocol == Protocol::Openai
             && args.turn_detection == TurnDetection::ServerVad)
             .then_some(args.interrupt_response),
+        // Only `conform` sets it, on the plan it makes.
+        audio_grant_optional: false,
     })
 }
 

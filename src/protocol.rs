@@ -168,6 +168,11 @@ pub struct ClientSettings {
     /// progress (`--interrupt-response`; the session says so either way). `None` otherwise.
     #[serde(default)]
     pub interrupt_response: Option<bool>,
+    /// native: a grant that leaves out the audio asked for is streamed on instead of failing
+    /// the set-up — for `conform`, which judges the grant itself (a grant in part, with its
+    /// `rejections`, conforms). Left out of the summary when false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub audio_grant_optional: bool,
 }
 
 impl Default for ClientSettings {
@@ -179,6 +184,7 @@ impl Default for ClientSettings {
             turn_detection: None,
             commit_every_ms: None,
             interrupt_response: None,
+            audio_grant_optional: false,
         }
     }
 }

@@ -498,7 +498,10 @@ async fn collect_outcomes(
 /// The client side of the run's protocol, configured from its settings.
 fn client_protocol(settings: &Settings) -> Rc<dyn ClientProtocol> {
     match settings.protocol {
-        Protocol::Native => Rc::new(Native::new(&settings.modalities)),
+        Protocol::Native => Rc::new(Native::new(
+            &settings.modalities,
+            settings.client.audio_grant_optional,
+        )),
         Protocol::Openai => Rc::new(Openai::new(
             &settings.client,
             &settings.modalities,

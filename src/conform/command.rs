@@ -226,7 +226,10 @@ fn record_run(url: &str, args: &ConformArgs, dir: &Path) -> Result<()> {
     let Some(Command::Run(run)) = cli.command else {
         bail!("cannot plan the conformance run");
     };
-    let plan = options::validate(&run, crate::secret::redact_args(&argv).join(" "), false)?;
+    let mut plan = options::validate(&run, crate::secret::redact_args(&argv).join(" "), false)?;
+    // A grant that leaves out audio is a finding of conform's (`grant-request`), not a reason
+    // for the sessions to stop before the rest can be checked.
+    plan.settings.client.audio_grant_optional = true;
     // The run's own verdict is about pacing; conformance is about the traces it leaves. Only a
     // cancelled run (128 + signal) means there is nothing complete to check.
     let code = conductor::run(plan, true)?;

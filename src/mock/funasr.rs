@@ -23,6 +23,8 @@ use futures_util::{FutureExt as _, SinkExt, StreamExt};
 use session::{Frame, Session};
 use std::rc::Rc;
 use tokio::io::{AsyncRead, AsyncWrite};
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+use tokio_tungstenite::tungstenite::protocol::CloseFrame;
 use tokio_tungstenite::tungstenite::{Error as WsError, Message, Utf8Bytes};
 use tokio_tungstenite::WebSocketStream;
 
@@ -162,12 +164,19 @@ async fn after<S: AsyncRead + AsyncWrite + Unpin>(
     for _ in 0..session.take_stops() {
         counters.session_closed();
     }
-    if out.is_empty() {
-        // Pongs and close replies are queued by tungstenite; send them now.
-        return ws.flush().await.map_err(|_| ());
-    }
+    // With nothing to send, the flush still sends the pongs and close replies tungstenite queued.
     for frame in out.drain(..) {
         ws.feed(Message::Text(frame)).await.map_err(|_| ())?;
+    }
+    if session.failed() {
+        // The server's handler ended on the error; `websockets` closes with 1000.
+        let _ = ws
+            .close(Some(CloseFrame {
+                code: CloseCode::Normal,
+                reason: "".into(),
+            }))
+            .await;
+        return Err(());
     }
     ws.flush().await.map_err(|_| ())
 }

@@ -57,19 +57,24 @@ pub fn input_packet_bytes(packet_ms: u32) -> usize {
 pub struct Native {
     /// The `session.update` that asks for the output modalities, encoded once per session.
     modalities: Vec<String>,
+    /// A grant without the audio asked for is streamed on ([`ClientSettings`]'s
+    /// `audio_grant_optional`).
+    audio_grant_optional: bool,
 }
 
 impl Default for Native {
     fn default() -> Native {
-        Native::new(&["audio".to_string()])
+        Native::new(&["audio".to_string()], false)
     }
 }
 
 impl Native {
-    /// A client that asks for `modalities` (`audio`, `text`) in its `session.update`.
-    pub fn new(modalities: &[String]) -> Native {
+    /// A client that asks for `modalities` (`audio`, `text`) in its `session.update`; a grant
+    /// without the audio asked for fails the set-up unless `audio_grant_optional`.
+    pub fn new(modalities: &[String], audio_grant_optional: bool) -> Native {
         Native {
             modalities: modalities.to_vec(),
+            audio_grant_optional,
         }
     }
 }
@@ -78,19 +83,27 @@ impl Native {
     /// Audio asked for and not granted fails the set-up: the run would stream and measure no
     /// audio at all. sglang-omni grants only the first output modality it supports, in the
     /// order asked (`negotiation.py`'s `[:1]`), so `text,audio` gets text alone. A grant that
-    /// names none (an older server) or leaves out only text is taken as it is.
+    /// names no list, or an empty one (an older server), or leaves out only text is taken as
+    /// it is; names are compared as the server might write them (`"Audio"`).
     fn check_audio_granted(&self, session: Option<&serde_json::Value>) -> Result<(), String> {
-        if !self.modalities.iter().any(|m| m == "audio") {
+        let is_audio = |m: &serde_json::Value| {
+            m.as_str()
+                .is_some_and(|m| m.trim().eq_ignore_ascii_case("audio"))
+        };
+        if self.audio_grant_optional || !self.modalities.iter().any(|m| m == "audio") {
             return Ok(());
         }
-        let Some(granted) = session.and_then(|s| {
-            s.get("output_modalities")
-                .or_else(|| s.pointer("/sglang/granted/output_modalities"))
-                .and_then(|m| m.as_array())
-        }) else {
+        // Each place a grant may be named, when it names a list that is not empty.
+        let lists: Vec<&Vec<serde_json::Value>> =
+            ["/output_modalities", "/sglang/granted/output_modalities"]
+                .iter()
+                .filter_map(|at| session?.pointer(at)?.as_array())
+                .filter(|list| !list.is_empty())
+                .collect();
+        let Some(granted) = lists.first() else {
             return Ok(());
         };
-        if granted.iter().any(|m| m.as_str() == Some("audio")) {
+        if lists.iter().any(|list| list.iter().any(is_audio)) {
             return Ok(());
         }
         let names: Vec<&str> = granted.iter().filter_map(|m| m.as_str()).collect();
@@ -870,14 +883,14 @@ mod tests {
             )
         };
         let ready = Meaning::Milestone(Milestone::Ready);
-        let text_first = Native::new(&["text".to_string(), "audio".to_string()]);
+        let text_first = Native::new(&["text".to_string(), "audio".to_string()], false);
         let err = text_first.classify(&updated(r#"["text"]"#)).err().unwrap();
         assert!(
             err.contains(r#"granted output_modalities ["text"]"#),
             "{err}"
         );
         assert!(err.contains("--modalities audio,text"), "{err}");
-        let audio_first = Native::new(&["audio".to_string(), "text".to_string()]);
+        let audio_first = Native::new(&["audio".to_string(), "text".to_string()], false);
         assert_eq!(
             audio_first
                 .classify(&updated(r#"["audio"]"#))
@@ -893,7 +906,7 @@ mod tests {
             ready
         );
         // Text alone asked for: text alone granted is what was wanted.
-        let text = Native::new(&["text".to_string()]);
+        let text = Native::new(&["text".to_string()], false);
         assert_eq!(
             text.classify(&updated(r#"["text"]"#)).unwrap().meaning,
             ready
@@ -901,9 +914,29 @@ mod tests {
         // Only sglang.granted names it.
         let nested = r#"{"type":"session.updated","session":{"sglang":{"granted":{"output_modalities":["text"]}}}}"#;
         assert!(Native::default().classify(nested).is_err());
-        // Nothing named, or not a list: nothing to go by.
+        // Named as a server might write it; or named in one place only.
+        for session in [
+            r#"{"output_modalities":[" Audio "]}"#,
+            r#"{"output_modalities":["text"],"sglang":{"granted":{"output_modalities":["AUDIO"]}}}"#,
+        ] {
+            let text = format!(r#"{{"type":"session.updated","session":{session}}}"#);
+            assert_eq!(
+                Native::default().classify(&text).unwrap().meaning,
+                ready,
+                "{text}"
+            );
+        }
+        // conform judges the grant itself: its sessions stream on.
+        let judged = Native::new(&["text".to_string(), "audio".to_string()], true);
+        assert_eq!(
+            judged.classify(&updated(r#"["text"]"#)).unwrap().meaning,
+            ready
+        );
+        // Nothing named, an empty list, or not a list: nothing to go by.
         for session in [
             r#"{}"#,
+            r#"null"#,
+            r#"{"output_modalities":[]}"#,
             r#"{"output_modalities":null}"#,
             r#"{"output_modalities":"audio"}"#,
         ] {
@@ -923,7 +956,7 @@ mod tests {
             worker: 0,
             session: 0,
         };
-        let both = Native::new(&["audio".to_string(), "text".to_string()]);
+        let both = Native::new(&["audio".to_string(), "text".to_string()], false);
         let Some(Outgoing::Text(update)) = both.set_up(ids).remove(1).send else {
             panic!("the update is a text frame")
         };

@@ -133,6 +133,9 @@ pub struct Session {
     /// The hotwords and language set (the real server's `asr_kwargs`, which its decodes pass).
     hotwords: String,
     language: String,
+    /// An audio frame of an odd number of bytes came while active: the server's
+    /// `np.frombuffer(…, dtype=np.int16)` raises, its handler ends, and the connection closes.
+    failed: bool,
 }
 
 impl Session {
@@ -157,7 +160,13 @@ impl Session {
             stops_sent: 0,
             hotwords: String::new(),
             language: String::new(),
+            failed: false,
         }
+    }
+
+    /// The session ended as the server's handler does on an error: close the connection.
+    pub fn failed(&self) -> bool {
+        self.failed
     }
 
     /// The `stopped` events sent since the last call (sessions the client may now close).
@@ -178,7 +187,7 @@ impl Session {
     /// `out`, until one asks for a decode — returned, and nothing more is processed until it
     /// is [`decoded`](Session::decoded) — or none is left. Nothing while a decode is in flight.
     pub fn process(&mut self, now_s: f64, out: &mut Vec<Utf8Bytes>) -> Option<Decode> {
-        if self.pending.is_some() {
+        if self.pending.is_some() || self.failed {
             return None;
         }
         loop {
@@ -190,6 +199,11 @@ impl Session {
             } else if let Some(frame) = self.queue.pop_front() {
                 match frame {
                     Frame::Text(text) => self.on_text(text.as_str(), out),
+                    Frame::Audio(pcm) if self.started && pcm.len() % 2 == 1 => {
+                        self.failed = true;
+                        self.queue.clear();
+                        return None;
+                    }
                     Frame::Audio(pcm) => {
                         self.on_audio(&pcm);
                         None
@@ -954,6 +968,24 @@ mod tests {
         // At 600 ms another result without one (400 ms); at 700 ms, 500 ms are decoded.
         assert_eq!(texts(&out)[1]["duration_ms"], 600);
         assert!(!d.is_final && (d.audio_s - 0.5).abs() < 1e-9, "{d:?}");
+    }
+
+    /// `np.frombuffer(pcm_bytes, dtype=np.int16)` raises on an odd number of bytes; the
+    /// handler's `except Exception` ends it and the connection closes. Before `START` the
+    /// frame is not looked at.
+    #[test]
+    fn an_odd_length_audio_frame_while_active_ends_the_session_as_the_server_errs() {
+        let mut s = Session::new(&FunasrMockArgs::default());
+        s.push(Frame::Audio(Bytes::from_static(&[0; 3])));
+        assert_eq!(s.process(0.0, &mut Vec::new()), None);
+        assert!(!s.failed(), "ignored before START");
+        command(&mut s, "START", &mut Vec::new());
+        s.push(Frame::Audio(Bytes::from_static(&[0; 3])));
+        s.push(Frame::Text(Utf8Bytes::from_static("STOP")));
+        let mut out = Vec::new();
+        assert_eq!(s.process(0.0, &mut out), None);
+        assert!(s.failed());
+        assert!(out.is_empty(), "nothing after it is answered");
     }
 
     #[test]
