@@ -575,3 +575,27 @@ async fn minicpmo_grants_audio_and_text_with_1000ms_units() {
         serde_json::json!(["audio", "text"])
     );
 }
+
+/// Fun-ASR's handler ends on the error `np.frombuffer(…, dtype=np.int16)` raises for an odd
+/// number of PCM bytes, and the connection closes normally; the mock does the same, on a real
+/// socket.
+#[tokio::test]
+async fn the_funasr_mock_closes_on_an_odd_length_audio_frame_as_the_server() {
+    let mock = Mock::start(&["--protocol", "funasr"]);
+    let (mut client, _) = ws::connect(&format!("ws://{}/", mock.addr), &[]).await;
+    ws::send(&mut client, Message::Text("START".into())).await;
+    assert_eq!(
+        ws::next_json(&mut client).await,
+        serde_json::json!({"event":"started"})
+    );
+    ws::send(&mut client, Message::Binary(vec![0; 3200].into())).await;
+    ws::send(&mut client, Message::Binary(vec![0; 3].into())).await;
+    ws::send(&mut client, Message::Text("STOP".into())).await;
+    let closed = tokio::time::timeout(STEP, client.next())
+        .await
+        .expect("an answer in time");
+    match closed {
+        Some(Ok(Message::Close(Some(frame)))) => assert_eq!(u16::from(frame.code), 1000),
+        other => panic!("expected the close frame (1000), got {other:?}"),
+    }
+}
