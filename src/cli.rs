@@ -354,7 +354,7 @@ pub struct FunasrMockArgs {
         help_heading = "Fun-ASR mock"
     )]
     pub decode_interval: f64,
-    /// The longest audio window a partial decode covers, in seconds; 0 or less: the whole segment.
+    /// The longest audio window a partial decode covers, in seconds, of the open speech segment (the mock cuts segments at pauses as the server's VAD); 0 or less: the whole segment.
     #[arg(
         long,
         default_value_t = 15.0,
@@ -365,7 +365,7 @@ pub struct FunasrMockArgs {
     /// Fixed cost of one engine call, in ms.
     #[arg(long, default_value_t = 20.0, help_heading = "Fun-ASR mock")]
     pub decode_ms: f64,
-    /// Cost per second of audio decoded, in ms: a partial's window, a final's whole segment (a batch costs as its longest).
+    /// Cost per second of audio decoded, in ms: a partial's window, a closed segment's or the final's whole segment (a batch costs as its longest).
     #[arg(long, default_value_t = 10.0, help_heading = "Fun-ASR mock")]
     pub decode_ms_per_audio_sec: f64,
     /// Decodes of several sessions arriving within this many ms go to the engine as one batch; 0 turns batching off (one decode a call), as on the real server.
