@@ -118,10 +118,11 @@ impl Vad {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn tone(ms: u64, amplitude: i16) -> Vec<u8> {
+    /// `ms` of 16 kHz PCM16 square wave (silence at amplitude 0).
+    pub fn tone(ms: u64, amplitude: i16) -> Vec<u8> {
         (0..16 * ms)
             .flat_map(|i| {
                 let s = if i % 2 == 0 { amplitude } else { -amplitude };
@@ -156,14 +157,19 @@ mod tests {
         }
     }
 
-    #[test]
-    fn the_shipped_speech_sample_makes_turns_issue_12() {
+    /// The shipped speech sample (assets/speech-16k.wav) as PCM16 bytes.
+    pub fn speech_sample_pcm() -> Vec<u8> {
         let path = concat!(env!("CARGO_MANIFEST_DIR"), "/assets/speech-16k.wav");
         let mut reader = hound::WavReader::open(path).unwrap();
-        let pcm: Vec<u8> = reader
+        reader
             .samples::<i16>()
             .flat_map(|s| s.unwrap().to_le_bytes())
-            .collect();
+            .collect()
+    }
+
+    #[test]
+    fn the_shipped_speech_sample_makes_turns_issue_12() {
+        let pcm = speech_sample_pcm();
         let mut vad = Vad::new(16_000);
         let mut events = Vec::new();
         vad.feed(&pcm, &mut events);

@@ -129,18 +129,9 @@ fn silence_after(length_ms: u64) -> u64 {
 }
 
 #[cfg(test)]
-pub(super) mod tests {
+mod tests {
     use super::*;
-
-    /// `ms` of a square wave (loud when `amplitude` is, silence at 0).
-    pub fn tone(ms: u64, amplitude: i16) -> Vec<u8> {
-        (0..16 * ms)
-            .flat_map(|i| {
-                let s = if i % 2 == 0 { amplitude } else { -amplitude };
-                s.to_le_bytes()
-            })
-            .collect()
-    }
+    use crate::mock::vad::tests::{speech_sample_pcm, tone};
 
     fn fed(audio: &[u8], packet: usize) -> Vec<Change> {
         let mut s = Segmenter::new();
@@ -221,12 +212,7 @@ pub(super) mod tests {
 
     #[test]
     fn the_shipped_speech_sample_is_one_segment_and_looped_it_is_cut_at_its_pause() {
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/assets/speech-16k.wav");
-        let mut reader = hound::WavReader::open(path).unwrap();
-        let pcm: Vec<u8> = reader
-            .samples::<i16>()
-            .flat_map(|s| s.unwrap().to_le_bytes())
-            .collect();
+        let pcm = speech_sample_pcm();
         // Once: its 1.1 s pause is under the 2 s a short segment waits for.
         let once = fed(&pcm, 3_200);
         assert!(

@@ -537,7 +537,7 @@ mod tests {
 
     /// 100 ms of loud audio (speech to the VAD).
     fn loud() -> Bytes {
-        Bytes::from(super::super::segments::tests::tone(100, 3_000))
+        Bytes::from(crate::mock::vad::tests::tone(100, 3_000))
     }
 
     /// 100 ms of silence.
