@@ -127,7 +127,6 @@ pub struct Session {
     todo: VecDeque<Todo>,
     /// The decode in flight: nothing more is processed until it is done.
     pending: Option<(Decode, Owed)>,
-    pub partials_sent: u64,
     /// `stopped` events sent since [`take_stops`](Session::take_stops) was last called.
     stops_sent: u64,
     /// The hotwords and language set (the real server's `asr_kwargs`, which its decodes pass).
@@ -156,7 +155,6 @@ impl Session {
             queue: VecDeque::new(),
             todo: VecDeque::new(),
             pending: None,
-            partials_sent: 0,
             stops_sent: 0,
             hotwords: String::new(),
             language: String::new(),
@@ -417,7 +415,6 @@ impl Session {
                 r#"{{"sentences":[{sentences}],"partial":"","partial_start_ms":0,"duration_ms":{duration_ms},"is_final":true}}"#
             )
         } else {
-            self.partials_sent += 1;
             let (text, start_ms) = match (self.partial, self.segments.open_start_ms()) {
                 (Some((audio_s, start_ms)), _) => (words(audio_s), start_ms),
                 (None, Some(open_ms)) => (String::new(), open_ms),
