@@ -360,7 +360,7 @@ fn show_finished(
 /// can be reached at all.
 fn start_mock_or_reach_server(plan: &mut RunPlan) -> Result<Option<MockChild>> {
     let Some(behaviour) = &plan.settings.mock else {
-        check_reachable(&plan.settings.url, plan.settings.connect_timeout_s)?;
+        check_reachable(&plan.settings)?;
         return Ok(None);
     };
     let mock = MockChild::start(&plan.output_dir, plan.settings.protocol, behaviour)?;
@@ -565,26 +565,27 @@ fn install_signal_thread(tx: Sender<Event>) -> Result<SignalThread> {
     Ok(handle)
 }
 
-/// Fails early, with a message that says what to do, when `--url` cannot be reached at all.
-fn check_reachable(url: &str, timeout_s: f64) -> Result<()> {
+/// Fails early, with a message that says what to do, when `--url` cannot be reached at all
+/// (see [`crate::worker::session::probe`]).
+fn check_reachable(settings: &options::Settings) -> Result<()> {
+    let url = &settings.url;
     let authority =
         options::url_authority(url).ok_or_else(|| anyhow!("--url `{url}` has no host"))?;
-    let addrs: Vec<_> = authority
+    authority
         .to_socket_addrs()
-        .with_context(|| format!("cannot resolve the host of --url `{url}`"))?
-        .collect();
-    let timeout = Duration::from_secs_f64(timeout_s);
-    let mut last_err = None;
-    for addr in &addrs {
-        match std::net::TcpStream::connect_timeout(addr, timeout) {
-            Ok(_) => return Ok(()),
-            Err(err) => last_err = Some(err),
-        }
-    }
-    Err(anyhow!(
-        "cannot reach the server at {url} ({}); start the server or check --url",
-        last_err.map_or("no address".to_string(), |e| e.to_string())
-    ))
+        .with_context(|| format!("cannot resolve the host of --url `{url}`"))?;
+    let protocol = crate::worker::client_protocol(settings);
+    let dialer = crate::worker::session::Dialer::new(settings, protocol.as_ref())?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot build the runtime that checks --url")?;
+    let timeout = Duration::from_secs_f64(settings.connect_timeout_s);
+    runtime
+        .block_on(crate::worker::session::probe(&dialer, timeout))
+        .map_err(|why| {
+            anyhow!("cannot reach the server at {url} ({why}); start the server or check --url")
+        })
 }
 
 /// Mends the receipts files a dead worker left open (see [`crate::trace::files::mend_receipts`]);

@@ -496,7 +496,7 @@ async fn collect_outcomes(
 }
 
 /// The client side of the run's protocol, configured from its settings.
-fn client_protocol(settings: &Settings) -> Rc<dyn ClientProtocol> {
+pub(crate) fn client_protocol(settings: &Settings) -> Rc<dyn ClientProtocol> {
     match settings.protocol {
         Protocol::Native => Rc::new(Native::new(
             &settings.modalities,

@@ -9,7 +9,7 @@ pub mod machine;
 mod transcripts;
 pub mod wire;
 
-pub use connect::Dialer;
+pub use connect::{probe, Dialer};
 
 use super::counters::WorkerStats;
 use super::pacer::Pacer;

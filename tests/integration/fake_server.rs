@@ -55,7 +55,7 @@ pub fn start(misbehaviour: Misbehaviour) -> FakeServer {
     let std_listener: std::net::TcpListener = socket.into();
     std_listener.set_nonblocking(true).unwrap();
     // `session.update`s so far, for the misbehaviours that treat the first one apart (the
-    // client's reachability probe opens a connection of its own, which sends none).
+    // client's reachability probe makes a handshake of its own and closes it, sending none).
     let updates = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let server = crate::util::LoopbackServer::serve(std_listener, move |stream| {
         session(stream, misbehaviour, updates.clone())

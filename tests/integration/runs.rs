@@ -338,7 +338,7 @@ fn sigint_stops_the_run_and_still_writes_a_cancelled_summary() {
 #[test]
 fn sigint_during_set_up_stops_the_run_without_waiting_out_the_timeouts() {
     let _serial = util::serial();
-    // Sessions that made their WebSocket handshake with the silent server, in all.
+    // Handshakes the silent server took, in all: each run's probe, then its sessions'.
     let handshakes = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let counted = handshakes.clone();
     let silent_ws = util::LoopbackServer::start(move |stream| {
@@ -388,7 +388,7 @@ fn sigint_during_set_up_stops_the_run_without_waiting_out_the_timeouts() {
         // The provisional summary is written once the workers are started; against the
         // silent server, both sessions then wait for its answer.
         let deadline = std::time::Instant::now() + Duration::from_secs(30);
-        let waiting = |n: usize| server.addr != silent_ws.addr || n >= connected_before + 2;
+        let waiting = |n: usize| server.addr != silent_ws.addr || n >= connected_before + 3;
         while !out.join("summary.json").exists()
             || !waiting(handshakes.load(std::sync::atomic::Ordering::SeqCst))
         {

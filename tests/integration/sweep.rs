@@ -321,8 +321,8 @@ fn ctrl_c_during_a_level_stops_that_run_cleanly_and_counts_no_level_issue_15() {
 
 /// A server on 127.0.0.1 that reads each WebSocket handshake and answers the status line
 /// `status` (e.g. `HTTP/1.1 403 Forbidden`) to every one after the first `serve` handshakes,
-/// which go to the mock at `upstream`. A connection that sends nothing (the conductor's
-/// reachability probe) counts for nothing.
+/// which go to the mock at `upstream`. The conductor's probe before each level makes a
+/// handshake too, and counts.
 fn refusing_after(
     serve: usize,
     upstream: Option<std::net::SocketAddr>,
@@ -453,8 +453,9 @@ fn levels_where_sessions_were_refused_count_only_what_streamed() {
     let dir = TempDir::new("sweep-refused-later");
     let out = dir.join("sweep");
     let mock = Mock::start();
-    // Two sessions reach the mock: the one of level 1 and one of level 2's; level 4 is refused.
-    let server = refusing_after(2, Some(mock.1), "HTTP/1.1 403 Forbidden");
+    // Four handshakes reach the mock: level 1's probe and session, level 2's probe and one of
+    // its sessions; level 4 is refused.
+    let server = refusing_after(4, Some(mock.1), "HTTP/1.1 403 Forbidden");
     let url = format!("ws://{}/v1/realtime", server.addr);
     let done = sweep(&out, &["--url", &url, "-s", "1,2,4", "-d", "2s"]);
     let s = sweep_json(&out);

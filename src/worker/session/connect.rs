@@ -17,8 +17,10 @@ use tokio::net::{TcpSocket, TcpStream};
 use tokio_tungstenite::tungstenite::client::IntoClientRequest as _;
 use tokio_tungstenite::tungstenite::error::{ProtocolError, TlsError, UrlError};
 use tokio_tungstenite::tungstenite::http::{HeaderName, HeaderValue, Response, StatusCode};
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+use tokio_tungstenite::tungstenite::protocol::CloseFrame;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
-use tokio_tungstenite::tungstenite::Error as WsError;
+use tokio_tungstenite::tungstenite::{Error as WsError, Message};
 
 /// How a worker's sessions connect, made once per worker: the TLS configuration (loading the
 /// system's roots takes milliseconds) and the handshake headers.
@@ -133,6 +135,51 @@ pub(super) async fn connect(ctx: &SessionCtx, trace: &mut SessionTrace) -> Resul
     )))
 }
 
+/// How long the probe before a run gives the rest of its handshake, once its TCP connection is
+/// open, and the server's answer to its close.
+const PROBE_GRACE: Duration = Duration::from_secs(2);
+
+/// Whether the server at `--url` can be reached at all, asked once before a run: `Err` (what
+/// the system said) when the TCP connection cannot be opened within `connect_timeout`. Once
+/// it is open, the probe makes the handshake the sessions make and closes it with 1000, as a
+/// client that changed its mind: a connection that ends before its request is what WebSocket
+/// servers log as a failed handshake (Python `websockets`, which Fun-ASR's server runs on, at
+/// ERROR with a traceback), one in the server's log for every run and sweep level. What goes
+/// wrong after the TCP connection (TLS, a refusal, an answer slower than [`PROBE_GRACE`]) is
+/// the sessions' to meet and say in full; the probe lets it be.
+pub async fn probe(dialer: &Dialer, connect_timeout: Duration) -> Result<(), String> {
+    let socket = match tokio::time::timeout(connect_timeout, open_tcp(&dialer.url, None)).await {
+        Ok(Ok(socket)) => socket,
+        Ok(Err(WsError::Io(err))) => return Err(err.to_string()),
+        Ok(Err(err)) => return Err(err.to_string()),
+        Err(_) => {
+            return Err(format!(
+                "no answer within --connect-timeout {}s",
+                connect_timeout.as_secs_f64()
+            ))
+        }
+    };
+    let config = WebSocketConfig::default().read_buffer_size(HANDSHAKE_BUFFER_BYTES);
+    let mut progress = hint::Progress::default();
+    let goodbye = async {
+        let mut ws = handshake_on(socket, &dialer.url, dialer, config, &mut progress).await?;
+        let close = CloseFrame {
+            code: CloseCode::Normal,
+            reason: "".into(),
+        };
+        ws.close(Some(close)).await?;
+        // The server's close in answer: it ends the connection, as the protocol has it.
+        while let Some(message) = futures_util::StreamExt::next(&mut ws).await {
+            if let Message::Close(_) = message? {
+                break;
+            }
+        }
+        Ok::<(), WsError>(())
+    };
+    let _ = tokio::time::timeout(PROBE_GRACE, goodbye).await;
+    Ok(())
+}
+
 /// `message; hint`, or the message alone.
 fn with_hint(message: String, hint: Option<&str>) -> String {
     match hint {
@@ -164,6 +211,13 @@ async fn connect_ws_with(
     send_buffer_bytes: Option<u32>,
     progress: &mut hint::Progress,
 ) -> Result<Ws, WsError> {
+    let socket = open_tcp(url, send_buffer_bytes).await?;
+    handshake_on(socket, url, dialer, config, progress).await
+}
+
+/// The TCP connection to `url`'s host (without Nagle's delay; with `--send-buffer-bytes`, on a
+/// send buffer of that size).
+async fn open_tcp(url: &str, send_buffer_bytes: Option<u32>) -> Result<TcpStream, WsError> {
     let authority = crate::options::url_authority(url).ok_or(WsError::Url(UrlError::NoHostName))?;
     let socket = match send_buffer_bytes {
         None => TcpStream::connect(authority).await.map_err(WsError::Io)?,
@@ -184,6 +238,17 @@ async fn connect_ws_with(
         }
     };
     socket.set_nodelay(true).map_err(WsError::Io)?;
+    Ok(socket)
+}
+
+/// TLS for `wss://` and the WebSocket handshake over a connected `socket`.
+async fn handshake_on(
+    socket: TcpStream,
+    url: &str,
+    dialer: &Dialer,
+    config: WebSocketConfig,
+    progress: &mut hint::Progress,
+) -> Result<Ws, WsError> {
     let mut request = url.into_client_request()?;
     for (name, value) in &dialer.headers {
         request.headers_mut().append(name.clone(), value.clone());
@@ -317,6 +382,80 @@ mod tests {
                 Err(err) => panic!("expected the version error, got {err}"),
                 Ok(_) => panic!("an upgrade over HTTP/1.0 was taken"),
             }
+        });
+    }
+
+    fn block_on<F: std::future::Future>(future: F) -> F::Output {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+            .block_on(future)
+    }
+
+    fn dialer(url: String) -> Dialer {
+        Dialer {
+            url,
+            tls: None,
+            headers: Vec::new(),
+        }
+    }
+
+    /// The probe before a run leaves a WebSocket server a whole handshake and a close with
+    /// 1000, never a connection that ends before its request (which Python `websockets` logs as
+    /// a failed handshake, with a traceback at ERROR).
+    #[test]
+    fn the_probe_makes_a_whole_handshake_and_closes_it_with_1000() {
+        block_on(async {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let url = format!("ws://{}/v1/realtime", listener.local_addr().unwrap());
+            let server = tokio::spawn(async move {
+                let (stream, _) = listener.accept().await.unwrap();
+                let mut ws = tokio_tungstenite::accept_async(stream).await.unwrap();
+                let first = futures_util::StreamExt::next(&mut ws).await;
+                let _ = futures_util::SinkExt::close(&mut ws).await;
+                first
+            });
+            probe(&dialer(url), Duration::from_secs(5)).await.unwrap();
+            match server.await.unwrap() {
+                Some(Ok(Message::Close(Some(frame)))) => assert_eq!(frame.code, CloseCode::Normal),
+                other => panic!("expected a close with 1000, got {other:?}"),
+            }
+        });
+    }
+
+    #[test]
+    fn the_probe_fails_only_where_no_tcp_connection_opens() {
+        block_on(async {
+            // Nothing listens on a port that was bound a moment ago.
+            let port = std::net::TcpListener::bind("127.0.0.1:0")
+                .unwrap()
+                .local_addr()
+                .unwrap()
+                .port();
+            let why = probe(
+                &dialer(format!("ws://127.0.0.1:{port}/")),
+                Duration::from_secs(5),
+            )
+            .await
+            .unwrap_err();
+            assert!(why.contains("refused"), "{why}");
+            // A refusal of the handshake is the sessions' to meet and say in full.
+            let refusing = answering("HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\n\r\n").await;
+            probe(&dialer(refusing), Duration::from_secs(5))
+                .await
+                .unwrap();
+            // So is a server that takes the request and never answers: the probe lets it be.
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let silent = format!("ws://{}/", listener.local_addr().unwrap());
+            tokio::spawn(async move {
+                let (mut stream, _) = listener.accept().await.unwrap();
+                let mut sink = [0u8; 4096];
+                while stream.read(&mut sink).await.is_ok_and(|n| n > 0) {}
+            });
+            probe(&dialer(silent), Duration::from_secs(300))
+                .await
+                .unwrap();
         });
     }
 }
