@@ -88,6 +88,49 @@ impl WholeFile {
     }
 }
 
+impl WholeFile {
+    /// Cuts the receipts file back, whole receipts at a time, until an end of `need` bytes fits
+    /// in the room its last block has (a full disk gives no new block; a block begun is the
+    /// file's); returns how many receipts that dropped, or `None` where no cut makes room.
+    fn make_room_for_end(&mut self, need: usize) -> Option<u64> {
+        use std::os::unix::fs::{FileExt as _, MetadataExt as _};
+        let block = self.file.metadata().ok()?.blksize().max(512);
+        let tail_at = self.len.saturating_sub(2 * block);
+        let mut tail = vec![0; (self.len - tail_at) as usize];
+        self.file.read_exact_at(&mut tail, tail_at).ok()?;
+        let (cut, dropped) = receipts_cut(&tail, tail_at, block, need as u64)?;
+        self.file.set_len(cut).ok()?;
+        std::io::Seek::seek(&mut self.file, std::io::SeekFrom::Start(cut)).ok()?;
+        self.len = cut;
+        Some(dropped)
+    }
+}
+
+/// Where to cut a receipts file whose last bytes are `tail` (from offset `tail_at`) so that
+/// `need` bytes fit in its last block of `block` bytes: the last receipt boundary (before a
+/// receipt's comma, or after the `[` before the first) with that room, and how many receipts
+/// are dropped to get there.
+fn receipts_cut(tail: &[u8], tail_at: u64, block: u64, need: u64) -> Option<(u64, u64)> {
+    let room = |at: u64| match at % block {
+        0 => 0,
+        used => block - used,
+    };
+    let mut dropped = 0;
+    for at in memchr::memmem::rfind_iter(tail, br#"{"event_id""#) {
+        dropped += 1;
+        let cut = match at.checked_sub(1).map(|before| tail[before]) {
+            Some(b',') => at - 1,
+            Some(b'[') => at,
+            _ => continue,
+        };
+        let cut = tail_at + cut as u64;
+        if room(cut) >= need {
+            return Some((cut, dropped));
+        }
+    }
+    None
+}
+
 /// One session's trace and receipts files: what its batches are written to, by the writer
 /// thread (or, with the `inline` writer, by the runtime after every line).
 pub struct SessionFiles {
@@ -115,7 +158,14 @@ impl SessionFiles {
             if trace {
                 files.trace = Some(WholeFile::new(File::create(dir.join(TRACE_FILE))?));
             }
-            files.receipts = Some(WholeFile::new(File::create(dir.join(RECEIPTS_FILE))?));
+            // Read too: a full disk may have it cut back to make room for its end.
+            let receipts = File::options()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .open(dir.join(RECEIPTS_FILE))?;
+            files.receipts = Some(WholeFile::new(receipts));
             Ok(())
         });
         if let Err(err) = opened {
@@ -130,23 +180,24 @@ impl SessionFiles {
     /// counted once either way.
     pub fn write(&mut self, batch: &Batch) {
         let trace = write_all(&mut self.trace, &batch.trace);
+        let mut dropped = 0;
         let receipts = if self.receipts_headless {
             // Lost with the file's start; counted then.
             Ok(())
         } else {
             let written = write_all(&mut self.receipts, &batch.receipts);
             if written.is_err() {
-                self.end_receipts(batch);
+                dropped = self.end_receipts(batch);
             }
             written
         };
         let mut lines = batch.lines;
-        for (what, result) in [
-            ("trace write failed", trace),
-            ("receipts write failed", receipts),
+        for (what, result, also) in [
+            ("trace write failed", trace, 0),
+            ("receipts write failed", receipts, dropped),
         ] {
             if let Err(err) = result {
-                let lost = std::mem::take(&mut lines);
+                let lost = std::mem::take(&mut lines) + also;
                 WriteLoss::note(&mut self.loss, &self.depth, (what, &err), lost);
             }
         }
@@ -154,19 +205,30 @@ impl SessionFiles {
 
     /// After a failed write of the receipts: a file that lost its start takes nothing more;
     /// one that lost its end (the session's last batch) gets that end alone, which a full disk
-    /// still takes (it fits in the file's last block), so the file stays JSON with the
-    /// receipts that were written.
-    fn end_receipts(&mut self, batch: &Batch) {
+    /// still takes where it fits in the room of the file's last block, so the file stays JSON
+    /// with the receipts that were written. Where it does not (an end with the server's close
+    /// frame is some 75 bytes), the last receipts make room for it; returns how many (they are
+    /// counted as lost).
+    fn end_receipts(&mut self, batch: &Batch) -> u64 {
         let Some(file) = self.receipts.as_mut() else {
-            return;
+            return 0;
         };
         if file.len == 0 {
             self.receipts_headless = true;
-            return;
+            return 0;
         }
-        if let Some(at) = batch.receipts_end_at {
-            let _ = file.write(&batch.receipts[at..]);
+        let Some(at) = batch.receipts_end_at else {
+            return 0;
+        };
+        let end = &batch.receipts[at..];
+        if file.write(end).is_ok() {
+            return 0;
         }
+        let dropped = file.make_room_for_end(end.len());
+        if dropped.is_some() {
+            let _ = file.write(end);
+        }
+        dropped.unwrap_or(0)
     }
 
     /// Whether everything reached the files.
@@ -371,6 +433,35 @@ mod tests {
                 .unwrap();
         assert_eq!(receipts["appends"][1]["seq"], 1);
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_receipts_end_that_does_not_fit_the_last_block_drops_whole_receipts_for_room() {
+        let head = r#"{"session_start_s":1.5,"appends":["#;
+        let one = r#"{"event_id":"0000000000000001","seq":1}"#;
+        let text = format!("{head}{one},{one},{one}");
+        let tail = text.as_bytes();
+        let first = head.len() as u64; // 34
+        let n = one.len() as u64; // 39
+                                  // Blocks of 64 bytes: the file (153 bytes) ends 25 bytes into its third block. The
+                                  // places to cut: before the third receipt's comma (113: 15 bytes left in its block),
+                                  // before the second's (73: 55 left), after the `[` (34: 30 left).
+        let cut = |at: u64, need: u64| receipts_cut(&tail[at as usize..], at, 64, need);
+        assert_eq!(cut(0, 10), Some((first + 2 * n + 1, 1)));
+        assert_eq!(cut(0, 20), Some((first + n, 2)));
+        assert_eq!(cut(0, 55), Some((first + n, 2)));
+        assert_eq!(cut(0, 56), None, "no cut leaves 56 bytes");
+        // A tail that starts inside the file counts from its offset, and a receipt whose
+        // predecessor it cannot see is not a place to cut.
+        assert_eq!(cut(first, 10), Some((first + 2 * n + 1, 1)));
+        assert_eq!(cut(first, 20), Some((first + n, 2)));
+        assert_eq!(cut(first, 30), Some((first + n, 2)));
+        assert_eq!(cut(first + n + 1, 20), None);
+        // The cut leaves JSON once the end follows.
+        let (at, _) = cut(0, 20).unwrap();
+        let whole = format!("{}]}}", &text[..at as usize]);
+        let v: serde_json::Value = serde_json::from_str(&whole).unwrap();
+        assert_eq!(v["appends"].as_array().unwrap().len(), 1);
     }
 
     #[test]

@@ -106,3 +106,26 @@ fn a_self_signed_certificate_is_said_to_be_untrusted_naming_ca_file_and_insecure
         "{error}"
     );
 }
+
+/// A proxy that sends plain HTTP on to HTTPS, as nginx's `return 301 https://…` does: a
+/// WebSocket client follows no redirect (RFC 6455 §4.1), so the error names the URL to give,
+/// in WebSocket terms.
+#[test]
+fn a_redirect_names_the_url_to_give_with_its_websocket_scheme() {
+    let _serial = util::serial();
+    let dir = TempDir::new("hint-redirect");
+    let server = LoopbackServer::start(|mut stream| async move {
+        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+        let mut request = [0u8; 4096];
+        if stream.read(&mut request).await.is_ok_and(|n| n > 0) {
+            let reply = "HTTP/1.1 301 Moved Permanently\r\nLocation: https://speech.example.test/v1/realtime\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+            let _ = stream.write_all(reply.as_bytes()).await;
+        }
+    });
+    let error = first_error(&dir, &format!("ws://{}/v1/realtime", server.addr), &[]);
+    assert!(error.contains("301"), "{error}");
+    assert!(
+        error.contains("give `wss://speech.example.test/v1/realtime` as --url"),
+        "{error}"
+    );
+}

@@ -297,10 +297,11 @@ fn wss_with_a_self_signed_certificate_carries_the_headers_and_writes_no_secret_i
         runs.push(out);
     }
     let stats = mock.terminate();
+    // Each run's probe makes the sessions' handshake, headers and all, before its session.
     for header in ["authorization", "x-test", "openai-beta"] {
         assert_eq!(
             stats.request_headers.get(header),
-            Some(&2),
+            Some(&4),
             "{header}: {:?}",
             stats.request_headers
         );

@@ -117,7 +117,7 @@ pub(super) async fn connect(ctx: &SessionCtx, trace: &mut SessionTrace) -> Resul
             }
             Ok(Err(err)) => with_hint(
                 format!("cannot connect to {}: {err}", ctx.url),
-                hint::for_error(&err, &progress),
+                hint::for_error(&err, &progress).as_deref(),
             ),
             Err(_) => with_hint(
                 format!(

@@ -3,7 +3,9 @@
 //! trust. The hint follows the library's own error text, which is kept.
 
 use rustls::{CertificateError, InvalidMessage};
+use std::borrow::Cow;
 use tokio_tungstenite::tungstenite::error::ProtocolError;
+use tokio_tungstenite::tungstenite::http::HeaderMap;
 use tokio_tungstenite::tungstenite::Error as WsError;
 
 /// How far a connection got: where it was when it failed or ran out of time, and the first
@@ -48,13 +50,54 @@ pub const NOT_AUTHORISED: &str =
     "the server refused the handshake's credentials: give the key with --api-key (openai and vllm default to $OPENAI_API_KEY) or the header it expects with --header";
 
 /// The hint for a connection that failed with `err`, if there is one.
-pub fn for_error(err: &WsError, progress: &Progress) -> Option<&'static str> {
-    match err {
-        WsError::Http(response) => match response.status().as_u16() {
-            404 => Some(NO_ENDPOINT),
-            401 | 403 => Some(NOT_AUTHORISED),
+pub fn for_error(err: &WsError, progress: &Progress) -> Option<Cow<'static, str>> {
+    if let WsError::Http(response) = err {
+        return match response.status().as_u16() {
+            // A page or a route for other methods where the upgrade was asked: a web UI, a
+            // health check, an HTTP API beside the WebSocket one.
+            200 | 404 | 405 => Some(NO_ENDPOINT.into()),
+            401 | 403 => Some(NOT_AUTHORISED.into()),
+            301 | 302 | 303 | 307 | 308 => Some(redirect(response.headers()).into()),
             _ => None,
-        },
+        };
+    }
+    for_transport_error(err, progress).map(Cow::Borrowed)
+}
+
+/// What to do about a redirect: a client does not follow one for a WebSocket (RFC 6455
+/// §4.1), so the URL it names is the one to give. Its scheme is said in WebSocket terms (an
+/// `https://` redirect is a proxy's move to TLS: `wss://`).
+fn redirect(headers: &HeaderMap) -> String {
+    let location = headers
+        .get("location")
+        .and_then(|v| v.to_str().ok())
+        .map(|v| {
+            v.chars()
+                .filter(|c| !c.is_control())
+                .take(200)
+                .collect::<String>()
+        })
+        .filter(|v| !v.is_empty());
+    let Some(location) = location else {
+        return "the server answered with a redirect that names no URL: ask its operator for the WebSocket URL".to_string();
+    };
+    let as_ws = if let Some(rest) = location.strip_prefix("https://") {
+        format!("wss://{rest}")
+    } else if let Some(rest) = location.strip_prefix("http://") {
+        format!("ws://{rest}")
+    } else {
+        location.clone()
+    };
+    if as_ws == location {
+        format!("the server redirects the handshake to `{location}`: give that as --url")
+    } else {
+        format!("the server redirects the handshake to `{location}`: give `{as_ws}` as --url")
+    }
+}
+
+/// The hint for a connection that failed below HTTP (TLS, or an answer that is not HTTP).
+fn for_transport_error(err: &WsError, progress: &Progress) -> Option<&'static str> {
+    match err {
         WsError::Protocol(ProtocolError::HttparseError(_)) if is_tls_record(&progress.reply) => {
             Some(USE_WSS)
         }
@@ -126,9 +169,11 @@ mod tests {
                 .unwrap();
             for_error(&WsError::Http(Box::new(response)), &Progress::default())
         };
-        assert_eq!(refused(404), Some(NO_ENDPOINT));
-        assert_eq!(refused(401), Some(NOT_AUTHORISED));
-        assert_eq!(refused(403), Some(NOT_AUTHORISED));
+        assert_eq!(refused(404).as_deref(), Some(NO_ENDPOINT));
+        assert_eq!(refused(200).as_deref(), Some(NO_ENDPOINT));
+        assert_eq!(refused(405).as_deref(), Some(NO_ENDPOINT));
+        assert_eq!(refused(401).as_deref(), Some(NOT_AUTHORISED));
+        assert_eq!(refused(403).as_deref(), Some(NOT_AUTHORISED));
         assert_eq!(
             refused(500),
             None,
@@ -137,15 +182,46 @@ mod tests {
     }
 
     #[test]
+    fn a_redirect_names_its_url_in_websocket_terms() {
+        let redirect_to = |status: u16, location: Option<&str>| {
+            let mut response = tokio_tungstenite::tungstenite::http::Response::builder();
+            if let Some(location) = location {
+                response = response.header("Location", location);
+            }
+            let response = response.status(status).body(None).unwrap();
+            for_error(&WsError::Http(Box::new(response)), &Progress::default())
+                .unwrap()
+                .into_owned()
+        };
+        let hint = redirect_to(301, Some("https://asr.example.test/ws"));
+        assert!(
+            hint.contains("redirects the handshake to `https://asr.example.test/ws`: give `wss://asr.example.test/ws` as --url"),
+            "{hint}"
+        );
+        let hint = redirect_to(307, Some("http://10.0.0.2:8000/v1/realtime"));
+        assert!(
+            hint.contains("give `ws://10.0.0.2:8000/v1/realtime` as --url"),
+            "{hint}"
+        );
+        let hint = redirect_to(308, Some("wss://other.test/"));
+        assert!(
+            hint.ends_with("to `wss://other.test/`: give that as --url"),
+            "{hint}"
+        );
+        let hint = redirect_to(302, None);
+        assert!(hint.contains("names no URL"), "{hint}");
+    }
+
+    #[test]
     fn a_tls_alert_in_answer_to_a_plain_handshake_says_use_wss() {
         let err = WsError::Protocol(ProtocolError::HttparseError(httparse::Error::Version));
         let alert = [21, 3, 3, 0, 2, 2, 50];
         assert_eq!(
-            for_error(&err, &progress(Stage::WebSocket, &alert)),
+            for_error(&err, &progress(Stage::WebSocket, &alert)).as_deref(),
             Some(USE_WSS)
         );
         assert_eq!(
-            for_error(&err, &progress(Stage::WebSocket, b"HTTX/1.1 200")),
+            for_error(&err, &progress(Stage::WebSocket, b"HTTX/1.1 200")).as_deref(),
             None,
             "a reply that is not TLS either gets no guess"
         );
@@ -156,13 +232,16 @@ mod tests {
         let err = rustls_io(rustls::Error::InvalidMessage(
             InvalidMessage::InvalidContentType,
         ));
-        assert_eq!(for_error(&err, &progress(Stage::Tls, b"")), Some(USE_WS));
+        assert_eq!(
+            for_error(&err, &progress(Stage::Tls, b"")).as_deref(),
+            Some(USE_WS)
+        );
         let eof = WsError::Io(std::io::Error::new(
             std::io::ErrorKind::UnexpectedEof,
             "tls handshake eof",
         ));
         assert_eq!(
-            for_error(&eof, &progress(Stage::Tls, b"")),
+            for_error(&eof, &progress(Stage::Tls, b"")).as_deref(),
             Some(CLOSED_IN_TLS)
         );
         assert_eq!(for_timeout(&progress(Stage::Tls, b"")), Some(SILENT_IN_TLS));
@@ -189,23 +268,26 @@ mod tests {
             ))),
         )));
         assert_eq!(
-            for_error(&ca, &progress(Stage::Tls, b"")),
+            for_error(&ca, &progress(Stage::Tls, b"")).as_deref(),
             Some(CA_AS_SERVER)
         );
         for cert in [CertificateError::Expired, CertificateError::NotValidYet] {
             let err = rustls_io(rustls::Error::InvalidCertificate(cert));
-            assert_eq!(for_error(&err, &progress(Stage::Tls, b"")), Some(EXPIRED));
+            assert_eq!(
+                for_error(&err, &progress(Stage::Tls, b"")).as_deref(),
+                Some(EXPIRED)
+            );
         }
         let reset = WsError::Io(std::io::Error::from(std::io::ErrorKind::ConnectionReset));
         assert_eq!(
-            for_error(&reset, &progress(Stage::Tls, b"")),
+            for_error(&reset, &progress(Stage::Tls, b"")).as_deref(),
             Some(CLOSED_IN_TLS)
         );
         let name = rustls_io(rustls::Error::InvalidCertificate(
             CertificateError::NotValidForName,
         ));
         assert_eq!(
-            for_error(&name, &progress(Stage::Tls, b"")),
+            for_error(&name, &progress(Stage::Tls, b"")).as_deref(),
             Some(WRONG_NAME)
         );
     }
