@@ -91,10 +91,11 @@ impl WholeFile {
 impl WholeFile {
     /// Cuts the receipts file back, whole receipts at a time, until an end of `need` bytes fits
     /// in the room its last block has (a full disk gives no new block; a block begun is the
-    /// file's); returns how many receipts that dropped, or `None` where no cut makes room.
-    fn make_room_for_end(&mut self, need: usize) -> Option<u64> {
-        use std::os::unix::fs::{FileExt as _, MetadataExt as _};
-        let block = self.file.metadata().ok()?.blksize().max(512);
+    /// file's; the block is the file system's allocation unit, `f_frsize`); returns how many
+    /// receipts that dropped and their bytes, or `None` where no cut makes room.
+    fn make_room_for_end(&mut self, need: usize) -> Option<(u64, Vec<u8>)> {
+        use std::os::unix::fs::FileExt as _;
+        let block = rustix::fs::fstatvfs(&self.file).ok()?.f_frsize.max(512);
         let tail_at = self.len.saturating_sub(2 * block);
         let mut tail = vec![0; (self.len - tail_at) as usize];
         self.file.read_exact_at(&mut tail, tail_at).ok()?;
@@ -102,7 +103,7 @@ impl WholeFile {
         self.file.set_len(cut).ok()?;
         std::io::Seek::seek(&mut self.file, std::io::SeekFrom::Start(cut)).ok()?;
         self.len = cut;
-        Some(dropped)
+        Some((dropped, tail.split_off((cut - tail_at) as usize)))
     }
 }
 
@@ -207,7 +208,7 @@ impl SessionFiles {
     /// one that lost its end (the session's last batch) gets that end alone, which a full disk
     /// still takes where it fits in the room of the file's last block, so the file stays JSON
     /// with the receipts that were written. Where it does not (an end with the server's close
-    /// frame is some 75 bytes), the last receipts make room for it; returns how many (they are
+    /// frame is some 90 bytes), the last receipts make room for it; returns how many (they are
     /// counted as lost).
     fn end_receipts(&mut self, batch: &Batch) -> u64 {
         let Some(file) = self.receipts.as_mut() else {
@@ -221,14 +222,20 @@ impl SessionFiles {
             return 0;
         };
         let end = &batch.receipts[at..];
-        if file.write(end).is_ok() {
+        match file.write(end) {
+            Ok(()) => return 0,
+            Err(err) if !is_disk_full(&err) => return 0,
+            Err(_) => {}
+        }
+        let Some((dropped, receipts)) = file.make_room_for_end(end.len()) else {
             return 0;
+        };
+        if file.write(end).is_ok() {
+            return dropped;
         }
-        let dropped = file.make_room_for_end(end.len());
-        if dropped.is_some() {
-            let _ = file.write(end);
-        }
-        dropped.unwrap_or(0)
+        // Refused even so (a file system that allocates otherwise): the receipts go back.
+        let _ = file.write(&receipts);
+        0
     }
 
     /// Whether everything reached the files.

@@ -66,21 +66,30 @@ pub fn for_error(err: &WsError, progress: &Progress) -> Option<Cow<'static, str>
 
 /// What to do about a redirect: a client does not follow one for a WebSocket (RFC 6455
 /// §4.1), so the URL it names is the one to give. Its scheme is said in WebSocket terms (an
-/// `https://` redirect is a proxy's move to TLS: `wss://`).
+/// `https://` redirect is a proxy's move to TLS: `wss://`), a credential in its query (a proxy
+/// keeps `--url`'s own) is left out as `--url`'s is, and a path alone is said as a path.
 fn redirect(headers: &HeaderMap) -> String {
+    const LONGEST: usize = 300;
     let location = headers
         .get("location")
         .and_then(|v| v.to_str().ok())
-        .map(|v| {
-            v.chars()
-                .filter(|c| !c.is_control())
-                .take(200)
-                .collect::<String>()
-        })
+        .map(|v| v.chars().filter(|c| !c.is_control()).collect::<String>())
         .filter(|v| !v.is_empty());
     let Some(location) = location else {
         return "the server answered with a redirect that names no URL: ask its operator for the WebSocket URL".to_string();
     };
+    let (location, _) = crate::secret::split_url_secrets(&location);
+    if location.chars().count() > LONGEST {
+        return format!(
+            "the server redirects the handshake to a URL of {} characters (its `Location` header): give that as --url",
+            location.chars().count()
+        );
+    }
+    if location.starts_with('/') {
+        return format!(
+            "the server redirects the handshake to the path `{location}`: give --url with that path"
+        );
+    }
     let as_ws = if let Some(rest) = location.strip_prefix("https://") {
         format!("wss://{rest}")
     } else if let Some(rest) = location.strip_prefix("http://") {
@@ -210,6 +219,23 @@ mod tests {
         );
         let hint = redirect_to(302, None);
         assert!(hint.contains("names no URL"), "{hint}");
+        // A proxy keeps the query, and with it a key given in --url: it is left out.
+        let hint = redirect_to(
+            301,
+            Some("https://h.test/v1/realtime?api-key=sk-SECRET&x=1"),
+        );
+        assert!(!hint.contains("SECRET"), "{hint}");
+        assert!(
+            hint.contains("give `wss://h.test/v1/realtime?api-key=<redacted>&x=1` as --url"),
+            "{hint}"
+        );
+        let hint = redirect_to(308, Some("/v1/realtime/"));
+        assert!(
+            hint.ends_with("to the path `/v1/realtime/`: give --url with that path"),
+            "{hint}"
+        );
+        let hint = redirect_to(302, Some(&format!("https://h.test/{}", "a".repeat(400))));
+        assert!(hint.contains("a URL of 415 characters"), "{hint}");
     }
 
     #[test]
