@@ -448,11 +448,12 @@ mod tests {
         let one = r#"{"event_id":"0000000000000001","seq":1}"#;
         let text = format!("{head}{one},{one},{one}");
         let tail = text.as_bytes();
-        let first = head.len() as u64; // 34
-        let n = one.len() as u64; // 39
-                                  // Blocks of 64 bytes: the file (153 bytes) ends 25 bytes into its third block. The
-                                  // places to cut: before the third receipt's comma (113: 15 bytes left in its block),
-                                  // before the second's (73: 55 left), after the `[` (34: 30 left).
+        let first = head.len() as u64;
+        let n = one.len() as u64;
+        assert_eq!((first, n), (34, 39));
+        // Blocks of 64 bytes: the file (153 bytes) ends 25 bytes into its third block. The
+        // places to cut: before the third receipt's comma (113: 15 bytes left in its block),
+        // before the second's (73: 55 left), after the `[` (34: 30 left).
         let cut = |at: u64, need: u64| receipts_cut(&tail[at as usize..], at, 64, need);
         assert_eq!(cut(0, 10), Some((first + 2 * n + 1, 1)));
         assert_eq!(cut(0, 20), Some((first + n, 2)));
