@@ -151,6 +151,7 @@ const PROBE_GRACE: Duration = Duration::from_secs(2);
 pub async fn probe(dialer: &Dialer, connect_timeout: Duration) -> Result<(), String> {
     let socket = match tokio::time::timeout(connect_timeout, open_tcp(&dialer.url, None)).await {
         Ok(Ok(socket)) => socket,
+        // The system's words, without tungstenite's "IO error: " before them.
         Ok(Err(WsError::Io(err))) => return Err(err.to_string()),
         Ok(Err(err)) => return Err(err.to_string()),
         Err(_) => {
@@ -359,16 +360,8 @@ mod tests {
 
     #[test]
     fn a_refusal_over_http_10_is_an_http_error_not_a_version_error() {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        runtime.block_on(async {
-            let dialer = Dialer {
-                url: String::new(),
-                tls: None,
-                headers: Vec::new(),
-            };
+        block_on(async {
+            let dialer = dialer(String::new());
             let config = WebSocketConfig::default();
             let url =
                 answering("HTTP/1.0 503 Service Unavailable\r\nContent-Length: 4\r\n\r\nbusy")

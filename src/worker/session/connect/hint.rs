@@ -165,19 +165,23 @@ mod tests {
         }
     }
 
+    /// The hint for an upgrade refused with `status` (and a `Location`, if given).
+    fn http_hint(status: u16, location: Option<&str>) -> Option<Cow<'static, str>> {
+        let mut response = tokio_tungstenite::tungstenite::http::Response::builder();
+        if let Some(location) = location {
+            response = response.header("Location", location);
+        }
+        let response = response.status(status).body(None).unwrap();
+        for_error(&WsError::Http(Box::new(response)), &Progress::default())
+    }
+
     fn rustls_io(err: rustls::Error) -> WsError {
         WsError::Io(std::io::Error::new(std::io::ErrorKind::InvalidData, err))
     }
 
     #[test]
     fn a_refused_upgrade_says_what_to_check_by_its_status() {
-        let refused = |status: u16| {
-            let response = tokio_tungstenite::tungstenite::http::Response::builder()
-                .status(status)
-                .body(None)
-                .unwrap();
-            for_error(&WsError::Http(Box::new(response)), &Progress::default())
-        };
+        let refused = |status: u16| http_hint(status, None);
         assert_eq!(refused(404).as_deref(), Some(NO_ENDPOINT));
         assert_eq!(refused(200).as_deref(), Some(NO_ENDPOINT));
         assert_eq!(refused(405).as_deref(), Some(NO_ENDPOINT));
@@ -192,16 +196,8 @@ mod tests {
 
     #[test]
     fn a_redirect_names_its_url_in_websocket_terms() {
-        let redirect_to = |status: u16, location: Option<&str>| {
-            let mut response = tokio_tungstenite::tungstenite::http::Response::builder();
-            if let Some(location) = location {
-                response = response.header("Location", location);
-            }
-            let response = response.status(status).body(None).unwrap();
-            for_error(&WsError::Http(Box::new(response)), &Progress::default())
-                .unwrap()
-                .into_owned()
-        };
+        let redirect_to =
+            |status: u16, location: Option<&str>| http_hint(status, location).unwrap().into_owned();
         let hint = redirect_to(301, Some("https://asr.example.test/ws"));
         assert!(
             hint.contains("redirects the handshake to `https://asr.example.test/ws`: give `wss://asr.example.test/ws` as --url"),
