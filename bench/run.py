@@ -1018,9 +1018,15 @@ def main() -> int:
     print("\n".join(md))
     log(f"results appended to {md_path} and {json_path} ({elapsed:.0f} s)")
     failed = [r for r in records if not r["ok"]]
+    # A smoke check's temp folder (CI runs one every time) goes once it passed; a failed one is
+    # kept to be read.
+    temp_smoke = cfg.smoke and not cfg.work_dir and not cfg.record
     if failed:
-        log(f"{len(failed)} run(s) failed to produce figures")
+        log(f"{len(failed)} run(s) failed to produce figures" + (f"; their folders are kept in {work}" if temp_smoke else ""))
         return 1
+    if temp_smoke:
+        shutil.rmtree(work, ignore_errors=True)
+        log(f"removed the smoke check's temp folder {work}")
     return 0
 
 
