@@ -142,7 +142,30 @@ pub struct SessionFiles {
     receipts_headless: bool,
     /// The first write error and what was lost, reported when the session ends.
     loss: Option<WriteLoss>,
+    /// Receipts at the receipts file's end whose lines were counted lost with their trace
+    /// lines: cutting them for the file's end loses nothing more.
+    counted_tail: CountedTail,
     depth: Arc<QueueDepth>,
+}
+
+/// How many receipts at the receipts file's end belong to lines already counted lost (their
+/// trace lines were not written), so that a line is counted once when its receipt is cut too.
+#[derive(Debug, Default, Clone, Copy, PartialEq)]
+struct CountedTail(u64);
+
+impl CountedTail {
+    /// A batch's receipts were written (`receipts` of them), after its trace lines were
+    /// (`trace_written`) or were not.
+    fn written(&mut self, receipts: u64, trace_written: bool) {
+        self.0 = if trace_written { 0 } else { self.0 + receipts };
+    }
+
+    /// The file's last `dropped` receipts were cut: how many of their lines are newly lost.
+    fn cut(&mut self, dropped: u64) -> u64 {
+        let counted = self.0.min(dropped);
+        self.0 -= counted;
+        dropped - counted
+    }
 }
 
 impl SessionFiles {
@@ -153,6 +176,7 @@ impl SessionFiles {
             receipts: None,
             receipts_headless: false,
             loss: None,
+            counted_tail: CountedTail::default(),
             depth,
         };
         let opened = std::fs::create_dir_all(dir).and_then(|()| {
@@ -187,8 +211,16 @@ impl SessionFiles {
             Ok(())
         } else {
             let written = write_all(&mut self.receipts, &batch.receipts);
-            if written.is_err() {
-                dropped = self.end_receipts(batch);
+            match &written {
+                Err(_) => {
+                    let cut = self.end_receipts(batch);
+                    dropped = self.counted_tail.cut(cut);
+                }
+                // Only a batch whose trace failed needs its receipts counted (a full disk).
+                Ok(()) if trace.is_err() => self
+                    .counted_tail
+                    .written(count_receipts(&batch.receipts), false),
+                Ok(()) => self.counted_tail.written(0, true),
             }
             written
         };
@@ -242,6 +274,11 @@ impl SessionFiles {
     pub fn result(&mut self) -> Result<(), WriteLoss> {
         self.loss.take().map_or(Ok(()), Err)
     }
+}
+
+/// The receipts in a batch's receipts bytes (each begins with its `event_id`).
+fn count_receipts(receipts: &[u8]) -> u64 {
+    memchr::memmem::find_iter(receipts, br#"{"event_id""#).count() as u64
 }
 
 fn write_all(file: &mut Option<WholeFile>, buf: &[u8]) -> std::io::Result<()> {
@@ -470,6 +507,34 @@ mod tests {
         let whole = format!("{}]}}", &text[..at as usize]);
         let v: serde_json::Value = serde_json::from_str(&whole).unwrap();
         assert_eq!(v["appends"].as_array().unwrap().len(), 1);
+    }
+
+    #[test]
+    fn receipts_cut_after_their_trace_lines_were_lost_are_not_counted_twice() {
+        let mut tail = CountedTail::default();
+        // Trace lost, receipts written: 3 then 2 receipts whose lines are counted already.
+        tail.written(3, false);
+        tail.written(2, false);
+        assert_eq!(
+            tail.cut(4),
+            0,
+            "all four were counted with their trace lines"
+        );
+        assert_eq!(tail.cut(2), 1, "one of these two was");
+        assert_eq!(tail.cut(2), 2, "none left counted");
+        // A batch whose trace was written puts uncounted receipts at the end.
+        tail.written(5, false);
+        tail.written(1, true);
+        assert_eq!(tail, CountedTail(0));
+        assert_eq!(
+            tail.cut(3),
+            3,
+            "the last receipts' lines were written: newly lost"
+        );
+        let mut lines = lines();
+        lines.defer_append(receipt(0), Outgoing::Text("{}".to_string()), None);
+        lines.defer_append(receipt(1), Outgoing::Text("{}".to_string()), None);
+        assert_eq!(count_receipts(&lines.take().receipts), 2);
     }
 
     #[test]
