@@ -150,6 +150,20 @@ pub use native::{
 /// The code reported for a server error whose code is null (or absent): what came, not a guess.
 pub const NULL_CODE: &str = "null";
 
+/// What to do about a server error whose code says more than its message: said in the reason
+/// of a session it ended before its first packet, in place of asking whether the server speaks
+/// another protocol.
+pub fn error_advice(code: &str) -> Option<&'static str> {
+    match code {
+        // OpenAI's answer to a beta handshake since the beta's retirement (May 2026), before
+        // it closes the connection with 4000.
+        "beta_api_shape_disabled" => Some(
+            "OpenAI no longer serves the Realtime API's beta (OpenAI-Beta: realtime=v1): run with --api-version ga (the default) and no OpenAI-Beta header",
+        ),
+        _ => None,
+    }
+}
+
 /// How the client speaks its protocol (`--api-version`, `--model`, …).
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct ClientSettings {

@@ -94,9 +94,6 @@ async fn sleep_until_s(at_s: Option<f64>) {
     }
 }
 
-/// The close frame the client sends when it closes the socket: 1000 (normal closure), as the
-/// clients of every protocol here close (Python's `websockets` on leaving its `async with`
-/// block, whether the session ended well or not; the OpenAI SDKs), never one without a code.
 /// The question a session's failure asks when the server answered as if it spoke another
 /// protocol, and how to find out.
 fn another_protocol(settings: &Settings) -> String {
@@ -114,6 +111,9 @@ fn another_protocol(settings: &Settings) -> String {
     )
 }
 
+/// The close frame the client sends when it closes the socket: 1000 (normal closure), as the
+/// clients of every protocol here close (Python's `websockets` on leaving its `async with`
+/// block, whether the session ended well or not; the OpenAI SDKs), never one without a code.
 fn goodbye() -> Option<CloseFrame> {
     Some(CloseFrame {
         code: CloseCode::Normal,
@@ -168,15 +168,17 @@ pub async fn run(ctx: SessionCtx, trace: SessionTrace) -> SessionOutcome {
         Err(End::Failed(why)) => {
             // A session that timed out after a server error failed because of it: say so.
             // Refused before its first packet, the likeliest cause is a server of another
-            // protocol (vLLM answers sglang-omni's `session.update` with an error).
+            // protocol (vLLM answers sglang-omni's `session.update` with an error), unless the
+            // error's code says what it is.
             let why = match &outcome.last_server_error {
                 Some(error) if !why.contains(error.as_str()) => {
-                    let other_protocol = if outcome.first_send_s.is_none() {
-                        format!("; {}", another_protocol(&ctx.settings))
-                    } else {
-                        String::new()
+                    let code = error.split(": ").next().unwrap_or_default();
+                    let advice = match crate::protocol::error_advice(code) {
+                        _ if outcome.first_send_s.is_some() => String::new(),
+                        Some(advice) => format!("; {advice}"),
+                        None => format!("; {}", another_protocol(&ctx.settings)),
                     };
-                    format!("{why} (after the server's error {error}){other_protocol}")
+                    format!("{why} (after the server's error {error}){advice}")
                 }
                 _ => why,
             };

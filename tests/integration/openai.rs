@@ -703,3 +703,55 @@ fn a_vllm_server_that_never_ends_the_transcription_is_named_as_perhaps_an_early_
         "{errors}"
     );
 }
+
+/// OpenAI retired the Realtime beta (May 2026): a handshake with `OpenAI-Beta: realtime=v1`
+/// gets an `error` with code `beta_api_shape_disabled` in place of `session.created`, then a
+/// close with 4000 (as reported by its users). The reason says to use the GA names.
+#[test]
+fn openais_retired_beta_is_named_with_what_to_use_instead() {
+    use futures_util::SinkExt as _;
+    use tokio_tungstenite::tungstenite::protocol::{frame::coding::CloseCode, CloseFrame};
+    use tokio_tungstenite::tungstenite::Message;
+    let _serial = util::serial();
+    let server = util::LoopbackServer::start(|stream| async move {
+        let Ok(mut ws) = tokio_tungstenite::accept_async(stream).await else {
+            return;
+        };
+        let error = r#"{"type":"error","event_id":"event_Bx1","error":{"type":"invalid_request_error","code":"beta_api_shape_disabled","message":"The Realtime Beta API is no longer supported. Please use /v1/realtime for the GA API.","param":null}}"#;
+        let _ = ws.send(Message::text(error)).await;
+        let _ = ws
+            .close(Some(CloseFrame {
+                code: CloseCode::Library(4000),
+                reason: "invalid_request_error.beta_api_shape_disabled".into(),
+            }))
+            .await;
+    });
+    let dir = TempDir::new("openai-beta-retired");
+    let out = dir.join("out");
+    let url = format!("ws://{}/v1/realtime?model=gpt-realtime", server.addr);
+    let args = [
+        "--url",
+        &url,
+        "--protocol",
+        "openai",
+        "--api-version",
+        "beta",
+        "-s",
+        "1",
+        "--audio",
+        SPEECH_24K,
+    ];
+    let output = util::run_to(&out, &args, LIMIT);
+    assert_eq!(output.status.code(), Some(1), "{}", describe(&output));
+    let s = summary(&out);
+    let reason = s["sessions"]["errors"][0]["message"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        reason.contains("(code 4000, \"invalid_request_error.beta_api_shape_disabled\")")
+            && reason.contains("OpenAI no longer serves the Realtime API's beta")
+            && reason.contains("--api-version ga (the default)"),
+        "{reason}"
+    );
+    assert!(!reason.contains("another protocol"), "{reason}");
+}
