@@ -64,8 +64,24 @@ fn print_completions(shell: clap_complete::Shell) -> Result<i32> {
     let mut command = <Cli as clap::CommandFactory>::command();
     let name = command.get_name().to_string();
     let mut script = Vec::new();
-    clap_complete::generate(shell, &mut command, name, &mut script);
+    clap_complete::generate(shell, &mut command, name.clone(), &mut script);
+    if shell == clap_complete::Shell::Bash {
+        script = mend_bash_labels(&script, &name);
+    }
     write_stdout(&script)
+}
+
+/// clap_complete's bash script spells a subcommand's state two ways when the program's name
+/// has a hyphen (clap issue #6421): its loop sets `duplexbench__tui__subcmd__run`, its `case`
+/// arms read `duplexbench__subcmd__tui__subcmd__run`, so no option after a subcommand ever
+/// completed. The arms are given the loop's spelling.
+fn mend_bash_labels(script: &[u8], name: &str) -> Vec<u8> {
+    let sep = "__subcmd__";
+    let as_loop = format!("{}{sep}", name.replace('-', "__"));
+    let as_arms = format!("{}{sep}", name.replace('-', sep));
+    String::from_utf8_lossy(script)
+        .replace(&as_arms, &as_loop)
+        .into_bytes()
 }
 
 /// `man`: the man page (roff) on stdout. The default run's options are the command's own, so

@@ -122,6 +122,39 @@ fn completions_and_a_man_page_are_printed_for_installing_issue_14() {
     assert!(page.contains("concurrency"), "{page}");
 }
 
+/// The bash script completes a subcommand's options, not only the subcommands: run in bash,
+/// as a shell calls it on a tab after `duplexbench-tui run --tr`.
+#[test]
+fn bash_completes_the_options_of_a_subcommand() {
+    let out = util::run(&["completions", "bash"], Duration::from_secs(10));
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    let dir = util::TempDir::new("completions");
+    let script = dir.join("duplexbench-tui.bash");
+    std::fs::write(&script, &out.stdout).unwrap();
+    let complete = |words: &str| {
+        let probe = format!(
+            r#"source "$1"; f=$(complete -p duplexbench-tui | sed -E 's/.*-F ([^ ]+).*/\1/'); COMP_WORDS=({words}); COMP_CWORD=$((${{#COMP_WORDS[@]}} - 1)); "$f" duplexbench-tui "${{COMP_WORDS[COMP_CWORD]}}" "${{COMP_WORDS[COMP_CWORD-1]}}"; echo "${{COMPREPLY[*]}}""#
+        );
+        let out = std::process::Command::new("bash")
+            .args(["-c", &probe, "bash"])
+            .arg(&script)
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    assert_eq!(complete("duplexbench-tui sw"), "sweep");
+    assert_eq!(
+        complete("duplexbench-tui run --tr"),
+        "--trace --trace-writer"
+    );
+    assert!(complete("duplexbench-tui sweep --s").contains("--slo"));
+    assert_eq!(
+        complete("duplexbench-tui run --protocol o"),
+        "openai",
+        "a value of a subcommand's option"
+    );
+}
+
 #[test]
 fn help_points_at_the_glossary_and_explains_the_trace_writer_issue_14() {
     let out = util::run(&["run", "--help"], Duration::from_secs(10));
