@@ -261,8 +261,13 @@ pub enum Meaning<'a> {
         audio_ms: Option<f64>,
     },
     /// The answer to a turn is finished; `completed` is false when it failed or was cut short.
+    /// `failure` is the server's error when the answer failed (OpenAI's `response.done` with
+    /// status `failed`: a rate limit, a quota, a server error), its code and message: counted
+    /// as an error event. An answer cut short on purpose (`cancelled` by a barge-in,
+    /// `incomplete` at a token limit) has none.
     TurnDone {
         completed: bool,
+        failure: Option<(Cow<'a, str>, Cow<'a, str>)>,
     },
     /// A recognition result: provisional, or the final one of the input.
     Transcript {

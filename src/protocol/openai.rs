@@ -379,12 +379,28 @@ pub fn classify(text: &str) -> Result<Received<'_>, String> {
                 Meaning::Other
             }
         }
-        names::RESPONSE_DONE => Meaning::TurnDone {
-            completed: event
-                .response
-                .and_then(|r| r.status)
-                .is_none_or(|s| s == "completed"),
-        },
+        names::RESPONSE_DONE => {
+            let response = event.response.unwrap_or_default();
+            let status = response.status.as_deref();
+            // `failed` carries `status_details.error` (`type`, `code`); its code as it came,
+            // a null one as null, as for an `error` event.
+            let failure = (status == Some("failed")).then(|| {
+                let error = response
+                    .status_details
+                    .and_then(|d| d.error)
+                    .unwrap_or_default();
+                (
+                    error.code.unwrap_or(Cow::Borrowed(super::NULL_CODE)),
+                    error
+                        .message
+                        .unwrap_or(Cow::Borrowed("response.done with status failed")),
+                )
+            });
+            Meaning::TurnDone {
+                completed: status.is_none_or(|s| s == "completed"),
+                failure,
+            }
+        }
         names::ERROR => {
             // The code as it came: a null code stays null (`error.type` is not a code).
             let (code, message, answers) = match event.error {
@@ -459,13 +475,22 @@ struct ServerEvent<'a> {
     error: Option<ErrorBody<'a>>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Default, Deserialize)]
 struct ResponseBody<'a> {
-    #[serde(default, borrow)]
+    #[serde(default, borrow, deserialize_with = "super::native::lenient_str")]
     status: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    status_details: Option<StatusDetails<'a>>,
 }
 
-#[derive(Debug, Deserialize)]
+/// A failed response's details: `{"type":"failed","error":{"type":…,"code":…}}`.
+#[derive(Debug, Default, Deserialize)]
+struct StatusDetails<'a> {
+    #[serde(default, borrow)]
+    error: Option<ErrorBody<'a>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
 struct ErrorBody<'a> {
     // Read leniently (a numeric code is its digits): an error is counted, never refused.
     #[serde(default, borrow, deserialize_with = "super::native::lenient_str")]

@@ -193,7 +193,10 @@ impl ClientProtocol for Vllm {
                 Meaning::TextDelta
             }
             names::DELTA => Meaning::Progress,
-            names::DONE => Meaning::TurnDone { completed: true },
+            names::DONE => Meaning::TurnDone {
+                completed: true,
+                failure: None,
+            },
             names::ERROR => {
                 let (inner_code, message) = match event.error {
                     Some(ErrorField::Text(message)) => (None, message),
@@ -328,7 +331,10 @@ mod tests {
         );
         assert_eq!(
             meaning(r#"{"type":"transcription.done","text":"Hello","usage":{"input_tokens":3}}"#),
-            Meaning::TurnDone { completed: true }
+            Meaning::TurnDone {
+                completed: true,
+                failure: None,
+            }
         );
     }
 

@@ -91,12 +91,42 @@ fn vad_commit_and_response_events_have_their_meanings_issue_12() {
     );
     assert_eq!(
         meaning(r#"{"type":"response.done","response":{"status":"completed"}}"#),
-        Meaning::TurnDone { completed: true }
+        Meaning::TurnDone {
+            completed: true,
+            failure: None
+        }
     );
     assert_eq!(
         meaning(r#"{"type":"response.done","response":{"status":"failed","status_details":{}}}"#),
-        Meaning::TurnDone { completed: false }
+        Meaning::TurnDone {
+            completed: false,
+            failure: Some(("null".into(), "response.done with status failed".into()))
+        }
     );
+    // A rate limit ends a response so (status_details.error's code and message).
+    assert_eq!(
+        meaning(
+            r#"{"type":"response.done","response":{"status":"failed","status_details":{"type":"failed","error":{"type":"requests","code":"rate_limit_exceeded","message":"Rate limit reached"}}}}"#
+        ),
+        Meaning::TurnDone {
+            completed: false,
+            failure: Some(("rate_limit_exceeded".into(), "Rate limit reached".into()))
+        }
+    );
+    // Cut short on purpose: not completed, not a failure.
+    for status in ["cancelled", "incomplete"] {
+        let done = format!(
+            r#"{{"type":"response.done","response":{{"status":"{status}","status_details":{{"type":"{status}","reason":"turn_detected"}}}}}}"#
+        );
+        assert_eq!(
+            meaning(&done),
+            Meaning::TurnDone {
+                completed: false,
+                failure: None
+            },
+            "{status}"
+        );
+    }
     assert_eq!(
         meaning(r#"{"type":"session.updated","session":{}}"#),
         Meaning::Milestone(Milestone::Ready)

@@ -640,7 +640,10 @@ impl Machine {
                     .flatten();
                 self.record(sample, now_s);
             }
-            Meaning::TurnDone { completed } => {
+            Meaning::TurnDone { completed, failure } => {
+                if let Some((code, message)) = failure {
+                    self.count_error(&code, &message);
+                }
                 self.last_delta_s = None;
                 let sample = self.on_turns(|t| t.done(now_s, completed)).flatten();
                 self.record(sample, now_s);
@@ -672,11 +675,8 @@ impl Machine {
         }
     }
 
-    /// An error event: counted by code; a fatal one ends the session.
-    /// A server error: counted; the session ends when it is fatal, or when it refuses the
-    /// set-up command the session waits on (no answer to that will come: waiting out
-    /// `--recv-timeout` would only hide the refusal).
-    fn on_error(&mut self, fatal: bool, code: &str, message: &str, answers: Option<&str>) -> Flow {
+    /// A server error (an `error` event, a failed answer): counted by its code.
+    fn count_error(&mut self, code: &str, message: &str) {
         self.stats.borrow_mut().error_events += 1;
         *self
             .outcome
@@ -684,6 +684,13 @@ impl Machine {
             .entry(code.to_string())
             .or_default() += 1;
         self.outcome.last_server_error = Some(format!("{code}: {message}"));
+    }
+
+    /// An error event: counted; the session ends when it is fatal, or when it refuses the
+    /// set-up command the session waits on (no answer to that will come: waiting out
+    /// `--recv-timeout` would only hide the refusal).
+    fn on_error(&mut self, fatal: bool, code: &str, message: &str, answers: Option<&str>) -> Flow {
+        self.count_error(code, message);
         if fatal {
             return Flow::End(format!(
                 "the server ended the session with error {code}: {message}"

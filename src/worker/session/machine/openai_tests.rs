@@ -112,6 +112,48 @@ fn a_client_ended_turn_is_timed_from_its_commit_issue_12() {
     assert!(near(done, 500.0), "{done}");
 }
 
+/// A response that failed (a rate limit: `response.done` with status `failed`) is the server's
+/// error, counted by its code as an `error` event is, so the run is not complete; one cut short
+/// on purpose (`cancelled` by a barge-in) is not an error. Either answers its turn.
+#[test]
+fn a_failed_response_counts_as_a_server_error_and_a_cancelled_one_does_not() {
+    for (status, details, errors) in [
+        (
+            "failed",
+            r#"{"type":"failed","error":{"type":"requests","code":"rate_limit_exceeded","message":"Rate limit reached"}}"#,
+            1,
+        ),
+        (
+            "cancelled",
+            r#"{"type":"cancelled","reason":"turn_detected"}"#,
+            0,
+        ),
+    ] {
+        let mut m = machine(&["--turn-detection", "none"]);
+        stream_to_the_final_commit_and_its_committed(&mut m);
+        m.control_sending(1.811);
+        let done = format!(
+            r#"{{"type":"response.done","event_id":"e5","response":{{"status":"{status}","status_details":{details}}}}}"#
+        );
+        hear(&mut m, &done, 2.3);
+        assert_eq!(m.stats.borrow().error_events, errors, "{status}");
+        let codes = &m.outcome.error_codes;
+        assert_eq!(
+            codes.get("rate_limit_exceeded").copied().unwrap_or(0),
+            errors,
+            "{status}"
+        );
+        let counts = m.turns.as_ref().unwrap().counts;
+        assert_eq!((counts.answered, counts.failed), (1, 1), "{status}");
+        if errors > 0 {
+            assert_eq!(
+                m.outcome.last_server_error.as_deref(),
+                Some("rate_limit_exceeded: Rate limit reached")
+            );
+        }
+    }
+}
+
 /// The API refuses a final commit of under 100 ms of audio and names it: the session ends at
 /// once with that error, not after `--recv-timeout` waiting for a `committed` that will not
 /// come. An error naming another event changes nothing.
