@@ -147,6 +147,22 @@ pub use native::{
     BYTES_PER_SAMPLE, INPUT_SAMPLE_RATE, PATH,
 };
 
+/// A server frame's JSON as the event `T`, which must be an object: serde reads a struct from a
+/// JSON array too (its fields by position), and `["session.created"]` is no event of any
+/// protocol here. An array that is not JSON at all keeps its syntax error.
+pub(crate) fn json_object<'a, T: serde::Deserialize<'a>>(
+    text: &'a str,
+) -> Result<T, serde_json::Error> {
+    if text.trim_start().starts_with('[') {
+        serde_json::from_str::<serde::de::IgnoredAny>(text)?;
+        return Err(serde::de::Error::invalid_type(
+            serde::de::Unexpected::Seq,
+            &"a JSON object",
+        ));
+    }
+    serde_json::from_str(text)
+}
+
 /// The code reported for a server error whose code is null (or absent): what came, not a guess.
 pub const NULL_CODE: &str = "null";
 
@@ -509,6 +525,35 @@ pub fn has_string_key(text: &str, key: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::{has_string_key, leading_type, Protocol};
+
+    /// A JSON array is no event of any protocol (serde would read a struct from it by
+    /// position): it is refused, not taken for `session.created` or Fun-ASR's `stopped`; a
+    /// frame that is not JSON at all stays Fun-ASR's kept-and-counted text.
+    #[test]
+    fn a_json_array_is_refused_as_an_event_by_every_protocol() {
+        use super::{funasr::Funasr, native::Native, openai::Openai, vllm::Vllm};
+        use super::{ClientProtocol, ClientSettings, Meaning};
+        let c = ClientSettings::default();
+        let protocols: [Box<dyn ClientProtocol>; 4] = [
+            Box::new(Native::default()),
+            Box::new(Openai::new(&c, &["audio".to_string()], 80)),
+            Box::new(Vllm::new(&c)),
+            Box::new(Funasr::new(None, None)),
+        ];
+        for p in &protocols {
+            for array in [
+                r#"["session.created",{"id":"s"}]"#,
+                r#" ["response.done"]"#,
+                r#"["stopped"]"#,
+                "[1,2]",
+            ] {
+                let err = p.classify(array).map(|r| r.meaning).unwrap_err();
+                assert!(err.contains("a JSON object"), "{array}: {err}");
+            }
+        }
+        let kept = Funasr::new(None, None).classify("[not json").unwrap();
+        assert_eq!(kept.meaning, Meaning::Other);
+    }
 
     #[test]
     fn fun_asr_is_served_on_any_path_and_the_others_on_their_own() {

@@ -116,7 +116,7 @@ impl ClientProtocol for Funasr {
     /// `receive_message` makes it `{"_raw": …}`, which counts in `messages` and nowhere else.
     /// JSON that is not an object stays an error, as it fails the benchmark's client.
     fn classify<'a>(&self, text: &'a str) -> Result<Received<'a>, String> {
-        let frame: ServerFrame<'a> = match serde_json::from_str(text) {
+        let frame: ServerFrame<'a> = match super::json_object(text) {
             Ok(frame) => frame,
             // Not JSON at all (a JSON value of another shape is a data error).
             Err(err) if err.is_syntax() || err.is_eof() => {

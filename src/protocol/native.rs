@@ -201,7 +201,7 @@ impl ClientProtocol for Native {
                 event: None,
             });
         }
-        let event: ServerEvent<'a> = serde_json::from_str(text)
+        let event: ServerEvent<'a> = super::json_object(text)
             .map_err(|err| format!("server frame is not a JSON event ({err})"))?;
         let mut payload = Payload::Json { audio_key: None };
         let meaning = match &*event.kind {

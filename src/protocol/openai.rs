@@ -337,7 +337,7 @@ pub fn classify(text: &str) -> Result<Received<'_>, String> {
     if let Some(delta) = delta_by_leading_type(text) {
         return Ok(delta);
     }
-    let event: ServerEvent<'_> = serde_json::from_str(text)
+    let event: ServerEvent<'_> = super::json_object(text)
         .map_err(|err| format!("server frame is not a JSON event ({err})"))?;
     let mut payload = Payload::Json { audio_key: None };
     let meaning = match &*event.kind {

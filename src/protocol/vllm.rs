@@ -183,7 +183,7 @@ impl ClientProtocol for Vllm {
     }
 
     fn classify<'a>(&self, text: &'a str) -> Result<Received<'a>, String> {
-        let event: ServerEvent<'a> = serde_json::from_str(text)
+        let event: ServerEvent<'a> = super::json_object(text)
             .map_err(|err| format!("server frame is not a JSON event ({err})"))?;
         let meaning = match &*event.kind {
             names::SESSION_CREATED => Meaning::Milestone(Milestone::Created),
