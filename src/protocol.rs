@@ -163,6 +163,33 @@ pub(crate) fn json_object<'a, T: serde::Deserialize<'a>>(
     serde_json::from_str(text)
 }
 
+/// A string the server chose (an error's code or message), fit for a terminal, a log line and
+/// a summary: its control characters written escaped (`\u{1b}`, `\n`: an escape sequence
+/// would otherwise reach the user's terminal and recolour or clear it), and cut after
+/// `max_chars` characters, saying how long it was.
+pub fn server_text(s: &str, max_chars: usize) -> Cow<'_, str> {
+    let long = s.chars().nth(max_chars).is_some();
+    if !long && !s.chars().any(char::is_control) {
+        return Cow::Borrowed(s);
+    }
+    let mut out = String::new();
+    for c in s.chars().take(max_chars) {
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    if long {
+        out.push_str(&format!("… ({} bytes in all)", s.len()));
+    }
+    Cow::Owned(out)
+}
+
+/// The most of a server error's code and message that the client repeats.
+pub const ERROR_CODE_CHARS: usize = 100;
+pub const ERROR_MESSAGE_CHARS: usize = 500;
+
 /// The code reported for a server error whose code is null (or absent): what came, not a guess.
 pub const NULL_CODE: &str = "null";
 
@@ -525,6 +552,24 @@ pub fn has_string_key(text: &str, key: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::{has_string_key, leading_type, Protocol};
+
+    #[test]
+    fn server_text_escapes_control_characters_and_cuts_what_is_long() {
+        use super::server_text;
+        assert!(matches!(
+            server_text("rate_limit_exceeded", 100),
+            std::borrow::Cow::Borrowed(_)
+        ));
+        assert_eq!(
+            server_text("\u{1b}[2Jgone\nline", 100),
+            "\\u{1b}[2Jgone\\nline"
+        );
+        assert_eq!(server_text("très long", 4), "très… (10 bytes in all)");
+        assert_eq!(
+            server_text(&"x".repeat(200_000), 3),
+            "xxx… (200000 bytes in all)"
+        );
+    }
 
     /// A JSON array is no event of any protocol (serde would read a struct from it by
     /// position): it is refused, not taken for `session.created` or Fun-ASR's `stopped`; a

@@ -677,6 +677,8 @@ impl Machine {
 
     /// A server error (an `error` event, a failed answer): counted by its code.
     fn count_error(&mut self, code: &str, message: &str) {
+        let code = crate::protocol::server_text(code, crate::protocol::ERROR_CODE_CHARS);
+        let message = crate::protocol::server_text(message, crate::protocol::ERROR_MESSAGE_CHARS);
         self.stats.borrow_mut().error_events += 1;
         *self
             .outcome
@@ -691,6 +693,8 @@ impl Machine {
     /// `--recv-timeout` would only hide the refusal).
     fn on_error(&mut self, fatal: bool, code: &str, message: &str, answers: Option<&str>) -> Flow {
         self.count_error(code, message);
+        let code = crate::protocol::server_text(code, crate::protocol::ERROR_CODE_CHARS);
+        let message = crate::protocol::server_text(message, crate::protocol::ERROR_MESSAGE_CHARS);
         if fatal {
             return Flow::End(format!(
                 "the server ended the session with error {code}: {message}"

@@ -154,6 +154,26 @@ fn a_failed_response_counts_as_a_server_error_and_a_cancelled_one_does_not() {
     }
 }
 
+/// What a server puts in an error reaches the terminal and the summary escaped and bounded:
+/// an escape sequence in its message, a code of 200 kB.
+#[test]
+fn a_servers_error_text_is_kept_printable_and_short() {
+    let mut m = machine(&["--turn-detection", "none"]);
+    stream(&mut m, &[]);
+    let code = "c".repeat(200_000);
+    let error = format!(
+        r#"{{"type":"error","event_id":"e9","error":{{"type":"server_error","code":"{code}","message":"\u001b[2Jcleared\nscreen"}}}}"#
+    );
+    hear(&mut m, &error, 1.9);
+    let last = m.outcome.last_server_error.clone().unwrap();
+    assert!(
+        last.ends_with("… (200000 bytes in all): \\u{1b}[2Jcleared\\nscreen"),
+        "{last}"
+    );
+    assert!(last.len() < 200, "{}", last.len());
+    assert!(m.outcome.error_codes.keys().all(|k| k.len() < 200));
+}
+
 /// The API refuses a final commit of under 100 ms of audio and names it: the session ends at
 /// once with that error, not after `--recv-timeout` waiting for a `committed` that will not
 /// come. An error naming another event changes nothing.
