@@ -110,6 +110,9 @@ pub struct Machine {
     turns: Option<Turns>,
     /// The recognition metrics, for protocols that return transcripts.
     transcripts: Option<Recorder>,
+    /// A final recognition result came while the session was ending (Fun-ASR's answer to
+    /// STOP, before `stopped`).
+    final_while_ending: bool,
     /// The `event_id` of the last command of a set-up or ending step sent: a server error that
     /// names it refused that command (sglang-omni answers a request it cannot serve so, and
     /// keeps the session; OpenAI refuses a commit of under 100 ms of audio so).
@@ -151,6 +154,7 @@ impl Machine {
             counted_late_below: 0,
             turns: (settings_for_turns != Protocol::Native).then(Turns::default),
             transcripts,
+            final_while_ending: false,
             step_event_id: None,
             turn_ends_at_send: None,
         }
@@ -599,7 +603,21 @@ impl Machine {
     /// What the server said, as the protocol classified it, at `now_s`.
     fn on_meaning(&mut self, meaning: Meaning<'_>, now_s: f64) -> Flow {
         match meaning {
-            Meaning::Milestone(reached) => return self.arrived(Some(reached)),
+            Meaning::Milestone(reached) => {
+                // Fun-ASR answers STOP with the final result, then `stopped`: a `stopped`
+                // without it leaves the session's recognition unfinished, and the run without
+                // its final-after-STOP figure.
+                let unfinished = self.phase == Phase::Finishing
+                    && reached == Milestone::Closed
+                    && self.transcripts.is_some()
+                    && !self.final_while_ending;
+                if unfinished {
+                    return Flow::End(
+                        "the server answered STOP with stopped and no final result (is_final: true) before it: Fun-ASR sends the final result of the audio first".to_string(),
+                    );
+                }
+                return self.arrived(Some(reached));
+            }
             Meaning::Accepted { seq } => {
                 if let Some(start_s) = self.sent_at(seq) {
                     let mut stats = self.stats.borrow_mut();
@@ -738,6 +756,7 @@ impl Machine {
     /// A transcription result (Fun-ASR): a partial's lateness behind its audio, and the gap
     /// between results while streaming.
     fn on_transcript(&mut self, is_final: bool, duration_ms: Option<f64>, now_s: f64) {
+        self.final_while_ending |= is_final && self.phase == Phase::Finishing;
         // A partial result is late by how long after its audio's end it came; but a
         // server that stalls reads the backlog at once and reports it as received, so
         // the stall shows in the gap between results.

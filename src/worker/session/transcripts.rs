@@ -72,9 +72,14 @@ impl Recorder {
 
     /// When the receive loop last heard the server (or the audio started), once it has
     /// started: its wait for the next message runs from there. A loop that already ended (a
-    /// gap over `--recv-timeout`) keeps the time it last heard, so no further wait is left.
+    /// gap over `--recv-timeout`) keeps the time it last heard, so no further wait is left. A
+    /// loop a `stopped` ended (one that came before STOP: a server's error, not the
+    /// benchmark's wait) leaves the session's own wait to run from its start.
     pub fn last_heard_s(&self) -> Option<f64> {
-        self.c.audio_start_s.map(|_| self.last_message_s)
+        self.c
+            .audio_start_s
+            .filter(|_| !self.c.stopped)
+            .map(|_| self.last_message_s)
     }
 
     /// STOP is about to be sent.

@@ -143,6 +143,65 @@ fn a_wait_for_stopped_that_times_out_after_the_final_is_no_benchmark_error_issue
     assert!(t.errors.is_empty(), "{:?}", t.errors);
 }
 
+/// Streams one packet of a session set up at 0.01 s and sends STOP at 1.1 s, hearing `during`
+/// (at 1.05 s) on the way.
+fn stream_to_stop(m: &mut Machine, during: &[&str]) {
+    m.connecting(0.0);
+    m.next_action();
+    m.next_action();
+    hear(m, r#"{"event":"started"}"#, 0.01);
+    m.next_action();
+    let due_s = m.packet(0, 1.0, 1.0, &mut Outgoing::default()).0;
+    m.sent(0, due_s, 1.0, 1.0);
+    for text in during {
+        hear(m, text, 1.05);
+    }
+    m.streamed();
+    assert_eq!(m.next_action(), Action::Send(Outgoing::Text("STOP".into())));
+    m.control_sending(1.1);
+    assert_eq!(m.next_action(), Action::Await("stopped"));
+}
+
+/// Fun-ASR answers STOP with the final result, then `stopped`: a `stopped` alone ends the
+/// session unfinished (the run would otherwise read complete with no final figure).
+#[test]
+fn stopped_without_a_final_after_stop_ends_the_session_unfinished() {
+    let mut m = machine(&[]);
+    stream_to_stop(&mut m, &[]);
+    let Flow::End(why) = hear(&mut m, r#"{"event":"stopped"}"#, 1.2) else {
+        panic!("stopped without a final ends the session");
+    };
+    assert!(why.contains("no final result"), "{why}");
+    // A final that is not exactly `true` is no final.
+    let mut m = machine(&[]);
+    stream_to_stop(&mut m, &[]);
+    hear(
+        &mut m,
+        &FINAL.replace(r#""is_final":true"#, r#""is_final":"true""#),
+        1.15,
+    );
+    assert!(matches!(
+        hear(&mut m, r#"{"event":"stopped"}"#, 1.2),
+        Flow::End(_)
+    ));
+}
+
+/// A `stopped` before STOP (a server's slip) ends the benchmark's receive loop, not the
+/// session's wait: after STOP the session waits `--recv-timeout` from then for its own
+/// `stopped`, instead of timing out at once, and the final and `stopped` complete it.
+#[test]
+fn a_stopped_before_stop_leaves_the_wait_after_stop_its_full_time() {
+    let mut m = machine(&["--recv-timeout", "2s"]);
+    stream_to_stop(&mut m, &[r#"{"event":"stopped"}"#]);
+    assert_eq!(
+        m.receive_loop_last_s(),
+        None,
+        "the wait runs from its start"
+    );
+    assert_eq!(hear(&mut m, FINAL, 1.15), Flow::Continue);
+    assert_eq!(hear(&mut m, r#"{"event":"stopped"}"#, 1.2), Flow::Reached);
+}
+
 /// The benchmark keeps a frame it cannot parse as `{"_raw": …}` or `{"_binary_bytes": n}`: one
 /// more in `messages`, none in `events`, and its client goes on. So does ours, with no protocol
 /// error, whether the frame comes during set-up or while streaming.
