@@ -61,19 +61,30 @@ pub fn judge(f: &Facts<'_>) -> Verdict {
         );
     } else if c.late_packets > 0 {
         // Packets counted late while a send blocked may never have been sent: the deviation
-        // known is that of the packets sent.
-        let among = if c.unsent_packets > 0 {
-            " among those sent"
-        } else {
-            ""
-        };
-        reasons.push(format!(
-            "{} late packets (deviation > {} ms) in {} sessions; worst {:.1} ms{among}",
+        // known is that of the packets sent. When those were all on time, every late packet
+        // was one a blocked send held back: the client kept its schedule, the socket did not
+        // take the packets (a server that stopped reading), and the reason says so rather
+        // than read as the client's own lateness.
+        let worst_ms = c.max_deviation_us as f64 / 1000.0;
+        let held_back = c.unsent_packets > 0 && worst_ms <= f64::from(f.late_threshold_ms);
+        let (late, threshold, sessions) = (
             c.late_packets,
             f.late_threshold_ms,
             f.sessions_with_late_packets,
-            c.max_deviation_us as f64 / 1000.0
-        ));
+        );
+        reasons.push(if held_back {
+            format!(
+                "{late} late packets (deviation > {threshold} ms) in {sessions} sessions, none of them sent: a send blocked and held them back (the server or the network stopped taking data; see the stall cause); the packets sent were at most {worst_ms:.1} ms off"
+            )
+        } else if c.unsent_packets > 0 {
+            format!(
+                "{late} late packets (deviation > {threshold} ms) in {sessions} sessions; worst {worst_ms:.1} ms among those sent"
+            )
+        } else {
+            format!(
+                "{late} late packets (deviation > {threshold} ms) in {sessions} sessions; worst {worst_ms:.1} ms"
+            )
+        });
     }
     if c.unsent_packets > 0 {
         reasons.push(format!(
@@ -267,7 +278,24 @@ mod tests {
         });
         assert_eq!(
             v.reasons[0],
-            "6 late packets (deviation > 80 ms) in 2 sessions; worst 0.1 ms among those sent"
+            "6 late packets (deviation > 80 ms) in 2 sessions, none of them sent: a send blocked and held them back (the server or the network stopped taking data; see the stall cause); the packets sent were at most 0.1 ms off"
+        );
+        // Some sent late too: the client's lateness is part of it.
+        let v = judge(&Facts {
+            counts: PacketCounts {
+                packets: 12,
+                late_packets: 6,
+                unsent_packets: 60,
+                max_deviation_us: 95_000,
+                ..PacketCounts::default()
+            },
+            sessions_with_late_packets: 2,
+            late_threshold_ms: 80,
+            ..Facts::default()
+        });
+        assert_eq!(
+            v.reasons[0],
+            "6 late packets (deviation > 80 ms) in 2 sessions; worst 95.0 ms among those sent"
         );
     }
 

@@ -62,7 +62,12 @@ fn a_server_that_stops_reading_makes_late_and_unsent_packets_and_an_incomplete_r
     );
     let reasons = s["verdict"]["reasons"].to_string();
     assert!(reasons.contains("never sent"), "{reasons}");
-    assert!(reasons.contains("among those sent"), "{reasons}");
+    // The late packets are those the blocked sends held back (or, on a busy box, some sent
+    // late as well): the worst deviation named is that of the packets sent.
+    assert!(
+        reasons.contains("held them back") || reasons.contains("among those sent"),
+        "{reasons}"
+    );
     // Bounded by the send timeout and the stop grace, not by the kernel: far below the
     // 51 s of the report, whatever the machine's load.
     assert!(took < Duration::from_secs(60), "took {took:?}");
