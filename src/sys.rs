@@ -60,6 +60,22 @@ pub enum TerminalInput {
     HungUp,
 }
 
+/// Whether stdout is a terminal this process may draw on: one whose foreground process group
+/// is ours. A process in a background group of its terminal (`timeout` without
+/// `--foreground` puts its command in one; `cmd &` in a shell) is stopped by SIGTTOU as soon
+/// as it sets the terminal up for the dashboard, and stays stopped, deaf even to SIGTERM.
+pub fn terminal_is_ours() -> Option<bool> {
+    use std::io::IsTerminal as _;
+    let stdout = std::io::stdout();
+    if !stdout.is_terminal() {
+        return None;
+    }
+    let ours = rustix::termios::tcgetpgrp(&stdout)
+        .map(|pgrp| pgrp == rustix::process::getpgrp())
+        .unwrap_or(false);
+    Some(ours)
+}
+
 /// Waits at most `timeout` for input on stdin, and tells a terminal that is gone apart: on a
 /// hung-up tty, crossterm's own poll spins on a core forever instead of returning
 /// (crossterm-rs/crossterm#793), so the dashboard asks here first.

@@ -208,6 +208,41 @@ fn a_finished_run_waits_for_a_key_then_restores_the_terminal() {
     assert!(code == "0" || code == "1", "exit code {code:?}");
 }
 
+/// Under `timeout` (which puts its command in a background process group of the terminal) the
+/// dashboard would be stopped by SIGTTOU at its first drawing and hang, deaf to SIGTERM: the
+/// run goes headless instead, says why, and ends on its own.
+#[test]
+fn a_run_in_a_background_process_group_of_its_terminal_goes_headless_instead_of_hanging() {
+    if !tmux_available() {
+        return;
+    }
+    let _serial = util::serial();
+    let dir = TempDir::new("tmux-background");
+    let out = dir.join("out");
+    let exit_file = dir.join("exit");
+    let run = format!(
+        "timeout 60 {} run -s 2 -d 1s --output {}",
+        util::bin(),
+        out.display()
+    );
+    let tmux = Tmux::start(&recording_exit(&run, &exit_file), 160, 50).expect("tmux starts");
+    wait_for(
+        "exit",
+        Duration::from_secs(60),
+        || exit_file.exists(),
+        || tmux.screen(),
+    );
+    // 124 would be `timeout` killing a run that hung.
+    let code = recorded_exit(&exit_file);
+    assert!(code == "0" || code == "1", "exit code {code:?}");
+    let screen = tmux.screen();
+    assert!(
+        screen.contains("running headless") && screen.contains("timeout --foreground"),
+        "{screen}"
+    );
+    assert!(out.join("summary.json").exists());
+}
+
 /// Whether process `pid` is gone (or a zombie nobody has reaped yet).
 fn exited(pid: u32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |stat| {
