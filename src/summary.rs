@@ -390,6 +390,11 @@ impl Summary {
             .extend(reasons::host_load(&sampler.host_load));
         let server = server_stalls::find(&record, &episodes);
         verdict.reasons.extend(reasons::server_stalls(&server));
+        verdict.reasons.extend(reasons::no_turns(
+            settings,
+            pooled.turns,
+            pooled.sessions.completed,
+        ));
         Summary {
             schema_version: SCHEMA_VERSION,
             tool: Tool::this(),

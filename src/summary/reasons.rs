@@ -62,6 +62,32 @@ pub(super) fn verdict(
     verdict
 }
 
+/// A run of a dialect with turns (openai, vllm) whose sessions completed without the server
+/// ending a single turn measured none of the server's latencies, though its verdict may read
+/// qualified and complete: say so and why. With server VAD (OpenAI's default) that is audio
+/// in which the VAD heard no speech — the default `--audio` is silence.
+pub(super) fn no_turns(
+    settings: &crate::options::Settings,
+    turns: crate::contract::worker::TurnCounts,
+    completed: u64,
+) -> Option<String> {
+    use crate::protocol::Protocol;
+    if !matches!(settings.protocol, Protocol::Openai | Protocol::Vllm)
+        || completed == 0
+        || turns.ended > 0
+    {
+        return None;
+    }
+    let audio = if matches!(settings.audio, crate::audio::AudioSource::Silence) {
+        "the audio is silence (the default --audio), in which the server's VAD hears no speech"
+    } else {
+        "the server's VAD heard no speech in the audio"
+    };
+    Some(format!(
+        "no turn ended, so none of the server's latencies was measured: {audio}; give speech (--audio assets/speech-24k.wav) or --turn-detection none (a turn per session, ended by the client's commit)"
+    ))
+}
+
 /// Steal at most this high in a second is left out of the foreign load's reason.
 const STEAL_NAMED_CORES: f64 = 0.05;
 

@@ -755,3 +755,50 @@ fn openais_retired_beta_is_named_with_what_to_use_instead() {
     );
     assert!(!reason.contains("another protocol"), "{reason}");
 }
+
+/// OpenAI's default server VAD hears no speech in the default silence: the sessions complete
+/// without a single turn, and the summary says that nothing of the server was measured and
+/// what to give instead, where the verdict alone read "complete".
+#[test]
+fn a_run_in_which_no_turn_ended_says_nothing_of_the_server_was_measured() {
+    let _serial = util::serial();
+    let dir = TempDir::new("openai-no-turns");
+    let out = dir.join("out");
+    let args = [
+        "--protocol",
+        "openai",
+        "-s",
+        "1",
+        "-d",
+        "1s",
+        "--trace",
+        "off",
+    ];
+    let output = util::run_to(&out, &args, LIMIT);
+    assert!(
+        matches!(output.status.code(), Some(0 | 1)),
+        "{}",
+        describe(&output)
+    );
+    let s = summary(&out);
+    assert_eq!(s["openai"]["ended"], 0, "{}", s["openai"]);
+    let reasons = s["verdict"]["reasons"].to_string();
+    assert!(
+        reasons.contains("no turn ended") && reasons.contains("the audio is silence"),
+        "{reasons}"
+    );
+    // With a turn the client ends, there is one, and no such line.
+    let out = dir.join("out-commit");
+    let args = [&args[..], &["--turn-detection", "none"]].concat();
+    let output = util::run_to(&out, &args, LIMIT);
+    assert!(
+        matches!(output.status.code(), Some(0 | 1)),
+        "{}",
+        describe(&output)
+    );
+    let s = summary(&out);
+    assert_eq!(s["openai"]["ended"], 1, "{}", s["openai"]);
+    assert!(!s["verdict"]["reasons"]
+        .to_string()
+        .contains("no turn ended"));
+}
