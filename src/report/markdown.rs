@@ -106,6 +106,15 @@ fn client_rows(out: &mut String, s: &Summary) {
             String::new()
         }
     );
+    if s.unfinished() {
+        // The provisional summary of a killed run: its zeros are no count.
+        md!(
+            out,
+            "| packets | not known: {} |",
+            super::table::UNFINISHED_PACKETS
+        );
+        return;
+    }
     md!(
         out,
         "| packets | {} sent, {} late (> {} ms) in {} sessions, {} slow (> {} ms){} |",

@@ -104,6 +104,9 @@ fn layout(out: &mut String, s: &Summary) {
     }
 }
 
+/// What the packets' line of a killed run's provisional summary says in place of its zeros.
+pub(super) const UNFINISHED_PACKETS: &str = "the run did not finish, and this summary was written when it started; samples/worker-*.csv has a row for every packet sent";
+
 /// The sessions and the pacing of their packets.
 fn pacing(out: &mut String, s: &Summary) {
     let p = &s.pacing;
@@ -122,6 +125,11 @@ fn pacing(out: &mut String, s: &Summary) {
         s.sessions.rejected,
         s.sessions.configured
     );
+    if s.unfinished() {
+        // The provisional summary of a killed run: its zeros are no count.
+        row!(out, "packets            not known: {}", UNFINISHED_PACKETS);
+        return;
+    }
     row!(
         out,
         "packets            {} sent, {} late (> {} ms) in {} sessions, {} slow (> {} ms)",

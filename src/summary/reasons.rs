@@ -40,7 +40,9 @@ pub(super) fn verdict(
             .error_codes
             .first()
             .map(|c| c.message.as_str()),
-        finished: true,
+        // The provisional summary (written at the start, left by a killed run) knows nothing
+        // of what was sent: no "nothing was sent" from it.
+        finished: record.cancelled.as_deref() != Some(crate::summary::UNFINISHED),
     });
     if let Some(lost) = files_lost {
         // First: it explains the incomplete sessions and the cut files the other reasons name.

@@ -31,7 +31,8 @@ fn sigkill_of_the_conductor_leaves_no_worker_or_mock_behind() {
     let deadline = Instant::now() + Duration::from_secs(30);
     let children = loop {
         let children = children_of(pid);
-        if children.len() == 3 {
+        // With the summary written at the start (the workers are up by then).
+        if children.len() == 3 && dir.join("out").join("summary.md").exists() {
             break children;
         }
         assert!(
@@ -52,4 +53,15 @@ fn sigkill_of_the_conductor_leaves_no_worker_or_mock_behind() {
         }
         std::thread::sleep(Duration::from_millis(50));
     }
+    // What is left is the summary written at the start (once the workers were up): it does
+    // not pass its zeros off as a count of the packets sent.
+    let out = dir.join("out");
+    let md = std::fs::read_to_string(out.join("summary.md")).unwrap();
+    assert!(
+        md.contains("| packets | not known: the run did not finish"),
+        "{md}"
+    );
+    let json = std::fs::read_to_string(out.join("summary.json")).unwrap();
+    assert!(json.contains("the run did not finish"), "{json}");
+    assert!(!json.contains("no packet was sent"), "{json}");
 }
