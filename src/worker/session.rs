@@ -337,6 +337,17 @@ impl Session {
 
     /// The paced send loop: packet N is due at packet 0's actual send plus N packet intervals,
     /// and is late once it is a late threshold past that, sent or not.
+    /// A send of packet `seq` failed: it never finished, so it is unsent, and so are the packets
+    /// after it — unless the run was being stopped (the send blocked until the stop ended it),
+    /// when the session stopped early and those were no longer due.
+    fn abandon(&mut self, seq: u32) {
+        if *self.ctx.stop.borrow() {
+            self.machine.stopped_in_send();
+        } else {
+            self.machine.abandon(seq);
+        }
+    }
+
     async fn stream(&mut self, ws: &mut Ws, gate_s: f64) -> Result<(), End> {
         let packets = self.ctx.settings.packets_per_session;
         let mut stop = self.ctx.stop.clone();
@@ -395,16 +406,14 @@ impl Session {
                         break;
                     }
                     if let Err(end) = self.send_packet(ws, seq, gate_s).await {
-                        // Packet `seq` never finished sending: it is unsent too.
-                        self.machine.abandon(seq);
+                        self.abandon(seq);
                         return Err(end);
                     }
                     seq += 1;
                 }
                 () = std::future::ready(()), if !paced => {
                     if let Err(end) = self.send_packet(ws, seq, gate_s).await {
-                        // Packet `seq` never finished sending: it is unsent too.
-                        self.machine.abandon(seq);
+                        self.abandon(seq);
                         return Err(end);
                     }
                     seq += 1;

@@ -113,6 +113,10 @@ fn ctrl_c_ends_a_run_whose_sends_are_blocked_at_once_issue_13() {
         "{}",
         s["pacing"]
     );
+    // The sessions were stopped, not failed while streaming: only the packet each blocked
+    // send held is unsent, not the 700 the 60 s had left.
+    assert_eq!(s["sessions"]["stopped_early"], 2, "{}", s["sessions"]);
+    assert_eq!(s["pacing"]["unsent_packets"], 2, "{}", s["pacing"]);
 }
 
 #[test]

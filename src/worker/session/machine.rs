@@ -482,7 +482,19 @@ impl Machine {
     /// The session stopped streaming at `next_seq` through a failure: the packets it never
     /// sent are counted.
     pub fn abandon(&mut self, next_seq: u32) {
-        let unsent = u64::from(self.settings.packets_per_session.saturating_sub(next_seq));
+        self.count_unsent(self.settings.packets_per_session.saturating_sub(next_seq));
+    }
+
+    /// The run was stopped while the send of a packet was blocked: that packet never left,
+    /// and the session stopped early; the packets after it were not due to be sent any more
+    /// (as in a stop between two sends).
+    pub fn stopped_in_send(&mut self) {
+        self.outcome.stopped_early = true;
+        self.count_unsent(1);
+    }
+
+    fn count_unsent(&mut self, packets: u32) {
+        let unsent = u64::from(packets);
         self.outcome.counts.unsent_packets += unsent;
         self.stats.borrow_mut().counts.unsent_packets += unsent;
     }
