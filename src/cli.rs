@@ -151,12 +151,8 @@ pub struct RunArgs {
     pub speak: ProtocolArgs,
     #[command(flatten)]
     pub connection: ConnectionArgs,
-    /// Time allowed for a WebSocket connection and handshake.
-    #[arg(long, default_value = "10s", allow_hyphen_values = true, value_parser = parse_duration, help_heading = "Server")]
-    pub connect_timeout: Duration,
-    /// Time allowed for an awaited server event (setup, drained, closed).
-    #[arg(long, default_value = "30s", allow_hyphen_values = true, value_parser = parse_duration, help_heading = "Server")]
-    pub recv_timeout: Duration,
+    #[command(flatten)]
+    pub limits: ServerLimitArgs,
     /// Time one send may block before the session ends as "the server stopped reading" [default: 4 packets].
     #[arg(long, allow_hyphen_values = true, value_parser = parse_duration, help_heading = "Server")]
     pub send_timeout: Option<Duration>,
@@ -185,9 +181,6 @@ pub struct RunArgs {
         help_heading = "Server"
     )]
     pub client_ping_timeout: f64,
-    /// Largest server message accepted, e.g. 16MiB, 512KiB or a number of bytes (at least 1 KiB); a larger one is a protocol error [default: 16 MiB].
-    #[arg(long, visible_alias = "max-message-size", value_name = "SIZE", default_value = "16MiB", hide_default_value = true, value_parser = parse_size, help_heading = "Server")]
-    pub max_message_bytes: u64,
     #[command(flatten)]
     pub mock: MockBehaviourArgs,
     /// The built-in mock's flags given on the command line ([`Cli::parse_args`]): with --url
@@ -296,6 +289,22 @@ pub struct ConnectionArgs {
     /// openai or vllm it defaults to $OPENAI_API_KEY (never sent to other servers unasked).
     #[arg(long, help_heading = "Server")]
     pub api_key: Option<String>,
+}
+
+/// How long a session waits for the server, and the largest message it takes from it (given to
+/// `run` and `conform`): conform's sessions meet the same servers as a run's, so a user who
+/// needs another limit for one needs it for the other.
+#[derive(Debug, Clone, Args)]
+pub struct ServerLimitArgs {
+    /// Time allowed for a WebSocket connection and handshake.
+    #[arg(long, default_value = "10s", allow_hyphen_values = true, value_parser = parse_duration, help_heading = "Server")]
+    pub connect_timeout: Duration,
+    /// Time allowed for an awaited server event (setup, drained, closed).
+    #[arg(long, default_value = "30s", allow_hyphen_values = true, value_parser = parse_duration, help_heading = "Server")]
+    pub recv_timeout: Duration,
+    /// Largest server message accepted, e.g. 16MiB, 512KiB or a number of bytes (at least 1 KiB); a larger one is a protocol error [default: 16 MiB].
+    #[arg(long, visible_alias = "max-message-size", value_name = "SIZE", default_value = "16MiB", hide_default_value = true, value_parser = parse_size, help_heading = "Server")]
+    pub max_message_bytes: u64,
 }
 
 /// How the mock behaves; given to `mock`, and passed through to the built-in mock by `run`.
@@ -496,6 +505,8 @@ pub struct ConformArgs {
     pub speak: ProtocolArgs,
     #[command(flatten)]
     pub connection: ConnectionArgs,
+    #[command(flatten)]
+    pub limits: ServerLimitArgs,
 }
 
 #[derive(Debug, Clone, Args)]

@@ -547,10 +547,10 @@ fn duration_of(
 /// length, and the run's size.
 fn check_limits(args: &RunArgs, duration_s: f64, sessions: u32) -> Result<()> {
     let funasr = args.speak.protocol == Protocol::Funasr;
-    if args.connect_timeout.is_zero() {
+    if args.limits.connect_timeout.is_zero() {
         bail!("--connect-timeout must be more than zero");
     }
-    if args.recv_timeout.is_zero() {
+    if args.limits.recv_timeout.is_zero() {
         bail!("--recv-timeout must be more than zero");
     }
     if let Some(bad) = args
@@ -650,8 +650,8 @@ impl Checked {
             inject_cpu_starvation_ms: args.inject_cpu_starvation_ms,
             sample_interval_ms: (!args.no_sampler).then_some(args.sample_interval_ms),
             server_pid: args.server_pid,
-            connect_timeout_s: args.connect_timeout.as_secs_f64(),
-            recv_timeout_s: args.recv_timeout.as_secs_f64(),
+            connect_timeout_s: args.limits.connect_timeout.as_secs_f64(),
+            recv_timeout_s: args.limits.recv_timeout.as_secs_f64(),
             send_buffer_bytes: args.send_buffer_bytes,
             protocol: args.speak.protocol,
             modalities: modalities(args),
@@ -667,7 +667,7 @@ impl Checked {
                 .map_or(f64::from(SEND_TIMEOUT_PACKETS * packet_ms) / 1000.0, |t| {
                     t.as_secs_f64()
                 }),
-            max_message_bytes: args.max_message_bytes,
+            max_message_bytes: args.limits.max_message_bytes,
             admission_retries: ADMISSION_RETRIES,
             admission_retry_interval_ms: ADMISSION_RETRY_INTERVAL_MS,
             trace: args.trace,

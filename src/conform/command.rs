@@ -245,7 +245,7 @@ fn record_run(url: &str, args: &ConformArgs, dir: &Path) -> Result<()> {
     Ok(())
 }
 
-/// The protocol and connection flags of `conform`, for its run.
+/// The protocol, connection and limit flags of `conform`, for its run.
 fn protocol_flags(args: &ConformArgs) -> Vec<String> {
     let p = &args.speak;
     let mut flags = vec!["--protocol".to_string(), p.protocol.as_str().to_string()];
@@ -305,6 +305,15 @@ fn protocol_flags(args: &ConformArgs) -> Vec<String> {
     if let Some(key) = &c.api_key {
         flags.extend(["--api-key".into(), key.clone()]);
     }
+    let l = &args.limits;
+    flags.extend([
+        "--connect-timeout".into(),
+        l.connect_timeout.as_secs_f64().to_string(),
+        "--recv-timeout".into(),
+        l.recv_timeout.as_secs_f64().to_string(),
+        "--max-message-bytes".into(),
+        l.max_message_bytes.to_string(),
+    ]);
     flags
 }
 
@@ -314,4 +323,38 @@ fn temporary_dir() -> PathBuf {
         std::process::id(),
         crate::clock::utc_stamp()
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The limits `conform` was given reach its run unchanged, fractions of a second too.
+    #[test]
+    fn the_run_gets_conforms_timeouts_and_message_limit() {
+        let conform = ["duplexbench-tui", "conform", "--url", "ws://h/"];
+        let limits = [
+            "--connect-timeout",
+            "1.5s",
+            "--recv-timeout",
+            "250ms",
+            "--max-message-bytes",
+            "64MiB",
+        ];
+        let Some(Command::Conform(args)) = Cli::try_parse_from([&conform[..], &limits].concat())
+            .unwrap()
+            .command
+        else {
+            panic!("a conform command")
+        };
+        let mut argv = vec!["duplexbench-tui".to_string(), "run".into()];
+        argv.extend(protocol_flags(&args));
+        let Some(Command::Run(run)) = Cli::try_parse_from(&argv).unwrap().command else {
+            panic!("a run command: {argv:?}")
+        };
+        let l = &run.limits;
+        assert_eq!(l.connect_timeout, std::time::Duration::from_millis(1500));
+        assert_eq!(l.recv_timeout, std::time::Duration::from_millis(250));
+        assert_eq!(l.max_message_bytes, 64 << 20);
+    }
 }

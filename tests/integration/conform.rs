@@ -262,3 +262,37 @@ fn traces_the_disk_cut_are_refused_not_blamed_on_the_server() {
         assert!(stderr.contains(why), "{stderr}");
     }
 }
+
+/// A server that takes the WebSocket handshake and then says nothing: conform ends at the
+/// --recv-timeout it was given, naming it. conform refused the flag, so against a silent
+/// server it waited out run's default 30 s.
+#[test]
+fn a_silent_server_fails_conform_at_its_recv_timeout() {
+    let _serial = util::serial();
+    let server = util::LoopbackServer::start(|stream| async move {
+        if let Ok(ws) = tokio_tungstenite::accept_async(stream).await {
+            tokio::time::sleep(Duration::from_secs(120)).await;
+            drop(ws);
+        }
+    });
+    let dir = TempDir::new("conform-silent");
+    let out = dir.join("run");
+    let url = format!("ws://{}/v1/realtime", server.addr);
+    let args = ["conform", "--url", &url, "-s", "1", "-d", "1s"];
+    let limits = ["--recv-timeout", "2s", "--connect-timeout", "5s"];
+    let output = ["--output", out.to_str().unwrap()];
+    let checked = util::run(&[&args[..], &limits[..], &output[..]].concat(), LIMIT);
+    assert_eq!(checked.status.code(), Some(1), "{}", describe(&checked));
+    let stderr = String::from_utf8_lossy(&checked.stderr);
+    assert!(
+        stderr.contains("no session.created within --recv-timeout 2s"),
+        "{}",
+        describe(&checked)
+    );
+    let stdout = String::from_utf8_lossy(&checked.stdout);
+    assert!(
+        stdout.contains("verdict: NOT conformant: 1 sessions"),
+        "{}",
+        describe(&checked)
+    );
+}
