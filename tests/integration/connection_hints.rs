@@ -114,18 +114,45 @@ fn a_self_signed_certificate_is_said_to_be_untrusted_naming_ca_file_and_insecure
 fn a_redirect_names_the_url_to_give_with_its_websocket_scheme() {
     let _serial = util::serial();
     let dir = TempDir::new("hint-redirect");
-    let server = LoopbackServer::start(|mut stream| async move {
-        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
-        let mut request = [0u8; 4096];
-        if stream.read(&mut request).await.is_ok_and(|n| n > 0) {
-            let reply = "HTTP/1.1 301 Moved Permanently\r\nLocation: https://speech.example.test/v1/realtime\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
-            let _ = stream.write_all(reply.as_bytes()).await;
-        }
-    });
+    let server = refusing(
+        "HTTP/1.1",
+        "Location: https://speech.example.test/v1/realtime",
+    );
     let error = first_error(&dir, &format!("ws://{}/v1/realtime", server.addr), &[]);
     assert!(error.contains("301"), "{error}");
     assert!(
         error.contains("give `wss://speech.example.test/v1/realtime` as --url"),
         "{error}"
     );
+}
+
+/// The same redirect in HTTP/1.0 (which tungstenite refuses as a wrong version, so the client
+/// reads it itself) names its URL too: its headers went unread, and the hint said the redirect
+/// named none.
+#[test]
+fn a_redirect_in_http_10_names_the_url_to_give_as_in_http_11() {
+    let _serial = util::serial();
+    let dir = TempDir::new("hint-redirect-http10");
+    let server = refusing("HTTP/1.0", "Location: ws://127.0.0.1:9/v1/realtime");
+    let error = first_error(&dir, &format!("ws://{}/v1/realtime", server.addr), &[]);
+    assert!(error.contains("301"), "{error}");
+    assert!(
+        error.contains(
+            "redirects the handshake to `ws://127.0.0.1:9/v1/realtime`: give that as --url"
+        ),
+        "{error}"
+    );
+}
+
+/// A server on 127.0.0.1 that answers every upgrade with `301 Moved Permanently` in `version`
+/// (`HTTP/1.1`, `HTTP/1.0`), with the header line `header`, and closes.
+fn refusing(version: &'static str, header: &'static str) -> LoopbackServer {
+    LoopbackServer::start(move |mut stream| async move {
+        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+        let mut request = [0u8; 4096];
+        if stream.read(&mut request).await.is_ok_and(|n| n > 0) {
+            let reply = format!("{version} 301 Moved Permanently\r\n{header}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+            let _ = stream.write_all(reply.as_bytes()).await;
+        }
+    })
 }

@@ -16,7 +16,10 @@ use tokio::io::BufReader;
 use tokio::net::{TcpSocket, TcpStream};
 use tokio_tungstenite::tungstenite::client::IntoClientRequest as _;
 use tokio_tungstenite::tungstenite::error::{ProtocolError, TlsError, UrlError};
-use tokio_tungstenite::tungstenite::http::{HeaderName, HeaderValue, Response, StatusCode};
+use tokio_tungstenite::tungstenite::handshake::machine::TryParse as _;
+use tokio_tungstenite::tungstenite::http::{
+    HeaderMap, HeaderName, HeaderValue, Response, StatusCode,
+};
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::protocol::CloseFrame;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
@@ -307,8 +310,11 @@ async fn handshake_on(
 /// The HTTP error an `HTTP/1.0` answer to the upgrade says, which tungstenite reports as a wrong
 /// version before it reads the status: a proxy or a small server that refuses with
 /// `HTTP/1.0 503` (Python's `http.server` answers so) is refusing admission, and its 503 is
-/// retried and counted as a refusal like any other. `None` for what is not such an answer, and
-/// for a `101` (no upgrade happens over HTTP/1.0: the version error stands).
+/// retried and counted as a refusal like any other. Its headers are read by tungstenite's own
+/// parser, as an HTTP/1.1 answer's are, so that the hint reads them alike (a redirect's
+/// `Location`); a head cut short or that does not parse leaves the status alone to tell.
+/// `None` for what is not such an answer, and for a `101` (no upgrade happens over HTTP/1.0:
+/// the version error stands).
 fn http_10_refusal(seen: &[u8]) -> Option<WsError> {
     let line_end = seen.windows(2).position(|w| w == b"\r\n")?;
     let line = std::str::from_utf8(&seen[..line_end]).ok()?;
@@ -317,7 +323,10 @@ fn http_10_refusal(seen: &[u8]) -> Option<WsError> {
     if status == StatusCode::SWITCHING_PROTOCOLS {
         return None;
     }
-    let response = Response::builder().status(status).body(None).ok()?;
+    let mut response = Response::builder().status(status).body(None).ok()?;
+    if let Ok(Some((_, headers))) = HeaderMap::try_parse(&seen[line_end + 2..]) {
+        *response.headers_mut() = headers;
+    }
     Some(WsError::Http(Box::new(response)))
 }
 
@@ -342,6 +351,27 @@ mod tests {
         assert_eq!(status(b"HTTP/0.9 503 x\r\n"), None);
         assert_eq!(status(b"HTTP/1.0 5x3 x\r\n"), None);
         assert_eq!(status(b"HTTP/1.0 503"), None, "no whole status line yet");
+    }
+
+    /// Its headers are read as an HTTP/1.1 answer's: a redirect's `Location` reaches the hint.
+    #[test]
+    fn an_http_10_answer_keeps_its_headers() {
+        let read = |seen: &[u8]| match http_10_refusal(seen) {
+            Some(WsError::Http(response)) => {
+                let location = response.headers().get("location");
+                let location = location.map(|v| v.to_str().unwrap().to_string());
+                Some((response.status().as_u16(), location))
+            }
+            _ => None,
+        };
+        let head = b"HTTP/1.0 301 Moved Permanently\r\nLocation: ws://h/v1/realtime\r\n\r\n";
+        assert_eq!(read(head), Some((301, Some("ws://h/v1/realtime".into()))));
+        let cut = b"HTTP/1.0 301 Moved Permanently\r\nLocation: ws://h/";
+        assert_eq!(
+            read(cut),
+            Some((301, None)),
+            "a head cut short: the status alone"
+        );
     }
 
     /// A server that answers every upgrade with `reply` and closes.
