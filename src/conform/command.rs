@@ -279,6 +279,9 @@ fn protocol_flags(args: &ConformArgs) -> Vec<String> {
         if let Some(every) = p.commit_every {
             flags.extend(["--commit-every".into(), format!("{}ms", every.as_millis())]);
         }
+        if p.interrupt_response {
+            flags.push("--interrupt-response".into());
+        }
     }
     if let Some(model) = &p.model {
         flags.extend(["--model".into(), model.clone()]);
@@ -301,6 +304,10 @@ fn protocol_flags(args: &ConformArgs) -> Vec<String> {
     }
     for header in &c.headers {
         flags.extend(["--header".into(), header.clone()]);
+    }
+    // By name: the run reads the value from the environment it inherits.
+    for header in &c.header_envs {
+        flags.extend(["--header-env".into(), header.clone()]);
     }
     if let Some(key) = &c.api_key {
         flags.extend(["--api-key".into(), key.clone()]);
@@ -356,5 +363,32 @@ mod tests {
         assert_eq!(l.connect_timeout, std::time::Duration::from_millis(1500));
         assert_eq!(l.recv_timeout, std::time::Duration::from_millis(250));
         assert_eq!(l.max_message_bytes, 64 << 20);
+    }
+
+    /// A header from the environment and OpenAI's interrupt_response reach the run too (they
+    /// were accepted and then dropped: an authenticated server answered conform with 401).
+    #[test]
+    fn the_run_gets_conforms_header_env_and_interrupt_response() {
+        let conform = [
+            "duplexbench-tui",
+            "conform",
+            "--url",
+            "ws://h/v1/realtime",
+            "--protocol",
+            "openai",
+            "--header-env",
+            "api-key=AZURE_KEY",
+            "--interrupt-response",
+        ];
+        let Some(Command::Conform(args)) = Cli::try_parse_from(conform).unwrap().command else {
+            panic!("a conform command")
+        };
+        let mut argv = vec!["duplexbench-tui".to_string(), "run".into()];
+        argv.extend(protocol_flags(&args));
+        let Some(Command::Run(run)) = Cli::try_parse_from(&argv).unwrap().command else {
+            panic!("a run command: {argv:?}")
+        };
+        assert_eq!(run.connection.header_envs, ["api-key=AZURE_KEY"]);
+        assert!(run.speak.interrupt_response, "{argv:?}");
     }
 }
