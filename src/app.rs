@@ -51,27 +51,11 @@ fn dispatch(cli: Cli) -> Result<i32> {
 }
 
 fn run(args: &RunArgs) -> Result<i32> {
-    let tui = !args.no_tui && dashboard_terminal();
+    let tui = !args.no_tui && crate::ui::dashboard_terminal();
     let plan = options::validate(args, command_line(), tui)?;
     // Before anything is started or written: a limit too low for the layout is a start-up error.
     sys::open_files::ensure(&sys::open_files::Layout::of(&plan.settings))?;
     conductor::run(plan, args.exit_on_finish)
-}
-
-/// Whether the dashboard can be drawn. It needs a terminal; anything else (a pipe, a file, CI)
-/// runs headless. So does a run in a background process group of its terminal, which would be
-/// stopped by the terminal at its first drawing and hang: it is said why, once.
-pub fn dashboard_terminal() -> bool {
-    match sys::terminal_is_ours() {
-        None => false,
-        Some(true) => true,
-        Some(false) => {
-            eprintln!(
-                "note: running headless: this process is in a background process group of its terminal (under `timeout`, give `timeout --foreground`; or not `&`), and the dashboard would stop it there"
-            );
-            false
-        }
-    }
 }
 
 /// `completions SHELL`: the completion script on stdout.

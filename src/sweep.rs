@@ -40,7 +40,7 @@ pub const PLOT_FILE: &str = "sweep.svg";
 /// Runs a sweep; 0 when a level that streamed was pacing-qualified, 1 when none was, 128 +
 /// signal when cancelled (docs/exit-codes.md). Start-up errors are `Err`.
 pub fn run(args: &SweepArgs, command_line: String) -> Result<i32> {
-    let tui = !args.run.no_tui && crate::app::dashboard_terminal();
+    let tui = !args.run.no_tui && crate::ui::dashboard_terminal();
     let plan = plan::validate(args, command_line, tui)?;
     if let Some(top) = plan.levels.last().and_then(|l| l.runs.first()) {
         crate::sys::open_files::ensure(&crate::sys::open_files::Layout::of(&top.settings))?;

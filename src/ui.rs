@@ -3,3 +3,19 @@
 
 pub mod dashboard;
 pub mod headless;
+
+/// Whether the dashboard can be drawn. It needs a terminal; anything else (a pipe, a file, CI)
+/// runs headless. So does a run in a background process group of its terminal, which would be
+/// stopped by the terminal at its first drawing and hang: it is said why, once.
+pub fn dashboard_terminal() -> bool {
+    match crate::sys::terminal_is_ours() {
+        None => false,
+        Some(true) => true,
+        Some(false) => {
+            eprintln!(
+                "note: running headless: this process is in a background process group of its terminal (under `timeout`, give `timeout --foreground`; or not `&`), and the dashboard would stop it there"
+            );
+            false
+        }
+    }
+}
