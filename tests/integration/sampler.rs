@@ -7,6 +7,11 @@ use std::time::Duration;
 
 fn run_with(extra: &[&str], name: &str) -> (Value, TempDir) {
     let _serial = util::serial();
+    run_holding_the_lock(extra, name)
+}
+
+/// [`run_with`] for a caller that holds the serial lock already.
+fn run_holding_the_lock(extra: &[&str], name: &str) -> (Value, TempDir) {
     let dir = TempDir::new(name);
     let out = dir.join("out");
     let mut args = vec!["-p", "2", "-s", "4", "-d", "6s", "--trace", "meta"];
@@ -233,7 +238,10 @@ fn a_worker_stopped_for_500ms_gives_a_stopped_episode_issue_15() {
 
 #[test]
 fn a_cpu_hog_beside_the_run_is_reported_as_foreign_load_issue_15() {
-    // (run_with takes the serial lock.) A bounded busy loop in this test process, which is not part of the run.
+    // The lock first: the busy loop is bounded (20 s), and started before a wait for the lock
+    // behind other tests it could end before the run began (a run with no foreign load).
+    let _serial = util::serial();
+    // A bounded busy loop in this test process, which is not part of the run.
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let spinning = stop.clone();
     let hog = std::thread::spawn(move || {
@@ -245,7 +253,7 @@ fn a_cpu_hog_beside_the_run_is_reported_as_foreign_load_issue_15() {
             x = std::hint::black_box(x.wrapping_add(1));
         }
     });
-    let (s, _dir) = run_with(&[], "foreign");
+    let (s, _dir) = run_holding_the_lock(&[], "foreign");
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     hog.join().unwrap();
     let load = &s["sampler"]["host_load"];
