@@ -672,6 +672,7 @@ impl Machine {
             }
             Meaning::TurnDone { completed, failure } => {
                 if let Some((code, message)) = failure {
+                    let (code, message) = printable_error(&code, &message);
                     self.count_error(&code, &message);
                 }
                 self.last_delta_s = None;
@@ -705,10 +706,9 @@ impl Machine {
         }
     }
 
-    /// A server error (an `error` event, a failed answer): counted by its code.
+    /// A server error (an `error` event, a failed answer): counted by its code, both as
+    /// [`printable_error`] made them.
     fn count_error(&mut self, code: &str, message: &str) {
-        let code = crate::protocol::server_text(code, crate::protocol::ERROR_CODE_CHARS);
-        let message = crate::protocol::server_text(message, crate::protocol::ERROR_MESSAGE_CHARS);
         self.stats.borrow_mut().error_events += 1;
         *self
             .outcome
@@ -722,9 +722,8 @@ impl Machine {
     /// set-up command the session waits on (no answer to that will come: waiting out
     /// `--recv-timeout` would only hide the refusal).
     fn on_error(&mut self, fatal: bool, code: &str, message: &str, answers: Option<&str>) -> Flow {
-        self.count_error(code, message);
-        let code = crate::protocol::server_text(code, crate::protocol::ERROR_CODE_CHARS);
-        let message = crate::protocol::server_text(message, crate::protocol::ERROR_MESSAGE_CHARS);
+        let (code, message) = printable_error(code, message);
+        self.count_error(&code, &message);
         if fatal {
             return Flow::End(format!(
                 "the server ended the session with error {code}: {message}"
@@ -855,11 +854,25 @@ fn test_machine(
     Machine::new(protocol(&settings), ids, settings, audio, stats)
 }
 
+/// A server error's code and message as the client repeats them: escaped and bounded
+/// ([`crate::protocol::server_text`]), once, wherever they are counted or named.
+fn printable_error<'a>(
+    code: &'a str,
+    message: &'a str,
+) -> (std::borrow::Cow<'a, str>, std::borrow::Cow<'a, str>) {
+    use crate::protocol::{server_text, ERROR_CODE_CHARS, ERROR_MESSAGE_CHARS};
+    (
+        server_text(code, ERROR_CODE_CHARS),
+        server_text(message, ERROR_MESSAGE_CHARS),
+    )
+}
+
+#[cfg(test)]
+mod vllm_tests;
+
 #[cfg(test)]
 mod funasr_tests;
 #[cfg(test)]
 mod openai_tests;
 #[cfg(test)]
 mod tests;
-#[cfg(test)]
-mod vllm_tests;
