@@ -699,12 +699,14 @@ impl Session {
             Some(Ok(_)) => return Ok(false),
             Some(Err(WsError::Capacity(err))) => self.machine.on_frame(
                 Incoming::TooLarge(format!(
-                    "the server sent a message over --max-message-bytes {} ({err})",
+                    "the server sent a message over --max-message-bytes {} ({err}): the client closed the connection (code 1009)",
                     self.ctx.settings.max_message_bytes
                 )),
                 now_s,
             ),
-            Some(Err(WsError::Utf8(_))) => self.machine.on_frame(Incoming::InvalidUtf8, now_s),
+            Some(Err(WsError::Utf8(what))) => {
+                self.machine.on_frame(Incoming::InvalidUtf8(what), now_s)
+            }
             Some(Err(
                 WsError::Protocol(ProtocolError::ResetWithoutClosingHandshake)
                 | WsError::ConnectionClosed
@@ -716,6 +718,14 @@ impl Session {
                     "the server closed the connection mid-session (without a close frame)"
                         .to_string(),
                 ));
+            }
+            // The WebSocket failed the connection and sent the close frame that says why.
+            Some(Err(WsError::Protocol(err))) => {
+                self.machine
+                    .connection_lost("sent 1002 (protocol error) protocol error; no close frame received".to_string());
+                return Err(End::Failed(format!(
+                    "the server broke the WebSocket protocol ({err}): the client closed the connection (code 1002)"
+                )));
             }
             Some(Err(err)) => {
                 self.machine

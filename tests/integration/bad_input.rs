@@ -266,6 +266,29 @@ fn an_oversized_server_message_fails_the_session_without_a_panic() {
 }
 
 #[test]
+fn text_that_is_not_utf8_fails_the_session_as_the_client_closing_it() {
+    let _serial = util::serial();
+    let server = fake_server::start(Misbehaviour::InvalidUtf8AfterFirstAppend);
+    let dir = TempDir::new("not-utf8");
+    let out = dir.join("out");
+    let output = util::run_to(
+        &out,
+        &["--url", &server.url, "-s", "1", "-d", "2s"],
+        Duration::from_secs(60),
+    );
+    assert_eq!(output.status.code(), Some(1), "{}", describe(&output));
+    let s = summary(&out);
+    assert_eq!(s["server"]["protocol_errors"], 1);
+    assert_eq!(s["sessions"]["incomplete"], 1);
+    let errors = s["sessions"]["errors"].to_string();
+    assert!(
+        errors.contains("not valid UTF-8") && errors.contains("code 1007"),
+        "{errors}"
+    );
+    assert!(!errors.contains("the server closed"), "{errors}");
+}
+
+#[test]
 fn a_full_mock_rejects_sessions_and_the_run_counts_them() {
     let _serial = util::serial();
     let dir = TempDir::new("full");

@@ -13,6 +13,8 @@ pub enum Misbehaviour {
     JunkAfterFirstAppend,
     /// After the first append, send a text frame of this many bytes.
     OversizedAfterFirstAppend(usize),
+    /// After the first append, send a text frame that is not UTF-8, then go on properly.
+    InvalidUtf8AfterFirstAppend,
     /// After `session.updated`, never read again (the socket stays open for at most 60 s), on
     /// a small receive buffer so the client's sends block within seconds.
     StopsReadingAfterSetup,
@@ -130,6 +132,15 @@ async fn session(
                         let _ = ws.feed(Message::Ping(vec![7u8].into())).await;
                         let _ = ws.feed(send(delta)).await;
                         let _ = ws.flush().await;
+                    }
+                    Misbehaviour::InvalidUtf8AfterFirstAppend if appends == 1 => {
+                        use tokio_tungstenite::tungstenite::protocol::frame::{
+                            coding::{Data, OpCode},
+                            Frame,
+                        };
+                        let bad = b"{\"type\":\"response.output_audio_transcript.delta\",\"delta\":\"\xff\"}";
+                        let frame = Frame::message(&bad[..], OpCode::Data(Data::Text), true);
+                        let _ = ws.send(Message::Frame(frame)).await;
                     }
                     Misbehaviour::OversizedAfterFirstAppend(bytes) if appends == 1 => {
                         let big = format!(

@@ -72,8 +72,9 @@ pub enum Incoming<'a> {
     Close(Option<(u16, &'a str)>),
     /// A frame over `--max-message-bytes`.
     TooLarge(String),
-    /// A text frame that is not valid UTF-8.
-    InvalidUtf8,
+    /// Text that is not valid UTF-8, in a text frame or a close frame's reason: what it was
+    /// (the WebSocket's words). The client has failed the connection (close code 1007).
+    InvalidUtf8(&'a str),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -554,10 +555,13 @@ impl Machine {
                     Err(why) => self.protocol_error(why, None),
                 }
             }
-            Incoming::InvalidUtf8 => self.protocol_error(
-                "the server sent a text frame that is not valid UTF-8".to_string(),
-                None,
-            ),
+            // The WebSocket failed the connection: nothing more can come.
+            Incoming::InvalidUtf8(what) => {
+                let why = format!("the server sent {what}: the client closed the connection (code 1007, RFC 6455 §8.1)");
+                let mut heard = self.protocol_error(why.clone(), None);
+                heard.flow = Flow::End(why);
+                heard
+            }
             Incoming::TooLarge(why) => {
                 let mut heard = self.protocol_error(why.clone(), None);
                 heard.flow = Flow::End(why);

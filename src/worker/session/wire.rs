@@ -354,7 +354,7 @@ fn data(text: bool, payload: BytesMut) -> Result<Message, WsError> {
     if text {
         Utf8Bytes::try_from(payload.freeze())
             .map(Message::Text)
-            .map_err(|err| WsError::Utf8(err.to_string()))
+            .map_err(|err| WsError::Utf8(format!("a text frame that is not valid UTF-8 ({err})")))
     } else {
         Ok(Message::Binary(payload.freeze()))
     }
@@ -368,8 +368,11 @@ fn close_frame(payload: Bytes) -> Result<Option<CloseFrame>, WsError> {
         1 => Err(WsError::Protocol(ProtocolError::InvalidCloseSequence)),
         _ => {
             let code = u16::from_be_bytes([payload[0], payload[1]]);
-            let reason = Utf8Bytes::try_from(payload.slice(2..))
-                .map_err(|err| WsError::Utf8(err.to_string()))?;
+            let reason = Utf8Bytes::try_from(payload.slice(2..)).map_err(|err| {
+                WsError::Utf8(format!(
+                    "a close frame whose reason is not valid UTF-8 ({err})"
+                ))
+            })?;
             Ok(Some(CloseFrame {
                 code: CloseCode::from(code),
                 reason,
@@ -492,10 +495,31 @@ impl Ws {
             Ok(Some(message)) => self.on_message(message).map(Ok),
             Ok(None) => None,
             Err(err) => {
-                self.ended = true;
+                self.fail(&err);
                 Some(Err(err))
             }
         }
+    }
+
+    /// The server's frames broke the protocol (`err`, from the decoder): the connection is
+    /// failed (RFC 6455 §7.1.7). The close frame that says why is queued — 1007 for text that
+    /// is not UTF-8 (§8.1), 1009 for a message over the limit, 1002 for the rest — and the
+    /// stream yields nothing more. The session's own close after that adds no second frame.
+    fn fail(&mut self, err: &WsError) {
+        self.ended = true;
+        if self.state != State::Open {
+            return;
+        }
+        let (code, reason) = match err {
+            WsError::Utf8(_) => (CloseCode::Invalid, "invalid UTF-8"),
+            WsError::Capacity(_) => (CloseCode::Size, "message too big"),
+            _ => (CloseCode::Protocol, "protocol error"),
+        };
+        self.queue_close(Some(&CloseFrame {
+            code,
+            reason: Utf8Bytes::from_static(reason),
+        }));
+        self.state = State::CloseSent;
     }
 
     /// Whether the read buffer holds nothing: no frame, nor part of one.
@@ -692,7 +716,8 @@ impl Stream for Ws {
                 }
                 Ok(None) => {}
                 Err(err) => {
-                    this.ended = true;
+                    this.fail(&err);
+                    this.poll_reply_out(cx);
                     return Poll::Ready(Some(Err(err)));
                 }
             }

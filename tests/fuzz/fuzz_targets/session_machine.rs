@@ -165,7 +165,7 @@ impl Drive {
         match op {
             b'T' => match std::str::from_utf8(rest) {
                 Ok(text) => self.hear(Incoming::Text(text)),
-                Err(_) => self.hear(Incoming::InvalidUtf8),
+                Err(_) => self.hear(Incoming::InvalidUtf8("a text frame that is not valid UTF-8")),
             },
             b'B' => self.hear(Incoming::Binary(rest)),
             b'C' => {

@@ -260,18 +260,27 @@ fn while_streaming_a_garbage_frame_is_counted_and_traced_but_not_fatal() {
     let heard = h.m.on_frame(Incoming::Text("not json"), 10.0);
     assert_eq!(heard.flow, Flow::Continue);
     assert!(heard.error.is_some());
-    let heard = h.m.on_frame(Incoming::InvalidUtf8, 10.1);
-    assert_eq!(
-        heard.error.as_deref(),
-        Some("the server sent a text frame that is not valid UTF-8")
-    );
     let heard = h.m.on_frame(Incoming::Binary(&[1, 2, 3]), 10.2);
     assert_eq!(
         heard.error.as_deref(),
         Some("unexpected binary frame of 3 bytes")
     );
-    assert_eq!(h.m.outcome.protocol_errors, 3);
-    assert_eq!(h.stats.borrow().protocol_errors, 3);
+    assert_eq!(h.m.outcome.protocol_errors, 2);
+    assert_eq!(h.stats.borrow().protocol_errors, 2);
+}
+
+#[test]
+fn text_that_is_not_utf8_ends_the_session_saying_the_client_closed_it() {
+    let mut h = harness(&[]);
+    h.set_up();
+    let heard = h.m.on_frame(
+        Incoming::InvalidUtf8("a text frame that is not valid UTF-8 (at byte 1)"),
+        10.1,
+    );
+    let why = "the server sent a text frame that is not valid UTF-8 (at byte 1): the client closed the connection (code 1007, RFC 6455 §8.1)";
+    assert_eq!(heard.error.as_deref(), Some(why));
+    assert_eq!(heard.flow, Flow::End(why.to_string()));
+    assert_eq!(h.m.outcome.protocol_errors, 1);
 }
 
 #[test]

@@ -1,6 +1,7 @@
 use super::*;
 use crate::worker::session::connect::{connect_ws, Dialer};
 use futures_util::{FutureExt as _, SinkExt, StreamExt};
+use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
@@ -477,6 +478,59 @@ async fn a_close_code_no_endpoint_may_send_is_kept_and_answered_with_1002() {
         }
         let (op, payload) = rx.await.unwrap();
         assert_eq!((op, &payload[..2]), (0x8, &1002u16.to_be_bytes()[..]));
+    })
+    .await;
+}
+
+/// What the server's broken frame makes the client send: its close frame's code and reason,
+/// and whether anything came after it (the session's own close must add no second frame).
+async fn failed_with(bad: Vec<u8>) -> (u16, String, bool) {
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let url = raw_server(bad, |mut socket| async move {
+        let (op, payload) = read_client_frame(&mut socket).await;
+        assert_eq!(op, 0x8, "the client's first frame is its close");
+        let mut rest = Vec::new();
+        let _ = tokio::time::timeout(Duration::from_secs(2), socket.read_to_end(&mut rest)).await;
+        tx.send((payload, rest.is_empty())).unwrap();
+    })
+    .await;
+    let mut ws = client(&url).await;
+    assert!(matches!(ws.next().await, Some(Err(_))));
+    assert!(ws.next().await.is_none(), "nothing after the error");
+    ws.close(Some(CloseFrame {
+        code: CloseCode::Normal,
+        reason: Utf8Bytes::default(),
+    }))
+    .await
+    .unwrap();
+    drop(ws);
+    let (payload, nothing_after) = rx.await.unwrap();
+    let code = u16::from_be_bytes([payload[0], payload[1]]);
+    (
+        code,
+        String::from_utf8(payload[2..].to_vec()).unwrap(),
+        nothing_after,
+    )
+}
+
+#[tokio::test]
+async fn a_broken_frame_fails_the_connection_with_the_rfcs_close_code() {
+    within(async {
+        let (code, reason, only) = failed_with(frame(true, 0x1, &[b'{', 0xff], None)).await;
+        assert_eq!((code, reason.as_str(), only), (1007, "invalid UTF-8", true));
+        let mut bad_reason = 1000u16.to_be_bytes().to_vec();
+        bad_reason.push(0xc3);
+        let (code, _, only) = failed_with(frame(true, 0x8, &bad_reason, None)).await;
+        assert_eq!((code, only), (1007, true), "a close reason too");
+        // The header alone: a message over the limit is refused before its payload comes.
+        let mut big = vec![0x81, 127];
+        big.extend_from_slice(&(2u64 << 20).to_be_bytes());
+        let (code, reason, _) = failed_with(big).await;
+        assert_eq!((code, reason.as_str()), (1009, "message too big"));
+        let mut rsv = frame(true, 0x1, b"x", None);
+        rsv[0] |= 0x40;
+        let (code, reason, _) = failed_with(rsv).await;
+        assert_eq!((code, reason.as_str()), (1002, "protocol error"));
     })
     .await;
 }
