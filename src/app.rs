@@ -45,7 +45,7 @@ fn dispatch(cli: Cli) -> Result<i32> {
         Some(Command::Report(args)) => crate::report::command::run(&args),
         Some(Command::Merge(args)) => crate::merge::run(&args),
         Some(Command::Completions(args)) => print_completions(args.shell),
-        Some(Command::Man) => print_man_page(),
+        Some(Command::Man(args)) => print_man_page(&args),
         Some(Command::Worker(args)) => worker::run(&args).map(|()| 0),
     }
 }
@@ -83,12 +83,73 @@ fn mend_bash_labels(script: &[u8], name: &str) -> Vec<u8> {
         .into_bytes()
 }
 
-/// `man`: the man page (roff) on stdout. The default run's options are the command's own, so
-/// the one page lists every option of `run` and names the subcommands.
-fn print_man_page() -> Result<i32> {
-    let mut page = Vec::new();
-    clap_mangen::Man::new(<Cli as clap::CommandFactory>::command()).render(&mut page)?;
-    write_stdout(&page)
+/// `man`: a man page (roff) on stdout — the top-level one (the default run's options are the
+/// command's own, so it lists every option of `run` and names the subcommands), or the page of
+/// the subcommand named — or, with `--dir`, every page written into that folder, each under the
+/// name the top-level page refers to it by (`duplexbench-tui-sweep.1`).
+fn print_man_page(args: &crate::cli::ManArgs) -> Result<i32> {
+    let pages = man_pages();
+    if let Some(dir) = &args.dir {
+        let written = std::fs::create_dir_all(dir).and_then(|()| {
+            pages
+                .into_iter()
+                .try_for_each(|page| page.generate_to(dir).map(drop))
+        });
+        written.map_err(|err| {
+            anyhow::anyhow!("cannot write the man pages into {}: {err}", dir.display())
+        })?;
+        println!(
+            "man pages written to {0} (read one with `man -l {0}/duplexbench-tui-sweep.1`, or all with `man` once {0} is a man1 folder on MANPATH)",
+            dir.display()
+        );
+        return Ok(0);
+    }
+    let wanted = args
+        .subcommand
+        .as_ref()
+        .map(|name| format!("duplexbench-tui-{name}"));
+    let mut pages = pages.into_iter();
+    let Some(page) = (match &wanted {
+        None => pages.next(),
+        Some(title) => pages.find(|p| p.get_filename() == format!("{title}.1")),
+    }) else {
+        let names: Vec<String> = man_pages()
+            .iter()
+            .skip(1)
+            .filter_map(|p| {
+                let name = p.get_filename();
+                Some(
+                    name.strip_prefix("duplexbench-tui-")?
+                        .strip_suffix(".1")?
+                        .to_string(),
+                )
+            })
+            .collect();
+        anyhow::bail!(
+            "no subcommand `{}`: the pages are the top-level one (`man`) and {}",
+            args.subcommand.as_deref().unwrap_or_default(),
+            names.join(", ")
+        );
+    };
+    let mut roff = Vec::new();
+    page.render(&mut roff)?;
+    write_stdout(&roff)
+}
+
+/// The man pages: the top-level one first, then one for each subcommand a user runs, named as
+/// the top-level page refers to it (`duplexbench-tui-sweep`), each with the program's name and version as its source.
+fn man_pages() -> Vec<clap_mangen::Man> {
+    let mut command = <Cli as clap::CommandFactory>::command().disable_help_subcommand(true);
+    command.build();
+    let source = format!("duplexbench-tui {}", env!("CARGO_PKG_VERSION"));
+    let subs = command
+        .get_subcommands()
+        .filter(|c| !c.is_hide_set())
+        .map(|c| clap_mangen::Man::new(c.clone()).source(source.clone()))
+        .collect::<Vec<_>>();
+    std::iter::once(clap_mangen::Man::new(command))
+        .chain(subs)
+        .collect()
 }
 
 /// Writes to stdout; a closed stdout (piped into `head`) is not an error.

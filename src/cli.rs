@@ -95,8 +95,8 @@ pub enum Command {
     Report(ReportArgs),
     /// Print a shell completion script, e.g. `duplexbench-tui completions bash > ~/.local/share/bash-completion/completions/duplexbench-tui`.
     Completions(CompletionsArgs),
-    /// Print the man page (roff), e.g. `duplexbench-tui man > ~/.local/share/man/man1/duplexbench-tui.1`.
-    Man,
+    /// Print a man page (roff): the top-level one, or a subcommand's (`man sweep`); --dir DIR writes them all, e.g. `duplexbench-tui man --dir ~/.local/share/man/man1`.
+    Man(ManArgs),
     /// One worker process of a run (started by `run`; not for direct use).
     #[command(hide = true)]
     Worker(WorkerArgs),
@@ -514,6 +514,15 @@ pub struct CompletionsArgs {
     /// The shell to complete for.
     #[arg(value_enum)]
     pub shell: clap_complete::Shell,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ManArgs {
+    /// The subcommand whose page to print (run, mock, conform, merge, sweep, report, completions, man); without it, the top-level page.
+    pub subcommand: Option<String>,
+    /// Write every page into DIR (duplexbench-tui.1, duplexbench-tui-sweep.1, …) instead of printing one.
+    #[arg(long, value_name = "DIR", conflicts_with = "subcommand")]
+    pub dir: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Args)]

@@ -120,6 +120,39 @@ fn completions_and_a_man_page_are_printed_for_installing_issue_14() {
     let page = stdout_of(&out);
     assert!(page.contains(".TH duplexbench-tui 1"), "{page}");
     assert!(page.contains("concurrency"), "{page}");
+    // The pages the top-level one refers to exist: printed one by one, or all written to a folder.
+    assert!(page.contains(r"duplexbench\-tui\-sweep(1)"), "{page}");
+    let out = util::run(&["man", "sweep"], Duration::from_secs(10));
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    let page = stdout_of(&out);
+    assert!(page.contains(".TH duplexbench-tui-sweep 1"), "{page}");
+    assert!(page.contains(r"\-\-slo"), "sweep's own options: {page}");
+    let out = util::run(&["man", "nope"], Duration::from_secs(10));
+    assert_eq!(out.status.code(), Some(2), "{}", describe(&out));
+    assert!(
+        stderr(&out).contains("report, completions"),
+        "{}",
+        describe(&out)
+    );
+    let dir = util::TempDir::new("man");
+    let folder = dir.join("man1");
+    let out = util::run(
+        &["man", "--dir", folder.to_str().unwrap()],
+        Duration::from_secs(10),
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    for name in [
+        "duplexbench-tui",
+        "duplexbench-tui-report",
+        "duplexbench-tui-conform",
+    ] {
+        let page = std::fs::read_to_string(folder.join(format!("{name}.1"))).unwrap();
+        assert!(page.contains(&format!(".TH {name} 1")), "{page}");
+    }
+    assert!(
+        !folder.join("duplexbench-tui-worker.1").exists(),
+        "not for users"
+    );
 }
 
 /// The bash script completes a subcommand's options, not only the subcommands: run in bash,
