@@ -226,9 +226,20 @@ impl ClientProtocol for Native {
             }
             names::INPUT_DRAINED => Meaning::Milestone(Milestone::Drained),
             names::SESSION_CLOSED => Meaning::Milestone(Milestone::Closed),
+            // An `accepted` is worth only its `seq`: one the client cannot read (absent, not a
+            // number, negative, fractional, beyond the u32 the client numbers its packets with)
+            // answers no packet, and is counted as the protocol error it is (as one whose seq
+            // JSON cannot hold, `1e400`, always was), not dropped without a word.
             names::ACCEPTED => match event.seq.or(event.sglang.as_ref().and_then(|s| s.seq)) {
-                Some(seq) if seq >= 0.0 => Meaning::Accepted { seq: seq as u64 },
-                _ => Meaning::Other,
+                Some(seq) if (0.0..=f64::from(u32::MAX)).contains(&seq) && seq.fract() == 0.0 => {
+                    Meaning::Accepted { seq: seq as u64 }
+                }
+                _ => {
+                    return Err(
+                        "sglang.input_audio.accepted without a seq the client sent (a whole number from 0)"
+                            .to_string(),
+                    )
+                }
             },
             names::AUDIO_DELTA => {
                 payload = Payload::Json {
@@ -685,19 +696,38 @@ mod tests {
         assert_eq!(classify(top), Meaning::Accepted { seq: 3 });
         let inner = r#"{"type":"sglang.input_audio.accepted","sglang":{"seq":7}}"#;
         assert_eq!(classify(inner), Meaning::Accepted { seq: 7 });
-        let odd = r#"{"type":"sglang.input_audio.accepted","seq":"x"}"#;
-        assert_eq!(classify(odd), Meaning::Other);
-        for seq in ["null", "true", "[1,[2]]", r#"{"n":1,"m":[{}]}"#, "-1"] {
-            let text = format!(
-                r#"{{"type":"sglang.input_audio.accepted","seq":{seq},"client_event_id":"e"}}"#
+        let last = r#"{"type":"sglang.input_audio.accepted","seq":4294967295}"#;
+        assert_eq!(classify(last), Meaning::Accepted { seq: 4294967295 });
+        // A seq no packet has is a protocol error, whatever makes it one: as `1e400` (which JSON
+        // numbers cannot hold) always was, not an event dropped without a word.
+        let refused = |text: &str| {
+            let why = Native::default().classify(text).map(|r| r.meaning);
+            assert!(
+                why.as_ref().is_err_and(|w| w.contains("without a seq")),
+                "{text}: {why:?}"
             );
-            assert_eq!(classify(&text), Meaning::Other, "{text}");
+        };
+        for seq in [
+            r#""x""#,
+            "null",
+            "true",
+            "[1,[2]]",
+            r#"{"n":1,"m":[{}]}"#,
+            "-1",
+            "2.5",
+            "4294967296",
+            "18446744073709551615",
+        ] {
+            refused(&format!(
+                r#"{{"type":"sglang.input_audio.accepted","seq":{seq},"client_event_id":"e"}}"#
+            ));
         }
-        let big = r#"{"type":"sglang.input_audio.accepted","seq":18446744073709551615}"#;
-        assert!(matches!(classify(big), Meaning::Accepted { .. }));
-        let inner_odd =
-            r#"{"type":"sglang.input_audio.accepted","sglang":{"seq":{"x":[1]},"fatal":false}}"#;
-        assert_eq!(classify(inner_odd), Meaning::Other);
+        refused(r#"{"type":"sglang.input_audio.accepted","accepted_end_ms":80}"#);
+        refused(
+            r#"{"type":"sglang.input_audio.accepted","sglang":{"seq":{"x":[1]},"fatal":false}}"#,
+        );
+        let out_of_range = r#"{"type":"sglang.input_audio.accepted","seq":1e400}"#;
+        assert!(Native::default().classify(out_of_range).is_err());
     }
 
     #[test]
