@@ -622,6 +622,10 @@ impl Session {
         }
         // The server may take its time: what the session has traced so far goes to the files.
         self.trace.hand_over();
+        // The messages the wait took that were not the milestone, and the start of the last
+        // (one buffer, reused): a timeout names what the server said instead.
+        let mut others = 0u64;
+        let mut last_other = String::new();
         loop {
             let ping_s = self.keepalive.as_ref().map(Keepalive::deadline_s);
             let msg = tokio::select! {
@@ -630,12 +634,19 @@ impl Session {
                     if !stopping {
                         self.machine.recv_timed_out();
                     }
+                    let instead = match others {
+                        0 => String::new(),
+                        1 => format!(" (the server sent one other message: {last_other:?})"),
+                        n => format!(" (the server sent {n} other messages, the last {last_other:?})"),
+                    };
                     let why = if stopping {
-                        format!("no {what} within {STOP_GRACE_S} s of the stop")
+                        format!("no {what} within {STOP_GRACE_S} s of the stop{instead}")
+                    } else if per_gap && others > 0 {
+                        format!("no {what}: no server message for --recv-timeout {recv_timeout_s}s after its last{instead}")
                     } else if per_gap {
                         format!("no {what}: no server message for --recv-timeout {recv_timeout_s}s")
                     } else {
-                        format!("no {what} within --recv-timeout {recv_timeout_s}s")
+                        format!("no {what} within --recv-timeout {recv_timeout_s}s{instead}")
                     };
                     let protocol_hint = match self.ctx.protocol.timeout_hint(what) {
                         Some(hint) if !stopping => format!("; {hint}"),
@@ -656,6 +667,16 @@ impl Session {
                 }
             };
             let heard = !matches!(msg, Some(Ok(Message::Ping(_) | Message::Pong(_))));
+            let said = match &msg {
+                Some(Ok(Message::Text(text))) => Some(text.as_str()),
+                Some(Ok(Message::Binary(_))) => Some("a binary frame"),
+                _ => None,
+            };
+            if let Some(said) = said {
+                others += 1;
+                last_other.clear();
+                last_other.extend(said.chars().take(80));
+            }
             if self.on_message(msg, ws.read_s())? {
                 return Ok(());
             }

@@ -534,3 +534,44 @@ async fn the_mock_answers_commands_as_the_real_server_on_any_path() {
     assert_eq!(final_["partial_start_ms"], 0);
     assert_eq!(final_["duration_ms"], 1000);
 }
+
+/// A server that answers START with an ack of another spelling (`STARTED`) and then waits: the
+/// session's reason says what the server sent instead of `started`, not that it sent nothing.
+#[test]
+fn a_wrong_ack_is_named_in_the_reason_not_called_silence() {
+    let _serial = util::serial();
+    let server = util::LoopbackServer::start(|stream| async move {
+        let Ok(mut ws) = tokio_tungstenite::accept_async(stream).await else {
+            return;
+        };
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        while let Ok(Some(Ok(msg))) = tokio::time::timeout_at(deadline, ws.next()).await {
+            if msg.to_text().is_ok_and(|t| t.contains("START")) {
+                let ack = Message::Text(r#"{"event":"STARTED"}"#.into());
+                let _ = futures_util::SinkExt::send(&mut ws, ack).await;
+            }
+        }
+    });
+    let dir = TempDir::new("funasr-wrong-ack");
+    let ran = run_to(
+        &dir.join("run"),
+        &[
+            "--protocol",
+            "funasr",
+            "--url",
+            &format!("ws://{}", server.addr),
+            "--clients",
+            "1",
+            "--recv-timeout",
+            "1s",
+            "--no-sampler",
+        ],
+        LIMIT,
+    );
+    assert_eq!(ran.status.code(), Some(1), "{}", describe(&ran));
+    let errors = summary(&dir.join("run"))["sessions"]["errors"].to_string();
+    assert!(
+        errors.contains("no started") && errors.contains(r#"STARTED"#),
+        "{errors}"
+    );
+}
