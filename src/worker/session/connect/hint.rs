@@ -44,6 +44,11 @@ pub const CA_AS_SERVER: &str =
 pub const WRONG_NAME: &str =
     "the server's certificate is not valid for the URL's host: connect with a name the certificate was issued for, or skip verification with --insecure (test servers only)";
 
+pub const OVERSIZED_ANSWER: &str =
+    "the server's answer to the handshake did not end its headers within 64 KiB (or came in hundreds of tiny pieces), the WebSocket library's limit against a hostile server: check that --url is the server's WebSocket endpoint, and ask its operator what sends so large an answer";
+pub const TOO_MANY_HEADERS: &str =
+    "the server's answer to the handshake has more headers than the WebSocket library reads (124): check that --url is the server's WebSocket endpoint, or what proxy in front of it adds so many";
+
 pub const NO_ENDPOINT: &str =
     "the server has no WebSocket endpoint at this path: check --url's path (sglang-omni, the OpenAI Realtime API and vLLM serve /v1/realtime; Fun-ASR's server the path it was started with) and --protocol";
 pub const NOT_AUTHORISED: &str =
@@ -107,6 +112,10 @@ fn redirect(headers: &HeaderMap) -> String {
 /// The hint for a connection that failed below HTTP (TLS, or an answer that is not HTTP).
 fn for_transport_error(err: &WsError, progress: &Progress) -> Option<&'static str> {
     match err {
+        WsError::AttackAttempt => Some(OVERSIZED_ANSWER),
+        WsError::Protocol(ProtocolError::HttparseError(httparse::Error::TooManyHeaders)) => {
+            Some(TOO_MANY_HEADERS)
+        }
         WsError::Protocol(ProtocolError::HttparseError(_)) if is_tls_record(&progress.reply) => {
             Some(USE_WSS)
         }
@@ -177,6 +186,19 @@ mod tests {
 
     fn rustls_io(err: rustls::Error) -> WsError {
         WsError::Io(std::io::Error::new(std::io::ErrorKind::InvalidData, err))
+    }
+
+    #[test]
+    fn an_oversized_handshake_answer_is_said_in_words_not_the_librarys_alarm() {
+        let hint = |err| for_error(&err, &progress(Stage::WebSocket, b"HTTP/1.1 101"));
+        assert_eq!(
+            hint(WsError::AttackAttempt).as_deref(),
+            Some(OVERSIZED_ANSWER)
+        );
+        let many = WsError::Protocol(ProtocolError::HttparseError(
+            httparse::Error::TooManyHeaders,
+        ));
+        assert_eq!(hint(many).as_deref(), Some(TOO_MANY_HEADERS));
     }
 
     #[test]
