@@ -221,19 +221,24 @@ fn turn_figures(s: &Summary) -> Option<TurnFigures<'_>> {
 }
 
 /// `12 turns ended, 12 answered (0 failed), 340 text deltas at 25.0/s, 120 audio deltas`;
-/// turns whose answer the server refused, when there were any: `, 3 refused` after `failed`.
+/// turns whose answer the server refused, when there were any: `, 3 refused` after `failed`;
+/// answers to no turn, when there were any: `, 2 to no turn`.
 fn turn_counts(t: &TurnSummary) -> String {
     let c = &t.counts;
+    let when = |n: u64, what: &str| {
+        if n > 0 {
+            format!(", {n} {what}")
+        } else {
+            String::new()
+        }
+    };
     format!(
-        "{} turns ended, {} answered ({} failed{}), {} text deltas{}, {} audio deltas",
+        "{} turns ended, {} answered ({} failed{}{}), {} text deltas{}, {} audio deltas",
         c.ended,
         c.answered,
         c.failed,
-        if c.refused > 0 {
-            format!(", {} refused", c.refused)
-        } else {
-            String::new()
-        },
+        when(c.refused, "refused"),
+        when(c.unmatched, "to no turn"),
         c.text_deltas,
         t.text_deltas_per_s
             .map(|r| format!(" at {r:.1}/s"))

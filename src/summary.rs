@@ -395,6 +395,9 @@ impl Summary {
             pooled.turns,
             pooled.sessions.completed,
         ));
+        verdict
+            .reasons
+            .extend(reasons::unmatched_answers(pooled.turns));
         Summary {
             schema_version: SCHEMA_VERSION,
             tool: Tool::this(),

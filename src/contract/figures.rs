@@ -122,6 +122,9 @@ impl ProtocolFigures {
             if turn_counts.refused > 0 {
                 figures.push(count("refused", turn_counts.refused));
             }
+            if turn_counts.unmatched > 0 {
+                figures.push(count("answers to no turn", turn_counts.unmatched));
+            }
             figures.push(count("text deltas", turn_counts.text_deltas));
             if with_audio {
                 figures.push(count("audio deltas", turn_counts.audio_deltas));

@@ -81,6 +81,11 @@ pub struct TurnCounts {
     /// will come; they wait for none, so later answers stay with their own turns.
     #[serde(default)]
     pub refused: u64,
+    /// Answers that came for no turn: none waited, and the client had sent no audio since the
+    /// last answer (a `response.done` of a response it never asked for). Not in `answered`;
+    /// their latencies are not timed.
+    #[serde(default)]
+    pub unmatched: u64,
     /// `speech_started` events of the server's VAD.
     pub speech_started: u64,
     pub text_deltas: u64,
@@ -97,6 +102,7 @@ impl TurnCounts {
         self.answered += o.answered;
         self.failed += o.failed;
         self.refused += o.refused;
+        self.unmatched += o.unmatched;
         self.speech_started += o.speech_started;
         self.text_deltas += o.text_deltas;
         self.audio_deltas += o.audio_deltas;
@@ -111,6 +117,7 @@ impl TurnCounts {
         self.answered += after.answered.saturating_sub(before.answered);
         self.failed += after.failed.saturating_sub(before.failed);
         self.refused += after.refused.saturating_sub(before.refused);
+        self.unmatched += after.unmatched.saturating_sub(before.unmatched);
         self.speech_started += after.speech_started.saturating_sub(before.speech_started);
         self.text_deltas += after.text_deltas.saturating_sub(before.text_deltas);
         self.audio_deltas += after.audio_deltas.saturating_sub(before.audio_deltas);

@@ -90,6 +90,17 @@ pub(super) fn no_turns(
     ))
 }
 
+/// Answers the server sent for no turn the client had (a `response.done` of a response it never
+/// asked for): their latencies are not timed, and a server that sends them is worth a look.
+pub(super) fn unmatched_answers(turns: crate::contract::worker::TurnCounts) -> Option<String> {
+    (turns.unmatched > 0).then(|| {
+        format!(
+            "{} answers (response.done / transcription.done) came for no turn: none was waiting and no audio had been sent since the last; they are counted apart (turns' `unmatched`), not timed — see the traces",
+            turns.unmatched
+        )
+    })
+}
+
 /// Steal at most this high in a second is left out of the foreign load's reason.
 const STEAL_NAMED_CORES: f64 = 0.05;
 

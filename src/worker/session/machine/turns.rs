@@ -116,14 +116,23 @@ impl Turns {
     }
 
     /// The answer to the oldest waiting turn is done (or, none waiting, to the current one:
-    /// a server that answered input the client never saw end).
+    /// a server that answered input the client never saw end). With none waiting and nothing
+    /// sent or answered in the current one, it answers nothing the client did: counted apart
+    /// (`unmatched`), so that more answers than turns cannot read as a server that answered all.
     pub fn done(&mut self, now_s: f64, completed: bool) -> Option<Sample> {
-        self.counts.answered += 1;
-        self.counts.failed += u64::from(!completed);
         let turn = match self.waiting.pop_front() {
             Some(turn) => turn,
+            None if self.current.start_s.is_none()
+                && self.current.first_text_s.is_none()
+                && self.current.first_audio_s.is_none() =>
+            {
+                self.counts.unmatched += 1;
+                return None;
+            }
             None => std::mem::take(&mut self.current),
         };
+        self.counts.answered += 1;
+        self.counts.failed += u64::from(!completed);
         if let (Some(first), Some(last)) = (turn.first_text_s, turn.last_text_s) {
             if turn.text_deltas > 1 && last > first {
                 self.counts.text_intervals += turn.text_deltas - 1;
@@ -228,6 +237,21 @@ mod tests {
         close(t.audio_delta(3.9), Sample::FirstAudioAfterEnd(0.78));
         assert!(t.done(4.5, false).is_some());
         assert_eq!(t.counts.failed, 1, "a response that did not complete");
+    }
+
+    #[test]
+    fn an_answer_to_nothing_the_client_sent_is_counted_apart() {
+        let mut t = Turns::default();
+        assert_eq!(t.done(9.0, true), None, "before any audio");
+        t.input_sent(10.0);
+        t.ended(10.08);
+        close(t.done(10.5, true), Sample::DoneAfterEnd(0.42));
+        assert_eq!(t.done(10.6, true), None, "a second done for the same turn");
+        // An answer to input the client has not ended yet is still an answer.
+        t.input_sent(11.0);
+        assert_eq!(t.done(11.2, true), None);
+        let c = t.counts;
+        assert_eq!((c.ended, c.answered, c.unmatched), (1, 2, 2));
     }
 
     #[test]
