@@ -167,7 +167,8 @@ fn packet_lines(state: &LiveState, theme: Theme) -> Vec<(u8, Line<'static>)> {
         ),
         (
             4,
-            counter_row("deviation max", ms(c.max_deviation_us), late_style),
+            // As many decimals as the percentiles above it, which it never reads below.
+            counter_row("deviation max", format!("{max_ms:.2} ms"), late_style),
         ),
         (3, counter_row("start late p99", start_late, plain)),
     ]

@@ -559,6 +559,17 @@ fn a_sweep_level_shows_its_place_and_the_levels_done_issue_15() {
     assert!(screen.contains("sweep level 3/4"), "{screen}");
     assert!(screen.contains("Sweep: level 3 of 4"), "{screen}");
     assert!(screen.contains("1 × 32  qualified"), "{screen}");
+    // A table wider than the screen leaves out its last columns whole, not cut through.
+    state
+        .sweep
+        .as_mut()
+        .unwrap()
+        .header
+        .push_str("  accepted_ms.p99  unit_lag_ms.p99  first_audio_ms.p50");
+    let narrow = text(&draw(&state, &ViewState::default(), COLOR, 80, 24));
+    assert!(narrow.contains("Sweep: level 3 of 4"), "{narrow}");
+    assert!(narrow.contains("P × S     client  audio s/s"), "{narrow}");
+    assert!(!narrow.contains("first_"), "{narrow}");
     // On a small screen the table gives way; the header still says where the sweep is.
     let small = text(&draw(&state, &ViewState::default(), COLOR, 80, 22));
     assert!(!small.contains("Sweep: level"), "{small}");
@@ -656,6 +667,12 @@ fn openai_runs_show_the_turn_latencies_live_issue_12() {
         assert!(screen.contains(name), "{name}: {screen}");
     }
     assert!(screen.contains("text deltas/s"), "{screen}");
+    // On an 80 × 24 terminal the turns keep their panel (the pacing panel gives up its
+    // percentiles for it), and the Processes panel its D-stalls column.
+    let small = text(&draw(&state, &ViewState::default(), COLOR, 80, 24));
+    for name in ["OpenAI turns", "first text", "late (>80 ms)", "D-stalls"] {
+        assert!(small.contains(name), "{name}: {small}");
+    }
 }
 
 #[test]

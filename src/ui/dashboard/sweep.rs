@@ -16,12 +16,15 @@ pub fn height(sweep: &SweepLive, max_rows: u16) -> u16 {
 
 pub fn draw(sweep: &SweepLive, theme: Theme, area: Rect, buf: &mut Buffer) {
     let room = area.height.saturating_sub(3) as usize;
-    let mut lines = vec![Line::styled(sweep.header.clone(), theme.dim())];
+    // The columns that fit whole; the rest are left out, not cut through.
+    let fits = fitting_width(&sweep.header, usize::from(area.width.saturating_sub(2)));
+    let cut = |line: &str| line.chars().take(fits).collect::<String>();
+    let mut lines = vec![Line::styled(cut(&sweep.header), theme.dim())];
     if sweep.rows.is_empty() {
         lines.push(Line::styled("no level finished yet", theme.dim()));
     }
     let skip = sweep.rows.len().saturating_sub(room.max(1));
-    lines.extend(sweep.rows.iter().skip(skip).map(|r| Line::raw(r.clone())));
+    lines.extend(sweep.rows.iter().skip(skip).map(|r| Line::raw(cut(r))));
     Paragraph::new(lines)
         .block(
             Block::default()
@@ -35,4 +38,43 @@ pub fn draw(sweep: &SweepLive, theme: Theme, area: Rect, buf: &mut Buffer) {
                 ])),
         )
         .render(area, buf);
+}
+
+/// How many characters of the table's lines to show in `width`: up to the end of the last
+/// column that fits whole. The table's cells are right-aligned and set two spaces apart (a
+/// heading may hold single spaces, `P × S`), so a column ends where its heading does.
+fn fitting_width(header: &str, width: usize) -> usize {
+    let chars: Vec<char> = header.chars().collect();
+    if chars.len() <= width {
+        return width;
+    }
+    let ends = (0..chars.len()).filter(|&i| {
+        chars[i] != ' '
+            && chars
+                .get(i + 1..i + 3)
+                .is_none_or(|next| next == [' ', ' '])
+    });
+    ends.map(|i| i + 1)
+        .take_while(|&end| end <= width)
+        .last()
+        .unwrap_or(width)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fitting_width;
+
+    #[test]
+    fn a_table_too_wide_loses_whole_columns_not_half_of_one() {
+        let header = "sessions  P × S     client  complete  late  client CPU";
+        assert_eq!(fitting_width(header, 80), 80, "all of it fits: nothing cut");
+        // "late" ends at 42 characters; "client CPU" does not fit in 45.
+        let shown: String = header.chars().take(fitting_width(header, 45)).collect();
+        assert_eq!(shown, "sessions  P × S     client  complete  late");
+        assert_eq!(
+            fitting_width(header, 5),
+            5,
+            "no column fits: the width, cut"
+        );
+    }
 }

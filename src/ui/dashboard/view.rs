@@ -9,6 +9,12 @@ use ratatui::Frame;
 
 /// The Server panel: three figures and borders.
 const SERVER_HEIGHT: u16 = 5;
+/// The pacing panel's least height beside the server's or protocol's panel: borders, the
+/// verdict, the late count, the packets.
+const PACING_KEPT: u16 = 5;
+/// The Processes panel's width for its D-stalls column (44 inside), taken on screens narrower
+/// than 100 where 45 % would leave the column out.
+const PROCESSES_WIDE: u16 = 46;
 /// The left column's width with a protocol panel, on a screen at least 100 wide (4 less on
 /// smaller ones: the sample counts are left out first).
 const PROTOCOL_WIDTH: u16 = 38;
@@ -61,8 +67,10 @@ pub fn render(frame: &mut Frame<'_>, state: &LiveState, view: &ViewState, theme:
         None => SERVER_HEIGHT,
     };
     // The server's figures under the pacing ones, when the pacing panel keeps room for its
-    // verdict (it leaves its least important lines out first).
-    let server_height = if counters.height >= server_height + 8 {
+    // verdict, the late count and the packets (it leaves its least important lines out first):
+    // on an 80 × 24 terminal the protocol's latencies are worth more than the pacing panel's
+    // percentiles, which the heatmap and the header's verdict stand in for.
+    let server_height = if counters.height >= server_height + PACING_KEPT {
         server_height
     } else {
         0
@@ -77,9 +85,13 @@ pub fn render(frame: &mut Frame<'_>, state: &LiveState, view: &ViewState, theme:
     }
     heatmap::draw(state, view, theme, heat, buf);
     if bottom > 0 {
-        let [workers_area, processes_area] =
-            Layout::horizontal([Constraint::Percentage(55), Constraint::Percentage(45)])
-                .areas(lower);
+        let split =
+            if area.width * 45 / 100 < PROCESSES_WIDE && area.width >= 2 * PROCESSES_WIDE - 12 {
+                [Constraint::Min(0), Constraint::Length(PROCESSES_WIDE)]
+            } else {
+                [Constraint::Percentage(55), Constraint::Percentage(45)]
+            };
+        let [workers_area, processes_area] = Layout::horizontal(split).areas(lower);
         panels::workers(state, theme, workers_area, buf);
         panels::processes(state, theme, processes_area, buf);
     }
