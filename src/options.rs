@@ -753,7 +753,10 @@ fn client_settings(args: &ProtocolArgs, has_url: bool, packet_ms: u32) -> Result
         }
         Protocol::Vllm => {
             if has_url && args.model.is_none() {
-                bail!("--protocol vllm needs --model: the model the server serves (vLLM refuses a commit before it with model_not_validated)");
+                bail!(
+                    "--protocol vllm needs --model: the model the server serves (vLLM refuses a commit before it with model_not_validated; `GET /v1/models` on the server lists it; the built-in mock serves {} unless started with --served-model)",
+                    crate::protocol::vllm::MOCK_MODEL
+                );
             }
         }
         Protocol::Openai => {
@@ -1430,6 +1433,8 @@ mod tests {
             .contains("--protocol native, its servers take PCM16 at 16000 Hz only"));
         assert!(
             err(&["--protocol", "vllm", "--url", "ws://h:1/v1/realtime"]).contains("needs --model")
+                && err(&["--protocol", "vllm", "--url", "ws://h:1/v1/realtime"])
+                    .contains(crate::protocol::vllm::MOCK_MODEL)
         );
         assert!(err(&[
             "--protocol",

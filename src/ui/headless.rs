@@ -166,10 +166,12 @@ pub fn progress_line(live: &mut LiveState, now_s: f64) -> String {
     // duration is written as given (7.5 s is not "8 s").
     let elapsed_s = live.elapsed_s(now_s);
     let d = live.info.duration_s;
+    // In hundredths at most (a WAV's 5.8280625 s reads 5.83 s, as on the streaming line).
+    let total = crate::clock::seconds_text(d);
     let clock = if elapsed_s > d {
-        format!("[{d:>6.1} s / {d} s, ending sessions]")
+        format!("[{d:>6.1} s / {total}, ending sessions]")
     } else {
-        format!("[{elapsed_s:>6.1} s / {d} s]")
+        format!("[{elapsed_s:>6.1} s / {total}]")
     };
     let cpu = live
         .sampler
@@ -346,6 +348,10 @@ mod tests {
         assert!(!line.contains("10.0 s"), "{line}");
         let line = progress_line(&mut l, 103.0);
         assert!(line.starts_with("[   3.0 s / 7.5 s]"), "{line}");
+        // A WAV's length is said in hundredths, as the streaming line says it.
+        l.info.duration_s = 5.8280625;
+        let line = progress_line(&mut l, 103.0);
+        assert!(line.starts_with("[   3.0 s / 5.83 s]"), "{line}");
     }
 
     #[test]
