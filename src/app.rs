@@ -60,7 +60,7 @@ fn run(args: &RunArgs) -> Result<i32> {
 
 /// `completions SHELL`: the completion script on stdout.
 fn print_completions(shell: clap_complete::Shell) -> Result<i32> {
-    let mut command = <Cli as clap::CommandFactory>::command();
+    let mut command = without_hidden_subcommands(<Cli as clap::CommandFactory>::command());
     let name = command.get_name().to_string();
     let mut script = Vec::new();
     clap_complete::generate(shell, &mut command, name.clone(), &mut script);
@@ -68,6 +68,21 @@ fn print_completions(shell: clap_complete::Shell) -> Result<i32> {
         script = mend_bash_labels(&script, &name);
     }
     write_stdout(&script)
+}
+
+/// The command as completions offer it: clap_complete offers hidden subcommands too (`worker`,
+/// which only `run` starts), so the top level is rebuilt with its own arguments and only the
+/// subcommands a user runs.
+fn without_hidden_subcommands(full: clap::Command) -> clap::Command {
+    let mut lean = clap::Command::new(env!("CARGO_PKG_NAME"))
+        .version(env!("CARGO_PKG_VERSION"))
+        .args(full.get_arguments().cloned())
+        .groups(full.get_groups().cloned())
+        .subcommands(full.get_subcommands().filter(|c| !c.is_hide_set()).cloned());
+    if let Some(about) = full.get_about() {
+        lean = lean.about(about.clone());
+    }
+    lean
 }
 
 /// clap_complete's bash script spells a subcommand's state two ways when the program's name

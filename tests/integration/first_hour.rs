@@ -114,6 +114,10 @@ fn completions_and_a_man_page_are_printed_for_installing_issue_14() {
         let out = util::run(&["completions", shell], Duration::from_secs(10));
         assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
         assert!(stdout_of(&out).contains("duplexbench-tui"), "{shell}");
+        assert!(
+            !stdout_of(&out).contains("worker)") && !stdout_of(&out).contains("'worker:"),
+            "the hidden worker subcommand is not offered: {shell}"
+        );
     }
     let out = util::run(&["man"], Duration::from_secs(10));
     assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
