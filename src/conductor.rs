@@ -584,7 +584,11 @@ fn check_reachable(settings: &options::Settings) -> Result<()> {
     runtime
         .block_on(crate::worker::session::probe(&dialer, timeout))
         .map_err(|why| {
-            anyhow!("cannot reach the server at {url} ({why}); start the server or check --url")
+            if why.contains(crate::worker::session::RESET_AT_ONCE) {
+                anyhow!("cannot talk to the server at {url} ({why})")
+            } else {
+                anyhow!("cannot reach the server at {url} ({why}); start the server or check --url")
+            }
         })
 }
 

@@ -9,7 +9,7 @@ pub mod machine;
 mod transcripts;
 pub mod wire;
 
-pub use connect::{probe, Dialer};
+pub use connect::{probe, Dialer, RESET_AT_ONCE};
 
 use super::counters::WorkerStats;
 use super::pacer::Pacer;

@@ -138,6 +138,9 @@ pub(super) async fn connect(ctx: &SessionCtx, trace: &mut SessionTrace) -> Resul
     )))
 }
 
+/// What a connection reset as soon as it opened means, and what to check.
+pub const RESET_AT_ONCE: &str = "the server took the connection and reset it at once, so something listens there but will not talk to this client (a proxy or firewall that refuses it, a full accept queue, a server shutting down): check --url and the server's log";
+
 /// How long the probe before a run gives the rest of its handshake, once its TCP connection is
 /// open, and the server's answer to its close.
 const PROBE_GRACE: Duration = Duration::from_secs(2);
@@ -154,8 +157,7 @@ const PROBE_GRACE: Duration = Duration::from_secs(2);
 pub async fn probe(dialer: &Dialer, connect_timeout: Duration) -> Result<(), String> {
     let socket = match tokio::time::timeout(connect_timeout, open_tcp(&dialer.url, None)).await {
         Ok(Ok(socket)) => socket,
-        // The system's words, without tungstenite's "IO error: " before them.
-        Ok(Err(WsError::Io(err))) => return Err(err.to_string()),
+        Ok(Err(WsError::Io(err))) => return Err(tcp_failure(&err)),
         Ok(Err(err)) => return Err(err.to_string()),
         Err(_) => {
             return Err(format!(
@@ -183,6 +185,17 @@ pub async fn probe(dialer: &Dialer, connect_timeout: Duration) -> Result<(), Str
     };
     let _ = tokio::time::timeout(PROBE_GRACE, goodbye).await;
     Ok(())
+}
+
+/// Why the probe's TCP connection failed: the system's words (without tungstenite's "IO error: "
+/// before them), and for a reset what it means — something listens, and took the connection
+/// only to reset it ("start the server" would send the user to the wrong place).
+fn tcp_failure(err: &std::io::Error) -> String {
+    if err.kind() == std::io::ErrorKind::ConnectionReset {
+        format!("{err}: {RESET_AT_ONCE}")
+    } else {
+        err.to_string()
+    }
 }
 
 /// `message; hint`, or the message alone.
@@ -447,6 +460,15 @@ mod tests {
                 other => panic!("expected a close with 1000, got {other:?}"),
             }
         });
+    }
+
+    #[test]
+    fn a_connection_reset_at_once_is_said_as_such_not_as_no_server() {
+        use std::io::{Error, ErrorKind};
+        let reset = tcp_failure(&Error::from(ErrorKind::ConnectionReset));
+        assert!(reset.contains(RESET_AT_ONCE), "{reset}");
+        let refused = tcp_failure(&Error::from(ErrorKind::ConnectionRefused));
+        assert!(!refused.contains(RESET_AT_ONCE), "{refused}");
     }
 
     #[test]
