@@ -302,14 +302,30 @@ async fn handshake_on(
     // Lent, not given, to the handshake: after a failure what the server sent is still here.
     let handshake =
         tokio_tungstenite::client_async_with_config(request, &mut recording, Some(config)).await;
-    if let Err(err) = handshake {
-        progress.reply = recording.seen.iter().take(16).copied().collect();
-        return Err(match err {
-            WsError::Protocol(ProtocolError::WrongHttpVersion) => {
-                http_10_refusal(&recording.seen).unwrap_or(err)
-            }
-            err => err,
-        });
+    let response = match handshake {
+        Ok((_, response)) => response,
+        Err(err) => {
+            progress.reply = recording.seen.iter().take(16).copied().collect();
+            return Err(match err {
+                WsError::Protocol(ProtocolError::WrongHttpVersion) => {
+                    http_10_refusal(&recording.seen).unwrap_or(err)
+                }
+                err => err,
+            });
+        }
+    };
+    // The client asks for no extension; a server that names one anyway (permessage-deflate)
+    // would send frames this client cannot read. RFC 6455 §4.1: the client fails the
+    // connection. (tungstenite checks the subprotocol, not this.)
+    if response
+        .headers()
+        .get_all(tokio_tungstenite::tungstenite::http::header::SEC_WEBSOCKET_EXTENSIONS)
+        .iter()
+        .any(|v| !v.as_bytes().trim_ascii().is_empty())
+    {
+        return Err(WsError::Protocol(ProtocolError::InvalidHeader(Box::new(
+            tokio_tungstenite::tungstenite::http::header::SEC_WEBSOCKET_EXTENSIONS,
+        ))));
     }
     let Recording { inner, seen } = recording;
     let tail = after_response(&seen)?;
@@ -429,6 +445,37 @@ mod tests {
             .build()
             .unwrap()
             .block_on(future)
+    }
+
+    /// A server that names an extension the client did not offer: the client fails the
+    /// connection (RFC 6455 §4.1), with the hint that says why, rather than take frames it
+    /// cannot read.
+    #[test]
+    // tungstenite's callback type: its error is an HTTP response.
+    #[allow(clippy::result_large_err)]
+    fn an_extension_the_client_did_not_ask_for_fails_the_handshake() {
+        block_on(async {
+            use tokio_tungstenite::tungstenite::handshake::server::{Request, Response};
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let url = format!("ws://{}/v1/realtime", listener.local_addr().unwrap());
+            tokio::spawn(async move {
+                let (stream, _) = listener.accept().await.unwrap();
+                let deflate = |_: &Request, mut response: Response| {
+                    response.headers_mut().insert(
+                        "sec-websocket-extensions",
+                        "permessage-deflate".parse().unwrap(),
+                    );
+                    Ok(response)
+                };
+                let _ = tokio_tungstenite::accept_hdr_async(stream, deflate).await;
+            });
+            let err = connect_ws(&url, &dialer(url.clone()), WebSocketConfig::default(), None)
+                .await
+                .err()
+                .expect("the handshake fails");
+            let hint = hint::for_error(&err, &hint::Progress::default());
+            assert_eq!(hint.as_deref(), Some(hint::UNASKED_EXTENSION), "{err}");
+        });
     }
 
     fn dialer(url: String) -> Dialer {

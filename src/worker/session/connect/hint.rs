@@ -46,6 +46,8 @@ pub const WRONG_NAME: &str =
 
 pub const OVERSIZED_ANSWER: &str =
     "the server's answer to the handshake did not end its headers within 64 KiB (or came in hundreds of tiny pieces), the WebSocket library's limit against a hostile server: check that --url is the server's WebSocket endpoint, and ask its operator what sends so large an answer";
+pub const UNASKED_EXTENSION: &str =
+    "the server accepted with a WebSocket extension the client did not ask for (Sec-WebSocket-Extensions, e.g. permessage-deflate), so its frames would be ones this client cannot read, and RFC 6455 §4.1 has the client fail the connection: turn the extension off for clients that do not offer it, or check the proxy in front of the server";
 pub const TOO_MANY_HEADERS: &str =
     "the server's answer to the handshake has more headers than the WebSocket library reads (124): check that --url is the server's WebSocket endpoint, or what proxy in front of it adds so many";
 
@@ -113,6 +115,11 @@ fn redirect(headers: &HeaderMap) -> String {
 fn for_transport_error(err: &WsError, progress: &Progress) -> Option<&'static str> {
     match err {
         WsError::AttackAttempt => Some(OVERSIZED_ANSWER),
+        WsError::Protocol(ProtocolError::InvalidHeader(name))
+            if **name == tokio_tungstenite::tungstenite::http::header::SEC_WEBSOCKET_EXTENSIONS =>
+        {
+            Some(UNASKED_EXTENSION)
+        }
         WsError::Protocol(ProtocolError::HttparseError(httparse::Error::TooManyHeaders)) => {
             Some(TOO_MANY_HEADERS)
         }
