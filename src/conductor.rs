@@ -584,7 +584,7 @@ fn check_reachable(settings: &options::Settings) -> Result<()> {
     runtime
         .block_on(crate::worker::session::probe(&dialer, timeout))
         .map_err(|why| {
-            if why.contains(crate::worker::session::RESET_AT_ONCE) {
+            if why.contains(crate::worker::session::RESET_HINT) {
                 anyhow!("cannot talk to the server at {url} ({why})")
             } else {
                 anyhow!("cannot reach the server at {url} ({why}); start the server or check --url")

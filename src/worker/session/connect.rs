@@ -4,6 +4,8 @@
 //! as rejected.
 
 mod hint;
+/// The words for a connection the server resets before it answers (the conductor's probe says them).
+pub use hint::RESET as RESET_HINT;
 
 use super::wire::{after_response, Conn, Recording, Ws};
 use super::{End, SessionCtx};
@@ -138,9 +140,6 @@ pub(super) async fn connect(ctx: &SessionCtx, trace: &mut SessionTrace) -> Resul
     )))
 }
 
-/// What a connection reset as soon as it opened means, and what to check.
-pub const RESET_AT_ONCE: &str = "the server took the connection and reset it at once, so something listens there but will not talk to this client (a proxy or firewall that refuses it, a full accept queue, a server shutting down): check --url and the server's log";
-
 /// How long the probe before a run gives the rest of its handshake, once its TCP connection is
 /// open, and the server's answer to its close.
 const PROBE_GRACE: Duration = Duration::from_secs(2);
@@ -192,7 +191,7 @@ pub async fn probe(dialer: &Dialer, connect_timeout: Duration) -> Result<(), Str
 /// only to reset it ("start the server" would send the user to the wrong place).
 fn tcp_failure(err: &std::io::Error) -> String {
     if err.kind() == std::io::ErrorKind::ConnectionReset {
-        format!("{err}: {RESET_AT_ONCE}")
+        format!("{err}: {}", hint::RESET)
     } else {
         err.to_string()
     }
@@ -513,9 +512,20 @@ mod tests {
     fn a_connection_reset_at_once_is_said_as_such_not_as_no_server() {
         use std::io::{Error, ErrorKind};
         let reset = tcp_failure(&Error::from(ErrorKind::ConnectionReset));
-        assert!(reset.contains(RESET_AT_ONCE), "{reset}");
+        assert!(reset.contains(hint::RESET), "{reset}");
         let refused = tcp_failure(&Error::from(ErrorKind::ConnectionRefused));
-        assert!(!refused.contains(RESET_AT_ONCE), "{refused}");
+        assert!(!refused.contains(hint::RESET), "{refused}");
+        // A session whose connection is reset before the server answers its handshake gets
+        // the same words as its hint.
+        let io = WsError::Io(Error::from(ErrorKind::ConnectionReset));
+        let progress = hint::Progress {
+            stage: hint::Stage::WebSocket,
+            reply: Vec::new(),
+        };
+        assert_eq!(
+            hint::for_error(&io, &progress).as_deref(),
+            Some(hint::RESET)
+        );
     }
 
     #[test]

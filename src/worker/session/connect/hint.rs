@@ -46,6 +46,8 @@ pub const WRONG_NAME: &str =
 
 pub const OVERSIZED_ANSWER: &str =
     "the server's answer to the handshake did not end its headers within 64 KiB (or came in hundreds of tiny pieces), the WebSocket library's limit against a hostile server: check that --url is the server's WebSocket endpoint, and ask its operator what sends so large an answer";
+pub const RESET: &str =
+    "the server reset the connection before answering the WebSocket handshake, so something listens there but will not talk to this client (a proxy or firewall that refuses it, a full accept queue, a server shutting down): check --url and the server's log";
 pub const UNASKED_EXTENSION: &str =
     "the server accepted with a WebSocket extension the client did not ask for (Sec-WebSocket-Extensions, e.g. permessage-deflate), so its frames would be ones this client cannot read, and RFC 6455 §4.1 has the client fail the connection: turn the extension off for clients that do not offer it, or check the proxy in front of the server";
 pub const TOO_MANY_HEADERS: &str =
@@ -155,6 +157,7 @@ fn for_transport_error(err: &WsError, progress: &Progress) -> Option<&'static st
                 _ => None,
             }
         }
+        WsError::Io(io) if io.kind() == std::io::ErrorKind::ConnectionReset => Some(RESET),
         _ => None,
     }
 }
