@@ -119,22 +119,19 @@ fn print_man_page(args: &crate::cli::ManArgs) -> Result<i32> {
         );
         return Ok(0);
     }
-    let wanted = args
-        .subcommand
-        .as_ref()
-        .map(|name| format!("duplexbench-tui-{name}"));
-    let mut pages = pages.into_iter();
-    let Some(page) = (match &wanted {
-        None => pages.next(),
-        Some(title) => pages.find(|p| p.get_filename() == format!("{title}.1")),
-    }) else {
-        let names: Vec<String> = man_pages()
+    let file_of = |name: &str| format!("duplexbench-tui-{name}.1");
+    let index = match &args.subcommand {
+        None => Some(0),
+        Some(name) => pages.iter().position(|p| p.get_filename() == file_of(name)),
+    };
+    let Some(index) = index else {
+        let names: Vec<String> = pages
             .iter()
             .skip(1)
             .filter_map(|p| {
-                let name = p.get_filename();
+                let file = p.get_filename();
                 Some(
-                    name.strip_prefix("duplexbench-tui-")?
+                    file.strip_prefix("duplexbench-tui-")?
                         .strip_suffix(".1")?
                         .to_string(),
                 )
@@ -146,6 +143,7 @@ fn print_man_page(args: &crate::cli::ManArgs) -> Result<i32> {
             names.join(", ")
         );
     };
+    let page = &pages[index];
     let mut roff = Vec::new();
     page.render(&mut roff)?;
     write_stdout(&roff)
