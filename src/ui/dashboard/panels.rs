@@ -445,10 +445,12 @@ fn process_row(
     };
     let disk = match (view, sampler) {
         (_, None) => "off".to_string(),
+        // The wchan reads 0 when the thread has left the wait before it is read (or the kernel
+        // hides it): said so, not left blank, as the stall lines say it.
         (Some(v), Some(_)) if v.disk_stalls > 0 => format!(
             "{} {}",
             v.disk_stalls,
-            v.last_wchan.as_deref().unwrap_or("")
+            v.last_wchan.as_deref().unwrap_or("(wchan hidden)")
         ),
         _ => "0".to_string(),
     };

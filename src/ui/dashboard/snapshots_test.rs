@@ -236,6 +236,21 @@ fn worker_wide_stall_is_a_vertical_red_band_120x40() {
     );
     let screen = text(&buf);
     assert!(screen.contains("UNQUALIFIED"), "{screen}");
+    assert!(screen.contains("1 folio_wait"), "{screen}");
+    // A stall whose wchan was never read (0: the thread left the wait first) says so.
+    for view in state
+        .sampler
+        .as_ref()
+        .unwrap()
+        .lock()
+        .unwrap()
+        .processes
+        .values_mut()
+    {
+        view.last_wchan = None;
+    }
+    let screen = text(&draw(&state, &ViewState::default(), COLOR, 120, 40));
+    assert!(screen.contains("1 (wchan"), "{screen}");
 }
 
 #[test]
