@@ -583,10 +583,11 @@ fn check_reachable(settings: &options::Settings) -> Result<()> {
     let timeout = Duration::from_secs_f64(settings.connect_timeout_s);
     runtime
         .block_on(crate::worker::session::probe(&dialer, timeout))
-        .map_err(|why| {
-            if why.contains(crate::worker::session::RESET_HINT) {
+        .map_err(|unreachable| match unreachable {
+            crate::worker::session::Unreachable::Reset(why) => {
                 anyhow!("cannot talk to the server at {url} ({why})")
-            } else {
+            }
+            crate::worker::session::Unreachable::NoConnection(why) => {
                 anyhow!("cannot reach the server at {url} ({why}); start the server or check --url")
             }
         })

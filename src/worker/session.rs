@@ -9,7 +9,7 @@ pub mod machine;
 mod transcripts;
 pub mod wire;
 
-pub use connect::{probe, Dialer, RESET_HINT};
+pub use connect::{probe, Dialer, Unreachable};
 
 use super::counters::WorkerStats;
 use super::pacer::Pacer;

@@ -4,8 +4,6 @@
 //! as rejected.
 
 mod hint;
-/// The words for a connection the server resets before it answers (the conductor's probe says them).
-pub use hint::RESET as RESET_HINT;
 
 use super::wire::{after_response, Conn, Recording, Ws};
 use super::{End, SessionCtx};
@@ -153,16 +151,16 @@ const PROBE_GRACE: Duration = Duration::from_secs(2);
 /// wrong after the TCP connection (TLS, a refusal, an answer slower than [`PROBE_GRACE`]) is
 /// the sessions' to meet and say in full; the probe lets it be. (The probe is a session to the
 /// server for that moment, and counts in its statistics as one.)
-pub async fn probe(dialer: &Dialer, connect_timeout: Duration) -> Result<(), String> {
+pub async fn probe(dialer: &Dialer, connect_timeout: Duration) -> Result<(), Unreachable> {
     let socket = match tokio::time::timeout(connect_timeout, open_tcp(&dialer.url, None)).await {
         Ok(Ok(socket)) => socket,
         Ok(Err(WsError::Io(err))) => return Err(tcp_failure(&err)),
-        Ok(Err(err)) => return Err(err.to_string()),
+        Ok(Err(err)) => return Err(Unreachable::NoConnection(err.to_string())),
         Err(_) => {
-            return Err(format!(
+            return Err(Unreachable::NoConnection(format!(
                 "no address of the host took the connection within --connect-timeout {}s",
                 connect_timeout.as_secs_f64()
-            ))
+            )))
         }
     };
     let config = WebSocketConfig::default().read_buffer_size(HANDSHAKE_BUFFER_BYTES);
@@ -186,14 +184,23 @@ pub async fn probe(dialer: &Dialer, connect_timeout: Duration) -> Result<(), Str
     Ok(())
 }
 
+/// Why the probe before a run could not talk to the server, in words to put after the URL.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Unreachable {
+    /// No TCP connection opened: nothing listens, or the host is not there.
+    NoConnection(String),
+    /// Something listens, and took the connection only to reset it: "start the server" would
+    /// send the user to the wrong place.
+    Reset(String),
+}
+
 /// Why the probe's TCP connection failed: the system's words (without tungstenite's "IO error: "
-/// before them), and for a reset what it means — something listens, and took the connection
-/// only to reset it ("start the server" would send the user to the wrong place).
-fn tcp_failure(err: &std::io::Error) -> String {
+/// before them), and for a reset what it means.
+fn tcp_failure(err: &std::io::Error) -> Unreachable {
     if err.kind() == std::io::ErrorKind::ConnectionReset {
-        format!("{err}: {}", hint::RESET)
+        Unreachable::Reset(format!("{err}: {}", hint::RESET))
     } else {
-        err.to_string()
+        Unreachable::NoConnection(err.to_string())
     }
 }
 
@@ -512,9 +519,15 @@ mod tests {
     fn a_connection_reset_at_once_is_said_as_such_not_as_no_server() {
         use std::io::{Error, ErrorKind};
         let reset = tcp_failure(&Error::from(ErrorKind::ConnectionReset));
-        assert!(reset.contains(hint::RESET), "{reset}");
+        assert!(
+            matches!(&reset, Unreachable::Reset(why) if why.contains(hint::RESET)),
+            "{reset:?}"
+        );
         let refused = tcp_failure(&Error::from(ErrorKind::ConnectionRefused));
-        assert!(!refused.contains(hint::RESET), "{refused}");
+        assert!(
+            matches!(refused, Unreachable::NoConnection(_)),
+            "{refused:?}"
+        );
         // A session whose connection is reset before the server answers its handshake gets
         // the same words as its hint.
         let io = WsError::Io(Error::from(ErrorKind::ConnectionReset));
@@ -543,7 +556,10 @@ mod tests {
             )
             .await
             .unwrap_err();
-            assert!(why.contains("refused"), "{why}");
+            assert!(
+                matches!(&why, Unreachable::NoConnection(w) if w.contains("refused")),
+                "{why:?}"
+            );
             // A refusal of the handshake is the sessions' to meet and say in full.
             let refusing = answering("HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\n\r\n").await;
             probe(&dialer(refusing), Duration::from_secs(5))
