@@ -15,6 +15,9 @@ const PACING_KEPT: u16 = 5;
 /// The Processes panel's width for its D-stalls column (44 inside), taken on screens narrower
 /// than 100 where 45 % would leave the column out.
 const PROCESSES_WIDE: u16 = 46;
+/// The least the Loop lag panel keeps beside it: a worker's label, a short sparkline, its
+/// maximum and the writer queue.
+const LOOP_LAG_LEAST: u16 = 34;
 /// The left column's width with a protocol panel, on a screen at least 100 wide (4 less on
 /// smaller ones: the sample counts are left out first).
 const PROTOCOL_WIDTH: u16 = 38;
@@ -85,12 +88,13 @@ pub fn render(frame: &mut Frame<'_>, state: &LiveState, view: &ViewState, theme:
     }
     heatmap::draw(state, view, theme, heat, buf);
     if bottom > 0 {
-        let split =
-            if area.width * 45 / 100 < PROCESSES_WIDE && area.width >= 2 * PROCESSES_WIDE - 12 {
-                [Constraint::Min(0), Constraint::Length(PROCESSES_WIDE)]
-            } else {
-                [Constraint::Percentage(55), Constraint::Percentage(45)]
-            };
+        let split = if area.width * 45 / 100 < PROCESSES_WIDE
+            && area.width >= PROCESSES_WIDE + LOOP_LAG_LEAST
+        {
+            [Constraint::Min(0), Constraint::Length(PROCESSES_WIDE)]
+        } else {
+            [Constraint::Percentage(55), Constraint::Percentage(45)]
+        };
         let [workers_area, processes_area] = Layout::horizontal(split).areas(lower);
         panels::workers(state, theme, workers_area, buf);
         panels::processes(state, theme, processes_area, buf);
