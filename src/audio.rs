@@ -270,6 +270,12 @@ impl Audio {
         }
     }
 
+    /// The input's bytes of PCM, every packet's together (the last may be short).
+    pub fn total_bytes(&self) -> u64 {
+        u64::from(self.packets.saturating_sub(1)) * self.packet_bytes as u64
+            + self.last_bytes as u64
+    }
+
     /// Packet `seq` (of `0..packets`): its PCM and its base64.
     pub fn packet(&self, seq: u32) -> AudioPacket<'_> {
         let last = seq + 1 >= self.packets;
@@ -434,6 +440,7 @@ mod tests {
             assert_eq!(b64.decode(p.b64).unwrap(), p.pcm);
         }
         assert_eq!(audio.packet(7).pcm.len(), 1280, "the last packet is short");
+        assert_eq!(audio.total_bytes(), 3 * 3200 * 2);
         let _ = std::fs::remove_file(path);
     }
 
@@ -462,5 +469,6 @@ mod tests {
         assert_eq!(audio.packet(12).pcm.len(), 1280);
         assert!(audio.packet(5).pcm.iter().all(|&b| b == 0));
         assert_eq!(audio.packet(0).b64.len(), 3416);
+        assert_eq!(audio.total_bytes(), 12 * 2560 + 1280);
     }
 }

@@ -291,9 +291,19 @@ pub enum Meaning<'a> {
     AudioDelta,
     /// Output text (a transcript or a text delta).
     TextDelta,
-    /// A unit of output finished; it answers the input up to `input_end_ms`.
+    /// The server granted the session (sglang-omni's `session.updated`): the set-up's `Ready`
+    /// milestone, with the native unit and the output rate it granted, as far as it said.
+    Granted {
+        native_unit_ms: Option<f64>,
+        output_rate: Option<f64>,
+    },
+    /// The server created a response (sglang-omni's `response.created`).
+    ResponseCreated,
+    /// A unit of output finished: `unit_<index>` (as its `unit_id` says), answering the input
+    /// up to `input_end_ms` (as its media time says; `None` for an empty unit).
     UnitDone {
-        input_end_ms: f64,
+        index: Option<u64>,
+        input_end_ms: Option<f64>,
     },
     /// The server's voice activity detection heard speech start, `audio_ms` into the input.
     SpeechStarted {

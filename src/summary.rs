@@ -3,6 +3,7 @@
 //! docs/summary.md documents every key; docs/summary.schema.json is its JSON Schema.
 //!
 //! * `funasr`: the Fun-ASR benchmark's figures, for runs of that protocol.
+//! * `serving`: sglang-omni's serving metrics, for runs of the native protocol.
 //! * `multihost`: the start gate, the streaming window, the clock's sync state, a merge's shards.
 //! * `pooled`: the workers' results added up: sessions, errors by kind, one row per process.
 //! * `pacing`: the pacing figures and when the streams ran (peak overlap, window, gate).
@@ -16,6 +17,7 @@ mod pacing;
 mod pooled;
 mod reasons;
 pub mod server_stalls;
+pub mod serving;
 mod stalls;
 
 pub use pacing::peak_overlap;
@@ -88,6 +90,9 @@ pub struct Summary {
     /// Fun-ASR's benchmark figures, under its names (`--protocol funasr`; docs/funasr.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub funasr: Option<funasr::FunasrSection>,
+    /// sglang-omni's serving metrics, under their names (the native protocol; docs/metrics.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub serving: Option<serving::ServingSection>,
     /// `--start-at`: when the start gate was to open and when it did (absent without it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub start_gate: Option<multihost::StartGate>,
@@ -368,6 +373,7 @@ impl Summary {
             settings,
         );
         let funasr = funasr::section(results(&record), settings);
+        let serving = serving::section(results(&record), &pooled.histograms.serving);
         let output_dir = record.plan.output_dir.display().to_string();
         let files_lost = FilesLost::of(results(&record));
         let mut verdict = reasons::verdict(
@@ -426,6 +432,7 @@ impl Summary {
             sampler,
             injections: stalls::injections_of(&record),
             funasr,
+            serving,
             start_gate: streams.start_gate,
             streaming_window: streams.window,
             clock_sync: record.clock_sync.clone(),

@@ -6,7 +6,7 @@ use crate::contract::ProcessUsage;
 use crate::looplag::LoopLagStats;
 use crate::options::Settings;
 use crate::pacing::PacketCounts;
-use crate::stats::DurationHistogram;
+use crate::stats::{DurationHistogram, SignedHistogram};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -41,6 +41,82 @@ pub struct WorkerHistograms {
     /// The turn latencies of the dialects that have turns (openai, vllm).
     #[serde(default)]
     pub turns: TurnHistograms,
+    /// sglang-omni's serving metrics of the native protocol (docs/metrics.md, "sglang-omni's
+    /// serving metrics").
+    #[serde(default)]
+    pub serving: ServingHistograms,
+}
+
+/// The per-packet and per-response distributions of sglang-omni's serving metrics
+/// (`benchmarks/duplex/serving_metrics.py`), pooled over a worker's sessions.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct ServingHistograms {
+    /// `unit_lag`: a unit's `sglang.unit.done` against its scheduled end (the session's start
+    /// gate + (k + 1) units); the terminal unit left out.
+    pub unit_lag: SignedHistogram,
+    /// `send_lateness`: a packet's send start after `session_start_s + seq × packet`, at least 0.
+    pub send_lateness: DurationHistogram,
+    /// `output_gap`, `output_gap_excess`, `output_drift`: between consecutive audio deltas of
+    /// the session (continuous-output profiles only).
+    pub output_gap: DurationHistogram,
+    pub output_gap_excess: DurationHistogram,
+    pub output_drift: SignedHistogram,
+    /// Per response: its first audio after its `response.created`; the gaps between its deltas
+    /// beyond the audio the previous one held; its largest drift, and the playout buffer that
+    /// drift needs.
+    pub response_ttfa: SignedHistogram,
+    pub response_gap_excess: DurationHistogram,
+    pub response_max_drift: SignedHistogram,
+    pub response_required_playout_buffer: DurationHistogram,
+}
+
+impl ServingHistograms {
+    pub fn add(&mut self, from: &ServingHistograms) {
+        self.unit_lag.add(&from.unit_lag);
+        self.send_lateness.add(&from.send_lateness);
+        self.output_gap.add(&from.output_gap);
+        self.output_gap_excess.add(&from.output_gap_excess);
+        self.output_drift.add(&from.output_drift);
+        self.response_ttfa.add(&from.response_ttfa);
+        self.response_gap_excess.add(&from.response_gap_excess);
+        self.response_max_drift.add(&from.response_max_drift);
+        self.response_required_playout_buffer
+            .add(&from.response_required_playout_buffer);
+    }
+}
+
+/// sglang-omni's `LATE_SEND_THRESHOLD_S`: a send more than this after its schedule is late.
+pub const LATE_SEND_THRESHOLD_S: f64 = 0.02;
+/// sglang-omni's `--startup-reserve-ms` default: the output a player holds before it plays.
+pub const STARTUP_RESERVE_S: f64 = 0.08;
+
+/// One native session as sglang-omni's serving metrics see it: the figures it has once (its
+/// distributions are in [`ServingHistograms`]). Times in seconds, as theirs.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ServingOutcome {
+    /// The input's length (all its samples at 16 kHz).
+    pub input_duration_s: f64,
+    /// The unit and output rate the server granted (`sglang.granted.native_unit_ms`, the output
+    /// audio format's `rate`); `None` before a grant.
+    pub native_unit_ms: Option<f64>,
+    pub output_sample_rate: Option<f64>,
+    /// Whether the granted unit is a continuous-output profile's (VoiceChat's 80 ms).
+    pub continuous: Option<bool>,
+    /// The first audio delta after the session's start gate (continuous profiles).
+    pub ttfa_s: Option<f64>,
+    pub final_output_drift_s: Option<f64>,
+    pub required_playout_buffer_s: Option<f64>,
+    pub output_samples: u64,
+    pub output_coverage: Option<f64>,
+    /// Playback underruns of the output (continuous profiles; `None` when not known).
+    pub underrun_count: Option<u64>,
+    pub underrun_total_s: Option<f64>,
+    pub underrun_worst_s: Option<f64>,
+    pub sends: u64,
+    pub late_sends: u64,
+    pub excluded_terminal_units: u64,
+    /// Responses that sent audio.
+    pub responses: u64,
 }
 
 /// Turn latencies, anchored on the client's audio clock (see `machine::turns`).
@@ -167,6 +243,9 @@ pub struct SessionOutcome {
     /// Text and binary frames the server sent (a sweep's events per second).
     #[serde(default)]
     pub server_events: u64,
+    /// sglang-omni's serving metrics of the session (the native protocol).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub serving: Option<ServingOutcome>,
     /// Trace and receipt lines of this session that could not be written.
     #[serde(default)]
     pub lines_not_written: u64,
@@ -237,6 +316,7 @@ impl SessionOutcome {
             error_codes: BTreeMap::new(),
             last_server_error: None,
             transcripts: None,
+            serving: None,
             server_events: 0,
             lines_not_written: 0,
             disk_full: false,

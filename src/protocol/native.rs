@@ -222,8 +222,17 @@ impl ClientProtocol for Native {
                     ));
                 }
                 self.check_audio_granted(event.session.as_ref())?;
-                Meaning::Milestone(Milestone::Ready)
+                let number = |at: &str| {
+                    let v = event.session.as_ref()?.pointer(at)?;
+                    v.as_f64().or_else(|| v.as_str()?.trim().parse().ok())
+                };
+                Meaning::Granted {
+                    native_unit_ms: number("/sglang/granted/native_unit_ms"),
+                    output_rate: number("/sglang/granted/output_audio_format/rate")
+                        .or_else(|| number("/audio/output/format/rate")),
+                }
             }
+            names::RESPONSE_CREATED => Meaning::ResponseCreated,
             names::INPUT_DRAINED => Meaning::Milestone(Milestone::Drained),
             names::SESSION_CLOSED => Meaning::Milestone(Milestone::Closed),
             // An `accepted` is worth only its `seq`: one the client cannot read (absent, not a
@@ -249,16 +258,30 @@ impl ClientProtocol for Native {
             }
             names::TRANSCRIPT_DELTA | names::TEXT_DELTA => Meaning::TextDelta,
             // An empty unit (the one a server cuts at the end of unit-aligned input) covers no
-            // input, so no packet's send is what it lags: it is not a unit lag.
-            names::UNIT_DONE => match event.sglang.as_ref().and_then(|s| s.media_time) {
-                Some(MediaTime {
-                    t_start_ms: Some(start_ms),
-                    duration_ms: Some(duration_ms),
-                }) if duration_ms > 0.0 => Meaning::UnitDone {
-                    input_end_ms: start_ms + duration_ms,
-                },
-                _ => Meaning::Other,
-            },
+            // input, so no packet's send is what it lags: it has no input end.
+            names::UNIT_DONE => {
+                let input_end_ms = match event.sglang.as_ref().and_then(|s| s.media_time) {
+                    Some(MediaTime {
+                        t_start_ms: Some(start_ms),
+                        duration_ms: Some(duration_ms),
+                    }) if duration_ms > 0.0 => Some(start_ms + duration_ms),
+                    _ => None,
+                };
+                // sglang-omni's serving metrics read the unit by its `unit_id`, `unit_<n>`.
+                let index = event
+                    .unit_id
+                    .as_deref()
+                    .and_then(|id| id.strip_prefix("unit_"))
+                    .filter(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+                    .and_then(|n| n.parse().ok());
+                match (index, input_end_ms) {
+                    (None, None) => Meaning::Other,
+                    _ => Meaning::UnitDone {
+                        index,
+                        input_end_ms,
+                    },
+                }
+            }
             names::ERROR => {
                 let fatal = event.sglang.as_ref().and_then(|s| s.fatal).unwrap_or(false);
                 let (code, message, answers) = match event.error {
@@ -391,6 +414,9 @@ struct ServerEvent<'a> {
     seq: Option<f64>,
     #[serde(default)]
     sglang: Option<ServerSglang>,
+    /// `sglang.unit.done`: `unit_<n>`.
+    #[serde(default, borrow, deserialize_with = "lenient_str")]
+    unit_id: Option<Cow<'a, str>>,
     /// An object as sglang-omni and OpenAI send it; a bare message (vLLM's and others'
     /// `"error": "…"`, with the code beside it) is read as that message.
     #[serde(default, borrow, deserialize_with = "lenient_error")]
@@ -674,20 +700,57 @@ mod tests {
     }
 
     #[test]
-    fn unit_done_gives_the_end_of_the_input_it_answers() {
+    fn unit_done_gives_its_index_and_the_end_of_the_input_it_answers() {
         let text = r#"{"type":"sglang.unit.done","unit_id":"unit_4","sglang":{"unit_id":"unit_4","chunk_seq":4,"media_time":{"t_start_ms":320,"duration_ms":80}}}"#;
         assert_eq!(
             classify(text),
             Meaning::UnitDone {
-                input_end_ms: 400.0
+                index: Some(4),
+                input_end_ms: Some(400.0)
             }
         );
+        // sglang-omni's serving metrics read `unit_<n>` whole, as a regex's full match.
+        for id in ["unit_", "unit_4x", "u_4", "unit_-4", "4"] {
+            let text = format!(r#"{{"type":"sglang.unit.done","unit_id":"{id}"}}"#);
+            assert_eq!(classify(&text), Meaning::Other, "{id}");
+        }
     }
 
     #[test]
-    fn the_empty_unit_at_the_end_of_aligned_input_is_not_a_unit_lag() {
+    fn the_empty_unit_at_the_end_of_aligned_input_has_no_input_end() {
         let text = r#"{"type":"sglang.unit.done","unit_id":"unit_5","sglang":{"unit_id":"unit_5","chunk_seq":0,"media_time":{"t_start_ms":400,"duration_ms":0}}}"#;
-        assert_eq!(classify(text), Meaning::Other);
+        assert_eq!(
+            classify(text),
+            Meaning::UnitDone {
+                index: Some(5),
+                input_end_ms: None
+            }
+        );
+        let without_id = r#"{"type":"sglang.unit.done","sglang":{"media_time":{"t_start_ms":400,"duration_ms":0}}}"#;
+        assert_eq!(classify(without_id), Meaning::Other);
+    }
+
+    #[test]
+    fn the_grant_gives_the_native_unit_and_the_output_rate() {
+        let granted = r#"{"type":"session.updated","session":{"audio":{"output":{"format":{"rate":22050}}},"sglang":{"granted":{"native_unit_ms":80,"output_audio_format":{"type":"audio/pcm","rate":"24000"}}}}}"#;
+        assert_eq!(
+            classify(granted),
+            Meaning::Granted {
+                native_unit_ms: Some(80.0),
+                output_rate: Some(24_000.0)
+            },
+            "the grant's own output format first, a number in a string read"
+        );
+        let session_only = r#"{"type":"session.updated","session":{"audio":{"output":{"format":{"rate":22050}}}}}"#;
+        assert_eq!(
+            classify(session_only),
+            Meaning::Granted {
+                native_unit_ms: None,
+                output_rate: Some(22_050.0)
+            }
+        );
+        let created = r#"{"type":"response.created","event_id":"e","response":{"id":"r"}}"#;
+        assert_eq!(classify(created), Meaning::ResponseCreated);
     }
 
     #[test]
@@ -777,7 +840,8 @@ mod tests {
         assert_eq!(
             classify(text),
             Meaning::UnitDone {
-                input_end_ms: 400.0
+                index: None,
+                input_end_ms: Some(400.0)
             }
         );
         let accepted = r#"{"type":"sglang.input_audio.accepted","seq":"3"}"#;
@@ -797,7 +861,10 @@ mod tests {
         let native = Native::default();
         assert_eq!(
             native.classify(&at("16000")).unwrap().meaning,
-            Meaning::Milestone(Milestone::Ready)
+            Meaning::Granted {
+                native_unit_ms: None,
+                output_rate: None
+            }
         );
         let err = native.classify(&at("24000")).err().unwrap();
         assert!(err.contains("the server takes PCM16 at 24000 Hz"), "{err}");
@@ -810,7 +877,10 @@ mod tests {
             let text = format!(r#"{{"type":"session.updated",{session}}}"#);
             assert_eq!(
                 native.classify(&text).unwrap().meaning,
-                Meaning::Milestone(Milestone::Ready),
+                Meaning::Granted {
+                    native_unit_ms: None,
+                    output_rate: None
+                },
                 "{text}"
             );
         }
@@ -912,7 +982,10 @@ mod tests {
                 r#"{{"type":"session.updated","event_id":"e","session":{{"output_modalities":{granted},"sglang":{{"granted":{{"output_modalities":{granted},"rejections":[{{"field":"output_modalities","reason":"deployment modalities"}}]}}}}}}}}"#
             )
         };
-        let ready = Meaning::Milestone(Milestone::Ready);
+        let ready = Meaning::Granted {
+            native_unit_ms: None,
+            output_rate: None,
+        };
         let text_first = Native::new(&["text".to_string(), "audio".to_string()], false);
         let err = text_first.classify(&updated(r#"["text"]"#)).err().unwrap();
         assert!(

@@ -23,6 +23,7 @@ pub fn markdown(s: &Summary) -> String {
     super::multihost::section(&mut out, s);
     key_figures(&mut out, s);
     funasr_section(&mut out, s);
+    serving_section(&mut out, s);
     md!(out, "Command: `{}`\n", s.command_line);
     host(&mut out, s);
     stalls_section(&mut out, s);
@@ -73,6 +74,26 @@ fn funasr_section(out: &mut String, s: &Summary) {
         md!(out, "- {}", line.trim_start_matches("ours: "));
     }
     md!(out);
+}
+
+/// sglang-omni's serving metrics, in a few lines (every figure is in summary.json's `serving`).
+fn serving_section(out: &mut String, s: &Summary) {
+    let Some(serving) = &s.serving else {
+        return;
+    };
+    md!(
+        out,
+        "## sglang-omni serving metrics
+"
+    );
+    md!(
+        out,
+        "Under the names of sglang-omni's `serving_metrics.py`, all in summary.json's `serving` (definitions: docs/metrics.md):\n\n```"
+    );
+    for line in crate::summary::serving::lines(serving) {
+        md!(out, "{line}");
+    }
+    md!(out, "```\n");
 }
 
 /// The key figures' table: the client's rows, the server's, and the peak of streams.

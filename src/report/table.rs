@@ -50,6 +50,11 @@ fn table_body(s: &Summary) -> String {
     server(&mut out, s);
     processes(&mut out, s);
     funasr(&mut out, s);
+    if let Some(serving) = &s.serving {
+        for line in crate::summary::serving::lines(serving) {
+            row!(out, "{line}");
+        }
+    }
     out
 }
 

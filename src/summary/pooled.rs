@@ -176,6 +176,7 @@ fn pool(into: &mut WorkerHistograms, from: &WorkerHistograms) {
     into.first_audio.add(&from.first_audio);
     into.start_lateness.add(&from.start_lateness);
     into.turns.add(&from.turns);
+    into.serving.add(&from.serving);
 }
 
 /// The sessions of a worker that left no result count as incomplete: say why among the

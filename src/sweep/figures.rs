@@ -6,6 +6,7 @@ use crate::contract::worker::WorkerResult;
 use crate::paths::RunPaths;
 use crate::protocol::Protocol;
 use crate::stats::ShortPercentiles;
+use crate::summary::serving::{Distribution, ServingSection};
 use crate::summary::{Summary, TurnSummary};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -91,6 +92,40 @@ fn turns(t: Option<&TurnSummary>, out: &mut Vec<(String, Option<f64>)>) {
     );
 }
 
+/// sglang-omni's serving metrics a sweep can judge (`--slo serving.unit_lag_ms.p95<80`), in
+/// milliseconds as the other figures (the summary keeps their seconds).
+fn serving(v: Option<&ServingSection>, out: &mut Vec<(String, Option<f64>)>) {
+    type Of = fn(&ServingSection) -> Option<&Distribution>;
+    let figures: [(&str, Of, &[&str]); 4] = [
+        ("ttfa", |v| v.ttfa_s.as_ref(), &["p50", "p95", "p99"]),
+        ("unit_lag", |v| Some(&v.unit_lag_s), &["p50", "p95", "p99"]),
+        (
+            "response_ttfa",
+            |v| Some(&v.response_ttfa_s),
+            &["p50", "p95"],
+        ),
+        (
+            "output_gap_excess",
+            |v| v.output_gap_excess_s.as_ref(),
+            &["p95", "p99"],
+        ),
+    ];
+    for (name, of, fields) in figures {
+        let d = v.and_then(of);
+        for field in fields {
+            let seconds = d.and_then(|d| match *field {
+                "p50" => d.p50,
+                "p95" => d.p95,
+                _ => d.p99,
+            });
+            out.push((
+                format!("serving.{name}_ms.{field}"),
+                seconds.map(|s| (s * 1e6).round() / 1e3),
+            ));
+        }
+    }
+}
+
 /// The protocol's latency figures of `summary` (all `None` without one: the names alone).
 fn latency_of(protocol: Protocol, summary: Option<&Summary>) -> Vec<(String, Option<f64>)> {
     let mut out = Vec::new();
@@ -112,6 +147,7 @@ fn latency_of(protocol: Protocol, summary: Option<&Summary>) -> Vec<(String, Opt
                 v.and_then(|v| v.first_audio_ms.as_ref()),
                 &mut out,
             );
+            serving(summary.and_then(|s| s.serving.as_ref()), &mut out);
         }
         Protocol::Openai => turns(summary.and_then(|s| s.openai.as_ref()), &mut out),
         Protocol::Vllm => turns(summary.and_then(|s| s.vllm.as_ref()), &mut out),
@@ -276,6 +312,16 @@ mod tests {
             }
         }
         assert!(latency_paths(Protocol::Native).contains(&"unit_lag_ms.p99".to_string()));
+        for path in [
+            "serving.unit_lag_ms.p95",
+            "serving.ttfa_ms.p95",
+            "serving.response_ttfa_ms.p50",
+        ] {
+            assert!(
+                latency_paths(Protocol::Native).contains(&path.to_string()),
+                "{path}"
+            );
+        }
         assert!(latency_paths(Protocol::Funasr).contains(&"first_update_ms.p95".to_string()));
     }
 }

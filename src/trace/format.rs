@@ -246,6 +246,15 @@ impl<'a> Stripped<'a> {
     }
 }
 
+/// The bytes the base64 string value of `key` in `payload` decodes to, without decoding it;
+/// `None` when `payload` has no such value.
+pub fn string_value_bytes(payload: &str, key: &str) -> Option<usize> {
+    let (_, value_start) = string_value(payload, key)?;
+    let b = &payload.as_bytes()[value_start..];
+    let len = memchr::memchr(b'"', b)?;
+    Some(base64_decoded_len(&b[..len]))
+}
+
 /// The bytes base64 text decodes to, padded or not: every 4 characters but the padding (up to
 /// two `=`) are 3 bytes. What a meta line's `audio_bytes` says, and what `conform` counts.
 pub fn base64_decoded_len(b64: &[u8]) -> usize {

@@ -152,6 +152,7 @@ fn short_2x4_run_completes_with_every_summary_key_and_a_valid_schema() {
         md.contains("While streaming (start gate to last packet"),
         "summary.md says what streaming cost: {md}"
     );
+    serving_counts_every_packet_unit_and_session(&s, &md);
     assert!(out.join("samples/worker-0.csv").exists());
     assert!(out.join("samples/worker-1.csv").exists());
     // Traces are deleted at the end unless --keep-traces; receipts stay.
@@ -161,6 +162,74 @@ fn short_2x4_run_completes_with_every_summary_key_and_a_valid_schema() {
         .exists());
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(stdout.contains("pacing-qualified"), "{stdout}");
+}
+
+/// sglang-omni's serving metrics of the 2 × 4 run of 3 s against the VoiceChat mock: every
+/// packet's send lateness, the 37 whole units of each session (the 38th, 40 ms, is terminal),
+/// one response and one first audio a session, and the output that covers the padded input.
+fn serving_counts_every_packet_unit_and_session(s: &serde_json::Value, md: &str) {
+    let v = &s["serving"];
+    assert_eq!(v["profile"], "voicechat", "{v}");
+    assert_eq!(v["native_unit_ms"], 80.0);
+    assert_eq!(v["output_sample_rate"], 22050.0);
+    assert_eq!(v["attempted_sessions"], 8);
+    assert_eq!(v["successful_sessions"], 8);
+    assert_eq!(v["send_lateness_s"]["n"], 8 * 38);
+    assert_eq!(v["late_send_threshold_s"], 0.02);
+    assert_eq!(v["unit_lag_s"]["n"], 8 * 37);
+    assert_eq!(v["excluded_terminal_units"], 8);
+    assert_eq!(v["responses"], 8);
+    assert_eq!(v["ttfa_s"]["n"], 8);
+    assert_eq!(
+        v["output_gap_s"]["n"],
+        8 * 37,
+        "38 units of output a session"
+    );
+    assert_eq!(v["output_drift_s"]["n"], 8 * 38);
+    // 38 units of output (the tail padded) for 37.5 units of input.
+    let coverage = v["output_coverage"]["p50"].as_f64().unwrap();
+    assert!((coverage - 38.0 / 37.5).abs() < 1e-9, "{v}");
+    assert!(v["underrun_sessions"].is_u64(), "{v}");
+    assert!(
+        md.contains("## sglang-omni serving metrics") && md.contains("unit lag"),
+        "{md}"
+    );
+}
+
+/// A profile that may stay silent (MiniCPM-o) has no continuous-output figures, as in
+/// sglang-omni's serving metrics: its units and responses are timed.
+#[test]
+fn a_unit_profile_run_has_unit_and_response_figures_and_no_output_stream_ones() {
+    let _serial = util::serial();
+    let dir = TempDir::new("minicpmo");
+    let out = dir.join("out");
+    let output = util::run_to(
+        &out,
+        &["-s", "2", "-d", "2.5s", "--profile", "minicpmo"],
+        Duration::from_secs(90),
+    );
+    util::assert_finished(&output);
+    let s = summary(&out);
+    let v = &s["serving"];
+    assert_eq!(v["profile"], "minicpmo", "{v}");
+    assert_eq!(v["unit_lag_s"]["n"], 2 * 2, "two whole units of 1 s each");
+    assert_eq!(v["excluded_terminal_units"], 2);
+    assert_eq!(v["send_lateness_s"]["n"], 2 * 32);
+    for key in [
+        "ttfa_s",
+        "output_gap_s",
+        "output_drift_s",
+        "output_coverage",
+        "underrun_count",
+    ] {
+        assert!(v[key].is_null(), "{key}: {v}");
+    }
+    assert!(v["responses"].as_u64().unwrap() >= 2, "{v}");
+    assert_eq!(
+        v["response_ttfa_s"]["n"], v["responses"],
+        "every response was created before its audio: {v}"
+    );
+    validate_against_schema(&s);
 }
 
 /// Issue 17: a packet allocates nothing on the worker's runtime thread. What a 1 × 64 run
@@ -288,6 +357,10 @@ fn stall_makes_every_session_of_the_stalled_worker_late(extra: &[&str]) {
     assert!(stalled["pacing"]["deviation_ms"]["max"].as_f64().unwrap() >= 120.0);
     let reasons = s["verdict"]["reasons"].to_string();
     assert!(reasons.contains("late packets"), "{reasons}");
+    // sglang-omni's serving metrics see the stall as late sends (over 20 ms behind the
+    // gate's schedule), at least one in each stalled session.
+    let late_sends = s["serving"]["late_send_count"].as_u64().unwrap();
+    assert!(late_sends >= 4, "{}", s["serving"]);
     // With stalls, attribution and injections filled in, it still matches the schema.
     validate_against_schema(&s);
 }

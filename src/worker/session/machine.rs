@@ -16,11 +16,13 @@ use crate::protocol::{
     Step,
 };
 use crate::trace::format::Payload;
+use serving::Serving;
 use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::rc::Rc;
 use turns::{Sample, Turns};
 
+mod serving;
 mod turns;
 
 /// Send start times of recent packets, for the server-side latencies (20 s at 80 ms).
@@ -121,6 +123,8 @@ pub struct Machine {
     /// A commit is on its way that ends a turn (tagged as [`Turns::ended_as`] says): the
     /// turn's input ends when it is sent.
     turn_ends_at_send: Option<u32>,
+    /// sglang-omni's serving metrics (the native protocol).
+    serving: Option<Serving>,
 }
 
 impl Machine {
@@ -136,6 +140,8 @@ impl Machine {
         let transcripts = protocol
             .records_transcripts()
             .then(|| Recorder::new(settings.recv_timeout_s));
+        let serving = (settings_for_turns == Protocol::Native)
+            .then(|| Serving::new(audio.total_bytes(), settings.packet_s()));
         Machine {
             protocol,
             ids,
@@ -158,6 +164,7 @@ impl Machine {
             final_while_ending: false,
             step_event_id: None,
             turn_ends_at_send: None,
+            serving,
         }
     }
 
@@ -375,6 +382,9 @@ impl Machine {
         if let Some(turns) = &self.turns {
             self.outcome.turns = turns.counts;
         }
+        if let Some(serving) = &mut self.serving {
+            self.outcome.serving = Some(serving.finish(&mut self.stats.borrow_mut().hist.serving));
+        }
     }
 
     /// When packet `seq` is due: the gate for packet 0, then packet 0's actual send plus `seq`
@@ -396,6 +406,9 @@ impl Machine {
     ) -> (f64, Option<AudioSpan>) {
         if self.origin_s.is_none() {
             self.origin_s = Some(start_s);
+            if let Some(serving) = &mut self.serving {
+                serving.started(gate_s);
+            }
             let lateness_s = (start_s - gate_s).max(0.0);
             self.stats
                 .borrow_mut()
@@ -438,6 +451,9 @@ impl Machine {
         o.first_send_s.get_or_insert(start_s);
         o.last_send_s = Some(start_s);
         let mut stats = self.stats.borrow_mut();
+        if let Some(serving) = &mut self.serving {
+            serving.sent(seq, start_s, &mut stats.hist.serving);
+        }
         stats
             .counts
             .sent(deviation_us, &self.thresholds, late_counted);
@@ -524,6 +540,13 @@ impl Machine {
                     if let Some(r) = &mut self.transcripts {
                         let counted = r.message(now_s, event.as_deref(), &meaning);
                         self.tally(counted);
+                    }
+                    if let (Meaning::AudioDelta, Some(serving)) = (&meaning, &mut self.serving) {
+                        // The delta's audio, by its base64's length (not decoded).
+                        if let Some(bytes) = crate::trace::format::string_value_bytes(text, "delta")
+                        {
+                            serving.audio(bytes, now_s, &mut self.stats.borrow_mut().hist.serving);
+                        }
                     }
                     Heard {
                         payload: Some(payload),
@@ -642,15 +665,35 @@ impl Machine {
                 }
             }
             Meaning::AudioDelta => self.on_audio_delta(now_s),
-            Meaning::UnitDone { input_end_ms } => {
+            Meaning::Granted {
+                native_unit_ms,
+                output_rate,
+            } => {
+                if let Some(serving) = &mut self.serving {
+                    serving.granted(native_unit_ms, output_rate);
+                }
+                return self.arrived(Some(Milestone::Ready));
+            }
+            Meaning::ResponseCreated => {
+                if let Some(serving) = &mut self.serving {
+                    serving.response_created(now_s, &mut self.stats.borrow_mut().hist.serving);
+                }
+            }
+            Meaning::UnitDone {
+                index,
+                input_end_ms,
+            } => {
+                let mut stats = self.stats.borrow_mut();
                 // From the completed send of the packet that completes the unit, as
-                // sglang-omni's serving metrics take their `unit_lag`.
-                if let Some((_, completed_s)) = self.send_of_audio_ms(input_end_ms) {
-                    self.stats
-                        .borrow_mut()
-                        .hist
-                        .unit_lag
-                        .record_s(now_s - completed_s);
+                // sglang-omni's older serving metrics take their `unit_lag`.
+                if let Some((_, completed_s)) =
+                    input_end_ms.and_then(|ms| self.send_of_audio_ms(ms))
+                {
+                    stats.hist.unit_lag.record_s(now_s - completed_s);
+                }
+                // Against the unit's scheduled end, as their newer ones do.
+                if let (Some(serving), Some(index)) = (&mut self.serving, index) {
+                    serving.unit_done(index, now_s, &mut stats.hist.serving);
                 }
             }
             Meaning::Error {
