@@ -3,6 +3,7 @@
 //! the settings that differ named: a ratio of two different loads measures nothing.
 
 use crate::stats::Spread;
+use crate::summary::serving::ServingSection;
 use crate::summary::Summary;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -98,12 +99,27 @@ const FIGURES: &[FigureOf] = &[
     ("server first audio p50", "ms", |s| {
         s.server.first_audio_ms.as_ref().map(|q| q.p50)
     }),
+    ("sglang-omni ttfa p95", "ms", |s| {
+        serving_ms(s, |v| v.ttfa_s.and_then(|d| d.p95))
+    }),
+    ("sglang-omni unit_lag p95", "ms", |s| {
+        serving_ms(s, |v| v.unit_lag_s.p95)
+    }),
+    ("sglang-omni late sends", "", |s| {
+        s.serving.as_ref().map(|v| v.late_send_count as f64)
+    }),
     ("client CPU per session-second", "ms", |s| {
         cpu_per_session_second(s).map(|c| c * 1000.0)
     }),
 ];
 
-/// The figures compared, each taken from both summaries.
+/// A figure of sglang-omni's serving metrics (seconds) in ms; None for another protocol.
+fn serving_ms(s: &Summary, of: fn(&ServingSection) -> Option<f64>) -> Option<f64> {
+    s.serving.as_ref().and_then(of).map(|v| v * 1000.0)
+}
+
+/// The figures compared, each taken from both summaries; sglang-omni's only where a run has
+/// them (the native protocol).
 fn figures(a: &Summary, b: &Summary) -> Vec<Figure> {
     FIGURES
         .iter()
@@ -112,6 +128,9 @@ fn figures(a: &Summary, b: &Summary) -> Vec<Figure> {
             unit,
             a: of(a),
             b: of(b),
+        })
+        .filter(|f| {
+            !f.name.starts_with("sglang-omni") || a.serving.is_some() || b.serving.is_some()
         })
         .collect()
 }
@@ -252,7 +271,11 @@ pub fn sweeps_markdown(a: SweepSide<'_>, b: SweepSide<'_>) -> String {
             out,
             "| figure | A | B | B / A | beyond the spread |\n|---|---|---|---|---|"
         );
+        let serving = a_runs.iter().chain(b_runs).any(|s| s.serving.is_some());
         for &(name, unit, of) in FIGURES {
+            if name.starts_with("sglang-omni") && !serving {
+                continue;
+            }
             // Over the runs that have the figure (a run without samples has none).
             let values = |runs: &[Summary]| runs.iter().filter_map(of).collect::<Vec<f64>>();
             let (xs, ys) = (values(a_runs), values(b_runs));

@@ -39,6 +39,13 @@ fn report_renders_a_run_again_and_compares_two_with_their_ratios_issue_15() {
     assert!(table.contains("| figure | A | B | B / A |"), "{table}");
     assert!(table.contains("| deviation p99 |"), "{table}");
     assert!(table.contains("×"), "ratios are printed: {table}");
+    // A native run's comparison has sglang-omni's figures too (unit lag ahead of real time).
+    let unit_lag = table
+        .lines()
+        .find(|l| l.starts_with("| sglang-omni unit_lag p95 |"))
+        .unwrap_or_else(|| panic!("{table}"));
+    assert!(unit_lag.contains(" ms |"), "{unit_lag}");
+    assert!(table.contains("| sglang-omni late sends |"), "{table}");
     // The CPU per session-second compared is summary.md's (while streaming), not the workers'
     // whole CPU, which read 8-16 % more beside it (the figures audit of 2026-12-05).
     let per_session_s = md
