@@ -68,6 +68,12 @@ pub struct ServingHistograms {
     pub response_gap_excess: DurationHistogram,
     pub response_max_drift: SignedHistogram,
     pub response_required_playout_buffer: DurationHistogram,
+    /// The first audio delta of each media time (`sglang.media_time.t_start_ms`) after the
+    /// schedule, and after the send start, of the packet that starts at that media time.
+    #[serde(default)]
+    pub media_schedule_lag: SignedHistogram,
+    #[serde(default)]
+    pub media_send_lag: SignedHistogram,
 }
 
 impl ServingHistograms {
@@ -82,6 +88,8 @@ impl ServingHistograms {
         self.response_max_drift.add(&from.response_max_drift);
         self.response_required_playout_buffer
             .add(&from.response_required_playout_buffer);
+        self.media_schedule_lag.add(&from.media_schedule_lag);
+        self.media_send_lag.add(&from.media_send_lag);
     }
 }
 

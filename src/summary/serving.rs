@@ -109,6 +109,10 @@ pub struct ServingSection {
     pub response_gap_excess_s: Distribution,
     pub response_max_drift_s: Distribution,
     pub response_required_playout_buffer_s: Distribution,
+    /// The first audio delta of each media time (`sglang.media_time.t_start_ms`) after the
+    /// schedule, and after the send start, of the packet that starts at that media time.
+    pub media_schedule_lag_s: Distribution,
+    pub media_send_lag_s: Distribution,
 }
 
 /// The section of a native run's results: the sessions' own figures and the pooled
@@ -197,6 +201,8 @@ pub fn section<'a>(
         response_required_playout_buffer_s: Distribution::of_durations(
             &h.response_required_playout_buffer,
         ),
+        media_schedule_lag_s: Distribution::of(&h.media_schedule_lag),
+        media_send_lag_s: Distribution::of(&h.media_send_lag),
     })
 }
 

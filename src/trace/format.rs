@@ -246,13 +246,50 @@ impl<'a> Stripped<'a> {
     }
 }
 
-/// The bytes the base64 string value of `key` in `payload` decodes to, without decoding it;
+/// The bytes the base64 string value of `key` in `payload` decodes to, without decoding it,
+/// and the rest of `payload` around that value (before its key, after its closing quote);
 /// `None` when `payload` has no such value.
-pub fn string_value_bytes(payload: &str, key: &str) -> Option<usize> {
-    let (_, value_start) = string_value(payload, key)?;
+pub fn string_value_bytes<'a>(payload: &'a str, key: &str) -> Option<(usize, [&'a str; 2])> {
+    let (key_start, value_start) = string_value(payload, key)?;
     let b = &payload.as_bytes()[value_start..];
     let len = memchr::memchr(b'"', b)?;
-    Some(base64_decoded_len(&b[..len]))
+    let rest = [
+        payload.get(..key_start)?,
+        payload.get(value_start + len + 1..)?,
+    ];
+    Some((base64_decoded_len(&b[..len]), rest))
+}
+
+/// The number after `"key":` in `text` (whitespace allowed around the colon), if one is there.
+pub fn number_value(text: &str, key: &str) -> Option<f64> {
+    let b = text.as_bytes();
+    let finder = memchr::memmem::Finder::new(key.as_bytes());
+    finder.find_iter(b).find_map(|at| {
+        let quoted = at > 0 && b[at - 1] == b'"' && b.get(at + key.len()) == Some(&b'"');
+        if !quoted {
+            return None;
+        }
+        let mut i = at + key.len() + 1;
+        let skip = |i: &mut usize| {
+            while b
+                .get(*i)
+                .is_some_and(|c| matches!(c, b' ' | b'\t' | b'\n' | b'\r'))
+            {
+                *i += 1;
+            }
+        };
+        skip(&mut i);
+        if b.get(i) != Some(&b':') {
+            return None;
+        }
+        i += 1;
+        skip(&mut i);
+        let end = b[i..]
+            .iter()
+            .position(|c| !matches!(c, b'0'..=b'9' | b'-' | b'+' | b'.' | b'e' | b'E'))
+            .map_or(b.len(), |n| i + n);
+        text.get(i..end)?.parse().ok()
+    })
 }
 
 /// The bytes base64 text decodes to, padded or not: every 4 characters but the padding (up to
@@ -393,6 +430,20 @@ mod tests {
         trace_line(&mut out, Direction::Receive, 1.5, payload, kind, meta);
         assert_eq!(out.iter().filter(|&&b| b == b'\n').count(), 1, "one line");
         serde_json::from_slice(&out).unwrap()
+    }
+
+    #[test]
+    fn a_number_value_is_read_after_its_key_whatever_the_spacing() {
+        let tail = r#","sglang":{"unit_id":"unit_3","media_time":{"t_start_ms": 240.0,"duration_ms":80}}}"#;
+        assert_eq!(number_value(tail, "t_start_ms"), Some(240.0));
+        assert_eq!(number_value(tail, "duration_ms"), Some(80.0));
+        assert_eq!(number_value(r#"{"t_start_ms":"240"}"#, "t_start_ms"), None);
+        assert_eq!(number_value(r#"{"xt_start_ms":5}"#, "t_start_ms"), None);
+        assert_eq!(number_value("", "t_start_ms"), None);
+        let frame = r#"{"type":"d","delta":"AAAA","sglang":{"media_time":{"t_start_ms":80}}}"#;
+        let (bytes, [head, tail]) = string_value_bytes(frame, "delta").unwrap();
+        assert_eq!((bytes, head), (3, r#"{"type":"d","#));
+        assert_eq!(number_value(tail, "t_start_ms"), Some(80.0));
     }
 
     #[test]

@@ -186,6 +186,9 @@ fn serving_counts_every_packet_unit_and_session(s: &serde_json::Value, md: &str)
         "38 units of output a session"
     );
     assert_eq!(v["output_drift_s"]["n"], 8 * 38);
+    // Each unit's first delta, against the packet that starts at its media time.
+    assert_eq!(v["media_schedule_lag_s"]["n"], 8 * 38);
+    assert_eq!(v["media_send_lag_s"]["n"], 8 * 38);
     // 38 units of output (the tail padded) for 37.5 units of input.
     let coverage = v["output_coverage"]["p50"].as_f64().unwrap();
     assert!((coverage - 38.0 / 37.5).abs() < 1e-9, "{v}");

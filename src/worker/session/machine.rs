@@ -175,6 +175,38 @@ impl Machine {
         }
     }
 
+    /// An audio delta of the native protocol, for sglang-omni's serving metrics: its audio by
+    /// its base64's length (not decoded), and the media time it answers.
+    fn serving_delta(&mut self, text: &str, now_s: f64) {
+        use crate::trace::format::{number_value, string_value_bytes};
+        let Some((bytes, [head, tail])) = string_value_bytes(text, "delta") else {
+            return;
+        };
+        let media_ms =
+            number_value(tail, "t_start_ms").or_else(|| number_value(head, "t_start_ms"));
+        // The packet that starts at that media time (their appends keyed by it, to 3 decimals).
+        let packet_ms = f64::from(self.settings.packet_ms);
+        let packet = media_ms.and_then(|ms| {
+            let seq = (ms / packet_ms).round();
+            let starts_there = (0.0..f64::from(self.settings.packets_per_session)).contains(&seq)
+                && ((seq * packet_ms * 1000.0).round() - (ms * 1000.0).round()).abs() < 0.5;
+            starts_there.then(|| {
+                (
+                    seq as u32,
+                    self.send_of(seq as u64).map(|(start_s, _)| start_s),
+                )
+            })
+        });
+        let mut stats = self.stats.borrow_mut();
+        let Some(serving) = &mut self.serving else {
+            return;
+        };
+        serving.audio(bytes, now_s, &mut stats.hist.serving);
+        if let Some(ms) = media_ms {
+            serving.media(ms, packet, now_s, &mut stats.hist.serving);
+        }
+    }
+
     /// A control frame (from [`Action::Send`]) is about to be sent at `now_s`; the first one
     /// after streaming ends the input.
     pub fn control_sending(&mut self, now_s: f64) {
@@ -541,12 +573,8 @@ impl Machine {
                         let counted = r.message(now_s, event.as_deref(), &meaning);
                         self.tally(counted);
                     }
-                    if let (Meaning::AudioDelta, Some(serving)) = (&meaning, &mut self.serving) {
-                        // The delta's audio, by its base64's length (not decoded).
-                        if let Some(bytes) = crate::trace::format::string_value_bytes(text, "delta")
-                        {
-                            serving.audio(bytes, now_s, &mut self.stats.borrow_mut().hist.serving);
-                        }
+                    if let (Meaning::AudioDelta, true) = (&meaning, self.serving.is_some()) {
+                        self.serving_delta(text, now_s);
                     }
                     Heard {
                         payload: Some(payload),

@@ -131,6 +131,8 @@ pub struct Serving {
     responses: u64,
     native_unit_ms: Option<f64>,
     output_rate: Option<f64>,
+    /// The last media time whose first delta was timed.
+    last_media_ms: Option<f64>,
 }
 
 impl Serving {
@@ -154,6 +156,7 @@ impl Serving {
             responses: 0,
             native_unit_ms: None,
             output_rate: None,
+            last_media_ms: None,
         }
     }
 
@@ -266,6 +269,30 @@ impl Serving {
                 let (_, excess_s, _) = stream.next(now_s, duration_s);
                 h.response_gap_excess.record_s(excess_s);
             }
+        }
+    }
+
+    /// A delta of output for the input from `t_start_ms` arrived at `now_s`: the packet that
+    /// starts there, if one does, is `Some(seq)`, sent at `start_s` (if still known). Only the
+    /// first delta of each media time is timed.
+    pub fn media(
+        &mut self,
+        t_start_ms: f64,
+        packet: Option<(u32, Option<f64>)>,
+        now_s: f64,
+        h: &mut ServingHistograms,
+    ) {
+        let (Some(gate_s), Some((seq, start_s))) = (self.gate_s, packet) else {
+            return;
+        };
+        if self.last_media_ms.is_some_and(|last| t_start_ms <= last) {
+            return;
+        }
+        self.last_media_ms = Some(t_start_ms);
+        h.media_schedule_lag
+            .record_s(now_s - (gate_s + f64::from(seq) * self.packet_s));
+        if let Some(start_s) = start_s {
+            h.media_send_lag.record_s(now_s - start_s);
         }
     }
 
@@ -465,6 +492,22 @@ mod tests {
         assert!((ms(&h.response_ttfa, 0.5) - 300.0).abs() < 0.5);
         assert!((h.response_gap_excess.max_ms() - 100.0).abs() < 0.1);
         assert!((ms(&h.response_max_drift, 1.0) - 100.0).abs() < 0.1);
+    }
+
+    #[test]
+    fn the_first_delta_of_each_media_time_is_timed_against_its_packet() {
+        let mut h = ServingHistograms::default();
+        let mut s = voicechat(400);
+        // Packet 1 (80 ms of media) was due at 100.08, sent at 100.081.
+        s.media(80.0, Some((1, Some(100.081))), 100.1, &mut h);
+        s.media(80.0, Some((1, Some(100.081))), 100.2, &mut h); // a second delta of it
+        s.media(40.0, None, 100.3, &mut h); // no packet starts at 40 ms
+        s.media(160.0, Some((2, None)), 100.19, &mut h); // its send no longer remembered
+        assert_eq!(h.media_schedule_lag.count(), 2);
+        assert_eq!(h.media_send_lag.count(), 1);
+        assert!((ms(&h.media_schedule_lag, 0.0) - 20.0).abs() < 0.05);
+        assert!((ms(&h.media_schedule_lag, 1.0) - 30.0).abs() < 0.05);
+        assert!((ms(&h.media_send_lag, 1.0) - 19.0).abs() < 0.05);
     }
 
     #[test]
