@@ -263,10 +263,12 @@ pub fn string_value_bytes<'a>(payload: &'a str, key: &str) -> Option<(usize, [&'
 /// The number after `"key":` in `text` (whitespace allowed around the colon), if one is there.
 pub fn number_value(text: &str, key: &str) -> Option<f64> {
     let b = text.as_bytes();
-    let finder = memchr::memmem::Finder::new(key.as_bytes());
-    finder.find_iter(b).find_map(|at| {
-        let quoted = at > 0 && b[at - 1] == b'"' && b.get(at + key.len()) == Some(&b'"');
-        if !quoted {
+    // By its opening quote, as `string_value` finds keys (the text is a few dozen bytes).
+    memchr::memchr_iter(b'"', b).find_map(|quote| {
+        let at = quote + 1;
+        let named = b.get(at..at + key.len()) == Some(key.as_bytes())
+            && b.get(at + key.len()) == Some(&b'"');
+        if !named {
             return None;
         }
         let mut i = at + key.len() + 1;
