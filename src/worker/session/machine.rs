@@ -573,7 +573,7 @@ impl Machine {
                         let counted = r.message(now_s, event.as_deref(), &meaning);
                         self.tally(counted);
                     }
-                    if let (Meaning::AudioDelta, true) = (&meaning, self.serving.is_some()) {
+                    if meaning == Meaning::AudioDelta && self.serving.is_some() {
                         self.serving_delta(text, now_s);
                     }
                     Heard {
