@@ -40,10 +40,12 @@ use std::time::{Duration, Instant};
 
 use base64::Engine as _;
 use duplexbench_tui::protocol::native::Native;
-use duplexbench_tui::protocol::{self, ClientProtocol as _, EventIds, Meaning, Milestone};
+use duplexbench_tui::protocol::{self, ClientProtocol as _, EventIds, Milestone};
 use tokio_tungstenite::tungstenite::{self, Message};
 
 const PACKET: Duration = Duration::from_millis(80);
+/// How long the set-up of one session may wait for the server's next frame.
+const SETUP_TIMEOUT: Duration = Duration::from_secs(10);
 /// Due packets sent together with staggered sessions: tokio's timer granularity.
 const GROUP: Duration = Duration::from_millis(1);
 /// ... and with one gate: duplexbench-tui's pacer granularity (`pacer::GRANULARITY_NS`).
@@ -83,6 +85,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     for k in 0..sessions {
         let stream = TcpStream::connect(&addr)?;
         stream.set_nodelay(true)?;
+        // A set-up that never completes fails the floor rather than hanging the benchmark.
+        stream.set_read_timeout(Some(SETUP_TIMEOUT))?;
         let (mut ws, _) = tungstenite::client(url.as_str(), stream)?;
         wait_for(&mut ws, Milestone::Created)?;
         let ids = EventIds {
@@ -340,7 +344,7 @@ fn wait_for(
     loop {
         if let Message::Text(text) = ws.read()? {
             let received = Native::default().classify(&text)?;
-            if received.meaning == Meaning::Milestone(milestone) {
+            if received.meaning.milestone() == Some(milestone) {
                 return Ok(());
             }
         }

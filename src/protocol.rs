@@ -347,6 +347,17 @@ pub enum Meaning<'a> {
     Other,
 }
 
+impl Meaning<'_> {
+    /// The milestone this frame reaches, if any: a grant is the set-up's `Ready`.
+    pub fn milestone(&self) -> Option<Milestone> {
+        match self {
+            Meaning::Milestone(m) => Some(*m),
+            Meaning::Granted { .. } => Some(Milestone::Ready),
+            _ => None,
+        }
+    }
+}
+
 /// A classified server frame: its meaning, and how its trace line carries it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Received<'a> {

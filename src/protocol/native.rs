@@ -749,6 +749,8 @@ mod tests {
                 output_rate: Some(22_050.0)
             }
         );
+        // A grant is the set-up's Ready to whoever waits for milestones (the floor client).
+        assert_eq!(classify(granted).milestone(), Some(Milestone::Ready));
         let created = r#"{"type":"response.created","event_id":"e","response":{"id":"r"}}"#;
         assert_eq!(classify(created), Meaning::ResponseCreated);
     }
