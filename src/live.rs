@@ -63,9 +63,11 @@ pub struct WorkerLive {
     pub deviation: Option<DurationHistogram>,
     /// Packet 0's lateness after its gate, per session so far.
     pub start_lateness: Option<DurationHistogram>,
-    /// The server's latency as this worker's sessions see it (cumulative, once a second).
+    /// The summary's `server` histograms as the last telemetry had them, for a worker that
+    /// leaves no result.
     pub server: Option<ServerLatency>,
-    /// The protocol's own figures (cumulative, once a second; none for the native protocol).
+    /// The protocol's own figures (cumulative, once a second): the server's latency as this
+    /// worker's sessions see it.
     pub protocol: Option<ProtocolFigures>,
     /// Loop-lag window maxima (µs), oldest first.
     pub lag_history: VecDeque<u64>,
@@ -77,39 +79,12 @@ pub struct WorkerLive {
     pub gone: bool,
 }
 
-/// The server's figures as the client sees them: three histograms, as in the summary's `server`.
+/// The summary's `server` histograms of one worker, cumulative.
 #[derive(Debug, Clone, Default)]
 pub struct ServerLatency {
     pub accepted: DurationHistogram,
     pub unit_lag: DurationHistogram,
     pub first_audio: DurationHistogram,
-}
-
-impl ServerLatency {
-    fn add(&mut self, other: &ServerLatency) {
-        self.accepted.add(&other.accepted);
-        self.unit_lag.add(&other.unit_lag);
-        self.first_audio.add(&other.first_audio);
-    }
-
-    /// Name and histogram of each figure, in the order every output shows them.
-    pub fn figures(&self) -> [(&'static str, &DurationHistogram); 3] {
-        [
-            ("accepted", &self.accepted),
-            ("unit lag", &self.unit_lag),
-            ("first audio", &self.first_audio),
-        ]
-    }
-}
-
-/// `p50 / p99` of a histogram in ms, or "–" when it holds no sample (a 0 would read as a
-/// perfect server).
-pub fn p50_p99(h: &DurationHistogram) -> String {
-    if h.count() == 0 {
-        "–".to_string()
-    } else {
-        format!("{:.1}/{:.1} ms", h.quantile_ms(0.5), h.quantile_ms(0.99))
-    }
 }
 
 /// `p50 / p95` in ms of a figure that may be negative, or "–" when it holds no sample.
@@ -118,15 +93,6 @@ pub fn p50_p95_signed(h: &crate::stats::SignedHistogram) -> String {
         "–".to_string()
     } else {
         format!("{:.1}/{:.1} ms", h.quantile_ms(0.5), h.quantile_ms(0.95))
-    }
-}
-
-/// The p50 alone, or "–".
-pub fn p50(h: &DurationHistogram) -> String {
-    if h.count() == 0 {
-        "–".to_string()
-    } else {
-        format!("{:.1} ms", h.quantile_ms(0.5))
     }
 }
 
@@ -151,9 +117,9 @@ pub struct RunInfo {
     pub output_dir: String,
     /// `--no-pace`: pacing is not judged.
     pub unpaced: bool,
-    /// The protocol's own figures with no sample yet (none for the native protocol): which
-    /// figures the protocol panel and the headless lines show, in order.
-    pub protocol_figures: Option<ProtocolFigures>,
+    /// The protocol's own figures with no sample yet: which figures the protocol panel and the
+    /// headless lines show, in order.
+    pub protocol_figures: ProtocolFigures,
     /// Shard `I` of `N` of a run over several hosts.
     pub shard: Option<(u32, u32)>,
     /// `--start-at`: the wall-clock time (Unix seconds) the gate opens.
@@ -384,23 +350,13 @@ impl LiveState {
         self.pooled(|w| w.start_lateness.as_ref())
     }
 
-    /// The server's latency pooled over the workers' latest cumulative histograms.
-    pub fn pooled_server(&self) -> ServerLatency {
-        let mut pooled = ServerLatency::default();
-        for s in self.workers.iter().filter_map(|w| w.server.as_ref()) {
-            pooled.add(s);
-        }
-        pooled
-    }
-
-    /// The protocol's own figures pooled over the workers' latest ones, in the run's order;
-    /// `None` for the native protocol.
-    pub fn pooled_protocol(&self) -> Option<ProtocolFigures> {
-        let mut pooled = self.info.protocol_figures.clone()?;
+    /// The protocol's own figures pooled over the workers' latest ones, in the run's order.
+    pub fn pooled_protocol(&self) -> ProtocolFigures {
+        let mut pooled = self.info.protocol_figures.clone();
         for f in self.workers.iter().filter_map(|w| w.protocol.as_ref()) {
             pooled.add(f);
         }
-        Some(pooled)
+        pooled
     }
 
     /// Seconds since the start gate (0 before it).

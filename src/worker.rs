@@ -516,8 +516,8 @@ pub(crate) fn client_protocol(settings: &Settings) -> Rc<dyn ClientProtocol> {
 }
 
 /// Live counters and heat for the conductor, five times a second; the histogram once a second.
-/// The histograms live views show: the client's deviation and the server's latency.
-/// With them, the protocol's own figures (none for the native protocol).
+/// The histograms live views show: the client's deviation and start lateness, and the
+/// protocol's own figures (the server's latency as the protocol names it).
 fn histogram_telemetry(stats: &WorkerStats, settings: &Settings) -> Telemetry {
     let hist = &stats.hist;
     Telemetry::Histogram(Box::new(crate::contract::telemetry::LiveHistograms {
@@ -526,12 +526,12 @@ fn histogram_telemetry(stats: &WorkerStats, settings: &Settings) -> Telemetry {
         unit_lag: hist.unit_lag.clone(),
         first_audio: hist.first_audio.clone(),
         start_lateness: hist.start_lateness.clone(),
-        protocol: crate::contract::figures::ProtocolFigures::of(
+        protocol: Some(crate::contract::figures::ProtocolFigures::of(
             settings,
+            hist,
             &stats.transcripts,
             &stats.turn_counts,
-            &hist.turns,
-        ),
+        )),
     }))
 }
 

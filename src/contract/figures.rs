@@ -10,7 +10,7 @@
 //! own records (Fun-ASR's from its per-client values, as its benchmark does) and never from
 //! these.
 
-use super::worker::{TurnCounts, TurnHistograms};
+use super::worker::{TurnCounts, WorkerHistograms};
 use crate::options::Settings;
 use crate::protocol::{Protocol, TurnDetection};
 use crate::stats::{DurationHistogram, SignedHistogram};
@@ -54,7 +54,7 @@ pub struct Figure {
 }
 
 /// A protocol's live figures, in the order every output shows them.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct ProtocolFigures {
     /// What the panel is called (`Fun-ASR`, `OpenAI turns`).
     pub title: String,
@@ -76,15 +76,17 @@ fn count(name: &str, n: u64) -> Figure {
 }
 
 impl ProtocolFigures {
-    /// The figures of the run's protocol from a worker's tallies (its turn counts: what its
-    /// sessions' turns counted so far); `None` for the native protocol, whose server figures
-    /// have their own panel.
+    /// The figures of the run's protocol from a worker's histograms and tallies (its turn
+    /// counts: what its sessions' turns counted so far). The native protocol's are
+    /// sglang-omni's serving metrics under their names (`benchmarks/duplex/serving_metrics.py`)
+    /// beside the client's own `accepted`.
     pub fn of(
         settings: &Settings,
+        hist: &WorkerHistograms,
         transcripts: &TranscriptTally,
         turn_counts: &TurnCounts,
-        turns: &TurnHistograms,
-    ) -> Option<ProtocolFigures> {
+    ) -> ProtocolFigures {
+        let turns = &hist.turns;
         let turn_figures = |title: &str, with_audio: bool, with_vad: bool, streaming: bool| {
             let mut figures = vec![latency(
                 "first text",
@@ -135,8 +137,25 @@ impl ProtocolFigures {
             }
         };
         match settings.protocol {
-            Protocol::Native => None,
-            Protocol::Funasr => Some(ProtocolFigures {
+            Protocol::Native => {
+                let serving = &hist.serving;
+                ProtocolFigures {
+                    title: "sglang-omni".to_string(),
+                    figures: vec![
+                        latency("accepted", SignedHistogram::of(&hist.accepted)),
+                        latency("ttfa", serving.ttfa.clone()),
+                        latency("unit_lag", serving.unit_lag.clone()),
+                        latency("response_ttfa", serving.response_ttfa.clone()),
+                        latency(
+                            "output_gap_excess",
+                            SignedHistogram::of(&serving.output_gap_excess),
+                        ),
+                        count("late sends", serving.late_sends),
+                        count("responses", serving.responses),
+                    ],
+                }
+            }
+            Protocol::Funasr => ProtocolFigures {
                 title: "Fun-ASR".to_string(),
                 figures: vec![
                     latency(
@@ -152,24 +171,24 @@ impl ProtocolFigures {
                     count("finals", transcripts.finals),
                     count("errors", transcripts.errors),
                 ],
-            }),
-            Protocol::Openai => Some(turn_figures(
+            },
+            Protocol::Openai => turn_figures(
                 "OpenAI turns",
                 settings.modalities.iter().any(|m| m == "audio"),
                 settings.client.turn_detection.unwrap_or_default() == TurnDetection::ServerVad,
                 false,
-            )),
-            Protocol::Vllm => Some(turn_figures("vLLM turns", false, false, true)),
+            ),
+            Protocol::Vllm => turn_figures("vLLM turns", false, false, true),
         }
     }
 
     /// The run's figures before any sample: what the panel shows until the workers report.
-    pub fn template(settings: &Settings) -> Option<ProtocolFigures> {
+    pub fn template(settings: &Settings) -> ProtocolFigures {
         Self::of(
             settings,
+            &WorkerHistograms::default(),
             &TranscriptTally::default(),
             &TurnCounts::default(),
-            &TurnHistograms::default(),
         )
     }
 
@@ -216,13 +235,30 @@ mod tests {
     }
 
     #[test]
-    fn the_native_protocol_has_no_protocol_figures_and_the_others_name_theirs() {
-        assert!(ProtocolFigures::template(&settings(Protocol::Native)).is_none());
+    fn every_protocol_names_its_own_figures() {
         let names = |p| {
             ProtocolFigures::template(&settings(p))
-                .map(|f| f.figures.into_iter().map(|f| f.name).collect::<Vec<_>>())
-                .unwrap_or_default()
+                .figures
+                .into_iter()
+                .map(|f| f.name)
+                .collect::<Vec<_>>()
         };
+        assert_eq!(
+            names(Protocol::Native),
+            [
+                "accepted",
+                "ttfa",
+                "unit_lag",
+                "response_ttfa",
+                "output_gap_excess",
+                "late sends",
+                "responses"
+            ]
+        );
+        assert_eq!(
+            ProtocolFigures::template(&settings(Protocol::Native)).title,
+            "sglang-omni"
+        );
         assert_eq!(
             names(Protocol::Funasr),
             [
@@ -248,14 +284,13 @@ mod tests {
         tally.partials = 3;
         let one = ProtocolFigures::of(
             &s,
+            &WorkerHistograms::default(),
             &tally,
             &TurnCounts::default(),
-            &TurnHistograms::default(),
-        )
-        .unwrap();
+        );
         let line = serde_json::to_string(&one).unwrap();
         let back: ProtocolFigures = serde_json::from_str(&line).unwrap();
-        let mut pooled = ProtocolFigures::template(&s).unwrap();
+        let mut pooled = ProtocolFigures::template(&s);
         pooled.add(&back);
         pooled.add(&one);
         let by_name = |name: &str| {
@@ -271,5 +306,45 @@ mod tests {
         assert_eq!(lag.count(), 2);
         assert!((lag.quantile_ms(0.5) + 20.0).abs() < 0.1);
         assert!(matches!(by_name("partials"), Some(Value::Count(6))));
+    }
+
+    #[test]
+    fn the_native_figures_are_the_workers_serving_histograms_and_tallies() {
+        let mut hist = WorkerHistograms::default();
+        hist.accepted.record_us(1_200);
+        hist.serving.ttfa.record_us(310_000);
+        hist.serving.unit_lag.record_us(-79_000);
+        hist.serving.unit_lag.record_us(-78_000);
+        hist.serving.late_sends = 2;
+        hist.serving.responses = 5;
+        let f = ProtocolFigures::of(
+            &settings(Protocol::Native),
+            &hist,
+            &TranscriptTally::default(),
+            &TurnCounts::default(),
+        );
+        let value = |name: &str| {
+            f.figures
+                .iter()
+                .find(|f| f.name == name)
+                .unwrap()
+                .value
+                .clone()
+        };
+        let Value::Latency(ttfa) = value("ttfa") else {
+            panic!()
+        };
+        assert!((ttfa.quantile_ms(0.5) - 310.0).abs() < 0.5);
+        let Value::Latency(lag) = value("unit_lag") else {
+            panic!()
+        };
+        assert_eq!(lag.count(), 2);
+        assert!(lag.quantile_ms(1.0) < -77.0, "negative: ahead of real time");
+        let Value::Latency(accepted) = value("accepted") else {
+            panic!()
+        };
+        assert_eq!(accepted.count(), 1);
+        assert!(matches!(value("late sends"), Value::Count(2)));
+        assert!(matches!(value("responses"), Value::Count(5)));
     }
 }

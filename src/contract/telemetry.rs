@@ -37,8 +37,8 @@ pub enum Telemetry {
     Heat { time_s: f64, cells: Vec<u32> },
     /// The worker's cumulative histograms, once a second, so that the conductor can show pooled
     /// percentiles (a dropped message loses nothing: the next one carries it all): the client's
-    /// deviation, and the server's latency as the client sees it.
-    /// Boxed: four histograms are large beside the other messages.
+    /// deviation, and the server's latency as the protocol's figures name it.
+    /// Boxed: the histograms are large beside the other messages.
     Histogram(Box<LiveHistograms>),
     /// The worker wrote its result file and is about to exit. When the file could not be
     /// written (a full disk), the result comes here instead, with the write error: the figures
@@ -56,19 +56,21 @@ pub enum Telemetry {
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct LiveHistograms {
     pub deviation: DurationHistogram,
-    /// From a packet's send start to its `sglang.input_audio.accepted`.
+    /// The summary's `server` histograms, for a worker that dies before it writes its result
+    /// (the conductor keeps what the last message said): from a packet's send start to its
+    /// `sglang.input_audio.accepted`; from the send start of the packet that completes a unit
+    /// to its `sglang.unit.done`; from packet 0's send start to the first audio delta.
     #[serde(default)]
     pub accepted: DurationHistogram,
-    /// From the send start of the packet that completes a unit to its `sglang.unit.done`.
     #[serde(default)]
     pub unit_lag: DurationHistogram,
-    /// From packet 0's send start to the first audio delta, once per session.
     #[serde(default)]
     pub first_audio: DurationHistogram,
     /// From a session's start gate to its packet 0's send, once per session.
     #[serde(default)]
     pub start_lateness: DurationHistogram,
-    /// The protocol's own figures (absent for the native protocol).
+    /// The protocol's own figures (the native protocol's: sglang-omni's serving metrics and
+    /// the `accepted` latency).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub protocol: Option<ProtocolFigures>,
 }
@@ -155,9 +157,9 @@ mod tests {
     }
 
     #[test]
-    fn histograms_carry_the_server_figures_and_old_lines_still_read_issue_14() {
+    fn histograms_carry_the_start_lateness_and_a_bare_line_still_reads_issue_14() {
         let mut h = LiveHistograms::default();
-        h.unit_lag.record_us(80_000);
+        h.start_lateness.record_us(800);
         let line = serde_json::to_string(&Telemetry::Histogram(Box::new(h))).unwrap();
         assert!(
             line.starts_with(r#"{"type":"histogram","deviation":"#),
@@ -166,12 +168,12 @@ mod tests {
         let Telemetry::Histogram(back) = serde_json::from_str(&line).unwrap() else {
             panic!("{line}")
         };
-        assert_eq!(back.unit_lag.count(), 1);
+        assert_eq!(back.start_lateness.count(), 1);
         let deviation = serde_json::to_string(&DurationHistogram::new()).unwrap();
         let old = format!(r#"{{"type":"histogram","deviation":{deviation}}}"#);
         let Telemetry::Histogram(back) = serde_json::from_str(&old).unwrap() else {
             panic!("{old}")
         };
-        assert_eq!(back.accepted.count(), 0);
+        assert!(back.protocol.is_none() && back.start_lateness.count() == 0);
     }
 }

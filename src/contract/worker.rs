@@ -74,6 +74,15 @@ pub struct ServingHistograms {
     pub media_schedule_lag: SignedHistogram,
     #[serde(default)]
     pub media_send_lag: SignedHistogram,
+    /// For the live figures only (the summary takes these from the sessions' outcomes, and the
+    /// result file leaves them out): each session's `ttfa` as its first audio comes, and the
+    /// late sends and responses so far.
+    #[serde(skip)]
+    pub ttfa: SignedHistogram,
+    #[serde(skip)]
+    pub late_sends: u64,
+    #[serde(skip)]
+    pub responses: u64,
 }
 
 impl ServingHistograms {
@@ -90,6 +99,9 @@ impl ServingHistograms {
             .add(&from.response_required_playout_buffer);
         self.media_schedule_lag.add(&from.media_schedule_lag);
         self.media_send_lag.add(&from.media_send_lag);
+        self.ttfa.add(&from.ttfa);
+        self.late_sends += from.late_sends;
+        self.responses += from.responses;
     }
 }
 

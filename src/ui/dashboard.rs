@@ -11,7 +11,6 @@ pub mod heatmap;
 pub mod keys;
 pub mod panels;
 pub mod protocol;
-pub mod server;
 pub mod sweep;
 pub mod theme;
 pub mod view;

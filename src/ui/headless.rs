@@ -3,7 +3,7 @@
 //! run is never silent for longer than that.
 
 use crate::contract::figures::{ProtocolFigures, Value};
-use crate::live::{p50, p50_p95_signed, LiveState};
+use crate::live::{p50_p95_signed, LiveState};
 
 /// How often a progress line is printed when stderr is a terminal...
 pub const TERMINAL_PROGRESS_INTERVAL_S: f64 = 1.0;
@@ -139,7 +139,7 @@ pub fn set_up_so_far_text(live: &LiveState) -> String {
     text
 }
 
-/// `[  10.0 s / 30 s] packets 4000  late 0  … server p50 accepted 1.2 ms unit lag 80.3 ms first audio –`
+/// `[  10.0 s / 30 s] packets 4000  late 0  … sglang-omni p50/p95: accepted 1.2/1.9 ms (4000), ttfa –, …`
 pub fn progress_line(live: &mut LiveState, now_s: f64) -> String {
     let t = live.totals();
     let window_lag_us = std::mem::take(&mut live.loop_lag_window_max_us);
@@ -148,20 +148,8 @@ pub fn progress_line(live: &mut LiveState, now_s: f64) -> String {
         .iter()
         .map(crate::live::describe_stall)
         .collect();
-    // The protocol's own figures where it has them, else the native server's.
-    let server = match live.pooled_protocol() {
-        Some(figures) => protocol_figures(&figures),
-        None => {
-            let server = live.pooled_server();
-            let server = server
-                .figures()
-                .iter()
-                .map(|(name, h)| format!("{name} {}", p50(h)))
-                .collect::<Vec<_>>()
-                .join(", ");
-            format!("server p50: {server}")
-        }
-    };
+    // The server's latency, as the protocol names it.
+    let server = protocol_figures(&live.pooled_protocol());
     // Past the duration the sessions are ending: the clock stops at the duration, and the
     // duration is written as given (7.5 s is not "8 s").
     let elapsed_s = live.elapsed_s(now_s);
@@ -249,8 +237,22 @@ pub fn files_lost_text(t: &crate::contract::telemetry::Progress) -> Option<Strin
 mod tests {
     use super::*;
     use crate::contract::telemetry::Telemetry;
-    use crate::live::{RunInfo, ServerLatency};
+    use crate::live::RunInfo;
     use crate::stats::DurationHistogram;
+
+    /// The settings of `run --protocol <protocol>`.
+    fn settings_of(protocol: &str) -> crate::options::Settings {
+        use clap::Parser as _;
+        let argv = ["duplexbench-tui", "run", "--protocol", protocol];
+        let Some(crate::cli::Command::Run(run)) =
+            crate::cli::Cli::try_parse_from(argv).unwrap().command
+        else {
+            unreachable!()
+        };
+        crate::options::validate(&run, String::new(), false)
+            .unwrap()
+            .settings
+    }
 
     fn live() -> LiveState {
         LiveState::new(RunInfo {
@@ -316,21 +318,29 @@ mod tests {
     }
 
     #[test]
-    fn progress_shows_server_p50_or_a_dash_without_samples_issue_14() {
+    fn progress_shows_sglang_omnis_figures_or_a_dash_without_samples_issue_14() {
+        use crate::contract::figures::{ProtocolFigures, TranscriptTally};
+        use crate::contract::worker::{TurnCounts, WorkerHistograms};
+        let settings = settings_of("native");
         let mut l = live();
+        l.info.protocol_figures = ProtocolFigures::template(&settings);
         let line = progress_line(&mut l, 0.0);
         assert!(
-            line.contains("server p50: accepted –, unit lag –, first audio –"),
+            line.contains("sglang-omni p50/p95: accepted –, ttfa –, unit_lag –, response_ttfa –, output_gap_excess –; late sends 0, responses 0"),
             "{line}"
         );
-        let mut accepted = DurationHistogram::new();
-        accepted.record_us(1_500);
-        l.workers[1].server = Some(ServerLatency {
-            accepted,
-            ..ServerLatency::default()
-        });
+        let mut hist = WorkerHistograms::default();
+        hist.accepted.record_us(1_500);
+        hist.serving.unit_lag.record_us(-79_000);
+        l.workers[1].protocol = Some(ProtocolFigures::of(
+            &settings,
+            &hist,
+            &TranscriptTally::default(),
+            &TurnCounts::default(),
+        ));
         let line = progress_line(&mut l, 0.0);
-        assert!(line.contains("accepted 1.5 ms, unit lag –"), "{line}");
+        assert!(line.contains("accepted 1.5/1.5 ms (1), ttfa –"), "{line}");
+        assert!(line.contains("unit_lag -79.0/-79.0 ms (1)"), "{line}");
     }
 
     #[test]
@@ -368,17 +378,8 @@ mod tests {
     #[test]
     fn progress_shows_the_protocols_own_figures_in_place_of_the_servers_issue_11() {
         use crate::contract::figures::{ProtocolFigures, TranscriptTally};
-        use crate::contract::worker::{TurnCounts, TurnHistograms};
-        use clap::Parser as _;
-        let argv = ["duplexbench-tui", "run", "--protocol", "funasr"];
-        let Some(crate::cli::Command::Run(run)) =
-            crate::cli::Cli::try_parse_from(argv).unwrap().command
-        else {
-            unreachable!()
-        };
-        let settings = crate::options::validate(&run, String::new(), false)
-            .unwrap()
-            .settings;
+        use crate::contract::worker::{TurnCounts, WorkerHistograms};
+        let settings = settings_of("funasr");
         let mut l = live();
         l.info.protocol_figures = ProtocolFigures::template(&settings);
         let line = progress_line(&mut l, 0.0);
@@ -386,17 +387,17 @@ mod tests {
             line.contains("Fun-ASR p50/p95: first update –, final after STOP –, response lag –; partials 0, finals 0, errors 0"),
             "{line}"
         );
-        assert!(!line.contains("server p50"), "{line}");
+        assert!(!line.contains("sglang-omni"), "{line}");
         let mut tally = TranscriptTally::default();
         tally.first_update.record_us(41_000);
         tally.response_lag.record_us(-20_000);
         tally.partials = 7;
-        l.workers[0].protocol = ProtocolFigures::of(
+        l.workers[0].protocol = Some(ProtocolFigures::of(
             &settings,
+            &WorkerHistograms::default(),
             &tally,
             &TurnCounts::default(),
-            &TurnHistograms::default(),
-        );
+        ));
         let line = progress_line(&mut l, 0.0);
         assert!(line.contains("first update 41.0/41.0 ms (1)"), "{line}");
         assert!(line.contains("response lag -20.0/-20.0 ms (1)"), "{line}");

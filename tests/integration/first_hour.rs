@@ -94,12 +94,15 @@ fn a_headless_run_says_each_phase_and_never_goes_quiet_issue_14() {
         last = at;
     }
     // stderr is a pipe here: a progress line every 5 s, so a 7 s run has at least one, with
-    // the server's figures.
+    // the server's figures as sglang-omni names them, live: the sessions have had their first
+    // audio, and the mock finishes each unit as its packet lands (ahead of real time).
+    let progress = lines
+        .iter()
+        .find(|l| l.starts_with("[") && l.contains("sglang-omni p50/p95: accepted"))
+        .unwrap_or_else(|| panic!("no progress line with the server's figures: {err}"));
     assert!(
-        lines
-            .iter()
-            .any(|l| l.starts_with("[") && l.contains("server p50: accepted")),
-        "{err}"
+        !progress.contains("ttfa –") && progress.contains(", unit_lag -"),
+        "{progress}"
     );
     assert!(
         stdout_of(&run).contains("/summary.md (figures: summary.json)"),
@@ -260,7 +263,11 @@ fn the_finished_dashboard_stays_explorable_and_leaves_the_table_behind_issue_14(
         .find(|l| l.contains("│accepted"))
         .unwrap_or_default()
         .to_string();
-    assert!(accepted.contains(" ms"), "the server's figures: {screen}");
+    // The server's figures as sglang-omni names them, with samples (p50 and p95 in ms).
+    assert!(
+        screen.contains("sglang-omni ms p50 / p95") && accepted.contains('.'),
+        "the server's figures: {screen}"
+    );
     // Keys that explore do not leave.
     for key in ["v", "Down", "PageDown", "g", "v"] {
         tmux.keys(key);

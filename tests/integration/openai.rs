@@ -78,7 +78,7 @@ fn the_openai_mock_cuts_the_speech_sample_into_timed_turns_issue_12() {
     // The progress line shows the turn latencies live in place of the native server's.
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
-        stderr.contains("OpenAI turns p50/p95: first text ") && !stderr.contains("server p50"),
+        stderr.contains("OpenAI turns p50/p95: first text ") && !stderr.contains("sglang-omni"),
         "{}",
         describe(&output)
     );

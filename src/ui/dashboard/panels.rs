@@ -93,6 +93,15 @@ pub fn counters(state: &LiveState, theme: Theme, area: Rect, buf: &mut Buffer) {
         .render(area, buf);
 }
 
+/// The least height the Pacing panel keeps at `width` beside the protocol's panel: borders,
+/// the verdict, the late count, the packets, and the verdict's first reason whole.
+pub fn counters_least_height(state: &LiveState, theme: Theme, width: u16) -> u16 {
+    let (_, reasons) = verdict(state, theme);
+    let inner = usize::from(width.saturating_sub(2));
+    let reason = reasons.first().map_or(0, |r| wrapped_height(r, inner));
+    5 + u16::try_from(reason).unwrap_or(u16::MAX)
+}
+
 /// A counter's line: its name in a column, then its value.
 fn counter_row(name: &str, value: String, style: Style) -> Line<'static> {
     Line::from(vec![

@@ -1,6 +1,6 @@
-//! The protocol panel: the run's protocol's own latency figures (Fun-ASR's first update, final
-//! after STOP and response lag; the OpenAI and vLLM turn latencies), live, in place of the
-//! native Server panel. It renders whatever figures the protocol names, without knowing which
+//! The protocol panel: the run's protocol's own latency figures (sglang-omni's serving metrics;
+//! Fun-ASR's first update, final after STOP and response lag; the OpenAI and vLLM turn
+//! latencies), live. It renders whatever figures the protocol names, without knowing which
 //! protocol it is (`contract::figures`).
 
 use super::theme::Theme;

@@ -2,16 +2,11 @@
 
 use super::keys::ViewState;
 use super::theme::Theme;
-use super::{header, heatmap, panels, protocol, server, sweep};
+use super::{header, heatmap, panels, protocol, sweep};
 use crate::live::LiveState;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::Frame;
 
-/// The Server panel: three figures and borders.
-const SERVER_HEIGHT: u16 = 5;
-/// The pacing panel's least height beside the server's or protocol's panel: borders, the
-/// verdict, the late count, the packets.
-const PACING_KEPT: u16 = 5;
 /// The Processes panel's width for its D-stalls column (44 inside), taken on screens narrower
 /// than 100 where 45 % would leave the column out.
 const PROCESSES_WIDE: u16 = 46;
@@ -54,37 +49,32 @@ pub fn render(frame: &mut Frame<'_>, state: &LiveState, view: &ViewState, theme:
     if let (Some(s), true) = (&state.sweep, sweep_height > 0) {
         sweep::draw(s, theme, sweep_area, buf);
     }
-    // The protocol's own figures, for the protocols that have them, in place of the native
-    // server's; their column is wider when the screen has room for their numbers.
+    // The server's latency as the protocol names it; the column is wider when the screen has
+    // room for the numbers.
     let figures = state.pooled_protocol();
-    let counters_width = match (&figures, area.width) {
-        (Some(_), 100..) => PROTOCOL_WIDTH,
-        (Some(_), _) => PROTOCOL_WIDTH - 4,
-        (None, 100..) => 32,
-        (None, _) => 28,
+    let counters_width = if area.width >= 100 {
+        PROTOCOL_WIDTH
+    } else {
+        PROTOCOL_WIDTH - 4
     };
     let [counters, heat] =
         Layout::horizontal([Constraint::Length(counters_width), Constraint::Min(20)]).areas(middle);
-    let server_height = match &figures {
-        Some(f) => protocol::height(f, counters_width),
-        None => SERVER_HEIGHT,
-    };
-    // The server's figures under the pacing ones, when the pacing panel keeps room for its
-    // verdict, the late count and the packets (it leaves its least important lines out first):
-    // on an 80 × 24 terminal the protocol's latencies are worth more than the pacing panel's
-    // percentiles, which the heatmap and the header's verdict stand in for.
-    let server_height = if counters.height >= server_height + PACING_KEPT {
-        server_height
-    } else {
-        0
-    };
+    // The server's figures under the pacing ones, as far as the pacing panel keeps room for its
+    // verdict, its first reason, the late count and the packets (it leaves its least important
+    // lines out first): on an 80 × 24 terminal the protocol's latencies are worth more than the
+    // pacing panel's percentiles, which the heatmap and the header's verdict stand in for. A
+    // short panel leaves its last lines out (the counts, then the latencies last named).
+    let server_height = protocol::height(&figures, counters_width).min(
+        counters
+            .height
+            .saturating_sub(panels::counters_least_height(state, theme, counters_width)),
+    );
+    let server_height = if server_height >= 3 { server_height } else { 0 };
     let [counters, server_area] =
         Layout::vertical([Constraint::Min(0), Constraint::Length(server_height)]).areas(counters);
     panels::counters(state, theme, counters, buf);
-    match (&figures, server_height > 0) {
-        (_, false) => {}
-        (Some(f), true) => protocol::draw(f, theme, server_area, buf),
-        (None, true) => server::draw(state, theme, server_area, buf),
+    if server_height > 0 {
+        protocol::draw(&figures, theme, server_area, buf);
     }
     heatmap::draw(state, view, theme, heat, buf);
     if bottom > 0 {

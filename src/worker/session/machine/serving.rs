@@ -192,7 +192,9 @@ impl Serving {
         let lateness_s = (start_s - (gate_s + f64::from(seq) * self.packet_s)).max(0.0);
         h.send_lateness.record_s(lateness_s);
         self.sends += 1;
-        self.late_sends += u64::from(lateness_s > LATE_SEND_THRESHOLD_S);
+        let late = u64::from(lateness_s > LATE_SEND_THRESHOLD_S);
+        self.late_sends += late;
+        h.late_sends += late;
     }
 
     /// Unit `index` (of `unit_<index>`) was done at `now_s`. A unit at or below the last one
@@ -236,7 +238,12 @@ impl Serving {
         };
         let duration_s = samples as f64 / rate;
         if terms.continuous {
-            self.first_audio_s.get_or_insert(now_s);
+            if self.first_audio_s.is_none() {
+                self.first_audio_s = Some(now_s);
+                if let Some(gate_s) = self.gate_s {
+                    h.ttfa.record_s(now_s - gate_s);
+                }
+            }
             match &mut self.stream {
                 None => {
                     // The first delta's drift is 0 by definition, and counts.
@@ -260,6 +267,7 @@ impl Serving {
         match &mut self.response.stream {
             None => {
                 self.responses += 1;
+                h.responses += 1;
                 if let Some(created_s) = self.response.created_s {
                     h.response_ttfa.record_s(now_s - created_s);
                 }
@@ -378,6 +386,10 @@ mod tests {
         s.sent(3, 100.230, &mut h);
         let o = s.finish(&mut h);
         assert_eq!((o.sends, o.late_sends), (4, 1));
+        assert_eq!(
+            h.late_sends, 1,
+            "the live tally counts what the outcome does"
+        );
         assert_eq!(h.send_lateness.count(), 4);
         assert!((h.send_lateness.max_ms() - 30.0).abs() < 0.1);
     }
@@ -430,7 +442,9 @@ mod tests {
         assert_eq!(o.required_playout_buffer_s, Some(0.0));
         assert!((o.output_coverage.unwrap() - 1.0).abs() < 1e-9);
         assert_eq!(o.underrun_count, Some(0));
-        assert_eq!(o.responses, 1);
+        assert_eq!((o.responses, h.responses), (1, 1));
+        assert_eq!(h.ttfa.count(), 1, "the live ttfa, as the first delta comes");
+        assert!((ms(&h.ttfa, 0.5) - 100.0).abs() < 0.1);
         assert!((ms(&h.response_ttfa, 0.5) - 50.0).abs() < 0.05);
         assert_eq!(h.response_max_drift.count(), 1);
     }
@@ -486,8 +500,8 @@ mod tests {
             (o.ttfa_s, o.underrun_count, o.output_coverage),
             (None, None, None)
         );
-        assert_eq!(h.output_gap.count(), 0);
-        assert_eq!(o.responses, 1);
+        assert_eq!((h.output_gap.count(), h.ttfa.count()), (0, 0));
+        assert_eq!((o.responses, h.responses), (1, 1));
         assert_eq!(o.output_samples, 48_000);
         assert!((ms(&h.response_ttfa, 0.5) - 300.0).abs() < 0.5);
         assert!((h.response_gap_excess.max_ms() - 100.0).abs() < 0.1);
