@@ -485,6 +485,15 @@ pub trait ClientProtocol {
         None
     }
 
+    /// The frame that closes the session politely after the server refused something without
+    /// ending it (a non-fatal error that ends the session: a refused set-up, packet or ending
+    /// command), and the milestone that answers it, for a protocol whose own client sends one
+    /// (sglang-omni's sends `session.close` and waits for `session.closed`). `None`: the socket
+    /// is closed at once.
+    fn goodbye(&self, _ids: EventIds) -> Option<(String, Milestone)> {
+        None
+    }
+
     /// What may explain a wait for `awaiting` that ran out of `--recv-timeout`, beyond a slow
     /// server, when the protocol knows of one.
     fn timeout_hint(&self, _awaiting: &str) -> Option<&'static str> {

@@ -176,6 +176,13 @@ impl ClientProtocol for Native {
         steps
     }
 
+    /// sglang-omni's client, after any error that is not fatal, sends `session.close` and
+    /// waits for `session.closed` (`benchmarks/duplex/client.py`), so that the server ends the
+    /// session as closed by the client, not as a disconnect.
+    fn goodbye(&self, ids: EventIds) -> Option<(String, Milestone)> {
+        Some((session_close(ids.control(CLOSE_ID)), Milestone::Closed))
+    }
+
     /// sglang-omni's runtime takes appends in `seq` order with contiguous media time: a refused
     /// append (`buffer_overflow`, `invalid_state`, …) does not advance either, so every later
     /// one is refused as out of order. Its own client stops streaming at any error.

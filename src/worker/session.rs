@@ -19,7 +19,7 @@ use crate::clock::{instant_at, monotonic_s};
 use crate::contract::worker::{SessionOutcome, SessionStatus, MAX_WINDOWS};
 use crate::options::Settings;
 use crate::procstat;
-use crate::protocol::{ClientProtocol, EventIds, Outgoing};
+use crate::protocol::{ClientProtocol, EventIds, Milestone, Outgoing};
 use crate::trace::format::{json_string, Payload};
 use crate::trace::{Receipt, SessionTrace};
 use futures_util::{FutureExt as _, SinkExt, StreamExt};
@@ -241,22 +241,35 @@ impl Session {
             self.ctx.tally.report(&Err(Some(why)));
         }
         if result.is_err() {
+            // A refusal that left the session open is answered as the protocol's own client
+            // does (sglang-omni's: `session.close`, then its `session.closed`), for at most a
+            // second; the session is already failed.
+            if let Some((close, answer)) = self.machine.goodbye() {
+                let sent = tokio::time::timeout(
+                    Duration::from_millis(200),
+                    self.send_control(&mut ws, Outgoing::Text(close)),
+                )
+                .await;
+                if matches!(sent, Ok(Ok(()))) {
+                    self.read_to_close(&mut ws, Some(answer)).await;
+                }
+            }
             // Best effort: tell the server we are gone, and keep its answer for the receipts
-            // (as websockets' client, which awaits the closing handshake); the session is
-            // already failed.
+            // (as websockets' client, which awaits the closing handshake).
             let _ = tokio::time::timeout(Duration::from_millis(200), ws.close(goodbye())).await;
-            self.read_to_close(&mut ws).await;
+            self.read_to_close(&mut ws, None).await;
         }
         result
     }
 
-    /// Reads what the server still sends until its close frame (traced for the receipts) or
-    /// the end of the connection, for at most a second. Its events are traced as received —
-    /// the `session.closed` after a fatal error, or anything a server sends after its
-    /// `session.closed` — so that the trace holds every frame the server sent (as sglang-omni's
-    /// own client records them) and `conform` judges the order it really sent them in; the
-    /// session is over, so they no longer count in its figures.
-    async fn read_to_close(&mut self, ws: &mut Ws) {
+    /// Reads what the server still sends until its close frame (traced for the receipts),
+    /// the end of the connection or, if given, the milestone `until`, for at most a second.
+    /// Its events are traced as received — the `session.closed` after a fatal error, or
+    /// anything a server sends after its `session.closed` — so that the trace holds every
+    /// frame the server sent (as sglang-omni's own client records them) and `conform` judges
+    /// the order it really sent them in; the session is over, so they no longer count in its
+    /// figures.
+    async fn read_to_close(&mut self, ws: &mut Ws, until: Option<Milestone>) {
         let _ = tokio::time::timeout(Duration::from_secs(1), async {
             while let Some(Ok(msg)) = ws.next().await {
                 let now_s = ws.read_s().max(self.last_send_s);
@@ -267,12 +280,17 @@ impl Session {
                             .map(|f| (u16::from(f.code), f.reason.as_str())),
                     ),
                     Message::Text(ref text) => {
-                        let kind = self
+                        let (kind, milestone) = self
                             .ctx
                             .protocol
                             .classify(text)
-                            .map_or(Payload::Text, |r| r.payload);
+                            .map_or((Payload::Text, None), |r| {
+                                (r.payload, r.meaning.milestone())
+                            });
                         self.trace_received(&msg, kind, now_s);
+                        if until.is_some() && milestone == until {
+                            return;
+                        }
                     }
                     Message::Binary(_) => {
                         self.trace_received(&msg, Payload::Json { audio_key: None }, now_s);
@@ -304,7 +322,7 @@ impl Session {
             let _ = tokio::time::timeout(Duration::from_secs(1), ws.close(goodbye())).await;
         }
         // The server closes the socket after the session ends; answer its close frame.
-        self.read_to_close(ws).await;
+        self.read_to_close(ws, None).await;
         Ok(())
     }
 

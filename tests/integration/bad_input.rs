@@ -547,12 +547,21 @@ fn a_refused_session_update_fails_the_session_at_once_with_the_servers_reason() 
             && errors.contains("invalid_request: no supported output combination"),
         "{errors}"
     );
-    // The client closed with 1000 and kept the server's answer, as on a clean end.
+    // The session closed with 1000 and the client kept the close, as on a clean end.
     let receipts: serde_json::Value = serde_json::from_str(
         &std::fs::read_to_string(out.join("sessions/w0-s0000/input-send-receipts.json")).unwrap(),
     )
     .unwrap();
     assert_eq!(receipts["close"]["code"], 1000, "{receipts}");
+    // Before that, as sglang-omni's own client after an error that is not fatal, it sent
+    // `session.close` and read the server's `session.closed` (the run failed: traces kept).
+    let trace = std::fs::read_to_string(out.join("sessions/w0-s0000/trace.jsonl")).unwrap();
+    let close = trace.find(r#""type":"session.close""#);
+    let closed = trace.find(r#""type":"session.closed""#);
+    assert!(
+        close.is_some() && closed.is_some() && close < closed,
+        "{trace}"
+    );
 }
 
 #[test]

@@ -174,7 +174,13 @@ async fn session(
                         r#"{"type":"session.closed","reason":"client_closed"}"#.into(),
                     ))
                     .await;
-                let _ = ws.close(None).await;
+                // As sglang-omni's server: a normal close after `session.closed`.
+                let _ = ws
+                    .close(Some(tokio_tungstenite::tungstenite::protocol::CloseFrame {
+                        code: tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode::Normal,
+                        reason: "".into(),
+                    }))
+                    .await;
                 return;
             }
             _ => {}

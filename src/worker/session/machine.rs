@@ -125,6 +125,9 @@ pub struct Machine {
     turn_ends_at_send: Option<u32>,
     /// sglang-omni's serving metrics (the native protocol).
     serving: Option<Serving>,
+    /// The session ends because the server refused something without ending the session
+    /// itself (a non-fatal error): it is owed a polite close ([`Machine::goodbye`]).
+    refused_open: bool,
 }
 
 impl Machine {
@@ -165,7 +168,17 @@ impl Machine {
             step_event_id: None,
             turn_ends_at_send: None,
             serving,
+            refused_open: false,
         }
+    }
+
+    /// After the session failed on a refusal that left it open, the frame that closes it
+    /// politely and the milestone that answers it, if the protocol has one (native:
+    /// `session.close` → `session.closed`).
+    pub fn goodbye(&self) -> Option<(String, Milestone)> {
+        self.refused_open
+            .then(|| self.protocol.goodbye(self.ids))
+            .flatten()
     }
 
     /// The session starts connecting at `now_s`.
@@ -814,6 +827,7 @@ impl Machine {
             .and_then(|id| self.protocol.refused_packet_ends_input(self.ids, id))
             .filter(|&seq| seq < self.settings.packets_per_session)
         {
+            self.refused_open = true;
             return Flow::End(format!(
                 "the server refused packet {seq} with error {code}: {message}; the session stopped streaming there (the server would refuse every later packet as out of order)"
             ));
@@ -825,7 +839,7 @@ impl Machine {
             .as_ref()
             .filter(|s| s.until.is_some())
             .map(|s| s.awaiting);
-        match (self.phase, refused, awaiting) {
+        let flow = match (self.phase, refused, awaiting) {
             (Phase::SettingUp, true, awaiting) => Flow::End(format!(
                 "the server refused the session's set-up (no {} will come) with error {code}: {message}",
                 awaiting.unwrap_or("the set-up")
@@ -836,7 +850,14 @@ impl Machine {
                 "the server refused the session's ending (no {awaited} will come) with error {code}: {message}"
             )),
             _ => Flow::Continue,
-        }
+        };
+        // A refused close is not asked for again.
+        let closing = self
+            .current
+            .as_ref()
+            .is_some_and(|s| s.until == Some(Milestone::Closed));
+        self.refused_open = matches!(flow, Flow::End(_)) && !closing;
+        flow
     }
 
     /// A transcription result (Fun-ASR): a partial's lateness behind its audio, and the gap

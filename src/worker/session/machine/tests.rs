@@ -212,6 +212,18 @@ fn an_error_that_refuses_the_set_up_command_ends_the_session_at_once() {
         ))
     );
     assert_eq!(h.stats.borrow().error_events, 3);
+    // The refusal left the session open: it is closed as sglang-omni's client closes it.
+    let (close, answer) = h.m.goodbye().expect("a polite close");
+    assert!(close.contains(r#""type":"session.close""#), "{close}");
+    assert_eq!(answer, Milestone::Closed);
+}
+
+#[test]
+fn a_fatal_error_is_owed_no_polite_close() {
+    let mut h = harness(&[]);
+    let fatal = r#"{"type":"error","sglang":{"fatal":true},"error":{"code":"internal_error","message":"boom"}}"#;
+    assert!(matches!(h.hear(fatal, 0.1), Flow::End(_)));
+    assert_eq!(h.m.goodbye(), None);
 }
 
 #[test]
@@ -346,6 +358,10 @@ fn a_refused_packet_ends_the_native_stream_with_the_servers_reason() {
         Flow::End(
             "the server refused packet 3 with error buffer_overflow: input budget exhausted; retry this seq; the session stopped streaming there (the server would refuse every later packet as out of order)".into()
         )
+    );
+    assert!(
+        h.m.goodbye().is_some(),
+        "a refused packet leaves the session open"
     );
 }
 
