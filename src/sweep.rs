@@ -253,9 +253,14 @@ impl<'p> Sweep<'p> {
         }
         self.finish_level()?;
         self.print_results();
+        // Measured: the client carried a level qualified, and the server carried a session of
+        // it to its end (a server that drops every session has no throughput knee).
+        let knees = &self.record.knees;
+        let measured = knees.client.sessions_total.is_some()
+            && knees.server_throughput.sessions_total.is_some();
         Ok(match self.cancel_code {
             Some(code) => code,
-            None if self.record.knees.client.sessions_total.is_some() => 0,
+            None if measured => 0,
             None => 1,
         })
     }

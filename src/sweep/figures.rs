@@ -38,7 +38,8 @@ pub struct RunFigures {
     pub audio_s: f64,
     /// From the start gate to the last worker's end (every session drained and closed).
     pub streaming_wall_s: f64,
-    /// `audio_s / streaming_wall_s`: a server that falls behind drains late, so it falls.
+    /// `audio_s / streaming_wall_s`: a server that falls behind drains late, so it falls; one
+    /// that fails sessions loses their audio (`audio_s` counts completed sessions only).
     pub audio_s_per_s: Option<f64>,
     /// Text and binary frames the server sent.
     pub server_events: u64,
@@ -230,7 +231,12 @@ impl RunFigures {
         let mut server_events = 0;
         let mut sessions_streamed = 0;
         for s in results.iter().flat_map(|r| &r.sessions) {
-            audio_s += (s.counts.packets as f64 * packet_s).min(settings.duration_s);
+            // The server's throughput is the audio it carried to the end of a session: a
+            // session it dropped mid-stream ended early, so counting its audio would read a
+            // server that fails every session as one that keeps up.
+            if s.status == crate::contract::worker::SessionStatus::Completed {
+                audio_s += (s.counts.packets as f64 * packet_s).min(settings.duration_s);
+            }
             server_events += s.server_events;
             sessions_streamed += u64::from(s.counts.packets > 0);
         }

@@ -196,6 +196,16 @@ fn throughput_knee(points: &[&Point], limited: &str) -> Knee {
             reason: "no qualified level: the server's knee cannot be told".to_string(),
         };
     };
+    if first.throughput == Some(0.0) {
+        return Knee {
+            sessions_total: None,
+            reason: format!(
+                "no session completed at {} sessions, the smallest qualified level{}: the server carried no session to its end, so its knee is below every level swept",
+                first.sessions_total,
+                first.error_note()
+            ),
+        };
+    }
     let mut knee = *first;
     for pair in points.windows(2) {
         let (a, b) = (pair[0], pair[1]);
@@ -211,7 +221,9 @@ fn throughput_knee(points: &[&Point], limited: &str) -> Knee {
             knee = b;
             continue;
         }
-        let reason = if gain < -COLLAPSE_SHARE {
+        let reason = if tb == 0.0 {
+            format!("no session completed at {} sessions{}: throughput fell from {ta:.1} to 0 audio s/s", b.sessions_total, b.error_note())
+        } else if gain < -COLLAPSE_SHARE {
             format!("throughput fell from {ta:.1} to {tb:.1} audio s/s from {} to {} sessions: more load gave less (congestion collapse)", a.sessions_total, b.sessions_total)
         } else {
             format!("throughput rose only {:.0}% (from {ta:.1} to {tb:.1} audio s/s) while the load rose {:.0}% (from {} to {} sessions): the server stopped keeping up", gain * 100.0, load_gain * 100.0, a.sessions_total, b.sessions_total)
@@ -301,6 +313,34 @@ mod tests {
         );
         assert_eq!(k.client.sessions_total, Some(32));
         assert!(k.server_slo.is_none());
+    }
+
+    /// A server that drops every session from some level on (the sessions streamed, and
+    /// ended early): no audio carried to an end there, so the knee is below it, not "at or
+    /// above" the top (the QA finding of 2026-12-06: audio sent over a short wall time read as
+    /// perfect scaling).
+    #[test]
+    fn levels_where_no_session_completed_carry_no_throughput_and_bound_the_knee() {
+        let mut p = points(&[(1, true, 0.9), (2, true, 0.0), (4, true, 0.0)]);
+        p[1].session_error = Some("connection reset".to_string());
+        let k = find(&p, false);
+        assert_eq!(k.server_throughput.sessions_total, Some(1));
+        assert!(
+            k.server_throughput.reason.starts_with(
+                "no session completed at 2 sessions (most common error: connection reset)"
+            ),
+            "{}",
+            k.server_throughput.reason
+        );
+        let k = find(&points(&[(1, true, 0.0), (2, true, 0.0)]), false);
+        assert_eq!(k.server_throughput.sessions_total, None);
+        assert!(
+            k.server_throughput
+                .reason
+                .contains("below every level swept"),
+            "{}",
+            k.server_throughput.reason
+        );
     }
 
     #[test]

@@ -389,6 +389,33 @@ impl Drop for Mock {
     }
 }
 
+/// A server that accepts every session and drops it mid-stream: its sessions streamed, and
+/// ended early, so audio over the short wall time read as a server that keeps up and the sweep
+/// named a knee "at or above" the top and exited 0 (the QA finding of 2026-12-06). The
+/// throughput counts only sessions carried to their end: none here, so no server knee, exit 1.
+#[test]
+fn a_sweep_of_a_server_that_drops_every_session_mid_stream_names_no_server_knee() {
+    let _serial = util::serial();
+    let dir = TempDir::new("sweep-dropped");
+    let server = crate::fake_server::start(crate::fake_server::Misbehaviour::CloseAfterAppends(5));
+    let out = dir.join("sweep");
+    let done = sweep(&out, &["--url", &server.url, "-s", "1,2", "-d", "2s"]);
+    assert_eq!(done.status.code(), Some(1), "{}", describe(&done));
+    let s = sweep_json(&out);
+    for level in s["levels"].as_array().unwrap() {
+        assert_eq!(level["audio_s_per_s"]["median"], 0.0, "{level:#}");
+    }
+    let knee = &s["knees"]["server_throughput"];
+    assert!(knee["sessions_total"].is_null(), "{knee:#}");
+    assert!(
+        knee["reason"]
+            .as_str()
+            .unwrap()
+            .starts_with("no session completed at 1 sessions"),
+        "{knee:#}"
+    );
+}
+
 #[test]
 fn a_sweep_of_a_server_that_refuses_every_session_names_no_knee_and_exits_1() {
     let _serial = util::serial();
