@@ -5,7 +5,7 @@ use super::children::WorkerChild;
 use super::Event;
 use crate::clock::{monotonic_s, ClockAnchor};
 use crate::contract::telemetry::{Telemetry, WorkerCommand};
-use crate::live::LiveState;
+use crate::live::{self, LiveState};
 use crate::options::{RunPlan, Settings};
 use crate::ui::headless::{self, Phase};
 use std::io::{IsTerminal as _, Write as _};
@@ -17,6 +17,18 @@ use std::time::Duration;
 const GATE_LEAD_S: f64 = 0.25;
 /// How long aborted workers get to write their results before they are killed.
 const ABORT_GRACE_S: f64 = 5.0;
+/// From a stop to the abort of the sessions that have not ended: a session waits at most 3 s
+/// for each awaited event once the run is stopped (the worker's `STOP_GRACE_S`), and ends with
+/// two at most (drained, closed), then writes its lines.
+const STOP_TO_ABORT_S: f64 = 10.0;
+/// A worker that sent nothing for this long, while the conductor itself kept running, is
+/// stopped or frozen (SIGSTOP, a frozen cgroup, hung storage): its telemetry comes from a
+/// thread of its own five times a second, so only a process that is not running at all goes
+/// this quiet. It would hold the run until the deadline: the run is stopped.
+const STUCK_S: f64 = 10.0;
+/// A pause in the conductor's own loop (it ticks every 100 ms) longer than this means the
+/// conductor was not running either: the workers' silence is counted from when it ran again.
+const CONDUCTOR_PAUSE_S: f64 = 1.0;
 
 /// How the run ended, beyond what the workers' results say.
 #[derive(Debug, Default)]
@@ -110,6 +122,10 @@ struct Follower<'a> {
     setup_started_s: f64,
     next_progress_s: f64,
     next_proc_read_s: f64,
+    /// The loop's previous turn, and since when it has turned without a pause: a worker's
+    /// silence counts only from then.
+    last_turn_s: f64,
+    awake_since_s: f64,
 }
 
 impl<'a> Follower<'a> {
@@ -135,6 +151,8 @@ impl<'a> Follower<'a> {
             setup_started_s,
             next_progress_s: setup_started_s + progress_interval_s,
             next_proc_read_s: monotonic_s(),
+            last_turn_s: setup_started_s,
+            awake_since_s: setup_started_s,
         }
     }
 
@@ -210,10 +228,15 @@ impl<'a> Follower<'a> {
     /// What is due after an event: the phase, the gate, stopping, aborting or killing the
     /// workers, the processes' figures and the progress lines.
     fn step(&mut self, live: &mut LiveState, now_s: f64) -> Next {
+        if now_s - self.last_turn_s > CONDUCTOR_PAUSE_S {
+            self.awake_since_s = now_s;
+        }
+        self.last_turn_s = now_s;
         self.watch_draining(live, now_s);
         if live.all_gone() {
             return Next::Done;
         }
+        self.watch_stuck(live, now_s);
         live.cancelled = live.cancelled.take().or(self.ending.cancelled.clone());
         if live.start_s.is_none()
             && live.all_ready()
@@ -223,7 +246,12 @@ impl<'a> Follower<'a> {
             self.open_gate(live, now_s);
         }
         if (self.ending.cancelled.is_some() || now_s > self.deadline_s) && !self.stop_sent {
-            self.stop(live, now_s);
+            let what = if live.start_s.is_some() {
+                "the run went past its deadline: stopping the workers"
+            } else {
+                "the sessions did not all set up in time: stopping the workers"
+            };
+            self.stop(live, now_s, what.to_string());
         }
         if self.abort_at_s.is_some_and(|a| now_s >= a) && self.kill_at_s.is_none() {
             self.abort(live, now_s);
@@ -287,24 +315,51 @@ impl<'a> Follower<'a> {
         }
     }
 
-    /// Cancelled or past the deadline: the workers end their sessions.
-    fn stop(&mut self, live: &mut LiveState, now_s: f64) {
+    /// A worker that stopped reporting (stopped or frozen) while the conductor kept running:
+    /// before a stop, the run is stopped, saying so; after one, the sessions are aborted once
+    /// only silent workers are left (a frozen worker hears neither), and it is killed after
+    /// the abort's grace. Its last telemetry stands in for its result.
+    fn watch_stuck(&mut self, live: &mut LiveState, now_s: f64) {
+        let watched_s = now_s - self.awake_since_s;
+        let silent = live.silent_workers(now_s);
+        let stuck = silent
+            .iter()
+            .map(|&(k, silent_s)| (k, silent_s.min(watched_s)))
+            .find(|&(_, s)| s > STUCK_S);
+        if let (Some((k, silent_s)), false) = (stuck, self.stop_sent) {
+            self.stop(
+                live,
+                now_s,
+                format!("worker {k} has sent nothing for {silent_s:.0} s (stopped or frozen: see its state in the Processes panel): stopping the run"),
+            );
+        }
+        let unfinished = live.workers.iter().filter(|w| !w.done && !w.gone).count();
+        let only_silent = unfinished > 0
+            && silent.len() == unfinished
+            && silent
+                .iter()
+                .all(|&(_, s)| s.min(watched_s) > live::SILENT_S * 3.0);
+        if self.stop_sent
+            && only_silent
+            && self.kill_at_s.is_none()
+            && self.abort_at_s.is_some_and(|a| a > now_s)
+        {
+            self.abort_at_s = Some(now_s);
+        }
+    }
+
+    /// Cancelled, past the deadline or stuck: the workers end their sessions. `what` says why
+    /// (a cancel has said it already).
+    fn stop(&mut self, live: &mut LiveState, now_s: f64, what: String) {
         if self.ending.cancelled.is_none() {
-            let what = if live.start_s.is_some() {
-                "the run went past its deadline: stopping the workers"
-            } else {
-                "the sessions did not all set up in time: stopping the workers"
-            };
-            self.say(live, what.to_string());
-            self.ending.notes.push(what.to_string());
+            self.say(live, what.clone());
+            self.ending.notes.push(what);
         }
         for w in self.workers.iter_mut() {
             w.command(WorkerCommand::Stop);
         }
         self.stop_sent = true;
-        // Ending a session waits at most STOP_GRACE_S per awaited event; give it room.
-        self.abort_at_s
-            .get_or_insert(now_s + 2.0 * self.s.recv_timeout_s.min(10.0) + 10.0);
+        self.abort_at_s.get_or_insert(now_s + STOP_TO_ABORT_S);
     }
 
     /// The sessions that have not ended are aborted; the workers get a grace to write results.

@@ -441,3 +441,57 @@ exit $code"#;
     assert!(text.contains("free space"), "{text}");
     assert!(!text.contains("LEFT:"), "{text}");
 }
+
+/// A worker that is stopped (SIGSTOP: a debugger, a frozen cgroup, hung storage) sends
+/// nothing: the run is stopped once it has been silent for 10 s, the frozen worker is killed
+/// after the abort's grace, and what it measured comes from its last telemetry. Before, the
+/// run waited for its deadline (the duration + 2 × --recv-timeout + 30 s) and a Ctrl-C for 30 s
+/// more (the QA finding of 2026-12-06).
+#[test]
+fn a_frozen_worker_stops_the_run_and_is_killed_instead_of_holding_it() {
+    let _serial = util::serial();
+    let dir = TempDir::new("frozen-worker");
+    let out = dir.join("out");
+    let mut conductor = util::spawn_run(&out, &["-p", "2", "-s", "2", "-d", "4s"]);
+    let worker = |k: u32| -> Option<i32> {
+        let config = format!("workers/worker-{k}.config.json");
+        std::fs::read_dir("/proc")
+            .ok()?
+            .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+            .find(|pid| {
+                std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| {
+                    String::from_utf8_lossy(&c).contains(&*out.join(&config).to_string_lossy())
+                })
+            })
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let pid = loop {
+        // Streaming has begun once the summary of the start is there and the worker is up.
+        if let (Some(pid), true) = (worker(1), out.join("summary.md").exists()) {
+            break pid;
+        }
+        assert!(Instant::now() < deadline, "worker 1 never started");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    std::thread::sleep(Duration::from_secs(2));
+    // SAFETY: a signal to a child of the run this test started.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGSTOP) }, 0);
+    // Bounded far above the 4 s run + 10 s of silence + 10 s to the abort + 5 s to the kill,
+    // and far below the old deadline's 4 + 60 + 30 + 30 + 5 s.
+    let code = util::wait_with_limit(&mut conductor, Duration::from_secs(60));
+    assert_eq!(code, Some(1));
+    let s = summary(&out);
+    let reasons = s["verdict"]["reasons"].to_string();
+    assert!(
+        reasons.contains("worker 1 has sent nothing for")
+            && reasons.contains("stopping the run")
+            && reasons.contains("were killed"),
+        "{reasons}"
+    );
+    assert!(s["pacing"]["packets"].as_u64().unwrap() > 0, "{s}");
+    assert!(
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .map_or(true, |stat| stat.contains(") Z")),
+        "the frozen worker was left behind"
+    );
+}
