@@ -78,6 +78,9 @@ pub fn run(plan: RunPlan, exit_on_finish: bool) -> Result<i32> {
 
 /// Runs a whole run as `hooks` say and returns its exit code and summary.
 pub fn run_with(plan: RunPlan, hooks: &Hooks) -> Result<Outcome> {
+    if let Some(path) = &plan.output_jsonl {
+        report::jsonl::check_writable(path)?;
+    }
     let (tx, rx) = mpsc::channel();
     let _signals = install_signal_thread(tx.clone())?;
     let mut plan = plan;

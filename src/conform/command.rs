@@ -58,6 +58,33 @@ fn traces_incomplete(path: &Path) -> Option<String> {
     })
 }
 
+/// A session of conform's run that never opened its WebSocket: its receipts say it was not
+/// admitted and its trace holds only errors (the first is returned); `None` for any other.
+fn never_connected(file: &Path, records: &[super::Record]) -> Option<String> {
+    let receipts = super::trace_file::read_receipts(file)?;
+    if receipts
+        .get("admitted")
+        .and_then(serde_json::Value::as_bool)
+        != Some(false)
+    {
+        return None;
+    }
+    if !records
+        .iter()
+        .all(|r| r.direction == super::Direction::Error)
+    {
+        return None;
+    }
+    Some(
+        records
+            .first()
+            .and_then(|r| r.event.get("message"))
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or("the connection failed")
+            .to_string(),
+    )
+}
+
 /// Runs `conform` and returns its exit code.
 pub fn run(args: &ConformArgs) -> Result<i32> {
     if let Some(why) = args.trace.iter().find_map(|path| traces_incomplete(path)) {
@@ -98,10 +125,19 @@ pub fn run(args: &ConformArgs) -> Result<i32> {
     let protocol = args.speak.protocol;
     let mut reports = Vec::with_capacity(files.len());
     let mut refused = 0;
+    // Sessions of conform's own run that never opened a WebSocket (a refused handshake, a
+    // TLS failure): the first one's error.
+    let mut not_connected: Option<String> = None;
+    let mut unconnected = 0;
     for file in &files {
         let records = read_trace(file)?;
         if refused_admission(&records) {
             refused += 1;
+            continue;
+        }
+        if let (Some(_), Some(why)) = (&run_dir, never_connected(file, &records)) {
+            unconnected += 1;
+            not_connected.get_or_insert(why);
             continue;
         }
         let name = session_name(file);
@@ -112,6 +148,16 @@ pub fn run(args: &ConformArgs) -> Result<i32> {
             }
             other => super::dialects::check(other, &name, &records),
         });
+    }
+    if let (true, Some(why)) = (reports.is_empty(), &not_connected) {
+        // Nothing was checked: a run folder of conform's own making is not kept.
+        if let (Some(dir), None) = (&run_dir, &args.output) {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+        bail!(
+            "none of the {unconnected} sessions got a WebSocket from {}, so nothing was checked: {why}",
+            args.url.as_deref().unwrap_or("the server")
+        );
     }
     if reports.is_empty() {
         bail!(

@@ -13,6 +13,20 @@ pub fn read_trace(path: &Path) -> Result<Vec<Record>> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("cannot read the trace {}", path.display()))?;
     let mut records = parse_trace(&text);
+    // A file none of whose lines is a trace record is not a trace (a summary.json, a log):
+    // judged, its lines would read as the server's violations.
+    if let Some(Direction::Unreadable(why)) = records.first().map(|r| &r.direction) {
+        if records
+            .iter()
+            .all(|r| matches!(r.direction, Direction::Unreadable(_)))
+        {
+            anyhow::bail!(
+                "{} is not a trace.jsonl: none of its {} lines is a trace record (the first: {why}); give a session's trace.jsonl, its session folder or a run's output folder (run with --keep-traces to keep a clean run's traces)",
+                path.display(),
+                records.len()
+            );
+        }
+    }
     if !records.iter().any(|r| r.direction == Direction::Close) {
         records.extend(read_receipts(path).and_then(close_of_receipts));
     }

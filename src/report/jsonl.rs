@@ -50,6 +50,27 @@ fn push_line<T: Serialize>(out: &mut Vec<u8>, kind: &'static str, record: &T) ->
     Ok(())
 }
 
+/// Checks at start-up that `path` can be written at the end (its folder exists and takes a
+/// file), so that a long run does not end in an error that loses the JSONL asked for: the
+/// file is opened for appending (created when absent, and then removed again).
+pub fn check_writable(path: &Path) -> Result<()> {
+    let existed = path.exists();
+    std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(path)
+        .with_context(|| {
+            format!(
+                "cannot write --output-jsonl {}: give a path in a folder that exists and that you can write to",
+                path.display()
+            )
+        })?;
+    if !existed {
+        let _ = std::fs::remove_file(path);
+    }
+    Ok(())
+}
+
 /// The file's text.
 pub fn render(section: &FunasrSection) -> Result<Vec<u8>> {
     let mut out = Vec::new();

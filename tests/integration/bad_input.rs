@@ -601,3 +601,37 @@ fn a_ca_file_holding_no_certificate_is_refused_at_start_up() {
     }
     assert!(!out.exists(), "nothing left behind");
 }
+
+/// `--output-jsonl` in a folder that does not exist is a start-up error (exit 2, nothing
+/// run), not an error after the whole run that loses the JSONL asked for (the QA pass of
+/// 2026-12-06).
+#[test]
+fn an_unwritable_output_jsonl_is_refused_before_the_run() {
+    let dir = TempDir::new("jsonl-nodir");
+    let out = dir.join("out");
+    let jsonl = dir.join("no-such-folder/bench.jsonl");
+    let started = std::time::Instant::now();
+    let output = util::run_to(
+        &out,
+        &[
+            "--protocol",
+            "funasr",
+            "-s",
+            "1",
+            "--output-jsonl",
+            jsonl.to_str().unwrap(),
+        ],
+        Duration::from_secs(60),
+    );
+    assert_eq!(output.status.code(), Some(2), "{}", describe(&output));
+    let err = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        err.contains("cannot write --output-jsonl") && err.contains("a folder that exists"),
+        "{err}"
+    );
+    assert!(!out.join("summary.json").exists(), "nothing ran");
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "the run went ahead"
+    );
+}

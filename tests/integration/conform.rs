@@ -128,6 +128,27 @@ fn a_trace_that_cannot_be_read_exits_2() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("cannot read the trace"));
 }
 
+/// A file none of whose lines is a trace record (a run's summary.json given by mistake) is not
+/// a trace: exit 2, saying so, not 474 "violations" blamed on the server (the QA pass of
+/// 2026-12-06).
+#[test]
+fn a_file_that_is_not_a_trace_exits_2_saying_so() {
+    let dir = TempDir::new("conform-not-a-trace");
+    let summary = dir.join("summary.json");
+    std::fs::write(
+        &summary,
+        "{\n  \"schema_version\": 9,\n  \"verdict\": {}\n}\n",
+    )
+    .unwrap();
+    let out = util::run(&["conform", "--trace", summary.to_str().unwrap()], LIMIT);
+    assert_eq!(out.status.code(), Some(2), "{}", describe(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("is not a trace.jsonl: none of its 4 lines is a trace record"),
+        "{stderr}"
+    );
+}
+
 #[test]
 fn a_run_folder_whose_traces_were_deleted_says_to_keep_them() {
     // A run that completes cleanly deletes its traces unless --keep-traces: its folder has the
@@ -151,6 +172,29 @@ fn a_run_folder_whose_traces_were_deleted_says_to_keep_them() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("nothing to check"), "{stderr}");
     assert!(!stderr.contains("--keep-traces"), "{stderr}");
+}
+
+/// A server that refuses every handshake (HTTP 403) let no session reach the protocol: conform
+/// could not run (exit 2, the sessions' error), not 12 "violations" of a protocol nobody spoke
+/// (the QA pass of 2026-12-06).
+#[test]
+fn a_server_that_refuses_every_handshake_exits_2_with_the_reason() {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let server = util::LoopbackServer::start(|mut stream| async move {
+        let mut request = vec![0u8; 8192];
+        if stream.read(&mut request).await.is_ok_and(|n| n > 0) {
+            let reply = "HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+            let _ = stream.write_all(reply.as_bytes()).await;
+        }
+    });
+    let url = format!("ws://{}/v1/realtime", server.addr);
+    let out = util::run(&["conform", "--url", &url, "-d", "1s"], LIMIT);
+    assert_eq!(out.status.code(), Some(2), "{}", describe(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("none of the 2 sessions got a WebSocket") && stderr.contains("403"),
+        "{stderr}"
+    );
 }
 
 #[test]
