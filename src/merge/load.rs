@@ -67,14 +67,24 @@ fn one(dir: &Path) -> Result<Loaded> {
             .find(|(i, _)| *i == Some(k))
             .map_or(0, |(_, pid)| pid)
     };
+    // A result file that is missing is a worker that left none (the shard's summary says
+    // so); one that is there and does not read is damage to say, not a worker to drop quietly.
     let workers = (0..summary.settings.processes)
         .map(|k| {
-            let result = std::fs::read_to_string(paths.worker_result(k))
-                .ok()
-                .and_then(|text| serde_json::from_str::<WorkerResult>(&text).ok());
-            (pid_of(k), result)
+            let path = paths.worker_result(k);
+            let result = match std::fs::read_to_string(&path) {
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+                Err(e) => bail!("cannot read {}: {e}", path.display()),
+                Ok(text) => Some(serde_json::from_str::<WorkerResult>(&text).map_err(|e| {
+                    anyhow::anyhow!(
+                        "{} is not a worker's result ({e}): the shard's folder was damaged after its run; copy it again from its host",
+                        path.display()
+                    )
+                })?),
+            };
+            Ok((pid_of(k), result))
         })
-        .collect();
+        .collect::<Result<Vec<_>>>()?;
     Ok(Loaded {
         dir: dir.to_path_buf(),
         summary,

@@ -212,6 +212,19 @@ fn three_shards_open_their_gates_together_and_merge_exactly_issue_16() {
     // The same shard twice is refused too.
     let out = merge(&[&dirs[0], &dirs[0]], &tmp.join("twice"));
     assert_eq!(out.status.code(), Some(2), "{}", describe(&out));
+
+    // A worker's result damaged after the run is named, not taken for a worker that left none
+    // (which dropped its packets quietly: the QA pass of 2026-12-06).
+    let damaged = tmp.join("damaged");
+    copy_dir(&dirs[1], &damaged);
+    std::fs::write(damaged.join("workers").join("worker-0.json"), "{bad").unwrap();
+    let out = merge(&[&dirs[0], &damaged, &dirs[2]], &tmp.join("damaged-merge"));
+    assert_eq!(out.status.code(), Some(2), "{}", describe(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("worker-0.json is not a worker's result"),
+        "{err}"
+    );
     drop(mock);
 }
 
