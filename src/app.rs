@@ -20,6 +20,12 @@ pub fn main() -> i32 {
     };
     match dispatch(cli) {
         Ok(code) => code,
+        // A signal while the run was starting: it says so and exits as a cancelled run.
+        Err(err) if err.is::<crate::conductor::CancelledAtStart>() => {
+            let _ = writeln!(std::io::stderr(), "{err}");
+            err.downcast_ref::<crate::conductor::CancelledAtStart>()
+                .map_or(EXIT_ERROR, |c| 128 + c.signal)
+        }
         Err(err) => {
             // A closed stderr is not worth a panic: the exit code still says it.
             let _ = writeln!(std::io::stderr(), "Error: {err:#}");

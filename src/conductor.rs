@@ -82,6 +82,7 @@ pub fn run_with(plan: RunPlan, hooks: &Hooks) -> Result<Outcome> {
         report::jsonl::check_writable(path)?;
     }
     let (tx, rx) = mpsc::channel();
+    START_SIGNAL.store(0, std::sync::atomic::Ordering::Relaxed);
     let _signals = install_signal_thread(tx.clone())?;
     let mut plan = plan;
     // Held until the run ends; dropped after a start-up error, it removes what the run made:
@@ -104,6 +105,8 @@ pub fn run_with(plan: RunPlan, hooks: &Hooks) -> Result<Outcome> {
     let start = RunStart::now(&output_dir);
 
     let mock = start_mock_or_reach_server(&mut plan)?;
+    // A Ctrl-C while `--url` was checked: no session is opened.
+    check_start_signal()?;
     let mut workers = start_workers(&plan, &tx)?;
     let sampler = start_sampler(&plan, mock.as_ref(), &workers);
     let live = Arc::new(Mutex::new(live_state(
@@ -540,6 +543,48 @@ fn enum_name(value: &impl serde::Serialize) -> String {
         .unwrap_or_default()
 }
 
+/// The first signal of the run being started, for the start-up steps that come before the
+/// control loop reads its events (the check that `--url` answers, which may wait for
+/// `--connect-timeout`): 0 while none came.
+static START_SIGNAL: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+
+/// A signal came before the sessions started: nothing was run (the run folder is removed);
+/// the process exits with 128 + the signal, as a cancelled run does.
+#[derive(Debug)]
+pub struct CancelledAtStart {
+    pub signal: i32,
+}
+
+impl std::fmt::Display for CancelledAtStart {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} before the sessions started: nothing was run",
+            follow::signal_name(self.signal)
+        )
+    }
+}
+
+impl std::error::Error for CancelledAtStart {}
+
+/// `Err(CancelledAtStart)` once a signal came while the run was starting.
+fn check_start_signal() -> Result<()> {
+    match START_SIGNAL.load(std::sync::atomic::Ordering::Relaxed) {
+        0 => Ok(()),
+        signal => Err(CancelledAtStart { signal }.into()),
+    }
+}
+
+/// Resolves once a signal has come while the run was starting.
+async fn start_signal() -> i32 {
+    loop {
+        match START_SIGNAL.load(std::sync::atomic::Ordering::Relaxed) {
+            0 => tokio::time::sleep(Duration::from_millis(20)).await,
+            signal => return signal,
+        }
+    }
+}
+
 /// The signal thread of one run; dropped at the run's end, it ends the thread (a sweep runs
 /// many runs in one process).
 struct SignalThread(signal_hook::iterator::Handle);
@@ -559,6 +604,12 @@ fn install_signal_thread(tx: Sender<Event>) -> Result<SignalThread> {
         .name("signals".to_string())
         .spawn(move || {
             for signal in signals.forever() {
+                let _ = START_SIGNAL.compare_exchange(
+                    0,
+                    signal,
+                    std::sync::atomic::Ordering::Relaxed,
+                    std::sync::atomic::Ordering::Relaxed,
+                );
                 if tx.send(Event::Signal(signal)).is_err() {
                     return;
                 }
@@ -584,16 +635,20 @@ fn check_reachable(settings: &options::Settings) -> Result<()> {
         .build()
         .context("cannot build the runtime that checks --url")?;
     let timeout = Duration::from_secs_f64(settings.connect_timeout_s);
-    runtime
-        .block_on(crate::worker::session::probe(&dialer, timeout))
-        .map_err(|unreachable| match unreachable {
-            crate::worker::session::Unreachable::Reset(why) => {
-                anyhow!("cannot talk to the server at {url} ({why})")
-            }
-            crate::worker::session::Unreachable::NoConnection(why) => {
-                anyhow!("cannot reach the server at {url} ({why}); start the server or check --url")
-            }
-        })
+    let probed = runtime.block_on(async {
+        tokio::select! {
+            probed = crate::worker::session::probe(&dialer, timeout) => Ok(probed),
+            signal = start_signal() => Err(CancelledAtStart { signal }),
+        }
+    })?;
+    probed.map_err(|unreachable| match unreachable {
+        crate::worker::session::Unreachable::Reset(why) => {
+            anyhow!("cannot talk to the server at {url} ({why})")
+        }
+        crate::worker::session::Unreachable::NoConnection(why) => {
+            anyhow!("cannot reach the server at {url} ({why}); start the server or check --url")
+        }
+    })
 }
 
 /// Mends the receipts files a dead worker left open (see [`crate::trace::files::mend_receipts`]);

@@ -49,7 +49,7 @@ pub fn note(text: &str) {
     let _ = writeln!(std::io::stderr(), "{text}");
 }
 
-fn signal_name(signal: i32) -> &'static str {
+pub(super) fn signal_name(signal: i32) -> &'static str {
     match signal {
         libc::SIGINT => "SIGINT",
         libc::SIGHUP => "SIGHUP",

@@ -635,3 +635,50 @@ fn an_unwritable_output_jsonl_is_refused_before_the_run() {
         "the run went ahead"
     );
 }
+
+/// Ctrl-C while the conductor checks that `--url` answers (a server that takes the TCP
+/// connection and says nothing holds that check up to --connect-timeout): the run ends at
+/// once, opens no session and leaves no folder, exit 130. Before, it went on to start a worker
+/// and open every session, and stopped them 6 s later (the QA pass of 2026-12-06).
+#[test]
+fn ctrl_c_while_the_url_is_checked_opens_no_session() {
+    let server = util::LoopbackServer::start(|stream| async move {
+        // Takes the connection and says nothing, for at most 60 s.
+        tokio::time::sleep(Duration::from_secs(60)).await;
+        drop(stream);
+    });
+    let url = format!("ws://{}/v1/realtime", server.addr);
+    let dir = TempDir::new("ctrl-c-probe");
+    let out = dir.join("out");
+    let mut child = std::process::Command::new(util::bin())
+        .args([
+            "run", "--no-tui", "-s", "2", "-d", "3s", "--url", &url, "--output",
+        ])
+        .arg(&out)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The folder is claimed once the signal handlers are in, just before the check.
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while !out.exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the run never started"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // SAFETY: a signal to the child this test started.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGINT) }, 0);
+    let code = util::wait_with_limit(&mut child, Duration::from_secs(20));
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    assert_eq!(code, Some(130), "{err}");
+    assert!(
+        err.contains("SIGINT before the sessions started: nothing was run"),
+        "{err}"
+    );
+    assert!(!err.contains("setting up"), "sessions were opened: {err}");
+    assert!(!out.exists(), "the run folder was left behind");
+}
