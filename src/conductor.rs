@@ -4,7 +4,7 @@
 
 mod children;
 mod follow;
-mod run_folder;
+pub mod run_folder;
 pub use run_folder::{create_numbered, lock_folder};
 
 use crate::clock::{monotonic_s, utc_rfc3339, ClockAnchor};

@@ -9,19 +9,35 @@ pub mod open_files;
 use std::os::unix::process::CommandExt;
 use std::process::Command;
 
-/// Makes `command`'s child die with SIGKILL when the process that spawns it dies (even by
+/// How a child hears that the process that spawned it died.
+#[derive(Debug, Clone, Copy)]
+pub enum ParentDeath {
+    /// SIGKILL: it ends at once (the mock: nothing of it is read after its conductor).
+    Kill,
+    /// SIGTERM: it ends what it was doing properly and exits within a few seconds (a worker
+    /// closes its sessions' receipts and writes its result; see `worker::control`). A worker
+    /// that was stopped (SIGSTOP) then gets SIGHUP and SIGCONT from the kernel, its process
+    /// group being orphaned, and ends the same way.
+    Term,
+}
+
+/// Makes `command`'s child get `signal` when the process that spawns it dies (even by
 /// SIGKILL), and puts it in its own process group so that a terminal's Ctrl-C reaches only the
 /// conductor, which then stops its children in order.
 ///
 /// `PR_SET_PDEATHSIG` fires when the spawning *thread* exits, so children must be spawned from a
 /// thread that lives as long as the run (the conductor spawns from its main thread).
-pub fn die_with_parent(command: &mut Command) -> &mut Command {
+pub fn die_with_parent(command: &mut Command, signal: ParentDeath) -> &mut Command {
     let parent = rustix::process::getpid();
+    let signal = match signal {
+        ParentDeath::Kill => rustix::process::Signal::KILL,
+        ParentDeath::Term => rustix::process::Signal::TERM,
+    };
     // SAFETY: the closure runs between fork and exec and only calls async-signal-safe functions.
     unsafe {
         command.pre_exec(move || {
             rustix::process::setpgid(None, None)?;
-            rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))?;
+            rustix::process::set_parent_process_death_signal(Some(signal))?;
             // The parent may have died before prctl took effect.
             // An error here makes the child exit without running the program (std reports
             // it to `spawn`, and no one is left to hear it).

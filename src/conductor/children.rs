@@ -122,7 +122,7 @@ impl MockChild {
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(log_file(&paths.mock_log())?);
-        sys::die_with_parent(&mut command);
+        sys::die_with_parent(&mut command, sys::ParentDeath::Kill);
         let mut child = command.spawn().context("cannot start the built-in mock")?;
         let stdout = child
             .stdout
@@ -242,7 +242,9 @@ impl WorkerChild {
             Some(secrets) => command.env(crate::secret::SECRETS_ENV, secrets),
             None => command.env_remove(crate::secret::SECRETS_ENV),
         };
-        sys::die_with_parent(&mut command);
+        // A conductor killed outright leaves the workers to end their sessions themselves:
+        // their receipts are closed and their results written, as on an abort.
+        sys::die_with_parent(&mut command, sys::ParentDeath::Term);
         sys::huge_pages::advise_growth(&mut command);
         let mut child = command
             .spawn()

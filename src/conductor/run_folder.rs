@@ -241,6 +241,18 @@ pub fn lock_folder(dir: &Path, what: &str) -> Result<File> {
     Ok(file)
 }
 
+/// The pid of the run (or sweep) still writing to `dir`, if one is: its lock is held (the
+/// kernel drops it when that process exits in any way). `Some(0)` when the pid cannot be read.
+pub fn running_owner(dir: &Path) -> Option<u32> {
+    let mut file = File::open(RunPaths::new(dir).lock()).ok()?;
+    match flock(&file, FlockOperation::NonBlockingLockShared) {
+        // Nobody holds it: closing the file releases the shared lock just taken.
+        Ok(()) => None,
+        Err(rustix::io::Errno::WOULDBLOCK) => Some(owner_pid(&mut file).unwrap_or(0)),
+        Err(_) => None,
+    }
+}
+
 /// The pid in a lock file another run holds. It writes it just after locking, so an empty file
 /// is read again for a moment.
 fn owner_pid(file: &mut File) -> Option<u32> {

@@ -28,6 +28,17 @@ fn traces_deleted(path: &Path) -> bool {
 /// its final summary did not fit on a full disk). A check would blame the server for frames
 /// the client recorded and lost.
 fn traces_incomplete(path: &Path) -> Option<String> {
+    if let Some(pid) = crate::conductor::run_folder::running_owner(path) {
+        return Some(format!(
+            "the run in {} is still going{}: its traces are not whole yet; check them once it ends",
+            path.display(),
+            if pid == 0 {
+                String::new()
+            } else {
+                format!(" (pid {pid})")
+            }
+        ));
+    }
     let text = std::fs::read_to_string(RunPaths::new(path).summary_json()).ok()?;
     let summary: serde_json::Value = serde_json::from_str(&text).ok()?;
     let lost = &summary["files_lost"];

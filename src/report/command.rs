@@ -10,6 +10,9 @@ use std::path::{Path, PathBuf};
 
 /// Runs the command; 0 when it printed the report.
 pub fn run(args: &ReportArgs) -> Result<i32> {
+    for dir in std::iter::once(&args.run).chain(&args.vs) {
+        refuse_in_progress(dir)?;
+    }
     let (a_path, a) = load(&args.run)?;
     let out = match &args.vs {
         None if args.text => table(&a),
@@ -29,6 +32,23 @@ pub fn run(args: &ReportArgs) -> Result<i32> {
     // A closed stdout (`| head`) is not an error worth a message.
     let _ = std::io::stdout().write_all(out.as_bytes());
     Ok(0)
+}
+
+/// A run still writing to `dir` has only the summary of its start there: it is reported once
+/// it ends, not rendered as a failed run.
+pub fn refuse_in_progress(dir: &Path) -> Result<()> {
+    if let Some(pid) = crate::conductor::run_folder::running_owner(dir) {
+        let who = if pid == 0 {
+            "a run".to_string()
+        } else {
+            format!("a run (pid {pid})")
+        };
+        bail!(
+            "{} is still being written by {who}: its summary.json is the one written when it started; report it once it ends (its progress is on that run's dashboard or stderr)",
+            dir.display()
+        );
+    }
+    Ok(())
 }
 
 fn label(path: &Path) -> String {

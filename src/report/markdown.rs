@@ -226,6 +226,13 @@ fn host(out: &mut String, s: &Summary) {
 /// What the procfs sampler found, in sentences and a table.
 fn stalls_section(out: &mut String, s: &Summary) {
     md!(out, "\n## Stalls and their causes\n");
+    if s.unfinished() {
+        md!(
+            out,
+            "The run did not finish: what the procfs sampler found is not known (its samples are in `samples/`)."
+        );
+        return;
+    }
     if !s.sampler.enabled {
         md!(
             out,

@@ -42,6 +42,24 @@ impl Pooled {
         // By kind (paths and numbers aside), each with its first message as the example.
         let mut errors: BTreeMap<String, (String, u64)> = BTreeMap::new();
         let mut codes: BTreeMap<String, (String, u64)> = BTreeMap::new();
+        // The provisional summary (written at the start) has no result yet from any worker:
+        // that is no worker's fault, and not one it may blame on them.
+        if record.cancelled.as_deref() == Some(crate::summary::UNFINISHED) {
+            p.sessions.incomplete += settings.total_sessions();
+            // Nothing about the workers' packets is known: not pacing-qualified.
+            p.missing = record.workers.len() as u64;
+            let err = "the run did not finish: the session's outcome is not known".to_string();
+            errors.insert(error_kind(&err), (err, settings.total_sessions()));
+            for (index, (pid, _)) in record.workers.iter().enumerate() {
+                p.processes.push(ProcessSummary::without_result(
+                    Role::Worker,
+                    Some(index as u32),
+                    *pid,
+                ));
+            }
+            p.sessions.errors = most_frequent(errors);
+            return p;
+        }
         for (index, (pid, result)) in record.workers.iter().enumerate() {
             match result {
                 Some(r) if r.from_telemetry => {

@@ -102,11 +102,32 @@ impl TelemetrySender {
     }
 }
 
+/// How long a worker told to end by a signal (its conductor died: `PR_SET_PDEATHSIG` sends
+/// SIGTERM) has to abort its sessions and write its result before it exits anyway.
+const SIGNALLED_EXIT_S: u64 = 3;
+
 /// Starts the stdin thread; commands arrive on the returned channel. End of input (the conductor
-/// closed the pipe or died) arrives as `Stop`.
+/// closed the pipe or died) arrives as `Stop`. SIGTERM or SIGHUP (the conductor died; a
+/// stopped worker's orphaned process group gets SIGHUP) arrives as `Abort`: the sessions end at
+/// once, their receipts are closed and the result written; the worker exits after
+/// [`SIGNALLED_EXIT_S`] in any case, so that none outlives its conductor.
 pub fn spawn_command_reader() -> std::io::Result<tokio::sync::mpsc::UnboundedReceiver<WorkerCommand>>
 {
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let mut signals = signal_hook::iterator::Signals::new([
+        signal_hook::consts::SIGTERM,
+        signal_hook::consts::SIGHUP,
+    ])?;
+    let signalled = tx.clone();
+    std::thread::Builder::new()
+        .name("signals".to_string())
+        .spawn(move || {
+            if let Some(signal) = signals.forever().next() {
+                let _ = signalled.send(WorkerCommand::Abort);
+                std::thread::sleep(std::time::Duration::from_secs(SIGNALLED_EXIT_S));
+                std::process::exit(128 + signal);
+            }
+        })?;
     std::thread::Builder::new()
         .name("commands".to_string())
         .spawn(move || {

@@ -64,4 +64,21 @@ fn sigkill_of_the_conductor_leaves_no_worker_or_mock_behind() {
     let json = std::fs::read_to_string(out.join("summary.json")).unwrap();
     assert!(json.contains("the run did not finish"), "{json}");
     assert!(!json.contains("no packet was sent"), "{json}");
+    // It blames no worker for the results it never waited for, and is no qualified run.
+    assert!(!json.contains("exited without a result"), "{json}");
+    assert!(md.contains("PACING-UNQUALIFIED"), "{md}");
+    // The workers heard of their conductor's death (SIGTERM) and ended their sessions as on
+    // an abort: every receipts file is whole JSON, and each worker wrote its result.
+    for entry in std::fs::read_dir(out.join("sessions")).unwrap() {
+        let receipts = entry.unwrap().path().join("input-send-receipts.json");
+        let text = std::fs::read_to_string(&receipts).unwrap();
+        assert!(
+            serde_json::from_str::<serde_json::Value>(&text).is_ok(),
+            "{}: {text}",
+            receipts.display()
+        );
+    }
+    for k in 0..2 {
+        assert!(out.join(format!("workers/worker-{k}.json")).exists());
+    }
 }

@@ -204,3 +204,46 @@ fn two_sweeps_with_repeats_compare_level_by_level_against_their_spread_issue_15(
     assert_eq!(refused.status.code(), Some(2), "{}", describe(&refused));
     assert!(String::from_utf8_lossy(&refused.stderr).contains("stagger: false vs true"));
 }
+
+/// A run folder whose run is still going holds only the summary of its start: `report` and
+/// `conform --trace` say so, naming the run's pid (exit 2), instead of rendering it as a failed
+/// run whose worker "exited without a result" (the QA pass of 2026-12-06).
+#[test]
+fn a_run_still_going_is_not_reported_as_a_failed_one() {
+    let _serial = util::serial();
+    let dir = util::TempDir::new("report-live");
+    let out = dir.join("out");
+    let mut run = util::spawn_run(&out, &["-s", "1", "-d", "6s"]);
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !out.join("summary.json").exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the run never started"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let pid = run.id();
+    let report = util::run(&["report", out.to_str().unwrap()], Duration::from_secs(10));
+    let conform = util::run(
+        &["conform", "--trace", out.to_str().unwrap()],
+        Duration::from_secs(10),
+    );
+    let code = util::wait_with_limit(&mut run, Duration::from_secs(60));
+    assert!(matches!(code, Some(0 | 1)), "{code:?}");
+    assert_eq!(report.status.code(), Some(2), "{}", util::describe(&report));
+    let err = String::from_utf8_lossy(&report.stderr);
+    assert!(
+        err.contains("is still being written by a run") && err.contains(&format!("pid {pid}")),
+        "{err}"
+    );
+    assert_eq!(
+        conform.status.code(),
+        Some(2),
+        "{}",
+        util::describe(&conform)
+    );
+    assert!(String::from_utf8_lossy(&conform.stderr).contains("is still going"));
+    // Once it has ended, it reports.
+    let after = util::run(&["report", out.to_str().unwrap()], Duration::from_secs(10));
+    assert_eq!(after.status.code(), Some(0), "{}", util::describe(&after));
+}
