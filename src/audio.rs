@@ -99,9 +99,10 @@ pub fn probe(path: &Path, rate: u32) -> Result<u64> {
     let reader = hound::WavReader::open(path).map_err(|err| match err {
         // A file that cannot be opened is named as such; one that opens but ends early is not
         // a (whole) WAV file.
-        hound::Error::IoError(io) if !path.is_file() => {
-            anyhow::anyhow!("--audio {}: {io}", path.display())
-        }
+        hound::Error::IoError(io) if !path.is_file() => anyhow::anyhow!(
+            "--audio {}: {io}; give the path of a {want} mono PCM16 WAV file",
+            path.display()
+        ),
         hound::Error::IoError(io) => anyhow::anyhow!(
             "--audio {} is not a WAV file this tool can read ({io}: truncated?); give a {want} mono PCM16 WAV",
             path.display()

@@ -422,14 +422,25 @@ impl MockBehaviourArgs {
     }
 }
 
+impl MockArgs {
+    /// `--port`, or the protocol's own default.
+    pub fn port(&self) -> u16 {
+        self.port.unwrap_or(match self.protocol {
+            Protocol::Funasr => 10095,
+            _ => 8765,
+        })
+    }
+}
+
 #[derive(Debug, Clone, Args)]
 pub struct MockArgs {
     /// Address to listen on.
     #[arg(long, default_value = "127.0.0.1")]
     pub host: String,
-    /// Port to listen on; 0 picks a free one.
-    #[arg(long, default_value_t = 8765)]
-    pub port: u16,
+    /// Port to listen on; 0 picks a free one [default: 8765; 10095 with --protocol funasr, the
+    /// port of Fun-ASR's server and its benchmark client's default --server].
+    #[arg(long)]
+    pub port: Option<u16>,
     /// Write the mock's statistics to this file on SIGINT or SIGTERM.
     #[arg(long)]
     pub stats_output: Option<PathBuf>,

@@ -62,7 +62,7 @@ async fn serve_until_signal(args: &MockArgs, started_s: f64) -> Result<MockStats
     let mut sigterm = signal(SignalKind::terminate()).context("cannot handle SIGTERM")?;
     let mut sigint = signal(SignalKind::interrupt()).context("cannot handle SIGINT")?;
 
-    let listener = bind(&args.host, args.port).await?;
+    let listener = bind(&args.host, args.port()).await?;
     let listen_addr = listener
         .local_addr()
         .context("cannot read the address the mock listens on")?

@@ -966,6 +966,17 @@ fn check_url(url: &str) -> Result<()> {
     if uri.host().is_none() {
         bail!("--url `{shown}` has no host");
     }
+    // A port that does not fit 16 bits parses, and would read as none: the scheme's default.
+    let authority = uri.authority().map_or("", |a| a.as_str());
+    let host_port = authority.rsplit('@').next().unwrap_or(authority);
+    let port = match host_port.rfind(']') {
+        Some(end) => host_port[end + 1..].strip_prefix(':'),
+        None => host_port.rsplit_once(':').map(|(_, port)| port),
+    };
+    if let Some(port) = port.filter(|p| !p.is_empty() && p.parse::<u16>().map_or(true, |p| p == 0))
+    {
+        bail!("--url `{shown}` has port {port}, out of range: give a port from 1 to 65535");
+    }
     if uri.authority().is_some_and(|a| a.as_str().contains('@')) {
         bail!("--url carries credentials (user:password@host): a WebSocket handshake does not send them, and they would be written into the summary; give them as a header, e.g. --header 'Authorization: Basic BASE64(user:password)', or --api-key");
     }
@@ -1164,6 +1175,14 @@ mod tests {
             userinfo.contains("carries credentials") && !userinfo.contains("pw@"),
             "{userinfo}"
         );
+        // A port that does not fit 16 bits read as none, and the run went to port 80.
+        for port in ["99999", "0"] {
+            let err = refused(&["--url", &format!("ws://127.0.0.1:{port}/v1/realtime")]);
+            assert!(
+                err.contains(&format!("has port {port}, out of range")),
+                "{err}"
+            );
+        }
     }
 
     #[test]

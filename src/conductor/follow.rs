@@ -279,14 +279,19 @@ impl<'a> Follower<'a> {
     /// server drains before the duration has passed on the conductor's clock).
     fn watch_draining(&mut self, live: &LiveState, now_s: f64) {
         let s = self.s;
-        let audio_sent = live.start_s.is_some_and(|start| {
-            now_s >= start + s.duration_s - s.packet_s() || live.totals().sessions_done > 0
-        });
-        if self.phase == Phase::Streaming && (audio_sent || live.all_gone()) {
+        // The last packets are due a packet before the end; a session that ended well before
+        // that was ended early (the server closed or failed it), which is no drain.
+        let audio_due_s = live
+            .start_s
+            .map(|start| start + s.duration_s - s.packet_s());
+        let audio_sent = audio_due_s.is_some_and(|due| now_s >= due);
+        let ended = live.start_s.is_some() && live.totals().sessions_done > 0;
+        if self.phase == Phase::Streaming && (audio_sent || ended || live.all_gone()) {
             self.phase = Phase::Draining;
+            let early = audio_due_s.is_some_and(|due| now_s < due - 0.5);
             // A cancelled run's sessions end early: its audio was not sent, whatever they do.
             if !s.tui && live.any_connected() && self.ending.cancelled.is_none() {
-                self.notes.push(headless::draining_line(live));
+                self.notes.push(headless::draining_line(live, !early));
             }
         }
     }

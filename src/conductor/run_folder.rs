@@ -47,6 +47,21 @@ impl RunFolder {
     /// Creates `dir` if needed and locks it. Refuses a folder another run is writing to, and
     /// one that holds a finished run unless `force`, in which case that run's files go first.
     pub fn claim(dir: &Path, force: bool) -> Result<RunFolder> {
+        if dir.is_file() {
+            bail!(
+                "--output {} is a file, not a folder; give a folder (it is created if missing)",
+                dir.display()
+            );
+        }
+        // A sweep's folder holds its levels' runs in folders of their own: a run written into
+        // it would hide behind the sweep (`report` shows the sweep), and --force would not
+        // make it a run's folder.
+        if crate::sweep::is_sweep(dir) {
+            bail!(
+                "{} holds a sweep (sweep.json); choose another --output for the run",
+                dir.display()
+            );
+        }
         let created = missing_folders(dir);
         fs::create_dir_all(dir).with_context(|| cannot_create(dir))?;
         let mut folder = RunFolder {

@@ -223,7 +223,11 @@ impl Session {
             return;
         }
         if last {
-            self.done_at_s = Some(now_s + self.behaviour.first_delta_s);
+            // vLLM's final commit only ends the audio queue of a transcription a start commit
+            // began: one that started nothing is answered by nothing (`connection.py`).
+            if self.started {
+                self.done_at_s = Some(now_s + self.behaviour.first_delta_s);
+            }
             self.next_step_s = None;
         } else {
             self.started = true;

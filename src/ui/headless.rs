@@ -104,9 +104,17 @@ pub fn countdown_line(live: &LiveState, left_s: f64) -> String {
     )
 }
 
-pub fn draining_line(live: &LiveState) -> String {
+pub fn draining_line(live: &LiveState, audio_sent: bool) -> String {
     let t = live.totals();
     let total = live.info.processes * live.info.sessions_per_process;
+    if !audio_sent {
+        // Sessions ended before their audio did (the server closed or failed them): that is
+        // no drain, and their reasons come with the summary.
+        return format!(
+            "sessions ending early: {} of {total} ended before the end of their audio (why: in the summary)",
+            t.sessions_done
+        );
+    }
     format!(
         "draining: the audio is sent; waiting for the server to finish {} of {total} sessions",
         total.saturating_sub(t.sessions_done)

@@ -769,8 +769,14 @@ impl Session {
             Some(Err(err)) => {
                 self.machine
                     .connection_lost("no close frame received or sent".to_string());
+                let why = match &err {
+                    WsError::Io(io) if io.kind() == std::io::ErrorKind::ConnectionReset => {
+                        "; the server (or a proxy in front of it) reset it mid-session: its log says why"
+                    }
+                    _ => "",
+                };
                 return Err(End::Failed(format!(
-                    "connection to the server failed: {err}"
+                    "connection to the server failed: {err}{why}"
                 )));
             }
             None => {

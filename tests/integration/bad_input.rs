@@ -82,6 +82,15 @@ fn a_server_that_closes_mid_session_leaves_incomplete_sessions_and_a_summary() {
     )
     .unwrap();
     assert_eq!(receipts["appends"].as_array().unwrap().len(), 5);
+    // Sessions the server ended 0.4 s into 3 s of audio are no drain (the QA pass of
+    // 2026-12-06: the line said "the audio is sent").
+    let err = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        err.contains("sessions ending early: ")
+            && err.contains(" of 2 ended before the end of their audio")
+            && !err.contains("draining: the audio is sent"),
+        "{err}"
+    );
 }
 
 /// A set-up that takes its time shows how far it has got: the sessions that have set up,

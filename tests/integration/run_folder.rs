@@ -226,3 +226,27 @@ fn two_runs_without_output_started_together_each_get_a_folder_of_their_own() {
         );
     }
 }
+
+/// `--output` naming a file, or a sweep's folder, is refused at start-up (exit 2) and left as
+/// it was: a run written into a sweep's folder hid behind the sweep (the QA pass of
+/// 2026-12-06), and a file gave "File exists".
+#[test]
+fn an_output_that_is_a_file_or_a_sweeps_folder_is_refused() {
+    let dir = TempDir::new("output-kinds");
+    let file = dir.join("a-file");
+    std::fs::write(&file, "mine").unwrap();
+    let sweep = dir.join("a-sweep");
+    std::fs::create_dir_all(&sweep).unwrap();
+    std::fs::write(sweep.join("sweep.json"), "{}").unwrap();
+    for (out, expect) in [
+        (&file, "is a file, not a folder"),
+        (&sweep, "holds a sweep (sweep.json)"),
+    ] {
+        let output = util::run_to(out, &["-s", "1", "-d", "1s"], Duration::from_secs(30));
+        assert_eq!(output.status.code(), Some(2), "{}", describe(&output));
+        let err = String::from_utf8_lossy(&output.stderr);
+        assert!(err.contains(expect), "{err}");
+    }
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "mine");
+    assert_eq!(util::entry_names(&sweep), ["sweep.json"]);
+}

@@ -444,3 +444,19 @@ fn a_delta_goes_out_for_every_80_ms_of_audio_empty_when_no_word_is_due() {
     let events = until_done(&mut s, &mut out);
     assert_eq!(deltas(&events), ["la la "; 12]);
 }
+
+/// vLLM answers a final commit only when a start commit began a transcription
+/// (`connection.py`: a final commit puts the end of the audio queue, and only a commit that is
+/// not final starts the generation): a client that forgets the start hangs against vLLM, so it
+/// must not pass against the mock (the protocol audit of 2026-12-06).
+#[test]
+fn a_final_commit_with_no_start_commit_is_answered_by_nothing() {
+    let mut s = Session::new(behaviour(&[]), 0);
+    let (c, mut out) = (Counters::new(), Vec::new());
+    update(&mut s, &c, &mut out);
+    out.clear();
+    stream(&mut s, &c, &mut out, 0.0, 10);
+    s.on_text(FINAL, 0.8, &c, &mut out);
+    run_timers(&mut s, 60.0, &mut out);
+    assert!(out.is_empty(), "{:?}", kinds(&mut out));
+}

@@ -197,7 +197,7 @@ fn progress_segments(
         items.push((
             Some(0),
             Span::styled(
-                format!(" │ {}", crate::ui::headless::draining_line(state)),
+                format!(" │ {}", crate::ui::headless::draining_line(state, true)),
                 theme.warn(),
             ),
         ));

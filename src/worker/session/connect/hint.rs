@@ -56,7 +56,9 @@ pub const TOO_MANY_HEADERS: &str =
 pub const NO_ENDPOINT: &str =
     "the server has no WebSocket endpoint at this path: check --url's path (sglang-omni, the OpenAI Realtime API and vLLM serve /v1/realtime; Fun-ASR's server the path it was started with) and --protocol";
 pub const NOT_AUTHORISED: &str =
-    "the server refused the handshake's credentials: give the key with --api-key (openai and vllm default to $OPENAI_API_KEY) or the header it expects with --header";
+    "the server refused the handshake's credentials: give the key with --api-key (openai and vllm default to $OPENAI_API_KEY) or the header it expects with --header; if one was given, check that it is this server's and still valid";
+pub const SERVER_FAILED: &str =
+    "the server failed while answering the handshake (an HTTP 5xx other than 503, which is retried as a full server): its log says why; check that it is up and done loading";
 
 /// The hint for a connection that failed with `err`, if there is one.
 pub fn for_error(err: &WsError, progress: &Progress) -> Option<Cow<'static, str>> {
@@ -67,6 +69,7 @@ pub fn for_error(err: &WsError, progress: &Progress) -> Option<Cow<'static, str>
             200 | 404 | 405 => Some(NO_ENDPOINT.into()),
             401 | 403 => Some(NOT_AUTHORISED.into()),
             301 | 302 | 303 | 307 | 308 => Some(redirect(response.headers()).into()),
+            500..=502 | 504..=599 => Some(SERVER_FAILED.into()),
             _ => None,
         };
     }
@@ -220,9 +223,14 @@ mod tests {
         assert_eq!(refused(401).as_deref(), Some(NOT_AUTHORISED));
         assert_eq!(refused(403).as_deref(), Some(NOT_AUTHORISED));
         assert_eq!(
-            refused(500),
+            refused(500).as_deref(),
+            Some(SERVER_FAILED),
+            "a server error sends the user to its log"
+        );
+        assert_eq!(
+            refused(418),
             None,
-            "a server error names no cause the client can fix"
+            "a status with no known cause has no hint"
         );
     }
 
