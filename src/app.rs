@@ -22,7 +22,7 @@ pub fn main() -> i32 {
         Ok(code) => code,
         // A signal while the run was starting: it says so and exits as a cancelled run.
         Err(err) if err.is::<crate::conductor::CancelledAtStart>() => {
-            let _ = writeln!(std::io::stderr(), "{err}");
+            let _ = writeln!(std::io::stderr(), "{err:#}");
             err.downcast_ref::<crate::conductor::CancelledAtStart>()
                 .map_or(EXIT_ERROR, |c| 128 + c.signal)
         }

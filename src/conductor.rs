@@ -4,7 +4,7 @@
 
 mod children;
 mod follow;
-pub mod run_folder;
+mod run_folder;
 pub use run_folder::{create_numbered, lock_folder};
 
 use crate::clock::{monotonic_s, utc_rfc3339, ClockAnchor};
@@ -78,9 +78,6 @@ pub fn run(plan: RunPlan, exit_on_finish: bool) -> Result<i32> {
 
 /// Runs a whole run as `hooks` say and returns its exit code and summary.
 pub fn run_with(plan: RunPlan, hooks: &Hooks) -> Result<Outcome> {
-    if let Some(path) = &plan.output_jsonl {
-        report::jsonl::check_writable(path)?;
-    }
     let (tx, rx) = mpsc::channel();
     START_SIGNAL.store(0, std::sync::atomic::Ordering::Relaxed);
     let _signals = install_signal_thread(tx.clone())?;
@@ -93,6 +90,10 @@ pub fn run_with(plan: RunPlan, hooks: &Hooks) -> Result<Outcome> {
         run_folder::RunFolder::claim(&plan.output_dir, plan.force)?
     };
     plan.output_dir = folder.dir().to_path_buf();
+    // Checked once the output folder exists (the JSONL may go inside it).
+    if let Some(path) = &plan.output_jsonl {
+        report::jsonl::check_writable(path)?;
+    }
     let output_dir = plan.output_dir.clone();
     // The first line of every run, before the dashboard takes the screen (it stays on the
     // normal screen behind it): where the results go.
@@ -157,6 +158,7 @@ pub fn run_with(plan: RunPlan, hooks: &Hooks) -> Result<Outcome> {
     if !plan.settings.keep_traces && exit_code == 0 {
         delete_traces(&output_dir);
     }
+    folder.finished();
     match dashboard {
         // Whoever sent the signal (a service manager, `timeout`, a shell's `kill`) waits for
         // the process to exit: the table below is what stays on the screen.

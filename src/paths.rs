@@ -81,3 +81,42 @@ impl AsRef<Path> for RunPaths {
         &self.dir
     }
 }
+
+/// The file that makes a folder a sweep's.
+pub const SWEEP_JSON: &str = "sweep.json";
+
+/// Whether `path` is a sweep's folder (or its sweep.json).
+pub fn is_sweep(path: &Path) -> bool {
+    path.join(SWEEP_JSON).is_file() || path.file_name().is_some_and(|n| n == SWEEP_JSON)
+}
+
+/// The pid of the run (or sweep) still writing to `dir`, if one is: its lock is held (the
+/// kernel drops it when that process exits in any way). `Some(0)` when the pid cannot be read.
+pub fn running_owner(dir: &Path) -> Option<u32> {
+    use rustix::fs::{flock, FlockOperation};
+    let mut file = std::fs::File::open(RunPaths::new(dir).lock()).ok()?;
+    match flock(&file, FlockOperation::NonBlockingLockShared) {
+        // Nobody holds it: closing the file releases the shared lock just taken.
+        Ok(()) => None,
+        Err(rustix::io::Errno::WOULDBLOCK) => Some(lock_owner_pid(&mut file).unwrap_or(0)),
+        Err(_) => None,
+    }
+}
+
+/// The pid in a lock file another run holds. It writes it just after locking, so an empty file
+/// is read again for a moment.
+pub fn lock_owner_pid(file: &mut std::fs::File) -> Option<u32> {
+    use std::io::Read as _;
+    for _ in 0..20 {
+        let mut text = String::new();
+        let read = std::io::Seek::rewind(file).and_then(|()| file.read_to_string(&mut text));
+        if let Ok(pid) = text.trim().parse() {
+            return Some(pid);
+        }
+        if read.is_err() {
+            return None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    None
+}

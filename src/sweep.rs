@@ -33,7 +33,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-pub const SWEEP_JSON: &str = "sweep.json";
+pub use crate::paths::SWEEP_JSON;
 pub const SWEEP_MD: &str = "sweep.md";
 pub const PLOT_FILE: &str = "sweep.svg";
 
@@ -307,6 +307,16 @@ impl<'p> Sweep<'p> {
         };
         let outcome = match conductor::run_with(run.clone(), &hooks) {
             Ok(outcome) => outcome,
+            // A signal while the level's run checked --url: a cancel like any other (the run
+            // opened nothing and left no folder).
+            Err(err) if err.is::<conductor::CancelledAtStart>() => {
+                let signal = err
+                    .downcast_ref::<conductor::CancelledAtStart>()
+                    .map_or(libc::SIGINT, |c| c.signal);
+                self.cancel_code = Some(128 + signal);
+                note(&format!("sweep: {folder} was cancelled before its sessions started; the sweep keeps the levels before it"));
+                return Ok(None);
+            }
             Err(err) => {
                 self.could_not_start(folder, repeat, &err)?;
                 return Err(err.context(format!("sweep {folder}")));
@@ -529,9 +539,7 @@ fn note(text: &str) {
 }
 
 /// Whether `path` is a sweep folder or its sweep.json (for `report`).
-pub fn is_sweep(path: &Path) -> bool {
-    path.join(SWEEP_JSON).is_file() || path.file_name().is_some_and(|n| n == SWEEP_JSON)
-}
+pub use crate::paths::is_sweep;
 
 /// `report SWEEP`: sweep.md again (or the text table with `--text`), from sweep.json; with
 /// `--vs OTHER_SWEEP`, the two sweeps level by level, each figure over its repeats.

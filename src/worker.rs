@@ -146,7 +146,14 @@ fn hand_over(
 ) -> Result<()> {
     let path = RunPaths::new(&config.output_dir).worker_result(config.index);
     let json = serde_json::to_vec(&result).context("cannot encode the worker result")?;
-    let done = match std::fs::write(&path, json) {
+    // Whole or not at all: written beside it and renamed, so that a worker ended mid-write (its
+    // conductor died, and it exits 3 s after the SIGTERM) leaves no cut file to read as damage.
+    let partial = path.with_extension("json.partial");
+    let written = std::fs::write(&partial, json).and_then(|()| std::fs::rename(&partial, &path));
+    if written.is_err() {
+        let _ = std::fs::remove_file(&partial);
+    }
+    let done = match written {
         Ok(()) => Telemetry::Done {
             result_path: path.display().to_string(),
             write_error: None,

@@ -5,7 +5,7 @@ use super::children::WorkerChild;
 use super::Event;
 use crate::clock::{monotonic_s, ClockAnchor};
 use crate::contract::telemetry::{Telemetry, WorkerCommand};
-use crate::live::{self, LiveState};
+use crate::live::LiveState;
 use crate::options::{RunPlan, Settings};
 use crate::ui::headless::{self, Phase};
 use std::io::{IsTerminal as _, Write as _};
@@ -21,11 +21,16 @@ const ABORT_GRACE_S: f64 = 5.0;
 /// for each awaited event once the run is stopped (the worker's `STOP_GRACE_S`), and ends with
 /// two at most (drained, closed), then writes its lines.
 const STOP_TO_ABORT_S: f64 = 10.0;
-/// A worker that sent nothing for this long, while the conductor itself kept running, is
-/// stopped or frozen (SIGSTOP, a frozen cgroup, hung storage): its telemetry comes from a
-/// thread of its own five times a second, so only a process that is not running at all goes
-/// this quiet. It would hold the run until the deadline: the run is stopped.
-const STUCK_S: f64 = 10.0;
+/// A worker the kernel shows stopped (state `T`: SIGSTOP, a debugger) that has sent nothing
+/// for this long, while the conductor itself kept running, holds the run until its deadline
+/// (it hears neither a stop nor an abort): the run is stopped, and it is killed.
+const STOPPED_S: f64 = 3.0;
+/// A worker in any other state that has sent nothing for this long (a frozen cgroup, hung
+/// storage): its progress comes from its runtime thread five times a second, which a long
+/// block (a fault injected on purpose, a final flush to slow storage) also silences, so this
+/// is far longer than any of those, and not applied while faults are injected or once a
+/// worker's sessions have all ended (it is writing its files).
+const STUCK_S: f64 = 60.0;
 /// A pause in the conductor's own loop (it ticks every 100 ms) longer than this means the
 /// conductor was not running either: the workers' silence is counted from when it ran again.
 const CONDUCTOR_PAUSE_S: f64 = 1.0;
@@ -326,26 +331,47 @@ impl<'a> Follower<'a> {
     /// the abort's grace. Its last telemetry stands in for its result.
     fn watch_stuck(&mut self, live: &mut LiveState, now_s: f64) {
         let watched_s = now_s - self.awake_since_s;
-        let silent = live.silent_workers(now_s);
-        let stuck = silent
-            .iter()
-            .map(|&(k, silent_s)| (k, silent_s.min(watched_s)))
-            .find(|&(_, s)| s > STUCK_S);
-        if let (Some((k, silent_s)), false) = (stuck, self.stop_sent) {
+        let per_worker = u64::from(live.info.sessions_per_process);
+        let injects = self.s.injects();
+        // (worker, seconds silent, stopped by the kernel) of the workers that hold the run.
+        let stuck: Vec<(usize, f64, bool)> = live
+            .silent_workers(now_s)
+            .into_iter()
+            .filter_map(|(k, silent_s)| {
+                let w = &live.workers[k];
+                let silent_s = silent_s.min(watched_s);
+                let stopped = w
+                    .process
+                    .reading
+                    .is_some_and(|r| matches!(r.state, 'T' | 't'));
+                let ended = u64::from(w.progress.sessions_done) >= per_worker;
+                let stuck = if stopped {
+                    silent_s > STOPPED_S
+                } else {
+                    !injects && !ended && silent_s > STUCK_S
+                };
+                stuck.then_some((k, silent_s, stopped))
+            })
+            .collect();
+        if let (Some(&(k, silent_s, stopped)), false) = (stuck.first(), self.stop_sent) {
+            let why = if stopped {
+                "stopped: state T, SIGSTOP or a debugger"
+            } else {
+                "frozen? see its state in the Processes panel"
+            };
             self.stop(
                 live,
                 now_s,
-                format!("worker {k} has sent nothing for {silent_s:.0} s (stopped or frozen: see its state in the Processes panel): stopping the run"),
+                format!(
+                    "worker {k} has sent nothing for {silent_s:.0} s ({why}): stopping the run"
+                ),
             );
         }
+        // Once only such workers are left, nothing will end their sessions: abort now.
         let unfinished = live.workers.iter().filter(|w| !w.done && !w.gone).count();
-        let only_silent = unfinished > 0
-            && silent.len() == unfinished
-            && silent
-                .iter()
-                .all(|&(_, s)| s.min(watched_s) > live::SILENT_S * 3.0);
         if self.stop_sent
-            && only_silent
+            && unfinished > 0
+            && stuck.len() == unfinished
             && self.kill_at_s.is_none()
             && self.abort_at_s.is_some_and(|a| a > now_s)
         {

@@ -8,9 +8,8 @@ use crate::paths::RunPaths;
 use anyhow::{bail, Context, Result};
 use rustix::fs::{flock, FlockOperation};
 use std::fs::{self, File};
-use std::io::{Read as _, Write as _};
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 /// The files a run writes at the top of its folder.
 const RUN_FILES: &[&str] = &[
@@ -56,7 +55,7 @@ impl RunFolder {
         // A sweep's folder holds its levels' runs in folders of their own: a run written into
         // it would hide behind the sweep (`report` shows the sweep), and --force would not
         // make it a run's folder.
-        if crate::sweep::is_sweep(dir) {
+        if crate::paths::is_sweep(dir) {
             bail!(
                 "{} holds a sweep (sweep.json); choose another --output for the run",
                 dir.display()
@@ -121,6 +120,14 @@ impl RunFolder {
     /// The run has started: from here on, whatever happens, its files are kept.
     pub fn started(&mut self) {
         self.clear_on_drop = false;
+    }
+
+    /// The run's files are all written (its final summary too): the lock goes, so that `report`
+    /// and `conform` read the folder as a finished run while the finished dashboard is still
+    /// open; the files stay.
+    pub fn finished(&mut self) {
+        self.clear_on_drop = false;
+        self.lock = None;
     }
 }
 
@@ -226,7 +233,7 @@ pub fn lock_folder(dir: &Path, what: &str) -> Result<File> {
     match flock(&file, FlockOperation::NonBlockingLockExclusive) {
         Ok(()) => {}
         Err(rustix::io::Errno::WOULDBLOCK) => {
-            let owner = match owner_pid(&mut file) {
+            let owner = match crate::paths::lock_owner_pid(&mut file) {
                 Some(pid) => format!("another {what} (pid {pid})"),
                 None => format!("another {what}"),
             };
@@ -254,35 +261,6 @@ pub fn lock_folder(dir: &Path, what: &str) -> Result<File> {
         });
     }
     Ok(file)
-}
-
-/// The pid of the run (or sweep) still writing to `dir`, if one is: its lock is held (the
-/// kernel drops it when that process exits in any way). `Some(0)` when the pid cannot be read.
-pub fn running_owner(dir: &Path) -> Option<u32> {
-    let mut file = File::open(RunPaths::new(dir).lock()).ok()?;
-    match flock(&file, FlockOperation::NonBlockingLockShared) {
-        // Nobody holds it: closing the file releases the shared lock just taken.
-        Ok(()) => None,
-        Err(rustix::io::Errno::WOULDBLOCK) => Some(owner_pid(&mut file).unwrap_or(0)),
-        Err(_) => None,
-    }
-}
-
-/// The pid in a lock file another run holds. It writes it just after locking, so an empty file
-/// is read again for a moment.
-fn owner_pid(file: &mut File) -> Option<u32> {
-    for _ in 0..20 {
-        let mut text = String::new();
-        let read = std::io::Seek::rewind(file).and_then(|()| file.read_to_string(&mut text));
-        if let Ok(pid) = text.trim().parse() {
-            return Some(pid);
-        }
-        if read.is_err() {
-            return None;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    None
 }
 
 /// The entries of `dir` that show a run was there: its files, and its folders when they hold

@@ -28,7 +28,7 @@ fn traces_deleted(path: &Path) -> bool {
 /// its final summary did not fit on a full disk). A check would blame the server for frames
 /// the client recorded and lost.
 fn traces_incomplete(path: &Path) -> Option<String> {
-    if let Some(pid) = crate::conductor::run_folder::running_owner(path) {
+    if let Some(pid) = crate::paths::running_owner(path) {
         return Some(format!(
             "the run in {} is still going{}: its traces are not whole yet; check them once it ends",
             path.display(),
@@ -182,6 +182,13 @@ pub fn run(args: &ConformArgs) -> Result<i32> {
     for violation in reports.iter().flat_map(|r| &r.violations) {
         out.push_str(&violation.to_string());
         out.push('\n');
+    }
+    // Sessions that got no WebSocket while others did are not checked: said, not dropped.
+    if let Some(why) = &not_connected {
+        out.push_str(&format!(
+            "not checked: {unconnected} of {} sessions got no WebSocket: {why}\n",
+            files.len()
+        ));
     }
     let verdict = verdict_line(&reports, refused);
     if protocol == Protocol::Native {

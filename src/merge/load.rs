@@ -69,9 +69,15 @@ fn one(dir: &Path) -> Result<Loaded> {
     };
     // A result file that is missing is a worker that left none (the shard's summary says
     // so); one that is there and does not read is damage to say, not a worker to drop quietly.
+    // A shard whose run did not finish is counted by its note alone (none of its packets, its
+    // sessions incomplete), whatever result files its workers left when their conductor died.
+    let unfinished = summary.unfinished();
     let workers = (0..summary.settings.processes)
         .map(|k| {
             let path = paths.worker_result(k);
+            if unfinished {
+                return Ok((pid_of(k), None));
+            }
             let result = match std::fs::read_to_string(&path) {
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
                 Err(e) => bail!("cannot read {}: {e}", path.display()),

@@ -37,7 +37,7 @@ pub fn run(args: &ReportArgs) -> Result<i32> {
 /// A run still writing to `dir` has only the summary of its start there: it is reported once
 /// it ends, not rendered as a failed run.
 pub fn refuse_in_progress(dir: &Path) -> Result<()> {
-    if let Some(pid) = crate::conductor::run_folder::running_owner(dir) {
+    if let Some(pid) = crate::paths::running_owner(dir) {
         let who = if pid == 0 {
             "a run".to_string()
         } else {

@@ -34,7 +34,8 @@ pub struct RunFigures {
     pub max_deviation_ms: f64,
     /// CPU of the worker processes together, in cores.
     pub client_cpu_cores: f64,
-    /// Audio the sessions sent, in seconds.
+    /// Audio the sessions that completed sent, in seconds (a session the server dropped or
+    /// failed carried none to its end).
     pub audio_s: f64,
     /// From the start gate to the last worker's end (every session drained and closed).
     pub streaming_wall_s: f64,
