@@ -196,16 +196,31 @@ fn throughput_knee(points: &[&Point], limited: &str) -> Knee {
             reason: "no qualified level: the server's knee cannot be told".to_string(),
         };
     };
-    if first.throughput == Some(0.0) {
+    // Levels at the bottom where no session completed (a cold start, a server that failed
+    // them) carried nothing: the knee is looked for above them, or is below every level when
+    // no level completed a session.
+    let Some(start) = points.iter().position(|p| p.throughput != Some(0.0)) else {
         return Knee {
             sessions_total: None,
             reason: format!(
-                "no session completed at {} sessions, the smallest qualified level{}: the server carried no session to its end, so its knee is below every level swept",
-                first.sessions_total,
+                "no session completed at any qualified level, {}{}: the server carried no session to its end, so its knee is below every level swept",
+                level_list(points),
                 first.error_note()
             ),
         };
-    }
+    };
+    let skipped = match &points[..start] {
+        [] => String::new(),
+        none => format!(
+            "; no session completed at {}{}, left out",
+            level_list(none),
+            none[0].error_note()
+        ),
+    };
+    let points = &points[start..];
+    let limited = format!("{skipped}{limited}");
+    let limited = limited.as_str();
+    let first = &points[0];
     let mut knee = *first;
     for pair in points.windows(2) {
         let (a, b) = (pair[0], pair[1]);
@@ -230,7 +245,7 @@ fn throughput_knee(points: &[&Point], limited: &str) -> Knee {
         };
         return Knee {
             sessions_total: Some(a.sessions_total),
-            reason: format!("{reason}{}{}", a.partial_note(), b.partial_note()),
+            reason: format!("{reason}{}{}{skipped}", a.partial_note(), b.partial_note()),
         };
     }
     let reason = if points.len() == 1 {
@@ -337,7 +352,20 @@ mod tests {
         assert!(
             k.server_throughput
                 .reason
-                .contains("below every level swept"),
+                .starts_with("no session completed at any qualified level, 1 and 2 sessions"),
+            "{}",
+            k.server_throughput.reason
+        );
+        // A bottom level that completed nothing (a cold start) is left out, not the sweep.
+        let k = find(
+            &points(&[(1, true, 0.0), (2, true, 1.9), (4, true, 3.8)]),
+            false,
+        );
+        assert_eq!(k.server_throughput.sessions_total, Some(4));
+        assert!(
+            k.server_throughput
+                .reason
+                .contains("; no session completed at 1 sessions, left out"),
             "{}",
             k.server_throughput.reason
         );

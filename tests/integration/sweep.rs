@@ -411,7 +411,7 @@ fn a_sweep_of_a_server_that_drops_every_session_mid_stream_names_no_server_knee(
         knee["reason"]
             .as_str()
             .unwrap()
-            .starts_with("no session completed at any qualified level (1 and 2 sessions)"),
+            .starts_with("no session completed at any qualified level, 1 and 2 sessions (most common error: the server closed the connection mid-session"),
         "{knee:#}"
     );
 }
