@@ -1016,6 +1016,20 @@ pub fn check_output_rate(protocol: Protocol, args: &MockBehaviourArgs) -> Result
     }
 }
 
+/// The settings of `run --protocol <protocol> ARGS…`, for tests.
+#[cfg(test)]
+pub fn settings_of(protocol: &str, args: &[&str]) -> Settings {
+    use clap::Parser as _;
+    let mut argv = vec!["duplexbench-tui", "run", "--protocol", protocol];
+    argv.extend_from_slice(args);
+    let Some(crate::cli::Command::Run(run)) =
+        crate::cli::Cli::try_parse_from(argv).unwrap().command
+    else {
+        unreachable!()
+    };
+    validate(&run, String::new(), false).unwrap().settings
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

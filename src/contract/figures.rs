@@ -222,16 +222,7 @@ mod tests {
     use super::*;
 
     fn settings(protocol: Protocol) -> Settings {
-        use clap::Parser as _;
-        let argv = ["duplexbench-tui", "run", "--protocol", protocol.as_str()];
-        let Some(crate::cli::Command::Run(run)) =
-            crate::cli::Cli::try_parse_from(argv).unwrap().command
-        else {
-            unreachable!()
-        };
-        crate::options::validate(&run, String::new(), false)
-            .unwrap()
-            .settings
+        crate::options::settings_of(protocol.as_str(), &[])
     }
 
     #[test]

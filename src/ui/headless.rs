@@ -248,18 +248,8 @@ mod tests {
     use crate::live::RunInfo;
     use crate::stats::DurationHistogram;
 
-    /// The settings of `run --protocol <protocol>`.
     fn settings_of(protocol: &str) -> crate::options::Settings {
-        use clap::Parser as _;
-        let argv = ["duplexbench-tui", "run", "--protocol", protocol];
-        let Some(crate::cli::Command::Run(run)) =
-            crate::cli::Cli::try_parse_from(argv).unwrap().command
-        else {
-            unreachable!()
-        };
-        crate::options::validate(&run, String::new(), false)
-            .unwrap()
-            .settings
+        crate::options::settings_of(protocol, &[])
     }
 
     fn live() -> LiveState {

@@ -8,6 +8,7 @@ use crate::contract::figures::{ProtocolFigures, TranscriptTally};
 use crate::contract::worker::{TurnCounts, WorkerHistograms};
 use crate::contract::Role;
 use crate::live::{Finished, LiveState, ProcessLive, RunInfo};
+use crate::options::settings_of;
 use crate::procstat::LiveReading;
 use crate::sampler::episodes::{StallClass, WchanShare};
 use crate::sampler::{Episode, ProcessView, SamplerLive};
@@ -619,21 +620,6 @@ fn native_figures(with_samples: bool) -> ProtocolFigures {
         &TranscriptTally::default(),
         &TurnCounts::default(),
     )
-}
-
-/// The settings of `run --protocol <protocol>` with `args`.
-fn settings_of(protocol: &str, args: &[&str]) -> crate::options::Settings {
-    use clap::Parser as _;
-    let mut argv = vec!["duplexbench-tui", "run", "--protocol", protocol];
-    argv.extend_from_slice(args);
-    let Some(crate::cli::Command::Run(run)) =
-        crate::cli::Cli::try_parse_from(argv).unwrap().command
-    else {
-        unreachable!()
-    };
-    crate::options::validate(&run, String::new(), false)
-        .unwrap()
-        .settings
 }
 
 /// A fixture of 2 × 4 sessions on `settings`' protocol, each worker with the same made-up
