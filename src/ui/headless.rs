@@ -248,10 +248,6 @@ mod tests {
     use crate::live::RunInfo;
     use crate::stats::DurationHistogram;
 
-    fn settings_of(protocol: &str) -> crate::options::Settings {
-        crate::options::settings_of(protocol, &[])
-    }
-
     fn live() -> LiveState {
         LiveState::new(RunInfo {
             processes: 2,
@@ -319,7 +315,7 @@ mod tests {
     fn progress_shows_sglang_omnis_figures_or_a_dash_without_samples_issue_14() {
         use crate::contract::figures::{ProtocolFigures, TranscriptTally};
         use crate::contract::worker::{TurnCounts, WorkerHistograms};
-        let settings = settings_of("native");
+        let settings = crate::options::settings_of("native", &[]);
         let mut l = live();
         l.info.protocol_figures = ProtocolFigures::template(&settings);
         let line = progress_line(&mut l, 0.0);
@@ -377,7 +373,7 @@ mod tests {
     fn progress_shows_the_protocols_own_figures_in_place_of_the_servers_issue_11() {
         use crate::contract::figures::{ProtocolFigures, TranscriptTally};
         use crate::contract::worker::{TurnCounts, WorkerHistograms};
-        let settings = settings_of("funasr");
+        let settings = crate::options::settings_of("funasr", &[]);
         let mut l = live();
         l.info.protocol_figures = ProtocolFigures::template(&settings);
         let line = progress_line(&mut l, 0.0);

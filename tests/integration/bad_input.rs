@@ -499,14 +499,7 @@ fn a_closed_stderr_does_not_cost_the_summary() {
     let _serial = util::serial();
     let dir = TempDir::new("closed-stderr");
     let out = dir.join("out");
-    let mut child = std::process::Command::new(util::bin())
-        .args(["run", "--no-tui", "-s", "2", "-d", "6s", "--output"])
-        .arg(&out)
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = util::spawn_with_stderr(&["run", "--no-tui"], &out, &["-s", "2", "-d", "6s"]);
     // Like `2>&1 | head -c 1`: the reader goes away before the first progress line.
     drop(child.stderr.take());
     let status = child.wait().unwrap();
@@ -659,16 +652,11 @@ fn ctrl_c_while_the_url_is_checked_opens_no_session() {
     let url = format!("ws://{}/v1/realtime", server.addr);
     let dir = TempDir::new("ctrl-c-probe");
     let out = dir.join("out");
-    let mut child = std::process::Command::new(util::bin())
-        .args([
-            "run", "--no-tui", "-s", "2", "-d", "3s", "--url", &url, "--output",
-        ])
-        .arg(&out)
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = util::spawn_with_stderr(
+        &["run", "--no-tui"],
+        &out,
+        &["-s", "2", "-d", "3s", "--url", &url],
+    );
     // The folder is claimed once the signal handlers are in, just before the check.
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
     while !out.exists() {

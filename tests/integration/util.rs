@@ -105,6 +105,20 @@ pub fn spawn_run(out: &Path, args: &[&str]) -> std::process::Child {
 
 /// `duplexbench-tui COMMAND… --output OUT ARGS…` in the background, its output discarded.
 pub fn spawn_quiet(command: &[&str], out: &Path, args: &[&str]) -> std::process::Child {
+    spawn_to(command, out, args, std::process::Stdio::null())
+}
+
+/// The same with its stderr piped, for tests that read what it says (or close the pipe).
+pub fn spawn_with_stderr(command: &[&str], out: &Path, args: &[&str]) -> std::process::Child {
+    spawn_to(command, out, args, std::process::Stdio::piped())
+}
+
+fn spawn_to(
+    command: &[&str],
+    out: &Path,
+    args: &[&str],
+    stderr: std::process::Stdio,
+) -> std::process::Child {
     std::process::Command::new(bin())
         .args(command)
         .arg("--output")
@@ -112,7 +126,7 @@ pub fn spawn_quiet(command: &[&str], out: &Path, args: &[&str]) -> std::process:
         .args(args)
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
+        .stderr(stderr)
         .spawn()
         .unwrap()
 }
