@@ -340,6 +340,9 @@ pub struct MockBehaviourArgs {
     /// openai and vllm mocks: answer the first append with an error event of this code (invalid_audio, processing_error, …).
     #[arg(long, value_name = "CODE", help_heading = "Mock")]
     pub mock_error: Option<String>,
+    /// vllm mock: end a transcription after this many model steps (a completion token each) with transcription.done, before its audio does, as vLLM does at the model's realtime_max_tokens; audio after it waits for the next start commit [default: no limit].
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..), help_heading = "Mock")]
+    pub max_tokens: Option<u32>,
     /// Stop the whole mock (no reads, no replies, every protocol) once for --stall-ms, this long after its first session connected, e.g. 3s.
     #[arg(long, allow_hyphen_values = true, value_parser = parse_duration, requires = "stall_ms", help_heading = "Mock")]
     pub stall_at: Option<Duration>,

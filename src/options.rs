@@ -218,6 +218,9 @@ pub struct MockBehaviour {
     pub served_model: String,
     #[serde(default)]
     pub mock_error: Option<String>,
+    /// vllm mock: the model steps after which a transcription ends (`--max-tokens`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u32>,
     /// `--stall-at` (seconds after the first session) and `--stall-ms`: the mock stops once.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stall: Option<MockStall>,
@@ -262,6 +265,7 @@ impl MockBehaviour {
             response_deltas: args.response_deltas,
             served_model: args.served_model.clone(),
             mock_error: args.mock_error.clone(),
+            max_tokens: args.max_tokens,
             stall: MockStall::from_args(args),
             funasr: None,
         }
@@ -297,6 +301,9 @@ impl MockBehaviour {
         }
         if let Some(code) = &self.mock_error {
             flags.extend(["--mock-error".to_string(), code.clone()]);
+        }
+        if let Some(max) = self.max_tokens {
+            flags.extend(["--max-tokens".to_string(), max.to_string()]);
         }
         if let Some(stall) = &self.stall {
             flags.extend([

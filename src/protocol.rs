@@ -434,6 +434,10 @@ pub struct Ending {
     pub streamed: bool,
     /// The server's VAD heard speech start and not stop: the last turn's input is still open.
     pub speech_open: bool,
+    /// The server already ended its answer while the input was arriving, and no turn waits
+    /// (vLLM's `transcription.done` when the model stops before the audio does): the input's
+    /// end gets no answer of its own.
+    pub answered_early: bool,
 }
 
 /// The client side of a protocol.

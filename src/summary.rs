@@ -404,6 +404,7 @@ impl Summary {
         verdict
             .reasons
             .extend(reasons::unmatched_answers(pooled.turns));
+        verdict.reasons.extend(reasons::early_answers(pooled.turns));
         Summary {
             schema_version: SCHEMA_VERSION,
             tool: Tool::this(),

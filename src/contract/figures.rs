@@ -127,6 +127,9 @@ impl ProtocolFigures {
             if turn_counts.unmatched > 0 {
                 figures.push(count("answers to no turn", turn_counts.unmatched));
             }
+            if turn_counts.early > 0 {
+                figures.push(count("answered early", turn_counts.early));
+            }
             figures.push(count("text deltas", turn_counts.text_deltas));
             if with_audio {
                 figures.push(count("audio deltas", turn_counts.audio_deltas));

@@ -182,6 +182,11 @@ pub struct TurnCounts {
     /// their latencies are not timed.
     #[serde(default)]
     pub unmatched: u64,
+    /// Answers that came before the client ended the input they answer (a
+    /// `transcription.done` before the final commit: the server answered no more of that
+    /// input). In `answered` too.
+    #[serde(default)]
+    pub early: u64,
     /// `speech_started` events of the server's VAD.
     pub speech_started: u64,
     pub text_deltas: u64,
@@ -199,6 +204,7 @@ impl TurnCounts {
         self.failed += o.failed;
         self.refused += o.refused;
         self.unmatched += o.unmatched;
+        self.early += o.early;
         self.speech_started += o.speech_started;
         self.text_deltas += o.text_deltas;
         self.audio_deltas += o.audio_deltas;
@@ -214,6 +220,7 @@ impl TurnCounts {
         self.failed += after.failed.saturating_sub(before.failed);
         self.refused += after.refused.saturating_sub(before.refused);
         self.unmatched += after.unmatched.saturating_sub(before.unmatched);
+        self.early += after.early.saturating_sub(before.early);
         self.speech_started += after.speech_started.saturating_sub(before.speech_started);
         self.text_deltas += after.text_deltas.saturating_sub(before.text_deltas);
         self.audio_deltas += after.audio_deltas.saturating_sub(before.audio_deltas);

@@ -27,6 +27,8 @@ pub struct Behaviour {
     pub served_model: String,
     /// Answer the first append with an error of this code.
     pub mock_error: Option<String>,
+    /// vllm: the model steps after which a transcription ends.
+    pub max_tokens: Option<u32>,
     /// One delta interval of PCM16 silence at the output rate (`--output-sample-rate`, 24 kHz
     /// for openai), in base64.
     pub delta_audio_b64: String,
@@ -59,6 +61,7 @@ impl Behaviour {
             response_deltas: args.response_deltas,
             served_model: args.served_model.clone(),
             mock_error: args.mock_error.clone(),
+            max_tokens: args.max_tokens,
             delta_audio_b64: base64::engine::general_purpose::STANDARD.encode(silence),
         }
     }

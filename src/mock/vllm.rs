@@ -22,7 +22,9 @@
 //! `model_not_validated` (a commit before the model was), `invalid_audio` (an append whose
 //! audio does not decode to PCM16 samples, or is empty; base64 is read as pybase64's
 //! non-validating decoder reads it, [`lenient`]), and `--mock-error CODE` on the first
-//! append. None closes the connection.
+//! append. None closes the connection. With `--max-tokens N` a transcription ends after N
+//! model steps, with `transcription.done`, however much audio is left (vLLM's
+//! `realtime_max_tokens`); what comes after waits for the next start commit.
 //! `transcription.done`'s `usage` is vLLM's `UsageInfo` as pydantic dumps it ([`usage`]).
 
 mod lenient;
@@ -154,9 +156,17 @@ impl Session {
         )));
     }
 
-    /// `transcription.done` after the steps of the audio left; the next utterance starts anew.
+    /// The transcription has made its `--max-tokens` steps.
+    fn at_token_limit(&self) -> bool {
+        self.behaviour
+            .max_tokens
+            .is_some_and(|max| self.steps >= u64::from(max))
+    }
+
+    /// `transcription.done` after the steps of the audio left (up to the token limit); the
+    /// next utterance starts anew.
     fn done(&mut self, out: &mut Vec<Utf8Bytes>) {
-        while self.processed_bytes < self.utterance_bytes {
+        while self.processed_bytes < self.utterance_bytes && !self.at_token_limit() {
             self.step(out);
         }
         let text = WORD.repeat(self.words as usize);
@@ -338,6 +348,13 @@ impl TimedSession for Session {
                 self.step(out);
             }
             self.next_step_s = Some(at + STEP_S);
+            if self.at_token_limit() {
+                // The generation is over: done now, the audio left untranscribed.
+                self.next_step_s = None;
+                self.done_at_s = None;
+                self.done(out);
+                return;
+            }
         }
         if self.done_at_s.is_some_and(|at| at <= now_s) {
             self.done_at_s = None;

@@ -69,7 +69,11 @@ pub mod codes {
         MODEL_NOT_VALIDATED,
         UNKNOWN_EVENT,
     ];
-    /// The codes after which no `transcription.done` will come.
+    /// The codes after which no `transcription.done` will come. `processing_error` is also
+    /// what vLLM answers an event its handler failed on, after which it goes on; for the
+    /// well-formed frames this client sends that is a server fault, while a failed
+    /// transcription (its other use) would otherwise leave the session waiting out
+    /// `--recv-timeout` with the cause lost: fatal.
     pub const FATAL: [&str; 4] = [
         PROCESSING_ERROR,
         INVALID_EVENT,
@@ -166,15 +170,20 @@ impl ClientProtocol for Vllm {
         Some(push_append_frame(frame.text_buffer(), audio.b64))
     }
 
+    /// The final commit, answered by `transcription.done`; after an early done (the model
+    /// stopped before the audio did: vLLM ends the transcription at the model's
+    /// `realtime_max_tokens`, then clears its audio queue) it is still sent, as the input's
+    /// end, but nothing answers it: vLLM transcribes again only after another start commit.
     fn finish(&self, _ids: EventIds, ending: Ending) -> Vec<Step> {
         if !ending.streamed {
             return Vec::new();
         }
+        let answered = !ending.answered_early;
         vec![Step {
             send: Some(Outgoing::Text(commit(true))),
-            until: Some(Milestone::Answered),
-            awaiting: names::DONE,
-            ends_turn: true,
+            until: answered.then_some(Milestone::Answered),
+            awaiting: if answered { names::DONE } else { names::COMMIT },
+            ends_turn: answered,
         }]
     }
 
@@ -310,13 +319,41 @@ mod tests {
             ids,
             Ending {
                 streamed: true,
-                speech_open: false,
+                ..Ending::default()
             },
         );
         assert_eq!(end.len(), 1);
         assert_eq!(end[0].send, Some(Outgoing::Text(commit(true))));
         assert_eq!(end[0].until, Some(Milestone::Answered));
         assert!(end[0].ends_turn);
+    }
+
+    #[test]
+    fn after_an_early_done_the_final_commit_waits_for_no_answer() {
+        let v = Vllm {
+            update: session_update("m"),
+        };
+        let ids = EventIds {
+            shard: 0,
+            worker: 0,
+            session: 0,
+        };
+        let end = v.finish(
+            ids,
+            Ending {
+                streamed: true,
+                answered_early: true,
+                ..Ending::default()
+            },
+        );
+        assert_eq!(end.len(), 1);
+        assert_eq!(
+            end[0].send,
+            Some(Outgoing::Text(commit(true))),
+            "still sent"
+        );
+        assert_eq!(end[0].until, None, "vLLM answers it with nothing");
+        assert!(!end[0].ends_turn, "no turn waits on it");
     }
 
     #[test]

@@ -101,6 +101,17 @@ pub(super) fn unmatched_answers(turns: crate::contract::worker::TurnCounts) -> O
     })
 }
 
+/// Answers that ended before the input they answer did (vLLM's `transcription.done` when the
+/// model stops early): the rest of that input went unanswered, and unmeasured.
+pub(super) fn early_answers(turns: crate::contract::worker::TurnCounts) -> Option<String> {
+    (turns.early > 0).then(|| {
+        format!(
+            "{} (transcription.done / response.done) came before the client ended the input it answers: the server answered no more of that input, so the rest of its latencies were not measured (vLLM ends a transcription when the model reaches its token limit: give shorter audio per session) — turns' `early`",
+            plural(turns.early, "answer"),
+        )
+    })
+}
+
 /// Steal at most this high in a second is left out of the foreign load's reason.
 const STEAL_NAMED_CORES: f64 = 0.05;
 

@@ -167,6 +167,52 @@ fn the_built_in_vllm_mock_serves_the_model_named_by_model_as_the_readme_runs_it(
         .is_none_or(|codes| codes.is_empty()));
 }
 
+/// vLLM ends a transcription at the model's token limit with `transcription.done` while the
+/// audio still comes, and answers the final commit with nothing: the session must end when its
+/// audio does, not wait out --recv-timeout for a second done and fail, and the summary must say
+/// that the rest of the audio was not answered.
+#[test]
+fn a_vllm_transcription_that_ends_before_the_audio_is_named_and_the_session_completes() {
+    let _serial = util::serial();
+    let dir = TempDir::new("vllm-max-tokens");
+    let out = dir.join("out");
+    let output = util::run_to(
+        &out,
+        &[
+            "--protocol",
+            "vllm",
+            "-d",
+            "2s",
+            "-s",
+            "1",
+            "--max-tokens",
+            "3",
+            "--recv-timeout",
+            "20s",
+            "--no-sampler",
+            "--trace",
+            "off",
+        ],
+        LIMIT,
+    );
+    let s = summary(&out);
+    let report = describe(&output);
+    assert_eq!(s["sessions"]["completed"], 1, "{report}");
+    assert!(matches!(output.status.code(), Some(0 | 1)), "{report}");
+    let t = &s["vllm"];
+    assert_eq!(
+        (t["answered"].as_u64(), t["early"].as_u64()),
+        (Some(1), Some(1)),
+        "{t}"
+    );
+    assert_eq!(t["ended"], 0, "the final commit ended no turn: {t}");
+    let reasons = s["verdict"]["reasons"].to_string();
+    assert!(
+        reasons.contains("came before the client ended the input it answers"),
+        "{reasons}"
+    );
+}
+
 #[test]
 fn a_vllm_error_that_refuses_one_event_is_counted_and_the_transcription_goes_on_issue_12() {
     let _serial = util::serial();

@@ -460,3 +460,31 @@ fn a_final_commit_with_no_start_commit_is_answered_by_nothing() {
     run_timers(&mut s, 60.0, &mut out);
     assert!(out.is_empty(), "{:?}", kinds(&mut out));
 }
+
+/// vLLM's generation ends at the model's `realtime_max_tokens` (a completion token a step),
+/// with `transcription.done`, however much audio is still coming; the final commit then
+/// starts nothing and is answered by nothing.
+#[test]
+fn max_tokens_ends_the_transcription_before_its_audio_and_the_final_commit_gets_nothing() {
+    let mut s = Session::new(behaviour(&["--max-tokens", "5"]), 0);
+    let (c, mut out) = (Counters::new(), Vec::new());
+    update(&mut s, &c, &mut out);
+    s.on_text(COMMIT, 0.0, &c, &mut out);
+    let end_s = stream(&mut s, &c, &mut out, 0.0, 20);
+    let events: Vec<serde_json::Value> = out.drain(..).map(|f| json(&f)).collect();
+    assert_eq!(deltas(&events).len(), 5, "{events:?}");
+    let done = events.last().unwrap();
+    assert_eq!(
+        done["type"], "transcription.done",
+        "done while audio still came"
+    );
+    assert_eq!(done["usage"]["completion_tokens"], 5);
+    s.on_text(FINAL, end_s, &c, &mut out);
+    run_timers(&mut s, 60.0, &mut out);
+    assert!(out.is_empty(), "{:?}", kinds(&mut out));
+
+    // Without the limit the same audio is transcribed to its end.
+    let mut s = Session::new(behaviour(&[]), 1);
+    utterance(&mut s, &c, &mut out, 20);
+    assert_eq!(deltas(&until_done(&mut s, &mut out)).len(), 20);
+}

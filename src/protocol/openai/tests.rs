@@ -287,7 +287,7 @@ fn the_client_ends_the_last_turn_unless_server_vad_already_did_issue_12() {
     let none = client(ApiVersion::Ga, TurnDetection::None, None);
     let streamed = Ending {
         streamed: true,
-        speech_open: false,
+        ..Ending::default()
     };
     assert_eq!(
         until(&none, streamed),
@@ -298,6 +298,7 @@ fn the_client_ends_the_last_turn_unless_server_vad_already_did_issue_12() {
     let open = Ending {
         streamed: true,
         speech_open: true,
+        ..Ending::default()
     };
     assert_eq!(
         until(&vad, open),

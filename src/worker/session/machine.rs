@@ -359,6 +359,7 @@ impl Machine {
         let ending = Ending {
             streamed: self.outcome.counts.packets > 0,
             speech_open: self.turns.as_ref().is_some_and(|t| t.speech_open),
+            answered_early: self.turns.as_ref().is_some_and(|t| t.answered_early()),
         };
         self.steps = self.protocol.finish(self.ids, ending).into();
     }

@@ -78,6 +78,11 @@ impl Turns {
         !self.waiting.is_empty()
     }
 
+    /// The server ended an answer before the input it answers ended, and no turn waits.
+    pub fn answered_early(&self) -> bool {
+        self.counts.early > 0 && !self.open()
+    }
+
     fn answering(&mut self) -> &mut Turn {
         match self.waiting.front_mut() {
             Some(turn) => turn,
@@ -116,7 +121,7 @@ impl Turns {
     }
 
     /// The answer to the oldest waiting turn is done (or, none waiting, to the current one:
-    /// a server that answered input the client never saw end). With none waiting and nothing
+    /// a server that answered input the client never saw end, counted `early`). With none waiting and nothing
     /// sent or answered in the current one, it answers nothing the client did: counted apart
     /// (`unmatched`), so that more answers than turns cannot read as a server that answered all.
     pub fn done(&mut self, now_s: f64, completed: bool) -> Option<Sample> {
@@ -129,7 +134,10 @@ impl Turns {
                 self.counts.unmatched += 1;
                 return None;
             }
-            None => std::mem::take(&mut self.current),
+            None => {
+                self.counts.early += 1;
+                std::mem::take(&mut self.current)
+            }
         };
         self.counts.answered += 1;
         self.counts.failed += u64::from(!completed);
@@ -252,6 +260,23 @@ mod tests {
         assert_eq!(t.done(11.2, true), None);
         let c = t.counts;
         assert_eq!((c.ended, c.answered, c.unmatched), (1, 2, 2));
+        assert_eq!(c.early, 1, "the answer to input not yet ended");
+    }
+
+    #[test]
+    fn a_done_before_the_input_ends_is_early_and_leaves_nothing_to_wait_for() {
+        // vLLM's transcription ends at the model's token limit while audio still arrives.
+        let mut t = Turns::default();
+        t.input_sent(1.0);
+        close(t.text_delta(1.5), Sample::FirstTextAfterStart(0.5));
+        assert!(!t.answered_early());
+        assert_eq!(t.done(2.0, true), None, "no end to time it from");
+        t.input_sent(2.08);
+        assert!(t.answered_early(), "the input's end gets no answer");
+        assert_eq!((t.counts.answered, t.counts.early), (1, 1));
+        // A turn that then ends and waits is no longer answered.
+        t.ended(3.0);
+        assert!(!t.answered_early());
     }
 
     #[test]
