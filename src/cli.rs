@@ -340,6 +340,9 @@ pub struct MockBehaviourArgs {
     /// openai and vllm mocks: answer the first append with an error event of this code (invalid_audio, processing_error, …).
     #[arg(long, value_name = "CODE", help_heading = "Mock")]
     pub mock_error: Option<String>,
+    /// openai mock, server VAD without --interrupt-response: a turn that ends while a response is in progress gets no response (the API "may fail to create a response if the model is already responding"); without it the mock queues one behind.
+    #[arg(long, help_heading = "Mock")]
+    pub skip_busy_turns: bool,
     /// vllm mock: end a transcription after this many model steps (a completion token each) with transcription.done, before its audio does, as vLLM does at the model's realtime_max_tokens; audio after it waits for the next start commit [default: no limit].
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..), help_heading = "Mock")]
     pub max_tokens: Option<u32>,

@@ -218,6 +218,10 @@ pub struct MockBehaviour {
     pub served_model: String,
     #[serde(default)]
     pub mock_error: Option<String>,
+    /// openai mock: a VAD turn ending while a response is in progress gets none
+    /// (`--skip-busy-turns`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub skip_busy_turns: bool,
     /// vllm mock: the model steps after which a transcription ends (`--max-tokens`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_tokens: Option<u32>,
@@ -266,6 +270,7 @@ impl MockBehaviour {
             served_model: args.served_model.clone(),
             mock_error: args.mock_error.clone(),
             max_tokens: args.max_tokens,
+            skip_busy_turns: args.skip_busy_turns,
             stall: MockStall::from_args(args),
             funasr: None,
         }
@@ -301,6 +306,9 @@ impl MockBehaviour {
         }
         if let Some(code) = &self.mock_error {
             flags.extend(["--mock-error".to_string(), code.clone()]);
+        }
+        if self.skip_busy_turns {
+            flags.push("--skip-busy-turns".to_string());
         }
         if let Some(max) = self.max_tokens {
             flags.extend(["--max-tokens".to_string(), max.to_string()]);

@@ -405,6 +405,9 @@ impl Summary {
             .reasons
             .extend(reasons::unmatched_answers(pooled.turns));
         verdict.reasons.extend(reasons::early_answers(pooled.turns));
+        verdict
+            .reasons
+            .extend(reasons::unanswered_turns(pooled.turns));
         Summary {
             schema_version: SCHEMA_VERSION,
             tool: Tool::this(),

@@ -127,6 +127,9 @@ impl ProtocolFigures {
             if turn_counts.unmatched > 0 {
                 figures.push(count("answers to no turn", turn_counts.unmatched));
             }
+            if turn_counts.unanswered > 0 {
+                figures.push(count("unanswered", turn_counts.unanswered));
+            }
             if turn_counts.early > 0 {
                 figures.push(count("answered early", turn_counts.early));
             }

@@ -187,6 +187,12 @@ pub struct TurnCounts {
     /// input). In `answered` too.
     #[serde(default)]
     pub early: u64,
+    /// Turns the server's VAD ended that got no response of their own: a response created
+    /// while several VAD turns waited was taken as the newest one's, or the turn ended while a
+    /// response was under way and none came after it (OpenAI with `interrupt_response: false`
+    /// may create none). Not timed; the session does not wait for them.
+    #[serde(default)]
+    pub unanswered: u64,
     /// `speech_started` events of the server's VAD.
     pub speech_started: u64,
     pub text_deltas: u64,
@@ -205,6 +211,7 @@ impl TurnCounts {
         self.refused += o.refused;
         self.unmatched += o.unmatched;
         self.early += o.early;
+        self.unanswered += o.unanswered;
         self.speech_started += o.speech_started;
         self.text_deltas += o.text_deltas;
         self.audio_deltas += o.audio_deltas;
@@ -221,6 +228,7 @@ impl TurnCounts {
         self.refused += after.refused.saturating_sub(before.refused);
         self.unmatched += after.unmatched.saturating_sub(before.unmatched);
         self.early += after.early.saturating_sub(before.early);
+        self.unanswered += after.unanswered.saturating_sub(before.unanswered);
         self.speech_started += after.speech_started.saturating_sub(before.speech_started);
         self.text_deltas += after.text_deltas.saturating_sub(before.text_deltas);
         self.audio_deltas += after.audio_deltas.saturating_sub(before.audio_deltas);

@@ -15,8 +15,10 @@
 //! One response at a time, as the API: a `response.create` while one is in progress is
 //! refused (`conversation_already_has_active_response`), a `response.cancel` with none is
 //! (`response_cancel_not_active`). The server VAD's turns queue their responses behind the one
-//! in progress, unless the session asked for `interrupt_response: true`, whose new turn
-//! cancels it (`turn_detected`); `create_response: false` commits turns without answering.
+//! in progress (with `--skip-busy-turns` they get none, as the API "may fail to create a
+//! response if the model is already responding"), unless the session asked for
+//! `interrupt_response: true`, whose new turn cancels it (`turn_detected`);
+//! `create_response: false` commits turns without answering.
 //!
 //! Errors follow the API's shape (`error.type/code/message/param/event_id`): `invalid_json`,
 //! `unknown_event`, `invalid_audio` (base64 that does not decode), the refused terms of a
@@ -353,7 +355,8 @@ impl Session {
                     json!({"type": names::SPEECH_STOPPED, "audio_end_ms": audio_end_ms, "item_id": item_id}),
                 );
                 self.commit(out);
-                if vad.is_none_or(|v| v.create_response) {
+                let busy = self.behaviour.skip_busy_turns && !self.responses.is_empty();
+                if vad.is_none_or(|v| v.create_response) && !busy {
                     self.respond(self.terms.audio_out, now_s, out);
                 }
             }

@@ -29,6 +29,8 @@ pub struct Behaviour {
     pub mock_error: Option<String>,
     /// vllm: the model steps after which a transcription ends.
     pub max_tokens: Option<u32>,
+    /// openai: a VAD turn that ends while a response is in progress gets none.
+    pub skip_busy_turns: bool,
     /// One delta interval of PCM16 silence at the output rate (`--output-sample-rate`, 24 kHz
     /// for openai), in base64.
     pub delta_audio_b64: String,
@@ -62,6 +64,7 @@ impl Behaviour {
             served_model: args.served_model.clone(),
             mock_error: args.mock_error.clone(),
             max_tokens: args.max_tokens,
+            skip_busy_turns: args.skip_busy_turns,
             delta_audio_b64: base64::engine::general_purpose::STANDARD.encode(silence),
         }
     }

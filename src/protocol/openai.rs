@@ -344,6 +344,7 @@ pub fn classify(text: &str) -> Result<Received<'_>, String> {
         names::SESSION_CREATED => Meaning::Milestone(Milestone::Created),
         names::SESSION_UPDATED => Meaning::Milestone(Milestone::Ready),
         names::COMMITTED => Meaning::Milestone(Milestone::Committed),
+        names::RESPONSE_CREATED => Meaning::ResponseCreated,
         names::SPEECH_STARTED => Meaning::SpeechStarted {
             audio_ms: event.audio_start_ms,
         },

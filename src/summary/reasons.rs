@@ -112,6 +112,17 @@ pub(super) fn early_answers(turns: crate::contract::worker::TurnCounts) -> Optio
     })
 }
 
+/// VAD turns that got no response of their own (OpenAI with `interrupt_response: false` may
+/// create none while it is responding): not timed, and not waited for.
+pub(super) fn unanswered_turns(turns: crate::contract::worker::TurnCounts) -> Option<String> {
+    (turns.unanswered > 0).then(|| {
+        format!(
+            "{} the server's VAD ended got no response of their own: each ended while a response was in progress, and a later response was taken as a newer turn's or none came; they are not timed — turns' `unanswered`. With interrupt_response false the API may create no response while it is responding: give audio whose pauses outlast the answers, or --interrupt-response",
+            plural(turns.unanswered, "turn"),
+        )
+    })
+}
+
 /// Steal at most this high in a second is left out of the foreign load's reason.
 const STEAL_NAMED_CORES: f64 = 0.05;
 

@@ -167,6 +167,64 @@ fn the_built_in_vllm_mock_serves_the_model_named_by_model_as_the_readme_runs_it(
         .is_none_or(|codes| codes.is_empty()));
 }
 
+/// OpenAI with `interrupt_response: false` "may fail to create a response if the model is
+/// already responding": VAD turns that end during a long answer may get none. The session must
+/// not wait out --recv-timeout for them (it failed so before), and must not time the later
+/// answers from the earlier turns; the summary names them. Against the mock that queues such
+/// turns' responses instead, every turn is answered.
+#[test]
+fn vad_turns_that_end_during_an_answer_and_get_none_are_named_not_waited_for() {
+    let _serial = util::serial();
+    let dir = TempDir::new("openai-busy-turns");
+    let wav = dir.join("three-utterances.wav");
+    util::write_utterances_wav(&wav, 24_000, &[(600, 700), (600, 700), (600, 1200)]);
+    let run = |name: &str, extra: &[&str]| {
+        let out = dir.join(name);
+        let mut args = vec![
+            "--protocol",
+            "openai",
+            "--audio",
+            wav.to_str().unwrap(),
+            "-s",
+            "1",
+            // Answers of 4 s: the second and third turns end during the first's.
+            "--response-deltas",
+            "100",
+            "--recv-timeout",
+            "20s",
+            "--no-sampler",
+            "--trace",
+            "off",
+        ];
+        args.extend(extra);
+        let output = util::run_to(&out, &args, LIMIT);
+        (summary(&out), describe(&output))
+    };
+    let (s, report) = run("skipped", &["--skip-busy-turns"]);
+    assert_eq!(s["sessions"]["completed"], 1, "{report}");
+    let t = &s["openai"];
+    assert_eq!(t["ended"], 3, "{t}");
+    assert_eq!(
+        (t["answered"].as_u64(), t["unanswered"].as_u64()),
+        (Some(1), Some(2)),
+        "{t}"
+    );
+    let reasons = s["verdict"]["reasons"].to_string();
+    assert!(
+        reasons.contains("2 turns the server's VAD ended got no response of their own"),
+        "{reasons}"
+    );
+
+    let (s, report) = run("queued", &[]);
+    assert_eq!(s["sessions"]["completed"], 1, "{report}");
+    let t = &s["openai"];
+    assert_eq!(
+        (t["answered"].as_u64(), t["unanswered"].as_u64()),
+        (Some(3), Some(0)),
+        "{t}"
+    );
+}
+
 /// vLLM ends a transcription at the model's token limit with `transcription.done` while the
 /// audio still comes, and answers the final commit with nothing: the session must end when its
 /// audio does, not wait out --recv-timeout for a second done and fail, and the summary must say

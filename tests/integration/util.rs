@@ -269,6 +269,27 @@ pub fn write_wav(path: &Path, rate: u32, channels: u16, ms: u32) {
     w.finalize().unwrap();
 }
 
+/// A mono PCM16 WAV at `rate` of utterances: for each `(speech_ms, pause_ms)`, that much of a
+/// loud saw tooth (speech to an energy VAD), then that much silence.
+pub fn write_utterances_wav(path: &Path, rate: u32, utterances: &[(u32, u32)]) {
+    let spec = hound::WavSpec {
+        channels: 1,
+        sample_rate: rate,
+        bits_per_sample: 16,
+        sample_format: hound::SampleFormat::Int,
+    };
+    let mut w = hound::WavWriter::create(path, spec).unwrap();
+    for &(speech_ms, pause_ms) in utterances {
+        for i in 0..u64::from(rate) * u64::from(speech_ms) / 1000 {
+            w.write_sample((i % 200) as i16 * 10).unwrap();
+        }
+        for _ in 0..u64::from(rate) * u64::from(pause_ms) / 1000 {
+            w.write_sample(0i16).unwrap();
+        }
+    }
+    w.finalize().unwrap();
+}
+
 /// A scripted WebSocket client of the tests, every await bounded by [`STEP`].
 pub mod ws {
     use futures_util::{SinkExt as _, StreamExt as _};

@@ -425,6 +425,7 @@ impl Machine {
 
     /// The session's turn counts, into its outcome (at its end).
     pub fn settle(&mut self) {
+        self.on_turns(|t| t.settle());
         if let Some(turns) = &self.turns {
             self.outcome.turns = turns.counts;
         }
@@ -717,6 +718,7 @@ impl Machine {
                 return self.arrived(Some(Milestone::Ready));
             }
             Meaning::ResponseCreated => {
+                self.on_turns(|t| t.response_created());
                 if let Some(serving) = &mut self.serving {
                     serving.response_created(now_s, &mut self.stats.borrow_mut().hist.serving);
                 }

@@ -8,6 +8,17 @@
 //! server's VAD says speech stopped. Deltas belong to the oldest turn not yet answered, or,
 //! while none is waiting, to the turn whose input is still arriving (a streaming transcription
 //! answers before its input ends: those latencies are counted from the turn's first packet).
+//!
+//! A `response.created` says which turn the answer is for. The client's own `response.create`s
+//! are answered in the order sent (one response at a time; the API refuses a create while one
+//! is in progress), so a turn the client ended takes the next response. The server's VAD turns
+//! get their response from the server, which builds it from the conversation so far and, with
+//! `interrupt_response: false`, "may fail to create a response if the model is already
+//! responding" (openai-python's `create_response`): no event names the input item a response
+//! answers, so a response created while several VAD turns wait answers the newest of them, and
+//! the older ones, which got no response of their own, are `unanswered` and not timed. So are
+//! VAD turns that ended while a response was under way and are still waiting when the session
+//! has nothing else to wait for: they hold no session open.
 
 use crate::contract::worker::TurnCounts;
 use std::collections::VecDeque;
@@ -39,6 +50,11 @@ struct Turn {
     last_text_s: Option<f64>,
     text_deltas: u64,
     first_audio_s: Option<f64>,
+    /// A `response.created` was taken as this turn's answer.
+    responded: bool,
+    /// A VAD turn still waiting, without a response, when the response under way at its end
+    /// finished: the server may create none for it.
+    behind: bool,
 }
 
 /// The turns of one session.
@@ -50,6 +66,12 @@ pub struct Turns {
     current: Turn,
     /// The server's VAD heard speech start and not yet stop.
     pub speech_open: bool,
+    /// Responses under way: created, not yet done (a server may create one while another
+    /// is in progress, queued behind it, as the built-in mock does).
+    responding: u32,
+    /// The server says when it creates a response (`response.created`): without that, a VAD
+    /// turn left behind may still be answered next, and is waited for.
+    announces_responses: bool,
     pub counts: TurnCounts,
 }
 
@@ -73,9 +95,39 @@ impl Turns {
         self.counts.ended += 1;
     }
 
-    /// Whether a turn waits for its answer.
+    /// Whether a turn waits for an answer that will come: not counting, while no response is
+    /// under way, VAD turns left behind by the last one.
     pub fn open(&self) -> bool {
-        !self.waiting.is_empty()
+        let may_wait_for_none = self.announces_responses && self.responding == 0;
+        self.waiting
+            .iter()
+            .any(|t| !(t.behind && may_wait_for_none))
+    }
+
+    /// The server created a response: it answers the oldest waiting turn the client ended
+    /// (its own `response.create`, answered in order), or, when VAD turns come first, the
+    /// newest of them up to the first the client ended, the older ones counted `unanswered`.
+    pub fn response_created(&mut self) {
+        self.responding += 1;
+        self.announces_responses = true;
+        let Some(first) = self.waiting.iter().position(|t| !t.responded) else {
+            return;
+        };
+        let answers = match self
+            .waiting
+            .iter()
+            .skip(first)
+            .position(|t| t.tag.is_some())
+        {
+            Some(0) => first,
+            Some(tagged) => first + tagged,
+            None => self.waiting.len() - 1,
+        };
+        let passed_over = answers - first;
+        self.waiting.drain(first..answers);
+        self.counts.unanswered += passed_over as u64;
+        self.waiting[first].responded = true;
+        self.waiting[first].behind = false;
     }
 
     /// The server ended an answer before the input it answers ended, and no turn waits.
@@ -125,6 +177,7 @@ impl Turns {
     /// sent or answered in the current one, it answers nothing the client did: counted apart
     /// (`unmatched`), so that more answers than turns cannot read as a server that answered all.
     pub fn done(&mut self, now_s: f64, completed: bool) -> Option<Sample> {
+        self.responding = self.responding.saturating_sub(1);
         let turn = match self.waiting.pop_front() {
             Some(turn) => turn,
             None if self.current.start_s.is_none()
@@ -139,6 +192,10 @@ impl Turns {
                 std::mem::take(&mut self.current)
             }
         };
+        // VAD turns that ended while this response was under way and still have none.
+        for t in self.waiting.iter_mut() {
+            t.behind |= t.tag.is_none() && !t.responded;
+        }
         self.counts.answered += 1;
         self.counts.failed += u64::from(!completed);
         if let (Some(first), Some(last)) = (turn.first_text_s, turn.last_text_s) {
@@ -158,6 +215,14 @@ impl Turns {
             self.waiting.remove(at);
             self.counts.refused += 1;
         }
+    }
+
+    /// The session is over: turns left behind that no response came for are `unanswered`.
+    pub fn settle(&mut self) {
+        let before = self.waiting.len();
+        let announced = self.announces_responses;
+        self.waiting.retain(|t| !(t.behind && announced));
+        self.counts.unanswered += (before - self.waiting.len()) as u64;
     }
 
     pub fn speech_started(&mut self) {
@@ -277,6 +342,113 @@ mod tests {
         // A turn that then ends and waits is no longer answered.
         t.ended(3.0);
         assert!(!t.answered_early());
+    }
+
+    /// A VAD turn: speech from `start_s`, stopped (the server says) at `end_s`.
+    fn vad_turn(t: &mut Turns, start_s: f64, end_s: f64) {
+        t.input_sent(start_s);
+        t.speech_started();
+        t.speech_stopped(end_s + 0.5, Some(end_s));
+    }
+
+    #[test]
+    fn a_vad_turn_that_ends_while_a_response_is_under_way_and_gets_none_holds_nothing_open() {
+        // OpenAI with interrupt_response false "may fail to create a response if the model is
+        // already responding".
+        let mut t = Turns::default();
+        vad_turn(&mut t, 0.0, 1.0);
+        t.response_created();
+        close(t.audio_delta(1.8), Sample::FirstAudioAfterEnd(0.8));
+        vad_turn(&mut t, 2.0, 3.0);
+        assert!(t.open(), "a response is under way");
+        close(t.done(4.0, true), Sample::DoneAfterEnd(3.0));
+        assert!(
+            !t.open(),
+            "nothing announced for the second turn: nothing to wait for"
+        );
+        t.settle();
+        let c = t.counts;
+        assert_eq!((c.ended, c.answered, c.unanswered), (2, 1, 1));
+    }
+
+    #[test]
+    fn a_response_created_while_vad_turns_wait_answers_the_newest_and_is_timed_from_its_end() {
+        let mut t = Turns::default();
+        vad_turn(&mut t, 0.0, 1.0);
+        t.response_created();
+        vad_turn(&mut t, 2.0, 3.0);
+        t.done(4.0, true);
+        // The server created none for the second; the third's response answers both.
+        vad_turn(&mut t, 5.0, 6.0);
+        assert!(t.open(), "the third turn waits");
+        t.response_created();
+        close(t.text_delta(6.3), Sample::FirstTextAfterEnd(0.3));
+        close(t.done(7.0, true), Sample::DoneAfterEnd(1.0));
+        assert!(!t.open());
+        t.settle();
+        let c = t.counts;
+        assert_eq!((c.ended, c.answered, c.unanswered), (3, 2, 1));
+    }
+
+    #[test]
+    fn a_server_that_answers_the_turn_left_behind_next_has_it_timed_from_its_own_end() {
+        let mut t = Turns::default();
+        vad_turn(&mut t, 0.0, 1.0);
+        t.response_created();
+        vad_turn(&mut t, 2.0, 3.0);
+        t.done(4.0, true);
+        t.response_created();
+        assert!(t.open(), "its response is under way");
+        close(t.audio_delta(4.2), Sample::FirstAudioAfterEnd(1.2));
+        close(t.done(5.0, true), Sample::DoneAfterEnd(2.0));
+        t.settle();
+        assert_eq!((t.counts.answered, t.counts.unanswered), (2, 0));
+    }
+
+    #[test]
+    fn a_response_created_while_another_is_under_way_is_the_next_turns() {
+        // The built-in mock queues a VAD turn's response behind the one in progress.
+        let mut t = Turns::default();
+        vad_turn(&mut t, 0.0, 1.0);
+        t.response_created();
+        vad_turn(&mut t, 2.0, 3.0);
+        t.response_created();
+        close(t.done(4.0, true), Sample::DoneAfterEnd(3.0));
+        assert!(t.open(), "the second response is under way");
+        close(t.audio_delta(4.5), Sample::FirstAudioAfterEnd(1.5));
+        close(t.done(5.0, true), Sample::DoneAfterEnd(2.0));
+        t.settle();
+        assert_eq!((t.counts.answered, t.counts.unanswered), (2, 0));
+    }
+
+    #[test]
+    fn the_clients_own_requests_are_answered_in_order_even_when_a_response_is_created_late() {
+        // --commit-every: each turn's response.create is answered in order; a slow server's
+        // response.created for the first may come after the second turn ended.
+        let mut t = Turns::default();
+        t.input_sent(0.0);
+        t.ended_as(1.0, Some(11));
+        t.input_sent(1.0);
+        t.ended_as(2.0, Some(23));
+        t.response_created();
+        close(t.done(2.5, true), Sample::DoneAfterEnd(1.5));
+        t.response_created();
+        close(t.done(3.0, true), Sample::DoneAfterEnd(1.0));
+        t.settle();
+        assert_eq!((t.counts.answered, t.counts.unanswered), (2, 0));
+    }
+
+    #[test]
+    fn without_response_created_a_turn_left_behind_is_still_waited_for() {
+        // A server that never says it created a response (FIFO, as before).
+        let mut t = Turns::default();
+        vad_turn(&mut t, 0.0, 1.0);
+        vad_turn(&mut t, 2.0, 3.0);
+        close(t.done(4.0, true), Sample::DoneAfterEnd(3.0));
+        assert!(t.open());
+        close(t.done(5.0, true), Sample::DoneAfterEnd(2.0));
+        t.settle();
+        assert_eq!((t.counts.answered, t.counts.unanswered), (2, 0));
     }
 
     #[test]
