@@ -256,7 +256,7 @@ pub struct ProtocolArgs {
     /// With --protocol openai or vllm: the model named in session.update [vllm: required with --url].
     #[arg(long, help_heading = "Server")]
     pub model: Option<String>,
-    /// Sample rate of the PCM16 input, in Hz: the one rate the protocol takes, 24000 for openai and 16000 otherwise; the --audio file must have it (nothing is resampled).
+    /// Sample rate of the PCM16 input, in Hz: 24000 for openai; 16000 for vllm and funasr; for native 16000 (VoiceChat, MiniCPM-o) or 24000 (PersonaPlex), as the server's session.updated grants [default: the protocol's; against the built-in mock, its --profile's]. The --audio file must have it (nothing is resampled).
     #[arg(long, value_parser = clap::value_parser!(u32).range(8_000..=48_000), help_heading = "Server")]
     pub input_sample_rate: Option<u32>,
     /// With --protocol openai: who ends a turn, the server's VAD or the client (a commit at the end of input and every --commit-every).
@@ -310,7 +310,7 @@ pub struct ServerLimitArgs {
 /// How the mock behaves; given to `mock`, and passed through to the built-in mock by `run`.
 #[derive(Debug, Clone, Args)]
 pub struct MockBehaviourArgs {
-    /// The model the mock plays: voicechat (80 ms units, 22050 Hz, audio) or minicpmo (1000 ms units, 24000 Hz, audio and text).
+    /// The model the mock plays: voicechat (80 ms units, 22050 Hz, audio), minicpmo (1000 ms units, 24000 Hz, audio and text) or personaplex (80 ms units, 24000 Hz in and out, audio).
     #[arg(long, value_enum, default_value_t = Profile::Voicechat, help_heading = "Mock")]
     pub profile: Profile,
     /// Server events per native unit: audio delta, text deltas, sglang.unit.done (one unit per append with 80 ms units and packets).

@@ -436,7 +436,10 @@ pub fn validate(args: &RunArgs, command_line: String, tui: bool) -> Result<RunPl
     let packet_ms = args
         .packet_ms
         .unwrap_or_else(|| args.speak.protocol.default_packet_ms());
-    let client = client_settings(&args.speak, args.url.is_some(), packet_ms)?;
+    // The built-in native mock takes its profile's input rate.
+    let mock_profile = (args.url.is_none() && args.speak.protocol == Protocol::Native)
+        .then_some(args.mock.profile);
+    let client = client_settings(&args.speak, args.url.is_some(), mock_profile, packet_ms)?;
     if args.url.is_none() {
         check_output_rate(args.speak.protocol, &args.mock)?;
     }
@@ -749,16 +752,31 @@ fn sessions_per_process(args: &RunArgs) -> Result<u32> {
     Ok(total / args.processes)
 }
 
-/// The protocol flags validated: each applies to its protocols only, and the input rate is the
-/// one the protocol's servers take (none of them is told another: nothing is resampled).
-fn client_settings(args: &ProtocolArgs, has_url: bool, packet_ms: u32) -> Result<ClientSettings> {
+/// The protocol flags validated: each applies to its protocols only, and the input rate is one
+/// the protocol's servers take (none of them is told another: nothing is resampled); against
+/// the built-in native mock, `mock_profile`'s.
+fn client_settings(
+    args: &ProtocolArgs,
+    has_url: bool,
+    mock_profile: Option<Profile>,
+    packet_ms: u32,
+) -> Result<ClientSettings> {
     let protocol = args.protocol;
     let name = protocol.as_str();
-    let rate = args
-        .input_sample_rate
-        .unwrap_or_else(|| protocol.default_input_sample_rate());
-    if rate != protocol.default_input_sample_rate() {
+    let default_rate = mock_profile.map_or_else(
+        || protocol.default_input_sample_rate(),
+        |p| p.input_sample_rate(),
+    );
+    let rate = args.input_sample_rate.unwrap_or(default_rate);
+    if !protocol.input_sample_rates().contains(&rate) {
         bail!("{}", rate_refusal(protocol, rate));
+    }
+    if let Some(p) = mock_profile.filter(|p| p.input_sample_rate() != rate) {
+        bail!(
+            "--input-sample-rate {rate}: the built-in mock plays {} (--profile), which takes PCM16 at {} Hz; leave the flag out, or give --profile personaplex for 24000 Hz",
+            p.name(),
+            p.input_sample_rate()
+        );
     }
     match protocol {
         Protocol::Native | Protocol::Funasr => {
@@ -840,7 +858,8 @@ fn rate_refusal(protocol: Protocol, rate: u32) -> String {
         Protocol::Openai => "the OpenAI Realtime API takes PCM16 at 24000 Hz only (GA's audio.input.format.rate is always 24000, beta's pcm16 is 24 kHz)",
         // vLLM's input_audio_buffer.append: "base64-encoded PCM16 @ 16kHz", and no field for a rate.
         Protocol::Vllm => "vLLM's /v1/realtime carries no rate and its models take PCM16 at 16000 Hz",
-        Protocol::Native | Protocol::Funasr => "its servers take PCM16 at 16000 Hz only",
+        Protocol::Native => "sglang-omni's models take PCM16 at 16000 Hz (VoiceChat, MiniCPM-o) or 24000 Hz (PersonaPlex) only",
+        Protocol::Funasr => "its servers take PCM16 at 16000 Hz only",
     };
     let name = protocol.as_str();
     format!(
@@ -1477,8 +1496,25 @@ mod tests {
         assert!(
             err(&["--commit-every", "5s"]).contains("--commit-every applies to --protocol openai")
         );
-        assert!(err(&["--input-sample-rate", "24000"])
-            .contains("--protocol native, its servers take PCM16 at 16000 Hz only"));
+        assert!(err(&["--input-sample-rate", "48000"])
+            .contains("--protocol native, sglang-omni's models take PCM16 at 16000 Hz"));
+        // 24 kHz is PersonaPlex's: taken with a URL, and against the built-in mock only when
+        // it plays PersonaPlex (whose rate is then the default).
+        assert!(err(&["--input-sample-rate", "24000"]).contains(
+            "the built-in mock plays voicechat (--profile), which takes PCM16 at 16000 Hz"
+        ));
+        let with_url = [
+            "--url",
+            "ws://127.0.0.1:9/v1/realtime",
+            "--input-sample-rate",
+            "24000",
+        ];
+        assert_eq!(
+            plan(&with_url).unwrap().settings.client.input_sample_rate,
+            24_000
+        );
+        let p = plan(&["--profile", "personaplex"]).unwrap();
+        assert_eq!(p.settings.client.input_sample_rate, 24_000);
         assert!(
             err(&["--protocol", "vllm", "--url", "ws://h:1/v1/realtime"]).contains("needs --model")
                 && err(&["--protocol", "vllm", "--url", "ws://h:1/v1/realtime"])

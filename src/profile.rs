@@ -1,6 +1,6 @@
 //! The models a native `/v1/realtime` server serves (docs/protocol-native.md, "Profiles"). A
 //! server serves one model, and the model fixes the terms it grants: the native unit it produces
-//! output in, the output sample rate and the output modalities. The mock serves one profile, and
+//! output in, the input and output sample rates and the output modalities. The mock serves one profile, and
 //! `conform` checks a server against the profile its grant names.
 
 use serde::{Deserialize, Serialize};
@@ -14,23 +14,26 @@ pub enum Profile {
     Voicechat,
     /// MiniCPM-o native: 1000 ms units, 24000 Hz output, audio and text.
     Minicpmo,
+    /// PersonaPlex (NVIDIA personaplex-7b): 80 ms units, 24000 Hz input and output, audio only.
+    Personaplex,
 }
 
 impl Profile {
-    pub const ALL: [Profile; 2] = [Profile::Voicechat, Profile::Minicpmo];
+    pub const ALL: [Profile; 3] = [Profile::Voicechat, Profile::Minicpmo, Profile::Personaplex];
 
     /// The name used on the command line and in output.
     pub fn name(self) -> &'static str {
         match self {
             Profile::Voicechat => "voicechat",
             Profile::Minicpmo => "minicpmo",
+            Profile::Personaplex => "personaplex",
         }
     }
 
     /// Input audio per native unit, and the boundary the tail is padded to.
     pub fn unit_ms(self) -> u32 {
         match self {
-            Profile::Voicechat => 80,
+            Profile::Voicechat | Profile::Personaplex => 80,
             Profile::Minicpmo => 1000,
         }
     }
@@ -38,35 +41,57 @@ impl Profile {
     pub fn output_sample_rate(self) -> u32 {
         match self {
             Profile::Voicechat => 22_050,
-            Profile::Minicpmo => 24_000,
+            Profile::Minicpmo | Profile::Personaplex => 24_000,
+        }
+    }
+
+    /// The PCM16 rate the model takes (sglang-omni's gates resample their 16 kHz dataset to
+    /// 24 kHz for PersonaPlex, `benchmarks/duplex/gates/models/personaplex.env`).
+    pub fn input_sample_rate(self) -> u32 {
+        match self {
+            Profile::Voicechat | Profile::Minicpmo => 16_000,
+            Profile::Personaplex => 24_000,
         }
     }
 
     /// Every output modality the model can produce; a session may ask for fewer.
     pub fn output_modalities(self) -> &'static [&'static str] {
         match self {
-            Profile::Voicechat => &["audio"],
+            Profile::Voicechat | Profile::Personaplex => &["audio"],
             Profile::Minicpmo => &["audio", "text"],
         }
     }
 
     /// Whether the model speaks for every unit, so that the output audio is exactly one unit of
-    /// audio per native unit (VoiceChat). MiniCPM-o may stay silent for a unit.
+    /// audio per native unit (VoiceChat, PersonaPlex: their `continuous_output` in sglang-omni's
+    /// benchmark profiles). MiniCPM-o may stay silent for a unit.
     pub fn continuous_output(self) -> bool {
-        matches!(self, Profile::Voicechat)
+        matches!(self, Profile::Voicechat | Profile::Personaplex)
     }
 
     /// Whether a response ends (`response.done`, reason `stop`) only after the client's end of
-    /// input: VoiceChat's does; MiniCPM-o's model stops replies of its own mid-session.
+    /// input: VoiceChat's and PersonaPlex's do; MiniCPM-o's model stops replies of its own
+    /// mid-session.
     pub fn stop_requires_end(self) -> bool {
-        matches!(self, Profile::Voicechat)
+        matches!(self, Profile::Voicechat | Profile::Personaplex)
     }
 
-    /// The profile whose native unit is `unit_ms`: how `conform` tells which model it talks to.
+    /// A profile whose native unit is `unit_ms`. VoiceChat and PersonaPlex share theirs, and
+    /// every term that depends on the unit alone (continuous output, stop after the end):
+    /// [`Profile::from_grant`] tells them apart by their input rate.
     pub fn from_unit_ms(unit_ms: f64) -> Option<Profile> {
         Profile::ALL
             .into_iter()
             .find(|p| f64::from(p.unit_ms()) == unit_ms)
+    }
+
+    /// The profile whose native unit is `unit_ms` and whose input rate is `input_rate_hz`
+    /// (16 kHz when the grant does not say): how `conform` tells which model it talks to.
+    pub fn from_grant(unit_ms: f64, input_rate_hz: Option<f64>) -> Option<Profile> {
+        let rate = input_rate_hz.unwrap_or(16_000.0);
+        Profile::ALL
+            .into_iter()
+            .find(|p| f64::from(p.unit_ms()) == unit_ms && f64::from(p.input_sample_rate()) == rate)
     }
 }
 
@@ -95,5 +120,15 @@ mod tests {
         assert_eq!(Profile::from_unit_ms(80.0), Some(Profile::Voicechat));
         assert_eq!(Profile::from_unit_ms(1000.0), Some(Profile::Minicpmo));
         assert_eq!(Profile::from_unit_ms(40.0), None);
+        assert_eq!(
+            Profile::from_grant(80.0, Some(24_000.0)),
+            Some(Profile::Personaplex)
+        );
+        assert_eq!(Profile::from_grant(80.0, None), Some(Profile::Voicechat));
+        assert_eq!(
+            Profile::from_grant(1000.0, Some(16_000.0)),
+            Some(Profile::Minicpmo)
+        );
+        assert_eq!(Profile::from_grant(1000.0, Some(24_000.0)), None);
     }
 }

@@ -124,6 +124,16 @@ impl Protocol {
         }
     }
 
+    /// The input sample rates the protocol's servers take: sglang-omni's native models 16 kHz
+    /// (VoiceChat, MiniCPM-o) or 24 kHz (PersonaPlex); the others one rate each.
+    pub fn input_sample_rates(self) -> &'static [u32] {
+        match self {
+            Protocol::Native => &[INPUT_SAMPLE_RATE, 24_000],
+            Protocol::Vllm | Protocol::Funasr => &[INPUT_SAMPLE_RATE],
+            Protocol::Openai => &[openai::DEFAULT_SAMPLE_RATE],
+        }
+    }
+
     /// The rate the built-in mock streams audio back at without `--output-sample-rate`: the
     /// profile's, 24 kHz for openai (the API's only rate).
     pub fn mock_output_sample_rate(self, profile: crate::profile::Profile) -> u32 {

@@ -373,7 +373,11 @@ impl Summary {
             settings,
         );
         let funasr = funasr::section(results(&record), settings);
-        let serving = serving::section(results(&record), &pooled.histograms.serving);
+        let serving = serving::section(
+            results(&record),
+            &pooled.histograms.serving,
+            settings.client.input_sample_rate,
+        );
         let output_dir = record.plan.output_dir.display().to_string();
         let files_lost = FilesLost::of(results(&record));
         let mut verdict = reasons::verdict(

@@ -508,6 +508,7 @@ pub(crate) fn client_protocol(settings: &Settings) -> Rc<dyn ClientProtocol> {
         Protocol::Native => Rc::new(Native::new(
             &settings.modalities,
             settings.client.audio_grant_optional,
+            settings.client.input_sample_rate,
         )),
         Protocol::Openai => Rc::new(Openai::new(
             &settings.client,

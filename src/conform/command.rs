@@ -8,6 +8,7 @@ use super::{
 };
 use crate::cli::{Cli, Command, ConformArgs};
 use crate::paths::RunPaths;
+use crate::profile::Profile;
 use crate::protocol::Protocol;
 use crate::{conductor, options};
 use anyhow::{bail, Context, Result};
@@ -356,7 +357,12 @@ fn protocol_flags(args: &ConformArgs) -> Vec<String> {
     if let Some(hotwords) = &args.hotwords {
         flags.extend(["--hotwords".into(), hotwords.clone()]);
     }
-    if let Some(rate) = p.input_sample_rate {
+    // A server said to play a profile is sent audio at that profile's rate (PersonaPlex:
+    // 24 kHz) unless told otherwise.
+    let rate = p
+        .input_sample_rate
+        .or_else(|| profile.map(Profile::input_sample_rate));
+    if let Some(rate) = rate {
         flags.extend(["--input-sample-rate".into(), rate.to_string()]);
     }
     let c = &args.connection;

@@ -2,7 +2,6 @@
 //! modalities asked for (`grant-request`); the terms of the model's profile (`grant-profile`).
 
 use crate::profile::Profile;
-use crate::protocol::INPUT_SAMPLE_RATE;
 use serde_json::{json, Value};
 
 /// The terms the rest of the session is checked against.
@@ -21,10 +20,6 @@ fn fixed_capabilities() -> Vec<(&'static str, Value)> {
     vec![
         ("interaction", json!("native")),
         ("native_full_duplex", json!(true)),
-        (
-            "input_audio_format",
-            json!({"type": "audio/pcm", "rate": INPUT_SAMPLE_RATE}),
-        ),
         ("tail_policy", json!("pad")),
         ("client_commit", json!(false)),
         ("pressure_policy", json!("reject")),
@@ -96,6 +91,28 @@ fn check_fixed(granted: &Value, findings: &mut Vec<Finding>) {
             microturn.to_string(),
         ));
     }
+    // PCM16 at a rate of sglang-omni's models; which one, the profile says.
+    let input = granted.get("input_audio_format");
+    let rates = crate::protocol::Protocol::Native.input_sample_rates();
+    let pcm = input.and_then(|f| f.get("type")) == Some(&json!("audio/pcm"));
+    let rate = input
+        .and_then(|f| f.get("rate"))
+        .and_then(Value::as_f64)
+        .filter(|r| rates.iter().any(|known| f64::from(*known) == *r));
+    if !pcm || rate.is_none() {
+        findings.push((
+            "grant-listed",
+            format!(
+                "input_audio_format {{\"type\":\"audio/pcm\",\"rate\":…}} at {}",
+                rates
+                    .iter()
+                    .map(|r| format!("{r}"))
+                    .collect::<Vec<_>>()
+                    .join(" or ")
+            ),
+            show(input),
+        ));
+    }
     let timeout = granted
         .get("limits")
         .and_then(|l| l.get("session_timeout_s"));
@@ -115,6 +132,8 @@ fn check_fixed(granted: &Value, findings: &mut Vec<Finding>) {
 struct Stated<'a> {
     unit: Option<&'a Value>,
     unit_ms: Option<f64>,
+    input_format: Option<&'a Value>,
+    input_rate_hz: Option<f64>,
     output_format: Option<&'a Value>,
     output_rate_hz: Option<f64>,
     modalities: Option<&'a Value>,
@@ -133,6 +152,10 @@ impl<'a> Stated<'a> {
                 show(unit),
             ));
         }
+        let input_format = granted.get("input_audio_format");
+        let input_rate_hz = input_format
+            .and_then(|f| f.get("rate"))
+            .and_then(Value::as_f64);
         let output_format = granted.get("output_audio_format");
         let output_rate_hz = output_format
             .and_then(|f| f.get("rate"))
@@ -159,6 +182,8 @@ impl<'a> Stated<'a> {
         Stated {
             unit,
             unit_ms,
+            input_format,
+            input_rate_hz,
             output_format,
             output_rate_hz,
             modalities,
@@ -227,22 +252,48 @@ fn check_profile(
     stated: &Stated<'_>,
     findings: &mut Vec<Finding>,
 ) -> Option<Profile> {
-    let profile = given.or_else(|| stated.unit_ms.and_then(Profile::from_unit_ms));
+    let profile = given.or_else(|| {
+        stated
+            .unit_ms
+            .and_then(|ms| Profile::from_grant(ms, stated.input_rate_hz))
+    });
     let Some(p) = profile else {
         findings.push((
             "grant-profile",
             format!(
-                "native_unit_ms of a known profile ({})",
+                "native_unit_ms and input rate of a known profile ({})",
                 Profile::ALL
                     .iter()
-                    .map(|p| format!("{} {} ms", p.name(), p.unit_ms()))
+                    .map(|p| format!(
+                        "{} {} ms at {} Hz",
+                        p.name(),
+                        p.unit_ms(),
+                        p.input_sample_rate()
+                    ))
                     .collect::<Vec<_>>()
                     .join(", ")
             ),
-            show(stated.unit),
+            format!(
+                "{} at {}",
+                show(stated.unit),
+                show(stated.input_format.and_then(|f| f.get("rate")))
+            ),
         ));
         return None;
     };
+    if stated.input_rate_hz.is_some()
+        && stated.input_rate_hz != Some(f64::from(p.input_sample_rate()))
+    {
+        findings.push((
+            "grant-profile",
+            format!(
+                "input_audio_format.rate {} ({})",
+                p.input_sample_rate(),
+                p.name()
+            ),
+            show(stated.input_format.and_then(|f| f.get("rate"))),
+        ));
+    }
     if stated.unit_ms != Some(f64::from(p.unit_ms())) {
         findings.push((
             "grant-profile",

@@ -16,8 +16,6 @@ use crate::protocol::names;
 use serde_json::Value;
 use std::collections::{HashMap, HashSet};
 
-/// Bytes of 16 kHz PCM16 input per millisecond.
-const INPUT_BYTES_PER_MS: f64 = 32.0;
 /// Times and sizes arrive as JSON numbers, integer or not: compared to a microsecond.
 const TOLERANCE: f64 = 1e-6;
 
@@ -207,8 +205,13 @@ impl<'a> Check<'a> {
         self.terms.and_then(|t| t.unit_ms)
     }
 
+    /// The input sent so far, in ms at the profile's input rate (16 kHz when unknown).
     fn input_ms(&self) -> f64 {
-        self.input_bytes as f64 / INPUT_BYTES_PER_MS
+        let rate = self.profile().map_or(
+            crate::protocol::INPUT_SAMPLE_RATE,
+            Profile::input_sample_rate,
+        );
+        self.input_bytes as f64 / (f64::from(rate) * 2.0 / 1000.0)
     }
 
     fn record(&mut self, line: usize, record: &Record) {

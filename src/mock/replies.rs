@@ -9,7 +9,7 @@
 
 use crate::cli::MockBehaviourArgs;
 use crate::profile::{self, Profile};
-use crate::protocol::{names, BYTES_PER_SAMPLE, INPUT_SAMPLE_RATE};
+use crate::protocol::{names, BYTES_PER_SAMPLE};
 use base64::Engine as _;
 use std::fmt::Write as _;
 use tokio_tungstenite::tungstenite::Utf8Bytes;
@@ -21,12 +21,10 @@ pub use response::ResponseFrames;
 pub const MODEL: &str = "duplexbench-mock";
 /// Stated in the granted limits; the mock does not enforce it (a benchmark session ends itself).
 pub const SESSION_TIMEOUT_S: u32 = 240;
-/// Largest decoded audio in one append: 2 s of 16 kHz PCM16, twice the largest `--packet-ms`.
-pub const MAX_APPEND_BYTES: usize = 2 * INPUT_SAMPLE_RATE as usize * BYTES_PER_SAMPLE;
+/// Largest decoded audio in one append: 2 s of input, twice the largest `--packet-ms`.
+const MAX_APPEND_S: usize = 2;
 /// Largest WebSocket message read; a larger one ends only its own session.
 pub const MAX_MESSAGE_BYTES: usize = 4 << 20;
-/// Bytes of 16 kHz PCM16 input per millisecond (a whole number, so unit spans stay exact).
-pub const INPUT_BYTES_PER_MS: u64 = INPUT_SAMPLE_RATE as u64 * BYTES_PER_SAMPLE as u64 / 1000;
 /// The text of every text delta (its content does not matter to a benchmark).
 const TEXT: &str = "…";
 
@@ -39,6 +37,12 @@ pub struct Templates {
     /// The profile's native unit, in ms and in bytes of input.
     pub unit_ms: u32,
     pub unit_input_bytes: u64,
+    /// The profile's input rate, and its PCM16 bytes per ms (a whole number: 32 at 16 kHz, 48
+    /// at 24 kHz).
+    pub input_rate: u32,
+    pub input_bytes_per_ms: u64,
+    /// Largest decoded audio in one append (`limits.max_append_bytes`).
+    pub max_append_bytes: usize,
     pub output_sample_rate: u32,
     /// One unit of PCM16 silence at the output rate, in base64: the `delta` of every audio delta
     /// (the padded tail unit included, so the output audio is conserved).
@@ -54,12 +58,17 @@ impl Templates {
             .output_sample_rate
             .unwrap_or_else(|| profile.output_sample_rate());
         let silence = vec![0u8; profile::unit_output_bytes(unit_ms, output_sample_rate)];
+        let input_rate = profile.input_sample_rate();
+        let input_bytes_per_ms = u64::from(input_rate) * BYTES_PER_SAMPLE as u64 / 1000;
         Templates {
             profile,
             replies_per_unit: behaviour.replies_per_append,
             burst_units: behaviour.burst_units.max(1),
             unit_ms,
-            unit_input_bytes: u64::from(unit_ms) * INPUT_BYTES_PER_MS,
+            unit_input_bytes: u64::from(unit_ms) * input_bytes_per_ms,
+            input_rate,
+            input_bytes_per_ms,
+            max_append_bytes: MAX_APPEND_S * input_rate as usize * BYTES_PER_SAMPLE,
             output_sample_rate,
             silence_b64: base64::engine::general_purpose::STANDARD.encode(silence),
             max_sessions: behaviour.max_sessions,
@@ -122,12 +131,12 @@ impl Templates {
                 r#""max_message_bytes":{message_bytes},"max_sessions":{max_sessions}}},"#,
                 r#""rejections":[]}}"#
             ),
-            input_rate = INPUT_SAMPLE_RATE,
+            input_rate = self.input_rate,
             output_rate = self.output_sample_rate,
             modalities = grant.modalities_json,
             unit_ms = self.unit_ms,
             timeout_s = SESSION_TIMEOUT_S,
-            append_bytes = MAX_APPEND_BYTES,
+            append_bytes = self.max_append_bytes,
             message_bytes = MAX_MESSAGE_BYTES,
             max_sessions = max_sessions,
         )
@@ -227,7 +236,7 @@ pub fn session_updated(
         session_id = session_id,
         model = MODEL,
         modalities = grant.modalities_json,
-        input_rate = INPUT_SAMPLE_RATE,
+        input_rate = templates.input_rate,
         output_rate = templates.output_sample_rate,
     );
     out.push_str(&granted);

@@ -17,7 +17,6 @@
 use super::client_event::{self, ClientEvent};
 use super::replies::{
     self, Drained, ErrorCode, EventIds, Grant, Refusal, ResponseFrames, Templates, UnitSpan,
-    INPUT_BYTES_PER_MS,
 };
 use super::stats::Counters;
 use crate::protocol::{names, BYTES_PER_SAMPLE};
@@ -266,12 +265,12 @@ impl Session {
             .at(AUDIO_PARAM));
         };
         let audio_bytes = decoded_len(audio)?;
-        if audio_bytes > replies::MAX_APPEND_BYTES {
+        if audio_bytes > self.templates.max_append_bytes {
             return Err(Refusal::new(
                 ErrorCode::BufferOverflow,
                 format!(
                     "append of {audio_bytes} bytes exceeds max_append_bytes {}",
-                    replies::MAX_APPEND_BYTES
+                    self.templates.max_append_bytes
                 ),
             ));
         }
@@ -342,7 +341,7 @@ impl Session {
 
     /// Milliseconds of input accepted so far.
     fn accepted_end_ms(&self) -> f64 {
-        self.accepted_bytes as f64 / INPUT_BYTES_PER_MS as f64
+        self.accepted_bytes as f64 / self.templates.input_bytes_per_ms as f64
     }
 
     /// Queues the next native unit, covering `bytes` of input from where the last one ended.
@@ -350,7 +349,7 @@ impl Session {
         self.pending.push(UnitSpan {
             index: self.units,
             t_start_ms: self.units * u64::from(self.templates.unit_ms),
-            duration_ms: bytes as f64 / INPUT_BYTES_PER_MS as f64,
+            duration_ms: bytes as f64 / self.templates.input_bytes_per_ms as f64,
         });
         self.units += 1;
     }
@@ -378,9 +377,8 @@ impl Session {
         // empty unit of duration 0, as sglang-omni's server cuts one to carry the end of input.
         let unit_bytes = self.templates.unit_input_bytes;
         let tail_bytes = self.accepted_bytes - self.units * unit_bytes;
-        // 32 bytes per ms: the division is exact in binary, so the spans add up to the input.
         let padding_ms = if tail_bytes > 0 {
-            (unit_bytes - tail_bytes) as f64 / INPUT_BYTES_PER_MS as f64
+            (unit_bytes - tail_bytes) as f64 / self.templates.input_bytes_per_ms as f64
         } else {
             0.0
         };

@@ -60,21 +60,25 @@ pub struct Native {
     /// A grant without the audio asked for is streamed on ([`ClientSettings`]'s
     /// `audio_grant_optional`).
     audio_grant_optional: bool,
+    /// The PCM16 rate the client sends (`--input-sample-rate`): the grant must take it.
+    input_rate: u32,
 }
 
 impl Default for Native {
     fn default() -> Native {
-        Native::new(&["audio".to_string()], false)
+        Native::new(&["audio".to_string()], false, INPUT_SAMPLE_RATE)
     }
 }
 
 impl Native {
-    /// A client that asks for `modalities` (`audio`, `text`) in its `session.update`; a grant
-    /// without the audio asked for fails the set-up unless `audio_grant_optional`.
-    pub fn new(modalities: &[String], audio_grant_optional: bool) -> Native {
+    /// A client that asks for `modalities` (`audio`, `text`) in its `session.update` and sends
+    /// PCM16 at `input_rate`; a grant without the audio asked for fails the set-up unless
+    /// `audio_grant_optional`.
+    pub fn new(modalities: &[String], audio_grant_optional: bool, input_rate: u32) -> Native {
         Native {
             modalities: modalities.to_vec(),
             audio_grant_optional,
+            input_rate,
         }
     }
 }
@@ -214,18 +218,18 @@ impl ClientProtocol for Native {
         let meaning = match &*event.kind {
             names::SESSION_CREATED => Meaning::Milestone(Milestone::Created),
             names::SESSION_UPDATED => {
-                // sglang-omni's session as granted names the input format it takes; this
-                // client sends 16 kHz only, and a server of another rate (PersonaPlex's 24 kHz)
-                // would refuse the second packet as not sample-contiguous, and every one after.
+                // sglang-omni's session as granted names the input format it takes (the
+                // model's: PersonaPlex 24 kHz, the others 16 kHz); audio at another rate would
+                // have its second packet refused as not sample-contiguous, and every one after.
                 let rate = event
                     .session
                     .as_ref()
                     .and_then(|s| s.pointer("/audio/input/format/rate"))
                     .and_then(|r| r.as_f64().or_else(|| r.as_str()?.trim().parse().ok()));
-                if let Some(rate) = rate.filter(|r| *r != f64::from(INPUT_SAMPLE_RATE)) {
+                if let Some(rate) = rate.filter(|r| *r != f64::from(self.input_rate)) {
                     return Err(format!(
-                        "the server takes PCM16 at {rate} Hz (session.audio.input.format.rate in session.updated) and the native client sends {} Hz only: this server is not one the native client can drive (sglang-omni's VoiceChat and MiniCPM-o take 16 kHz)",
-                        INPUT_SAMPLE_RATE
+                        "the server takes PCM16 at {rate} Hz (session.audio.input.format.rate in session.updated) and this run sends {} Hz: give --input-sample-rate {rate} (with --audio, a WAV at {rate} Hz: nothing is resampled; sglang-omni's PersonaPlex takes 24000 Hz, VoiceChat and MiniCPM-o 16000 Hz)",
+                        self.input_rate
                     ));
                 }
                 self.check_audio_granted(event.session.as_ref())?;
@@ -861,7 +865,7 @@ mod tests {
     /// the set-up fails naming it, where the session would otherwise have its second packet
     /// refused as not sample-contiguous, and every packet after.
     #[test]
-    fn a_granted_input_rate_other_than_16_khz_fails_the_set_up_naming_it() {
+    fn a_granted_input_rate_other_than_the_clients_fails_the_set_up_naming_it() {
         let at = |rate: &str| {
             format!(
                 r#"{{"type":"session.updated","event_id":"e","session":{{"audio":{{"input":{{"format":{{"type":"audio/pcm","rate":{rate}}}}}}}}}}}"#
@@ -877,6 +881,12 @@ mod tests {
         );
         let err = native.classify(&at("24000")).err().unwrap();
         assert!(err.contains("the server takes PCM16 at 24000 Hz"), "{err}");
+        assert!(err.contains("give --input-sample-rate 24000"), "{err}");
+        // A client sending 24 kHz (PersonaPlex) takes that grant and refuses a 16 kHz one.
+        let at_24k = Native::new(&["audio".to_string()], false, 24_000);
+        assert!(at_24k.classify(&at("24000")).is_ok());
+        let err = at_24k.classify(&at("16000")).err().unwrap();
+        assert!(err.contains("this run sends 24000 Hz"), "{err}");
         // No rate said, or one the client cannot read: nothing to go by.
         for session in [
             r#""session":{}"#,
@@ -995,14 +1005,22 @@ mod tests {
             native_unit_ms: None,
             output_rate: None,
         };
-        let text_first = Native::new(&["text".to_string(), "audio".to_string()], false);
+        let text_first = Native::new(
+            &["text".to_string(), "audio".to_string()],
+            false,
+            INPUT_SAMPLE_RATE,
+        );
         let err = text_first.classify(&updated(r#"["text"]"#)).err().unwrap();
         assert!(
             err.contains(r#"granted output_modalities ["text"]"#),
             "{err}"
         );
         assert!(err.contains("--modalities audio,text"), "{err}");
-        let audio_first = Native::new(&["audio".to_string(), "text".to_string()], false);
+        let audio_first = Native::new(
+            &["audio".to_string(), "text".to_string()],
+            false,
+            INPUT_SAMPLE_RATE,
+        );
         assert_eq!(
             audio_first
                 .classify(&updated(r#"["audio"]"#))
@@ -1018,7 +1036,7 @@ mod tests {
             ready
         );
         // Text alone asked for: text alone granted is what was wanted.
-        let text = Native::new(&["text".to_string()], false);
+        let text = Native::new(&["text".to_string()], false, INPUT_SAMPLE_RATE);
         assert_eq!(
             text.classify(&updated(r#"["text"]"#)).unwrap().meaning,
             ready
@@ -1039,7 +1057,11 @@ mod tests {
             );
         }
         // conform judges the grant itself: its sessions stream on.
-        let judged = Native::new(&["text".to_string(), "audio".to_string()], true);
+        let judged = Native::new(
+            &["text".to_string(), "audio".to_string()],
+            true,
+            INPUT_SAMPLE_RATE,
+        );
         assert_eq!(
             judged.classify(&updated(r#"["text"]"#)).unwrap().meaning,
             ready
@@ -1068,7 +1090,11 @@ mod tests {
             worker: 0,
             session: 0,
         };
-        let both = Native::new(&["audio".to_string(), "text".to_string()], false);
+        let both = Native::new(
+            &["audio".to_string(), "text".to_string()],
+            false,
+            INPUT_SAMPLE_RATE,
+        );
         let Some(Outgoing::Text(update)) = both.set_up(ids).remove(1).send else {
             panic!("the update is a text frame")
         };

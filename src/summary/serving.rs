@@ -120,6 +120,7 @@ pub struct ServingSection {
 pub fn section<'a>(
     results: impl Iterator<Item = &'a WorkerResult>,
     h: &ServingHistograms,
+    input_rate: u32,
 ) -> Option<ServingSection> {
     let mut sessions: Vec<(&ServingOutcome, bool)> = Vec::new();
     for r in results {
@@ -158,7 +159,10 @@ pub fn section<'a>(
     let out = |d: Distribution| continuous.then_some(d);
     Some(ServingSection {
         profile: unit_ms
-            .and_then(Profile::from_unit_ms)
+            .and_then(|ms| {
+                Profile::from_grant(ms, Some(f64::from(input_rate)))
+                    .or_else(|| Profile::from_unit_ms(ms))
+            })
             .map(|p| p.name().to_string()),
         native_unit_ms: unit_ms,
         output_sample_rate: granted.and_then(|(s, _)| s.output_sample_rate),

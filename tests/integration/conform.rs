@@ -15,7 +15,12 @@ fn conform_against_the_mock(profile: &str) {
     let out = dir.join("run");
     let out_str = out.to_str().unwrap();
     let url = mock.url();
-    let checked = util::run(&["conform", "--url", &url, "--output", out_str], LIMIT);
+    let mut args = vec!["conform", "--url", &url, "--output", out_str];
+    // PersonaPlex takes 24 kHz input: naming the profile has conform send it.
+    if profile == "personaplex" {
+        args.extend(["--profile", profile]);
+    }
+    let checked = util::run(&args, LIMIT);
     let stdout = String::from_utf8_lossy(&checked.stdout);
     assert_eq!(checked.status.code(), Some(0), "{}", describe(&checked));
     let verdict = stdout
@@ -57,6 +62,11 @@ fn the_voicechat_mock_is_conformant() {
 #[test]
 fn the_minicpmo_mock_is_conformant() {
     conform_against_the_mock("minicpmo");
+}
+
+#[test]
+fn the_personaplex_mock_is_conformant() {
+    conform_against_the_mock("personaplex");
 }
 
 /// A session the server ends with a fatal error (VoiceChat asked for text): the client traces

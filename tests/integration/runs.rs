@@ -235,6 +235,36 @@ fn a_unit_profile_run_has_unit_and_response_figures_and_no_output_stream_ones() 
     validate_against_schema(&s);
 }
 
+/// PersonaPlex takes 24 kHz input (sglang-omni's gates resample their dataset for it): against
+/// the built-in mock playing it, the client sends 24 kHz by default, the grant takes it, and
+/// the serving figures are PersonaPlex's, its input's length read at 24 kHz (80 ms units: 2.4 s
+/// is 30 whole units, then the empty unit that carries the end of input, the terminal one).
+#[test]
+fn a_personaplex_run_streams_24_khz_input_and_has_its_serving_figures() {
+    let _serial = util::serial();
+    let dir = TempDir::new("personaplex");
+    let out = dir.join("out");
+    let output = util::run_to(
+        &out,
+        &["-s", "2", "-d", "2.4s", "--profile", "personaplex"],
+        Duration::from_secs(90),
+    );
+    util::assert_finished(&output);
+    let s = summary(&out);
+    assert_eq!(s["settings"]["client"]["input_sample_rate"], 24_000);
+    assert_eq!(s["sessions"]["completed"], 2, "{}", describe(&output));
+    let v = &s["serving"];
+    assert_eq!(v["profile"], "personaplex", "{v}");
+    assert_eq!(v["output_sample_rate"], 24_000.0, "{v}");
+    assert_eq!(v["excluded_terminal_units"], 2, "{v}");
+    assert_eq!(v["unit_lag_s"]["n"], 2 * 30, "{v}");
+    assert_eq!(
+        v["underrun_count"], 0,
+        "a 16 kHz reading of the input would see underruns: {v}"
+    );
+    validate_against_schema(&s);
+}
+
 /// Issue 17: a packet allocates nothing on the worker's runtime thread. What a 1 × 64 run
 /// without traces allocates there while streaming is the per-session start (about 30 a session)
 /// and the receipts' and samples' batches (2 a session every half second): 0.8 a packet over

@@ -107,10 +107,16 @@ fn real_update(modalities: &[&str]) -> String {
     .to_string()
 }
 
-/// An append as the real client sends it: uuid4 hex id, `t_start_ms` as a float (`80.0`).
+/// An append of 16 kHz audio as the real client sends it: uuid4 hex id, `t_start_ms` as a float
+/// (`80.0`).
 fn real_append(seq: u64, offset_bytes: usize, pcm_bytes: usize) -> String {
+    real_append_at(16_000, seq, offset_bytes, pcm_bytes)
+}
+
+/// The same at `rate` Hz.
+fn real_append_at(rate: u32, seq: u64, offset_bytes: usize, pcm_bytes: usize) -> String {
     let audio = base64::engine::general_purpose::STANDARD.encode(vec![0u8; pcm_bytes]);
-    let t_start_ms = offset_bytes as f64 / 2.0 / 16_000.0 * 1000.0;
+    let t_start_ms = offset_bytes as f64 / 2.0 / f64::from(rate) * 1000.0;
     format!(
         r#"{{"type":"input_audio_buffer.append","event_id":"{:032x}","audio":"{audio}","sglang":{{"seq":{seq},"t_start_ms":{t_start_ms:?}}}}}"#,
         0xa11ce_u128 + u128::from(seq)
@@ -127,12 +133,15 @@ fn real_session(profile: Profile, modalities: &[&str], input_ms: usize) -> (Vec<
         .map(|f| serde_json::from_str(f.as_str()).unwrap())
         .collect();
     events.extend(h.send(&real_update(modalities)));
-    let total = input_ms * 32;
+    // 80 ms packets at the profile's input rate.
+    let rate = profile.input_sample_rate();
+    let per_ms = rate as usize * 2 / 1000;
+    let (total, packet) = (input_ms * per_ms, 80 * per_ms);
     let mut offset = 0;
     let mut seq = 0;
     while offset < total {
-        let bytes = PACKET.min(total - offset);
-        events.extend(h.send(&real_append(seq, offset, bytes)));
+        let bytes = packet.min(total - offset);
+        events.extend(h.send(&real_append_at(rate, seq, offset, bytes)));
         offset += bytes;
         seq += 1;
     }
@@ -384,7 +393,7 @@ fn malformed_messages_get_sglang_omnis_codes() {
     h.session.on_binary(&h.counters, &mut h.out);
     let v: Value = serde_json::from_str(h.out[0].as_str()).unwrap();
     assert_eq!(v["error"]["code"], "invalid_request");
-    let huge = h.append(0, replies::MAX_APPEND_BYTES + 2);
+    let huge = h.append(0, h.session.templates.max_append_bytes + 2);
     assert_eq!(error_code(&huge), "buffer_overflow");
     assert_eq!(h.errors(), 9);
     // None of it disturbed the session.

@@ -143,8 +143,10 @@ impl Machine {
         let transcripts = protocol
             .records_transcripts()
             .then(|| Recorder::new(settings.recv_timeout_s));
-        let serving = (settings_for_turns == Protocol::Native)
-            .then(|| Serving::new(audio.total_bytes(), settings.packet_s()));
+        let serving = (settings_for_turns == Protocol::Native).then(|| {
+            let rate = settings.client.input_sample_rate;
+            Serving::new(audio.total_bytes(), rate, settings.packet_s())
+        });
         Machine {
             protocol,
             ids,

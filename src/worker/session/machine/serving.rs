@@ -118,6 +118,8 @@ pub struct Serving {
     input_s: f64,
     packet_s: f64,
     terms: Option<Terms>,
+    /// The input's PCM16 rate, in Hz.
+    input_rate: u32,
     gate_s: Option<f64>,
     sends: u64,
     late_sends: u64,
@@ -136,11 +138,12 @@ pub struct Serving {
 }
 
 impl Serving {
-    /// A session whose input is `input_bytes` of PCM16 at 16 kHz, sent in packets of
+    /// A session whose input is `input_bytes` of PCM16 at `input_rate` Hz, sent in packets of
     /// `packet_s`.
-    pub fn new(input_bytes: u64, packet_s: f64) -> Serving {
+    pub fn new(input_bytes: u64, input_rate: u32, packet_s: f64) -> Serving {
         Serving {
-            input_s: input_bytes as f64 / (2.0 * 16_000.0),
+            input_rate,
+            input_s: input_bytes as f64 / (2.0 * f64::from(input_rate)),
             packet_s,
             terms: None,
             gate_s: None,
@@ -169,7 +172,9 @@ impl Serving {
         let Some(unit_ms) = native_unit_ms.filter(|ms| *ms > 0.0) else {
             return;
         };
-        let profile = Profile::from_unit_ms(unit_ms);
+        // The unit and the input rate name the model (VoiceChat and PersonaPlex share 80 ms).
+        let profile = Profile::from_grant(unit_ms, Some(f64::from(self.input_rate)))
+            .or_else(|| Profile::from_unit_ms(unit_ms));
         let unit_s = unit_ms / 1000.0;
         self.terms = Some(Terms {
             unit_s,
@@ -365,7 +370,7 @@ mod tests {
     const UNIT_BYTES: usize = 3528;
 
     fn voicechat(input_ms: u64) -> Serving {
-        let mut s = Serving::new(input_ms * 32, 0.08);
+        let mut s = Serving::new(input_ms * 32, 16_000, 0.08);
         s.granted(Some(80.0), Some(22_050.0));
         s.started(100.0);
         s
@@ -485,7 +490,7 @@ mod tests {
     #[test]
     fn a_unit_profile_has_no_continuous_output_figures_but_its_responses() {
         let mut h = ServingHistograms::default();
-        let mut s = Serving::new(3 * 32_000, 0.08);
+        let mut s = Serving::new(3 * 32_000, 16_000, 0.08);
         // MiniCPM-o's grant without an output rate: the unit names the profile's.
         s.granted(Some(1000.0), None);
         s.started(50.0);
@@ -527,7 +532,7 @@ mod tests {
     #[test]
     fn without_a_grant_nothing_but_the_sends_is_timed() {
         let mut h = ServingHistograms::default();
-        let mut s = Serving::new(32_000, 0.08);
+        let mut s = Serving::new(32_000, 16_000, 0.08);
         s.started(10.0);
         s.sent(0, 10.0, &mut h);
         s.unit_done(0, 10.1, &mut h);
