@@ -764,3 +764,43 @@ fn only_refusals_that_used_up_the_retries_make_a_refused_session() {
     other.event["http_status"] = json!(500);
     assert!(!super::refused_admission(&[other]));
 }
+
+/// sglang-omni's server ends a response the client's `session.close` cut short with
+/// `response.done` cancelled for `client_closed` (`run_close`; its checker's TERMINAL_REASONS):
+/// that is no broken response rule, where completed/stop would be.
+#[test]
+fn a_response_cut_short_by_session_close_ends_cancelled_for_client_closed() {
+    let closed_early = |status: &str, reason: &str| {
+        let mut r = voicechat();
+        r.truncate(index_of(&r, names::INPUT_END, 0));
+        let mut t = Trace {
+            records: r,
+            time_s: 200.0,
+            next_id: 1000,
+        };
+        t.push(
+            Direction::Send,
+            json!({"type": names::SESSION_CLOSE, "event_id": "c-close"}),
+        );
+        let ids = json!({"response_id": "resp_1", "item_id": "item_1", "output_index": 0, "content_index": 0});
+        let mut done = ids.clone();
+        done["type"] = json!(names::TRANSCRIPT_DONE);
+        done["transcript"] = json!("…");
+        t.receive(done);
+        let mut audio_done = ids;
+        audio_done["type"] = json!(names::AUDIO_DONE);
+        t.receive(audio_done);
+        t.receive(json!({"type": names::RESPONSE_DONE, "response": {"id": "resp_1", "status": status, "status_details": {"reason": reason}}}));
+        t.receive(json!({"type": names::SESSION_CLOSED, "client_event_id": "c-close", "reason": "client_closed"}));
+        t.push(
+            Direction::Close,
+            json!({"code": 1000, "reason": "session closed"}),
+        );
+        rules(&t.records, None)
+    };
+    let cancelled = closed_early("cancelled", "client_closed");
+    for rule in ["response-done", "response-done-order", "response-lifecycle"] {
+        assert!(!cancelled.contains(rule), "{rule}: {cancelled:?}");
+    }
+    assert!(closed_early("completed", "stop").contains("response-done"));
+}

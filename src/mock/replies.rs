@@ -19,10 +19,13 @@ mod response;
 pub use response::ResponseFrames;
 
 pub const MODEL: &str = "duplexbench-mock";
-/// Stated in the granted limits; the mock does not enforce it (a benchmark session ends itself).
-pub const SESSION_TIMEOUT_S: u32 = 240;
-/// Largest decoded audio in one append: 2 s of input, twice the largest `--packet-ms`.
-const MAX_APPEND_S: usize = 2;
+/// The input a session may hold unprocessed (sglang-omni's `MAX_BUFFERED_INPUT_S`), in seconds.
+const MAX_BUFFERED_INPUT_S: usize = 60;
+/// sglang-omni's `RuntimeLimits` defaults, stated in the grant's `limits`.
+const MAX_OUTPUT_BYTES: usize = 4 << 20;
+const MAX_OUTPUT_EVENTS: usize = 256;
+const MAX_HISTORY_CHARS: usize = 65_536;
+const CLEANUP_TIMEOUT_S: u32 = 30;
 /// Largest WebSocket message read; a larger one ends only its own session.
 pub const MAX_MESSAGE_BYTES: usize = 4 << 20;
 /// The text of every text delta (its content does not matter to a benchmark).
@@ -41,13 +44,12 @@ pub struct Templates {
     /// at 24 kHz).
     pub input_rate: u32,
     pub input_bytes_per_ms: u64,
-    /// Largest decoded audio in one append (`limits.max_append_bytes`).
-    pub max_append_bytes: usize,
+    /// The input a session may hold unprocessed (`limits.max_input_bytes`): 60 s of it.
+    pub max_input_bytes: usize,
     pub output_sample_rate: u32,
     /// One unit of PCM16 silence at the output rate, in base64: the `delta` of every audio delta
     /// (the padded tail unit included, so the output audio is conserved).
     silence_b64: String,
-    max_sessions: Option<u32>,
 }
 
 impl Templates {
@@ -68,10 +70,9 @@ impl Templates {
             unit_input_bytes: u64::from(unit_ms) * input_bytes_per_ms,
             input_rate,
             input_bytes_per_ms,
-            max_append_bytes: MAX_APPEND_S * input_rate as usize * BYTES_PER_SAMPLE,
+            max_input_bytes: MAX_BUFFERED_INPUT_S * input_rate as usize * BYTES_PER_SAMPLE,
             output_sample_rate,
             silence_b64: base64::engine::general_purpose::STANDARD.encode(silence),
-            max_sessions: behaviour.max_sessions,
         }
     }
 
@@ -111,11 +112,10 @@ impl Templates {
     /// The `granted` object of `session.updated`: every capability, stated, in the keys and
     /// order of sglang-omni's server (`Capabilities.to_granted_capabilities` and its
     /// negotiation: no microturns, an empty `rejections`, since the mock grants what was asked
-    /// or refuses). `limits` are the mock's own, `session_timeout_s` 240 among them.
+    /// or refuses). `limits` are sglang-omni's `RuntimeLimits` with their defaults, the input
+    /// budget at the profile's input rate (the server's newer keys; an older one also stated
+    /// `session_timeout_s` and chunk counts).
     fn granted_json(&self, grant: &Grant) -> String {
-        let max_sessions = self
-            .max_sessions
-            .map_or_else(|| "null".to_string(), |n| n.to_string());
         format!(
             concat!(
                 r#"{{"interaction":"native","native_full_duplex":true,"proactive_output":false,"#,
@@ -127,18 +127,20 @@ impl Templates {
                 r#""tail_policy":"pad","supports_server_interrupt":false,"supports_truncate":false,"#,
                 r#""supports_resume":false,"partial_style":"append_only","pressure_policy":"reject","#,
                 r#""strict_order":true,"sampling_parameters":[],"supports_reference_audio":false,"#,
-                r#""limits":{{"session_timeout_s":{timeout_s},"max_append_bytes":{append_bytes},"#,
-                r#""max_message_bytes":{message_bytes},"max_sessions":{max_sessions}}},"#,
+                r#""limits":{{"max_input_bytes":{input_bytes},"max_output_bytes":{output_bytes},"#,
+                r#""max_output_events":{output_events},"max_history_chars":{history_chars},"#,
+                r#""cleanup_timeout_s":{cleanup_s}}},"#,
                 r#""rejections":[]}}"#
             ),
             input_rate = self.input_rate,
             output_rate = self.output_sample_rate,
             modalities = grant.modalities_json,
             unit_ms = self.unit_ms,
-            timeout_s = SESSION_TIMEOUT_S,
-            append_bytes = self.max_append_bytes,
-            message_bytes = MAX_MESSAGE_BYTES,
-            max_sessions = max_sessions,
+            input_bytes = self.max_input_bytes,
+            output_bytes = MAX_OUTPUT_BYTES,
+            output_events = MAX_OUTPUT_EVENTS,
+            history_chars = MAX_HISTORY_CHARS,
+            cleanup_s = CLEANUP_TIMEOUT_S,
         )
     }
 }
@@ -446,7 +448,6 @@ mod tests {
             replies_per_append: 3,
             burst_units: 1,
             output_sample_rate: None,
-            max_sessions: None,
             ..MockBehaviourArgs::defaults()
         })
     }

@@ -127,6 +127,11 @@ impl Session {
             names::SESSION_UPDATE => return self.on_update(&event, counters, out),
             names::INPUT_END => self.on_end(client_event_id, counters, out),
             names::SESSION_CLOSE => {
+                // A response still open ends first, cancelled; units not yet sent are not.
+                if let Some(response) = &mut self.response {
+                    response.cancel(&mut self.ids, out);
+                }
+                self.pending.clear();
                 let event_id = self.event_id();
                 out.push(replies::session_closed(
                     &event_id,
@@ -137,7 +142,12 @@ impl Session {
                 counters.session_closed();
                 return Step::Close;
             }
-            // Commands of the protocol that the grant rules out (`client_commit` false).
+            // Commands of the protocol that the grant rules out (`client_commit` false); before
+            // the grant, refused as sglang-omni refuses any command then.
+            names::COMMIT | names::RESPONSE_CREATE if self.phase == Phase::AwaitingUpdate => {
+                let refusal = Refusal::new(ErrorCode::InvalidState, "session is not OPEN");
+                self.error(out, counters, &refusal, client_event_id, false);
+            }
             names::COMMIT | names::RESPONSE_CREATE => {
                 let message = format!(
                     "`{}`: manual turn commands are not granted (client_commit false)",
@@ -179,12 +189,6 @@ impl Session {
         out: &mut Vec<Utf8Bytes>,
     ) -> Step {
         let client_event_id = event.event_id.as_deref();
-        if self.phase == Phase::Ended {
-            let message = "input has ended; only session.close is valid now";
-            let refusal = Refusal::new(ErrorCode::InvalidState, message);
-            self.error(out, counters, &refusal, client_event_id, false);
-            return Step::Continue;
-        }
         let asked = event
             .session
             .as_ref()
@@ -207,8 +211,12 @@ impl Session {
                 return Step::Close;
             }
         };
-        // A repeated update is answered again; a response already begun keeps its terms.
-        self.phase = Phase::Streaming;
+        // A repeated update is answered again; a response already begun keeps its terms. After
+        // the end of input too: sglang-omni's session is still open then (only a closing one
+        // refuses it), and the input stays ended.
+        if self.phase == Phase::AwaitingUpdate {
+            self.phase = Phase::Streaming;
+        }
         let event_id = self.event_id();
         out.push(replies::session_updated(
             &self.templates,
@@ -264,16 +272,15 @@ impl Session {
             )
             .at(AUDIO_PARAM));
         };
-        let audio_bytes = decoded_len(audio)?;
-        if audio_bytes > self.templates.max_append_bytes {
+        // sglang-omni's protocol layer refuses base64 longer than the input budget could hold
+        // before decoding it or looking at the session.
+        if audio.len() > self.templates.max_input_bytes.div_ceil(3) * 4 {
             return Err(Refusal::new(
                 ErrorCode::BufferOverflow,
-                format!(
-                    "append of {audio_bytes} bytes exceeds max_append_bytes {}",
-                    self.templates.max_append_bytes
-                ),
+                "encoded audio exceeds input budget",
             ));
         }
+        let audio_bytes = decoded_len(audio)?;
         self.check_streaming()?;
         if seq != self.next_seq {
             return Err(Refusal::new(
@@ -300,6 +307,15 @@ impl Session {
                     ),
                 ));
             }
+        }
+        // Last, the budget of input not yet processed (`runtime.append`): here the part of a
+        // unit not yet cut, since the mock processes each unit as it completes.
+        let backlog = self.accepted_bytes - self.units * self.templates.unit_input_bytes;
+        if backlog as usize + audio_bytes > self.templates.max_input_bytes {
+            return Err(Refusal::new(
+                ErrorCode::BufferOverflow,
+                "input budget exhausted; retry this seq",
+            ));
         }
         Ok((seq, audio_bytes))
     }

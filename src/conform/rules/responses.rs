@@ -129,10 +129,18 @@ impl Check<'_> {
     }
 
     pub(super) fn response_done(&mut self, event: &Value) {
+        // A response the client's `session.close` cut short ends cancelled for `client_closed`
+        // (sglang-omni's `run_close`, and its checker's TERMINAL_REASONS), at any time; else
+        // completed for `stop`.
+        let (want_status, want_reason) = if self.close_sent {
+            ("cancelled", "client_closed")
+        } else {
+            ("completed", "stop")
+        };
         // MiniCPM-o's model may stop a reply of its own while the input goes on (sglang-omni's
         // checker: `stop_requires_eos` false); VoiceChat's one response ends with the input.
         let stop_requires_end = self.profile().is_none_or(Profile::stop_requires_end);
-        if !self.end_sent && stop_requires_end {
+        if !self.end_sent && stop_requires_end && !self.close_sent {
             self.flag(
                 "response-done-order",
                 "response.done after the client's sglang.input_audio.end",
@@ -151,17 +159,17 @@ impl Check<'_> {
         let reason = response
             .and_then(|r| r.get("status_details"))
             .and_then(|d| d.get("reason"));
-        if status.and_then(Value::as_str) != Some("completed") {
+        if status.and_then(Value::as_str) != Some(want_status) {
             self.flag(
                 "response-done",
-                "response.status \"completed\"",
+                format!("response.status \"{want_status}\""),
                 show(status),
             );
         }
-        if reason.and_then(Value::as_str) != Some("stop") {
+        if reason.and_then(Value::as_str) != Some(want_reason) {
             self.flag(
                 "response-done",
-                "response.status_details.reason \"stop\"",
+                format!("response.status_details.reason \"{want_reason}\""),
                 show(reason),
             );
         }

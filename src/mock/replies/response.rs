@@ -23,6 +23,10 @@ pub struct ResponseFrames {
     next_chunk_seq: u64,
     /// Text deltas sent: the response's text is that many [`TEXT`]s.
     text_deltas: usize,
+    /// An audio delta went out (the audio is visible to the client).
+    audio_sent: bool,
+    /// `response.done` went out.
+    done_sent: bool,
 }
 
 impl ResponseFrames {
@@ -39,6 +43,8 @@ impl ResponseFrames {
             grant: grant.clone(),
             next_chunk_seq: 0,
             text_deltas: 0,
+            audio_sent: false,
+            done_sent: false,
         }
     }
 
@@ -87,6 +93,7 @@ impl ResponseFrames {
         out.push_str(&templates.silence_b64);
         out.push('"');
         self.close_with_unit(&mut out, unit);
+        self.audio_sent = true;
         Utf8Bytes::from(out)
     }
 
@@ -118,7 +125,7 @@ impl ResponseFrames {
     /// `response.output_audio_transcript.done` (`transcript`) or `response.output_text.done`
     /// (`text`, when text is granted): the whole text, as each model's output converter ends
     /// its response.
-    fn text_done(&mut self, event_id: &str, unit: &UnitBlock) -> Utf8Bytes {
+    fn text_done(&mut self, event_id: &str, unit: Option<&UnitBlock>) -> Utf8Bytes {
         let mut out = String::with_capacity(320 + self.text_deltas * TEXT.len());
         let (kind, key) = if self.grant.text {
             (names::TEXT_DONE, "text")
@@ -128,33 +135,51 @@ impl ResponseFrames {
         self.content_head(&mut out, kind, event_id);
         let _ = write!(out, r#","{key}":"#);
         self.push_text(&mut out);
-        self.close_with_unit(&mut out, unit);
+        self.close_event(&mut out, unit);
         Utf8Bytes::from(out)
+    }
+
+    /// The end of an event: the unit's block when it belongs to one; a closing event of the
+    /// response (on `session.close`) carries no `sglang` key, as sglang-omni's.
+    fn close_event(&mut self, out: &mut String, unit: Option<&UnitBlock>) {
+        match unit {
+            Some(unit) => self.close_with_unit(out, unit),
+            None => out.push('}'),
+        }
     }
 
     /// `response.output_audio.done`, when audio was granted.
-    fn audio_done(&mut self, event_id: &str, unit: &UnitBlock) -> Utf8Bytes {
+    fn audio_done(&mut self, event_id: &str, unit: Option<&UnitBlock>) -> Utf8Bytes {
         let mut out = String::with_capacity(320);
         self.content_head(&mut out, names::AUDIO_DONE, event_id);
-        self.close_with_unit(&mut out, unit);
+        self.close_event(&mut out, unit);
         Utf8Bytes::from(out)
     }
 
-    /// `response.done`: completed for `stop`, with the one message item the response was, its
-    /// content the text (when text is granted) and the audio with its transcript (when audio
-    /// is), and no usage, as VoiceChat and MiniCPM-o report none.
-    fn done(&mut self, event_id: &str, unit: &UnitBlock) -> Utf8Bytes {
+    /// `response.done` with the one message item the response was, its content the text (when
+    /// text is granted) and the audio with its transcript (when `with_audio`), and no usage, as
+    /// VoiceChat and MiniCPM-o report none: `completed` for `stop` at the last unit, or
+    /// `cancelled` for `client_closed` on an early `session.close`.
+    fn done(
+        &mut self,
+        event_id: &str,
+        (status, reason): (&str, &str),
+        with_audio: bool,
+        unit: Option<&UnitBlock>,
+    ) -> Utf8Bytes {
         let mut out = String::with_capacity(480 + 2 * self.text_deltas * TEXT.len());
         let _ = write!(
             out,
             concat!(
                 r#"{{"type":"{}","event_id":"{}","response":{{"id":"{}","object":"realtime.response","#,
-                r#""status":"completed","status_details":{{"reason":"stop"}},"#,
+                r#""status":"{}","status_details":{{"reason":"{}"}},"#,
                 r#""output":[{{"id":"{}","object":"realtime.item","type":"message","role":"assistant","content":["#
             ),
             names::RESPONSE_DONE,
             event_id,
             self.response_id,
+            status,
+            reason,
             self.item_id,
         );
         let text = self.grant.text;
@@ -163,7 +188,7 @@ impl ResponseFrames {
             self.push_text(&mut out);
             out.push('}');
         }
-        if self.grant.audio {
+        if with_audio {
             if text {
                 out.push(',');
             }
@@ -172,8 +197,25 @@ impl ResponseFrames {
             out.push('}');
         }
         out.push_str(r#"]}],"usage":null}"#);
-        self.close_with_unit(&mut out, unit);
+        self.close_event(&mut out, unit);
+        self.done_sent = true;
         Utf8Bytes::from(out)
+    }
+
+    /// The client closed the session with the response still open: sglang-omni's server ends
+    /// it first (`output_buffer.finish_responses("cancelled", "client_closed")`): the text's
+    /// done event, the audio's when audio went out, `response.done` cancelled for
+    /// `client_closed`, none of them with an `sglang` key. Nothing for a response already done.
+    pub fn cancel(&mut self, ids: &mut EventIds, out: &mut Vec<Utf8Bytes>) {
+        if self.done_sent {
+            return;
+        }
+        out.push(self.text_done(&ids.next(), None));
+        if self.audio_sent {
+            out.push(self.audio_done(&ids.next(), None));
+        }
+        let audio = self.audio_sent;
+        out.push(self.done(&ids.next(), ("cancelled", "client_closed"), audio, None));
     }
 
     /// Appends the replies of one unit: the audio delta first (from two replies on, when audio
@@ -208,11 +250,12 @@ impl ResponseFrames {
             }
         }
         if last {
-            out.push(self.text_done(&ids.next(), unit));
+            out.push(self.text_done(&ids.next(), Some(unit)));
             if self.grant.audio {
-                out.push(self.audio_done(&ids.next(), unit));
+                out.push(self.audio_done(&ids.next(), Some(unit)));
             }
-            out.push(self.done(&ids.next(), unit));
+            let audio = self.grant.audio;
+            out.push(self.done(&ids.next(), ("completed", "stop"), audio, Some(unit)));
         }
         out.push(unit_done(&ids.next(), unit));
     }

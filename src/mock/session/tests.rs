@@ -393,7 +393,7 @@ fn malformed_messages_get_sglang_omnis_codes() {
     h.session.on_binary(&h.counters, &mut h.out);
     let v: Value = serde_json::from_str(h.out[0].as_str()).unwrap();
     assert_eq!(v["error"]["code"], "invalid_request");
-    let huge = h.append(0, h.session.templates.max_append_bytes + 2);
+    let huge = h.append(0, h.session.templates.max_input_bytes + 2);
     assert_eq!(error_code(&huge), "buffer_overflow");
     assert_eq!(h.errors(), 9);
     // None of it disturbed the session.
@@ -401,7 +401,7 @@ fn malformed_messages_get_sglang_omnis_codes() {
 }
 
 #[test]
-fn input_after_end_is_refused_but_close_still_works() {
+fn input_after_end_is_refused_an_update_answered_and_close_still_works() {
     let mut h = Harness::new(3, 1).configured();
     h.append(0, PACKET);
     h.send(&protocol::input_end(2));
@@ -410,10 +410,13 @@ fn input_after_end_is_refused_but_close_still_works() {
         error_code(&h.send(&protocol::input_end(3))),
         "invalid_state"
     );
+    // sglang-omni's session is still open after the end of input: an update is answered, and
+    // the input stays ended.
     assert_eq!(
-        error_code(&h.send(&protocol::session_update(4))),
-        "invalid_state"
+        kinds(&h.send(&protocol::session_update(4))),
+        [names::SESSION_UPDATED]
     );
+    assert_eq!(error_code(&h.append(1, PACKET)), "invalid_state");
     let (step, closed) = h.send_at(&protocol::session_close(5), 0.0);
     assert_eq!(
         (step, kinds(&closed)),
@@ -540,6 +543,7 @@ fn session_updated_grants_every_capability_of_the_profile() {
     for (profile, asked, unit_ms, rate) in [
         (Profile::Voicechat, vec!["audio"], 80, 22_050),
         (Profile::Minicpmo, vec!["audio", "text"], 1000, 24_000),
+        (Profile::Personaplex, vec!["audio"], 80, 24_000),
     ] {
         let mut h = Harness::with(profile, 3, 1);
         let updated = &h.send(&real_update(&asked))[0];
@@ -555,7 +559,7 @@ fn session_updated_grants_every_capability_of_the_profile() {
         let expected = serde_json::json!({
             "interaction": "native",
             "native_full_duplex": true,
-            "input_audio_format": {"type": "audio/pcm", "rate": 16_000},
+            "input_audio_format": {"type": "audio/pcm", "rate": profile.input_sample_rate()},
             "output_audio_format": {"type": "audio/pcm", "rate": rate},
             "output_modalities": asked,
             "native_unit_ms": unit_ms,
@@ -580,15 +584,20 @@ fn session_updated_grants_every_capability_of_the_profile() {
         for (key, value) in expected.as_object().unwrap() {
             assert_eq!(&g[key], value, "{profile:?} granted.{key}");
         }
-        assert_eq!(g["limits"]["session_timeout_s"], 240);
-        assert_eq!(g["limits"]["max_append_bytes"], 64_000);
+        // sglang-omni's RuntimeLimits, the input budget 60 s at the profile's input rate.
+        let input_rate = u64::from(profile.input_sample_rate());
+        assert_eq!(
+            g["limits"],
+            serde_json::json!({"max_input_bytes": 60 * input_rate * 2, "max_output_bytes": 4_194_304,
+                "max_output_events": 256, "max_history_chars": 65_536, "cleanup_timeout_s": 30})
+        );
         // The session as configured: its type and the audio formats, beside the grant.
         let session = &updated["session"];
         assert_eq!(session["type"], "realtime");
         assert_eq!(
             session["audio"],
             serde_json::json!({
-                "input": {"format": {"type": "audio/pcm", "rate": 16_000}},
+                "input": {"format": {"type": "audio/pcm", "rate": profile.input_sample_rate()}},
                 "output": {"format": {"type": "audio/pcm", "rate": rate}},
             })
         );
@@ -1008,4 +1017,53 @@ fn the_protocol_docs_examples_are_shaped_as_the_mock_sends() {
         checked += 1;
     }
     assert!(checked >= 17, "{checked} examples");
+}
+
+/// sglang-omni's server, on a `session.close` with the response open, ends the response first
+/// (`run_close` → `finish_responses("cancelled", "client_closed")`): the transcript's done, the
+/// audio's (audio went out), `response.done` cancelled for `client_closed`, none with an
+/// `sglang` key; then `session.closed`. Units not yet sent are not.
+#[test]
+fn an_early_close_cancels_the_open_response_before_session_closed() {
+    let mut h = Harness::with(Profile::Voicechat, 3, 1);
+    h.send(&real_update(&["audio"]));
+    for seq in 0..3u64 {
+        h.send(&real_append(seq, seq as usize * PACKET, PACKET));
+    }
+    let (step, closed) = h.send_at(r#"{"type":"session.close","event_id":"c10"}"#, 1.0);
+    assert_eq!(step, Step::Close);
+    assert_eq!(
+        kinds(&closed),
+        [
+            names::TRANSCRIPT_DONE,
+            names::AUDIO_DONE,
+            names::RESPONSE_DONE,
+            names::SESSION_CLOSED
+        ]
+    );
+    for event in &closed {
+        assert!(event.get("sglang").is_none(), "{event}");
+    }
+    let response = &closed[2]["response"];
+    assert_eq!(response["status"], "cancelled");
+    assert_eq!(response["status_details"]["reason"], "client_closed");
+    assert_eq!(response["output"][0]["content"][0]["type"], "output_audio");
+    assert_eq!(closed[3]["reason"], "client_closed");
+    assert_eq!(closed[3]["client_event_id"], "c10");
+    assert_eq!(h.errors(), 0);
+
+    // Closed after its response was done: session.closed alone.
+    let (_, step) = real_session(Profile::Voicechat, &["audio"], 400);
+    assert_eq!(step, Step::Close);
+}
+
+/// Before the grant, sglang-omni refuses a command with `invalid_state` ("session is not
+/// OPEN"); after it, manual turns are not applicable (`client_commit` false).
+#[test]
+fn a_commit_before_the_grant_is_invalid_state_and_after_it_not_applicable() {
+    let mut h = Harness::new(3, 1);
+    let commit = r#"{"type":"input_audio_buffer.commit","event_id":"c1"}"#;
+    assert_eq!(error_code(&h.send(commit)), "invalid_state");
+    h.send(&real_update(&["audio"]));
+    assert_eq!(error_code(&h.send(commit)), "not_applicable");
 }
