@@ -101,8 +101,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         conns.push(Conn { ws, seq: 0 });
     }
 
-    let audio_b64 = base64::engine::general_purpose::STANDARD
-        .encode(vec![0u8; protocol::input_packet_bytes(80)]);
+    let audio_b64 =
+        base64::engine::general_purpose::STANDARD.encode(vec![
+            0u8;
+            protocol::input_packet_bytes(
+                protocol::INPUT_SAMPLE_RATE,
+                80
+            )
+        ]);
     let mut frame = Vec::with_capacity(16 << 10);
     let mut sink = vec![0u8; 256 << 10];
     let (slot, group) = if one_gate {

@@ -1,5 +1,6 @@
 //! The input audio every session streams: PCM16 silence (the default), or a WAV file
-//! (`--audio`, mono PCM16 at the protocol's input rate — 24 kHz for openai, 16 kHz otherwise —
+//! (`--audio`, mono PCM16 at the input rate — `--input-sample-rate`, or the protocol's: 24 kHz
+//! for openai, 16 kHz otherwise —
 //! only: anything else is refused before any connection, with the file's actual
 //! format in the message, never resampled), replayed `--loops` times as one continuous stream.
 //! It is read and encoded once per worker and shared by all its sessions.

@@ -116,7 +116,7 @@ pub struct RunArgs {
     /// Audio each session streams, e.g. 30s, 90s, 2m [default: 30s, or the --audio file × --loops].
     #[arg(long, short = 'd', allow_hyphen_values = true, value_parser = parse_duration, help_heading = "Load")]
     pub duration: Option<Duration>,
-    /// Stream this WAV (mono PCM16 at the protocol's rate: 24 kHz for openai, 16 kHz otherwise) instead of silence; its length times --loops is each session's audio.
+    /// Stream this WAV (mono PCM16 at the input rate: --input-sample-rate, or the protocol's: 24 kHz for openai, 16 kHz otherwise) instead of silence; its length times --loops is each session's audio.
     #[arg(long, value_name = "FILE.wav", help_heading = "Load")]
     pub audio: Option<PathBuf>,
     /// With --audio, how many times each session plays the file before it ends its input.
@@ -509,7 +509,7 @@ pub struct ConformArgs {
     /// Output folder of the run with --url [default: a temporary folder, kept only when the server is not conformant].
     #[arg(long, short = 'o')]
     pub output: Option<PathBuf>,
-    /// With --url, stream this WAV (mono PCM16 at the protocol's rate: 24 kHz for openai, 16 kHz otherwise).
+    /// With --url, stream this WAV (mono PCM16 at the input rate: --input-sample-rate, or the protocol's: 24 kHz for openai, 16 kHz otherwise).
     #[arg(long, value_name = "FILE.wav")]
     pub audio: Option<PathBuf>,
     /// With --url and --protocol funasr, the LANGUAGE:<name> the sessions set after START, as `run --language`.

@@ -222,7 +222,8 @@ fn turn_figures(s: &Summary) -> Option<TurnFigures<'_>> {
 
 /// `12 turns ended, 12 answered (0 failed), 340 text deltas at 25.0/s, 120 audio deltas`;
 /// turns whose answer the server refused, when there were any: `, 3 refused` after `failed`;
-/// answers to no turn, when there were any: `, 2 to no turn`.
+/// answers to no turn, when there were any: `, 2 to no turn`; VAD turns without an answer of
+/// their own and answers before their input ended likewise (`, 1 unanswered`, `, 1 early`).
 fn turn_counts(t: &TurnSummary) -> String {
     let c = &t.counts;
     let when = |n: u64, what: &str| {
@@ -233,12 +234,14 @@ fn turn_counts(t: &TurnSummary) -> String {
         }
     };
     format!(
-        "{} turns ended, {} answered ({} failed{}{}), {} text deltas{}, {} audio deltas",
+        "{} turns ended, {} answered ({} failed{}{}{}{}), {} text deltas{}, {} audio deltas",
         c.ended,
         c.answered,
         c.failed,
         when(c.refused, "refused"),
         when(c.unmatched, "to no turn"),
+        when(c.unanswered, "unanswered"),
+        when(c.early, "early"),
         c.text_deltas,
         t.text_deltas_per_s
             .map(|r| format!(" at {r:.1}/s"))

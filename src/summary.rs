@@ -408,7 +408,9 @@ impl Summary {
         verdict
             .reasons
             .extend(reasons::unmatched_answers(pooled.turns));
-        verdict.reasons.extend(reasons::early_answers(pooled.turns));
+        verdict
+            .reasons
+            .extend(reasons::early_answers(settings.protocol, pooled.turns));
         verdict
             .reasons
             .extend(reasons::unanswered_turns(pooled.turns));

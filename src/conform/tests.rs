@@ -767,7 +767,7 @@ fn only_refusals_that_used_up_the_retries_make_a_refused_session() {
 
 /// sglang-omni's server ends a response the client's `session.close` cut short with
 /// `response.done` cancelled for `client_closed` (`run_close`; its checker's TERMINAL_REASONS):
-/// that is no broken response rule, where completed/stop would be.
+/// that is no broken response rule.
 #[test]
 fn a_response_cut_short_by_session_close_ends_cancelled_for_client_closed() {
     let closed_early = |status: &str, reason: &str| {
@@ -802,5 +802,16 @@ fn a_response_cut_short_by_session_close_ends_cancelled_for_client_closed() {
     for rule in ["response-done", "response-done-order", "response-lifecycle"] {
         assert!(!cancelled.contains(rule), "{rule}: {cancelled:?}");
     }
-    assert!(closed_early("completed", "stop").contains("response-done"));
+    // One already on its way when the close went out is complete.
+    assert!(!closed_early("completed", "stop").contains("response-done"));
+    assert!(closed_early("cancelled", "stop").contains("response-done"));
+}
+
+#[test]
+fn a_cancelled_response_without_the_clients_close_is_named() {
+    let mut r = voicechat();
+    let done = event_mut(&mut r, names::RESPONSE_DONE, 0);
+    done["response"]["status"] = json!("cancelled");
+    done["response"]["status_details"]["reason"] = json!("client_closed");
+    breaks_only(&r, "response-done");
 }

@@ -114,7 +114,7 @@ pub const STARTUP_RESERVE_S: f64 = 0.08;
 /// distributions are in [`ServingHistograms`]). Times in seconds, as theirs.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ServingOutcome {
-    /// The input's length (all its samples at 16 kHz).
+    /// The input's length (all its samples at the input rate).
     pub input_duration_s: f64,
     /// The unit and output rate the server granted (`sglang.granted.native_unit_ms`, the output
     /// audio format's `rate`); `None` before a grant.

@@ -60,7 +60,7 @@ pub struct Session {
     next_seq: u64,
     /// When the first accepted append arrived: the input's media time 0.
     first_arrival_s: Option<f64>,
-    /// Input accepted so far, in bytes of 16 kHz PCM16: exact, so unit spans add up.
+    /// Input accepted so far, in bytes of PCM16 at the profile's input rate.
     accepted_bytes: u64,
     /// Native units cut from the input so far (the index of the next one).
     units: u64,

@@ -43,13 +43,14 @@ pub mod names {
     pub const RESPONSE_CREATE: &str = "response.create";
 }
 
-/// Input audio format of the native protocol: 16 kHz mono PCM16 little-endian.
+/// The native protocol's default input audio: 16 kHz mono PCM16 little-endian (VoiceChat,
+/// MiniCPM-o; PersonaPlex takes 24 kHz: `--input-sample-rate`, [`crate::profile::Profile`]).
 pub const INPUT_SAMPLE_RATE: u32 = 16_000;
 pub const BYTES_PER_SAMPLE: usize = 2;
 
-/// Bytes of PCM16 input audio in a packet of `packet_ms`.
-pub fn input_packet_bytes(packet_ms: u32) -> usize {
-    (INPUT_SAMPLE_RATE as usize * packet_ms as usize / 1000) * BYTES_PER_SAMPLE
+/// Bytes of PCM16 input audio at `rate` Hz in a packet of `packet_ms`.
+pub fn input_packet_bytes(rate: u32, packet_ms: u32) -> usize {
+    (rate as usize * packet_ms as usize / 1000) * BYTES_PER_SAMPLE
 }
 
 /// The native protocol's client side.
@@ -1107,6 +1108,11 @@ mod tests {
 
     #[test]
     fn packet_of_80ms_is_2560_bytes() {
-        assert_eq!(input_packet_bytes(80), 2560);
+        assert_eq!(input_packet_bytes(INPUT_SAMPLE_RATE, 80), 2560);
+        assert_eq!(
+            input_packet_bytes(24_000, 80),
+            3840,
+            "PersonaPlex's 1920 samples"
+        );
     }
 }

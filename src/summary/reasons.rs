@@ -74,9 +74,12 @@ pub(super) fn no_turns(
     completed: u64,
 ) -> Option<String> {
     use crate::protocol::Protocol;
+    // A transcription that ended before its input (vLLM's token limit) ended no turn of the
+    // client's, yet was answered: said apart (`early_answers`).
     if !matches!(settings.protocol, Protocol::Openai | Protocol::Vllm)
         || completed == 0
         || turns.ended > 0
+        || turns.answered > 0
     {
         return None;
     }
@@ -103,12 +106,21 @@ pub(super) fn unmatched_answers(turns: crate::contract::worker::TurnCounts) -> O
 
 /// Answers that ended before the input they answer did (vLLM's `transcription.done` when the
 /// model stops early): the rest of that input went unanswered, and unmeasured.
-pub(super) fn early_answers(turns: crate::contract::worker::TurnCounts) -> Option<String> {
+pub(super) fn early_answers(
+    protocol: crate::protocol::Protocol,
+    turns: crate::contract::worker::TurnCounts,
+) -> Option<String> {
     (turns.early > 0).then(|| {
-        format!(
-            "{} (transcription.done / response.done) came before the client ended the input it answers: the server answered no more of that input, so the rest of its latencies were not measured (vLLM ends a transcription when the model reaches its token limit: give shorter audio per session) — turns' `early`",
-            plural(turns.early, "answer"),
-        )
+        let answers = plural(turns.early, "answer");
+        if protocol == crate::protocol::Protocol::Vllm {
+            format!(
+                "{answers} (transcription.done) came before the client's final commit: the server transcribed no more of that session's audio, so the rest of its latencies were not measured (vLLM ends a transcription when the model reaches its token limit: give shorter audio per session) — turns' `early`"
+            )
+        } else {
+            format!(
+                "{answers} (response.done) came while no turn the client or the server's VAD had ended waited for one: timed from the first packet of the input then arriving, not from an end — turns' `early`; see the traces"
+            )
+        }
     })
 }
 

@@ -234,7 +234,8 @@ async fn full_session_gets_every_event_in_order() {
     assert_eq!(granted["client_commit"], false);
     assert_eq!(granted["pressure_policy"], "reject");
     assert_eq!(granted["strict_order"], true);
-    assert_eq!(granted["limits"]["session_timeout_s"], 240);
+    // sglang-omni's RuntimeLimits: 60 s of 16 kHz input unprocessed at most.
+    assert_eq!(granted["limits"]["max_input_bytes"], 1_920_000);
 
     // Four full 80 ms packets and a 40 ms one, so the tail is padded by 40 ms.
     for seq in 0..5u32 {

@@ -266,8 +266,12 @@ fn a_vllm_transcription_that_ends_before_the_audio_is_named_and_the_session_comp
     assert_eq!(t["ended"], 0, "the final commit ended no turn: {t}");
     let reasons = s["verdict"]["reasons"].to_string();
     assert!(
-        reasons.contains("came before the client ended the input it answers"),
+        reasons.contains("came before the client's final commit"),
         "{reasons}"
+    );
+    assert!(
+        !reasons.contains("no turn ended"),
+        "a vLLM session has no VAD to blame: {reasons}"
     );
 }
 

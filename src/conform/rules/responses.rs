@@ -131,8 +131,10 @@ impl Check<'_> {
     pub(super) fn response_done(&mut self, event: &Value) {
         // A response the client's `session.close` cut short ends cancelled for `client_closed`
         // (sglang-omni's `run_close`, and its checker's TERMINAL_REASONS), at any time; else
-        // completed for `stop`.
-        let (want_status, want_reason) = if self.close_sent {
+        // completed for `stop` (after the close too: one already on its way).
+        let status = event.get("response").and_then(|r| r.get("status"));
+        let cancelled = self.close_sent && status.and_then(Value::as_str) == Some("cancelled");
+        let (want_status, want_reason) = if cancelled {
             ("cancelled", "client_closed")
         } else {
             ("completed", "stop")

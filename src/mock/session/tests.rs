@@ -1052,9 +1052,16 @@ fn an_early_close_cancels_the_open_response_before_session_closed() {
     assert_eq!(closed[3]["client_event_id"], "c10");
     assert_eq!(h.errors(), 0);
 
-    // Closed after its response was done: session.closed alone.
-    let (_, step) = real_session(Profile::Voicechat, &["audio"], 400);
+    // Closed after its response was done: session.closed alone, the response done once.
+    let (events, step) = real_session(Profile::Voicechat, &["audio"], 400);
     assert_eq!(step, Step::Close);
+    let dones: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["type"] == names::RESPONSE_DONE)
+        .collect();
+    assert_eq!(dones.len(), 1, "{events:?}");
+    assert_eq!(dones[0]["response"]["status"], "completed");
+    assert_eq!(events.last().unwrap()["type"], names::SESSION_CLOSED);
 }
 
 /// Before the grant, sglang-omni refuses a command with `invalid_state` ("session is not

@@ -72,6 +72,9 @@ pub struct Turns {
     /// The server says when it creates a response (`response.created`): without that, a VAD
     /// turn left behind may still be answered next, and is waited for.
     announces_responses: bool,
+    /// Responses created while no turn waited, not yet done: their deltas and `done` are not
+    /// a later turn's.
+    unassigned: u32,
     pub counts: TurnCounts,
 }
 
@@ -104,13 +107,16 @@ impl Turns {
             .any(|t| !(t.behind && may_wait_for_none))
     }
 
-    /// The server created a response: it answers the oldest waiting turn the client ended
-    /// (its own `response.create`, answered in order), or, when VAD turns come first, the
-    /// newest of them up to the first the client ended, the older ones counted `unanswered`.
+    /// The server created a response. Of the waiting turns without one, it answers the first
+    /// the client ended (its own `response.create`, answered in order), or, when none did,
+    /// the newest VAD turn; the VAD turns before the one it answers are `unanswered`. With no
+    /// turn waiting it answers none the client has ended (its `done` then goes to the input
+    /// still arriving, or to nothing).
     pub fn response_created(&mut self) {
         self.responding += 1;
         self.announces_responses = true;
         let Some(first) = self.waiting.iter().position(|t| !t.responded) else {
+            self.unassigned += 1;
             return;
         };
         let answers = match self
@@ -119,8 +125,7 @@ impl Turns {
             .skip(first)
             .position(|t| t.tag.is_some())
         {
-            Some(0) => first,
-            Some(tagged) => first + tagged,
+            Some(k) => first + k,
             None => self.waiting.len() - 1,
         };
         let passed_over = answers - first;
@@ -135,7 +140,18 @@ impl Turns {
         self.counts.early > 0 && !self.open()
     }
 
+    /// Whether the next answer's events go to the oldest waiting turn: not while a response
+    /// created with no turn waiting is under way, unless that turn has its own.
+    fn front_answered(&self) -> bool {
+        self.waiting
+            .front()
+            .is_some_and(|t| self.unassigned == 0 || t.responded)
+    }
+
     fn answering(&mut self) -> &mut Turn {
+        if !self.front_answered() {
+            return &mut self.current;
+        }
         match self.waiting.front_mut() {
             Some(turn) => turn,
             None => &mut self.current,
@@ -178,7 +194,16 @@ impl Turns {
     /// (`unmatched`), so that more answers than turns cannot read as a server that answered all.
     pub fn done(&mut self, now_s: f64, completed: bool) -> Option<Sample> {
         self.responding = self.responding.saturating_sub(1);
-        let turn = match self.waiting.pop_front() {
+        let front = self.front_answered();
+        if !front {
+            self.unassigned = self.unassigned.saturating_sub(1);
+        }
+        let next = if front {
+            self.waiting.pop_front()
+        } else {
+            None
+        };
+        let turn = match next {
             Some(turn) => turn,
             None if self.current.start_s.is_none()
                 && self.current.first_text_s.is_none()
@@ -417,6 +442,29 @@ mod tests {
         assert!(t.open(), "the second response is under way");
         close(t.audio_delta(4.5), Sample::FirstAudioAfterEnd(1.5));
         close(t.done(5.0, true), Sample::DoneAfterEnd(2.0));
+        t.settle();
+        assert_eq!((t.counts.answered, t.counts.unanswered), (2, 0));
+    }
+
+    #[test]
+    fn a_response_created_while_no_turn_waited_is_not_a_later_turns() {
+        // A response the server made of its own while the input streams: a VAD turn that ends
+        // while it runs is not answered by it, and is timed by its own.
+        let mut t = Turns::default();
+        t.input_sent(0.0);
+        t.response_created();
+        vad_turn(&mut t, 0.5, 1.0);
+        assert_eq!(t.audio_delta(1.2), None, "not the turn's first audio");
+        assert_eq!(t.done(1.5, true), None, "timed from no end");
+        assert!(
+            !t.open(),
+            "left behind, as any VAD turn a finished response leaves"
+        );
+        t.response_created();
+        assert!(t.open(), "its own response is under way");
+        close(t.audio_delta(2.0), Sample::FirstAudioAfterEnd(1.0));
+        close(t.done(2.5, true), Sample::DoneAfterEnd(1.5));
+        assert!(!t.open());
         t.settle();
         assert_eq!((t.counts.answered, t.counts.unanswered), (2, 0));
     }
