@@ -101,8 +101,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         conns.push(Conn { ws, seq: 0 });
     }
 
-    let audio_b64 =
-        base64::engine::general_purpose::STANDARD.encode(vec![
+    let audio_b64 = base64::engine::general_purpose::STANDARD.encode(vec![
             0u8;
             protocol::input_packet_bytes(
                 protocol::INPUT_SAMPLE_RATE,

@@ -1040,7 +1040,16 @@ pub fn url_authority(url: &str) -> Option<String> {
 /// `--output-sample-rate` is the profile's rate to change for the native mock; the OpenAI
 /// Realtime API's output is PCM16 at 24 kHz only (openai-python's GA `AudioPCM.rate:
 /// Literal[24000]`, beta's `pcm16`), so the openai mock streams no other.
+///
+/// The flags of one mock only are refused with another protocol, rather than ignored.
 pub fn check_output_rate(protocol: Protocol, args: &MockBehaviourArgs) -> Result<()> {
+    let name = protocol.as_str();
+    if args.max_tokens.is_some() && protocol != Protocol::Vllm {
+        bail!("--max-tokens applies to the vllm mock (--protocol vllm), not {name}'s: it ends a vLLM transcription after that many model steps");
+    }
+    if args.skip_busy_turns && protocol != Protocol::Openai {
+        bail!("--skip-busy-turns applies to the openai mock (--protocol openai), not {name}'s: it leaves the server-VAD turns that end during a response without one");
+    }
     let want = crate::protocol::openai::DEFAULT_SAMPLE_RATE;
     match args.output_sample_rate {
         Some(rate) if protocol == Protocol::Openai && rate != want => bail!(
@@ -1496,6 +1505,9 @@ mod tests {
         assert!(
             err(&["--commit-every", "5s"]).contains("--commit-every applies to --protocol openai")
         );
+        assert!(err(&["--max-tokens", "3"]).contains("--max-tokens applies to the vllm mock"));
+        assert!(err(&["--protocol", "vllm", "--skip-busy-turns"])
+            .contains("--skip-busy-turns applies to the openai mock"));
         assert!(err(&["--input-sample-rate", "48000"])
             .contains("--protocol native, sglang-omni's models take PCM16 at 16000 Hz"));
         // 24 kHz is PersonaPlex's: taken with a URL, and against the built-in mock only when
