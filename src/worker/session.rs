@@ -646,8 +646,17 @@ impl Session {
         let mut last_other = String::new();
         loop {
             let ping_s = self.keepalive.as_ref().map(Keepalive::deadline_s);
+            let grace_s = self.machine.grace_deadline_s();
             let msg = tokio::select! {
                 msg = ws.next() => msg,
+                // The ending waits only for turns a finished response left behind: no response
+                // for them came in the grace, and none is waited for.
+                () = sleep_until_s(grace_s), if grace_s.is_some() => {
+                    if self.machine.grace_over() == Flow::Reached {
+                        return Ok(());
+                    }
+                    continue;
+                }
                 _ = tokio::time::sleep_until(instant_at(deadline_s)) => {
                     if !stopping {
                         self.machine.recv_timed_out();

@@ -324,7 +324,7 @@ impl Machine {
                     self.step_event_id = frame.text().and_then(event_id_of);
                     return Action::Send(frame);
                 }
-                let idle = self.turns.as_ref().is_none_or(|t| !t.open());
+                let idle = self.turns.as_ref().is_none_or(Turns::idle);
                 match step.until {
                     // Nothing to wait for (a command the server does not answer), or idle
                     // already.
@@ -670,13 +670,30 @@ impl Machine {
         }
     }
 
+    /// Until when an ending that waits only for turns a finished response left behind waits
+    /// for the server to answer them (then [`Machine::grace_over`]).
+    pub fn grace_deadline_s(&self) -> Option<f64> {
+        let step = self.current.as_ref().filter(|s| s.send.is_none())?;
+        if step.until != Some(Milestone::Idle) {
+            return None;
+        }
+        self.turns.as_ref()?.grace_until_s()
+    }
+
+    /// No response came for the turns left behind within the grace: they are `unanswered`,
+    /// and the ending is idle.
+    pub fn grace_over(&mut self) -> Flow {
+        self.on_turns(Turns::settle);
+        self.arrived(None)
+    }
+
     /// `reached` arrived: the awaited milestone, or (with no turn left open) idle.
     fn arrived(&mut self, reached: Option<Milestone>) -> Flow {
         let Some(step) = self.current.as_ref().filter(|s| s.send.is_none()) else {
             return Flow::Continue;
         };
         let idle =
-            step.until == Some(Milestone::Idle) && self.turns.as_ref().is_none_or(|t| !t.open());
+            step.until == Some(Milestone::Idle) && self.turns.as_ref().is_none_or(Turns::idle);
         if (reached.is_some() && step.until == reached) || idle {
             self.current = None;
             return Flow::Reached;

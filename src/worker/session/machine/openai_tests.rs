@@ -362,3 +362,57 @@ fn the_vads_commit_racing_the_clients_final_one_leaves_the_session_complete() {
     let counts = m.turns.as_ref().unwrap().counts;
     assert_eq!((counts.answered, counts.refused), (1, 1));
 }
+
+/// Two VAD turns, the second ending while the first's response runs; the input then ends with
+/// no speech open, so the ending waits only for answers.
+fn two_vad_turns_the_second_during_the_first_answer(m: &mut Machine) {
+    let during = [
+        r#"{"type":"input_audio_buffer.speech_started","audio_start_ms":0}"#,
+        r#"{"type":"input_audio_buffer.speech_stopped","audio_end_ms":160}"#,
+        r#"{"type":"response.created","response":{"id":"r1"}}"#,
+        r#"{"type":"input_audio_buffer.speech_started","audio_start_ms":240}"#,
+        r#"{"type":"input_audio_buffer.speech_stopped","audio_end_ms":400}"#,
+    ];
+    stream(m, &during);
+    assert_eq!(m.next_action(), Action::Await("response.done"));
+    let done = r#"{"type":"response.done","response":{"id":"r1","status":"completed"}}"#;
+    assert_eq!(
+        hear(m, done, 2.0),
+        Flow::Continue,
+        "the second turn has no answer yet"
+    );
+}
+
+/// A VAD turn that ended while a response ran may get none (OpenAI with `interrupt_response:
+/// false`), or one the server creates as the first is done: at the session's end the client
+/// waits a grace for it, then counts the turn `unanswered` and ends — neither failing the
+/// session at --recv-timeout nor closing before a response that is on its way.
+#[test]
+fn the_ending_waits_a_grace_for_a_turn_left_behind_then_counts_it_unanswered() {
+    let mut m = machine(&[]);
+    two_vad_turns_the_second_during_the_first_answer(&mut m);
+    let grace = m
+        .grace_deadline_s()
+        .expect("a grace for the turn left behind");
+    assert!(
+        (grace - (2.0 + turns::BEHIND_GRACE_S)).abs() < 1e-9,
+        "{grace}"
+    );
+    assert_eq!(m.grace_over(), Flow::Reached);
+    assert_eq!(m.next_action(), Action::Done);
+    m.settle();
+    let c = m.outcome.turns;
+    assert_eq!((c.ended, c.answered, c.unanswered), (2, 1, 1));
+
+    // The server answers it in the grace: its response is waited for and timed.
+    let mut m = machine(&[]);
+    two_vad_turns_the_second_during_the_first_answer(&mut m);
+    let created = r#"{"type":"response.created","response":{"id":"r2"}}"#;
+    assert_eq!(hear(&mut m, created, 2.05), Flow::Continue);
+    assert_eq!(m.grace_deadline_s(), None, "its response is under way");
+    let done = r#"{"type":"response.done","response":{"id":"r2","status":"completed"}}"#;
+    assert_eq!(hear(&mut m, done, 2.5), Flow::Reached);
+    m.settle();
+    let c = m.outcome.turns;
+    assert_eq!((c.ended, c.answered, c.unanswered), (2, 2, 0));
+}

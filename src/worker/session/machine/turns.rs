@@ -23,6 +23,11 @@
 use crate::contract::worker::TurnCounts;
 use std::collections::VecDeque;
 
+/// How long a session whose only waiting turns were left behind by a finished response waits,
+/// at its end, for the server to create one for them (a server that queues a turn's response
+/// creates it as the previous one is done), in seconds.
+pub const BEHIND_GRACE_S: f64 = 1.0;
+
 /// A latency the turns produced, for the worker's histograms.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Sample {
@@ -75,6 +80,8 @@ pub struct Turns {
     /// Responses created while no turn waited, not yet done: their deltas and `done` are not
     /// a later turn's.
     unassigned: u32,
+    /// When the last response that left turns behind was done.
+    behind_since_s: Option<f64>,
     pub counts: TurnCounts,
 }
 
@@ -105,6 +112,20 @@ impl Turns {
         self.waiting
             .iter()
             .any(|t| !(t.behind && may_wait_for_none))
+    }
+
+    /// No turn waits at all: the ending has nothing left to wait for.
+    pub fn idle(&self) -> bool {
+        self.waiting.is_empty()
+    }
+
+    /// Until when the ending waits for a response to the turns left behind, when they are all
+    /// it would wait for ([`BEHIND_GRACE_S`] after the response that left them was done).
+    pub fn grace_until_s(&self) -> Option<f64> {
+        if self.open() || self.waiting.is_empty() {
+            return None;
+        }
+        self.behind_since_s.map(|s| s + BEHIND_GRACE_S)
     }
 
     /// The server created a response. Of the waiting turns without one, it answers the first
@@ -219,7 +240,10 @@ impl Turns {
         };
         // VAD turns that ended while this response was under way and still have none.
         for t in self.waiting.iter_mut() {
-            t.behind |= t.tag.is_none() && !t.responded;
+            if t.tag.is_none() && !t.responded && !t.behind {
+                t.behind = true;
+                self.behind_since_s = Some(now_s);
+            }
         }
         self.counts.answered += 1;
         self.counts.failed += u64::from(!completed);
