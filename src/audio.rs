@@ -124,7 +124,7 @@ pub fn probe(path: &Path, rate: u32) -> Result<u64> {
         || spec.sample_format != hound::SampleFormat::Int
     {
         bail!(
-            "--audio {} must be {want} mono PCM16 WAV; got {} Hz, {} channel(s), {format} ({want} is the protocol's input rate, the only rate its servers take; convert it with `sox {} -r {rate} -c 1 -b 16 out.wav`: nothing is resampled silently)",
+            "--audio {} must be {want} mono PCM16 WAV; got {} Hz, {} channel(s), {format} ({want} is the run's input rate: --input-sample-rate, or the protocol's; native servers take 16 or 24 kHz as their model does, the others one rate; convert it with `sox {} -r {rate} -c 1 -b 16 out.wav`: nothing is resampled silently)",
             path.display(),
             spec.sample_rate,
             spec.channels,
@@ -454,7 +454,7 @@ mod tests {
             err.contains("must be 24 kHz mono PCM16 WAV; got 16000 Hz"),
             "{err}"
         );
-        assert!(err.contains("the protocol's input rate"), "{err}");
+        assert!(err.contains("the run's input rate"), "{err}");
         assert!(
             err.contains("convert it with `sox") && !err.contains("give --input-sample-rate"),
             "no protocol takes another rate, so none is suggested: {err}"

@@ -253,7 +253,10 @@ impl Turns {
                 self.counts.text_span_s += last - first;
             }
         }
-        turn.end_s.map(|end_s| Sample::DoneAfterEnd(now_s - end_s))
+        // A response cut short (cancelled by a barge-in, incomplete) is no answer's length.
+        turn.end_s
+            .filter(|_| completed)
+            .map(|end_s| Sample::DoneAfterEnd(now_s - end_s))
     }
 
     /// The server refused to answer turn `tag` (its `response.create` got an error): it waits
@@ -357,7 +360,11 @@ mod tests {
         );
         assert!(!t.speech_open && t.open());
         close(t.audio_delta(3.9), Sample::FirstAudioAfterEnd(0.78));
-        assert!(t.done(4.5, false).is_some());
+        assert_eq!(
+            t.done(4.5, false),
+            None,
+            "a response cut short (a barge-in) is no answer's length"
+        );
         assert_eq!(t.counts.failed, 1, "a response that did not complete");
     }
 
