@@ -355,6 +355,9 @@ pub enum Meaning<'a> {
     Progress,
     /// Anything else the protocol allows.
     Other,
+    /// Well-formed terms this client cannot work with (a granted input rate other than the
+    /// run's, no audio granted): the set-up ends with this reason, no protocol error.
+    Unusable(String),
 }
 
 impl Meaning<'_> {

@@ -97,6 +97,18 @@ fn never_connected(file: &Path, records: &[super::Record]) -> Option<String> {
     )
 }
 
+/// The error of a session of conform's own run that could not stream because the server takes
+/// another input rate than the run sends (the run's choice, not the server's fault): nothing of
+/// it is checked.
+fn other_input_rate(records: &[super::Record]) -> Option<String> {
+    records
+        .iter()
+        .filter(|r| r.direction == super::Direction::Error)
+        .filter_map(|r| r.event.get("message").and_then(serde_json::Value::as_str))
+        .find(|m| m.contains("the server takes PCM16 at"))
+        .map(str::to_string)
+}
+
 /// Runs `conform` and returns its exit code.
 pub fn run(args: &ConformArgs) -> Result<i32> {
     if let Some(why) = args.trace.iter().find_map(|path| traces_incomplete(path)) {
@@ -152,6 +164,11 @@ pub fn run(args: &ConformArgs) -> Result<i32> {
             not_connected.get_or_insert(why);
             continue;
         }
+        if let (Some(_), Some(why)) = (&run_dir, other_input_rate(&records)) {
+            unconnected += 1;
+            not_connected.get_or_insert(why);
+            continue;
+        }
         let name = session_name(file);
         reports.push(match protocol {
             Protocol::Native => check_session(&name, &records, args.profile),
@@ -165,6 +182,12 @@ pub fn run(args: &ConformArgs) -> Result<i32> {
         // Nothing was checked: a run folder of conform's own making is not kept.
         if let (Some(dir), None) = (&run_dir, &args.output) {
             let _ = std::fs::remove_dir_all(dir);
+        }
+        if why.contains("the server takes PCM16 at") {
+            bail!(
+                "none of the {unconnected} sessions could stream to {}, so nothing was checked: {why}; for sglang-omni's PersonaPlex, --profile personaplex does it",
+                args.url.as_deref().unwrap_or("the server")
+            );
         }
         bail!(
             "none of the {unconnected} sessions got a WebSocket from {}, so nothing was checked: {why}",
@@ -187,7 +210,7 @@ pub fn run(args: &ConformArgs) -> Result<i32> {
     // Sessions that got no WebSocket while others did are not checked: said, not dropped.
     if let Some(why) = &not_connected {
         out.push_str(&format!(
-            "not checked: {unconnected} of {} sessions got no WebSocket: {why}\n",
+            "not checked: {unconnected} of {} sessions got no WebSocket or could not stream: {why}\n",
             files.len()
         ));
     }

@@ -228,12 +228,15 @@ impl ClientProtocol for Native {
                     .and_then(|s| s.pointer("/audio/input/format/rate"))
                     .and_then(|r| r.as_f64().or_else(|| r.as_str()?.trim().parse().ok()));
                 if let Some(rate) = rate.filter(|r| *r != f64::from(self.input_rate)) {
-                    return Err(format!(
+                    let why = format!(
                         "the server takes PCM16 at {rate} Hz (session.audio.input.format.rate in session.updated) and this run sends {} Hz: give --input-sample-rate {rate} (with --audio, a WAV at {rate} Hz: nothing is resampled; sglang-omni's PersonaPlex takes 24000 Hz, VoiceChat and MiniCPM-o 16000 Hz)",
                         self.input_rate
-                    ));
+                    );
+                    return Ok(unusable(why));
                 }
-                self.check_audio_granted(event.session.as_ref())?;
+                if let Err(why) = self.check_audio_granted(event.session.as_ref()) {
+                    return Ok(unusable(why));
+                }
                 let number = |at: &str| {
                     let v = event.session.as_ref()?.pointer(at)?;
                     v.as_f64().or_else(|| v.as_str()?.trim().parse().ok())
@@ -324,6 +327,15 @@ impl ClientProtocol for Native {
             payload,
             event: None,
         })
+    }
+}
+
+/// Terms the client cannot use, traced as the event they came in.
+fn unusable(why: String) -> Received<'static> {
+    Received {
+        meaning: Meaning::Unusable(why),
+        payload: Payload::Json { audio_key: None },
+        event: None,
     }
 }
 
@@ -862,6 +874,14 @@ mod tests {
         assert_eq!(classify(accepted), Meaning::Accepted { seq: 3 });
     }
 
+    /// Why the client cannot use the terms `text` grants (a set-up end, no protocol error).
+    fn unusable_of(native: &Native, text: &str) -> String {
+        match native.classify(text).map(|r| r.meaning) {
+            Ok(Meaning::Unusable(why)) => why,
+            other => panic!("not unusable terms: {other:?}"),
+        }
+    }
+
     /// A server that takes another input rate (PersonaPlex's 24 kHz) says so in its session:
     /// the set-up fails naming it, where the session would otherwise have its second packet
     /// refused as not sample-contiguous, and every packet after.
@@ -880,13 +900,13 @@ mod tests {
                 output_rate: None
             }
         );
-        let err = native.classify(&at("24000")).err().unwrap();
+        let err = unusable_of(&native, &at("24000"));
         assert!(err.contains("the server takes PCM16 at 24000 Hz"), "{err}");
         assert!(err.contains("give --input-sample-rate 24000"), "{err}");
         // A client sending 24 kHz (PersonaPlex) takes that grant and refuses a 16 kHz one.
         let at_24k = Native::new(&["audio".to_string()], false, 24_000);
         assert!(at_24k.classify(&at("24000")).is_ok());
-        let err = at_24k.classify(&at("16000")).err().unwrap();
+        let err = unusable_of(&at_24k, &at("16000"));
         assert!(err.contains("this run sends 24000 Hz"), "{err}");
         // No rate said, or one the client cannot read: nothing to go by.
         for session in [
@@ -1011,7 +1031,7 @@ mod tests {
             false,
             INPUT_SAMPLE_RATE,
         );
-        let err = text_first.classify(&updated(r#"["text"]"#)).err().unwrap();
+        let err = unusable_of(&text_first, &updated(r#"["text"]"#));
         assert!(
             err.contains(r#"granted output_modalities ["text"]"#),
             "{err}"
@@ -1044,7 +1064,7 @@ mod tests {
         );
         // Only sglang.granted names it.
         let nested = r#"{"type":"session.updated","session":{"sglang":{"granted":{"output_modalities":["text"]}}}}"#;
-        assert!(Native::default().classify(nested).is_err());
+        assert!(unusable_of(&Native::default(), nested).contains("granted output_modalities"));
         // Named as a server might write it; or named in one place only.
         for session in [
             r#"{"output_modalities":[" Audio "]}"#,

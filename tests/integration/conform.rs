@@ -350,3 +350,23 @@ fn a_silent_server_fails_conform_at_its_recv_timeout() {
         describe(&checked)
     );
 }
+
+/// A PersonaPlex server (24 kHz input) checked without `--profile personaplex` or
+/// `--input-sample-rate 24000`: the run's sessions cannot stream, which is the run's choice,
+/// not the server's fault — nothing is checked, exit 2, and the message says which flag to
+/// give (it once listed 14 "violations", among them a valid session.updated called no event).
+#[test]
+fn a_server_of_another_input_rate_is_not_checked_and_the_flag_is_named() {
+    let _serial = util::serial();
+    let mock = Mock::start(&["--profile", "personaplex"]);
+    let url = mock.url();
+    let checked = util::run(&["conform", "--url", &url], LIMIT);
+    assert_eq!(checked.status.code(), Some(2), "{}", describe(&checked));
+    let stderr = String::from_utf8_lossy(&checked.stderr);
+    assert!(
+        stderr.contains("so nothing was checked: the server takes PCM16 at 24000 Hz")
+            && stderr.contains("give --input-sample-rate 24000")
+            && stderr.contains("--profile personaplex"),
+        "{stderr}"
+    );
+}

@@ -593,6 +593,15 @@ impl Machine {
                     if meaning == Meaning::AudioDelta && self.serving.is_some() {
                         self.serving_delta(text, now_s);
                     }
+                    // Terms the client cannot use: traced as the event and an error line (the
+                    // client's, not counted as the server's protocol error), and the set-up ends.
+                    if let Meaning::Unusable(why) = meaning {
+                        return Heard {
+                            payload: Some(payload),
+                            flow: Flow::End(format!("set-up failed: {why}")),
+                            error: Some(why),
+                        };
+                    }
                     Heard {
                         payload: Some(payload),
                         error: None,
@@ -797,6 +806,8 @@ impl Machine {
             } => self.on_transcript(is_final, duration_ms, now_s),
             Meaning::Progress => self.delta_gap(now_s),
             Meaning::Other => {}
+            // Handled in `on_frame`, which also traces it.
+            Meaning::Unusable(why) => return Flow::End(format!("set-up failed: {why}")),
         }
         Flow::Continue
     }
