@@ -59,7 +59,57 @@ pub fn differing_settings(a: &Summary, b: &Summary) -> Vec<String> {
     check("stagger", x.stagger.to_string(), y.stagger.to_string());
     check("audio", x.audio.to_string(), y.audio.to_string());
     check("--no-pace", x.no_pace.to_string(), y.no_pace.to_string());
+    // How the client speaks: the same requests, or the runs asked different things.
+    let json =
+        |v: serde_json::Result<serde_json::Value>| v.map(|v| v.to_string()).unwrap_or_default();
+    let (c, d) = (&x.client, &y.client);
+    check(
+        "--modalities",
+        x.modalities.join(","),
+        y.modalities.join(","),
+    );
+    check(
+        "--input-sample-rate",
+        c.input_sample_rate.to_string(),
+        d.input_sample_rate.to_string(),
+    );
+    check(
+        "--api-version",
+        json(serde_json::to_value(c.api_version)),
+        json(serde_json::to_value(d.api_version)),
+    );
+    check(
+        "--model",
+        json(serde_json::to_value(&c.model)),
+        json(serde_json::to_value(&d.model)),
+    );
+    check(
+        "--turn-detection",
+        json(serde_json::to_value(c.turn_detection)),
+        json(serde_json::to_value(d.turn_detection)),
+    );
+    check(
+        "--commit-every",
+        json(serde_json::to_value(c.commit_every_ms)),
+        json(serde_json::to_value(d.commit_every_ms)),
+    );
+    check(
+        "--interrupt-response",
+        json(serde_json::to_value(c.interrupt_response)),
+        json(serde_json::to_value(d.interrupt_response)),
+    );
     out
+}
+
+/// How the two runs' servers differ, as far as the summaries say: the built-in mock's flags,
+/// or a URL. Not a reason to refuse a comparison — the server is what an A/B run compares.
+pub fn differing_servers(a: &Summary, b: &Summary) -> Option<String> {
+    let server = |s: &Summary| match &s.settings.mock {
+        Some(mock) => format!("the built-in mock ({})", mock.to_flags().join(" ")),
+        None => s.settings.url.clone(),
+    };
+    let (x, y) = (server(a), server(b));
+    (x != y).then(|| format!("{x} vs {y}"))
 }
 
 /// Client CPU (all workers) per second of one session's streaming, as summary.md says it
@@ -108,18 +158,53 @@ const FIGURES: &[FigureOf] = &[
     ("sglang-omni late sends", "", |s| {
         s.serving.as_ref().map(|v| v.late_send_count as f64)
     }),
+    ("turns ended", "", |s| {
+        turns(s).map(|t| t.counts.ended as f64)
+    }),
+    ("turns answered", "", |s| {
+        turns(s).map(|t| t.counts.answered as f64)
+    }),
+    ("turns unanswered", "", |s| {
+        turns(s).map(|t| t.counts.unanswered as f64)
+    }),
+    ("turns refused", "", |s| {
+        turns(s).map(|t| t.counts.refused as f64)
+    }),
+    ("answers early", "", |s| {
+        turns(s).map(|t| t.counts.early as f64)
+    }),
+    ("first text after end p50", "ms", |s| {
+        turns(s).and_then(|t| t.first_text_after_end_ms.as_ref().map(|q| q.p50))
+    }),
+    ("first text after end p99", "ms", |s| {
+        turns(s).and_then(|t| t.first_text_after_end_ms.as_ref().map(|q| q.p99))
+    }),
+    ("first audio after end p50", "ms", |s| {
+        turns(s).and_then(|t| t.first_audio_after_end_ms.as_ref().map(|q| q.p50))
+    }),
+    ("first audio after end p99", "ms", |s| {
+        turns(s).and_then(|t| t.first_audio_after_end_ms.as_ref().map(|q| q.p99))
+    }),
+    ("done after end p50", "ms", |s| {
+        turns(s).and_then(|t| t.done_after_end_ms.as_ref().map(|q| q.p50))
+    }),
     ("client CPU per session-second", "ms", |s| {
         cpu_per_session_second(s).map(|c| c * 1000.0)
     }),
 ];
+
+/// The turns of an openai or vllm run.
+fn turns(s: &Summary) -> Option<&crate::summary::TurnSummary> {
+    s.openai.as_ref().or(s.vllm.as_ref())
+}
 
 /// A figure of sglang-omni's serving metrics (seconds) in ms; None for another protocol.
 fn serving_ms(s: &Summary, of: fn(&ServingSection) -> Option<f64>) -> Option<f64> {
     s.serving.as_ref().and_then(of).map(|v| v * 1000.0)
 }
 
-/// The figures compared, each taken from both summaries; sglang-omni's only where a run has
-/// them (the native protocol).
+/// The figures compared, each taken from both summaries; one that neither run has (another
+/// protocol's: the native server figures of two openai runs) is left out.
 fn figures(a: &Summary, b: &Summary) -> Vec<Figure> {
     FIGURES
         .iter()
@@ -129,9 +214,7 @@ fn figures(a: &Summary, b: &Summary) -> Vec<Figure> {
             a: of(a),
             b: of(b),
         })
-        .filter(|f| {
-            !f.name.starts_with("sglang-omni") || a.serving.is_some() || b.serving.is_some()
-        })
+        .filter(|f| f.a.is_some() || f.b.is_some())
         .collect()
 }
 
@@ -162,6 +245,9 @@ pub fn markdown(a: &Summary, b: &Summary, labels: (&str, &str)) -> String {
             "The loads differ ({}): ratios compare different loads.\n",
             differ.join("; ")
         );
+    }
+    if let Some(servers) = differing_servers(a, b) {
+        let _ = writeln!(out, "The servers differ: {servers}.\n");
     }
     let _ = writeln!(out, "| figure | A | B | B / A |\n|---|---|---|---|");
     for f in figures(a, b) {

@@ -247,3 +247,66 @@ fn a_run_still_going_is_not_reported_as_a_failed_one() {
     let after = util::run(&["report", out.to_str().unwrap()], Duration::from_secs(10));
     assert_eq!(after.status.code(), Some(0), "{}", util::describe(&after));
 }
+
+/// `report --vs` of two OpenAI runs compares their turns (the QA pass of 2026-12-06 found
+/// none of them, and the native server rows as "no samples"), and says how their servers
+/// differ — the mock queueing a busy turn's response or leaving it unanswered.
+#[test]
+fn two_openai_runs_compare_their_turns_and_name_how_their_servers_differ() {
+    let _serial = util::serial();
+    let dir = TempDir::new("report-openai");
+    let wav = dir.join("three-utterances.wav");
+    util::write_utterances_wav(&wav, 24_000, &[(600, 700), (600, 700), (600, 1200)]);
+    let run = |name: &str, extra: &[&str]| {
+        let out = dir.join(name);
+        let mut args = vec![
+            "--protocol",
+            "openai",
+            "--audio",
+            wav.to_str().unwrap(),
+            "-s",
+            "1",
+            "--response-deltas",
+            "100",
+            "--no-sampler",
+            "--trace",
+            "off",
+        ];
+        args.extend(extra);
+        let output = util::run_to(&out, &args, Duration::from_secs(90));
+        assert!(out.join("summary.json").exists(), "{}", describe(&output));
+        out
+    };
+    let a = run("queued", &[]);
+    let b = run("skipped", &["--skip-busy-turns"]);
+    let vs = util::run(
+        &["report", a.to_str().unwrap(), "--vs", b.to_str().unwrap()],
+        Duration::from_secs(30),
+    );
+    assert_eq!(vs.status.code(), Some(0), "{}", describe(&vs));
+    let table = String::from_utf8_lossy(&vs.stdout);
+    let row = |name: &str| {
+        table
+            .lines()
+            .find(|l| l.starts_with(&format!("| {name} |")))
+            .unwrap_or_else(|| panic!("no {name} row: {table}"))
+            .to_string()
+    };
+    assert!(
+        row("turns unanswered").starts_with("| turns unanswered | 0 | 2 |"),
+        "{table}"
+    );
+    assert!(
+        row("first audio after end p50").contains(" ms |"),
+        "{table}"
+    );
+    assert!(
+        !table.contains("| server unit lag p50 |"),
+        "no native rows: {table}"
+    );
+    assert!(
+        table.contains("The servers differ: the built-in mock (")
+            && table.contains("--skip-busy-turns"),
+        "{table}"
+    );
+}
