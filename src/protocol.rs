@@ -287,6 +287,9 @@ pub enum Milestone {
     /// Every turn the server started has been answered: reached at once when none is open
     /// (the machine decides it, from the turns it has seen).
     Idle,
+    /// No response is under way (none created and not yet done): reached at once when none
+    /// is. The API refuses a `response.create` while one is.
+    Quiet,
 }
 
 /// What a server frame means to the client session.

@@ -124,7 +124,11 @@ pub fn judge(f: &Facts<'_>) -> Verdict {
     if f.server_errors > 0 {
         let code = f
             .server_error_code
-            .map(|c| format!("; most frequent code: {c}"))
+            .map(|c| match c {
+                // The client asked for a response while one was in progress: its own pace.
+                "conversation_already_has_active_response" => format!("; most frequent code: {c} (a --commit-every turn's response.create while the previous answer was still in progress: give a --commit-every longer than the answers)"),
+                c => format!("; most frequent code: {c}"),
+            })
             .unwrap_or_default();
         reasons.push(format!(
             "{} error events from the server: it refused or failed part of what the sessions sent{code}",

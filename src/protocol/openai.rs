@@ -5,8 +5,9 @@
 //! `session.updated`. Streaming: one `input_audio_buffer.append` per packet; with
 //! `--commit-every`, an `input_audio_buffer.commit` and a `response.create` every N seconds.
 //! Ending: with `--turn-detection none` (or server VAD still hearing speech) a commit →
-//! `input_audio_buffer.committed` and a `response.create` → `response.done`; then the answers
-//! to every open turn; then the client closes the socket (the API has no goodbye).
+//! `input_audio_buffer.committed`, and once no response is in progress a `response.create` →
+//! `response.done`; then the answers to every open turn; then the client closes the socket
+//! (the API has no goodbye).
 //!
 //! What is sent follows `--api-version` exactly (GA or beta names and session shape); what is
 //! received is read in both namings, whichever was asked for, and audio in `delta` (OpenAI) or
@@ -281,6 +282,14 @@ impl ClientProtocol for Openai {
                 until: Some(Milestone::Committed),
                 awaiting: names::COMMITTED,
                 ends_turn: true,
+            });
+            // One response at a time: the final turn's is asked for once none is under way
+            // (asked for during one, the API refuses it: conversation_already_has_active_response).
+            steps.push(Step {
+                send: None,
+                until: Some(Milestone::Quiet),
+                awaiting: names::RESPONSE_DONE,
+                ends_turn: false,
             });
             steps.push(Step {
                 send: Some(respond),

@@ -289,9 +289,15 @@ fn the_client_ends_the_last_turn_unless_server_vad_already_did_issue_12() {
         streamed: true,
         ..Ending::default()
     };
+    // The final response.create waits until no response is under way (Quiet).
     assert_eq!(
         until(&none, streamed),
-        [Some(Milestone::Committed), None, Some(Milestone::Idle)]
+        [
+            Some(Milestone::Committed),
+            Some(Milestone::Quiet),
+            None,
+            Some(Milestone::Idle)
+        ]
     );
     let vad = client(ApiVersion::Ga, TurnDetection::ServerVad, None);
     assert_eq!(until(&vad, streamed), [Some(Milestone::Idle)]);
@@ -302,7 +308,12 @@ fn the_client_ends_the_last_turn_unless_server_vad_already_did_issue_12() {
     };
     assert_eq!(
         until(&vad, open),
-        [Some(Milestone::Committed), None, Some(Milestone::Idle)]
+        [
+            Some(Milestone::Committed),
+            Some(Milestone::Quiet),
+            None,
+            Some(Milestone::Idle)
+        ]
     );
     assert!(vad.client_closes());
 }

@@ -325,11 +325,13 @@ impl Machine {
                     return Action::Send(frame);
                 }
                 let idle = self.turns.as_ref().is_none_or(Turns::idle);
+                let quiet = self.turns.as_ref().is_none_or(Turns::quiet);
                 match step.until {
                     // Nothing to wait for (a command the server does not answer), or idle
-                    // already.
+                    // (quiet) already.
                     None => self.current = None,
                     Some(Milestone::Idle) if idle => self.current = None,
+                    Some(Milestone::Quiet) if quiet => self.current = None,
                     Some(_) => return Action::Await(step.awaiting),
                 }
                 continue;
@@ -703,7 +705,9 @@ impl Machine {
         };
         let idle =
             step.until == Some(Milestone::Idle) && self.turns.as_ref().is_none_or(Turns::idle);
-        if (reached.is_some() && step.until == reached) || idle {
+        let quiet =
+            step.until == Some(Milestone::Quiet) && self.turns.as_ref().is_none_or(Turns::quiet);
+        if (reached.is_some() && step.until == reached) || idle || quiet {
             self.current = None;
             return Flow::Reached;
         }

@@ -416,3 +416,37 @@ fn the_ending_waits_a_grace_for_a_turn_left_behind_then_counts_it_unanswered() {
     let c = m.outcome.turns;
     assert_eq!((c.ended, c.answered, c.unanswered), (2, 2, 0));
 }
+
+/// The input ends with speech still open while the previous turn's response runs: the client
+/// commits the last turn, then asks for its response only once that one is done — the API
+/// refuses a `response.create` while a response is in progress
+/// (`conversation_already_has_active_response`), which made such a run NOT complete.
+#[test]
+fn the_final_response_create_waits_for_the_response_in_progress() {
+    let mut m = machine(&[]);
+    let during = [
+        r#"{"type":"input_audio_buffer.speech_started","audio_start_ms":0}"#,
+        r#"{"type":"input_audio_buffer.speech_stopped","audio_end_ms":160}"#,
+        r#"{"type":"response.created","response":{"id":"r1"}}"#,
+        r#"{"type":"input_audio_buffer.speech_started","audio_start_ms":240}"#,
+    ];
+    stream(&mut m, &during);
+    let Action::Send(commit) = m.next_action() else {
+        panic!("the final commit")
+    };
+    assert!(commit.text().unwrap().contains("input_audio_buffer.commit"));
+    m.control_sending(1.8);
+    let committed = r#"{"type":"input_audio_buffer.committed","item_id":"i2"}"#;
+    assert_eq!(hear(&mut m, committed, 1.81), Flow::Reached);
+    assert_eq!(
+        m.next_action(),
+        Action::Await("response.done"),
+        "not while r1 is in progress"
+    );
+    let done = r#"{"type":"response.done","response":{"id":"r1","status":"completed"}}"#;
+    assert_eq!(hear(&mut m, done, 2.5), Flow::Reached);
+    let Action::Send(create) = m.next_action() else {
+        panic!("the final response.create once r1 is done")
+    };
+    assert!(create.text().unwrap().contains("response.create"));
+}

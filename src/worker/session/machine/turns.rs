@@ -114,6 +114,11 @@ impl Turns {
             .any(|t| !(t.behind && may_wait_for_none))
     }
 
+    /// No response is under way (as far as the server said: `response.created` not yet done).
+    pub fn quiet(&self) -> bool {
+        self.responding == 0
+    }
+
     /// No turn waits at all: the ending has nothing left to wait for.
     pub fn idle(&self) -> bool {
         self.waiting.is_empty()
