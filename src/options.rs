@@ -715,13 +715,19 @@ impl Checked {
 /// The built-in mock's flags change nothing with `--url`: given anyway, they would look as if
 /// the server had been told to behave so (`--stall-at`, `--max-sessions`, …).
 fn check_no_mock_flags(given: &[String]) -> Result<()> {
+    // The model a server plays is its own; what the client must match is its input rate.
+    let profile = if given.iter().any(|f| f == "--profile") {
+        " (a server's model is its own: for a PersonaPlex server, give --input-sample-rate 24000)"
+    } else {
+        ""
+    };
     match given {
         [] => Ok(()),
         [flag] => bail!(
-            "{flag} applies to the built-in mock only, and with --url it changes nothing; drop it, or drop --url to run against the mock"
+            "{flag} applies to the built-in mock only, and with --url it changes nothing; drop it, or drop --url to run against the mock{profile}"
         ),
         flags => bail!(
-            "{} apply to the built-in mock only, and with --url they change nothing; drop them, or drop --url to run against the mock",
+            "{} apply to the built-in mock only, and with --url they change nothing; drop them, or drop --url to run against the mock{profile}",
             flags.join(", ")
         ),
     }
