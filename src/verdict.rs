@@ -126,7 +126,7 @@ pub fn judge(f: &Facts<'_>) -> Verdict {
             .server_error_code
             .map(|c| match c {
                 // The client asked for a response while one was in progress: its own pace.
-                "conversation_already_has_active_response" => format!("; most frequent code: {c} (a --commit-every turn's response.create while the previous answer was still in progress: give a --commit-every longer than the answers)"),
+                "conversation_already_has_active_response" => format!("; most frequent code: {c} (a response.create while an answer was still in progress: with --commit-every, give one longer than the answers)"),
                 c => format!("; most frequent code: {c}"),
             })
             .unwrap_or_default();

@@ -357,14 +357,14 @@ pub fn sweeps_markdown(a: SweepSide<'_>, b: SweepSide<'_>) -> String {
             out,
             "| figure | A | B | B / A | beyond the spread |\n|---|---|---|---|---|"
         );
-        let serving = a_runs.iter().chain(b_runs).any(|s| s.serving.is_some());
         for &(name, unit, of) in FIGURES {
-            if name.starts_with("sglang-omni") && !serving {
-                continue;
-            }
-            // Over the runs that have the figure (a run without samples has none).
+            // Over the runs that have the figure (a run without samples has none); one no run
+            // of either side has (another protocol's) is left out.
             let values = |runs: &[Summary]| runs.iter().filter_map(of).collect::<Vec<f64>>();
             let (xs, ys) = (values(a_runs), values(b_runs));
+            if xs.is_empty() && ys.is_empty() {
+                continue;
+            }
             let (x, y) = (
                 Spread::of(xs.iter().copied()),
                 Spread::of(ys.iter().copied()),

@@ -685,15 +685,21 @@ impl Machine {
     /// for the server to answer them (then [`Machine::grace_over`]).
     pub fn grace_deadline_s(&self) -> Option<f64> {
         let step = self.current.as_ref().filter(|s| s.send.is_none())?;
-        if step.until != Some(Milestone::Idle) {
-            return None;
+        match step.until {
+            Some(Milestone::Idle) => self.turns.as_ref()?.grace_until_s(),
+            // The client's last response.create waits too: one the server creates for a turn
+            // left behind would have it refused.
+            Some(Milestone::Quiet) => self.turns.as_ref()?.behind_grace_until_s(),
+            _ => None,
         }
-        self.turns.as_ref()?.grace_until_s()
     }
 
     /// No response came for the turns left behind within the grace: they are `unanswered`,
     /// and the ending is idle.
     pub fn grace_over(&mut self) -> Flow {
+        if self.grace_deadline_s().is_none() {
+            return Flow::Continue;
+        }
         self.on_turns(Turns::settle);
         self.arrived(None)
     }

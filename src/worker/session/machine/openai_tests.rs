@@ -450,3 +450,44 @@ fn the_final_response_create_waits_for_the_response_in_progress() {
     };
     assert!(create.text().unwrap().contains("response.create"));
 }
+
+/// A VAD turn left behind by the response that was in progress when the input ended (speech
+/// still open): the client's last `response.create` waits the grace for a response the server
+/// may create for that turn (one created meanwhile would have the client's refused), then asks.
+#[test]
+fn the_final_response_create_waits_the_grace_of_a_turn_left_behind() {
+    let mut m = machine(&[]);
+    let during = [
+        r#"{"type":"input_audio_buffer.speech_started","audio_start_ms":0}"#,
+        r#"{"type":"input_audio_buffer.speech_stopped","audio_end_ms":160}"#,
+        r#"{"type":"response.created","response":{"id":"r1"}}"#,
+        r#"{"type":"input_audio_buffer.speech_started","audio_start_ms":240}"#,
+        r#"{"type":"input_audio_buffer.speech_stopped","audio_end_ms":320}"#,
+        r#"{"type":"input_audio_buffer.speech_started","audio_start_ms":400}"#,
+    ];
+    stream(&mut m, &during);
+    let Action::Send(_) = m.next_action() else {
+        panic!("the final commit")
+    };
+    m.control_sending(1.8);
+    let committed = r#"{"type":"input_audio_buffer.committed","item_id":"i3"}"#;
+    assert_eq!(hear(&mut m, committed, 1.81), Flow::Reached);
+    assert_eq!(m.next_action(), Action::Await("response.done"));
+    let done = r#"{"type":"response.done","response":{"id":"r1","status":"completed"}}"#;
+    assert_eq!(
+        hear(&mut m, done, 2.5),
+        Flow::Continue,
+        "the left-behind turn's grace"
+    );
+    let grace = m.grace_deadline_s().expect("a grace");
+    assert!(
+        (grace - (2.5 + turns::BEHIND_GRACE_S)).abs() < 1e-9,
+        "{grace}"
+    );
+    assert_eq!(m.grace_over(), Flow::Reached);
+    let Action::Send(create) = m.next_action() else {
+        panic!("the final response.create after the grace")
+    };
+    assert!(create.text().unwrap().contains("response.create"));
+    assert_eq!(m.turns.as_ref().unwrap().counts.unanswered, 1);
+}

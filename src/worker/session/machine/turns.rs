@@ -18,7 +18,7 @@
 //! answers, so a response created while several VAD turns wait answers the newest of them, and
 //! the older ones, which got no response of their own, are `unanswered` and not timed. So are
 //! VAD turns that ended while a response was under way and are still waiting when the session
-//! has nothing else to wait for: they hold no session open.
+//! has nothing else to wait for: they hold its end [`BEHIND_GRACE_S`] at most.
 
 use crate::contract::worker::TurnCounts;
 use std::collections::VecDeque;
@@ -114,9 +114,21 @@ impl Turns {
             .any(|t| !(t.behind && may_wait_for_none))
     }
 
-    /// No response is under way (as far as the server said: `response.created` not yet done).
+    /// No response is under way (as far as the server said: `response.created` not yet done),
+    /// and none may be about to be for a turn left behind (its grace not over).
     pub fn quiet(&self) -> bool {
-        self.responding == 0
+        self.responding == 0 && self.behind_grace_until_s().is_none()
+    }
+
+    /// Until when a response the server may still create for a turn left behind is waited for
+    /// before the client asks for one of its own ([`BEHIND_GRACE_S`] after the response that
+    /// left it was done; [`Turns::settle`] ends it).
+    pub fn behind_grace_until_s(&self) -> Option<f64> {
+        let behind = self.announces_responses && self.waiting.iter().any(|t| t.behind);
+        if !behind || self.responding > 0 {
+            return None;
+        }
+        self.behind_since_s.map(|s| s + BEHIND_GRACE_S)
     }
 
     /// No turn waits at all: the ending has nothing left to wait for.
@@ -229,6 +241,13 @@ impl Turns {
         } else {
             None
         };
+        // VAD turns that ended while this response was under way and still have none.
+        for t in self.waiting.iter_mut() {
+            if t.tag.is_none() && !t.responded && !t.behind {
+                t.behind = true;
+                self.behind_since_s = Some(now_s);
+            }
+        }
         let turn = match next {
             Some(turn) => turn,
             None if self.current.start_s.is_none()
@@ -243,13 +262,6 @@ impl Turns {
                 std::mem::take(&mut self.current)
             }
         };
-        // VAD turns that ended while this response was under way and still have none.
-        for t in self.waiting.iter_mut() {
-            if t.tag.is_none() && !t.responded && !t.behind {
-                t.behind = true;
-                self.behind_since_s = Some(now_s);
-            }
-        }
         self.counts.answered += 1;
         self.counts.failed += u64::from(!completed);
         if let (Some(first), Some(last)) = (turn.first_text_s, turn.last_text_s) {
