@@ -167,6 +167,35 @@ fn the_built_in_vllm_mock_serves_the_model_named_by_model_as_the_readme_runs_it(
         .is_none_or(|codes| codes.is_empty()));
 }
 
+/// One session streaming three utterances (0.6 s each, 0.7 s pauses) against the openai mock,
+/// whose answers last 4 s: the second and third turns end during the first's answer. Returns
+/// the run's folder and the description of its output.
+pub fn busy_turns_run(dir: &TempDir, name: &str, extra: &[&str]) -> (std::path::PathBuf, String) {
+    let wav = dir.join("three-utterances.wav");
+    if !wav.exists() {
+        util::write_utterances_wav(&wav, 24_000, &[(600, 700), (600, 700), (600, 1200)]);
+    }
+    let out = dir.join(name);
+    let mut args = vec![
+        "--protocol",
+        "openai",
+        "--audio",
+        wav.to_str().unwrap(),
+        "-s",
+        "1",
+        "--response-deltas",
+        "100",
+        "--recv-timeout",
+        "20s",
+        "--no-sampler",
+        "--trace",
+        "off",
+    ];
+    args.extend(extra);
+    let output = util::run_to(&out, &args, LIMIT);
+    (out, describe(&output))
+}
+
 /// OpenAI with `interrupt_response: false` "may fail to create a response if the model is
 /// already responding": VAD turns that end during a long answer may get none. The session must
 /// not wait out --recv-timeout for them (it failed so before), and must not time the later
@@ -176,29 +205,9 @@ fn the_built_in_vllm_mock_serves_the_model_named_by_model_as_the_readme_runs_it(
 fn vad_turns_that_end_during_an_answer_and_get_none_are_named_not_waited_for() {
     let _serial = util::serial();
     let dir = TempDir::new("openai-busy-turns");
-    let wav = dir.join("three-utterances.wav");
-    util::write_utterances_wav(&wav, 24_000, &[(600, 700), (600, 700), (600, 1200)]);
     let run = |name: &str, extra: &[&str]| {
-        let out = dir.join(name);
-        let mut args = vec![
-            "--protocol",
-            "openai",
-            "--audio",
-            wav.to_str().unwrap(),
-            "-s",
-            "1",
-            // Answers of 4 s: the second and third turns end during the first's.
-            "--response-deltas",
-            "100",
-            "--recv-timeout",
-            "20s",
-            "--no-sampler",
-            "--trace",
-            "off",
-        ];
-        args.extend(extra);
-        let output = util::run_to(&out, &args, LIMIT);
-        (summary(&out), describe(&output))
+        let (out, report) = busy_turns_run(&dir, name, extra);
+        (summary(&out), report)
     };
     let (s, report) = run("skipped", &["--skip-busy-turns"]);
     assert_eq!(s["sessions"]["completed"], 1, "{report}");

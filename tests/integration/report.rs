@@ -255,30 +255,9 @@ fn a_run_still_going_is_not_reported_as_a_failed_one() {
 fn two_openai_runs_compare_their_turns_and_name_how_their_servers_differ() {
     let _serial = util::serial();
     let dir = TempDir::new("report-openai");
-    let wav = dir.join("three-utterances.wav");
-    util::write_utterances_wav(&wav, 24_000, &[(600, 700), (600, 700), (600, 1200)]);
-    let run = |name: &str, extra: &[&str]| {
-        let out = dir.join(name);
-        let mut args = vec![
-            "--protocol",
-            "openai",
-            "--audio",
-            wav.to_str().unwrap(),
-            "-s",
-            "1",
-            "--response-deltas",
-            "100",
-            "--no-sampler",
-            "--trace",
-            "off",
-        ];
-        args.extend(extra);
-        let output = util::run_to(&out, &args, Duration::from_secs(90));
-        assert!(out.join("summary.json").exists(), "{}", describe(&output));
-        out
-    };
-    let a = run("queued", &[]);
-    let b = run("skipped", &["--skip-busy-turns"]);
+    let (a, _) = crate::openai::busy_turns_run(&dir, "queued", &[]);
+    let (b, _) = crate::openai::busy_turns_run(&dir, "skipped", &["--skip-busy-turns"]);
+    assert!(a.join("summary.json").exists() && b.join("summary.json").exists());
     let vs = util::run(
         &["report", a.to_str().unwrap(), "--vs", b.to_str().unwrap()],
         Duration::from_secs(30),
