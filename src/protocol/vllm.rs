@@ -262,11 +262,21 @@ enum ErrorField<'a> {
 mod tests {
     use super::*;
 
-    fn meaning(text: &str) -> Meaning<'_> {
-        let v = Vllm {
+    const IDS: EventIds = EventIds {
+        shard: 0,
+        worker: 0,
+        session: 0,
+    };
+
+    /// A client naming the model `m`.
+    fn client() -> Vllm {
+        Vllm {
             update: session_update("m"),
-        };
-        v.classify(text).unwrap().meaning
+        }
+    }
+
+    fn meaning(text: &str) -> Meaning<'_> {
+        client().classify(text).unwrap().meaning
     }
 
     #[test]
@@ -296,14 +306,7 @@ mod tests {
 
     #[test]
     fn set_up_names_the_model_then_commits_to_start_before_any_append_issue_12() {
-        let v = Vllm {
-            update: session_update("m"),
-        };
-        let ids = EventIds {
-            shard: 0,
-            worker: 0,
-            session: 0,
-        };
+        let (v, ids) = (client(), IDS);
         let steps = v.set_up(ids);
         let sent: Vec<String> = steps
             .iter()
@@ -330,14 +333,7 @@ mod tests {
 
     #[test]
     fn after_an_early_done_the_final_commit_waits_for_no_answer() {
-        let v = Vllm {
-            update: session_update("m"),
-        };
-        let ids = EventIds {
-            shard: 0,
-            worker: 0,
-            session: 0,
-        };
+        let (v, ids) = (client(), IDS);
         let end = v.finish(
             ids,
             Ending {

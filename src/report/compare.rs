@@ -60,8 +60,6 @@ pub fn differing_settings(a: &Summary, b: &Summary) -> Vec<String> {
     check("audio", x.audio.to_string(), y.audio.to_string());
     check("--no-pace", x.no_pace.to_string(), y.no_pace.to_string());
     // How the client speaks: the same requests, or the runs asked different things.
-    let json =
-        |v: serde_json::Result<serde_json::Value>| v.map(|v| v.to_string()).unwrap_or_default();
     let (c, d) = (&x.client, &y.client);
     check(
         "--modalities",
@@ -73,32 +71,29 @@ pub fn differing_settings(a: &Summary, b: &Summary) -> Vec<String> {
         c.input_sample_rate.to_string(),
         d.input_sample_rate.to_string(),
     );
-    check(
-        "--api-version",
-        json(serde_json::to_value(c.api_version)),
-        json(serde_json::to_value(d.api_version)),
-    );
-    check(
-        "--model",
-        json(serde_json::to_value(&c.model)),
-        json(serde_json::to_value(&d.model)),
-    );
+    check("--api-version", json(&c.api_version), json(&d.api_version));
+    check("--model", json(&c.model), json(&d.model));
     check(
         "--turn-detection",
-        json(serde_json::to_value(c.turn_detection)),
-        json(serde_json::to_value(d.turn_detection)),
+        json(&c.turn_detection),
+        json(&d.turn_detection),
     );
     check(
         "--commit-every",
-        json(serde_json::to_value(c.commit_every_ms)),
-        json(serde_json::to_value(d.commit_every_ms)),
+        json(&c.commit_every_ms),
+        json(&d.commit_every_ms),
     );
     check(
         "--interrupt-response",
-        json(serde_json::to_value(c.interrupt_response)),
-        json(serde_json::to_value(d.interrupt_response)),
+        json(&c.interrupt_response),
+        json(&d.interrupt_response),
     );
     out
+}
+
+/// A setting as its JSON (`null` when absent), for naming what differs.
+fn json<T: serde::Serialize>(value: &T) -> String {
+    serde_json::to_string(value).unwrap_or_default()
 }
 
 /// How the two runs' servers differ, as far as the summaries say: the built-in mock's flags,

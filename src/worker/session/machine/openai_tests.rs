@@ -417,6 +417,19 @@ fn the_ending_waits_a_grace_for_a_turn_left_behind_then_counts_it_unanswered() {
     assert_eq!((c.ended, c.answered, c.unanswered), (2, 2, 0));
 }
 
+/// Streams hearing `during` (which leaves speech open), then the client's final commit, sent
+/// at 1.8 s, and the server's `committed`.
+fn stream_with_speech_open_to_the_committed_final_turn(m: &mut Machine, during: &[&str]) {
+    stream(m, during);
+    let Action::Send(commit) = m.next_action() else {
+        panic!("the final commit")
+    };
+    assert!(commit.text().unwrap().contains("input_audio_buffer.commit"));
+    m.control_sending(1.8);
+    let committed = r#"{"type":"input_audio_buffer.committed","item_id":"i9"}"#;
+    assert_eq!(hear(m, committed, 1.81), Flow::Reached);
+}
+
 /// The input ends with speech still open while the previous turn's response runs: the client
 /// commits the last turn, then asks for its response only once that one is done — the API
 /// refuses a `response.create` while a response is in progress
@@ -430,14 +443,7 @@ fn the_final_response_create_waits_for_the_response_in_progress() {
         r#"{"type":"response.created","response":{"id":"r1"}}"#,
         r#"{"type":"input_audio_buffer.speech_started","audio_start_ms":240}"#,
     ];
-    stream(&mut m, &during);
-    let Action::Send(commit) = m.next_action() else {
-        panic!("the final commit")
-    };
-    assert!(commit.text().unwrap().contains("input_audio_buffer.commit"));
-    m.control_sending(1.8);
-    let committed = r#"{"type":"input_audio_buffer.committed","item_id":"i2"}"#;
-    assert_eq!(hear(&mut m, committed, 1.81), Flow::Reached);
+    stream_with_speech_open_to_the_committed_final_turn(&mut m, &during);
     assert_eq!(
         m.next_action(),
         Action::Await("response.done"),
@@ -465,13 +471,7 @@ fn the_final_response_create_waits_the_grace_of_a_turn_left_behind() {
         r#"{"type":"input_audio_buffer.speech_stopped","audio_end_ms":320}"#,
         r#"{"type":"input_audio_buffer.speech_started","audio_start_ms":400}"#,
     ];
-    stream(&mut m, &during);
-    let Action::Send(_) = m.next_action() else {
-        panic!("the final commit")
-    };
-    m.control_sending(1.8);
-    let committed = r#"{"type":"input_audio_buffer.committed","item_id":"i3"}"#;
-    assert_eq!(hear(&mut m, committed, 1.81), Flow::Reached);
+    stream_with_speech_open_to_the_committed_final_turn(&mut m, &during);
     assert_eq!(m.next_action(), Action::Await("response.done"));
     let done = r#"{"type":"response.done","response":{"id":"r1","status":"completed"}}"#;
     assert_eq!(
