@@ -392,8 +392,22 @@ pub struct Step {
     pub until: Option<Milestone>,
     /// The awaited event as people know it, for messages ("no session.created within …").
     pub awaiting: &'static str,
-    /// Sending this frame ends a turn of input (a commit): the turn's latencies start here.
-    pub ends_turn: bool,
+    /// What sending this frame does to the session's turns (`None`: nothing).
+    pub turn: Option<TurnMark>,
+}
+
+/// What sending a step's frame does to the session's turns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TurnMark {
+    /// It ends a turn of input and asks for its answer (vLLM's final commit): the turn's
+    /// latencies start here.
+    EndsAsking,
+    /// It ends a turn of input (a commit) whose answer a later step asks for: the turn's
+    /// latencies start here, and no response is taken as its answer until it is asked for.
+    Ends,
+    /// It asks for the answer to the turn a previous step ended (OpenAI's final
+    /// `response.create`).
+    Asks,
 }
 
 /// Makes the client's event ids: run-unique, from the worker, the session and a number.

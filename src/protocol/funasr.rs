@@ -69,14 +69,14 @@ impl ClientProtocol for Funasr {
             send: Some(Outgoing::Text(names::START.to_string())),
             until: Some(Milestone::Ready),
             awaiting: names::STARTED,
-            ends_turn: false,
+            turn: None,
         }];
         if let Some(hotwords) = &self.hotwords {
             steps.push(Step {
                 send: Some(Outgoing::Text(format!("{}{hotwords}", names::HOTWORDS))),
                 until: Some(Milestone::Configured),
                 awaiting: names::HOTWORDS_SET,
-                ends_turn: false,
+                turn: None,
             });
         }
         if let Some(language) = &self.language {
@@ -84,7 +84,7 @@ impl ClientProtocol for Funasr {
                 send: Some(Outgoing::Text(format!("{}{language}", names::LANGUAGE))),
                 until: Some(Milestone::Configured),
                 awaiting: names::LANGUAGE_SET,
-                ends_turn: false,
+                turn: None,
             });
         }
         steps
@@ -108,7 +108,7 @@ impl ClientProtocol for Funasr {
             send: Some(Outgoing::Text(names::STOP.to_string())),
             until: Some(Milestone::Closed),
             awaiting: names::STOPPED,
-            ends_turn: false,
+            turn: None,
         }]
     }
 

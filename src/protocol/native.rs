@@ -131,7 +131,7 @@ impl ClientProtocol for Native {
                 send: None,
                 until: Some(Milestone::Created),
                 awaiting: names::SESSION_CREATED,
-                ends_turn: false,
+                turn: None,
             },
             Step {
                 send: Some(Outgoing::Text(session_update_for(
@@ -140,7 +140,7 @@ impl ClientProtocol for Native {
                 ))),
                 until: Some(Milestone::Ready),
                 awaiting: names::SESSION_UPDATED,
-                ends_turn: false,
+                turn: None,
             },
         ]
     }
@@ -169,14 +169,14 @@ impl ClientProtocol for Native {
                 send: Some(Outgoing::Text(input_end(ids.control(END_ID)))),
                 until: Some(Milestone::Drained),
                 awaiting: names::INPUT_DRAINED,
-                ends_turn: false,
+                turn: None,
             });
         }
         steps.push(Step {
             send: Some(Outgoing::Text(session_close(ids.control(CLOSE_ID)))),
             until: Some(Milestone::Closed),
             awaiting: names::SESSION_CLOSED,
-            ends_turn: false,
+            turn: None,
         });
         steps
     }

@@ -16,7 +16,7 @@
 use super::{ApiVersion, ClientSettings, TurnDetection};
 use super::{
     AudioPacket, AudioSpan, ClientProtocol, Ending, EventIds, Meaning, Milestone, Outgoing,
-    Received, Step,
+    Received, Step, TurnMark,
 };
 use crate::frame::push_audio;
 use crate::trace::format::{json_string, push_hex16_str, Payload};
@@ -218,13 +218,13 @@ impl ClientProtocol for Openai {
                 send: None,
                 until: Some(Milestone::Created),
                 awaiting: names::SESSION_CREATED,
-                ends_turn: false,
+                turn: None,
             },
             Step {
                 send: Some(Outgoing::Text(self.update(ids.control(UPDATE_ID)))),
                 until: Some(Milestone::Ready),
                 awaiting: names::SESSION_UPDATED,
-                ends_turn: false,
+                turn: None,
             },
         ]
     }
@@ -281,7 +281,7 @@ impl ClientProtocol for Openai {
                 send: Some(commit),
                 until: Some(Milestone::Committed),
                 awaiting: names::COMMITTED,
-                ends_turn: true,
+                turn: Some(TurnMark::Ends),
             });
             // One response at a time: the final turn's is asked for once none is under way
             // (asked for during one, the API refuses it: conversation_already_has_active_response).
@@ -289,20 +289,20 @@ impl ClientProtocol for Openai {
                 send: None,
                 until: Some(Milestone::Quiet),
                 awaiting: names::RESPONSE_DONE,
-                ends_turn: false,
+                turn: None,
             });
             steps.push(Step {
                 send: Some(respond),
                 until: None,
                 awaiting: names::RESPONSE_CREATE,
-                ends_turn: false,
+                turn: Some(TurnMark::Asks),
             });
         }
         steps.push(Step {
             send: None,
             until: Some(Milestone::Idle),
             awaiting: names::RESPONSE_DONE,
-            ends_turn: false,
+            turn: None,
         });
         steps
     }

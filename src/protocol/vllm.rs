@@ -18,7 +18,7 @@
 
 use super::{
     AudioPacket, AudioSpan, ClientProtocol, ClientSettings, Ending, EventIds, Meaning, Milestone,
-    Outgoing, Received, Step,
+    Outgoing, Received, Step, TurnMark,
 };
 use crate::frame::push_audio;
 use crate::trace::format::{json_string, Payload};
@@ -142,19 +142,19 @@ impl ClientProtocol for Vllm {
                 send: None,
                 until: Some(Milestone::Created),
                 awaiting: names::SESSION_CREATED,
-                ends_turn: false,
+                turn: None,
             },
             Step {
                 send: Some(Outgoing::Text(self.update.clone())),
                 until: None,
                 awaiting: names::SESSION_UPDATE,
-                ends_turn: false,
+                turn: None,
             },
             Step {
                 send: Some(Outgoing::Text(commit(false))),
                 until: None,
                 awaiting: names::COMMIT,
-                ends_turn: false,
+                turn: None,
             },
         ]
     }
@@ -183,7 +183,7 @@ impl ClientProtocol for Vllm {
             send: Some(Outgoing::Text(commit(true))),
             until: answered.then_some(Milestone::Answered),
             awaiting: if answered { names::DONE } else { names::COMMIT },
-            ends_turn: answered,
+            turn: answered.then_some(TurnMark::EndsAsking),
         }]
     }
 
@@ -328,7 +328,7 @@ mod tests {
         assert_eq!(end.len(), 1);
         assert_eq!(end[0].send, Some(Outgoing::Text(commit(true))));
         assert_eq!(end[0].until, Some(Milestone::Answered));
-        assert!(end[0].ends_turn);
+        assert_eq!(end[0].turn, Some(TurnMark::EndsAsking));
     }
 
     #[test]
@@ -349,7 +349,7 @@ mod tests {
             "still sent"
         );
         assert_eq!(end[0].until, None, "vLLM answers it with nothing");
-        assert!(!end[0].ends_turn, "no turn waits on it");
+        assert_eq!(end[0].turn, None, "no turn waits on it");
     }
 
     #[test]

@@ -13,7 +13,7 @@ use crate::options::Settings;
 use crate::pacing::{self, PacketClass, Thresholds};
 use crate::protocol::{
     AudioSpan, ClientProtocol, Ending, EventIds, Meaning, Milestone, Outgoing, Protocol, Received,
-    Step,
+    Step, TurnMark,
 };
 use crate::trace::format::Payload;
 use serving::Serving;
@@ -120,9 +120,9 @@ pub struct Machine {
     /// names it refused that command (sglang-omni answers a request it cannot serve so, and
     /// keeps the session; OpenAI refuses a commit of under 100 ms of audio so).
     step_event_id: Option<String>,
-    /// A commit is on its way that ends a turn (tagged as [`Turns::ended_as`] says): the
-    /// turn's input ends when it is sent.
-    turn_ends_at_send: Option<u32>,
+    /// A commit is on its way that ends a turn (tagged as [`Turns::ended_as`] says, and
+    /// whether the same frames ask for its answer): the turn's input ends when it is sent.
+    turn_ends_at_send: Option<(u32, bool)>,
     /// sglang-omni's serving metrics (the native protocol).
     serving: Option<Serving>,
     /// The session ends because the server refused something without ending the session
@@ -228,13 +228,13 @@ impl Machine {
         if let (Phase::Finishing, Some(r)) = (self.phase, &mut self.transcripts) {
             r.stop_sending(now_s);
         }
-        if let Some(tag) = self.turn_ends_at_send.take() {
+        if let Some((tag, asked)) = self.turn_ends_at_send.take() {
             // A client-ended turn is timed from its commit, as the server can only answer it
             // from there: the final one goes once the input's audio has played out, up to a
             // packet after the last packet's send (timed from that send, the mock's 200 ms
             // first delta read 270 ms).
             self.last_delta_s = None;
-            self.on_turns(|t| t.ended_as(now_s, Some(tag)));
+            self.on_turns(|t| t.ended_as(now_s, Some(tag), asked));
         }
     }
 
@@ -318,8 +318,14 @@ impl Machine {
         loop {
             if let Some(step) = &mut self.current {
                 if let Some(frame) = step.send.take() {
-                    if step.ends_turn {
-                        self.turn_ends_at_send = Some(crate::protocol::FINAL_TURN);
+                    let last = crate::protocol::FINAL_TURN;
+                    match step.turn {
+                        Some(TurnMark::EndsAsking) => self.turn_ends_at_send = Some((last, true)),
+                        Some(TurnMark::Ends) => self.turn_ends_at_send = Some((last, false)),
+                        Some(TurnMark::Asks) => {
+                            self.on_turns(|t| t.asked(last));
+                        }
+                        None => {}
                     }
                     self.step_event_id = frame.text().and_then(event_id_of);
                     return Action::Send(frame);
@@ -379,7 +385,8 @@ impl Machine {
         let t_end_ms = u64::from(seq + 1) * packet_ms;
         let rest_ms = u64::from(packets - seq - 1) * packet_ms;
         let frames = self.protocol.turn_end(self.ids, seq, t_end_ms, rest_ms)?;
-        self.turn_ends_at_send = Some(seq);
+        // A turn the client ends mid-stream is asked for with its commit (`--commit-every`).
+        self.turn_ends_at_send = Some((seq, true));
         Some(frames)
     }
 

@@ -491,3 +491,55 @@ fn the_final_response_create_waits_the_grace_of_a_turn_left_behind() {
     assert!(create.text().unwrap().contains("response.create"));
     assert_eq!(m.turns.as_ref().unwrap().counts.unanswered, 1);
 }
+
+/// The server creates the response for the turn left behind while the client's final turn,
+/// committed, waits to be asked for: that response is the left-behind turn's, not the final
+/// one's (the client has not asked yet). Taken as the final turn's, it timed the final turn by
+/// another turn's answer, the left-behind turn went `unanswered`, and the client's own
+/// `response.create` then went out for an answer the session did not wait for.
+#[test]
+fn a_response_the_server_creates_before_the_final_turn_is_asked_for_is_not_its_answer() {
+    let mut m = machine(&[]);
+    let during = [
+        r#"{"type":"input_audio_buffer.speech_started","audio_start_ms":0}"#,
+        r#"{"type":"input_audio_buffer.speech_stopped","audio_end_ms":160}"#,
+        r#"{"type":"response.created","response":{"id":"r1"}}"#,
+        r#"{"type":"input_audio_buffer.speech_started","audio_start_ms":240}"#,
+        r#"{"type":"input_audio_buffer.speech_stopped","audio_end_ms":320}"#,
+        r#"{"type":"input_audio_buffer.speech_started","audio_start_ms":400}"#,
+    ];
+    stream_with_speech_open_to_the_committed_final_turn(&mut m, &during);
+    let done = r#"{"type":"response.done","response":{"id":"r1","status":"completed"}}"#;
+    assert_eq!(hear(&mut m, done, 2.5), Flow::Continue);
+    // In the grace, the server's queued response for the turn left behind.
+    let created = r#"{"type":"response.created","response":{"id":"r2"}}"#;
+    assert_eq!(hear(&mut m, created, 2.6), Flow::Continue);
+    assert_eq!(m.turns.as_ref().unwrap().counts.unanswered, 0);
+    assert_eq!(m.next_action(), Action::Await("response.done"));
+    let done = r#"{"type":"response.done","response":{"id":"r2","status":"completed"}}"#;
+    assert_eq!(hear(&mut m, done, 3.0), Flow::Reached);
+    let Action::Send(create) = m.next_action() else {
+        panic!("the final turn is still owed its answer: the client asks for it")
+    };
+    assert!(create.text().unwrap().contains("response.create"));
+    m.control_sending(3.001);
+    assert_eq!(m.next_action(), Action::Await("response.done"));
+    let created = r#"{"type":"response.created","response":{"id":"r3"}}"#;
+    assert_eq!(hear(&mut m, created, 3.05), Flow::Continue);
+    let delta = r#"{"type":"response.output_audio_transcript.delta","delta":"hi"}"#;
+    assert_eq!(hear(&mut m, delta, 3.2), Flow::Continue);
+    let done = r#"{"type":"response.done","response":{"id":"r3","status":"completed"}}"#;
+    assert_eq!(hear(&mut m, done, 3.5), Flow::Reached);
+    assert_eq!(m.next_action(), Action::Done);
+    m.settle();
+    let c = m.outcome.turns;
+    assert_eq!(
+        (c.ended, c.answered, c.unanswered, c.unmatched),
+        (3, 3, 0, 0)
+    );
+    // The final turn's answer is timed from its commit (1.8 s): its first (and only) text
+    // delta came at 3.2 s.
+    let h = &m.stats.borrow().hist.turns.first_text_after_end;
+    assert_eq!(h.count(), 1);
+    assert!((h.max_ms() - 1400.0).abs() < 1.0, "{}", h.max_ms());
+}

@@ -55,6 +55,10 @@ struct Turn {
     last_text_s: Option<f64>,
     text_deltas: u64,
     first_audio_s: Option<f64>,
+    /// The client asked for this turn's answer (its `response.create` went out): only such a
+    /// turn takes a response as the client's own. A turn the client ended and has not asked
+    /// for yet (OpenAI's final turn, asked for once no response is in progress) takes none.
+    asked: bool,
     /// A `response.created` was taken as this turn's answer.
     responded: bool,
     /// A VAD turn still waiting, without a response, when the response under way at its end
@@ -93,16 +97,25 @@ impl Turns {
 
     /// The current turn's input ended with the packet sent at `end_s`.
     pub fn ended(&mut self, end_s: f64) {
-        self.ended_as(end_s, None);
+        self.ended_as(end_s, None, false);
     }
 
-    /// The current turn's input ended at `end_s`, the client ending it as turn `tag`.
-    pub fn ended_as(&mut self, end_s: f64, tag: Option<u32>) {
+    /// The current turn's input ended at `end_s`, the client ending it as turn `tag` and,
+    /// if `asked`, asking for its answer with the same frames.
+    pub fn ended_as(&mut self, end_s: f64, tag: Option<u32>, asked: bool) {
         let mut turn = std::mem::take(&mut self.current);
         turn.end_s = Some(end_s);
         turn.tag = tag;
+        turn.asked = asked && tag.is_some();
         self.waiting.push_back(turn);
         self.counts.ended += 1;
+    }
+
+    /// The client asked for the answer to turn `tag`, which it ended before.
+    pub fn asked(&mut self, tag: u32) {
+        if let Some(turn) = self.waiting.iter_mut().find(|t| t.tag == Some(tag)) {
+            turn.asked = true;
+        }
     }
 
     /// Whether a turn waits for an answer that will come: not counting, while no response is
@@ -146,31 +159,38 @@ impl Turns {
     }
 
     /// The server created a response. Of the waiting turns without one, it answers the first
-    /// the client ended (its own `response.create`, answered in order), or, when none did,
-    /// the newest VAD turn; the VAD turns before the one it answers are `unanswered`. With no
-    /// turn waiting it answers none the client has ended (its `done` then goes to the input
-    /// still arriving, or to nothing).
+    /// the client asked for (its own `response.create`, answered in order), or, when the client
+    /// asked for none, the newest VAD turn (the server's own response); the VAD turns before
+    /// the one it answers are `unanswered`. A turn the client ended and has not asked for yet
+    /// takes none. With no such turn waiting it answers none the client has ended (its `done`
+    /// then goes to the input still arriving, or to nothing).
     pub fn response_created(&mut self) {
         self.responding += 1;
         self.announces_responses = true;
-        let Some(first) = self.waiting.iter().position(|t| !t.responded) else {
+        let open = |t: &Turn| !t.responded;
+        let answers = self
+            .waiting
+            .iter()
+            .position(|t| open(t) && t.asked)
+            .or_else(|| {
+                self.waiting
+                    .iter()
+                    .rposition(|t| open(t) && t.tag.is_none())
+            });
+        let Some(answers) = answers else {
             self.unassigned += 1;
             return;
         };
-        let answers = match self
-            .waiting
-            .iter()
-            .skip(first)
-            .position(|t| t.tag.is_some())
-        {
-            Some(k) => first + k,
-            None => self.waiting.len() - 1,
-        };
-        let passed_over = answers - first;
-        self.waiting.drain(first..answers);
-        self.counts.unanswered += passed_over as u64;
-        self.waiting[first].responded = true;
-        self.waiting[first].behind = false;
+        self.waiting[answers].responded = true;
+        self.waiting[answers].behind = false;
+        // The VAD turns before it that got no response of their own never will.
+        let mut k = 0;
+        let before = self.waiting.len();
+        self.waiting.retain(|t| {
+            k += 1;
+            !(k <= answers && open(t) && t.tag.is_none())
+        });
+        self.counts.unanswered += (before - self.waiting.len()) as u64;
     }
 
     /// The server ended an answer before the input it answers ended, and no turn waits.
@@ -523,15 +543,60 @@ mod tests {
         // response.created for the first may come after the second turn ended.
         let mut t = Turns::default();
         t.input_sent(0.0);
-        t.ended_as(1.0, Some(11));
+        t.ended_as(1.0, Some(11), true);
         t.input_sent(1.0);
-        t.ended_as(2.0, Some(23));
+        t.ended_as(2.0, Some(23), true);
         t.response_created();
         close(t.done(2.5, true), Sample::DoneAfterEnd(1.5));
         t.response_created();
         close(t.done(3.0, true), Sample::DoneAfterEnd(1.0));
         t.settle();
         assert_eq!((t.counts.answered, t.counts.unanswered), (2, 0));
+    }
+
+    #[test]
+    fn a_turn_the_client_ended_takes_no_response_until_it_asks_for_it() {
+        // OpenAI's final turn: committed at 4.0, its response.create sent only once no
+        // response is in progress. The server's response for the VAD turn left behind is the
+        // VAD turn's, though the final turn is the newest waiting.
+        let mut t = Turns::default();
+        vad_turn(&mut t, 0.0, 1.0);
+        t.response_created();
+        vad_turn(&mut t, 2.0, 3.0);
+        t.input_sent(3.5);
+        t.ended_as(4.0, Some(crate::protocol::FINAL_TURN), false);
+        close(t.done(4.2, true), Sample::DoneAfterEnd(3.2));
+        t.response_created();
+        close(t.audio_delta(4.5), Sample::FirstAudioAfterEnd(1.5));
+        close(t.done(5.0, true), Sample::DoneAfterEnd(2.0));
+        assert!(t.open(), "the final turn still waits");
+        t.asked(crate::protocol::FINAL_TURN);
+        t.response_created();
+        close(t.audio_delta(5.3), Sample::FirstAudioAfterEnd(1.3));
+        close(t.done(5.5, true), Sample::DoneAfterEnd(1.5));
+        assert!(!t.open());
+        t.settle();
+        let c = t.counts;
+        assert_eq!(
+            (c.ended, c.answered, c.unanswered, c.unmatched),
+            (3, 3, 0, 0)
+        );
+    }
+
+    #[test]
+    fn a_response_created_with_only_a_turn_not_yet_asked_for_waiting_answers_none() {
+        let mut t = Turns::default();
+        t.input_sent(0.0);
+        t.ended_as(1.0, Some(crate::protocol::FINAL_TURN), false);
+        t.response_created();
+        assert_eq!(t.audio_delta(1.2), None, "not the final turn's answer");
+        assert_eq!(t.done(1.5, true), None);
+        assert!(t.open(), "the final turn still waits");
+        t.asked(crate::protocol::FINAL_TURN);
+        t.response_created();
+        close(t.audio_delta(1.8), Sample::FirstAudioAfterEnd(0.8));
+        close(t.done(2.0, true), Sample::DoneAfterEnd(1.0));
+        assert!(!t.open());
     }
 
     #[test]
