@@ -423,11 +423,15 @@ impl Session {
     fn on_response_cancel(
         &mut self,
         client_event_id: Option<&str>,
+        now_s: f64,
         counters: &Counters,
         out: &mut Vec<Utf8Bytes>,
     ) {
         match self.responses.pop_front() {
-            Some(r) => self.end(r, Ended::Cancelled("client_cancelled"), out),
+            Some(r) => {
+                self.end(r, Ended::Cancelled("client_cancelled"), out);
+                self.start_next(now_s);
+            }
             None => {
                 let message = "Cancellation failed: no active response found";
                 let code = "response_cancel_not_active";
@@ -436,17 +440,15 @@ impl Session {
         }
     }
 
+    /// A new response: its first delta `first_delta_s` from now, or, queued behind the one in
+    /// progress, from when that one ends ([`Session::start_next`]).
     fn respond(&mut self, audio_out: bool, now_s: f64, out: &mut Vec<Utf8Bytes>) {
         let n = self.next_event;
-        let after = self
-            .responses
-            .back()
-            .map_or(now_s, |r| r.next_at_s.max(now_s));
         let r = Response::new(
             format!("resp_{}_{n}", self.id),
             format!("item_{}_{n}", self.id),
             audio_out,
-            after + self.behaviour.first_delta_s,
+            now_s + self.behaviour.first_delta_s,
         );
         let created = r.created(self.names());
         self.push(out, created);
@@ -467,6 +469,7 @@ impl Session {
                 self.push(out, event);
             }
         }
+        let at_s = r.next_at_s;
         r.sent += 1;
         r.next_at_s += self.behaviour.delta_interval_s;
         if r.audio_out {
@@ -481,6 +484,7 @@ impl Session {
         out.push(self.delta(text_kind, &r.ids, DELTA_TEXT));
         if r.sent >= self.behaviour.response_deltas {
             self.end(r, Ended::Completed, out);
+            self.start_next(at_s);
         } else {
             self.responses.push_front(r);
         }
@@ -500,6 +504,16 @@ impl Session {
     }
 
     /// The events that end response `r`.
+    /// The response in progress ended at `at_s`: the one queued behind it starts generating
+    /// then, its first delta `first_delta_s` later and the rest at the delta interval (queued
+    /// responses' deltas were timed from their creation and came in a burst to catch up).
+    fn start_next(&mut self, at_s: f64) {
+        let first_delta_s = self.behaviour.first_delta_s;
+        if let Some(next) = self.responses.front_mut().filter(|r| r.sent == 0) {
+            next.next_at_s = next.next_at_s.max(at_s + first_delta_s);
+        }
+    }
+
     fn end(&mut self, r: Response, ended: Ended, out: &mut Vec<Utf8Bytes>) {
         for event in r.closing(self.names(), ended) {
             self.push(out, event);
@@ -555,7 +569,9 @@ impl TimedSession for Session {
                 counters,
                 out,
             ),
-            names::RESPONSE_CANCEL => self.on_response_cancel(client_event_id, counters, out),
+            names::RESPONSE_CANCEL => {
+                self.on_response_cancel(client_event_id, now_s, counters, out);
+            }
             names::ITEM_CREATE => self.on_item_create(event.item, out),
             names::ITEM_TRUNCATE | names::ITEM_DELETE | names::ITEM_RETRIEVE => {
                 self.on_item(&event, counters, out);

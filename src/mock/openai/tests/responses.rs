@@ -346,3 +346,44 @@ fn fields_openai_node_types_without_null_are_left_out_rather_than_null() {
         assert!(!e.to_string().contains("null"), "{e}");
     }
 }
+
+/// A response queued behind the one in progress (two VAD turns close together) starts when
+/// that one is done: its first delta `first_delta_s` after it, the rest at the delta interval,
+/// as the first's. Timed from their creation, the queued response's deltas came in a burst to
+/// catch up (39.8 a second where the mock streams 25).
+#[test]
+fn a_queued_response_streams_at_the_pace_of_the_first_from_when_the_first_is_done() {
+    let c = Counters::new();
+    let mut out = Vec::new();
+    let mut s = Session::new(behaviour(&["--response-deltas", "5"]), 0, hello(false));
+    one_turn(&mut s, 0.0, &c, &mut out);
+    one_turn(&mut s, 0.05, &c, &mut out);
+    out.clear();
+    let (first_delta_s, interval_s) = (s.behaviour.first_delta_s, s.behaviour.delta_interval_s);
+    // Every event with the time it was sent, as the server's clock runs.
+    let mut timed = Vec::new();
+    while let Some(at_s) = s.next_wake_s() {
+        s.on_timer(at_s, &mut out);
+        timed.extend(events(&mut out).into_iter().map(|e| (at_s, e)));
+    }
+    let at = |kind: &str| -> Vec<f64> {
+        timed
+            .iter()
+            .filter(|(_, e)| e["type"] == kind)
+            .map(|(t, _)| *t)
+            .collect()
+    };
+    let done = at("response.done");
+    let deltas = at("response.output_audio_transcript.delta");
+    assert_eq!((done.len(), deltas.len()), (2, 10));
+    let second = &deltas[5..];
+    assert!(
+        (second[0] - (done[0] + first_delta_s)).abs() < 1e-9,
+        "first delta {} after the first response's done {}",
+        second[0],
+        done[0]
+    );
+    for pair in second.windows(2) {
+        assert!((pair[1] - pair[0] - interval_s).abs() < 1e-9, "{second:?}");
+    }
+}
