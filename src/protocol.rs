@@ -312,6 +312,11 @@ pub enum Meaning<'a> {
     },
     /// The server created a response (sglang-omni's `response.created`).
     ResponseCreated,
+    /// A response finished (sglang-omni's `response.done`): `completed` when its status says
+    /// `completed` (sglang-omni's serving metrics count a session with any other as failed).
+    ResponseDone {
+        completed: bool,
+    },
     /// A unit of output finished: `unit_<index>` (as its `unit_id` says), answering the input
     /// up to `input_end_ms` (as its media time says; `None` for an empty unit).
     UnitDone {

@@ -137,6 +137,14 @@ pub struct ServingOutcome {
     pub excluded_terminal_units: u64,
     /// Responses that sent audio.
     pub responses: u64,
+    /// `response.done`s, and of them those whose status is not `completed`.
+    #[serde(default)]
+    pub responses_done: u64,
+    #[serde(default)]
+    pub responses_not_completed: u64,
+    /// Audio deltas that were empty or not whole PCM16 samples.
+    #[serde(default)]
+    pub invalid_audio_deltas: u64,
 }
 
 /// Turn latencies, anchored on the client's audio clock (see `machine::turns`).

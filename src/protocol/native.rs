@@ -248,6 +248,14 @@ impl ClientProtocol for Native {
                 }
             }
             names::RESPONSE_CREATED => Meaning::ResponseCreated,
+            names::RESPONSE_DONE => Meaning::ResponseDone {
+                completed: event
+                    .response
+                    .as_ref()
+                    .and_then(|r| r.get("status"))
+                    .and_then(serde_json::Value::as_str)
+                    == Some("completed"),
+            },
             names::INPUT_DRAINED => Meaning::Milestone(Milestone::Drained),
             names::SESSION_CLOSED => Meaning::Milestone(Milestone::Closed),
             // An `accepted` is worth only its `seq`: one the client cannot read (absent, not a
@@ -452,6 +460,9 @@ struct ServerEvent<'a> {
     /// format; any JSON is taken).
     #[serde(default)]
     session: Option<serde_json::Value>,
+    /// `response.done`: the response (read for its `status`; any JSON is taken).
+    #[serde(default)]
+    response: Option<serde_json::Value>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -777,6 +788,27 @@ mod tests {
         assert_eq!(classify(granted).milestone(), Some(Milestone::Ready));
         let created = r#"{"type":"response.created","event_id":"e","response":{"id":"r"}}"#;
         assert_eq!(classify(created), Meaning::ResponseCreated);
+        // A response.done's status, as sglang-omni's serving metrics read it: anything but
+        // `completed` (or none) is not completed.
+        for (done, completed) in [
+            (
+                r#"{"type":"response.done","response":{"id":"r","status":"completed"}}"#,
+                true,
+            ),
+            (
+                r#"{"type":"response.done","response":{"status":"cancelled"}}"#,
+                false,
+            ),
+            (r#"{"type":"response.done","response":{"id":"r"}}"#, false),
+            (r#"{"type":"response.done","response":"odd"}"#, false),
+            (r#"{"type":"response.done"}"#, false),
+        ] {
+            assert_eq!(
+                classify(done),
+                Meaning::ResponseDone { completed },
+                "{done}"
+            );
+        }
     }
 
     #[test]

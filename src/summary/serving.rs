@@ -4,8 +4,8 @@
 //! docs/metrics.md ("sglang-omni's serving metrics") defines each and says where ours differ.
 
 use crate::contract::worker::{
-    ServingHistograms, ServingOutcome, SessionStatus, WorkerResult, LATE_SEND_THRESHOLD_S,
-    STARTUP_RESERVE_S,
+    ServingHistograms, ServingOutcome, SessionOutcome, SessionStatus, WorkerResult,
+    LATE_SEND_THRESHOLD_S, STARTUP_RESERVE_S,
 };
 use crate::profile::Profile;
 use crate::stats::exact::percentile;
@@ -70,7 +70,8 @@ pub struct ServingSection {
     pub native_unit_ms: Option<f64>,
     pub output_sample_rate: Option<f64>,
     pub attempted_sessions: u64,
-    /// Sessions that completed (our definition: docs/metrics.md).
+    /// Sessions that completed with none of what sglang-omni's client records as an error
+    /// (docs/metrics.md; before 2026-12-06: sessions that completed).
     pub successful_sessions: u64,
     /// First audio after the session's start gate, one a session (continuous-output profiles;
     /// `null` for a profile that may stay silent, as theirs).
@@ -115,6 +116,23 @@ pub struct ServingSection {
     pub media_send_lag_s: Distribution,
 }
 
+/// Whether sglang-omni's serving metrics count the session successful: it completed (connected,
+/// streamed, drained, closed) and had none of what their client records as an error — an
+/// `error` event (fatal or not), a frame it could not read, fewer appends than the input has
+/// (stopped early), a `response.done` whose status is not `completed`, audio with no
+/// `response.done`, an audio delta that is empty or not whole samples, no output audio from a
+/// continuous-output profile.
+pub fn successful(s: &SessionOutcome, serving: &ServingOutcome) -> bool {
+    s.status == SessionStatus::Completed
+        && !s.stopped_early
+        && s.error_codes.is_empty()
+        && s.protocol_errors == 0
+        && serving.responses_not_completed == 0
+        && !(serving.output_samples > 0 && serving.responses_done == 0)
+        && serving.invalid_audio_deltas == 0
+        && !(serving.continuous == Some(true) && serving.output_samples == 0)
+}
+
 /// The section of a native run's results: the sessions' own figures and the pooled
 /// histograms. `None` when no session has any (another protocol).
 pub fn section<'a>(
@@ -126,7 +144,7 @@ pub fn section<'a>(
     for r in results {
         for s in &r.sessions {
             if let Some(serving) = &s.serving {
-                sessions.push((serving, s.status == SessionStatus::Completed));
+                sessions.push((serving, successful(s, serving)));
             }
         }
     }
@@ -223,7 +241,7 @@ fn ms(v: Option<f64>) -> String {
 pub fn lines(s: &ServingSection) -> Vec<String> {
     let profile = s.profile.as_deref().unwrap_or("profile unknown");
     let mut lines = vec![format!(
-        "serving metrics    sglang-omni's ({profile}; {} of {} sessions completed), in ms",
+        "serving metrics    sglang-omni's ({profile}; {} of {} sessions successful), in ms",
         s.successful_sessions, s.attempted_sessions
     )];
     let row = |name: &str, d: &Distribution| {
@@ -272,6 +290,69 @@ pub fn lines(s: &ServingSection) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Each of what sglang-omni's client records as an error fails the session in their
+    /// count, though it completed for ours.
+    #[test]
+    fn a_completed_session_is_successful_only_without_what_their_client_calls_an_error() {
+        let mut s = SessionOutcome::new(0);
+        s.status = SessionStatus::Completed;
+        let serving = ServingOutcome {
+            continuous: Some(true),
+            output_samples: 24_000,
+            responses: 1,
+            responses_done: 1,
+            ..ServingOutcome::default()
+        };
+        assert!(successful(&s, &serving));
+        let mut incomplete = s.clone();
+        incomplete.status = SessionStatus::Incomplete;
+        let mut stopped = s.clone();
+        stopped.stopped_early = true;
+        let mut error_event = s.clone();
+        error_event.error_codes.insert("invalid_audio".into(), 1);
+        let mut unreadable = s.clone();
+        unreadable.protocol_errors = 1;
+        for (why, session) in [
+            ("incomplete", &incomplete),
+            ("stopped early", &stopped),
+            ("a non-fatal error event", &error_event),
+            ("a frame it could not read", &unreadable),
+        ] {
+            assert!(!successful(session, &serving), "{why}");
+        }
+        let not_completed = ServingOutcome {
+            responses_not_completed: 1,
+            ..serving.clone()
+        };
+        let no_done = ServingOutcome {
+            responses_done: 0,
+            ..serving.clone()
+        };
+        let odd_delta = ServingOutcome {
+            invalid_audio_deltas: 1,
+            ..serving.clone()
+        };
+        let silent = ServingOutcome {
+            output_samples: 0,
+            responses_done: 0,
+            ..serving.clone()
+        };
+        for (why, serving) in [
+            ("a response.done not completed", &not_completed),
+            ("audio with no response.done", &no_done),
+            ("an odd-length audio delta", &odd_delta),
+            ("a continuous profile that said nothing", &silent),
+        ] {
+            assert!(!successful(&s, serving), "{why}");
+        }
+        // MiniCPM-o may stay silent.
+        let quiet_unit_profile = ServingOutcome {
+            continuous: Some(false),
+            ..silent
+        };
+        assert!(successful(&s, &quiet_unit_profile));
+    }
 
     #[test]
     fn few_values_interpolate_as_theirs() {

@@ -424,6 +424,10 @@ fn sigint_stops_the_run_and_still_writes_a_cancelled_summary() {
     assert_eq!(s["sessions"]["stopped_early"], 2);
     // The sessions still ended properly with the server.
     assert_eq!(s["sessions"]["completed"], 2);
+    // sglang-omni's serving metrics count a session that sent fewer appends than its input
+    // has as failed.
+    assert_eq!(s["serving"]["attempted_sessions"], 2);
+    assert_eq!(s["serving"]["successful_sessions"], 0);
     // The table says they stopped early, as summary.md does.
     let table = util::run(
         &["report", "--text", out.to_str().unwrap()],

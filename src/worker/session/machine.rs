@@ -768,6 +768,11 @@ impl Machine {
                     serving.response_created(now_s, &mut self.stats.borrow_mut().hist.serving);
                 }
             }
+            Meaning::ResponseDone { completed } => {
+                if let Some(serving) = &mut self.serving {
+                    serving.response_done(completed);
+                }
+            }
             Meaning::UnitDone {
                 index,
                 input_end_ms,

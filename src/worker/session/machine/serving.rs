@@ -131,6 +131,9 @@ pub struct Serving {
     playback: Option<Playback>,
     response: Response,
     responses: u64,
+    responses_done: u64,
+    responses_not_completed: u64,
+    invalid_audio_deltas: u64,
     native_unit_ms: Option<f64>,
     output_rate: Option<f64>,
     /// The last media time whose first delta was timed.
@@ -157,6 +160,9 @@ impl Serving {
             playback: None,
             response: Response::default(),
             responses: 0,
+            responses_done: 0,
+            responses_not_completed: 0,
+            invalid_audio_deltas: 0,
             native_unit_ms: None,
             output_rate: None,
             last_media_ms: None,
@@ -229,10 +235,17 @@ impl Serving {
         };
     }
 
+    /// A `response.done`, with the status `completed` or another.
+    pub fn response_done(&mut self, completed: bool) {
+        self.responses_done += 1;
+        self.responses_not_completed += u64::from(!completed);
+    }
+
     /// An audio delta of `bytes` of PCM16 arrived at `now_s`. One that is empty or not whole
-    /// samples is not audio they count.
+    /// samples is not audio they count (and fails their session: "invalid output audio").
     pub fn audio(&mut self, bytes: usize, now_s: f64, h: &mut ServingHistograms) {
         if bytes == 0 || bytes % 2 != 0 {
+            self.invalid_audio_deltas += 1;
             return;
         }
         let samples = (bytes / 2) as u64;
@@ -333,6 +346,9 @@ impl Serving {
             late_sends: self.late_sends,
             excluded_terminal_units: self.excluded_terminal_units,
             responses: self.responses,
+            responses_done: self.responses_done,
+            responses_not_completed: self.responses_not_completed,
+            invalid_audio_deltas: self.invalid_audio_deltas,
             ..ServingOutcome::default()
         };
         if continuous != Some(true) {
@@ -433,7 +449,16 @@ mod tests {
         for k in 0..4 {
             s.audio(UNIT_BYTES, 100.1 + 0.08 * k as f64, &mut h);
         }
+        s.response_done(true);
         let o = s.finish(&mut h);
+        assert_eq!(
+            (
+                o.responses_done,
+                o.responses_not_completed,
+                o.invalid_audio_deltas
+            ),
+            (1, 0, 0)
+        );
         assert!((o.ttfa_s.unwrap() - 0.1).abs() < 1e-9);
         assert_eq!(h.output_gap.count(), 3);
         assert!((h.output_gap.max_ms() - 80.0).abs() < 0.1);
@@ -452,6 +477,26 @@ mod tests {
         assert!((ms(&h.ttfa, 0.5) - 100.0).abs() < 0.1);
         assert!((ms(&h.response_ttfa, 0.5) - 50.0).abs() < 0.05);
         assert_eq!(h.response_max_drift.count(), 1);
+    }
+
+    #[test]
+    fn responses_not_completed_and_deltas_that_are_no_audio_are_counted() {
+        let mut h = ServingHistograms::default();
+        let mut s = voicechat(320);
+        s.response_created(100.05, &mut h);
+        s.audio(0, 100.1, &mut h);
+        s.audio(UNIT_BYTES - 1, 100.18, &mut h);
+        s.response_done(false);
+        let o = s.finish(&mut h);
+        assert_eq!(
+            (
+                o.responses_done,
+                o.responses_not_completed,
+                o.invalid_audio_deltas
+            ),
+            (1, 1, 2)
+        );
+        assert_eq!(o.output_samples, 0, "neither is audio they count");
     }
 
     #[test]
