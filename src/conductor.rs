@@ -373,11 +373,12 @@ fn start_mock_or_reach_server(plan: &mut RunPlan) -> Result<Option<MockChild>> {
     };
     let mock = MockChild::start(&plan.output_dir, plan.settings.protocol, behaviour)?;
     if !plan.settings.tui {
-        follow::note(&format!(
-            "mock up at {} (profile {})",
-            mock.addr,
-            behaviour.profile.name()
-        ));
+        // A profile is the native mock's model; the other protocols' mocks have none.
+        let what = match plan.settings.protocol {
+            crate::protocol::Protocol::Native => format!("profile {}", behaviour.profile.name()),
+            other => format!("protocol {}", other.as_str()),
+        };
+        follow::note(&format!("mock up at {} ({what})", mock.addr));
     }
     plan.settings.url = format!("ws://{}{}", mock.addr, plan.settings.protocol.path());
     Ok(Some(mock))

@@ -107,6 +107,20 @@ impl Protocol {
         self == Protocol::Funasr || path == self.path()
     }
 
+    /// The protocol a server's error text says it speaks, when that is not this one: what
+    /// only one protocol's server would say. sglang-omni's native server names its `sglang`
+    /// fields ("append needs sglang.seq"); OpenAI's GA API asks for `session.type`, which no
+    /// other protocol has.
+    pub fn speaks_instead(self, server_error: &str) -> Option<Protocol> {
+        if self != Protocol::Native && server_error.contains("sglang") {
+            return Some(Protocol::Native);
+        }
+        if self != Protocol::Openai && server_error.contains("session.type") {
+            return Some(Protocol::Openai);
+        }
+        None
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Protocol::Native => "native",
@@ -621,6 +635,27 @@ pub fn has_string_key(text: &str, key: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::{has_string_key, leading_type, Protocol};
+
+    #[test]
+    fn a_servers_error_names_the_protocol_it_speaks_only_when_only_one_would_say_it() {
+        let sglang = "invalid_request: append needs sglang.seq";
+        let openai = "missing_required_parameter: Missing required parameter: 'session.type'.";
+        assert_eq!(
+            Protocol::Openai.speaks_instead(sglang),
+            Some(Protocol::Native)
+        );
+        assert_eq!(
+            Protocol::Vllm.speaks_instead(sglang),
+            Some(Protocol::Native)
+        );
+        assert_eq!(Protocol::Native.speaks_instead(sglang), None, "ours");
+        assert_eq!(
+            Protocol::Native.speaks_instead(openai),
+            Some(Protocol::Openai)
+        );
+        assert_eq!(Protocol::Openai.speaks_instead(openai), None, "ours");
+        assert_eq!(Protocol::Native.speaks_instead("invalid_audio: bad"), None);
+    }
 
     #[test]
     fn server_text_escapes_control_characters_and_cuts_what_is_long() {

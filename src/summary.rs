@@ -400,11 +400,14 @@ impl Summary {
             .extend(reasons::host_load(&sampler.host_load));
         let server = server_stalls::find(&record, &episodes);
         verdict.reasons.extend(reasons::server_stalls(&server));
-        verdict.reasons.extend(reasons::no_turns(
-            settings,
-            pooled.turns,
-            pooled.sessions.completed,
-        ));
+        // A server of another protocol explains the rest: it comes before the sampler's
+        // reasons, and no "no turn ended" (its advice, speech, would not help).
+        let other = reasons::other_protocol(settings.protocol, pooled.speaks_instead.as_ref());
+        let no_turns = reasons::no_turns(settings, pooled.turns, pooled.sessions.completed);
+        match other {
+            Some(other) => verdict.reasons.insert(0, other),
+            None => verdict.reasons.extend(no_turns),
+        }
         verdict
             .reasons
             .extend(reasons::unmatched_answers(pooled.turns));

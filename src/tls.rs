@@ -71,7 +71,13 @@ fn read_certs(path: &Path, flag: &str) -> Result<Vec<CertificateDer<'static>>> {
         .collect::<Result<_, _>>()
         .map_err(|err| anyhow::anyhow!("{flag} {}: {err}", path.display()))?;
     if certs.is_empty() {
-        bail!("{flag} {}: no PEM certificate in it", path.display());
+        // A private key where a certificate belongs is the usual slip (openssl writes both).
+        let what = if PrivateKeyDer::from_pem_file(path).is_ok() {
+            ": it holds a private key; give the certificate (the file with -----BEGIN CERTIFICATE-----)"
+        } else {
+            ""
+        };
+        bail!("{flag} {}: no PEM certificate in it{what}", path.display());
     }
     Ok(certs)
 }

@@ -224,6 +224,19 @@ pub fn run(args: &ConformArgs) -> Result<i32> {
         ));
     }
     out.push('\n');
+    // A server of another protocol breaks every rule: say which, from what its errors name.
+    let instead = reports
+        .iter()
+        .flat_map(|r| &r.violations)
+        .find_map(|v| protocol.speaks_instead(&v.got));
+    if let Some(theirs) = instead {
+        out.push_str(&format!(
+            "hint: the server's errors name what only {} servers say: check it with --protocol {} (this check spoke --protocol {})\n",
+            theirs.as_str(),
+            theirs.as_str(),
+            protocol.as_str()
+        ));
+    }
     if let Some(dir) = &run_dir {
         if conformant && args.output.is_none() {
             // The run above printed where its summary is: say it is not kept.

@@ -487,16 +487,17 @@ struct MediaTime {
     duration_ms: Option<f64>,
 }
 
-/// Read leniently: an error is counted by whatever the server put in it.
-#[derive(Debug, Deserialize)]
-struct ErrorBody<'a> {
+/// An error's body, read leniently: an error is counted by whatever the server put in it (a
+/// numeric code is its digits). The native, OpenAI and vLLM clients read errors so.
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct ErrorBody<'a> {
     #[serde(default, borrow, deserialize_with = "lenient_str")]
-    code: Option<Cow<'a, str>>,
+    pub code: Option<Cow<'a, str>>,
     #[serde(default, borrow, deserialize_with = "lenient_str")]
-    message: Option<Cow<'a, str>>,
+    pub message: Option<Cow<'a, str>>,
     /// The client event the error answers.
     #[serde(default, borrow, deserialize_with = "lenient_str")]
-    event_id: Option<Cow<'a, str>>,
+    pub event_id: Option<Cow<'a, str>>,
 }
 
 /// A JSON value as a lenient field reads it: a scalar, or `Other` for anything else (`null`,
@@ -587,9 +588,10 @@ pub(crate) fn lenient_number<'de, D: Deserializer<'de>>(
     })
 }
 
-/// An error event's `error`: the object sglang-omni sends, or a bare message as a string;
-/// anything else reads as no body (the event is still an error, with a null code).
-fn lenient_error<'de, D: Deserializer<'de>>(
+/// An error event's `error`: the object sglang-omni and OpenAI send, or a bare message as a
+/// string (vLLM's, with the code beside it); anything else reads as no body (the event is still
+/// an error, with a null code).
+pub(super) fn lenient_error<'de, D: Deserializer<'de>>(
     deserializer: D,
 ) -> Result<Option<ErrorBody<'de>>, D::Error> {
     struct Body;

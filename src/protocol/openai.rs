@@ -13,6 +13,7 @@
 //! received is read in both namings, whichever was asked for, and audio in `delta` (OpenAI) or
 //! `audio` (vllm-omni, beside `sample_rate_hz`).
 
+use super::native::ErrorBody;
 use super::{ApiVersion, ClientSettings, TurnDetection};
 use super::{
     AudioPacket, AudioSpan, ClientProtocol, Ending, EventIds, Meaning, Milestone, Outgoing,
@@ -413,14 +414,12 @@ pub fn classify(text: &str) -> Result<Received<'_>, String> {
         }
         names::ERROR => {
             // The code as it came: a null code stays null (`error.type` is not a code).
-            let (code, message, answers) = match event.error {
-                Some(e) => (
-                    e.code.unwrap_or(Cow::Borrowed(super::NULL_CODE)),
-                    e.message.unwrap_or_default(),
-                    e.event_id,
-                ),
-                None => (Cow::Borrowed(super::NULL_CODE), Cow::Borrowed(""), None),
-            };
+            let body = event.error.unwrap_or_default();
+            let code = body
+                .code
+                .or(event.code)
+                .unwrap_or(Cow::Borrowed(super::NULL_CODE));
+            let (message, answers) = (body.message.unwrap_or_default(), body.event_id);
             // The API's errors leave the session open; a turn they spoil shows as not answered.
             Meaning::Error {
                 fatal: false,
@@ -481,8 +480,13 @@ struct ServerEvent<'a> {
     audio_end_ms: Option<f64>,
     #[serde(default, borrow)]
     response: Option<ResponseBody<'a>>,
-    #[serde(default, borrow)]
+    /// An object as OpenAI sends it; a bare message (vLLM's `"error": "…"`, the code beside
+    /// it) is read as that message.
+    #[serde(default, borrow, deserialize_with = "super::native::lenient_error")]
     error: Option<ErrorBody<'a>>,
+    /// The code of an error whose `error` is a bare message.
+    #[serde(default, borrow, deserialize_with = "super::native::lenient_str")]
+    code: Option<Cow<'a, str>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -496,20 +500,8 @@ struct ResponseBody<'a> {
 /// A failed response's details: `{"type":"failed","error":{"type":…,"code":…}}`.
 #[derive(Debug, Default, Deserialize)]
 struct StatusDetails<'a> {
-    #[serde(default, borrow)]
+    #[serde(default, borrow, deserialize_with = "super::native::lenient_error")]
     error: Option<ErrorBody<'a>>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-struct ErrorBody<'a> {
-    // Read leniently (a numeric code is its digits): an error is counted, never refused.
-    #[serde(default, borrow, deserialize_with = "super::native::lenient_str")]
-    code: Option<Cow<'a, str>>,
-    #[serde(default, borrow, deserialize_with = "super::native::lenient_str")]
-    message: Option<Cow<'a, str>>,
-    /// The client event the error answers.
-    #[serde(default, borrow, deserialize_with = "super::native::lenient_str")]
-    event_id: Option<Cow<'a, str>>,
 }
 
 #[cfg(test)]

@@ -16,6 +16,7 @@
 //! to the session. The others (`invalid_json`, `invalid_audio`, `unknown_event`, a code vLLM
 //! does not send) refuse one event and the transcription goes on.
 
+use super::native::ErrorBody;
 use super::{
     AudioPacket, AudioSpan, ClientProtocol, ClientSettings, Ending, EventIds, Meaning, Milestone,
     Outgoing, Received, Step, TurnMark,
@@ -207,14 +208,11 @@ impl ClientProtocol for Vllm {
                 failure: None,
             },
             names::ERROR => {
-                let (inner_code, message) = match event.error {
-                    Some(ErrorField::Text(message)) => (None, message),
-                    Some(ErrorField::Body { code, message }) => (code, message.unwrap_or_default()),
-                    None => (None, Cow::Borrowed("")),
-                };
+                let body = event.error.unwrap_or_default();
+                let message = body.message.unwrap_or_default();
                 let code = event
                     .code
-                    .or(inner_code)
+                    .or(body.code)
                     .unwrap_or(Cow::Borrowed(super::NULL_CODE));
                 Meaning::Error {
                     fatal: codes::FATAL.contains(&&*code),
@@ -239,23 +237,11 @@ struct ServerEvent<'a> {
     kind: Cow<'a, str>,
     #[serde(default, borrow, deserialize_with = "super::native::lenient_str")]
     code: Option<Cow<'a, str>>,
-    #[serde(default, borrow)]
-    error: Option<ErrorField<'a>>,
+    /// vLLM's is the message; OpenAI's is an object.
+    #[serde(default, borrow, deserialize_with = "super::native::lenient_error")]
+    error: Option<ErrorBody<'a>>,
     #[serde(default, borrow)]
     delta: Option<Cow<'a, str>>,
-}
-
-/// vLLM's `error` is the message; OpenAI's is an object.
-#[derive(Debug, Deserialize)]
-#[serde(untagged)]
-enum ErrorField<'a> {
-    Text(#[serde(borrow)] Cow<'a, str>),
-    Body {
-        #[serde(default, borrow, deserialize_with = "super::native::lenient_str")]
-        code: Option<Cow<'a, str>>,
-        #[serde(default, borrow, deserialize_with = "super::native::lenient_str")]
-        message: Option<Cow<'a, str>>,
-    },
 }
 
 #[cfg(test)]

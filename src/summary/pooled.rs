@@ -27,6 +27,9 @@ pub(super) struct Pooled {
     pub(super) missing: u64,
     pub(super) writer_errors: u64,
     pub(super) turns: TurnCounts,
+    /// The protocol the server's errors say it speaks, when not the run's, and the first such
+    /// error (`code: message`).
+    pub(super) speaks_instead: Option<(crate::protocol::Protocol, String)>,
 }
 
 impl Pooled {
@@ -70,6 +73,11 @@ impl Pooled {
                     p.add_worker(r, settings, &mut errors);
                     for s in &r.sessions {
                         p.turns.add(&s.turns);
+                        if p.speaks_instead.is_none() {
+                            p.speaks_instead = s.last_server_error.as_ref().and_then(|e| {
+                                Some((settings.protocol.speaks_instead(e)?, e.clone()))
+                            });
+                        }
                         for (code, n) in &s.error_codes {
                             codes
                                 .entry(code.clone())

@@ -64,6 +64,33 @@ pub(super) fn verdict(
     verdict
 }
 
+/// The server's errors say it speaks another protocol than the run's: which, and the flag.
+pub(super) fn other_protocol(
+    ours: crate::protocol::Protocol,
+    instead: Option<&(crate::protocol::Protocol, String)>,
+) -> Option<String> {
+    use crate::protocol::Protocol;
+    let (theirs, example) = instead?;
+    let (what, flags) = match theirs {
+        Protocol::Native => (
+            "names sglang-omni's `sglang` fields",
+            "--protocol native (the default)",
+        ),
+        _ => (
+            "asks for `session.type`, as OpenAI Realtime's GA API does",
+            "--protocol openai",
+        ),
+    };
+    Some(format!(
+        "the server's error \"{example}\" {what}: it speaks {} rather than this run's --protocol {}; give {flags} (`duplexbench-tui conform --url URL --protocol P` checks a server against one)",
+        match theirs {
+            Protocol::Native => "sglang-omni's native protocol",
+            _ => "the OpenAI Realtime API",
+        },
+        ours.as_str()
+    ))
+}
+
 /// A run of a dialect with turns (openai, vllm) whose sessions completed without the server
 /// ending a single turn measured none of the server's latencies, though its verdict may read
 /// qualified and complete: say so and why. With server VAD (OpenAI's default) that is audio

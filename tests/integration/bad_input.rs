@@ -596,7 +596,7 @@ fn a_ca_file_holding_no_certificate_is_refused_at_start_up() {
             describe(&output)
         );
         assert!(
-            stderr(&output).contains(&format!("Error: --ca-file {key}: no PEM certificate in it")),
+            stderr(&output).contains(&format!("Error: --ca-file {key}: no PEM certificate in it: it holds a private key; give the certificate")),
             "{args:?}: {}",
             stderr(&output)
         );

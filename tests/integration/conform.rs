@@ -370,3 +370,33 @@ fn a_server_of_another_input_rate_is_not_checked_and_the_flag_is_named() {
         "{stderr}"
     );
 }
+
+/// Checked with the wrong `--protocol`, a server breaks every rule: conform says which
+/// protocol its errors name.
+#[test]
+fn checked_as_another_protocol_the_server_is_named_by_its_errors() {
+    let _serial = util::serial();
+    let mock = Mock::start(&[]);
+    let dir = TempDir::new("conform-other-protocol");
+    let out = dir.join("run");
+    let url = mock.url();
+    let args = [
+        "conform",
+        "--url",
+        &url,
+        "--protocol",
+        "openai",
+        "--duration",
+        "2s",
+        "--output",
+        out.to_str().unwrap(),
+    ];
+    let checked = util::run(&args, LIMIT);
+    assert_eq!(checked.status.code(), Some(1), "{}", describe(&checked));
+    let stdout = String::from_utf8_lossy(&checked.stdout);
+    assert!(
+        stdout.contains("hint: the server's errors name what only native servers say: check it with --protocol native"),
+        "{}",
+        describe(&checked)
+    );
+}

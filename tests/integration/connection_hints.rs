@@ -156,3 +156,31 @@ fn refusing(version: &'static str, header: &'static str) -> LoopbackServer {
         }
     })
 }
+
+/// A server of another protocol: the verdict says which, from what its errors name, and the
+/// flag to give (the native client against an OpenAI server, and the reverse).
+#[test]
+fn a_server_of_another_protocol_is_named_with_the_flag_to_give() {
+    let _serial = util::serial();
+    let dir = TempDir::new("hint-other-protocol");
+    let cases: [(&[&str], &[&str], &str); 2] = [
+        (&["--protocol", "openai"], &[], "give --protocol openai"),
+        (&[], &["--protocol", "openai"], "give --protocol native"),
+    ];
+    for (k, (mock_args, run_args, want)) in cases.into_iter().enumerate() {
+        let mock = Mock::start(mock_args);
+        let out = dir.join(&format!("out-{k}"));
+        let url = format!("ws://{}/v1/realtime", mock.addr);
+        let mut args = vec!["--url", &url, "-s", "1", "-d", "1s", "--no-sampler"];
+        args.extend_from_slice(run_args);
+        let output = util::run_to(&out, &args, Duration::from_secs(60));
+        assert_eq!(output.status.code(), Some(1), "{}", describe(&output));
+        let reasons = summary(&out)["verdict"]["reasons"].clone();
+        let first = reasons[0].as_str().unwrap_or_default();
+        assert!(first.contains(want), "{reasons}");
+        assert!(
+            !reasons.to_string().contains("no turn ended"),
+            "no advice about speech: {reasons}"
+        );
+    }
+}

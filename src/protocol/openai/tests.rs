@@ -168,6 +168,33 @@ fn a_null_error_code_is_reported_as_null_not_the_type_in_its_place_issue_12() {
     }
 }
 
+/// An error whose `error` is a bare message, its code beside it (vLLM's shape, an
+/// OpenAI-compatible server's): an error event all the same, not a frame the client cannot read
+/// (which ended the set-up as "server frame is not a JSON event").
+#[test]
+fn an_error_with_a_bare_message_and_the_code_beside_it_is_an_error() {
+    let text = r#"{"type":"error","error":"Missing required field: model","code":"invalid_event"}"#;
+    assert_eq!(
+        meaning(text),
+        Meaning::Error {
+            fatal: false,
+            code: "invalid_event".into(),
+            message: "Missing required field: model".into(),
+            answers: None
+        }
+    );
+    // Anything else in `error` is no body: still an error, with a null code.
+    assert_eq!(
+        meaning(r#"{"type":"error","error":[1]}"#),
+        Meaning::Error {
+            fatal: false,
+            code: "null".into(),
+            message: "".into(),
+            answers: None
+        }
+    );
+}
+
 #[test]
 fn the_input_transcription_is_text_when_it_holds_any_issue_12() {
     for text in [
