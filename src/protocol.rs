@@ -108,11 +108,12 @@ impl Protocol {
     }
 
     /// The protocol a server's error text says it speaks, when that is not this one: what
-    /// only one protocol's server would say. sglang-omni's native server names its `sglang`
-    /// fields ("append needs sglang.seq"); OpenAI's GA API asks for `session.type`, which no
-    /// other protocol has.
+    /// only one protocol's server would say. sglang-omni's native server asks for the append's
+    /// `sglang.seq` ("append needs sglang.seq"), which every other protocol's append lacks (not
+    /// any "sglang": an OpenAI-compatible server built on SGLang may name its modules);
+    /// OpenAI's GA API asks for `session.type`, which no other protocol has.
     pub fn speaks_instead(self, server_error: &str) -> Option<Protocol> {
-        if self != Protocol::Native && server_error.contains("sglang") {
+        if self != Protocol::Native && server_error.contains("sglang.seq") {
             return Some(Protocol::Native);
         }
         if self != Protocol::Openai && server_error.contains("session.type") {
@@ -655,6 +656,8 @@ mod tests {
         );
         assert_eq!(Protocol::Openai.speaks_instead(openai), None, "ours");
         assert_eq!(Protocol::Native.speaks_instead("invalid_audio: bad"), None);
+        let module = "server_error: sglang.srt.entrypoints failed";
+        assert_eq!(Protocol::Openai.speaks_instead(module), None);
     }
 
     #[test]

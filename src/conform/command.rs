@@ -231,7 +231,7 @@ pub fn run(args: &ConformArgs) -> Result<i32> {
         .find_map(|v| protocol.speaks_instead(&v.got));
     if let Some(theirs) = instead {
         out.push_str(&format!(
-            "hint: the server's errors name what only {} servers say: check it with --protocol {} (this check spoke --protocol {})\n",
+            "hint: the server's errors say what only {} servers say: check it with --protocol {} (this check spoke --protocol {})\n",
             theirs.as_str(),
             theirs.as_str(),
             protocol.as_str()

@@ -503,7 +503,6 @@ impl Session {
         Utf8Bytes::from(frame)
     }
 
-    /// The events that end response `r`.
     /// The response in progress ended at `at_s`: the one queued behind it starts generating
     /// then, its first delta `first_delta_s` later and the rest at the delta interval (queued
     /// responses' deltas were timed from their creation and came in a burst to catch up).
@@ -514,6 +513,7 @@ impl Session {
         }
     }
 
+    /// The events that end response `r`.
     fn end(&mut self, r: Response, ended: Ended, out: &mut Vec<Utf8Bytes>) {
         for event in r.closing(self.names(), ended) {
             self.push(out, event);

@@ -73,7 +73,7 @@ pub(super) fn other_protocol(
     let (theirs, example) = instead?;
     let (what, flags) = match theirs {
         Protocol::Native => (
-            "names sglang-omni's `sglang` fields",
+            "asks for sglang-omni's `sglang.seq`",
             "--protocol native (the default)",
         ),
         _ => (

@@ -478,7 +478,7 @@ fn a_second_sigint_aborts_stuck_sessions_and_keeps_the_measured_packets() {
         std::thread::sleep(Duration::from_millis(100));
     }
     for _ in 0..2 {
-        unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+        util::signal(child.id(), rustix::process::Signal::INT).unwrap();
         std::thread::sleep(Duration::from_millis(300));
     }
     let code = util::wait_with_limit(&mut child, Duration::from_secs(30));
@@ -667,7 +667,7 @@ fn ctrl_c_while_the_url_is_checked_opens_no_session() {
         std::thread::sleep(Duration::from_millis(10));
     }
     // SAFETY: a signal to the child this test started.
-    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGINT) }, 0);
+    util::signal(child.id(), rustix::process::Signal::INT).unwrap();
     let code = util::wait_with_limit(&mut child, Duration::from_secs(20));
     let mut err = String::new();
     std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();

@@ -395,7 +395,7 @@ fn checked_as_another_protocol_the_server_is_named_by_its_errors() {
     assert_eq!(checked.status.code(), Some(1), "{}", describe(&checked));
     let stdout = String::from_utf8_lossy(&checked.stdout);
     assert!(
-        stdout.contains("hint: the server's errors name what only native servers say: check it with --protocol native"),
+        stdout.contains("hint: the server's errors say what only native servers say: check it with --protocol native"),
         "{}",
         describe(&checked)
     );

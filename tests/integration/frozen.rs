@@ -8,7 +8,6 @@ use duplexbench_tui::contract::worker::WorkerConfig;
 use duplexbench_tui::contract::worker::WorkerResult;
 use duplexbench_tui::paths::RunPaths;
 use std::io::{BufRead, BufReader, Read, Write};
-use std::os::fd::AsRawFd;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -87,10 +86,9 @@ fn a_worker_keeps_its_pace_while_nobody_reads_its_telemetry() {
             .unwrap(),
     );
     let mut stdout = worker.0.stdout.take().unwrap();
-    let fd = stdout.as_raw_fd();
     // The smallest pipe the kernel allows, so a few telemetry messages fill it.
-    let capacity = unsafe { libc::fcntl(fd, libc::F_SETPIPE_SZ, 4096) };
-    assert!(capacity >= 4096, "F_SETPIPE_SZ failed");
+    let capacity = rustix::pipe::fcntl_setpipe_size(&stdout, 4096).expect("F_SETPIPE_SZ");
+    assert!(capacity >= 4096, "F_SETPIPE_SZ gave {capacity}");
     let mut stdin = worker.0.stdin.take().unwrap();
 
     // Read until the worker is ready, then open the gate.
@@ -113,8 +111,7 @@ fn a_worker_keeps_its_pace_while_nobody_reads_its_telemetry() {
 
     // Freeze: read nothing for 3 s while the sessions stream.
     std::thread::sleep(Duration::from_secs(3));
-    let mut pending: libc::c_int = 0;
-    unsafe { libc::ioctl(fd, libc::FIONREAD, &mut pending) };
+    let pending = rustix::io::ioctl_fionread(&stdout).expect("FIONREAD");
 
     // Thaw: read everything to the end and let the worker finish.
     let mut rest = Vec::new();

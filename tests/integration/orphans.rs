@@ -47,7 +47,7 @@ fn sigkill_of_the_conductor_leaves_no_worker_or_mock_behind() {
     while !children.iter().all(|&c| is_dead(c)) {
         if Instant::now() > deadline {
             for &c in &children {
-                unsafe { libc::kill(c as i32, libc::SIGKILL) };
+                let _ = util::signal(c, rustix::process::Signal::KILL);
             }
             panic!("children outlived the conductor: {children:?}");
         }

@@ -474,8 +474,7 @@ fn a_frozen_worker_stops_the_run_and_is_killed_instead_of_holding_it() {
         std::thread::sleep(Duration::from_millis(100));
     };
     std::thread::sleep(Duration::from_secs(2));
-    // SAFETY: a signal to a child of the run this test started.
-    assert_eq!(unsafe { libc::kill(pid, libc::SIGSTOP) }, 0);
+    util::signal(pid as u32, rustix::process::Signal::STOP).unwrap();
     // Bounded far above the 4 s run + 10 s of silence + 10 s to the abort + 5 s to the kill,
     // and far below the old deadline's 4 + 60 + 30 + 30 + 5 s.
     let code = util::wait_with_limit(&mut conductor, Duration::from_secs(60));

@@ -414,7 +414,7 @@ fn sigint_stops_the_run_and_still_writes_a_cancelled_summary() {
         );
         std::thread::sleep(Duration::from_millis(100));
     }
-    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    util::signal(child.id(), rustix::process::Signal::INT).unwrap();
     let status = util::wait_with_limit(&mut child, Duration::from_secs(30));
     assert_eq!(status, Some(130));
     let s = summary(&out);

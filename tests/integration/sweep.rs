@@ -208,7 +208,7 @@ fn ctrl_c_ends_the_sweep_and_keeps_the_levels_done_issue_15() {
         assert!(Instant::now() < deadline, "level 2 never finished");
         std::thread::sleep(Duration::from_millis(100));
     }
-    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    util::signal(child.id(), rustix::process::Signal::INT).unwrap();
     let code = util::wait_with_limit(&mut child, Duration::from_secs(30));
     assert_eq!(code, Some(130));
     let s = sweep_json(&out);
@@ -301,7 +301,7 @@ fn ctrl_c_during_a_level_stops_that_run_cleanly_and_counts_no_level_issue_15() {
         assert!(Instant::now() < deadline, "level 2 never streamed");
         std::thread::sleep(Duration::from_millis(100));
     }
-    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    util::signal(child.id(), rustix::process::Signal::INT).unwrap();
     let code = util::wait_with_limit(&mut child, Duration::from_secs(60));
     assert_eq!(code, Some(130));
     let s = sweep_json(&out);

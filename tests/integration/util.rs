@@ -351,3 +351,9 @@ pub fn unreachable_url() -> String {
         .port();
     format!("ws://127.0.0.1:{port}/v1/realtime")
 }
+
+/// Sends `signal` to process `pid` (a child of the test), through rustix's safe wrapper.
+pub fn signal(pid: u32, signal: rustix::process::Signal) -> rustix::io::Result<()> {
+    let pid = rustix::process::Pid::from_raw(pid as i32).expect("a child's pid is positive");
+    rustix::process::kill_process(pid, signal)
+}

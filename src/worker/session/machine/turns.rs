@@ -84,6 +84,8 @@ pub struct Turns {
     /// Responses created while no turn waited, not yet done: their deltas and `done` are not
     /// a later turn's.
     unassigned: u32,
+    /// Of them, those created while input arrived (answers to it: `early`).
+    unassigned_early: u32,
     /// When the last response that left turns behind was done.
     behind_since_s: Option<f64>,
     pub counts: TurnCounts,
@@ -179,6 +181,7 @@ impl Turns {
             });
         let Some(answers) = answers else {
             self.unassigned += 1;
+            self.unassigned_early += u32::from(self.current.start_s.is_some());
             return;
         };
         self.waiting[answers].responded = true;
@@ -198,20 +201,21 @@ impl Turns {
         self.counts.early > 0 && !self.open()
     }
 
-    /// Whether the next answer's events go to the oldest waiting turn: not while a response
-    /// created with no turn waiting is under way, unless that turn has its own.
-    fn front_answered(&self) -> bool {
-        self.waiting
-            .front()
-            .is_some_and(|t| self.unassigned == 0 || t.responded)
+    /// The waiting turn the next answer's events go to: the oldest one a `response.created`
+    /// was taken for (not always the oldest waiting: a turn the client ended and has not
+    /// asked for yet may come before it), or, from a server that never says it created a
+    /// response, the oldest; `None` while only a response created with no turn waiting is
+    /// under way.
+    fn answered_at(&self) -> Option<usize> {
+        if self.announces_responses {
+            return self.waiting.iter().position(|t| t.responded);
+        }
+        (!self.waiting.is_empty()).then_some(0)
     }
 
     fn answering(&mut self) -> &mut Turn {
-        if !self.front_answered() {
-            return &mut self.current;
-        }
-        match self.waiting.front_mut() {
-            Some(turn) => turn,
+        match self.answered_at() {
+            Some(at) => &mut self.waiting[at],
             None => &mut self.current,
         }
     }
@@ -252,15 +256,11 @@ impl Turns {
     /// (`unmatched`), so that more answers than turns cannot read as a server that answered all.
     pub fn done(&mut self, now_s: f64, completed: bool) -> Option<Sample> {
         self.responding = self.responding.saturating_sub(1);
-        let front = self.front_answered();
-        if !front {
+        let at = self.answered_at();
+        if at.is_none() {
             self.unassigned = self.unassigned.saturating_sub(1);
         }
-        let next = if front {
-            self.waiting.pop_front()
-        } else {
-            None
-        };
+        let next = at.and_then(|at| self.waiting.remove(at));
         // VAD turns that ended while this response was under way and still have none.
         for t in self.waiting.iter_mut() {
             if t.tag.is_none() && !t.responded && !t.behind {
@@ -268,12 +268,27 @@ impl Turns {
                 self.behind_since_s = Some(now_s);
             }
         }
+        // An answer no waiting turn had is one to the input still arriving (`early`), or to
+        // nothing the client sent: a response created with no turn waiting is the first if it
+        // was created while input arrived; from a server that does not say, it is whatever
+        // the current input has.
+        let to_input = if self.announces_responses && at.is_none() {
+            let early = self.unassigned_early > 0;
+            self.unassigned_early = self.unassigned_early.saturating_sub(1);
+            early
+        } else {
+            self.current.start_s.is_some()
+                || self.current.first_text_s.is_some()
+                || self.current.first_audio_s.is_some()
+        };
         let turn = match next {
             Some(turn) => turn,
-            None if self.current.start_s.is_none()
-                && self.current.first_text_s.is_none()
-                && self.current.first_audio_s.is_none() =>
-            {
+            None if !to_input => {
+                // Its deltas, if any, marked the current turn: not that input's.
+                self.current.first_text_s = None;
+                self.current.last_text_s = None;
+                self.current.text_deltas = 0;
+                self.current.first_audio_s = None;
                 self.counts.unmatched += 1;
                 return None;
             }
@@ -597,6 +612,34 @@ mod tests {
         close(t.audio_delta(1.8), Sample::FirstAudioAfterEnd(0.8));
         close(t.done(2.0, true), Sample::DoneAfterEnd(1.0));
         assert!(!t.open());
+        let c = t.counts;
+        assert_eq!(
+            (c.ended, c.answered, c.unmatched, c.early),
+            (1, 1, 1, 0),
+            "the response made after the input ended answers nothing the client sent"
+        );
+    }
+
+    #[test]
+    fn a_vad_turn_that_ends_after_the_final_commit_takes_the_servers_response_with_its_events() {
+        // Speech still open at the input's end: the client commits the final turn, then the
+        // server's VAD stops the speech too. Its response is the VAD turn's, and so are its
+        // deltas and done, though the final turn waits before it.
+        let mut t = Turns::default();
+        t.input_sent(0.0);
+        t.ended_as(1.0, Some(crate::protocol::FINAL_TURN), false);
+        t.speech_stopped(1.05, Some(0.9));
+        t.response_created();
+        close(t.audio_delta(1.3), Sample::FirstAudioAfterEnd(0.4));
+        close(t.done(1.5, true), Sample::DoneAfterEnd(0.6));
+        assert!(t.open(), "the final turn still waits");
+        t.asked(crate::protocol::FINAL_TURN);
+        t.response_created();
+        close(t.audio_delta(1.8), Sample::FirstAudioAfterEnd(0.8));
+        close(t.done(2.0, true), Sample::DoneAfterEnd(1.0));
+        assert!(!t.open());
+        let c = t.counts;
+        assert_eq!((c.ended, c.answered, c.unmatched, c.early), (2, 2, 0, 0));
     }
 
     #[test]
