@@ -249,12 +249,7 @@ impl ClientProtocol for Native {
             }
             names::RESPONSE_CREATED => Meaning::ResponseCreated,
             names::RESPONSE_DONE => Meaning::ResponseDone {
-                completed: event
-                    .response
-                    .as_ref()
-                    .and_then(|r| r.get("status"))
-                    .and_then(serde_json::Value::as_str)
-                    == Some("completed"),
+                completed: event.response.as_deref() == Some("completed"),
             },
             names::INPUT_DRAINED => Meaning::Milestone(Milestone::Drained),
             names::SESSION_CLOSED => Meaning::Milestone(Milestone::Closed),
@@ -460,9 +455,10 @@ struct ServerEvent<'a> {
     /// format; any JSON is taken).
     #[serde(default)]
     session: Option<serde_json::Value>,
-    /// `response.done`: the response (read for its `status`; any JSON is taken).
-    #[serde(default)]
-    response: Option<serde_json::Value>,
+    /// `response.done`: the response's `status` (any JSON is taken: one that is no object, or
+    /// has no string status, reads as none). Read without building the response.
+    #[serde(default, borrow, deserialize_with = "status_of")]
+    response: Option<Cow<'a, str>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -661,6 +657,95 @@ fn lenient_bool<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<boo
 
 /// A string where one is expected (an error's code, message, event id): a number is taken as
 /// its digits (`"code": 500`), anything else is `None`.
+/// The `status` string of an object (a `response.done`'s response), the rest read past
+/// unbuilt; `None` for anything else.
+fn status_of<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<Cow<'de, str>>, D::Error> {
+    struct Status;
+
+    impl<'de> serde::de::Visitor<'de> for Status {
+        type Value = Option<Cow<'de, str>>;
+
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a response object")
+        }
+        fn visit_map<A: serde::de::MapAccess<'de>>(
+            self,
+            mut map: A,
+        ) -> Result<Self::Value, A::Error> {
+            let mut status = None;
+            while let Some(IsStatus(is_status)) = map.next_key()? {
+                if is_status {
+                    let Wrapped(value) = map.next_value()?;
+                    status = value;
+                } else {
+                    map.next_value::<serde::de::IgnoredAny>()?;
+                }
+            }
+            Ok(status)
+        }
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(
+            self,
+            mut seq: A,
+        ) -> Result<Self::Value, A::Error> {
+            while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
+            Ok(None)
+        }
+        fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_unit<E>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_none<E>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+    }
+
+    /// Whether a key is `status`, told without copying it.
+    struct IsStatus(bool);
+
+    impl<'de> Deserialize<'de> for IsStatus {
+        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            struct Key;
+            impl serde::de::Visitor<'_> for Key {
+                type Value = IsStatus;
+                fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                    f.write_str("a key")
+                }
+                fn visit_str<E>(self, key: &str) -> Result<IsStatus, E> {
+                    Ok(IsStatus(key == "status"))
+                }
+            }
+            d.deserialize_str(Key)
+        }
+    }
+
+    /// A field read as [`lenient_str`] reads it.
+    struct Wrapped<'de>(Option<Cow<'de, str>>);
+
+    impl<'de> Deserialize<'de> for Wrapped<'de> {
+        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            lenient_str(d).map(Wrapped)
+        }
+    }
+
+    deserializer.deserialize_any(Status)
+}
+
 pub(crate) fn lenient_str<'de, D: Deserializer<'de>>(
     deserializer: D,
 ) -> Result<Option<Cow<'de, str>>, D::Error> {
@@ -803,6 +888,14 @@ mod tests {
             ),
             (r#"{"type":"response.done","response":{"id":"r"}}"#, false),
             (r#"{"type":"response.done","response":"odd"}"#, false),
+            (
+                r#"{"type":"response.done","response":{"output":[{"status":"completed"}],"status":"cancelled"}}"#,
+                false,
+            ),
+            (
+                r#"{"type":"response.done","response":{"st\u0061tus":"completed"}}"#,
+                true,
+            ),
             (r#"{"type":"response.done"}"#, false),
         ] {
             assert_eq!(
