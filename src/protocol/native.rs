@@ -590,22 +590,49 @@ pub(crate) fn lenient_number<'de, D: Deserializer<'de>>(
 pub(super) fn lenient_error<'de, D: Deserializer<'de>>(
     deserializer: D,
 ) -> Result<Option<ErrorBody<'de>>, D::Error> {
-    struct Body;
+    object_or(deserializer, |message| Some(ErrorBody::message(message)))
+}
 
-    impl<'de> serde::de::Visitor<'de> for Body {
-        type Value = Option<ErrorBody<'de>>;
+/// A `response.done`'s response, read for its `status` alone (the rest read past, unbuilt).
+#[derive(Deserialize)]
+struct ResponseStatus<'a> {
+    #[serde(default, borrow, deserialize_with = "lenient_str")]
+    status: Option<Cow<'a, str>>,
+}
+
+/// The `status` string of a `response.done`'s response; `None` for a response that is no
+/// object or has no such string.
+fn status_of<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<Cow<'de, str>>, D::Error> {
+    let response: Option<ResponseStatus<'de>> = object_or(deserializer, |_| None)?;
+    Ok(response.and_then(|r| r.status))
+}
+
+/// An object read as `T`, or, for a string, what `text` makes of it; anything else (a number,
+/// an array, null) reads as `None`, never as an error that would cost the whole event.
+fn object_or<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
+    deserializer: D,
+    text: fn(Cow<'de, str>) -> Option<T>,
+) -> Result<Option<T>, D::Error> {
+    struct Lenient<'de, T> {
+        text: fn(Cow<'de, str>) -> Option<T>,
+    }
+
+    impl<'de, T: Deserialize<'de>> serde::de::Visitor<'de> for Lenient<'de, T> {
+        type Value = Option<T>;
 
         fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-            f.write_str("an error object or message")
+            f.write_str("an object or a string")
         }
         fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
-            ErrorBody::deserialize(serde::de::value::MapAccessDeserializer::new(map)).map(Some)
+            T::deserialize(serde::de::value::MapAccessDeserializer::new(map)).map(Some)
         }
-        fn visit_borrowed_str<E>(self, message: &'de str) -> Result<Self::Value, E> {
-            Ok(Some(ErrorBody::message(Cow::Borrowed(message))))
+        fn visit_borrowed_str<E>(self, text: &'de str) -> Result<Self::Value, E> {
+            Ok((self.text)(Cow::Borrowed(text)))
         }
-        fn visit_str<E>(self, message: &str) -> Result<Self::Value, E> {
-            Ok(Some(ErrorBody::message(Cow::Owned(message.to_string()))))
+        fn visit_str<E>(self, text: &str) -> Result<Self::Value, E> {
+            Ok((self.text)(Cow::Owned(text.to_string())))
         }
         fn visit_unit<E>(self) -> Result<Self::Value, E> {
             Ok(None)
@@ -634,7 +661,7 @@ pub(super) fn lenient_error<'de, D: Deserializer<'de>>(
         }
     }
 
-    deserializer.deserialize_any(Body)
+    deserializer.deserialize_any(Lenient { text })
 }
 
 impl<'a> ErrorBody<'a> {
@@ -657,95 +684,6 @@ fn lenient_bool<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<boo
 
 /// A string where one is expected (an error's code, message, event id): a number is taken as
 /// its digits (`"code": 500`), anything else is `None`.
-/// The `status` string of an object (a `response.done`'s response), the rest read past
-/// unbuilt; `None` for anything else.
-fn status_of<'de, D: Deserializer<'de>>(
-    deserializer: D,
-) -> Result<Option<Cow<'de, str>>, D::Error> {
-    struct Status;
-
-    impl<'de> serde::de::Visitor<'de> for Status {
-        type Value = Option<Cow<'de, str>>;
-
-        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-            f.write_str("a response object")
-        }
-        fn visit_map<A: serde::de::MapAccess<'de>>(
-            self,
-            mut map: A,
-        ) -> Result<Self::Value, A::Error> {
-            let mut status = None;
-            while let Some(IsStatus(is_status)) = map.next_key()? {
-                if is_status {
-                    let Wrapped(value) = map.next_value()?;
-                    status = value;
-                } else {
-                    map.next_value::<serde::de::IgnoredAny>()?;
-                }
-            }
-            Ok(status)
-        }
-        fn visit_seq<A: serde::de::SeqAccess<'de>>(
-            self,
-            mut seq: A,
-        ) -> Result<Self::Value, A::Error> {
-            while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
-            Ok(None)
-        }
-        fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
-            Ok(None)
-        }
-        fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
-            Ok(None)
-        }
-        fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
-            Ok(None)
-        }
-        fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
-            Ok(None)
-        }
-        fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
-            Ok(None)
-        }
-        fn visit_unit<E>(self) -> Result<Self::Value, E> {
-            Ok(None)
-        }
-        fn visit_none<E>(self) -> Result<Self::Value, E> {
-            Ok(None)
-        }
-    }
-
-    /// Whether a key is `status`, told without copying it.
-    struct IsStatus(bool);
-
-    impl<'de> Deserialize<'de> for IsStatus {
-        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-            struct Key;
-            impl serde::de::Visitor<'_> for Key {
-                type Value = IsStatus;
-                fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                    f.write_str("a key")
-                }
-                fn visit_str<E>(self, key: &str) -> Result<IsStatus, E> {
-                    Ok(IsStatus(key == "status"))
-                }
-            }
-            d.deserialize_str(Key)
-        }
-    }
-
-    /// A field read as [`lenient_str`] reads it.
-    struct Wrapped<'de>(Option<Cow<'de, str>>);
-
-    impl<'de> Deserialize<'de> for Wrapped<'de> {
-        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-            lenient_str(d).map(Wrapped)
-        }
-    }
-
-    deserializer.deserialize_any(Status)
-}
-
 pub(crate) fn lenient_str<'de, D: Deserializer<'de>>(
     deserializer: D,
 ) -> Result<Option<Cow<'de, str>>, D::Error> {

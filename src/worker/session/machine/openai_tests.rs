@@ -457,12 +457,9 @@ fn the_final_response_create_waits_for_the_response_in_progress() {
     assert!(create.text().unwrap().contains("response.create"));
 }
 
-/// A VAD turn left behind by the response that was in progress when the input ended (speech
-/// still open): the client's last `response.create` waits the grace for a response the server
-/// may create for that turn (one created meanwhile would have the client's refused), then asks.
-#[test]
-fn the_final_response_create_waits_the_grace_of_a_turn_left_behind() {
-    let mut m = machine(&[]);
+/// Three VAD turns: the first answered by r1, the second ending while r1 runs, the third still
+/// open when the input ends (the client commits it at 1.8 s).
+fn a_turn_left_behind_and_the_final_turn_committed(m: &mut Machine) {
     let during = [
         r#"{"type":"input_audio_buffer.speech_started","audio_start_ms":0}"#,
         r#"{"type":"input_audio_buffer.speech_stopped","audio_end_ms":160}"#,
@@ -471,7 +468,16 @@ fn the_final_response_create_waits_the_grace_of_a_turn_left_behind() {
         r#"{"type":"input_audio_buffer.speech_stopped","audio_end_ms":320}"#,
         r#"{"type":"input_audio_buffer.speech_started","audio_start_ms":400}"#,
     ];
-    stream_with_speech_open_to_the_committed_final_turn(&mut m, &during);
+    stream_with_speech_open_to_the_committed_final_turn(m, &during);
+}
+
+/// A VAD turn left behind by the response that was in progress when the input ended (speech
+/// still open): the client's last `response.create` waits the grace for a response the server
+/// may create for that turn (one created meanwhile would have the client's refused), then asks.
+#[test]
+fn the_final_response_create_waits_the_grace_of_a_turn_left_behind() {
+    let mut m = machine(&[]);
+    a_turn_left_behind_and_the_final_turn_committed(&mut m);
     assert_eq!(m.next_action(), Action::Await("response.done"));
     let done = r#"{"type":"response.done","response":{"id":"r1","status":"completed"}}"#;
     assert_eq!(
@@ -500,15 +506,7 @@ fn the_final_response_create_waits_the_grace_of_a_turn_left_behind() {
 #[test]
 fn a_response_the_server_creates_before_the_final_turn_is_asked_for_is_not_its_answer() {
     let mut m = machine(&[]);
-    let during = [
-        r#"{"type":"input_audio_buffer.speech_started","audio_start_ms":0}"#,
-        r#"{"type":"input_audio_buffer.speech_stopped","audio_end_ms":160}"#,
-        r#"{"type":"response.created","response":{"id":"r1"}}"#,
-        r#"{"type":"input_audio_buffer.speech_started","audio_start_ms":240}"#,
-        r#"{"type":"input_audio_buffer.speech_stopped","audio_end_ms":320}"#,
-        r#"{"type":"input_audio_buffer.speech_started","audio_start_ms":400}"#,
-    ];
-    stream_with_speech_open_to_the_committed_final_turn(&mut m, &during);
+    a_turn_left_behind_and_the_final_turn_committed(&mut m);
     let done = r#"{"type":"response.done","response":{"id":"r1","status":"completed"}}"#;
     assert_eq!(hear(&mut m, done, 2.5), Flow::Continue);
     // In the grace, the server's queued response for the turn left behind.
