@@ -402,11 +402,13 @@ impl Summary {
         verdict.reasons.extend(reasons::server_stalls(&server));
         // A server of another protocol explains the rest: it comes before the sampler's
         // reasons, and no "no turn ended" (its advice, speech, would not help).
-        let other = reasons::other_protocol(settings.protocol, pooled.speaks_instead.as_ref());
-        let no_turns = reasons::no_turns(settings, pooled.turns, pooled.sessions.completed);
-        match other {
+        match reasons::other_protocol(settings.protocol, pooled.speaks_instead.as_ref()) {
             Some(other) => verdict.reasons.insert(0, other),
-            None => verdict.reasons.extend(no_turns),
+            None => verdict.reasons.extend(reasons::no_turns(
+                settings,
+                pooled.turns,
+                pooled.sessions.completed,
+            )),
         }
         verdict
             .reasons

@@ -320,10 +320,11 @@ impl Machine {
                 if let Some(frame) = step.send.take() {
                     let last = crate::protocol::FINAL_TURN;
                     match step.turn {
-                        Some(TurnMark::EndsAsking) => self.turn_ends_at_send = Some((last, true)),
-                        Some(TurnMark::Ends) => self.turn_ends_at_send = Some((last, false)),
                         Some(TurnMark::Asks) => {
                             self.on_turns(|t| t.asked(last));
+                        }
+                        Some(ends) => {
+                            self.turn_ends_at_send = Some((last, ends == TurnMark::EndsAsking));
                         }
                         None => {}
                     }
