@@ -97,7 +97,7 @@ pub fn packet_bytes(rate: u32, packet_ms: u32) -> usize {
 /// samples. `rate` is the protocol's input rate (`--input-sample-rate` can only restate it).
 pub fn probe(path: &Path, rate: u32) -> Result<u64> {
     let want = rate_name(rate);
-    let reader = hound::WavReader::open(path).map_err(|err| match err {
+    let reader = open_wav(path).map_err(|err| match err {
         // A file that cannot be opened is named as such; one that opens but ends early is not
         // a (whole) WAV file.
         hound::Error::IoError(io) if !path.is_file() => anyhow::anyhow!(
@@ -153,6 +153,104 @@ pub fn probe(path: &Path, rate: u32) -> Result<u64> {
     Ok(samples)
 }
 
+/// The bytes of a WAV file as hound reads them: the file itself, or the file laid out again
+/// where hound would misread it (see [`open_wav`]).
+enum WavBytes {
+    File(std::io::BufReader<std::fs::File>),
+    Mended(std::io::Cursor<Vec<u8>>),
+}
+
+impl std::io::Read for WavBytes {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        match self {
+            WavBytes::File(file) => file.read(buf),
+            WavBytes::Mended(bytes) => bytes.read(buf),
+        }
+    }
+}
+
+/// Opens a WAV file for hound, which reads most files as they are but two valid ones wrong:
+/// it skips a chunk by its length and not the pad byte RIFF puts after an odd-length chunk (a
+/// `LIST` of odd length before `data` then reads as a truncated file), and it takes a data
+/// length of 0xFFFFFFFF, which streaming writers leave when they cannot seek back ("until the
+/// end of the file"), at its word. Such a file is read whole and handed to hound as `fmt ` and
+/// `data` alone, the data as long as the file holds.
+fn open_wav(path: &Path) -> hound::Result<hound::WavReader<WavBytes>> {
+    let mut file = std::fs::File::open(path)?;
+    match mended_wav(&mut file)? {
+        Some(bytes) => hound::WavReader::new(WavBytes::Mended(std::io::Cursor::new(bytes))),
+        None => {
+            use std::io::Seek as _;
+            file.rewind()?;
+            hound::WavReader::new(WavBytes::File(std::io::BufReader::new(file)))
+        }
+    }
+}
+
+/// The longest `fmt ` chunk read (a `WAVE_FORMAT_EXTENSIBLE` one is 40 bytes).
+const MAX_FMT_BYTES: u32 = 4096;
+
+/// `file` laid out as hound can read it when hound would misread it as it is (see
+/// [`open_wav`]); `None` when hound reads it right, or when it is no RIFF WAVE that this walk
+/// understands (hound then names what is wrong with it).
+fn mended_wav(file: &mut std::fs::File) -> std::io::Result<Option<Vec<u8>>> {
+    use std::io::Seek as _;
+    let mut riff = [0u8; 12];
+    if file.read_exact(&mut riff).is_err() || &riff[..4] != b"RIFF" || &riff[8..] != b"WAVE" {
+        return Ok(None);
+    }
+    let mut fmt: Option<Vec<u8>> = None;
+    let mut padded = false;
+    loop {
+        let mut header = [0u8; 8];
+        if file.read_exact(&mut header).is_err() {
+            return Ok(None);
+        }
+        let len = u32::from_le_bytes([header[4], header[5], header[6], header[7]]);
+        match &header[..4] {
+            b"data" => {
+                let until_end = len == u32::MAX;
+                let Some(fmt) = fmt.filter(|_| padded || until_end) else {
+                    return Ok(None);
+                };
+                let mut data = Vec::new();
+                file.read_to_end(&mut data)?;
+                let data_len = if until_end {
+                    u32::try_from(data.len() & !1).unwrap_or(u32::MAX - 1)
+                } else {
+                    len
+                };
+                let mut out = Vec::with_capacity(44 + fmt.len() + data.len());
+                out.extend_from_slice(b"RIFF");
+                let riff_len = 4 + 8 + fmt.len() as u64 + 8 + u64::from(data_len);
+                out.extend_from_slice(&u32::try_from(riff_len).unwrap_or(u32::MAX).to_le_bytes());
+                out.extend_from_slice(b"WAVE");
+                out.extend_from_slice(b"fmt ");
+                out.extend_from_slice(&(fmt.len() as u32).to_le_bytes());
+                out.extend_from_slice(&fmt);
+                out.extend_from_slice(b"data");
+                out.extend_from_slice(&data_len.to_le_bytes());
+                out.extend_from_slice(&data);
+                return Ok(Some(out));
+            }
+            b"fmt " if len <= MAX_FMT_BYTES => {
+                let mut body = vec![0u8; len as usize];
+                if file.read_exact(&mut body).is_err() {
+                    return Ok(None);
+                }
+                fmt = Some(body);
+            }
+            _ => {
+                file.seek(std::io::SeekFrom::Current(i64::from(len)))?;
+            }
+        }
+        if len % 2 == 1 {
+            padded = true;
+            file.seek(std::io::SeekFrom::Current(1))?;
+        }
+    }
+}
+
 /// The PCM16 little-endian bytes of one play of a WAV.
 fn read_pcm<R: std::io::Read>(mut reader: hound::WavReader<R>, what: &str) -> Result<Vec<u8>> {
     let mut one = Vec::with_capacity(reader.duration() as usize * BYTES_PER_SAMPLE);
@@ -201,7 +299,7 @@ impl Audio {
                 ))
             }
             AudioSource::Wav { path, loops, .. } => {
-                let reader = hound::WavReader::open(path)
+                let reader = open_wav(path)
                     .with_context(|| format!("cannot open --audio {}", path.display()))?;
                 let what = format!("--audio {}", path.display());
                 let one = read_pcm(reader, &what)?;
@@ -443,6 +541,99 @@ mod tests {
         }
         assert_eq!(audio.packet(7).pcm.len(), 1280, "the last packet is short");
         assert_eq!(audio.total_bytes(), 3 * 3200 * 2);
+        let _ = std::fs::remove_file(path);
+    }
+
+    /// A 16 kHz mono PCM16 WAV laid out by hand: `fmt `, the `extra` chunks, then `data`
+    /// whose header says `data_len` and which holds `samples` samples (i, as i16).
+    fn raw_wav(name: &str, extra: &[(&[u8; 4], &[u8])], data_len: u32, samples: u16) -> PathBuf {
+        let mut chunks = Vec::new();
+        chunks.extend_from_slice(b"fmt ");
+        chunks.extend_from_slice(&16u32.to_le_bytes());
+        for field in [1u16, 1] {
+            chunks.extend_from_slice(&field.to_le_bytes());
+        }
+        chunks.extend_from_slice(&16_000u32.to_le_bytes());
+        chunks.extend_from_slice(&32_000u32.to_le_bytes());
+        chunks.extend_from_slice(&2u16.to_le_bytes());
+        chunks.extend_from_slice(&16u16.to_le_bytes());
+        for (id, body) in extra {
+            chunks.extend_from_slice(*id);
+            chunks.extend_from_slice(&(body.len() as u32).to_le_bytes());
+            chunks.extend_from_slice(body);
+            if body.len() % 2 == 1 {
+                chunks.push(0);
+            }
+        }
+        chunks.extend_from_slice(b"data");
+        chunks.extend_from_slice(&data_len.to_le_bytes());
+        for i in 0..samples {
+            chunks.extend_from_slice(&i.to_le_bytes());
+        }
+        let mut file = b"RIFF".to_vec();
+        file.extend_from_slice(&(4 + chunks.len() as u32).to_le_bytes());
+        file.extend_from_slice(b"WAVE");
+        file.extend_from_slice(&chunks);
+        let path = std::env::temp_dir().join(format!(
+            "duplexbench-audio-{}-{name}.wav",
+            std::process::id()
+        ));
+        std::fs::write(&path, file).unwrap();
+        path
+    }
+
+    fn played(path: &Path, samples: u64) -> Vec<u8> {
+        let source = AudioSource::Wav {
+            path: path.to_path_buf(),
+            samples,
+            loops: 1,
+        };
+        let total = samples as usize * 2;
+        let packets = total.div_ceil(packet_bytes(16_000, 80)) as u32;
+        let audio = Audio::load(&source, 16_000, 80, packets, total).unwrap();
+        (0..packets)
+            .flat_map(|k| audio.packet(k).pcm.to_vec())
+            .collect()
+    }
+
+    #[test]
+    fn a_wav_with_an_odd_length_chunk_before_its_data_is_read_past_the_pad_byte() {
+        // RIFF pads a chunk of odd length with one byte (a `LIST` of tags, say); hound skips
+        // the length alone and read such a file as truncated.
+        let list = b"INFOISFT\x05\x00\x00\x00Lavf\x00";
+        assert_eq!(list.len() % 2, 1);
+        let want: Vec<u8> = (0..2000u16).flat_map(u16::to_le_bytes).collect();
+        let path = raw_wav("oddlist", &[(b"LIST", list)], 4000, 2000);
+        assert_eq!(probe(&path, 16_000).unwrap(), 2000);
+        assert_eq!(played(&path, 2000), want);
+        // An even one and none at all read as before.
+        let even = raw_wav(
+            "evenlist",
+            &[(b"LIST", b"INFOISFT\x04\x00\x00\x00Lavf")],
+            4000,
+            2000,
+        );
+        assert_eq!(probe(&even, 16_000).unwrap(), 2000);
+        assert_eq!(played(&even, 2000), want);
+        // Cut short, it is still refused as truncated, with its length as its header says.
+        let cut = raw_wav("oddcut", &[(b"LIST", list)], 4000, 1000);
+        let err = probe(&cut, 16_000).unwrap_err().to_string();
+        assert!(
+            err.contains("its header promises 2000 samples (0.125 s) but the file holds 1000"),
+            "{err}"
+        );
+        for p in [path, even, cut] {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+
+    #[test]
+    fn a_streamed_wav_whose_data_length_says_until_the_end_is_read_to_its_end() {
+        // A writer that could not seek back leaves 0xFFFFFFFF: the data is what the file holds.
+        let path = raw_wav("streamed", &[], u32::MAX, 1600);
+        assert_eq!(probe(&path, 16_000).unwrap(), 1600);
+        let want: Vec<u8> = (0..1600u16).flat_map(u16::to_le_bytes).collect();
+        assert_eq!(played(&path, 1600), want);
         let _ = std::fs::remove_file(path);
     }
 
