@@ -64,6 +64,10 @@ pub struct Outcome {
     pub exit_code: i32,
     /// The summary as written to `summary.json`.
     pub summary: Summary,
+    /// The workers' results the summary was made of (a sweep's level only; empty otherwise):
+    /// their files, or the copies that came over the telemetry pipe when a full disk refused
+    /// the files, or what a worker that left none last reported (`from_telemetry`).
+    pub workers: Vec<WorkerResult>,
 }
 
 /// Runs a whole run; returns the process exit code (0, 1, or 128 + signal when cancelled).
@@ -138,6 +142,10 @@ pub fn run_with(plan: RunPlan, hooks: &Hooks) -> Result<Outcome> {
     let mut notes = ending.notes;
     let by_signal = ending.by_signal;
     let results = collect_results(&mut workers, &output_dir, (&live, start.anchor), &mut notes);
+    let worker_results = match hooks.sweep {
+        Some(_) => results.iter().filter_map(|(_, r)| r.clone()).collect(),
+        None => Vec::new(),
+    };
     let mock = mock.map(|m| stop_mock(m, &mut notes));
     let left = Left {
         workers: results,
@@ -176,7 +184,11 @@ pub fn run_with(plan: RunPlan, hooks: &Hooks) -> Result<Outcome> {
         };
         let _ = std::io::Write::write_all(&mut std::io::stdout(), table.as_bytes());
     }
-    Ok(Outcome { exit_code, summary })
+    Ok(Outcome {
+        exit_code,
+        summary,
+        workers: worker_results,
+    })
 }
 
 /// What is known of a run from its start, in every summary written of it.

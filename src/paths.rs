@@ -2,6 +2,20 @@
 
 use std::path::{Path, PathBuf};
 
+/// Writes `bytes` to `path` whole or not at all: beside it (`<path>.partial`), then renamed
+/// over it. A full disk, or a process ended mid-write, leaves the previous file as it was and
+/// no cut file to read as damage; the partial file is removed on failure.
+pub fn write_whole(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let mut partial = path.as_os_str().to_owned();
+    partial.push(".partial");
+    let partial = PathBuf::from(partial);
+    let written = std::fs::write(&partial, bytes).and_then(|()| std::fs::rename(&partial, path));
+    if written.is_err() {
+        let _ = std::fs::remove_file(&partial);
+    }
+    written
+}
+
 /// The files of one run folder.
 #[derive(Debug, Clone)]
 pub struct RunPaths {

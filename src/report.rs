@@ -51,15 +51,9 @@ pub fn keep_room_for_final(output_dir: &std::path::Path) -> std::io::Result<()> 
 /// kept in it ([`keep_room_for_final`]) holds all of it, so no write can run out of space.
 fn write_whole(path: &std::path::Path, text: &str) -> anyhow::Result<()> {
     use anyhow::Context as _;
-    let mut partial = path.as_os_str().to_owned();
-    partial.push(".partial");
-    let partial = std::path::PathBuf::from(partial);
-    let written = std::fs::write(&partial, text).and_then(|()| std::fs::rename(&partial, path));
-    if written.is_err() {
-        let _ = std::fs::remove_file(&partial);
-        if overwrite_in_kept_room(path, text).is_ok() {
-            return Ok(());
-        }
+    let written = crate::paths::write_whole(path, text.as_bytes());
+    if written.is_err() && overwrite_in_kept_room(path, text).is_ok() {
+        return Ok(());
     }
     written.with_context(|| format!("cannot write {}", path.display()))
 }

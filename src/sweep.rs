@@ -98,6 +98,9 @@ struct Sweep<'p> {
     /// deleted when it first writes its files, so that a sweep that cannot start leaves the
     /// previous one whole.
     stale: Vec<String>,
+    /// Why the sweep's files could not be written the last time they were (a full disk): the
+    /// sweep then stops, and the table on stdout is the only whole copy of what it measured.
+    files_error: Option<String>,
 }
 
 impl<'p> Sweep<'p> {
@@ -131,6 +134,7 @@ impl<'p> Sweep<'p> {
             started: 0,
             cancel_code: None,
             stale: Vec::new(),
+            files_error: None,
         }
     }
 
@@ -241,6 +245,21 @@ impl<'p> Sweep<'p> {
             });
         }
         self.finish_level()?;
+        // A sweep that cannot write its files (a full disk) stops: the levels above could not
+        // write theirs either, and what it measured must reach stdout while it can.
+        if let Some(err) = self.files_error.clone().filter(|_| !stop) {
+            if rest > 0 {
+                self.record.stopped_early = Some(format!(
+                    "{err}: {} not run",
+                    if rest == 1 {
+                        "the level above was".to_string()
+                    } else {
+                        format!("the {rest} levels above were")
+                    }
+                ));
+            }
+            return Ok(true);
+        }
         Ok(stop)
     }
 
@@ -253,6 +272,12 @@ impl<'p> Sweep<'p> {
         }
         self.finish_level()?;
         self.print_results();
+        if let Some(err) = &self.files_error {
+            note(&format!(
+                "sweep: {err}; the table above is the only whole copy of this sweep's results (each level's run folder keeps what its run could write): free some space and keep it"
+            ));
+            return Ok(self.cancel_code.unwrap_or(1));
+        }
         // Measured: the client carried a level qualified, and the server carried a session of
         // it to its end (a server that drops every session has no throughput knee).
         let knees = &self.record.knees;
@@ -268,10 +293,12 @@ impl<'p> Sweep<'p> {
     /// sweep.md's text on stdout (the table and knees), and where the files are.
     fn print_results(&self) {
         let _ = std::io::stdout().write_all(markdown::text(&self.record).as_bytes());
-        note(&format!(
-            "sweep: results in {}",
-            self.plan.output_dir.join(SWEEP_MD).display()
-        ));
+        if self.files_error.is_none() {
+            note(&format!(
+                "sweep: results in {}",
+                self.plan.output_dir.join(SWEEP_MD).display()
+            ));
+        }
     }
 
     /// Runs one level's repeat (or the warm-up) after the cooldown; `None` when the sweep
@@ -322,7 +349,7 @@ impl<'p> Sweep<'p> {
                 return Err(err.context(format!("sweep {folder}")));
             }
         };
-        let figures = RunFigures::of(&outcome.summary, &run.output_dir, folder, repeat);
+        let figures = RunFigures::of(&outcome.summary, &outcome.workers, folder, repeat);
         if outcome.summary.cancelled {
             let code = cancelled(signal).unwrap_or(outcome.exit_code.max(128 + libc::SIGINT));
             self.cancel_code = Some(code);
@@ -376,11 +403,23 @@ impl<'p> Sweep<'p> {
                 })?;
             }
         }
-        self.write()
+        self.write();
+        Ok(())
     }
 
-    fn write(&self) -> Result<()> {
-        write_files(&self.plan.output_dir, &self.record)
+    /// The sweep's files, each whole or (a full disk) as it was before; a failure is kept in
+    /// `files_error` and said once on stderr, a later success clears it.
+    fn write(&mut self) {
+        match write_files(&self.plan.output_dir, &self.record) {
+            Ok(()) => self.files_error = None,
+            Err(err) => {
+                let err = format!("{err:#}");
+                if self.files_error.is_none() {
+                    note(&format!("sweep: {err}"));
+                }
+                self.files_error = Some(err);
+            }
+        }
     }
 }
 
@@ -524,9 +563,11 @@ fn note_folder(dir: &Path) {
 
 fn write_files(dir: &Path, record: &SweepRecord) -> Result<()> {
     let json = serde_json::to_string_pretty(record).context("cannot encode the sweep")?;
+    // Each whole or not at all: a full disk leaves the previous level's file readable.
     let write = |name: &str, text: String| {
         let path = dir.join(name);
-        std::fs::write(&path, text).with_context(|| format!("cannot write {}", path.display()))
+        crate::paths::write_whole(&path, text.as_bytes())
+            .with_context(|| format!("cannot write {}", path.display()))
     };
     write(SWEEP_JSON, json + "\n")?;
     write(SWEEP_MD, markdown::markdown(record))?;

@@ -148,11 +148,7 @@ fn hand_over(
     let json = serde_json::to_vec(&result).context("cannot encode the worker result")?;
     // Whole or not at all: written beside it and renamed, so that a worker ended mid-write (its
     // conductor died, and it exits 3 s after the SIGTERM) leaves no cut file to read as damage.
-    let partial = path.with_extension("json.partial");
-    let written = std::fs::write(&partial, json).and_then(|()| std::fs::rename(&partial, &path));
-    if written.is_err() {
-        let _ = std::fs::remove_file(&partial);
-    }
+    let written = crate::paths::write_whole(&path, &json);
     let done = match written {
         Ok(()) => Telemetry::Done {
             result_path: path.display().to_string(),

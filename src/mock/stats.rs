@@ -122,19 +122,14 @@ impl MockStats {
         let mut text =
             serde_json::to_string_pretty(self).context("cannot encode mock statistics")?;
         text.push('\n');
-        let mut partial = path.as_os_str().to_owned();
-        partial.push(".partial");
-        let partial = Path::new(&partial);
         let context = || {
             format!(
                 "cannot write mock statistics to {} (--stats-output)",
                 path.display()
             )
         };
-        let written = std::fs::write(partial, &text).and_then(|()| std::fs::rename(partial, path));
-        if let Err(err) = written {
-            // A full disk: leave no half file; the figures still reach whoever reads stdout.
-            let _ = std::fs::remove_file(partial);
+        if let Err(err) = crate::paths::write_whole(path, text.as_bytes()) {
+            // A full disk: no half file is left; the figures still reach whoever reads stdout.
             if let Ok(line) = serde_json::to_string(self) {
                 println!("{STATS_LINE_PREFIX}{line}");
             }

@@ -3,14 +3,12 @@
 //! throughput (audio seconds per wall second, server events per second).
 
 use crate::contract::worker::WorkerResult;
-use crate::paths::RunPaths;
 use crate::protocol::Protocol;
 use crate::stats::ShortPercentiles;
 use crate::summary::serving::{Distribution, ServingSection};
 use crate::summary::{Summary, TurnSummary};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::path::Path;
 
 /// One run of a level (or the warm-up), as the sweep records it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -218,15 +216,19 @@ pub fn headline(protocol: Protocol) -> &'static [&'static str] {
 }
 
 impl RunFigures {
-    /// The figures of a finished run in `dir` (its summary, and its workers' result files for
-    /// the throughput).
-    pub fn of(summary: &Summary, dir: &Path, folder: &str, repeat: u32) -> RunFigures {
+    /// The figures of a finished run: its summary, and for the throughput the workers'
+    /// results it was made of (as the conductor collected them: a result file a full disk
+    /// refused came over the telemetry pipe). Sessions that streamed are unknown (`None`)
+    /// when a worker left only its last progress report (killed, its file lost).
+    pub fn of(
+        summary: &Summary,
+        results: &[WorkerResult],
+        folder: &str,
+        repeat: u32,
+    ) -> RunFigures {
         let settings = &summary.settings;
-        let paths = RunPaths::new(dir);
-        let results: Vec<WorkerResult> = (0..settings.processes)
-            .filter_map(|k| std::fs::read_to_string(paths.worker_result(k)).ok())
-            .filter_map(|text| serde_json::from_str(&text).ok())
-            .collect();
+        let per_session_known = results.len() == settings.processes as usize
+            && results.iter().all(|r| !r.from_telemetry);
         let packet_s = settings.packet_s();
         let mut audio_s = 0.0;
         let mut server_events = 0;
@@ -260,7 +262,7 @@ impl RunFigures {
                 summary.verdict.complete,
             ),
             reasons: summary.verdict.reasons.clone(),
-            sessions_streamed: Some(sessions_streamed),
+            sessions_streamed: per_session_known.then_some(sessions_streamed),
             session_error: summary.sessions.errors.first().map(|e| e.message.clone()),
             late_packets: summary.pacing.counts.late_packets,
             deviation_p99_ms: summary.pacing.deviation_ms.p99,

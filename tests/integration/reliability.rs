@@ -178,10 +178,11 @@ fn a_worker_killed_by_a_signal_is_named_with_the_signal_issue_13() {
     );
 }
 
-/// Runs `duplexbench-tui run ARGS --output <tmpfs>/run` on a tmpfs of `size` mounted in a
-/// private mount namespace (root only), then copies the run folder out of it; None (and a
-/// recorded skip) where this machine cannot mount one.
-fn run_on_a_small_tmpfs(
+/// Runs `duplexbench-tui COMMAND ARGS --output <tmpfs>/run` (`run` or `sweep`) on a tmpfs of
+/// `size` mounted in a private mount namespace (root only), then copies the output folder out
+/// of it; None (and a recorded skip, for `test`) where this machine cannot mount one.
+fn on_a_small_tmpfs(
+    (test, command): (&str, &str),
     dir: &TempDir,
     size: &str,
     args: &[&str],
@@ -190,8 +191,8 @@ fn run_on_a_small_tmpfs(
     let copy = dir.join("copied");
     std::fs::create_dir_all(&mount).unwrap();
     let script = r#"mount -t tmpfs -o "size=$1" tmpfs "$2" || exit 97
-bin=$3; mnt=$2; copy=$4; shift 4
-"$bin" run --output "$mnt/run" "$@"; code=$?
+bin=$3; mnt=$2; copy=$4; command=$5; shift 5
+"$bin" "$command" --output "$mnt/run" "$@"; code=$?
 cp -r "$mnt/run" "$copy"; exit $code"#;
     let mut cmd = std::process::Command::new("unshare");
     cmd.args([
@@ -207,6 +208,7 @@ cp -r "$mnt/run" "$copy"; exit $code"#;
     .arg(&mount)
     .arg(util::bin())
     .arg(&copy)
+    .arg(command)
     .args(args)
     .stdin(std::process::Stdio::null());
     let out = assert_cmd::Command::from_std(cmd)
@@ -221,7 +223,7 @@ cp -r "$mnt/run" "$copy"; exit $code"#;
     };
     if !why.is_empty() {
         util::skip(
-            "a_full_disk_is_named_and_the_figures_survive_issue_13",
+            test,
             &format!("cannot mount a small tmpfs here (needs root and unshare -m): {why}"),
         );
         return None;
@@ -244,7 +246,8 @@ fn a_full_disk_is_named_and_the_figures_survive_issue_13() {
         "full",
         "--keep-traces",
     ];
-    let Some((out, copy)) = run_on_a_small_tmpfs(&dir, "1m", &args) else {
+    let test = "a_full_disk_is_named_and_the_figures_survive_issue_13";
+    let Some((out, copy)) = on_a_small_tmpfs((test, "run"), &dir, "1m", &args) else {
         return;
     };
     let text = util::describe(&out);
@@ -397,6 +400,59 @@ fn first_worker(run: &std::process::Child) -> u32 {
         }
         assert!(Instant::now() < deadline, "no worker started");
         std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// A sweep whose disk fills: its files stay whole (the last ones written, not cut ones), it
+/// stops, and the table on stdout holds every level it ran, with the figures the workers sent
+/// over their pipes when the disk refused their result files (not "no session streamed").
+#[test]
+fn a_sweep_on_a_full_disk_keeps_its_files_whole_and_prints_what_it_measured() {
+    let _serial = util::serial();
+    let dir = TempDir::new("sweep-full-disk");
+    let args = [
+        "--no-tui",
+        "-s",
+        "4,8,16,32",
+        "-d",
+        "4s",
+        "--cooldown",
+        "1s",
+    ];
+    let test = "a_sweep_on_a_full_disk_keeps_its_files_whole_and_prints_what_it_measured";
+    let Some((out, copy)) = on_a_small_tmpfs((test, "sweep"), &dir, "2m", &args) else {
+        return;
+    };
+    let text = util::describe(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("No space left on device")
+            && stderr.contains("the table above is the only whole copy"),
+        "{text}"
+    );
+    // The table of the levels run, each with what its sessions streamed.
+    let rows: Vec<&str> = stdout
+        .lines()
+        .skip_while(|l| !l.starts_with("sessions"))
+        .skip(1)
+        .take_while(|l| l.trim_start().starts_with(|c: char| c.is_ascii_digit()))
+        .collect();
+    assert!(!rows.is_empty(), "no level in the table: {text}");
+    assert!(
+        !stdout.contains(" streamed)") && !stdout.contains("no session streamed"),
+        "{text}"
+    );
+    // Whatever the disk took is whole: sweep.json parses, no partial file is left.
+    for entry in std::fs::read_dir(&copy).unwrap().flatten() {
+        let name = entry.file_name().to_string_lossy().to_string();
+        assert!(!name.ends_with(".partial"), "{name} left behind: {text}");
+    }
+    if let Ok(json) = std::fs::read_to_string(copy.join("sweep.json")) {
+        let v: serde_json::Value =
+            serde_json::from_str(&json).unwrap_or_else(|e| panic!("sweep.json is cut: {e}"));
+        assert!(v["levels"].as_array().is_some_and(|l| !l.is_empty()), "{v}");
     }
 }
 
