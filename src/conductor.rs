@@ -330,6 +330,20 @@ fn write_final_summary(output_dir: &Path, record: RunRecord<'_>) -> (Summary, bo
     (summary, unwritten.is_some())
 }
 
+/// The final screen's reasons: the verdict's, with the stall causes (what the summary's table
+/// prints as `stall cause`) after the first, which is the late packets' when there are any.
+fn finished_reasons(summary: &Summary) -> Vec<String> {
+    let mut reasons = summary.verdict.reasons.clone();
+    let at = reasons.len().min(1);
+    let causes = summary
+        .attribution
+        .explanations
+        .iter()
+        .map(|e| format!("stall cause: {e}"));
+    reasons.splice(at..at, causes);
+    reasons
+}
+
 /// Shows the verdict on the dashboard and waits until it is closed: by a key, or by a signal
 /// (a service manager or `timeout` waits for the process to exit, not for a key; the exit code
 /// stays the run's, which had finished).
@@ -346,7 +360,7 @@ fn show_finished(
         let mut state = live.lock().unwrap_or_else(PoisonError::into_inner);
         state.finished = Some(Finished {
             verdict: report::verdict_line(summary),
-            reasons: summary.verdict.reasons.clone(),
+            reasons: finished_reasons(summary),
             summary_path,
             exit_code,
         });

@@ -210,8 +210,9 @@ impl LiveState {
             }
             Telemetry::Heat { time_s, cells } => {
                 let Some(start_s) = start_s else { return };
-                // The window ends at time_s; its packets belong to the bucket just before.
-                let bucket = ((time_s - start_s - 1e-3) / BUCKET_S).floor();
+                // The cells go where their latest packet was due: a worker that stalled sends
+                // its packets late, and they are drawn late by colour, not by place.
+                let bucket = ((time_s - start_s) / BUCKET_S).floor();
                 if !(0.0..MAX_BUCKETS as f64).contains(&bucket) {
                     return;
                 }

@@ -71,8 +71,12 @@ pub struct Episode {
 pub struct SamplerLive {
     /// Per watched pid: the loop thread's state letter and the episode under way.
     pub processes: BTreeMap<u32, ProcessView>,
-    /// The latest stalls (episodes of at least [`STALL_MS`]), newest last.
+    /// The latest stalls (episodes of at least [`STALL_MS`]), newest last; a stall that grows
+    /// after it was first counted (its pieces merged) is updated in place.
     pub recent: VecDeque<Episode>,
+    /// The longest stall of a loop thread so far (the stalls that hold packets back): shown
+    /// when the latest ones leave it out.
+    pub longest: Option<Episode>,
     /// Stalls seen so far.
     pub stalls: u64,
     pub notes: BTreeSet<String>,

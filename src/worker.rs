@@ -555,7 +555,7 @@ async fn report_progress(
             _ = stop.changed() => return,
         }
         let time_s = monotonic_s();
-        let (mut progress, heat, histogram) = {
+        let (mut progress, (heat, heat_due_s), histogram) = {
             let mut s = stats.borrow_mut();
             // Cloned once a second, not on every tick: four histograms of a few KiB each.
             let histogram = (tick % 5 == 0).then(|| histogram_telemetry(&s, &settings));
@@ -568,7 +568,7 @@ async fn report_progress(
         progress.telemetry_dropped = telemetry.dropped();
         telemetry.send(Telemetry::Progress(progress));
         telemetry.send(Telemetry::Heat {
-            time_s,
+            time_s: heat_due_s.unwrap_or(time_s),
             cells: heat,
         });
         if let Some(histogram) = histogram {

@@ -33,7 +33,8 @@ pub enum Telemetry {
     Progress(Progress),
     /// Per session, the worst deviation of its packets since the previous `heat`, encoded as a
     /// heat cell (deviation µs + 1; 0 when the session sent nothing), five times a second: the
-    /// dashboard's heatmap.
+    /// dashboard's heatmap. `time_s`: when the latest of those packets was due (the message's
+    /// own time when none was sent), which places the cells on the heatmap's time axis.
     Heat { time_s: f64, cells: Vec<u32> },
     /// The worker's cumulative histograms, once a second, so that the conductor can show pooled
     /// percentiles (a dropped message loses nothing: the next one carries it all): the client's

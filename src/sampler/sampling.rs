@@ -69,6 +69,17 @@ fn merge(into: &mut Episode, span: &Span) {
     into.wchan = episodes::shares(counts);
 }
 
+/// Keeps `episode` as the longest loop-thread stall when it is (or is that one, grown).
+fn keep_longest(live: &mut SamplerLive, episode: &Episode) {
+    let longer = live
+        .longest
+        .as_ref()
+        .is_none_or(|l| episode.duration_ms > l.duration_ms);
+    if episode.loop_thread && longer {
+        live.longest = Some(episode.clone());
+    }
+}
+
 /// The sampling itself, without the thread and the clock: [`SamplerCore::tick`] takes one sample
 /// of every thread at the time it is given, so tests drive it over a fake /proc tree.
 pub struct SamplerCore {
@@ -167,10 +178,16 @@ impl SamplerCore {
         if let Some(last) = thread.last_kept.and_then(|i| self.episodes.get_mut(i)) {
             if last.class == span.class && (span.start_s - last.end_s) * 1000.0 <= MERGE_GAP_MS {
                 let was_stall = last.duration_ms >= STALL_MS;
+                let started_s = last.start_s;
                 merge(last, &span);
-                if !was_stall && last.duration_ms >= STALL_MS {
+                if last.duration_ms >= STALL_MS {
                     let merged = last.clone();
-                    self.count_stall(merged);
+                    if was_stall {
+                        // Counted at its first piece's length: the live views show it whole.
+                        self.update_stall(started_s, merged);
+                    } else {
+                        self.count_stall(merged);
+                    }
                 }
                 return;
             }
@@ -215,10 +232,22 @@ impl SamplerCore {
     fn count_stall(&self, episode: Episode) {
         if let Ok(mut live) = self.live.lock() {
             live.stalls += 1;
+            keep_longest(&mut live, &episode);
             if live.recent.len() == 50 {
                 live.recent.pop_front();
             }
             live.recent.push_back(episode);
+        }
+    }
+
+    /// A stall already counted that grew (a piece of it merged, from `started_s`).
+    fn update_stall(&self, started_s: f64, episode: Episode) {
+        if let Ok(mut live) = self.live.lock() {
+            keep_longest(&mut live, &episode);
+            let same = |e: &Episode| e.tid == episode.tid && e.start_s == started_s;
+            if let Some(shown) = live.recent.iter_mut().rev().find(|e| same(e)) {
+                *shown = episode;
+            }
         }
     }
 

@@ -33,6 +33,9 @@ pub struct WorkerStats {
     /// Per session, the heat cell since the last heat telemetry: the worst deviation (µs + 1;
     /// 0 = no packet).
     pub heat: Vec<u32>,
+    /// When the latest packet of the heat window was due: the window's place on the heatmap's
+    /// time axis (its send time would draw a stalled worker's packets late by the stall).
+    pub heat_due_s: Option<f64>,
     pub queue_peak_lines: u64,
     pub queue_peak_bytes: u64,
     /// The live figures of a transcript protocol (Fun-ASR); the result's come from the
@@ -111,10 +114,14 @@ impl WorkerStats {
         })
     }
 
-    /// Takes the per-session window maxima and starts a new window.
-    pub fn take_heat(&mut self) -> Vec<u32> {
+    /// Takes the per-session window maxima, and when the window's latest packet was due, and
+    /// starts a new window.
+    pub fn take_heat(&mut self) -> (Vec<u32>, Option<f64>) {
         let fresh = vec![0; self.heat.len()];
-        std::mem::replace(&mut self.heat, fresh)
+        (
+            std::mem::replace(&mut self.heat, fresh),
+            self.heat_due_s.take(),
+        )
     }
 
     /// Counts a finished session by how it ended.

@@ -108,6 +108,44 @@ fn a_loop_thread_in_d_state_becomes_a_disk_wait_stall_with_its_wchan() {
 }
 
 #[test]
+fn a_stall_that_grows_after_it_was_counted_is_shown_whole_and_kept_as_the_longest() {
+    let fake = FakeProc::new("grown");
+    fake.thread((100, 100), "duplexbench-tui", 'S', (10, 0), "0");
+    let mut c = core(&fake);
+    c.tick(1.000);
+    // Two pieces of one disk wait, 5 ms apart: the first is counted as a stall when it ends,
+    // the second merges into it.
+    for (piece, on_cpu) in [(0u32, 11u64), (1, 12)] {
+        let from = 1.0 + 0.045 * f64::from(piece);
+        for i in 1..=8 {
+            fake.thread(
+                (100, 100),
+                "duplexbench-tui",
+                'D',
+                (on_cpu, 0),
+                "folio_wait_bit_common",
+            );
+            c.tick(from + 0.005 * f64::from(i));
+        }
+        fake.thread((100, 100), "duplexbench-tui", 'S', (on_cpu, 0), "0");
+        c.tick(from + 0.045);
+    }
+    let live = c.live.clone();
+    let report = c.finish();
+    assert_eq!(report.episodes.len(), 1, "{:?}", report.episodes);
+    let whole = report.episodes[0].duration_ms;
+    assert!(whole > 60.0, "{whole}");
+    let live = live.lock().unwrap();
+    assert_eq!(live.stalls, 1, "one stall, counted once");
+    assert_eq!(live.recent.len(), 1);
+    assert_eq!(
+        live.recent[0].duration_ms, whole,
+        "shown at its whole length"
+    );
+    assert_eq!(live.longest.as_ref().map(|e| e.duration_ms), Some(whole));
+}
+
+#[test]
 fn run_queue_wait_growth_is_cpu_starvation() {
     let fake = FakeProc::new("starved");
     fake.thread((100, 100), "duplexbench-tui", 'R', (10, 0), "0");

@@ -489,6 +489,8 @@ fn process_row(
 }
 
 /// The latest stalls, newest first, as many as there is `room` for (or why there are none).
+/// When they leave out the longest stall of a loop thread (the kind that holds packets back),
+/// it takes the first line, marked `longest`.
 fn stall_lines(
     state: &LiveState,
     sampler: Option<&SamplerLive>,
@@ -508,19 +510,30 @@ fn stall_lines(
             },
             theme.dim(),
         ))],
-        Some(s) => s
-            .recent
-            .iter()
-            .rev()
-            .take(room)
-            .map(|e| {
+        Some(s) => {
+            let line = |e: &crate::sampler::Episode, mark: &'static str| {
                 let when = state.start_s.map_or(0.0, |start| e.start_s - start);
                 Line::from(vec![
                     Span::styled(format!("{when:>6.1}s "), theme.dim()),
+                    Span::styled(mark, theme.bad()),
                     Span::styled(crate::live::describe_stall(e), theme.warn()),
                 ])
-            })
-            .collect(),
+            };
+            let room = room.max(1);
+            let same = |a: &crate::sampler::Episode, b: &crate::sampler::Episode| {
+                a.tid == b.tid && a.start_s == b.start_s
+            };
+            let longest = s
+                .longest
+                .as_ref()
+                .filter(|l| !s.recent.iter().rev().take(room).any(|e| same(e, l)));
+            let newest = room - usize::from(longest.is_some());
+            longest
+                .map(|l| line(l, "longest: "))
+                .into_iter()
+                .chain(s.recent.iter().rev().take(newest).map(|e| line(e, "")))
+                .collect()
+        }
     }
 }
 

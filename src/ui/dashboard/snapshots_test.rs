@@ -251,6 +251,43 @@ fn worker_wide_stall_is_a_vertical_red_band_120x40() {
 }
 
 #[test]
+fn the_longest_stall_stays_on_screen_when_newer_short_ones_would_push_it_off() {
+    let state = fixture(4, 16, 45, Some((2, 30)));
+    {
+        let mut sampler = state.sampler.as_ref().unwrap().lock().unwrap();
+        let long = sampler.recent[0].clone();
+        sampler.longest = Some(long.clone());
+        for k in 0..6 {
+            sampler.recent.push_back(Episode {
+                process: "worker 1".to_string(),
+                index: Some(1),
+                class: StallClass::CpuStarvation,
+                start_s: long.end_s + 1.0 + f64::from(k),
+                end_s: long.end_s + 1.025 + f64::from(k),
+                duration_ms: 25.0,
+                wchan: Vec::new(),
+                ..long.clone()
+            });
+        }
+        sampler.stalls = 7;
+    }
+    // Room for one stall line: the longest, not the newest.
+    let screen = text(&draw(&state, &ViewState::default(), COLOR, 120, 39));
+    assert!(
+        screen.contains("longest: worker 2 loop thread: disk_wait 200"),
+        "{screen}"
+    );
+    assert!(!screen.contains("cpu_starvation 25 ms"), "{screen}");
+    // With more room the newest follow it, as far as they fit.
+    let screen = text(&draw(&state, &ViewState::default(), COLOR, 120, 40));
+    assert!(
+        screen.contains("longest: worker 2 loop thread: disk_wait 200"),
+        "{screen}"
+    );
+    assert!(screen.contains("cpu_starvation 25 ms"), "{screen}");
+}
+
+#[test]
 fn without_colour_late_cells_are_a_bold_x() {
     let state = fixture(2, 8, 45, Some((1, 40)));
     let buf = draw(&state, &ViewState::default(), NO_COLOR, 120, 40);

@@ -25,10 +25,24 @@ pub fn render(frame: &mut Frame<'_>, state: &LiveState, view: &ViewState, theme:
         panels::too_small(area, buf, theme);
         return;
     }
-    let workers = state.workers.len() as u16;
-    // The per-worker panels need a line per worker plus borders; drop them on small screens.
+    let processes = state.workers.len() as u16
+        + u16::from(state.mock.is_some())
+        + u16::from(state.server.is_some());
+    // The per-worker panels need a line per process plus borders, a header and the stall log:
+    // a line, or on a tall screen up to three when there are stalls to list. Dropped on small
+    // screens.
+    let stalls = state
+        .sampler
+        .as_ref()
+        .and_then(|s| s.lock().ok().map(|s| s.recent.len()))
+        .unwrap_or(0);
+    let stall_lines = if area.height >= 40 {
+        (stalls as u16).clamp(1, 3)
+    } else {
+        1
+    };
     let bottom = if area.height >= 22 {
-        (workers + u16::from(state.mock.is_some()) + 4).clamp(5, area.height / 3)
+        (processes + 3 + stall_lines).clamp(5, area.height / 3)
     } else {
         0
     };

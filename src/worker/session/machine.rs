@@ -522,6 +522,7 @@ impl Machine {
         if let Some(cell) = stats.heat.get_mut(self.ids.session as usize) {
             let heat = u32::try_from(deviation_us).unwrap_or(u32::MAX - 1) + 1;
             *cell = (*cell).max(heat);
+            stats.heat_due_s = Some(stats.heat_due_s.map_or(scheduled_s, |d| d.max(scheduled_s)));
         }
         if class == PacketClass::Late && !late_counted {
             self.late_window(&mut stats, scheduled_s, start_s);

@@ -132,6 +132,29 @@ fn a_late_send_is_late_and_a_lost_one_is_not_moved_later() {
 }
 
 #[test]
+fn the_heat_window_is_placed_when_its_packets_were_due_not_when_they_left() {
+    let mut h = harness(&[]);
+    h.set_up();
+    h.send_on_time(0, 3);
+    assert_eq!(h.stats.borrow_mut().take_heat().1, Some(10.16));
+    // A stall: packets 3 and 4 leave 300 ms late, together; the heatmap must draw them in
+    // the second they were due (10.24, 10.32 from a gate at 10 s), not when they were sent.
+    h.m.sent(3, 10.24, 10.62, 10.6201);
+    h.m.sent(4, 10.32, 10.62, 10.6202);
+    let (cells, due_s) = h.stats.borrow_mut().take_heat();
+    assert_eq!(due_s, Some(10.32));
+    assert!(
+        cells[1].abs_diff(380_001) <= 1,
+        "the window's worst, packet 3's: {cells:?}"
+    );
+    assert_eq!(
+        h.stats.borrow_mut().take_heat().1,
+        None,
+        "nothing sent since"
+    );
+}
+
+#[test]
 fn unsent_packets_are_late_when_due_and_not_counted_twice_when_sent() {
     let mut h = harness(&[]);
     h.set_up();
