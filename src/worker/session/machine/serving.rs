@@ -209,12 +209,15 @@ impl Serving {
     }
 
     /// Unit `index` (of `unit_<index>`) was done at `now_s`. A unit at or below the last one
-    /// timed is a repeat, not timed again.
+    /// timed is a repeat, not timed again. A unit the input did not fill is terminal: past the
+    /// input's whole units, or past what was sent (a session stopped early ends its input
+    /// there, and the server flushes the unit it was in).
     pub fn unit_done(&mut self, index: u64, now_s: f64, h: &mut ServingHistograms) {
         let (Some(terms), Some(gate_s)) = (self.terms, self.gate_s) else {
             return;
         };
-        if index >= terms.full_units {
+        let sent_s = self.sends as f64 * self.packet_s;
+        if index >= terms.full_units || (index + 1) as f64 * terms.unit_s > sent_s + EPSILON_S {
             self.excluded_terminal_units += 1;
             return;
         }
@@ -420,9 +423,12 @@ mod tests {
         let mut h = ServingHistograms::default();
         // 200 ms of input: 2 full units and a terminal one.
         let mut s = voicechat(200);
+        s.sent(0, 100.0, &mut h);
         s.unit_done(0, 100.090, &mut h); // ends at 100.080: +10 ms
         s.unit_done(0, 100.095, &mut h); // a repeat: not timed again
+        s.sent(1, 100.08, &mut h);
         s.unit_done(1, 100.150, &mut h); // ends at 100.160: −10 ms
+        s.sent(2, 100.16, &mut h);
         s.unit_done(2, 100.300, &mut h); // terminal
         let o = s.finish(&mut h);
         assert_eq!(h.unit_lag.count(), 2);
@@ -435,6 +441,8 @@ mod tests {
     fn a_unit_aligned_input_has_only_the_empty_unit_terminal() {
         let mut s = voicechat(160);
         let mut h = ServingHistograms::default();
+        s.sent(0, 100.0, &mut h);
+        s.sent(1, 100.08, &mut h);
         s.unit_done(1, 100.2, &mut h);
         s.unit_done(2, 100.3, &mut h);
         assert_eq!(h.unit_lag.count(), 1);
@@ -572,6 +580,43 @@ mod tests {
         assert!((ms(&h.media_schedule_lag, 0.0) - 20.0).abs() < 0.05);
         assert!((ms(&h.media_schedule_lag, 1.0) - 30.0).abs() < 0.05);
         assert!((ms(&h.media_send_lag, 1.0) - 19.0).abs() < 0.05);
+    }
+
+    #[test]
+    fn a_session_stopped_early_leaves_out_the_unit_its_input_never_filled() {
+        // 1 s of input planned, stopped after 3 packets: the server flushes unit 3, which
+        // holds no audio of ours; it is terminal, not 160 ms of negative lag.
+        let mut h = ServingHistograms::default();
+        let mut s = voicechat(1000);
+        for seq in 0..3 {
+            s.sent(seq, 100.0 + 0.08 * f64::from(seq), &mut h);
+            s.unit_done(u64::from(seq), 100.09 + 0.08 * f64::from(seq), &mut h);
+        }
+        s.unit_done(3, 100.25, &mut h);
+        assert_eq!(h.unit_lag.count(), 3);
+        assert_eq!(s.finish(&mut h).excluded_terminal_units, 1);
+        // A MiniCPM-o unit (1 s) is done only once its 13th packet has gone.
+        let mut h = ServingHistograms::default();
+        let mut s = Serving::new(64_000, 16_000, 0.08);
+        s.granted(Some(1000.0), Some(24_000.0));
+        s.started(100.0);
+        for seq in 0..12 {
+            s.sent(seq, 100.0 + 0.08 * f64::from(seq), &mut h);
+        }
+        s.unit_done(0, 100.95, &mut h);
+        assert_eq!(
+            h.unit_lag.count(),
+            0,
+            "12 packets hold 0.96 s: unit 0 is not full"
+        );
+        let mut s2 = Serving::new(64_000, 16_000, 0.08);
+        s2.granted(Some(1000.0), Some(24_000.0));
+        s2.started(100.0);
+        for seq in 0..13 {
+            s2.sent(seq, 100.0 + 0.08 * f64::from(seq), &mut h);
+        }
+        s2.unit_done(0, 101.05, &mut h);
+        assert_eq!(h.unit_lag.count(), 1);
     }
 
     #[test]
