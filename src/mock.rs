@@ -91,6 +91,13 @@ async fn serve_until_signal(args: &MockArgs, started_s: f64) -> Result<MockStats
         tokio::task::spawn_local(stall_once(stall, Rc::clone(&shared.first_session)));
     }
     announce(&listen_addr);
+    if let Some(cert) = &args.tls_cert {
+        // The first line stays as scripts read it; this one says how to reach it.
+        eprintln!(
+            "mock: TLS (--tls-cert {}): connect with wss://{listen_addr}/…, and --ca-file with the certificate that signed it (or --insecure)",
+            cert.display()
+        );
+    }
     tokio::select! {
         _ = sigterm.recv() => {}
         _ = sigint.recv() => {}

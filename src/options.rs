@@ -896,8 +896,14 @@ pub fn connection_settings(
         if !tls {
             bail!("--ca-file applies to wss:// URLs only");
         }
-        if !path.is_file() {
+        if !path.exists() {
             bail!("--ca-file {}: no such file", path.display());
+        }
+        if path.is_dir() {
+            bail!(
+                "--ca-file {} is a folder; give the PEM file of the certificate that signed the server's",
+                path.display()
+            );
         }
     }
     if tls {

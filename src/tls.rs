@@ -54,14 +54,31 @@ pub fn client_config(insecure: bool, ca_file: Option<&Path>) -> Result<Arc<Clien
 /// The mock's configuration from a PEM certificate chain and private key.
 pub fn server_config(cert: &Path, key: &Path) -> Result<Arc<ServerConfig>> {
     let certs = read_certs(cert, "--tls-cert")?;
-    let key = PrivateKeyDer::from_pem_file(key)
-        .map_err(|err| anyhow::anyhow!("--tls-key {}: {err}", key.display()))?;
+    let key_path = key;
+    let key = PrivateKeyDer::from_pem_file(key).map_err(|err| {
+        // A certificate where the key belongs is the usual slip (openssl writes both).
+        let what = if matches!(CertificateDer::pem_file_iter(key_path).map(|mut c| c.next()), Ok(Some(Ok(_)))) {
+            "no private key in it: it holds a certificate; give the private key (the file with -----BEGIN PRIVATE KEY-----)".to_string()
+        } else {
+            format!("no PEM private key in it ({err})")
+        };
+        anyhow::anyhow!("--tls-key {}: {what}", key_path.display())
+    })?;
     let config = ServerConfig::builder_with_provider(provider())
         .with_safe_default_protocol_versions()
         .context("cannot set up TLS")?
         .with_no_client_auth()
         .with_single_cert(certs, key)
-        .context("--tls-cert and --tls-key do not make a usable certificate")?;
+        .map_err(|err| match err {
+            rustls::Error::InconsistentKeys(_) => anyhow::anyhow!(
+                "--tls-key {} is not the private key of the certificate in --tls-cert {}: give the key that was made with it",
+                key_path.display(),
+                cert.display()
+            ),
+            other => anyhow::anyhow!(
+                "--tls-cert and --tls-key do not make a usable certificate: {other}"
+            ),
+        })?;
     Ok(Arc::new(config))
 }
 

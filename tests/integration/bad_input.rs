@@ -604,6 +604,55 @@ fn a_ca_file_holding_no_certificate_is_refused_at_start_up() {
     assert!(!out.exists(), "nothing left behind");
 }
 
+/// The mix-ups of TLS files each say what the file is and what to give instead (the QA pass
+/// of 2026-12-06: "no items found", "KeyMismatch", and "no such file" for a folder).
+#[test]
+fn tls_files_given_in_the_wrong_place_say_what_they_hold() {
+    let dir = TempDir::new("tls-mixups");
+    let write = |name: &str, text: String| {
+        let path = dir.join(name);
+        std::fs::write(&path, text).unwrap();
+        path.to_str().unwrap().to_string()
+    };
+    let made = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_string()]).unwrap();
+    let other = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_string()]).unwrap();
+    let cert = write("cert.pem", made.cert.pem());
+    let other_key = write("other-key.pem", other.signing_key.serialize_pem());
+    for (args, said) in [
+        (
+            vec!["mock", "--port", "0", "--tls-cert", &cert, "--tls-key", &cert],
+            format!("Error: --tls-key {cert}: no private key in it: it holds a certificate; give the private key"),
+        ),
+        (
+            vec!["mock", "--port", "0", "--tls-cert", &cert, "--tls-key", &other_key],
+            format!("Error: --tls-key {other_key} is not the private key of the certificate in --tls-cert {cert}"),
+        ),
+    ] {
+        let output = util::run(&args, Duration::from_secs(30));
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {}", describe(&output));
+        assert!(stderr(&output).contains(&said), "{args:?}: {}", stderr(&output));
+    }
+    let folder = dir.join("certs");
+    std::fs::create_dir_all(&folder).unwrap();
+    let folder = folder.to_str().unwrap();
+    let args = [
+        "conform",
+        "--url",
+        "wss://127.0.0.1:9/v1/realtime",
+        "--ca-file",
+        folder,
+    ];
+    let output = util::run(&args, Duration::from_secs(30));
+    assert_eq!(output.status.code(), Some(2), "{}", describe(&output));
+    assert!(
+        stderr(&output).contains(&format!(
+            "Error: --ca-file {folder} is a folder; give the PEM file"
+        )),
+        "{}",
+        stderr(&output)
+    );
+}
+
 /// `--output-jsonl` in a folder that does not exist is a start-up error (exit 2, nothing
 /// run), not an error after the whole run that loses the JSONL asked for (the QA pass of
 /// 2026-12-06).
