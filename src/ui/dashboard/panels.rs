@@ -513,8 +513,14 @@ fn stall_lines(
         Some(s) => {
             let line = |e: &crate::sampler::Episode, mark: &'static str| {
                 let when = state.start_s.map_or(0.0, |start| e.start_s - start);
+                // Before the start gate the sessions were being set up: no time of the run.
+                let when = if when < 0.0 {
+                    "set-up  ".to_string()
+                } else {
+                    format!("{when:>6.1}s ")
+                };
                 Line::from(vec![
-                    Span::styled(format!("{when:>6.1}s "), theme.dim()),
+                    Span::styled(when, theme.dim()),
                     Span::styled(mark, theme.bad()),
                     Span::styled(crate::live::describe_stall(e), theme.warn()),
                 ])

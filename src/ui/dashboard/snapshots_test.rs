@@ -285,6 +285,20 @@ fn the_longest_stall_stays_on_screen_when_newer_short_ones_would_push_it_off() {
         "{screen}"
     );
     assert!(screen.contains("cpu_starvation 25 ms"), "{screen}");
+    // A stall before the start gate happened during the set-up, not at a negative time.
+    {
+        let mut sampler = state.sampler.as_ref().unwrap().lock().unwrap();
+        let before = Episode {
+            start_s: 99.7,
+            end_s: 99.72,
+            duration_ms: 20.0,
+            ..sampler.recent[1].clone()
+        };
+        sampler.recent.push_back(before);
+    }
+    let screen = text(&draw(&state, &ViewState::default(), COLOR, 120, 40));
+    assert!(screen.contains("set-up  worker 1 loop thread"), "{screen}");
+    assert!(!screen.contains("-0.3s"), "{screen}");
 }
 
 #[test]
