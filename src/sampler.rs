@@ -66,6 +66,14 @@ pub struct Episode {
     pub wchan: Vec<episodes::WchanShare>,
 }
 
+impl Episode {
+    /// Whether `other` is this episode, perhaps at another length (merged pieces keep the
+    /// thread and the start).
+    pub fn is_same(&self, other: &Episode) -> bool {
+        self.tid == other.tid && self.start_s == other.start_s
+    }
+}
+
 /// What the dashboard and the headless lines show while the run goes on.
 #[derive(Debug, Clone, Default)]
 pub struct SamplerLive {

@@ -240,7 +240,7 @@ impl<'p> Sweep<'p> {
                 format!(
                     "the client was pacing-unqualified at {sessions} sessions ({}): higher levels would measure the client, not the server, so {} not run",
                     why.unwrap_or_else(|| "late packets".to_string()),
-                    if rest == 1 { "the level above was".to_string() } else { format!("the {rest} levels above were") }
+                    levels_above(rest)
                 )
             });
         }
@@ -249,14 +249,7 @@ impl<'p> Sweep<'p> {
         // write theirs either, and what it measured must reach stdout while it can.
         if let Some(err) = self.files_error.clone().filter(|_| !stop) {
             if rest > 0 {
-                self.record.stopped_early = Some(format!(
-                    "{err}: {} not run",
-                    if rest == 1 {
-                        "the level above was".to_string()
-                    } else {
-                        format!("the {rest} levels above were")
-                    }
-                ));
+                self.record.stopped_early = Some(format!("{err}: {} not run", levels_above(rest)));
             }
             return Ok(true);
         }
@@ -420,6 +413,15 @@ impl<'p> Sweep<'p> {
                 self.files_error = Some(err);
             }
         }
+    }
+}
+
+/// `the level above was`, `the 3 levels above were`: the levels a sweep that stops leaves.
+fn levels_above(rest: usize) -> String {
+    if rest == 1 {
+        "the level above was".to_string()
+    } else {
+        format!("the {rest} levels above were")
     }
 }
 

@@ -178,13 +178,12 @@ impl SamplerCore {
         if let Some(last) = thread.last_kept.and_then(|i| self.episodes.get_mut(i)) {
             if last.class == span.class && (span.start_s - last.end_s) * 1000.0 <= MERGE_GAP_MS {
                 let was_stall = last.duration_ms >= STALL_MS;
-                let started_s = last.start_s;
                 merge(last, &span);
                 if last.duration_ms >= STALL_MS {
                     let merged = last.clone();
                     if was_stall {
                         // Counted at its first piece's length: the live views show it whole.
-                        self.update_stall(started_s, merged);
+                        self.update_stall(merged);
                     } else {
                         self.count_stall(merged);
                     }
@@ -240,12 +239,11 @@ impl SamplerCore {
         }
     }
 
-    /// A stall already counted that grew (a piece of it merged, from `started_s`).
-    fn update_stall(&self, started_s: f64, episode: Episode) {
+    /// A stall already counted that grew (a piece of it merged: the same thread and start).
+    fn update_stall(&self, episode: Episode) {
         if let Ok(mut live) = self.live.lock() {
             keep_longest(&mut live, &episode);
-            let same = |e: &Episode| e.tid == episode.tid && e.start_s == started_s;
-            if let Some(shown) = live.recent.iter_mut().rev().find(|e| same(e)) {
+            if let Some(shown) = live.recent.iter_mut().rev().find(|e| e.is_same(&episode)) {
                 *shown = episode;
             }
         }

@@ -526,13 +526,10 @@ fn stall_lines(
                 ])
             };
             let room = room.max(1);
-            let same = |a: &crate::sampler::Episode, b: &crate::sampler::Episode| {
-                a.tid == b.tid && a.start_s == b.start_s
-            };
             let longest = s
                 .longest
                 .as_ref()
-                .filter(|l| !s.recent.iter().rev().take(room).any(|e| same(e, l)));
+                .filter(|l| !s.recent.iter().rev().take(room).any(|e| e.is_same(l)));
             let newest = room - usize::from(longest.is_some());
             longest
                 .map(|l| line(l, "longest: "))

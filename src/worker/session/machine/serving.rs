@@ -596,10 +596,14 @@ mod tests {
         assert_eq!(h.unit_lag.count(), 3);
         assert_eq!(s.finish(&mut h).excluded_terminal_units, 1);
         // A MiniCPM-o unit (1 s) is done only once its 13th packet has gone.
+        let minicpmo = || {
+            let mut s = Serving::new(64_000, 16_000, 0.08);
+            s.granted(Some(1000.0), Some(24_000.0));
+            s.started(100.0);
+            s
+        };
         let mut h = ServingHistograms::default();
-        let mut s = Serving::new(64_000, 16_000, 0.08);
-        s.granted(Some(1000.0), Some(24_000.0));
-        s.started(100.0);
+        let mut s = minicpmo();
         for seq in 0..12 {
             s.sent(seq, 100.0 + 0.08 * f64::from(seq), &mut h);
         }
@@ -609,9 +613,7 @@ mod tests {
             0,
             "12 packets hold 0.96 s: unit 0 is not full"
         );
-        let mut s2 = Serving::new(64_000, 16_000, 0.08);
-        s2.granted(Some(1000.0), Some(24_000.0));
-        s2.started(100.0);
+        let mut s2 = minicpmo();
         for seq in 0..13 {
             s2.sent(seq, 100.0 + 0.08 * f64::from(seq), &mut h);
         }
