@@ -30,6 +30,30 @@ pub(super) fn first_fitting(width: u16, titles: impl IntoIterator<Item = String>
     last
 }
 
+/// `line` cut to `width` columns, its last column an ellipsis when anything was cut: a row cut
+/// mid-word (`2 __lru_add_drai`) reads as a name the kernel does not have.
+fn clipped(line: Line<'static>, width: usize) -> Line<'static> {
+    if line.width() <= width {
+        return line;
+    }
+    let mut room = width.saturating_sub(1);
+    let mut spans = Vec::new();
+    let mut last_style = Style::default();
+    for span in line.spans {
+        if room == 0 {
+            break;
+        }
+        let kept: String = span.content.chars().take(room).collect();
+        room -= kept.chars().count();
+        last_style = span.style;
+        spans.push(Span::styled(kept, span.style));
+    }
+    if width > 0 {
+        spans.push(Span::styled("…", last_style));
+    }
+    Line::from(spans).style(line.style)
+}
+
 fn ms(us: u64) -> String {
     format!("{:.1} ms", us as f64 / 1000.0)
 }
@@ -402,6 +426,8 @@ pub fn processes(state: &LiveState, theme: Theme, area: Rect, buf: &mut Buffer) 
     if let Some(note) = sampler.and_then(|s| s.notes.iter().next()) {
         lines.push(Line::from(Span::styled(note.clone(), theme.warn())));
     }
+    let width = usize::from(inner.width);
+    let lines: Vec<_> = lines.into_iter().map(|l| clipped(l, width)).collect();
     Paragraph::new(lines).render(inner, buf);
 }
 
@@ -589,6 +615,21 @@ pub fn too_small(area: Rect, buf: &mut Buffer, theme: Theme) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_cut_line_ends_in_an_ellipsis_in_the_style_of_what_it_cut() {
+        let bad = Style::default().fg(ratatui::style::Color::Red);
+        let line = Line::from(vec![
+            Span::raw("w0  4012 D "),
+            Span::styled("2 __lru_add_drain_all", bad),
+        ]);
+        let cut = clipped(line.clone(), 24);
+        assert_eq!(cut.to_string(), "w0  4012 D 2 __lru_add_…");
+        assert_eq!(cut.width(), 24);
+        assert_eq!(cut.spans.last().unwrap().style, bad);
+        assert_eq!(clipped(line.clone(), 32), line);
+        assert_eq!(clipped(line, 0).width(), 0);
+    }
 
     #[test]
     fn sparklines_scale_pad_and_keep_spikes() {

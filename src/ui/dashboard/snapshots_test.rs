@@ -274,14 +274,14 @@ fn the_longest_stall_stays_on_screen_when_newer_short_ones_would_push_it_off() {
     // Room for one stall line: the longest, not the newest.
     let screen = text(&draw(&state, &ViewState::default(), COLOR, 120, 39));
     assert!(
-        screen.contains("longest: worker 2 loop thread: disk_wait 200"),
+        screen.contains("longest: worker 2 loop thread: disk_wait 20"),
         "{screen}"
     );
     assert!(!screen.contains("cpu_starvation 25 ms"), "{screen}");
     // With more room the newest follow it, as far as they fit.
     let screen = text(&draw(&state, &ViewState::default(), COLOR, 120, 40));
     assert!(
-        screen.contains("longest: worker 2 loop thread: disk_wait 200"),
+        screen.contains("longest: worker 2 loop thread: disk_wait 20"),
         "{screen}"
     );
     assert!(screen.contains("cpu_starvation 25 ms"), "{screen}");
