@@ -10,6 +10,7 @@ use crate::cli::MergeArgs;
 use crate::clock::ClockAnchor;
 use crate::host::HostFacts;
 use crate::options::{RunPlan, Settings, Shard};
+use crate::paths::RunPaths;
 use crate::report;
 use crate::summary::multihost::{self, MergeSection, ShardRow, StreamingWindow};
 use crate::summary::{RunRecord, Summary};
@@ -125,6 +126,13 @@ fn shard_notes(
                 layout.sessions
             ));
             continue;
+        }
+        for &(k, pid) in &l.results_not_in_folder {
+            notes.push(format!(
+                "result not in the folder: {who}'s summary says its worker {k} (pid {pid}) left a result, but {} is not there (the folder was copied without it, or that host's disk refused the file and the result reached only its summary.json); its {} sessions are counted incomplete here: copy the shard's folder again from its host, workers/ included",
+                RunPaths::new(&l.dir).worker_result(k).display(),
+                layout.sessions / u64::from(layout.workers.max(1))
+            ));
         }
         notes.extend(multihost::reasons(
             &who,

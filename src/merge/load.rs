@@ -17,6 +17,10 @@ pub struct Loaded {
     shard: Shard,
     /// Per worker of the shard: its pid and its result file, if it left one.
     workers: Vec<(u32, Option<WorkerResult>)>,
+    /// The workers (shard-local index, pid) whose result file is not in the folder although
+    /// the shard's summary says they left a result: copied without it, or written only over the
+    /// pipe when the shard's disk refused the file.
+    pub results_not_in_folder: Vec<(u32, u32)>,
 }
 
 /// Reads every folder and checks that they are shards of one run.
@@ -43,7 +47,10 @@ pub fn all(dirs: &[PathBuf]) -> Result<Vec<Loaded>> {
 }
 
 fn one(dir: &Path) -> Result<Loaded> {
-    let (_, summary) = crate::report::command::load(dir)?;
+    let (_, summary) = crate::report::command::load_saying(
+        dir,
+        "give each shard's output folder (the folder of a `run --shard-index I --shard-count N --run-id ID`) or its summary.json",
+    )?;
     let Some(shard) = summary.settings.shard.clone() else {
         bail!(
             "{} is not a shard: its run had no --shard-index/--shard-count/--run-id (run each host's share with them, see docs/multihost.md)",
@@ -67,19 +74,31 @@ fn one(dir: &Path) -> Result<Loaded> {
             .find(|(i, _)| *i == Some(k))
             .map_or(0, |(_, pid)| pid)
     };
+    let left_a_result = |k: u32| {
+        summary
+            .processes
+            .iter()
+            .any(|p| p.role == Role::Worker && p.index == Some(k) && p.result_present)
+    };
+    let mut results_not_in_folder = Vec::new();
     // A result file that is missing is a worker that left none (the shard's summary says
     // so); one that is there and does not read is damage to say, not a worker to drop quietly.
     // A shard whose run did not finish is counted by its note alone (none of its packets, its
     // sessions incomplete), whatever result files its workers left when their conductor died.
     let unfinished = summary.unfinished();
     let workers = (0..summary.settings.processes)
-        .map(|k| {
+        .map(|k| -> Result<(u32, Option<WorkerResult>)> {
             let path = paths.worker_result(k);
             if unfinished {
                 return Ok((pid_of(k), None));
             }
             let result = match std::fs::read_to_string(&path) {
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    if left_a_result(k) {
+                        results_not_in_folder.push((k, pid_of(k)));
+                    }
+                    None
+                }
                 Err(e) => bail!("cannot read {}: {e}", path.display()),
                 Ok(text) => Some(serde_json::from_str::<WorkerResult>(&text).map_err(|e| {
                     anyhow::anyhow!(
@@ -96,6 +115,7 @@ fn one(dir: &Path) -> Result<Loaded> {
         summary,
         shard,
         workers,
+        results_not_in_folder,
     })
 }
 

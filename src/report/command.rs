@@ -55,29 +55,29 @@ fn label(path: &Path) -> String {
     path.display().to_string()
 }
 
+/// What `report` reads, said when it was given something else.
+const REPORT_TAKES: &str = "give a run's output folder or its summary.json; a sweep's folder has sweep.json, read by `report` on the folder";
+
 /// Reads `summary.json` from a run folder, or the file given.
 pub fn load(path: &Path) -> Result<(PathBuf, Summary)> {
+    load_saying(path, REPORT_TAKES)
+}
+
+/// [`load`], saying `takes` (what the command reads) when `path` is not a summary.
+pub fn load_saying(path: &Path, takes: &str) -> Result<(PathBuf, Summary)> {
     let file = if path.is_dir() {
         path.join("summary.json")
     } else {
         path.to_path_buf()
     };
-    let text = std::fs::read_to_string(&file).with_context(|| {
-        format!(
-            "cannot read {}; give a run's output folder or its summary.json",
-            file.display()
-        )
-    })?;
-    let value: serde_json::Value = serde_json::from_str(&text).with_context(|| {
-        format!(
-            "{} is not JSON; give a run's output folder or its summary.json (or a sweep's folder)",
-            file.display()
-        )
-    })?;
+    let text = std::fs::read_to_string(&file)
+        .with_context(|| format!("cannot read {}; {takes}", file.display()))?;
+    let value: serde_json::Value = serde_json::from_str(&text)
+        .with_context(|| format!("{} is not JSON; {takes}", file.display()))?;
     let is_summary = value["tool"]["name"] == "duplexbench-tui" && value.get("verdict").is_some();
     let Some(version) = value["schema_version"].as_u64().filter(|_| is_summary) else {
         bail!(
-            "{} is not a duplexbench-tui summary (give a run's output folder or its summary.json; a sweep's folder has sweep.json, read by `report` on the folder)",
+            "{} is not a duplexbench-tui summary ({takes})",
             file.display()
         );
     };

@@ -225,6 +225,34 @@ fn three_shards_open_their_gates_together_and_merge_exactly_issue_16() {
         err.contains("worker-0.json is not a worker's result"),
         "{err}"
     );
+
+    // A shard copied without its worker's file (its summary says the worker left a result) is
+    // named so, with what to do, not passed off as a worker that exited without one.
+    let thin = tmp.join("thin");
+    copy_dir(&dirs[1], &thin);
+    std::fs::remove_file(thin.join("workers").join("worker-0.json")).unwrap();
+    let thin_merge = tmp.join("thin-merge");
+    let out = merge(&[&dirs[0], &thin, &dirs[2]], &thin_merge);
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    let reasons = util::summary(&thin_merge)["verdict"]["reasons"].to_string();
+    assert!(
+        reasons.contains("result not in the folder: shard 1's summary says its worker 0")
+            && reasons.contains("copy the shard's folder again from its host"),
+        "{reasons}"
+    );
+
+    // A folder that is not a summary at all is refused with what merge reads (not `report`'s
+    // sweep folder).
+    let junk = tmp.join("junk");
+    std::fs::create_dir_all(&junk).unwrap();
+    std::fs::write(junk.join("summary.json"), "{bad").unwrap();
+    let out = merge(&[&dirs[0], &junk], &tmp.join("junk-merge"));
+    assert_eq!(out.status.code(), Some(2), "{}", describe(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("is not JSON; give each shard's output folder") && !err.contains("sweep"),
+        "{err}"
+    );
     drop(mock);
 }
 
