@@ -676,24 +676,34 @@ fn compare_sweeps(
             b_runs.keys().collect::<Vec<_>>()
         );
     }
-    // Every level both ran must be the same load (processes, sessions and the rest).
-    let mut differ: Vec<String> = Vec::new();
-    for (sessions, xs) in &a_runs {
-        let Some(ys) = b_runs.get(sessions) else {
+    // Every level both ran must be the same load (processes, sessions and the rest); each
+    // difference is said once, with the levels it is at.
+    let mut differ: Vec<(String, Vec<u64>)> = Vec::new();
+    for (&sessions, xs) in &a_runs {
+        let Some(ys) = b_runs.get(&sessions) else {
             continue;
         };
         for (x, y) in xs.iter().zip(ys) {
             for d in compare::differing_settings(x, y) {
-                if !differ.contains(&d) {
-                    differ.push(d);
+                match differ.iter_mut().find(|(seen, _)| *seen == d) {
+                    Some((_, levels)) if levels.contains(&sessions) => {}
+                    Some((_, levels)) => levels.push(sessions),
+                    None => differ.push((d, vec![sessions])),
                 }
             }
         }
     }
     if !differ.is_empty() && !args.force {
+        let said: Vec<String> = differ
+            .iter()
+            .map(|(d, levels)| {
+                let levels: Vec<String> = levels.iter().map(u64::to_string).collect();
+                format!("{d} (at {} sessions)", levels.join(", "))
+            })
+            .collect();
         bail!(
             "the two sweeps ran different loads ({}); compare sweeps of the same load, or give --force",
-            differ.join("; ")
+            said.join("; ")
         );
     }
     let label = |p: &Path| p.display().to_string();

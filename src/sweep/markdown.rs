@@ -7,18 +7,20 @@ use super::record::{Level, Spread, SweepRecord};
 use super::PLOT_FILE;
 use std::fmt::Write as _;
 
-/// `12.3`, or with repeats `12.3 (11.9–13.0)`; `–` without a sample.
+/// `12.3`, or with repeats `12.3 (11.9–13.0)`; `–` without a sample. Repeats that agree at
+/// the shown precision give one figure: `12.3 (12.3–12.3)` says nothing more.
 fn cell(s: Option<Spread>, decimals: usize) -> String {
-    match s {
-        None => "–".to_string(),
-        Some(s) if s.min == s.max => format!("{:.decimals$}", s.median),
-        Some(s) => format!(
-            "{:.d$} ({:.d$}–{:.d$})",
-            s.median,
-            s.min,
-            s.max,
-            d = decimals
-        ),
+    let Some(s) = s else {
+        return "–".to_string();
+    };
+    let (min, max) = (
+        format!("{:.decimals$}", s.min),
+        format!("{:.decimals$}", s.max),
+    );
+    if min == max {
+        format!("{:.decimals$}", s.median)
+    } else {
+        format!("{:.decimals$} ({min}–{max})", s.median)
     }
 }
 
@@ -241,7 +243,7 @@ fn intro(out: &mut String, record: &SweepRecord) {
         record.started_at,
         if record.duration_s > 0.0 { format!("{:.0} s of audio", record.duration_s) } else { "the audio".to_string() },
         record.repeats,
-        if record.repeats == 1 { "" } else { "s (figures: median (min–max))" },
+        if record.repeats == 1 { "" } else { "s (figures: median (min–max), one figure where the repeats agree to the digits shown)" },
         record.cooldown_s,
         record.host.cpu_model,
         record.host.logical_cpus,
@@ -470,6 +472,16 @@ mod tests {
             svg.starts_with("<svg") && svg.contains("server knee (--slo)"),
             "{svg}"
         );
+    }
+
+    #[test]
+    fn repeats_show_their_range_unless_they_agree_to_the_digits_shown() {
+        let spread = |min, median, max| Some(Spread { min, median, max });
+        assert_eq!(cell(None, 1), "–");
+        assert_eq!(cell(spread(12.0, 12.0, 12.0), 1), "12.0");
+        assert_eq!(cell(spread(12.31, 12.32, 12.34), 1), "12.3");
+        assert_eq!(cell(spread(11.9, 12.3, 13.0), 1), "12.3 (11.9–13.0)");
+        assert_eq!(cell(spread(0.104, 0.11, 0.116), 2), "0.11 (0.10–0.12)");
     }
 
     #[test]

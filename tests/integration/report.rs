@@ -202,7 +202,12 @@ fn two_sweeps_with_repeats_compare_level_by_level_against_their_spread_issue_15(
     let c = staggered.to_str().unwrap();
     let refused = util::run(&["report", a, "--vs", c], Duration::from_secs(30));
     assert_eq!(refused.status.code(), Some(2), "{}", describe(&refused));
-    assert!(String::from_utf8_lossy(&refused.stderr).contains("stagger: false vs true"));
+    // Each difference said once, with the levels it is at (it was repeated, once a level).
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        err.contains("(stagger: false vs true (at 1, 2 sessions));"),
+        "{err}"
+    );
 }
 
 /// A run folder whose run is still going holds only the summary of its start: `report` and
