@@ -122,7 +122,10 @@ fn client_rows(out: &mut String, s: &Summary) {
         ss.rejected,
         ss.configured,
         if ss.stopped_early > 0 {
-            format!(", {} stopped early", ss.stopped_early)
+            format!(
+                "; {} stopped early (before their last packet)",
+                ss.stopped_early
+            )
         } else {
             String::new()
         }

@@ -428,6 +428,17 @@ fn sigint_stops_the_run_and_still_writes_a_cancelled_summary() {
     // has as failed.
     assert_eq!(s["serving"]["attempted_sessions"], 2);
     assert_eq!(s["serving"]["successful_sessions"], 0);
+    // Their output is measured against the input they sent, not the 60 s they never sent
+    // (which counted as the server's underrun: nearly all of the input).
+    let serving = &s["serving"];
+    assert!(
+        serving["underrun_ratio"].as_f64().unwrap() < 0.5,
+        "{serving}"
+    );
+    assert!(
+        serving["output_coverage"]["p50"].as_f64().unwrap() > 0.5,
+        "{serving}"
+    );
     // The table says they stopped early, as summary.md does.
     let table = util::run(
         &["report", "--text", out.to_str().unwrap()],
@@ -435,7 +446,7 @@ fn sigint_stops_the_run_and_still_writes_a_cancelled_summary() {
     );
     let text = String::from_utf8_lossy(&table.stdout);
     assert!(
-        text.contains("2 completed, 0 incomplete, 0 rejected of 2, 2 stopped early"),
+        text.contains("2 completed, 0 incomplete, 0 rejected of 2; 2 stopped early (before their last packet)"),
         "{text}"
     );
 }

@@ -442,7 +442,9 @@ impl Machine {
             self.outcome.turns = turns.counts;
         }
         if let Some(serving) = &mut self.serving {
-            self.outcome.serving = Some(serving.finish(&mut self.stats.borrow_mut().hist.serving));
+            let stopped_early = self.outcome.stopped_early;
+            self.outcome.serving =
+                Some(serving.finish(stopped_early, &mut self.stats.borrow_mut().hist.serving));
         }
     }
 
