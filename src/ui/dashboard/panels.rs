@@ -410,18 +410,37 @@ pub fn processes(state: &LiveState, theme: Theme, area: Rect, buf: &mut Buffer) 
     let row = |name: String, p: &ProcessLive, exited: bool| {
         process_row(&name, p, exited, (sampler, wide), theme)
     };
+    let mut rows = Vec::new();
     for (i, w) in state.workers.iter().enumerate() {
-        lines.push(row(format!("w{i}"), &w.process, w.gone || finished));
+        rows.push(row(format!("w{i}"), &w.process, w.gone || finished));
     }
     if let Some(mock) = &state.mock {
-        lines.push(row("mock".to_string(), mock, finished));
+        rows.push(row("mock".to_string(), mock, finished));
     }
     if let Some(server) = &state.server {
         // Not ours: a server outlives the run unless someone stopped it.
         let gone = finished && !std::path::Path::new(&format!("/proc/{}", server.pid)).exists();
-        lines.push(row("server".to_string(), server, gone));
+        rows.push(row("server".to_string(), server, gone));
     }
-    let room = (inner.height as usize).saturating_sub(lines.len());
+    // A stall's line names the cause of late packets: on a short panel it keeps its line, and
+    // the column header, then the last process rows, give way.
+    let height = inner.height as usize;
+    if sampler.is_some_and(|s| !s.recent.is_empty()) && rows.len() + 2 > height {
+        lines.clear();
+        if rows.len() + 1 > height {
+            let keep = height.saturating_sub(2);
+            let more = rows.len() - keep;
+            rows.truncate(keep);
+            if height >= 2 {
+                rows.push(Line::from(Span::styled(
+                    format!("… {more} more (a taller window shows them)"),
+                    theme.dim(),
+                )));
+            }
+        }
+    }
+    lines.extend(rows);
+    let room = height.saturating_sub(lines.len());
     lines.extend(stall_lines(state, sampler, room, theme));
     if let Some(note) = sampler.and_then(|s| s.notes.iter().next()) {
         lines.push(Line::from(Span::styled(note.clone(), theme.warn())));

@@ -333,6 +333,18 @@ fn small_80x24_terminal_keeps_the_essentials() {
         screen.contains("Pacing") && screen.to_lowercase().contains("heatmap"),
         "{screen}"
     );
+    // The stall that made packets late keeps its line: the column header gives way.
+    assert!(
+        screen.contains("worker 0 loop thread: disk_wait") && !screen.contains("D-stalls"),
+        "{screen}"
+    );
+    // With more processes than rows, the last rows give way too, counted.
+    let state = fixture(8, 16, 30, Some((0, 10)));
+    let screen = text(&draw(&state, &ViewState::default(), COLOR, 80, 24));
+    assert!(
+        screen.contains("worker 0 loop thread: disk_wait") && screen.contains("… 5 more"),
+        "{screen}"
+    );
 }
 
 #[test]
