@@ -129,9 +129,10 @@ fn shard_notes(
         }
         for &(k, pid) in &l.results_not_in_folder {
             notes.push(format!(
-                "result not in the folder: {who}'s summary says its worker {k} (pid {pid}) left a result, but {} is not there (the folder was copied without it, or that host's disk refused the file and the result reached only its summary.json); its {} sessions are counted incomplete here: copy the shard's folder again from its host, workers/ included",
+                "result not in the folder: {who}'s summary says its worker {k} (pid {pid}; worker {} of the merged run) left a result, but {} is not there (the folder was copied without it, or that host's disk refused the file and the result reached only its summary.json); its {} sessions are counted incomplete here: copy the shard's folder again from its host, workers/ included",
+                l.shard().index * layout.workers + k,
                 RunPaths::new(&l.dir).worker_result(k).display(),
-                layout.sessions / u64::from(layout.workers.max(1))
+                l.summary.settings.sessions_per_process
             ));
         }
         notes.extend(multihost::reasons(

@@ -123,7 +123,7 @@ fn client_rows(out: &mut String, s: &Summary) {
         ss.configured,
         if ss.stopped_early > 0 {
             format!(
-                "; {} stopped early (before their last packet)",
+                "; {} of them stopped early (before their input's end)",
                 ss.stopped_early
             )
         } else {

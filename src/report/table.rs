@@ -120,7 +120,7 @@ fn pacing(out: &mut String, s: &Summary) {
     // As summary.md says it: the sessions a cancelled run stopped before their last packet.
     let stopped = match s.sessions.stopped_early {
         0 => String::new(),
-        n => format!("; {n} stopped early (before their last packet)"),
+        n => format!("; {n} of them stopped early (before their input's end)"),
     };
     row!(
         out,

@@ -152,6 +152,16 @@ pub fn section<'a>(
             }
         }
     }
+    of_sessions(&sessions, h, input_rate)
+}
+
+/// [`section`] of the sessions' own figures, each with whether their client calls it
+/// successful.
+fn of_sessions(
+    sessions: &[(&ServingOutcome, bool)],
+    h: &ServingHistograms,
+    input_rate: u32,
+) -> Option<ServingSection> {
     if sessions.is_empty() {
         return None;
     }
@@ -168,7 +178,13 @@ pub fn section<'a>(
         continuous.then(|| Distribution::exact(&values))
     };
     // A session that never got its grant (refused, failed at set-up) played nothing: all of
-    // its input is an underrun, and it covered none of it.
+    // its input is an underrun, and it covered none of it. One the run stopped before its first
+    // send has no input to play against: in neither figure.
+    let played: Vec<&ServingOutcome> = sessions
+        .iter()
+        .map(|(s, _)| *s)
+        .filter(|s| s.input_duration_s > 0.0)
+        .collect();
     let underrun = |s: &ServingOutcome| {
         (
             s.underrun_count.unwrap_or(1),
@@ -176,8 +192,8 @@ pub fn section<'a>(
             s.underrun_worst_s.unwrap_or(s.input_duration_s),
         )
     };
-    let underrun_total_s: f64 = sessions.iter().map(|(s, _)| underrun(s).1).sum();
-    let input_s: f64 = sessions.iter().map(|(s, _)| s.input_duration_s).sum();
+    let underrun_total_s: f64 = played.iter().map(|s| underrun(s).1).sum();
+    let input_s: f64 = played.iter().map(|s| s.input_duration_s).sum();
     let out = |d: Distribution| continuous.then_some(d);
     Some(ServingSection {
         profile: unit_ms
@@ -200,17 +216,19 @@ pub fn section<'a>(
         output_drift_s: out(Distribution::of(&h.output_drift)),
         final_output_drift_s: each(|s| s.final_output_drift_s),
         required_playout_buffer_s: each(|s| s.required_playout_buffer_s),
-        output_coverage: each(|s| Some(s.output_coverage.unwrap_or(0.0))),
-        underrun_sessions: continuous
-            .then(|| sessions.iter().filter(|(s, _)| underrun(s).0 > 0).count() as u64),
-        underrun_count: continuous.then(|| sessions.iter().map(|(s, _)| underrun(s).0).sum()),
-        underrun_total_s: continuous.then_some(underrun_total_s),
-        underrun_worst_s: continuous.then(|| {
-            sessions
+        output_coverage: continuous.then(|| {
+            let values: Vec<f64> = played
                 .iter()
-                .map(|(s, _)| underrun(s).2)
-                .fold(0.0, f64::max)
+                .map(|s| s.output_coverage.unwrap_or(0.0))
+                .collect();
+            Distribution::exact(&values)
         }),
+        underrun_sessions: continuous
+            .then(|| played.iter().filter(|s| underrun(s).0 > 0).count() as u64),
+        underrun_count: continuous.then(|| played.iter().map(|s| underrun(s).0).sum()),
+        underrun_total_s: continuous.then_some(underrun_total_s),
+        underrun_worst_s: continuous
+            .then(|| played.iter().map(|s| underrun(s).2).fold(0.0, f64::max)),
         underrun_ratio: continuous
             .then(|| (input_s > 0.0).then(|| underrun_total_s / input_s))
             .flatten(),
@@ -358,6 +376,33 @@ mod tests {
             };
             assert!(successful(&s, &unit_profile), "{unit_profile:?}");
         }
+    }
+
+    /// A session the run stopped before its first send (a cancel during a stagger) has no
+    /// input to play against: it was one underrun of 0 s and a coverage of 0 in the pooled
+    /// figures (the review of 2026-12-06).
+    #[test]
+    fn a_session_stopped_before_its_first_send_is_in_no_output_figure() {
+        let streamed = ServingOutcome {
+            continuous: Some(true),
+            input_duration_s: 2.0,
+            output_coverage: Some(1.0),
+            underrun_count: Some(0),
+            underrun_total_s: Some(0.0),
+            underrun_worst_s: Some(0.0),
+            ..ServingOutcome::default()
+        };
+        let never_sent = ServingOutcome {
+            continuous: Some(true),
+            ..ServingOutcome::default()
+        };
+        let h = ServingHistograms::default();
+        let section = of_sessions(&[(&streamed, false), (&never_sent, false)], &h, 16_000).unwrap();
+        assert_eq!(section.attempted_sessions, 2);
+        assert_eq!(section.underrun_sessions, Some(0));
+        assert_eq!(section.underrun_count, Some(0));
+        let coverage = section.output_coverage.unwrap();
+        assert_eq!((coverage.n, coverage.p50), (1, Some(1.0)));
     }
 
     #[test]

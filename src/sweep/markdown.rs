@@ -13,14 +13,19 @@ fn cell(s: Option<Spread>, decimals: usize) -> String {
     let Some(s) = s else {
         return "–".to_string();
     };
-    let (min, max) = (
-        format!("{:.decimals$}", s.min),
-        format!("{:.decimals$}", s.max),
-    );
+    // A value that rounds to zero reads `0.0`, not `-0.0`.
+    let shown = |v: f64| {
+        let text = format!("{v:.decimals$}");
+        match text.strip_prefix('-') {
+            Some(digits) if digits.chars().all(|c| c == '0' || c == '.') => digits.to_string(),
+            _ => text,
+        }
+    };
+    let (min, max) = (shown(s.min), shown(s.max));
     if min == max {
-        format!("{:.decimals$}", s.median)
+        shown(s.median)
     } else {
-        format!("{:.decimals$} ({min}–{max})", s.median)
+        format!("{} ({min}–{max})", shown(s.median))
     }
 }
 
@@ -482,6 +487,8 @@ mod tests {
         assert_eq!(cell(spread(12.31, 12.32, 12.34), 1), "12.3");
         assert_eq!(cell(spread(11.9, 12.3, 13.0), 1), "12.3 (11.9–13.0)");
         assert_eq!(cell(spread(0.104, 0.11, 0.116), 2), "0.11 (0.10–0.12)");
+        assert_eq!(cell(spread(-0.04, 0.01, 0.04), 1), "0.0");
+        assert_eq!(cell(spread(-0.4, -0.04, 0.3), 1), "0.0 (-0.4–0.3)");
     }
 
     #[test]

@@ -336,7 +336,7 @@ impl Session {
             _ = stop.wait_for(|s| *s) => None,
         };
         let Some(gate_s) = gate_s else {
-            self.machine.outcome.stopped_early = true;
+            self.machine.stop_early();
             return Ok(());
         };
         self.ctx
@@ -381,7 +381,7 @@ impl Session {
             tokio::select! {
                 biased;
                 _ = &mut stopped => {
-                    self.machine.outcome.stopped_early = true;
+                    self.machine.stop_early();
                     return Ok(());
                 }
                 () = pacer.sleep_until(self.ctx.index, gate_s) => {}
@@ -410,7 +410,7 @@ impl Session {
             tokio::select! {
                 biased;
                 _ = &mut stopped => {
-                    self.machine.outcome.stopped_early = true;
+                    self.machine.stop_early();
                     break;
                 }
                 () = sleep_until_s(ping_s), if ping_s.is_some() => {

@@ -236,7 +236,8 @@ fn three_shards_open_their_gates_together_and_merge_exactly_issue_16() {
     assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
     let reasons = util::summary(&thin_merge)["verdict"]["reasons"].to_string();
     assert!(
-        reasons.contains("result not in the folder: shard 1's summary says its worker 0")
+        reasons.contains("result not in the folder: shard 1's summary says its worker 0 (pid ")
+            && reasons.contains("; worker 1 of the merged run)")
             && reasons.contains("copy the shard's folder again from its host"),
         "{reasons}"
     );

@@ -446,7 +446,7 @@ fn sigint_stops_the_run_and_still_writes_a_cancelled_summary() {
     );
     let text = String::from_utf8_lossy(&table.stdout);
     assert!(
-        text.contains("2 completed, 0 incomplete, 0 rejected of 2; 2 stopped early (before their last packet)"),
+        text.contains("2 completed, 0 incomplete, 0 rejected of 2; 2 of them stopped early (before their input's end)"),
         "{text}"
     );
 }

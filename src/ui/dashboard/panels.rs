@@ -32,26 +32,38 @@ pub(super) fn first_fitting(width: u16, titles: impl IntoIterator<Item = String>
 
 /// `line` cut to `width` columns, its last column an ellipsis when anything was cut: a row cut
 /// mid-word (`2 __lru_add_drai`) reads as a name the kernel does not have.
+/// (The panels' text is of one-column characters: counted as characters.)
 fn clipped(line: Line<'static>, width: usize) -> Line<'static> {
-    if line.width() <= width {
+    let chars: usize = line.spans.iter().map(|s| s.content.chars().count()).sum();
+    if chars <= width {
         return line;
     }
     let mut room = width.saturating_sub(1);
     let mut spans = Vec::new();
-    let mut last_style = Style::default();
+    // The style of the span the cut falls in (or the next one, when it falls between two).
+    let mut cut_style = None;
     for span in line.spans {
-        if room == 0 {
-            break;
+        let len = span.content.chars().count();
+        if len <= room {
+            room -= len;
+            spans.push(span);
+            continue;
         }
-        let kept: String = span.content.chars().take(room).collect();
-        room -= kept.chars().count();
-        last_style = span.style;
-        spans.push(Span::styled(kept, span.style));
+        if room > 0 {
+            spans.push(Span::styled(
+                span.content.chars().take(room).collect::<String>(),
+                span.style,
+            ));
+        }
+        cut_style = Some(span.style);
+        break;
     }
     if width > 0 {
-        spans.push(Span::styled("…", last_style));
+        spans.push(Span::styled("…", cut_style.unwrap_or_default()));
     }
-    Line::from(spans).style(line.style)
+    let mut cut = Line::from(spans).style(line.style);
+    cut.alignment = line.alignment;
+    cut
 }
 
 fn ms(us: u64) -> String {
@@ -414,32 +426,36 @@ pub fn processes(state: &LiveState, theme: Theme, area: Rect, buf: &mut Buffer) 
     for (i, w) in state.workers.iter().enumerate() {
         rows.push(row(format!("w{i}"), &w.process, w.gone || finished));
     }
+    let mut servers = Vec::new();
     if let Some(mock) = &state.mock {
-        rows.push(row("mock".to_string(), mock, finished));
+        servers.push(row("mock".to_string(), mock, finished));
     }
     if let Some(server) = &state.server {
         // Not ours: a server outlives the run unless someone stopped it.
         let gone = finished && !std::path::Path::new(&format!("/proc/{}", server.pid)).exists();
-        rows.push(row("server".to_string(), server, gone));
+        servers.push(row("server".to_string(), server, gone));
     }
     // A stall's line names the cause of late packets: on a short panel it keeps its line, and
-    // the column header, then the last process rows, give way.
+    // the column header, then the last workers' rows, give way (the server's row stays: with
+    // the title it is the CPU split client / server / other).
     let height = inner.height as usize;
-    if sampler.is_some_and(|s| !s.recent.is_empty()) && rows.len() + 2 > height {
+    let all = rows.len() + servers.len();
+    if sampler.is_some_and(|s| !s.recent.is_empty()) && all + 2 > height {
         lines.clear();
-        if rows.len() + 1 > height {
-            let keep = height.saturating_sub(2);
+        if all + 1 > height {
+            let keep = height.saturating_sub(2 + servers.len()).min(rows.len());
             let more = rows.len() - keep;
             rows.truncate(keep);
-            if height >= 2 {
+            if height >= 2 + servers.len() {
                 rows.push(Line::from(Span::styled(
-                    format!("… {more} more (a taller window shows them)"),
+                    format!("… {more} more workers (a taller window shows them)"),
                     theme.dim(),
                 )));
             }
         }
     }
     lines.extend(rows);
+    lines.extend(servers);
     let room = height.saturating_sub(lines.len());
     lines.extend(stall_lines(state, sampler, room, theme));
     if let Some(note) = sampler.and_then(|s| s.notes.iter().next()) {
@@ -647,7 +663,11 @@ mod tests {
         assert_eq!(cut.width(), 24);
         assert_eq!(cut.spans.last().unwrap().style, bad);
         assert_eq!(clipped(line.clone(), 32), line);
-        assert_eq!(clipped(line, 0).width(), 0);
+        assert_eq!(clipped(line.clone(), 0).width(), 0);
+        // A cut between two spans takes the style of the one it cut off.
+        let cut = clipped(line, 12);
+        assert_eq!(cut.to_string(), "w0  4012 D …");
+        assert_eq!(cut.spans.last().unwrap().style, bad);
     }
 
     #[test]

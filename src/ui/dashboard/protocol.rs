@@ -13,8 +13,9 @@ use ratatui::widgets::{Block, Borders, Paragraph, Widget};
 /// The width of a p50 or p95 column (`-1234.5`; shorter values get a space before them).
 const VALUE_WIDTH: usize = 7;
 
-/// A sample count in at most 4 characters: exact below 1000, then `6.4k`, `64k`, `640k`, `6.4M`
-/// (cut, not rounded: the panel never claims more samples than it has).
+/// A sample count in 4 characters below a thousand million: exact below 1000, then `6.4k`,
+/// `64k`, `640k`, `6.4M`, `64M` (cut, not rounded: the panel never claims more samples than it
+/// has).
 fn short_count(n: u64) -> String {
     match n {
         0..=999 => n.to_string(),
@@ -65,12 +66,15 @@ fn lines(figures: &ProtocolFigures, inner_width: usize) -> Vec<Line<'static>> {
         .min(VALUE_WIDTH - 1)
         + 1;
     let fits = |value_width: usize| name_width + 2 * value_width + n_width <= inner_width;
+    let fits_without_n = |value_width: usize| name_width + 2 * value_width <= inner_width;
     let (value_width, with_n) = if fits(VALUE_WIDTH) {
         (VALUE_WIDTH, true)
     } else if fits(tight) {
         (tight, true)
-    } else {
+    } else if fits_without_n(VALUE_WIDTH) {
         (VALUE_WIDTH, false)
+    } else {
+        (tight, false)
     };
     let mut lines = Vec::new();
     for f in rows {
@@ -210,9 +214,14 @@ mod tests {
             title: "sglang-omni".to_string(),
             figures: vec![latency("output_gap_excess", 6_300, 0)],
         };
-        let shown = text(&figures, 28);
-        assert_eq!(shown.len(), 1);
-        assert!(!shown[0].contains('k'), "{shown:?}");
-        assert!(shown[0].starts_with("output_gap_excess "), "{shown:?}");
+        for width in [30, 28] {
+            let shown = text(&figures, width);
+            assert_eq!(shown.len(), 1);
+            assert!(!shown[0].contains('k'), "{shown:?}");
+            assert!(shown[0].starts_with("output_gap_excess "), "{shown:?}");
+            assert!(shown[0].chars().count() <= width, "{width}: {shown:?}");
+            // Both values, whole.
+            assert_eq!(shown[0].split_whitespace().count(), 3, "{shown:?}");
+        }
     }
 }

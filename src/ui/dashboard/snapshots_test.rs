@@ -342,7 +342,9 @@ fn small_80x24_terminal_keeps_the_essentials() {
     let state = fixture(8, 16, 30, Some((0, 10)));
     let screen = text(&draw(&state, &ViewState::default(), COLOR, 80, 24));
     assert!(
-        screen.contains("worker 0 loop thread: disk_wait") && screen.contains("… 5 more"),
+        screen.contains("worker 0 loop thread: disk_wait")
+            && screen.contains("… 5 more workers")
+            && screen.contains("mock "),
         "{screen}"
     );
 }

@@ -442,9 +442,7 @@ impl Machine {
             self.outcome.turns = turns.counts;
         }
         if let Some(serving) = &mut self.serving {
-            let stopped_early = self.outcome.stopped_early;
-            self.outcome.serving =
-                Some(serving.finish(stopped_early, &mut self.stats.borrow_mut().hist.serving));
+            self.outcome.serving = Some(serving.finish(&mut self.stats.borrow_mut().hist.serving));
         }
     }
 
@@ -568,8 +566,16 @@ impl Machine {
     /// and the session stopped early; the packets after it were not due to be sent any more
     /// (as in a stop between two sends).
     pub fn stopped_in_send(&mut self) {
-        self.outcome.stopped_early = true;
+        self.stop_early();
         self.count_unsent(1);
+    }
+
+    /// The run stopped the session before its input's end: its input ends here.
+    pub fn stop_early(&mut self) {
+        self.outcome.stopped_early = true;
+        if let Some(serving) = &mut self.serving {
+            serving.stopped();
+        }
     }
 
     fn count_unsent(&mut self, packets: u32) {

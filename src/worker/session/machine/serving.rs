@@ -334,15 +334,19 @@ impl Serving {
         }
     }
 
-    /// The session is over: the figures it has once. A session `stopped_early` (the run was
-    /// cancelled or went past its deadline) ended its input where its sends ended: its output is
-    /// measured against the input it sent, as its units are (`unit_done`), not against audio it
-    /// never sent (which read as the server's underrun).
-    pub fn finish(&mut self, stopped_early: bool, h: &mut ServingHistograms) -> ServingOutcome {
+    /// The run stopped the session early (cancelled, or past its deadline): its input ended
+    /// where its sends ended. From here its output is measured against the input it sent, as
+    /// its units are (`unit_done`), not against audio it never sent (which read as the
+    /// server's underrun); output that comes after that input's end is not played.
+    pub fn stopped(&mut self) {
+        self.input_s = self.input_s.min(self.sends as f64 * self.packet_s);
+    }
+
+    /// The session is over: the figures it has once. A session stopped before its first send
+    /// has no input to measure output against: no coverage and no underrun (the summary leaves
+    /// it out of both).
+    pub fn finish(&mut self, h: &mut ServingHistograms) -> ServingOutcome {
         self.close_response(h);
-        if stopped_early {
-            self.input_s = self.input_s.min(self.sends as f64 * self.packet_s);
-        }
         let continuous = self.terms.map(|t| t.continuous);
         let rate = self.terms.and_then(|t| t.output_rate);
         let mut outcome = ServingOutcome {
@@ -360,7 +364,7 @@ impl Serving {
             invalid_audio_deltas: self.invalid_audio_deltas,
             ..ServingOutcome::default()
         };
-        if continuous != Some(true) {
+        if continuous != Some(true) || self.input_s <= 0.0 {
             return outcome;
         }
         outcome.ttfa_s = self.first_audio_s.zip(self.gate_s).map(|(a, g)| a - g);
@@ -414,7 +418,7 @@ mod tests {
         // 30 ms behind its schedule: a late send; one sent early counts 0.
         s.sent(2, 100.190, &mut h);
         s.sent(3, 100.230, &mut h);
-        let o = s.finish(false, &mut h);
+        let o = s.finish(&mut h);
         assert_eq!((o.sends, o.late_sends), (4, 1));
         assert_eq!(
             h.late_sends, 1,
@@ -436,7 +440,7 @@ mod tests {
         s.unit_done(1, 100.150, &mut h); // ends at 100.160: −10 ms
         s.sent(2, 100.16, &mut h);
         s.unit_done(2, 100.300, &mut h); // terminal
-        let o = s.finish(false, &mut h);
+        let o = s.finish(&mut h);
         assert_eq!(h.unit_lag.count(), 2);
         assert!((ms(&h.unit_lag, 1.0) - 10.0).abs() < 0.05);
         assert!((ms(&h.unit_lag, 0.0) + 10.0).abs() < 0.05);
@@ -452,7 +456,7 @@ mod tests {
         s.unit_done(1, 100.2, &mut h);
         s.unit_done(2, 100.3, &mut h);
         assert_eq!(h.unit_lag.count(), 1);
-        assert_eq!(s.finish(false, &mut h).excluded_terminal_units, 1);
+        assert_eq!(s.finish(&mut h).excluded_terminal_units, 1);
     }
 
     #[test]
@@ -464,7 +468,7 @@ mod tests {
             s.audio(UNIT_BYTES, 100.1 + 0.08 * k as f64, &mut h);
         }
         s.response_done(true);
-        let o = s.finish(false, &mut h);
+        let o = s.finish(&mut h);
         assert_eq!(
             (
                 o.responses_done,
@@ -501,7 +505,7 @@ mod tests {
         s.audio(0, 100.1, &mut h);
         s.audio(UNIT_BYTES - 1, 100.18, &mut h);
         s.response_done(false);
-        let o = s.finish(false, &mut h);
+        let o = s.finish(&mut h);
         assert_eq!(
             (
                 o.responses_done,
@@ -524,7 +528,7 @@ mod tests {
         for at in [100.46, 100.50, 100.58, 100.66, 100.74, 100.82] {
             s.audio(UNIT_BYTES, at, &mut h);
         }
-        let o = s.finish(false, &mut h);
+        let o = s.finish(&mut h);
         assert!((o.output_coverage.unwrap() - 0.8).abs() < 1e-9);
         assert!((h.output_gap_excess.max_ms() - 200.0).abs() < 0.2);
         assert!((o.final_output_drift_s.unwrap() - 0.16).abs() < 1e-9);
@@ -546,19 +550,36 @@ mod tests {
                 s.sent(k, 100.0 + 0.08 * f64::from(k), &mut h);
                 s.audio(UNIT_BYTES, 100.1 + 0.08 * f64::from(k), &mut h);
             }
-            s.finish(stopped_early, &mut h)
+            if stopped_early {
+                s.stopped();
+            }
+            // The server's last words come in the stop's grace, after a gap: past the input
+            // sent (and its startup reserve), they are not played, so no underrun.
+            s.audio(UNIT_BYTES, 100.9, &mut h);
+            s.audio(UNIT_BYTES, 101.2, &mut h);
+            s.finish(&mut h)
         };
         let o = run(true);
         assert!((o.input_duration_s - 0.32).abs() < 1e-9);
         assert_eq!(o.underrun_count, Some(0));
         assert_eq!(o.underrun_total_s, Some(0.0));
-        assert!((o.output_coverage.unwrap() - 1.0).abs() < 1e-9);
+        assert!(o.output_coverage.unwrap() >= 1.0);
         // A session that was not stopped and sent 4 packets of its 25 (the server closed it)
         // is still measured against all of its input.
         let o = run(false);
         assert!((o.input_duration_s - 2.0).abs() < 1e-9);
-        assert_eq!(o.underrun_count, Some(1));
-        assert!(o.underrun_total_s.unwrap() > 1.5);
+        assert!(o.underrun_count.unwrap() >= 1, "{o:?}");
+        assert!(o.underrun_total_s.unwrap() > 1.0, "{o:?}");
+    }
+
+    #[test]
+    fn a_session_stopped_before_its_first_send_has_no_output_figures() {
+        let mut h = ServingHistograms::default();
+        let mut s = voicechat(2_000);
+        s.stopped();
+        let o = s.finish(&mut h);
+        assert_eq!(o.input_duration_s, 0.0);
+        assert_eq!((o.underrun_count, o.output_coverage), (None, None));
     }
 
     #[test]
@@ -566,10 +587,10 @@ mod tests {
         let mut h = ServingHistograms::default();
         let mut s = voicechat(320);
         s.audio(UNIT_BYTES, 100.5, &mut h);
-        let o = s.finish(false, &mut h);
+        let o = s.finish(&mut h);
         assert_eq!(o.underrun_count, Some(1));
         assert!((o.underrun_total_s.unwrap() - 0.32).abs() < 1e-9);
-        let o = voicechat(320).finish(false, &mut h);
+        let o = voicechat(320).finish(&mut h);
         assert_eq!((o.underrun_count, o.ttfa_s), (Some(1), None));
     }
 
@@ -585,7 +606,7 @@ mod tests {
         s.audio(48_000, 52.6, &mut h); // 1 s of audio, 1.1 s later: 100 ms excess
         s.response_created(53.0, &mut h);
         s.audio(3, 53.1, &mut h); // not whole samples: not counted
-        let o = s.finish(false, &mut h);
+        let o = s.finish(&mut h);
         assert_eq!(o.continuous, Some(false));
         assert_eq!(
             (o.ttfa_s, o.underrun_count, o.output_coverage),
@@ -627,7 +648,7 @@ mod tests {
         }
         s.unit_done(3, 100.25, &mut h);
         assert_eq!(h.unit_lag.count(), 3);
-        assert_eq!(s.finish(false, &mut h).excluded_terminal_units, 1);
+        assert_eq!(s.finish(&mut h).excluded_terminal_units, 1);
         // A MiniCPM-o unit (1 s) is done only once its 13th packet has gone.
         let minicpmo = || {
             let mut s = Serving::new(64_000, 16_000, 0.08);
@@ -662,7 +683,7 @@ mod tests {
         s.sent(0, 10.0, &mut h);
         s.unit_done(0, 10.1, &mut h);
         s.audio(100, 10.2, &mut h);
-        let o = s.finish(false, &mut h);
+        let o = s.finish(&mut h);
         assert_eq!((o.sends, o.continuous, o.output_samples), (1, None, 50));
         assert_eq!(h.unit_lag.count(), 0);
     }
