@@ -234,6 +234,46 @@ fn vad_turns_that_end_during_an_answer_and_get_none_are_named_not_waited_for() {
     );
 }
 
+/// With `--commit-every`, the final turn is committed while the previous answer still runs and
+/// its `response.create` is held back until that answer is done (the API refuses a second): the
+/// mock answers 200 ms after each request, and the final turn read ~480 ms, timed from its
+/// commit, which the summary called a server stall (the QA pass of 2026-12-06).
+#[test]
+fn a_final_turn_asked_for_after_the_answer_under_way_is_timed_from_its_request() {
+    let _serial = util::serial();
+    let dir = TempDir::new("openai-held-final");
+    let out = dir.join("run");
+    let args = [
+        "--protocol",
+        "openai",
+        "-s",
+        "1",
+        "-d",
+        "2100ms",
+        "--turn-detection",
+        "none",
+        "--commit-every",
+        "1s",
+        "--trace",
+        "off",
+    ];
+    let output = util::run_to(&out, &args, LIMIT);
+    ran(&output);
+    let s = summary(&out);
+    let t = &s["openai"];
+    assert_eq!(
+        (t["ended"].as_u64(), t["answered"].as_u64()),
+        (Some(3), Some(3)),
+        "{t}"
+    );
+    // The mock's answers last ~560 ms: the final commit (at 2.1 s) came ~460 ms into the
+    // second turn's; held back ~360 ms, the final turn read that much more than 200 ms.
+    let first = t["first_text_after_end_ms"]["max"].as_f64().unwrap();
+    assert!(first < 400.0, "{t}");
+    let stalls = s["server_stalls"].to_string();
+    assert!(!stalls.contains("first reply after turn end"), "{stalls}");
+}
+
 /// vLLM ends a transcription at the model's token limit with `transcription.done` while the
 /// audio still comes, and answers the final commit with nothing: the session must end when its
 /// audio does, not wait out --recv-timeout for a second done and fail, and the summary must say

@@ -123,6 +123,9 @@ pub struct Machine {
     /// A commit is on its way that ends a turn (tagged as [`Turns::ended_as`] says, and
     /// whether the same frames ask for its answer): the turn's input ends when it is sent.
     turn_ends_at_send: Option<(u32, bool)>,
+    /// The turn whose `response.create`, held back while a response was under way, the next
+    /// control frame asks for (OpenAI's final turn).
+    turn_asked_at_send: Option<u32>,
     /// sglang-omni's serving metrics (the native protocol).
     serving: Option<Serving>,
     /// The session ends because the server refused something without ending the session
@@ -169,6 +172,7 @@ impl Machine {
             final_while_ending: false,
             step_event_id: None,
             turn_ends_at_send: None,
+            turn_asked_at_send: None,
             serving,
             refused_open: false,
         }
@@ -235,6 +239,9 @@ impl Machine {
             // first delta read 270 ms).
             self.last_delta_s = None;
             self.on_turns(|t| t.ended_as(now_s, Some(tag), asked));
+        }
+        if let Some(tag) = self.turn_asked_at_send.take() {
+            self.on_turns(|t| t.asked(tag, now_s));
         }
     }
 
@@ -321,7 +328,7 @@ impl Machine {
                     let last = crate::protocol::FINAL_TURN;
                     match step.turn {
                         Some(TurnMark::Asks) => {
-                            self.on_turns(|t| t.asked(last));
+                            self.turn_asked_at_send = Some(last);
                         }
                         Some(ends) => {
                             self.turn_ends_at_send = Some((last, ends == TurnMark::EndsAsking));

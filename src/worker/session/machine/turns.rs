@@ -61,6 +61,8 @@ struct Turn {
     asked: bool,
     /// A `response.created` was taken as this turn's answer.
     responded: bool,
+    /// A response was under way while the client held this turn's `response.create` back.
+    held: bool,
     /// A VAD turn still waiting, without a response, when the response under way at its end
     /// finished: the server may create none for it.
     behind: bool,
@@ -109,14 +111,21 @@ impl Turns {
         turn.end_s = Some(end_s);
         turn.tag = tag;
         turn.asked = asked && tag.is_some();
+        turn.held = tag.is_some() && !turn.asked && self.responding > 0;
         self.waiting.push_back(turn);
         self.counts.ended += 1;
     }
 
-    /// The client asked for the answer to turn `tag`, which it ended before.
-    pub fn asked(&mut self, tag: u32) {
+    /// The client asked at `now_s` for the answer to turn `tag`, which it ended before. When
+    /// it held the request back while a response was under way (the API refuses a second),
+    /// the turn's latencies are from this request: the wait was the client's, not the server's
+    /// (timed from the commit, it read as a server that held its replies back).
+    pub fn asked(&mut self, tag: u32, now_s: f64) {
         if let Some(turn) = self.waiting.iter_mut().find(|t| t.tag == Some(tag)) {
             turn.asked = true;
+            if turn.held {
+                turn.end_s = turn.end_s.map(|end_s| end_s.max(now_s));
+            }
         }
     }
 
@@ -169,6 +178,9 @@ impl Turns {
     pub fn response_created(&mut self) {
         self.responding += 1;
         self.announces_responses = true;
+        for t in self.waiting.iter_mut() {
+            t.held |= t.tag.is_some() && !t.asked;
+        }
         let open = |t: &Turn| !t.responded;
         let answers = self
             .waiting
@@ -585,10 +597,12 @@ mod tests {
         close(t.audio_delta(4.5), Sample::FirstAudioAfterEnd(1.5));
         close(t.done(5.0, true), Sample::DoneAfterEnd(2.0));
         assert!(t.open(), "the final turn still waits");
-        t.asked(crate::protocol::FINAL_TURN);
+        // Asked for once that response is done: timed from the request, not the commit (the
+        // wait was the client's; the QA pass of 2026-12-06 saw it read as a server stall).
+        t.asked(crate::protocol::FINAL_TURN, 5.0);
         t.response_created();
-        close(t.audio_delta(5.3), Sample::FirstAudioAfterEnd(1.3));
-        close(t.done(5.5, true), Sample::DoneAfterEnd(1.5));
+        close(t.audio_delta(5.3), Sample::FirstAudioAfterEnd(0.3));
+        close(t.done(5.5, true), Sample::DoneAfterEnd(0.5));
         assert!(!t.open());
         t.settle();
         let c = t.counts;
@@ -607,10 +621,10 @@ mod tests {
         assert_eq!(t.audio_delta(1.2), None, "not the final turn's answer");
         assert_eq!(t.done(1.5, true), None);
         assert!(t.open(), "the final turn still waits");
-        t.asked(crate::protocol::FINAL_TURN);
+        t.asked(crate::protocol::FINAL_TURN, 1.5);
         t.response_created();
-        close(t.audio_delta(1.8), Sample::FirstAudioAfterEnd(0.8));
-        close(t.done(2.0, true), Sample::DoneAfterEnd(1.0));
+        close(t.audio_delta(1.8), Sample::FirstAudioAfterEnd(0.3));
+        close(t.done(2.0, true), Sample::DoneAfterEnd(0.5));
         assert!(!t.open());
         let c = t.counts;
         assert_eq!(
@@ -633,10 +647,10 @@ mod tests {
         close(t.audio_delta(1.3), Sample::FirstAudioAfterEnd(0.4));
         close(t.done(1.5, true), Sample::DoneAfterEnd(0.6));
         assert!(t.open(), "the final turn still waits");
-        t.asked(crate::protocol::FINAL_TURN);
+        t.asked(crate::protocol::FINAL_TURN, 1.5);
         t.response_created();
-        close(t.audio_delta(1.8), Sample::FirstAudioAfterEnd(0.8));
-        close(t.done(2.0, true), Sample::DoneAfterEnd(1.0));
+        close(t.audio_delta(1.8), Sample::FirstAudioAfterEnd(0.3));
+        close(t.done(2.0, true), Sample::DoneAfterEnd(0.5));
         assert!(!t.open());
         let c = t.counts;
         assert_eq!((c.ended, c.answered, c.unmatched, c.early), (2, 2, 0, 0));
