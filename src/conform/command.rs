@@ -70,6 +70,16 @@ fn traces_incomplete(path: &Path) -> Option<String> {
     })
 }
 
+/// The protocol the run that recorded the traces at `path` spoke, when a summary.json says: the
+/// folder's own, or that of the run folder the path lies in (`sessions/w0-s0000/trace.jsonl`).
+fn recorded_protocol(path: &Path) -> Option<String> {
+    path.ancestors().take(4).find_map(|dir| {
+        let text = std::fs::read_to_string(RunPaths::new(dir).summary_json()).ok()?;
+        let summary: serde_json::Value = serde_json::from_str(&text).ok()?;
+        summary["settings"]["protocol"].as_str().map(str::to_string)
+    })
+}
+
 /// A session of conform's run that never opened its WebSocket: its receipts say it was not
 /// admitted and its trace holds only errors (the first is returned); `None` for any other.
 fn never_connected(file: &Path, records: &[super::Record]) -> Option<String> {
@@ -127,6 +137,18 @@ pub fn run(args: &ConformArgs) -> Result<i32> {
         None => {
             let mut files = Vec::new();
             for path in &args.trace {
+                // Checked by another protocol's rules, every frame of a conformant server breaks
+                // one: refused, saying which protocol the run spoke.
+                if let Some(theirs) = recorded_protocol(path)
+                    .filter(|p| p != args.speak.protocol.as_str())
+                {
+                    bail!(
+                        "{} was recorded by a run with --protocol {theirs}; check it with `conform --protocol {theirs} --trace {}` (this check speaks --protocol {})",
+                        path.display(),
+                        path.display(),
+                        args.speak.protocol.as_str()
+                    );
+                }
                 files.extend(trace_files(path)?);
             }
             (files, None)

@@ -237,6 +237,16 @@ fn a_meta_trace_of_a_run_is_conformant_too() {
         stdout.contains("verdict: conformant: 2 sessions (profile voicechat), 0 violations"),
         "{stdout}"
     );
+    // Checked by another protocol's rules, a conformant server broke every one (exit 1, "NOT
+    // conformant"): the run's own protocol is named instead (the QA pass of 2026-12-06).
+    let wrong = util::run(&["conform", "--protocol", "funasr", "--trace", out_str], LIMIT);
+    assert_eq!(wrong.status.code(), Some(2), "{}", describe(&wrong));
+    let err = String::from_utf8_lossy(&wrong.stderr);
+    assert!(
+        err.contains("recorded by a run with --protocol native")
+            && err.contains("conform --protocol native --trace"),
+        "{err}"
+    );
 }
 
 /// A server that takes one session at a time (sglang-omni's VoiceChat) refuses conform's
