@@ -80,6 +80,17 @@ fn recorded_protocol(path: &Path) -> Option<String> {
     })
 }
 
+/// Whether the OpenAI run whose summary is in (or above) `path` ended no turn: its traces hold
+/// no answer, so none of the rules about answers was checked.
+fn no_turn_ended(path: &Path) -> bool {
+    path.ancestors().take(4).any(|dir| {
+        std::fs::read_to_string(RunPaths::new(dir).summary_json())
+            .ok()
+            .and_then(|text| serde_json::from_str::<serde_json::Value>(&text).ok())
+            .is_some_and(|s| s["openai"]["ended"].as_u64() == Some(0))
+    })
+}
+
 /// A session of conform's run that never opened its WebSocket: its receipts say it was not
 /// admitted and its trace holds only errors (the first is returned); `None` for any other.
 fn never_connected(file: &Path, records: &[super::Record]) -> Option<String> {
@@ -139,8 +150,8 @@ pub fn run(args: &ConformArgs) -> Result<i32> {
             for path in &args.trace {
                 // Checked by another protocol's rules, every frame of a conformant server breaks
                 // one: refused, saying which protocol the run spoke.
-                if let Some(theirs) = recorded_protocol(path)
-                    .filter(|p| p != args.speak.protocol.as_str())
+                if let Some(theirs) =
+                    recorded_protocol(path).filter(|p| p != args.speak.protocol.as_str())
                 {
                     bail!(
                         "{} was recorded by a run with --protocol {theirs}; check it with `conform --protocol {theirs} --trace {}` (this check speaks --protocol {})",
@@ -236,7 +247,18 @@ pub fn run(args: &ConformArgs) -> Result<i32> {
             files.len()
         ));
     }
-    let verdict = verdict_line(&reports, refused);
+    let mut verdict = verdict_line(&reports, refused);
+    // Silence under the server's VAD ends no turn: what was checked is the set-up and the
+    // appends, and the verdict says so rather than pass the answers it never saw.
+    let unanswered = match &run_dir {
+        Some(dir) => no_turn_ended(dir),
+        None => args.trace.iter().any(|p| no_turn_ended(p)),
+    };
+    if protocol == Protocol::Openai && unanswered {
+        verdict.push_str(
+            "; no turn ended, so no answer was checked (the server's VAD heard no speech in what was streamed: give --audio with a 24 kHz WAV of speech, or --turn-detection none to commit the input)",
+        );
+    }
     if protocol == Protocol::Native {
         out.push_str(&verdict);
     } else {

@@ -239,7 +239,10 @@ fn a_meta_trace_of_a_run_is_conformant_too() {
     );
     // Checked by another protocol's rules, a conformant server broke every one (exit 1, "NOT
     // conformant"): the run's own protocol is named instead (the QA pass of 2026-12-06).
-    let wrong = util::run(&["conform", "--protocol", "funasr", "--trace", out_str], LIMIT);
+    let wrong = util::run(
+        &["conform", "--protocol", "funasr", "--trace", out_str],
+        LIMIT,
+    );
     assert_eq!(wrong.status.code(), Some(2), "{}", describe(&wrong));
     let err = String::from_utf8_lossy(&wrong.stderr);
     assert!(
@@ -408,5 +411,33 @@ fn checked_as_another_protocol_the_server_is_named_by_its_errors() {
         stdout.contains("hint: the server's errors say what only native servers say: check it with --protocol native"),
         "{}",
         describe(&checked)
+    );
+}
+
+/// Silence under the server's VAD ends no turn, so no answer is checked: the verdict says so
+/// (it passed the server as if its answers had been seen: the QA pass of 2026-12-06); with
+/// `--turn-detection none` the client commits the input and the answers are checked.
+#[test]
+fn an_openai_check_in_which_no_turn_ended_says_no_answer_was_checked() {
+    let _serial = util::serial();
+    let mock = Mock::start(&["--protocol", "openai"]);
+    let url = mock.url();
+    let check = |extra: &[&str]| {
+        let mut args = vec!["conform", "--url", &url, "--protocol", "openai", "-d", "2s"];
+        args.extend(extra);
+        let checked = util::run(&args, LIMIT);
+        assert_eq!(checked.status.code(), Some(0), "{}", describe(&checked));
+        String::from_utf8_lossy(&checked.stdout).to_string()
+    };
+    let silent = check(&[]);
+    assert!(
+        silent.contains("verdict: conformant")
+            && silent.contains("no turn ended, so no answer was checked"),
+        "{silent}"
+    );
+    let committed = check(&["--turn-detection", "none"]);
+    assert!(
+        committed.contains("verdict: conformant") && !committed.contains("no turn ended"),
+        "{committed}"
     );
 }
