@@ -1056,6 +1056,69 @@ pub fn url_authority(url: &str) -> Option<String> {
 /// The flags of one mock only are refused with another protocol, rather than ignored.
 pub fn check_output_rate(protocol: Protocol, args: &MockBehaviourArgs) -> Result<()> {
     let name = protocol.as_str();
+    // A flag counts as given when it differs from its default (the conductor hands its mock
+    // every value it resolved, defaults too).
+    let defaults = MockBehaviourArgs::defaults();
+    let given: [(&str, bool, &[Protocol]); 9] = [
+        (
+            "--profile",
+            args.profile != defaults.profile,
+            &[Protocol::Native],
+        ),
+        (
+            "--replies-per-append",
+            args.replies_per_append != defaults.replies_per_append,
+            &[Protocol::Native],
+        ),
+        (
+            "--burst-units",
+            args.burst_units != defaults.burst_units,
+            &[Protocol::Native],
+        ),
+        (
+            "--first-delta-ms",
+            args.first_delta_ms != defaults.first_delta_ms,
+            &[Protocol::Openai, Protocol::Vllm],
+        ),
+        (
+            "--delta-interval-ms",
+            args.delta_interval_ms
+                .is_some_and(|ms| ms != defaults.delta_interval_ms(protocol)),
+            &[Protocol::Openai, Protocol::Vllm],
+        ),
+        (
+            "--response-deltas",
+            args.response_deltas != defaults.response_deltas,
+            &[Protocol::Openai],
+        ),
+        (
+            "--served-model",
+            args.served_model != defaults.served_model,
+            &[Protocol::Openai, Protocol::Vllm],
+        ),
+        (
+            "--mock-error",
+            args.mock_error.is_some(),
+            &[Protocol::Openai, Protocol::Vllm],
+        ),
+        (
+            "the Fun-ASR mock's flags (--decode-ms and the rest)",
+            args.funasr != defaults.funasr,
+            &[Protocol::Funasr],
+        ),
+    ];
+    if let Some((flag, _, mocks)) = given
+        .iter()
+        .find(|(_, given, mocks)| *given && !mocks.contains(&protocol))
+    {
+        let mocks: Vec<&str> = mocks.iter().map(|p| p.as_str()).collect();
+        bail!(
+            "{flag} applies to the {} mock{} (--protocol {}), not {name}'s, whose behaviour it would not change; drop it",
+            mocks.join(" and "),
+            if mocks.len() > 1 { "s" } else { "" },
+            mocks.join("|")
+        );
+    }
     if args.max_tokens.is_some() && protocol != Protocol::Vllm {
         bail!("--max-tokens applies to the vllm mock (--protocol vllm), not {name}'s: it ends a vLLM transcription after that many model steps");
     }
@@ -1130,6 +1193,85 @@ mod tests {
         // Their defaults are no flags given; without --url they steer the mock.
         assert!(plan(&url).is_ok());
         assert!(plan(&["--replies-per-append", "5"]).is_ok());
+    }
+
+    /// A flag of one mock given to another's changed nothing and was recorded in the summary as
+    /// if it had (the QA pass of 2026-12-06); refused now, as --max-tokens already was.
+    #[test]
+    fn a_mock_flag_of_another_protocols_mock_is_refused() {
+        for (flags, flag) in [
+            (
+                &["--protocol", "native", "--mock-error", "invalid_audio"][..],
+                "--mock-error",
+            ),
+            (
+                &["--protocol", "openai", "--profile", "minicpmo"],
+                "--profile",
+            ),
+            (
+                &["--protocol", "funasr", "--mock-error", "x"],
+                "--mock-error",
+            ),
+            (
+                &["--protocol", "native", "--first-delta-ms", "5"],
+                "--first-delta-ms",
+            ),
+            (
+                &["--protocol", "native", "--served-model", "m"],
+                "--served-model",
+            ),
+            (
+                &["--protocol", "vllm", "--response-deltas", "2"],
+                "--response-deltas",
+            ),
+            (
+                &["--protocol", "openai", "--decode-ms", "500"],
+                "the Fun-ASR mock's flags",
+            ),
+            (
+                &["--protocol", "funasr", "--replies-per-append", "5"],
+                "--replies-per-append",
+            ),
+        ] {
+            let err = plan(flags).unwrap_err().to_string();
+            assert!(
+                err.starts_with(flag) && err.contains("drop it"),
+                "{flags:?}: {err}"
+            );
+        }
+        // Each where it belongs, and every default that the conductor hands its mock.
+        for flags in [
+            &["--protocol", "native", "--profile", "minicpmo"][..],
+            &[
+                "--protocol",
+                "openai",
+                "--mock-error",
+                "invalid_audio",
+                "--response-deltas",
+                "2",
+            ],
+            &[
+                "--protocol",
+                "vllm",
+                "--first-delta-ms",
+                "5",
+                "--delta-interval-ms",
+                "80",
+            ],
+            &["--protocol", "funasr", "--decode-ms", "500"],
+        ] {
+            let plan = plan(flags).unwrap_or_else(|e| panic!("{flags:?}: {e}"));
+            let protocol = plan.settings.protocol;
+            let mock = plan.settings.mock.unwrap();
+            let mut argv = vec!["duplexbench-tui".to_string(), "mock".to_string()];
+            argv.extend(["--protocol".to_string(), protocol.as_str().to_string()]);
+            argv.extend(mock.to_flags());
+            let Some(crate::cli::Command::Mock(m)) = Cli::try_parse_from(&argv).unwrap().command
+            else {
+                unreachable!()
+            };
+            check_output_rate(m.protocol, &m.behaviour).unwrap_or_else(|e| panic!("{argv:?}: {e}"));
+        }
     }
 
     #[test]
