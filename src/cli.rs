@@ -113,7 +113,7 @@ pub struct RunArgs {
     /// Total concurrent sessions (total = P × S), spread evenly over --processes; instead of --sessions.
     #[arg(long, short = 'c', conflicts_with = "sessions", value_parser = clap::value_parser!(u32).range(1..=65535), help_heading = "Load")]
     pub concurrency: Option<u32>,
-    /// Audio each session streams, e.g. 30s, 90s, 2m [default: 30s, or the --audio file × --loops].
+    /// Audio each session streams, e.g. 30s, 90s, 2m [default: 30s]; with --audio the file × --loops sets it, and --duration is refused.
     #[arg(long, short = 'd', allow_hyphen_values = true, value_parser = parse_duration, help_heading = "Load")]
     pub duration: Option<Duration>,
     /// Stream this WAV (mono PCM16 at the input rate: --input-sample-rate, or the protocol's: 24 kHz for openai, 16 kHz otherwise) instead of silence; its length times --loops is each session's audio.
@@ -503,9 +503,9 @@ pub struct ConformArgs {
     /// Sessions of the run with --url.
     #[arg(long, short = 's', default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=64))]
     pub sessions: u32,
-    /// Audio each session streams with --url (not with --audio: the file sets the length).
-    #[arg(long, short = 'd', default_value = "5s", allow_hyphen_values = true, value_parser = parse_duration, conflicts_with = "audio")]
-    pub duration: Duration,
+    /// Audio each session streams with --url [default: 5s] (not with --audio: the file sets the length; nor with --protocol funasr: the built-in speech sample's does).
+    #[arg(long, short = 'd', allow_hyphen_values = true, value_parser = parse_duration, conflicts_with = "audio")]
+    pub duration: Option<Duration>,
     /// Output folder of the run with --url [default: a temporary folder, kept only when the server is not conformant].
     #[arg(long, short = 'o')]
     pub output: Option<PathBuf>,
@@ -685,7 +685,7 @@ mod tests {
         let Some(Command::Conform(c)) = Cli::try_parse_from(argv).unwrap().command else {
             panic!("a conform command")
         };
-        assert_eq!((c.sessions, c.duration), (1, Duration::from_secs(2)));
+        assert_eq!((c.sessions, c.duration), (1, Some(Duration::from_secs(2))));
     }
 
     #[test]

@@ -507,7 +507,7 @@ fn audio_of(args: &RunArgs, rate: u32) -> Result<AudioSource> {
         None => AudioSource::Silence,
         Some(path) => {
             if args.duration.is_some() {
-                bail!("--duration and --audio: the file sets the length of each session's audio; repeat it with --loops N");
+                bail!("--duration and --audio: the file sets the length of each session's audio; drop --duration, and for more of it repeat the file with --loops N, for less cut it first (e.g. `sox in.wav out.wav trim 0 3` keeps its first 3 s)");
             }
             AudioSource::Wav {
                 path: path.clone(),

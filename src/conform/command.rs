@@ -16,6 +16,7 @@ use clap::Parser as _;
 use std::collections::BTreeSet;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 /// Whether `path` is a run folder whose sessions are there without their traces: a run that
 /// completed cleanly without `--keep-traces`.
@@ -337,7 +338,11 @@ pub fn verdict_line(reports: &[SessionReport], refused: usize) -> String {
 /// A short real run against `url` that keeps full traces in `dir`.
 fn record_run(url: &str, args: &ConformArgs, dir: &Path) -> Result<()> {
     let sessions = args.sessions.to_string();
-    let duration_s = args.duration.as_secs_f64().to_string();
+    let duration_s = args
+        .duration
+        .unwrap_or(Duration::from_secs(5))
+        .as_secs_f64()
+        .to_string();
     let output = dir.to_str().context("the --output path is not UTF-8")?;
     let mut argv: Vec<String> = [
         "duplexbench-tui",
@@ -363,7 +368,11 @@ fn record_run(url: &str, args: &ConformArgs, dir: &Path) -> Result<()> {
     match &args.audio {
         Some(wav) => argv.extend(["--audio".to_string(), wav.display().to_string()]),
         // Fun-ASR streams the built-in speech sample, whose length sets the duration.
-        None if args.speak.protocol == Protocol::Funasr => {}
+        None if args.speak.protocol == Protocol::Funasr => {
+            if args.duration.is_some() {
+                bail!("--duration: --protocol funasr streams speech (the built-in sample, or --audio FILE.wav), whose length sets each session's audio; drop --duration, or give --audio");
+            }
+        }
         None => argv.extend(["--duration".to_string(), duration_s]),
     }
     argv.extend(protocol_flags(args));
@@ -371,7 +380,9 @@ fn record_run(url: &str, args: &ConformArgs, dir: &Path) -> Result<()> {
     let Some(Command::Run(run)) = cli.command else {
         bail!("cannot plan the conformance run");
     };
-    let mut plan = options::validate(&run, crate::secret::redact_args(&argv).join(" "), false)?;
+    // The command as typed (summary.md's `command_line`), not the run conform plans for it.
+    let typed: Vec<String> = std::env::args().collect();
+    let mut plan = options::validate(&run, crate::secret::redact_args(&typed).join(" "), false)?;
     // A grant that leaves out audio is a finding of conform's (`grant-request`), not a reason
     // for the sessions to stop before the rest can be checked.
     plan.settings.client.audio_grant_optional = true;

@@ -280,6 +280,11 @@ pub struct SessionOutcome {
     /// The last of them, `code: message`, for the reason a failed session gives.
     #[serde(default)]
     pub last_server_error: Option<String>,
+    /// The first of them that only a server of another protocol sends
+    /// ([`crate::protocol::Protocol::speaks_instead`]), `code: message`: later errors (a
+    /// refused commit) would hide it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub foreign_server_error: Option<String>,
     /// The recognition metrics, for protocols that return transcripts (Fun-ASR).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub transcripts: Option<TranscriptClient>,
@@ -358,6 +363,7 @@ impl SessionOutcome {
             turns: TurnCounts::default(),
             error_codes: BTreeMap::new(),
             last_server_error: None,
+            foreign_server_error: None,
             transcripts: None,
             serving: None,
             server_events: 0,

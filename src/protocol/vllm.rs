@@ -133,7 +133,7 @@ impl ClientProtocol for Vllm {
     /// input is taken as another start, and `transcription.done` never comes.
     fn timeout_hint(&self, awaiting: &str) -> Option<&'static str> {
         (awaiting == names::DONE).then_some(
-            "if the server sent transcription deltas but no done, it may be one of vLLM's first realtime builds, which read no \"final\": true on the last commit and never end the transcription: upgrade vLLM",
+            "the server sent transcription deltas but no done: it may be one of vLLM's first realtime builds, which read no \"final\": true on the last commit and never end the transcription: upgrade vLLM",
         )
     }
 

@@ -35,11 +35,12 @@ fn headline(out: &mut String, s: &Summary) {
     md!(out, "# duplexbench-tui run: {}\n", verdict_line(s));
     md!(
         out,
-        "{} × {} sessions ({} in all), {} of audio each in {} ms packets, against {}{}; started {} ({} {}).\n",
+        "{} × {} sessions ({} in all), {} of audio each ({}) in {} ms packets, against {}{}; started {} ({} {}).\n",
         s.layout.processes,
         s.layout.sessions_per_process,
         s.layout.sessions_total,
         crate::clock::seconds_text(s.settings.duration_s),
+        s.settings.audio,
         s.settings.packet_ms,
         s.settings.url,
         if s.settings.builtin_mock { " (built-in mock)" } else { "" },

@@ -70,10 +70,11 @@ fn verdict(out: &mut String, s: &Summary) {
 fn layout(out: &mut String, s: &Summary) {
     row!(
         out,
-        "layout             {} x {} sessions, {}, trace {}/{}",
+        "layout             {} x {} sessions, {} of {}, trace {}/{}",
         s.layout.processes,
         s.layout.sessions_per_process,
         crate::clock::seconds_text(s.settings.duration_s),
+        s.settings.audio,
         s.settings.trace.as_str(),
         s.settings.trace_writer.as_str()
     );

@@ -74,9 +74,11 @@ impl Pooled {
                     for s in &r.sessions {
                         p.turns.add(&s.turns);
                         if p.speaks_instead.is_none() {
-                            p.speaks_instead = s.last_server_error.as_ref().and_then(|e| {
-                                Some((settings.protocol.speaks_instead(e)?, e.clone()))
-                            });
+                            let error = s.foreign_server_error.as_ref();
+                            p.speaks_instead =
+                                error.or(s.last_server_error.as_ref()).and_then(|e| {
+                                    Some((settings.protocol.speaks_instead(e)?, e.clone()))
+                                });
                         }
                         for (code, n) in &s.error_codes {
                             codes

@@ -180,6 +180,11 @@ pub async fn run(ctx: SessionCtx, trace: SessionTrace) -> SessionOutcome {
                     };
                     format!("{why} (after the server's error {error}){advice}")
                 }
+                // Timed out before its first packet while the server said things this
+                // protocol does not read (a Fun-ASR client facing a Realtime API server).
+                _ if outcome.first_send_s.is_none() && why.contains("(the server sent ") => {
+                    format!("{why}; {}", another_protocol(&ctx.settings))
+                }
                 _ => why,
             };
             outcome.error = Some(why);
@@ -675,8 +680,12 @@ impl Session {
                     } else {
                         format!("no {what} within --recv-timeout {recv_timeout_s}s{instead}")
                     };
+                    // The protocol's hint is about a server that answered and never ended (vLLM's
+                    // first realtime builds): not one that sent no delta at all.
                     let protocol_hint = match self.ctx.protocol.timeout_hint(what) {
-                        Some(hint) if !stopping => format!("; {hint}"),
+                        Some(hint) if !stopping && self.machine.heard_deltas() => {
+                            format!("; {hint}")
+                        }
                         _ => String::new(),
                     };
                     return Err(End::Failed(

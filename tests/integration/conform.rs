@@ -441,3 +441,25 @@ fn an_openai_check_in_which_no_turn_ended_says_no_answer_was_checked() {
         "{committed}"
     );
 }
+
+/// Fun-ASR streams the speech sample, whose length sets the audio: `-d` was ignored without a
+/// word (the QA pass of 2026-12-06); refused now, as `run` refuses it, before any connection.
+#[test]
+fn a_duration_for_a_funasr_check_is_refused_as_run_refuses_it() {
+    let args = [
+        "conform",
+        "--url",
+        "ws://127.0.0.1:9/",
+        "--protocol",
+        "funasr",
+        "-d",
+        "2s",
+    ];
+    let out = util::run(&args, LIMIT);
+    assert_eq!(out.status.code(), Some(2), "{}", describe(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--duration: --protocol funasr streams speech"),
+        "{err}"
+    );
+}

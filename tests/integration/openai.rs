@@ -722,6 +722,56 @@ fn the_native_client_against_a_vllm_server_quotes_its_error_and_asks_for_the_pro
     );
 }
 
+/// A vLLM client facing sglang-omni's native server: its appends are refused ("append needs
+/// sglang.seq"), then its commit; the hint named vLLM's first builds ("upgrade vLLM") from the
+/// last error, and not the protocol (the QA pass of 2026-12-06). A Fun-ASR client facing a
+/// Realtime API server, which answers its START with JSON errors, timed out with no hint.
+#[test]
+fn clients_facing_a_server_of_another_protocol_are_told_which_to_speak() {
+    let _serial = util::serial();
+    let native = Mock::start(&[]);
+    let dir = TempDir::new("other-protocol");
+    let out = dir.join("vllm");
+    let url = format!("ws://{}/v1/realtime", native.addr);
+    let flags = ["--protocol", "vllm", "--model", "m", "-s", "1", "-d", "1s"];
+    let output = util::run_to(
+        &out,
+        &[&["--url", &url, "--recv-timeout", "2s"][..], &flags[..]].concat(),
+        LIMIT,
+    );
+    assert_eq!(output.status.code(), Some(1), "{}", describe(&output));
+    let s = summary(&out);
+    let reasons = s["verdict"]["reasons"].to_string();
+    assert!(reasons.contains("--protocol native"), "{reasons}");
+    let errors = s["sessions"]["errors"].to_string();
+    assert!(!errors.contains("upgrade vLLM"), "{errors}");
+    drop(native);
+
+    let openai = Mock::start(&["--protocol", "openai"]);
+    let out = dir.join("funasr");
+    let url = format!("ws://{}/v1/realtime", openai.addr);
+    let output = util::run_to(
+        &out,
+        &[
+            "--url",
+            &url,
+            "--protocol",
+            "funasr",
+            "-s",
+            "1",
+            "--recv-timeout",
+            "2s",
+        ],
+        LIMIT,
+    );
+    assert_eq!(output.status.code(), Some(1), "{}", describe(&output));
+    let errors = summary(&out)["sessions"]["errors"].to_string();
+    assert!(
+        errors.contains("no started") && errors.contains("is it a server of another protocol?"),
+        "{errors}"
+    );
+}
+
 /// A credential in `--url`'s query (Azure's `api-key=`, a `token=`) reaches the server, and
 /// no file, log or line of output of the run holds it: it is written as `<redacted>`.
 #[test]

@@ -442,6 +442,13 @@ impl Machine {
         self.send_of(seq as u64)
     }
 
+    /// Whether the server sent any transcript or answer delta so far.
+    pub fn heard_deltas(&self) -> bool {
+        self.turns
+            .as_ref()
+            .is_some_and(|t| t.counts.text_deltas + t.counts.audio_deltas > 0)
+    }
+
     /// The session's turn counts, into its outcome (at its end).
     pub fn settle(&mut self) {
         self.on_turns(|t| t.settle());
@@ -875,7 +882,13 @@ impl Machine {
             .error_codes
             .entry(code.to_string())
             .or_default() += 1;
-        self.outcome.last_server_error = Some(format!("{code}: {message}"));
+        let error = format!("{code}: {message}");
+        if self.outcome.foreign_server_error.is_none()
+            && self.settings.protocol.speaks_instead(&error).is_some()
+        {
+            self.outcome.foreign_server_error = Some(error.clone());
+        }
+        self.outcome.last_server_error = Some(error);
     }
 
     /// An error event: counted; the session ends when it is fatal, or when it refuses the
