@@ -94,8 +94,18 @@ pub fn packet_bytes(rate: u32, packet_ms: u32) -> usize {
 }
 
 /// Checks that `path` is a mono PCM16 WAV at `rate` with audio in it; returns its length in
-/// samples. `rate` is the protocol's input rate (`--input-sample-rate` can only restate it).
+/// samples. `rate` is the run's input rate, one of `protocol`'s.
 pub fn probe(path: &Path, rate: u32) -> Result<u64> {
+    probe_for(path, rate, None)
+}
+
+/// [`probe`], a file at another rate answered with what `protocol` takes: the flag that streams
+/// it when its servers take that rate too (sglang-omni's PersonaPlex: 24 kHz).
+pub fn probe_for(
+    path: &Path,
+    rate: u32,
+    protocol: Option<crate::protocol::Protocol>,
+) -> Result<u64> {
     let want = rate_name(rate);
     let reader = open_wav(path).map_err(|err| match err {
         // A file that cannot be opened is named as such; one that opens but ends early is not
@@ -104,6 +114,12 @@ pub fn probe(path: &Path, rate: u32) -> Result<u64> {
             "--audio {}: {io}; give the path of a {want} mono PCM16 WAV file",
             path.display()
         ),
+        hound::Error::IoError(io) if std::fs::metadata(path).is_ok_and(|m| m.len() == 0) => {
+            anyhow::anyhow!(
+                "--audio {} is an empty file ({io}); give a {want} mono PCM16 WAV",
+                path.display()
+            )
+        }
         hound::Error::IoError(io) => anyhow::anyhow!(
             "--audio {} is not a WAV file this tool can read ({io}: truncated?); give a {want} mono PCM16 WAV",
             path.display()
@@ -123,8 +139,44 @@ pub fn probe(path: &Path, rate: u32) -> Result<u64> {
         || spec.bits_per_sample != 16
         || spec.sample_format != hound::SampleFormat::Int
     {
+        let takes = match protocol {
+            // Mono PCM16 at a rate the protocol takes: the flag says so.
+            Some(p)
+                if spec.sample_rate != rate
+                    && spec.channels == 1
+                    && spec.bits_per_sample == 16
+                    && spec.sample_format == hound::SampleFormat::Int
+                    && p.input_sample_rates().contains(&spec.sample_rate) =>
+            {
+                return Err(anyhow::anyhow!(
+                    "--audio {} is {} and the run sends {want}: give --input-sample-rate {}{} to stream it as it is",
+                    path.display(),
+                    rate_name(spec.sample_rate),
+                    spec.sample_rate,
+                    if p == crate::protocol::Protocol::Native && spec.sample_rate == 24_000 {
+                        " (sglang-omni's PersonaPlex takes 24 kHz; against the built-in mock, --profile personaplex)"
+                    } else {
+                        ""
+                    }
+                ));
+            }
+            Some(p) => {
+                let rates: Vec<String> = p
+                    .input_sample_rates()
+                    .iter()
+                    .map(|r| rate_name(*r))
+                    .collect();
+                format!(
+                    "--protocol {} servers take {}",
+                    p.as_str(),
+                    rates.join(" or ")
+                )
+            }
+            None => "native servers take 16 or 24 kHz as their model does, the others one rate"
+                .to_string(),
+        };
         bail!(
-            "--audio {} must be {want} mono PCM16 WAV; got {} Hz, {} channel(s), {format} ({want} is the run's input rate: --input-sample-rate, or the protocol's; native servers take 16 or 24 kHz as their model does, the others one rate; convert it with `sox {} -r {rate} -c 1 -b 16 out.wav`: nothing is resampled silently)",
+            "--audio {} must be {want} mono PCM16 WAV; got {} Hz, {} channel(s), {format} ({want} is the run's input rate: --input-sample-rate, or the protocol's; {takes}; convert it with `sox {} -r {rate} -c 1 -b 16 out.wav`: nothing is resampled silently)",
             path.display(),
             spec.sample_rate,
             spec.channels,
@@ -133,7 +185,10 @@ pub fn probe(path: &Path, rate: u32) -> Result<u64> {
     }
     let samples = u64::from(reader.duration());
     if samples == 0 {
-        bail!("--audio {} holds no audio", path.display());
+        bail!(
+            "--audio {} holds no audio (its data chunk is empty); give a WAV with speech in it",
+            path.display()
+        );
     }
     // The header only claims a length: read all of the data, as each worker will, so that a
     // file cut short is refused here and not by every worker once the run has started.
@@ -652,6 +707,23 @@ mod tests {
         );
         assert!(err.contains("nothing is resampled silently"), "{err}");
         assert_eq!(probe(&path, 16_000).unwrap(), 1600);
+        // What the protocol takes: a rate its servers take is streamed with the flag that says
+        // so; another is named with the protocol's rates.
+        let native = Some(crate::protocol::Protocol::Native);
+        let at_24k = wav("24k", spec(24_000, 1, 16, hound::SampleFormat::Int), 2400);
+        let err = probe_for(&at_24k, 16_000, native).unwrap_err().to_string();
+        assert!(
+            err.contains("is 24 kHz and the run sends 16 kHz: give --input-sample-rate 24000")
+                && err.contains("--profile personaplex"),
+            "{err}"
+        );
+        let vllm = Some(crate::protocol::Protocol::Vllm);
+        let err = probe_for(&at_24k, 16_000, vllm).unwrap_err().to_string();
+        assert!(
+            err.contains("--protocol vllm servers take 16 kHz;") && !err.contains("native"),
+            "{err}"
+        );
+        let _ = std::fs::remove_file(at_24k);
         let _ = std::fs::remove_file(path);
     }
 

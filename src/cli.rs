@@ -165,10 +165,11 @@ pub struct RunArgs {
     /// With --protocol funasr, the hotwords the client sets after START, comma-separated (HOTWORDS:w1,w2) [default: none].
     #[arg(long, help_heading = "Server")]
     pub hotwords: Option<String>,
-    /// Send a WebSocket ping this often, in seconds; 0 or less disables [default: 0, off].
+    /// Send a WebSocket ping this often, in seconds; 0 or less disables (the default: off).
     #[arg(
         long,
         default_value_t = 0.0,
+        hide_default_value = true,
         allow_negative_numbers = true,
         help_heading = "Server"
     )]
@@ -177,6 +178,7 @@ pub struct RunArgs {
     #[arg(
         long,
         default_value_t = 20.0,
+        hide_default_value = true,
         allow_negative_numbers = true,
         help_heading = "Server"
     )]

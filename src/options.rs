@@ -511,7 +511,7 @@ fn audio_of(args: &RunArgs, rate: u32) -> Result<AudioSource> {
             }
             AudioSource::Wav {
                 path: path.clone(),
-                samples: crate::audio::probe(path, rate)?,
+                samples: crate::audio::probe_for(path, rate, Some(args.speak.protocol))?,
                 loops: args.loops,
             }
         }

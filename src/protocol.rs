@@ -38,7 +38,8 @@ pub enum Protocol {
     /// sglang-omni's native full-duplex `/v1/realtime` (docs/protocol-native.md).
     #[default]
     Native,
-    /// The OpenAI Realtime API, GA or beta event names (`--api-version`).
+    /// The OpenAI Realtime API, GA or beta event names (a client's `--api-version`; the mock
+    /// reads both).
     Openai,
     /// vLLM's transcription `/v1/realtime`.
     Vllm,

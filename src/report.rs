@@ -214,8 +214,10 @@ fn turn_figures(s: &Summary) -> Option<TurnFigures<'_>> {
     Some((name, figures, t))
 }
 
-/// `12 turns ended, 12 answered (0 failed), 340 text deltas at 25.0/s, 120 audio deltas`;
-/// turns whose answer the server refused, when there were any: `, 3 refused` after `failed`;
+/// `12 turns ended, 12 answered (0 not completed), 340 text deltas at 25.0/s, 120 audio deltas`
+/// (summary.json's `failed`: cancelled by a barge-in, incomplete at a token limit, or failed;
+/// "failed" read as the server's fault for a barge-in asked for); turns whose answer the
+/// server refused, when there were any: `, 3 refused` after it;
 /// answers to no turn, when there were any: `, 2 to no turn`; VAD turns without an answer of
 /// their own and answers before their input ended likewise (`, 1 unanswered`, `, 1 early`).
 fn turn_counts(t: &TurnSummary) -> String {
@@ -228,7 +230,7 @@ fn turn_counts(t: &TurnSummary) -> String {
         }
     };
     format!(
-        "{} turns ended, {} answered ({} failed{}{}{}{}), {} text deltas{}, {} audio deltas",
+        "{} turns ended, {} answered ({} not completed{}{}{}{}), {} text deltas{}, {} audio deltas",
         c.ended,
         c.answered,
         c.failed,
