@@ -359,8 +359,22 @@ fn default_modalities() -> Vec<String> {
 }
 
 /// The modalities the client asks for: `--modalities`, or what the built-in mock's profile
-/// serves (MiniCPM-o: audio and text), or audio against a server whose profile is unknown.
+/// serves (MiniCPM-o: audio and text), or audio against a server whose profile is unknown. An
+/// OpenAI beta session asks for `["audio","text"]` or `["text"]` (audio comes with its
+/// transcript there): recorded as sent, so that two runs that sent the same compare alike.
 fn modalities(args: &RunArgs) -> Vec<String> {
+    let asked = asked_modalities(args);
+    if args.speak.protocol == Protocol::Openai
+        && args.speak.api_version == crate::protocol::ApiVersion::Beta
+    {
+        let audio = asked.iter().any(|m| m == "audio");
+        let sent: &[&str] = if audio { &["audio", "text"] } else { &["text"] };
+        return sent.iter().map(ToString::to_string).collect();
+    }
+    asked
+}
+
+fn asked_modalities(args: &RunArgs) -> Vec<String> {
     match &args.speak.modalities {
         Some(given) => given.clone(),
         None if args.url.is_none() && args.speak.protocol == Protocol::Native => args
@@ -1563,6 +1577,13 @@ mod tests {
     #[test]
     fn the_client_asks_the_built_in_minicpmo_for_its_audio_and_text() {
         let asked = |args: &[&str]| plan(args).unwrap().settings.modalities;
+        // An OpenAI beta session sends ["audio","text"] for audio: recorded as sent.
+        let beta = ["--protocol", "openai", "--api-version", "beta"];
+        assert_eq!(asked(&beta), ["audio", "text"]);
+        let beta_audio = [&beta[..], &["--modalities", "audio"]].concat();
+        assert_eq!(asked(&beta_audio), ["audio", "text"]);
+        let beta_text = [&beta[..], &["--modalities", "text"]].concat();
+        assert_eq!(asked(&beta_text), ["text"]);
         assert_eq!(asked(&["--profile", "minicpmo"]), ["audio", "text"]);
         assert_eq!(asked(&[]), ["audio"], "VoiceChat serves audio");
         let given = ["--profile", "minicpmo", "--modalities", "audio"];
