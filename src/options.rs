@@ -927,11 +927,14 @@ pub fn connection_settings(
     }
     // (name, value) of `--header 'Name: value'` and of `--header-env Name=VAR`.
     let mut given = Vec::with_capacity(args.headers.len() + args.header_envs.len());
-    for header in &args.headers {
+    for (k, header) in args.headers.iter().enumerate() {
         let Some((name, value)) = header.split_once(':') else {
+            // Its text may be a bare secret: not shown, but which one it is, and how long.
             bail!(
-                "--header `{}` is not 'Name: value'",
-                crate::secret::REDACTED
+                "--header number {} of {} ({} characters, not shown: it may hold a secret) has no ':'; give it as 'Name: value', e.g. --header 'Authorization: Bearer …'",
+                k + 1,
+                args.headers.len(),
+                header.chars().count()
             );
         };
         given.push((name.trim().to_string(), value.trim().to_string()));
@@ -1207,6 +1210,27 @@ mod tests {
         // Their defaults are no flags given; without --url they steer the mock.
         assert!(plan(&url).is_ok());
         assert!(plan(&["--replies-per-append", "5"]).is_ok());
+    }
+
+    /// A header without ':' may be a bare secret: the error says which it is, never its text
+    /// (it said only `<redacted>`, leaving the user to guess which: the QA pass of 2026-12-06).
+    #[test]
+    fn a_header_without_a_colon_is_named_by_its_place_not_its_text() {
+        let url = "ws://127.0.0.1:9/v1/realtime";
+        let err = plan(&[
+            "--url",
+            url,
+            "--header",
+            "X-A: 1",
+            "--header",
+            "sk-secret-123",
+        ])
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.starts_with("--header number 2 of 2 (13 characters") && !err.contains("sk-secret"),
+            "{err}"
+        );
     }
 
     /// A flag of one mock given to another's changed nothing and was recorded in the summary as

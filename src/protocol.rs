@@ -229,6 +229,10 @@ pub fn error_advice(code: &str) -> Option<&'static str> {
         "beta_api_shape_disabled" => Some(
             "OpenAI no longer serves the Realtime API's beta (OpenAI-Beta: realtime=v1): run with --api-version ga (the default) and no OpenAI-Beta header",
         ),
+        // vLLM's (and OpenAI's) answer to a session.update naming a model it does not serve.
+        "model_not_found" => Some(
+            "the server serves another model than --model names: give --model with one it serves (`GET /v1/models` on the server lists them)",
+        ),
         _ => None,
     }
 }

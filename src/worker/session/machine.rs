@@ -897,9 +897,13 @@ impl Machine {
     fn on_error(&mut self, fatal: bool, code: &str, message: &str, answers: Option<&str>) -> Flow {
         let (code, message) = printable_error(code, message);
         self.count_error(&code, &message);
+        // What to do about it, where the code says (a model the server does not serve).
+        let advice = crate::protocol::error_advice(&code)
+            .map(|a| format!("; {a}"))
+            .unwrap_or_default();
         if fatal {
             return Flow::End(format!(
-                "the server ended the session with error {code}: {message}"
+                "the server ended the session with error {code}: {message}{advice}"
             ));
         }
         if let Some(tag) = answers.and_then(|id| self.protocol.refuses_turn(self.ids, id)) {
@@ -926,7 +930,7 @@ impl Machine {
             .map(|s| s.awaiting);
         let flow = match (self.phase, refused, awaiting) {
             (Phase::SettingUp, true, awaiting) => Flow::End(format!(
-                "the server refused the session's set-up (no {} will come) with error {code}: {message}",
+                "the server refused the session's set-up (no {} will come) with error {code}: {message}{advice}",
                 awaiting.unwrap_or("the set-up")
             )),
             // An ending command refused (a final commit of under 100 ms of audio): its answer
