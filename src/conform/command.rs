@@ -213,18 +213,23 @@ pub fn run(args: &ConformArgs) -> Result<i32> {
         });
     }
     if let (true, Some(why)) = (reports.is_empty(), &not_connected) {
-        // Nothing was checked: a run folder of conform's own making is not kept.
-        if let (Some(dir), None) = (&run_dir, &args.output) {
-            let _ = std::fs::remove_dir_all(dir);
-        }
+        // Nothing was checked: a run folder of conform's own making is not kept (the run's
+        // table above named its summary: said so).
+        let dropped = match (&run_dir, &args.output) {
+            (Some(dir), None) => {
+                let _ = std::fs::remove_dir_all(dir);
+                format!(" (the run's folder {} is not kept)", dir.display())
+            }
+            _ => String::new(),
+        };
         if why.contains("the server takes PCM16 at") {
             bail!(
-                "none of the {unconnected} sessions could stream to {}, so nothing was checked: {why}; for sglang-omni's PersonaPlex, --profile personaplex does it",
+                "none of the {unconnected} sessions could stream to {}, so nothing was checked: {why}; for sglang-omni's PersonaPlex, --profile personaplex does it{dropped}",
                 args.url.as_deref().unwrap_or("the server")
             );
         }
         bail!(
-            "none of the {unconnected} sessions got a WebSocket from {}, so nothing was checked: {why}",
+            "none of the {unconnected} sessions got a WebSocket from {}, so nothing was checked: {why}{dropped}",
             args.url.as_deref().unwrap_or("the server")
         );
     }
