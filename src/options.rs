@@ -798,6 +798,22 @@ fn client_settings(
             p.input_sample_rate()
         );
     }
+    // The built-in mock grants what its profile serves, the first asked for: none of it, and
+    // every session would fail its set-up.
+    if let (Some(p), Some(asked)) = (mock_profile, &args.modalities) {
+        if !asked
+            .iter()
+            .any(|m| p.output_modalities().contains(&m.as_str()))
+        {
+            bail!(
+                "--modalities {}: the built-in mock plays {} (--profile), which serves {} only, so no session would be granted what it asks; give --modalities {}, or --profile minicpmo for text",
+                asked.join(","),
+                p.name(),
+                p.output_modalities().join(","),
+                p.output_modalities().join(",")
+            );
+        }
+    }
     match protocol {
         Protocol::Native | Protocol::Funasr => {
             if args.model.is_some() {
@@ -1210,6 +1226,26 @@ mod tests {
         // Their defaults are no flags given; without --url they steer the mock.
         assert!(plan(&url).is_ok());
         assert!(plan(&["--replies-per-append", "5"]).is_ok());
+    }
+
+    /// `--modalities text` against the built-in VoiceChat mock failed every session at its
+    /// grant (the QA pass of 2026-12-06): refused before the run, as a rate it cannot take is.
+    #[test]
+    fn modalities_the_built_in_mock_cannot_grant_are_refused() {
+        let err = plan(&["--modalities", "text"]).unwrap_err().to_string();
+        assert!(
+            err.starts_with("--modalities text: the built-in mock plays voicechat"),
+            "{err}"
+        );
+        assert!(plan(&["--modalities", "text,audio"]).is_ok());
+        assert!(plan(&["--profile", "minicpmo", "--modalities", "text"]).is_ok());
+        let url = [
+            "--url",
+            "ws://127.0.0.1:9/v1/realtime",
+            "--modalities",
+            "text",
+        ];
+        assert!(plan(&url).is_ok(), "a real server decides for itself");
     }
 
     /// A header without ':' may be a bare secret: the error says which it is, never its text

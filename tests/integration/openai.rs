@@ -153,7 +153,10 @@ fn each_fatal_vllm_error_code_is_the_reason_in_the_summary_issue_12() {
         assert_eq!(s["server"]["error_codes"][0]["message"], code, "{code}");
         // A model the server does not serve is the client's to change: said so.
         if code == "model_not_found" {
-            assert!(reason.contains("give --model with one it serves"), "{reason}");
+            assert!(
+                reason.contains("give --model with one it serves"),
+                "{reason}"
+            );
         }
     }
 }
