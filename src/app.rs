@@ -178,8 +178,11 @@ fn write_stdout(bytes: &[u8]) -> Result<i32> {
 }
 
 /// The command line as typed, quoted where a word needs it, its secrets redacted.
-fn command_line() -> String {
-    let args: Vec<String> = std::env::args().collect();
+pub(crate) fn command_line() -> String {
+    // A path that is not UTF-8 is written as near as it can be, not a panic.
+    let args: Vec<String> = std::env::args_os()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
     crate::secret::redact_args(&args)
         .into_iter()
         .map(|arg| {

@@ -1092,7 +1092,13 @@ pub fn check_output_rate(protocol: Protocol, args: &MockBehaviourArgs) -> Result
     // A flag counts as given when it differs from its default (the conductor hands its mock
     // every value it resolved, defaults too).
     let defaults = MockBehaviourArgs::defaults();
-    let given: [(&str, bool, &[Protocol]); 9] = [
+    let given: [(&str, bool, &[Protocol]); 10] = [
+        (
+            "--output-sample-rate",
+            args.output_sample_rate
+                .is_some_and(|rate| rate != protocol.mock_output_sample_rate(args.profile)),
+            &[Protocol::Native, Protocol::Openai],
+        ),
         (
             "--profile",
             args.profile != defaults.profile,
@@ -1305,6 +1311,10 @@ mod tests {
             (
                 &["--protocol", "funasr", "--replies-per-append", "5"],
                 "--replies-per-append",
+            ),
+            (
+                &["--protocol", "vllm", "--output-sample-rate", "16000"],
+                "--output-sample-rate",
             ),
         ] {
             let err = plan(flags).unwrap_err().to_string();

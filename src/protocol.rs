@@ -231,7 +231,7 @@ pub fn error_advice(code: &str) -> Option<&'static str> {
         ),
         // vLLM's (and OpenAI's) answer to a session.update naming a model it does not serve.
         "model_not_found" => Some(
-            "the server serves another model than --model names: give --model with one it serves (`GET /v1/models` on the server lists them)",
+            "the server does not serve the model the session named (--model, or the client's default): give --model with one it serves (`GET /v1/models` on the server lists them)",
         ),
         _ => None,
     }

@@ -71,25 +71,30 @@ fn traces_incomplete(path: &Path) -> Option<String> {
     })
 }
 
-/// The protocol the run that recorded the traces at `path` spoke, when a summary.json says: the
-/// folder's own, or that of the run folder the path lies in (`sessions/w0-s0000/trace.jsonl`).
-fn recorded_protocol(path: &Path) -> Option<String> {
-    path.ancestors().take(4).find_map(|dir| {
+/// The summary of the run that recorded the traces at `path`: a folder's own, or, for a trace
+/// file, that of the run folder it lies in (`sessions/w0-s0000/trace.jsonl`); never one above a
+/// folder given, which may be another run's.
+fn recorded_summary(path: &Path) -> Option<serde_json::Value> {
+    let places = if path.is_dir() { 1 } else { 4 };
+    path.ancestors().take(places).find_map(|dir| {
         let text = std::fs::read_to_string(RunPaths::new(dir).summary_json()).ok()?;
-        let summary: serde_json::Value = serde_json::from_str(&text).ok()?;
-        summary["settings"]["protocol"].as_str().map(str::to_string)
+        serde_json::from_str(&text).ok()
     })
 }
 
-/// Whether the OpenAI run whose summary is in (or above) `path` ended no turn: its traces hold
-/// no answer, so none of the rules about answers was checked.
-fn no_turn_ended(path: &Path) -> bool {
-    path.ancestors().take(4).any(|dir| {
-        std::fs::read_to_string(RunPaths::new(dir).summary_json())
-            .ok()
-            .and_then(|text| serde_json::from_str::<serde_json::Value>(&text).ok())
-            .is_some_and(|s| s["openai"]["ended"].as_u64() == Some(0))
-    })
+/// The protocol the run that recorded the traces at `path` spoke, when its summary says.
+fn recorded_protocol(path: &Path) -> Option<String> {
+    let summary = recorded_summary(path)?;
+    summary["settings"]["protocol"].as_str().map(str::to_string)
+}
+
+/// Whether the OpenAI run that recorded the traces at `path` ended no turn (its traces hold no
+/// answer, so none of the rules about answers was checked), and whether it ran with the
+/// server's VAD (`Some(true)`) or committed itself.
+fn no_turn_ended(path: &Path) -> Option<bool> {
+    let summary = recorded_summary(path)?;
+    (summary["openai"]["ended"].as_u64() == Some(0))
+        .then(|| summary["settings"]["client"]["turn_detection"] != "none")
 }
 
 /// A session of conform's run that never opened its WebSocket: its receipts say it was not
@@ -256,14 +261,20 @@ pub fn run(args: &ConformArgs) -> Result<i32> {
     let mut verdict = verdict_line(&reports, refused);
     // Silence under the server's VAD ends no turn: what was checked is the set-up and the
     // appends, and the verdict says so rather than pass the answers it never saw.
-    let unanswered = match &run_dir {
-        Some(dir) => no_turn_ended(dir),
-        None => args.trace.iter().any(|p| no_turn_ended(p)),
+    // Every run checked, not one of several: a note about all of them.
+    let unanswered: Vec<Option<bool>> = match &run_dir {
+        Some(dir) => vec![no_turn_ended(dir)],
+        None => args.trace.iter().map(|p| no_turn_ended(p)).collect(),
     };
-    if protocol == Protocol::Openai && unanswered {
-        verdict.push_str(
-            "; no turn ended, so no answer was checked (the server's VAD heard no speech in what was streamed: give --audio with a 24 kHz WAV of speech, or --turn-detection none to commit the input)",
-        );
+    if protocol == Protocol::Openai
+        && !unanswered.is_empty()
+        && unanswered.iter().all(Option::is_some)
+    {
+        verdict.push_str(if unanswered.contains(&Some(true)) {
+            "; no turn ended, so no answer was checked (the server's VAD heard no speech in what was streamed: give --audio with a 24 kHz WAV of speech, or --turn-detection none to commit the input)"
+        } else {
+            "; no turn ended, so no answer was checked (no session got as far as committing its input)"
+        });
     }
     if protocol == Protocol::Native {
         out.push_str(&verdict);
@@ -386,8 +397,7 @@ fn record_run(url: &str, args: &ConformArgs, dir: &Path) -> Result<()> {
         bail!("cannot plan the conformance run");
     };
     // The command as typed (summary.md's `command_line`), not the run conform plans for it.
-    let typed: Vec<String> = std::env::args().collect();
-    let mut plan = options::validate(&run, crate::secret::redact_args(&typed).join(" "), false)?;
+    let mut plan = options::validate(&run, crate::app::command_line(), false)?;
     // A grant that leaves out audio is a finding of conform's (`grant-request`), not a reason
     // for the sessions to stop before the rest can be checked.
     plan.settings.client.audio_grant_optional = true;

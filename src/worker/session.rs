@@ -182,7 +182,10 @@ pub async fn run(ctx: SessionCtx, trace: SessionTrace) -> SessionOutcome {
                 }
                 // Timed out before its first packet while the server said things this
                 // protocol does not read (a Fun-ASR client facing a Realtime API server).
-                _ if outcome.first_send_s.is_none() && why.contains("(the server sent ") => {
+                _ if outcome.first_send_s.is_none()
+                    && why.contains("(the server sent ")
+                    && !why.contains("of the stop") =>
+                {
                     format!("{why}; {}", another_protocol(&ctx.settings))
                 }
                 _ => why,

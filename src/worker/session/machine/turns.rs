@@ -111,7 +111,9 @@ impl Turns {
         turn.end_s = Some(end_s);
         turn.tag = tag;
         turn.asked = asked && tag.is_some();
-        turn.held = tag.is_some() && !turn.asked && self.responding > 0;
+        // Not quiet: a response is under way, or the grace for a turn left behind runs; either
+        // way the client waits before it asks.
+        turn.held = tag.is_some() && !turn.asked && !self.quiet();
         self.waiting.push_back(turn);
         self.counts.ended += 1;
     }
@@ -610,6 +612,24 @@ mod tests {
             (c.ended, c.answered, c.unanswered, c.unmatched),
             (3, 3, 0, 0)
         );
+    }
+
+    /// The final turn committed while the grace for a VAD turn left behind runs: the client
+    /// waits out the grace before it asks, and that wait is not the server's (the review of
+    /// 2026-12-06: only a response under way marked a turn held).
+    #[test]
+    fn a_final_turn_asked_after_the_grace_for_a_turn_left_behind_is_timed_from_its_request() {
+        let mut t = Turns::default();
+        vad_turn(&mut t, 0.0, 1.0);
+        t.response_created();
+        vad_turn(&mut t, 1.5, 2.0);
+        close(t.done(2.6, true), Sample::DoneAfterEnd(1.6));
+        t.input_sent(2.7);
+        t.ended_as(2.8, Some(crate::protocol::FINAL_TURN), false);
+        assert!(!t.quiet(), "the grace for the turn left behind runs");
+        t.asked(crate::protocol::FINAL_TURN, 3.6);
+        t.response_created();
+        close(t.audio_delta(3.8), Sample::FirstAudioAfterEnd(0.2));
     }
 
     #[test]
