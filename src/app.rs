@@ -40,7 +40,7 @@ fn dispatch(cli: Cli) -> Result<i32> {
         Some(Command::Run(args)) => run(&args),
         Some(Command::Mock(args)) => mock::run(&args).map(|()| 0),
         Some(Command::Conform(args)) => conform::run(&args),
-        Some(Command::Sweep(args)) => crate::sweep::run(&args, command_line()),
+        Some(Command::Sweep(args)) => crate::sweep::run(&args, crate::secret::command_line()),
         // A sweep's folder renders as a sweep; any other as a run.
         Some(Command::Report(args))
             if crate::sweep::is_sweep(&args.run)
@@ -58,7 +58,7 @@ fn dispatch(cli: Cli) -> Result<i32> {
 
 fn run(args: &RunArgs) -> Result<i32> {
     let tui = !args.no_tui && crate::ui::dashboard_terminal();
-    let plan = options::validate(args, command_line(), tui)?;
+    let plan = options::validate(args, crate::secret::command_line(), tui)?;
     // Before anything is started or written: a limit too low for the layout is a start-up error.
     sys::open_files::ensure(&sys::open_files::Layout::of(&plan.settings))?;
     conductor::run(plan, args.exit_on_finish)
@@ -175,27 +175,4 @@ fn man_pages() -> Vec<clap_mangen::Man> {
 fn write_stdout(bytes: &[u8]) -> Result<i32> {
     let _ = std::io::stdout().write_all(bytes);
     Ok(0)
-}
-
-/// The command line as typed, quoted where a word needs it, its secrets redacted.
-pub(crate) fn command_line() -> String {
-    // A path that is not UTF-8 is written as near as it can be, not a panic.
-    let args: Vec<String> = std::env::args_os()
-        .map(|a| a.to_string_lossy().into_owned())
-        .collect();
-    crate::secret::redact_args(&args)
-        .into_iter()
-        .map(|arg| {
-            if !arg.is_empty()
-                && arg
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || "-_./:=,@%+".contains(c))
-            {
-                arg
-            } else {
-                format!("'{}'", arg.replace('\'', r"'\''"))
-            }
-        })
-        .collect::<Vec<_>>()
-        .join(" ")
 }

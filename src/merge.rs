@@ -32,16 +32,12 @@ pub fn run(args: &MergeArgs) -> Result<i32> {
             out.display()
         );
     }
-    let summary = merge(&shards, out, &command_line())?;
+    let summary = merge(&shards, out, &crate::secret::command_line())?;
     std::fs::create_dir_all(out)
         .map_err(|e| anyhow::anyhow!("cannot create --output {}: {e}", out.display()))?;
     report::write_files(out, &summary)?;
     let _ = std::io::stdout().write_all(report::table(&summary).as_bytes());
     Ok(summary.exit_code())
-}
-
-fn command_line() -> String {
-    std::env::args().collect::<Vec<_>>().join(" ")
 }
 
 /// The merged summary of `shards` (checked to be of one run), written to `output`.

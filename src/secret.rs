@@ -186,6 +186,29 @@ fn redact_header(header: &str) -> String {
     }
 }
 
+/// The command line as typed, quoted where a word needs it, its secrets redacted.
+pub fn command_line() -> String {
+    // A path that is not UTF-8 is written as near as it can be, not a panic.
+    let args: Vec<String> = std::env::args_os()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    redact_args(&args)
+        .into_iter()
+        .map(|arg| {
+            if !arg.is_empty()
+                && arg
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-_./:=,@%+".contains(c))
+            {
+                arg
+            } else {
+                format!("'{}'", arg.replace('\'', r"'\''"))
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -397,7 +397,7 @@ fn record_run(url: &str, args: &ConformArgs, dir: &Path) -> Result<()> {
         bail!("cannot plan the conformance run");
     };
     // The command as typed (summary.md's `command_line`), not the run conform plans for it.
-    let mut plan = options::validate(&run, crate::app::command_line(), false)?;
+    let mut plan = options::validate(&run, crate::secret::command_line(), false)?;
     // A grant that leaves out audio is a finding of conform's (`grant-request`), not a reason
     // for the sessions to stop before the rest can be checked.
     plan.settings.client.audio_grant_optional = true;
