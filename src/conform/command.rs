@@ -88,13 +88,16 @@ fn recorded_protocol(path: &Path) -> Option<String> {
     summary["settings"]["protocol"].as_str().map(str::to_string)
 }
 
-/// Whether the OpenAI run that recorded the traces at `path` ended no turn (its traces hold no
-/// answer, so none of the rules about answers was checked), and whether it ran with the
-/// server's VAD (`Some(true)`) or committed itself.
-fn no_turn_ended(path: &Path) -> Option<bool> {
+/// Why the run that recorded the traces at `path` ended no turn, when its summary's verdict
+/// says so (`no turn ended, so none of the server's latencies was measured: WHY`): its traces
+/// hold no answer, so none of the rules about answers was checked.
+fn no_turn_ended(path: &Path) -> Option<String> {
     let summary = recorded_summary(path)?;
-    (summary["openai"]["ended"].as_u64() == Some(0))
-        .then(|| summary["settings"]["client"]["turn_detection"] != "none")
+    let reasons = summary["verdict"]["reasons"].as_array()?;
+    reasons.iter().filter_map(|r| r.as_str()).find_map(|r| {
+        r.strip_prefix("no turn ended, so none of the server's latencies was measured: ")
+            .map(str::to_string)
+    })
 }
 
 /// A session of conform's run that never opened its WebSocket: its receipts say it was not
@@ -262,19 +265,17 @@ pub fn run(args: &ConformArgs) -> Result<i32> {
     // Silence under the server's VAD ends no turn: what was checked is the set-up and the
     // appends, and the verdict says so rather than pass the answers it never saw.
     // Every run checked, not one of several: a note about all of them.
-    let unanswered: Vec<Option<bool>> = match &run_dir {
+    // The run's own verdict says when no turn ended (summary::reasons::no_turns); of every run
+    // checked, not one of several.
+    let unanswered: Vec<Option<String>> = match &run_dir {
         Some(dir) => vec![no_turn_ended(dir)],
         None => args.trace.iter().map(|p| no_turn_ended(p)).collect(),
     };
-    if protocol == Protocol::Openai
-        && !unanswered.is_empty()
-        && unanswered.iter().all(Option::is_some)
+    if let Some(Some(why)) = unanswered
+        .first()
+        .filter(|_| unanswered.iter().all(Option::is_some))
     {
-        verdict.push_str(if unanswered.contains(&Some(true)) {
-            "; no turn ended, so no answer was checked (the server's VAD heard no speech in what was streamed: give --audio with a 24 kHz WAV of speech, or --turn-detection none to commit the input)"
-        } else {
-            "; no turn ended, so no answer was checked (no session got as far as committing its input)"
-        });
+        verdict.push_str(&format!("; no turn ended, so no answer was checked: {why}"));
     }
     if protocol == Protocol::Native {
         out.push_str(&verdict);
