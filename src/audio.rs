@@ -2,7 +2,8 @@
 //! (`--audio`, mono PCM16 at the input rate — `--input-sample-rate`, or the protocol's: 24 kHz
 //! for openai, 16 kHz otherwise —
 //! only: anything else is refused before any connection, with the file's actual
-//! format in the message, never resampled), replayed `--loops` times as one continuous stream.
+//! format in the message, never resampled), replayed `--loops` times as one continuous stream
+//! and cut at `--duration` when one is given.
 //! It is read and encoded once per worker and shared by all its sessions.
 
 use crate::protocol::{AudioPacket, BYTES_PER_SAMPLE};
@@ -27,10 +28,20 @@ pub enum AudioSource {
         /// Samples in one play of the file.
         samples: u64,
         loops: u32,
+        /// `--duration`: the input ends after this many samples, before the file × `loops` does
+        /// (absent: nothing is cut).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cut: Option<u64>,
     },
     /// The project's speech sample (`assets/speech-16k.wav`, built into the binary), replayed
     /// `loops` times: the default input of protocols that recognise speech.
-    Sample { samples: u64, loops: u32 },
+    Sample {
+        samples: u64,
+        loops: u32,
+        /// As the file's: the input ends after this many samples.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cut: Option<u64>,
+    },
 }
 
 /// `assets/speech-16k.wav`, so that the default works wherever the binary is.
@@ -43,17 +54,53 @@ pub fn speech_sample(loops: u32) -> Result<AudioSource> {
     Ok(AudioSource::Sample {
         samples: u64::from(reader.duration()),
         loops,
+        cut: None,
     })
 }
 
 impl AudioSource {
-    /// The input's total length in samples, if it is a file.
+    /// The input's total length in samples (cut where `--duration` cuts it), if it is a file.
     pub fn total_samples(&self) -> Option<u64> {
         match self {
             AudioSource::Silence => None,
-            AudioSource::Wav { samples, loops, .. } | AudioSource::Sample { samples, loops } => {
-                Some(samples * u64::from(*loops))
+            AudioSource::Wav {
+                samples,
+                loops,
+                cut,
+                ..
             }
+            | AudioSource::Sample {
+                samples,
+                loops,
+                cut,
+            } => {
+                let whole = samples * u64::from(*loops);
+                Some(cut.map_or(whole, |cut| cut.min(whole)))
+            }
+        }
+    }
+
+    /// The input cut after `samples` samples (`--duration`); nothing is cut when the input is
+    /// no longer, and silence is as long as it is asked to be.
+    pub fn cut_at(self, at: u64) -> AudioSource {
+        match self {
+            AudioSource::Silence => AudioSource::Silence,
+            AudioSource::Wav {
+                path,
+                samples,
+                loops,
+                ..
+            } => AudioSource::Wav {
+                path,
+                samples,
+                loops,
+                cut: (at < samples * u64::from(loops)).then_some(at),
+            },
+            AudioSource::Sample { samples, loops, .. } => AudioSource::Sample {
+                samples,
+                loops,
+                cut: (at < samples * u64::from(loops)).then_some(at),
+            },
         }
     }
 }
@@ -64,17 +111,35 @@ impl std::fmt::Display for AudioSource {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             AudioSource::Silence => write!(f, "silence"),
-            AudioSource::Sample { samples, loops } => {
+            AudioSource::Sample { samples, loops, .. } => {
                 write!(
                     f,
                     "the built-in speech sample ({samples} samples) × {loops}"
-                )
+                )?;
+                self.write_cut(f)
             }
             AudioSource::Wav {
                 path,
                 samples,
                 loops,
-            } => write!(f, "{} ({samples} samples) × {loops}", path.display()),
+                ..
+            } => {
+                write!(f, "{} ({samples} samples) × {loops}", path.display())?;
+                self.write_cut(f)
+            }
+        }
+    }
+}
+
+impl AudioSource {
+    /// `, cut at 48000 samples` when `--duration` cut the input.
+    fn write_cut(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            AudioSource::Wav { cut: Some(cut), .. }
+            | AudioSource::Sample { cut: Some(cut), .. } => {
+                write!(f, ", cut at {cut} samples")
+            }
+            _ => Ok(()),
         }
     }
 }
@@ -394,7 +459,7 @@ impl Audio {
             let take = (total_bytes - pcm.len()).min(one.len());
             pcm.extend_from_slice(&one[..take]);
         }
-        debug_assert_eq!(pcm.len() / one.len().max(1), loops as usize);
+        debug_assert!(pcm.len() <= one.len() * loops as usize);
         let sizes: Vec<usize> = (0..packets as usize)
             .map(|k| packet_bytes.min(total_bytes - k * packet_bytes))
             .collect();
@@ -465,6 +530,7 @@ mod tests {
         let sample = AudioSource::Sample {
             samples: 93_249,
             loops: 2,
+            cut: None,
         };
         assert_eq!(
             sample.to_string(),
@@ -474,8 +540,31 @@ mod tests {
             path: "in.wav".into(),
             samples: 48_000,
             loops: 1,
+            cut: None,
         };
         assert_eq!(file.to_string(), "in.wav (48000 samples) × 1");
+        assert_eq!(
+            file.cut_at(24_000).to_string(),
+            "in.wav (48000 samples) × 1, cut at 24000 samples"
+        );
+    }
+
+    #[test]
+    fn a_cut_shortens_the_input_and_a_cut_past_its_end_changes_nothing() {
+        let file = AudioSource::Wav {
+            path: "in.wav".into(),
+            samples: 48_000,
+            loops: 2,
+            cut: None,
+        };
+        assert_eq!(file.clone().cut_at(50_000).total_samples(), Some(50_000));
+        assert_eq!(
+            file.clone().cut_at(96_000),
+            file,
+            "the whole input: nothing cut"
+        );
+        assert_eq!(file.clone().cut_at(100_000), file);
+        assert_eq!(AudioSource::Silence.cut_at(10), AudioSource::Silence);
     }
 
     fn wav(name: &str, spec: hound::WavSpec, samples: u32) -> PathBuf {
@@ -582,7 +671,25 @@ mod tests {
             path: path.clone(),
             samples,
             loops: 3,
+            cut: None,
         };
+        // --duration 0.3 s: the second play is cut after 1600 samples, mid-packet.
+        let cut = source.clone().cut_at(4800);
+        let total = cut.total_samples().unwrap() as usize * 2;
+        let audio = Audio::load(&cut, 16_000, 80, 4, total).unwrap();
+        let sent: Vec<u8> = (0..4).flat_map(|k| audio.packet(k).pcm.to_vec()).collect();
+        assert_eq!(sent.len(), 4800 * 2);
+        assert_eq!(
+            &sent[6400..6404],
+            &[0, 0, 1, 0],
+            "the second play from its start"
+        );
+        assert_eq!(
+            audio.packet(3).pcm.len(),
+            960 * 2,
+            "the last packet: what is left of 0.3 s"
+        );
+
         let total = source.total_samples().unwrap() as usize * 2;
         let audio = Audio::load(&source, 16_000, 80, 8, total).unwrap();
         let sent: Vec<u8> = (0..8).flat_map(|k| audio.packet(k).pcm.to_vec()).collect();
@@ -642,6 +749,7 @@ mod tests {
             path: path.to_path_buf(),
             samples,
             loops: 1,
+            cut: None,
         };
         let total = samples as usize * 2;
         let packets = total.div_ceil(packet_bytes(16_000, 80)) as u32;

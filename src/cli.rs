@@ -113,10 +113,10 @@ pub struct RunArgs {
     /// Total concurrent sessions (total = P × S), spread evenly over --processes; instead of --sessions.
     #[arg(long, short = 'c', conflicts_with = "sessions", value_parser = clap::value_parser!(u32).range(1..=65535), help_heading = "Load")]
     pub concurrency: Option<u32>,
-    /// Audio each session streams, e.g. 30s, 90s, 2m [default: 30s]; with --audio the file × --loops sets it, and --duration is refused.
+    /// Audio each session streams, e.g. 30s, 90s, 2m [default: 30s]; with --audio (or Fun-ASR's built-in speech) the file × --loops sets it, and --duration cuts it shorter.
     #[arg(long, short = 'd', allow_hyphen_values = true, value_parser = parse_duration, help_heading = "Load")]
     pub duration: Option<Duration>,
-    /// Stream this WAV (mono PCM16 at the input rate: --input-sample-rate, or the protocol's: 24 kHz for openai, 16 kHz otherwise) instead of silence; its length times --loops is each session's audio.
+    /// Stream this WAV (mono PCM16 at the input rate: --input-sample-rate, or the protocol's: 24 kHz for openai, 16 kHz otherwise) instead of silence; its length times --loops is each session's audio (cut at --duration if given).
     #[arg(long, value_name = "FILE.wav", help_heading = "Load")]
     pub audio: Option<PathBuf>,
     /// With --audio, how many times each session plays the file before it ends its input.
@@ -505,8 +505,8 @@ pub struct ConformArgs {
     /// Sessions of the run with --url.
     #[arg(long, short = 's', default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=64))]
     pub sessions: u32,
-    /// Audio each session streams with --url [default: 5s] (not with --audio: the file sets the length; nor with --protocol funasr: the built-in speech sample's does).
-    #[arg(long, short = 'd', allow_hyphen_values = true, value_parser = parse_duration, conflicts_with = "audio")]
+    /// Audio each session streams with --url [default: 5s; with --audio or --protocol funasr the whole file or built-in speech sample, and --duration cuts it shorter].
+    #[arg(long, short = 'd', allow_hyphen_values = true, value_parser = parse_duration)]
     pub duration: Option<Duration>,
     /// Output folder of the run with --url [default: a temporary folder, kept only when the server is not conformant].
     #[arg(long, short = 'o')]

@@ -506,30 +506,61 @@ pub fn validate(args: &RunArgs, command_line: String, tui: bool) -> Result<RunPl
     })
 }
 
-/// The input audio: silence, an `--audio` file (looped), or Fun-ASR's built-in speech sample.
+/// The input audio: silence, an `--audio` file (looped), or Fun-ASR's built-in speech sample;
+/// `--duration` cuts a file or the sample shorter.
 fn audio_of(args: &RunArgs, rate: u32) -> Result<AudioSource> {
     let funasr = args.speak.protocol == Protocol::Funasr;
-    Ok(match &args.audio {
+    let whole = match &args.audio {
         // Fun-ASR recognises speech: without --audio it streams the built-in sample.
-        None if funasr => {
-            if args.duration.is_some() {
-                bail!("--duration: --protocol funasr streams speech (the built-in sample, or --audio FILE.wav), whose length sets each session's audio; repeat it with --loops N");
-            }
-            crate::audio::speech_sample(args.loops)?
-        }
+        None if funasr => crate::audio::speech_sample(args.loops)?,
         None if args.loops != 1 => bail!("--loops repeats an --audio file; give --audio FILE.wav"),
-        None => AudioSource::Silence,
-        Some(path) => {
-            if args.duration.is_some() {
-                bail!("--duration and --audio: the file sets the length of each session's audio; drop --duration, and for more of it repeat the file with --loops N, for less cut it first (e.g. `sox in.wav out.wav trim 0 3` keeps its first 3 s)");
-            }
+        None => return Ok(AudioSource::Silence),
+        Some(path) => AudioSource::Wav {
+            path: path.clone(),
+            samples: crate::audio::probe_for(path, rate, Some(args.speak.protocol))?,
+            loops: args.loops,
+            cut: None,
+        },
+    };
+    match args.duration {
+        Some(duration) => cut_to(whole, duration, rate),
+        None => Ok(whole),
+    }
+}
+
+/// `--duration` with a file (or Fun-ASR's sample): each session's input ends there. A file
+/// shorter than that is refused with the `--loops` that would make it long enough: nothing is
+/// repeated that was not asked for.
+fn cut_to(whole: AudioSource, duration: std::time::Duration, rate: u32) -> Result<AudioSource> {
+    let at = (duration.as_secs_f64() * f64::from(rate)).round() as u64;
+    let have = whole.total_samples().unwrap_or(0);
+    if at > have {
+        let (name, samples, loops) = match &whole {
             AudioSource::Wav {
-                path: path.clone(),
-                samples: crate::audio::probe_for(path, rate, Some(args.speak.protocol))?,
-                loops: args.loops,
-            }
-        }
-    })
+                path,
+                samples,
+                loops,
+                ..
+            } => (format!("--audio {}", path.display()), *samples, *loops),
+            AudioSource::Sample { samples, loops, .. } => (
+                "the built-in speech sample (--protocol funasr's input without --audio)"
+                    .to_string(),
+                *samples,
+                *loops,
+            ),
+            AudioSource::Silence => return Ok(whole),
+        };
+        let length = humantime::format_duration(std::time::Duration::from_secs_f64(
+            have as f64 / f64::from(rate),
+        ));
+        bail!(
+            "--duration {} is longer than {name}: {length} of audio{}; give --loops {} to repeat it that often (the last play is cut at --duration), or a --duration of at most {length}",
+            humantime::format_duration(duration),
+            if loops > 1 { format!(" with --loops {loops}") } else { String::new() },
+            at.div_ceil(samples.max(1)),
+        );
+    }
+    Ok(whole.cut_at(at))
 }
 
 /// Each session's audio in seconds (the file's, or `--duration`), and its packets.
@@ -555,7 +586,12 @@ fn duration_of(
     if duration_s < f64::from(packet_ms) / 1000.0 {
         let length = humantime::format_duration(std::time::Duration::from_secs_f64(duration_s));
         match audio {
-            AudioSource::Wav { path, loops, .. } => bail!(
+            AudioSource::Wav {
+                path,
+                loops,
+                cut: None,
+                ..
+            } => bail!(
                 "--audio {} is {length} of audio{}, shorter than one packet (--packet-ms {packet_ms}); give a file of at least {packet_ms} ms (or more --loops)",
                 path.display(),
                 if *loops > 1 { format!(" with --loops {loops}") } else { String::new() },
@@ -1599,6 +1635,56 @@ mod tests {
     }
 
     #[test]
+    fn duration_cuts_an_audio_file_and_asks_for_loops_past_its_end() {
+        let path = std::env::temp_dir().join(format!(
+            "duplexbench-options-{}-cut.wav",
+            std::process::id()
+        ));
+        let spec = hound::WavSpec {
+            channels: 1,
+            sample_rate: 16_000,
+            bits_per_sample: 16,
+            sample_format: hound::SampleFormat::Int,
+        };
+        // 2 s of audio.
+        let mut w = hound::WavWriter::create(&path, spec).unwrap();
+        for i in 0..32_000 {
+            w.write_sample((i % 1000) as i16).unwrap();
+        }
+        w.finalize().unwrap();
+        let file = path.to_str().unwrap();
+        let p = plan(&["--audio", file, "-d", "1250ms"]).unwrap().settings;
+        assert_eq!(p.audio.total_samples(), Some(20_000));
+        assert_eq!((p.duration_s, p.packets_per_session), (1.25, 16));
+        assert_eq!(p.input_bytes(), 40_000);
+        assert!(p.audio.to_string().ends_with(", cut at 20000 samples"));
+        // With --loops the cut falls in a later play; the whole input cuts nothing.
+        let p = plan(&["--audio", file, "--loops", "3", "-d", "5s"])
+            .unwrap()
+            .settings;
+        assert_eq!(p.audio.total_samples(), Some(80_000));
+        let p = plan(&["--audio", file, "-d", "2s"]).unwrap().settings;
+        assert!(matches!(p.audio, AudioSource::Wav { cut: None, .. }));
+        let err = plan(&["--audio", file, "-d", "5s"])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains(&format!(
+                "--duration 5s is longer than --audio {file}: 2s of audio; give --loops 3"
+            )),
+            "{err}"
+        );
+        let err = plan(&["--audio", file, "-d", "50ms"])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("--duration 50ms is shorter than one packet"),
+            "{err}"
+        );
+        let _ = std::fs::remove_file(path);
+    }
+
+    #[test]
     fn an_audio_file_shorter_than_a_packet_is_named_not_duration() {
         let path = std::env::temp_dir().join(format!(
             "duplexbench-options-{}-short.wav",
@@ -1701,10 +1787,18 @@ mod tests {
     fn fun_asr_settings_need_the_fun_asr_protocol_issue_11() {
         let err = plan(&["--language", "en"]).unwrap_err().to_string();
         assert!(err.contains("--protocol funasr"), "{err}");
-        let err = plan(&["--protocol", "funasr", "-d", "5s"])
+        // The built-in sample is 5.83 s: --duration cuts it, and asks for --loops past it.
+        let p = plan(&["--protocol", "funasr", "-d", "5s"]).unwrap();
+        assert_eq!(p.settings.audio.total_samples(), Some(80_000));
+        assert_eq!(p.settings.packets_per_session, 50);
+        let err = plan(&["--protocol", "funasr", "-d", "12s"])
             .unwrap_err()
             .to_string();
-        assert!(err.contains("--loops"), "{err}");
+        assert!(
+            err.contains("--duration 12s is longer than the built-in speech sample")
+                && err.contains("give --loops 3"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -355,11 +355,13 @@ pub fn verdict_line(reports: &[SessionReport], refused: usize) -> String {
 /// A short real run against `url` that keeps full traces in `dir`.
 fn record_run(url: &str, args: &ConformArgs, dir: &Path) -> Result<()> {
     let sessions = args.sessions.to_string();
-    let duration_s = args
-        .duration
-        .unwrap_or(Duration::from_secs(5))
-        .as_secs_f64()
-        .to_string();
+    // With --audio (or Fun-ASR's built-in speech) the file's length unless --duration cuts it.
+    let whole_file = args.audio.is_some() || args.speak.protocol == Protocol::Funasr;
+    let duration = match args.duration {
+        Some(duration) => Some(duration),
+        None if whole_file => None,
+        None => Some(Duration::from_secs(5)),
+    };
     let output = dir.to_str().context("the --output path is not UTF-8")?;
     let mut argv: Vec<String> = [
         "duplexbench-tui",
@@ -382,15 +384,11 @@ fn record_run(url: &str, args: &ConformArgs, dir: &Path) -> Result<()> {
     .iter()
     .map(|a| a.to_string())
     .collect();
-    match &args.audio {
-        Some(wav) => argv.extend(["--audio".to_string(), wav.display().to_string()]),
-        // Fun-ASR streams the built-in speech sample, whose length sets the duration.
-        None if args.speak.protocol == Protocol::Funasr => {
-            if args.duration.is_some() {
-                bail!("--duration: --protocol funasr streams speech (the built-in sample, or --audio FILE.wav), whose length sets each session's audio; drop --duration, or give --audio");
-            }
-        }
-        None => argv.extend(["--duration".to_string(), duration_s]),
+    if let Some(wav) = &args.audio {
+        argv.extend(["--audio".to_string(), wav.display().to_string()]);
+    }
+    if let Some(duration) = duration {
+        argv.extend(["--duration".to_string(), duration.as_secs_f64().to_string()]);
     }
     argv.extend(protocol_flags(args));
     let cli = Cli::try_parse_from(&argv).context("cannot plan the conformance run")?;

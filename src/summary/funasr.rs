@@ -143,15 +143,18 @@ fn enabled(seconds: f64) -> Option<f64> {
 /// The benchmark's line of one client.
 pub fn bench_client(client_id: u64, c: &TranscriptClient, settings: &Settings) -> BenchClient {
     let samples = settings.audio.total_samples().unwrap_or(0);
-    let loops = match &settings.audio {
-        crate::audio::AudioSource::Wav { loops, .. }
-        | crate::audio::AudioSource::Sample { loops, .. } => *loops,
-        crate::audio::AudioSource::Silence => 1,
+    let rate = f64::from(crate::protocol::INPUT_SAMPLE_RATE);
+    let audio_seconds = match &settings.audio {
+        // As the benchmark: one play's seconds times the loops.
+        crate::audio::AudioSource::Wav {
+            loops, cut: None, ..
+        }
+        | crate::audio::AudioSource::Sample {
+            loops, cut: None, ..
+        } => (samples / u64::from((*loops).max(1))) as f64 / rate * f64::from(*loops),
+        // Cut at --duration: what was sent.
+        _ => samples as f64 / rate,
     };
-    // As the benchmark: one play's seconds times the loops.
-    let audio_seconds = (samples / u64::from(loops.max(1))) as f64
-        / f64::from(crate::protocol::INPUT_SAMPLE_RATE)
-        * f64::from(loops);
     let per = |s: Option<f64>| s.filter(|s| *s != 0.0).map(|s| audio_seconds / s);
     BenchClient {
         client_id,

@@ -304,13 +304,11 @@ fn level_args(args: &SweepArgs, output_dir: &Path, total: u64, folder: &str) -> 
     run
 }
 
-/// The warm-up's arguments from the first level's: `length` of synthetic audio if given, and
-/// no injections.
+/// The warm-up's arguments from the first level's: `length` of its audio if given (silence of
+/// that length, or the first `length` of an `--audio` file or Fun-ASR's speech), and no
+/// injections.
 fn warmup_args(mut run: RunArgs, length: Option<Duration>) -> Result<RunArgs> {
     if let Some(length) = length {
-        if run.audio.is_some() || run.speak.protocol == crate::protocol::Protocol::Funasr {
-            bail!("--warmup {}: with --audio or --protocol funasr the warm-up plays the level's audio; give --warmup without a length", humantime::format_duration(length));
-        }
         run.duration = Some(length);
     }
     run.inject_stall_ms = None;
@@ -322,6 +320,32 @@ fn warmup_args(mut run: RunArgs, length: Option<Duration>) -> Result<RunArgs> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_warm_up_of_a_given_length_cuts_the_levels_audio() {
+        use crate::cli::{Cli, Command};
+        use clap::Parser;
+        let argv = [
+            "duplexbench-tui",
+            "sweep",
+            "--protocol",
+            "funasr",
+            "--clients",
+            "2,4",
+            "--warmup",
+            "2s",
+        ];
+        let Some(Command::Sweep(args)) = Cli::try_parse_from(argv).unwrap().command else {
+            unreachable!()
+        };
+        let plan = validate(&args, String::new(), false).unwrap();
+        let warmup = plan.warmup.unwrap().settings;
+        assert_eq!(warmup.duration_s, 2.0, "the first 2 s of the speech sample");
+        assert_eq!(
+            plan.levels[0].runs[0].settings.audio.total_samples(),
+            Some(93_249)
+        );
+    }
 
     #[test]
     fn a_list_of_levels_is_taken_as_given() {

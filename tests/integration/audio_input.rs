@@ -62,14 +62,40 @@ fn loops_send_exactly_that_many_times_the_files_samples_issue_11() {
     assert_eq!(csv.lines().count() as u64, 1 + 2 * packets);
 }
 
+/// `--duration` with `--audio` cuts each session's input there (it was refused: users expect
+/// `-d` to trim a long file); past the file's end it names the `--loops` that would fill it.
 #[test]
-fn duration_and_audio_together_are_refused_naming_loops_issue_11() {
+fn duration_cuts_an_audio_file_and_past_its_end_names_the_loops() {
+    let _serial = util::serial();
+    let dir = TempDir::new("cut");
+    let out = dir.join("out");
+    let output = util::run_to(
+        &out,
+        &[
+            "--audio", SPEECH, "-d", "1500ms", "-s", "2", "--trace", "off",
+        ],
+        Duration::from_secs(60),
+    );
+    util::assert_finished(&output);
+    let s = summary(&out);
+    assert_eq!(s["settings"]["audio"]["cut"], 24_000, "{}", s["settings"]);
+    assert_eq!(s["settings"]["duration_s"], 1.5);
+    // 1.5 s of 80 ms packets: 18 whole and a last one of 60 ms, in each of the two sessions.
+    assert_eq!(s["settings"]["packets_per_session"], 19);
+    assert_eq!(s["pacing"]["packets"], 38, "{}", s["pacing"]);
+    let md = std::fs::read_to_string(out.join("summary.md")).unwrap();
+    assert!(md.contains("cut at 24000 samples"), "{md}");
+
     let output = util::run(
         &["run", "--no-tui", "--audio", SPEECH, "-d", "10s"],
         Duration::from_secs(30),
     );
     assert_eq!(output.status.code(), Some(2), "{}", describe(&output));
-    assert!(String::from_utf8_lossy(&output.stderr).contains("--loops"));
+    let err = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        err.contains("--duration 10s is longer than --audio") && err.contains("give --loops 2"),
+        "{err}"
+    );
 }
 
 #[test]

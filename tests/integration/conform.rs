@@ -443,23 +443,32 @@ fn an_openai_check_in_which_no_turn_ended_says_no_answer_was_checked() {
 }
 
 /// Fun-ASR streams the speech sample, whose length sets the audio: `-d` was ignored without a
-/// word (the QA pass of 2026-12-06); refused now, as `run` refuses it, before any connection.
+/// word (the QA pass of 2026-12-06), then refused; it cuts the sample now, as `run`'s does.
 #[test]
-fn a_duration_for_a_funasr_check_is_refused_as_run_refuses_it() {
+fn a_duration_for_a_funasr_check_cuts_the_speech_it_streams() {
+    let _serial = util::serial();
+    let mock = Mock::start(&["--protocol", "funasr"]);
+    let dir = TempDir::new("conform-funasr-cut");
+    let out = dir.join("run");
+    let url = format!("ws://{}/", mock.addr);
     let args = [
         "conform",
         "--url",
-        "ws://127.0.0.1:9/",
+        &url,
         "--protocol",
         "funasr",
+        "-s",
+        "1",
         "-d",
         "2s",
+        "--output",
+        out.to_str().unwrap(),
     ];
-    let out = util::run(&args, LIMIT);
-    assert_eq!(out.status.code(), Some(2), "{}", describe(&out));
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        err.contains("--duration: --protocol funasr streams speech"),
-        "{err}"
-    );
+    let checked = util::run(&args, LIMIT);
+    assert_eq!(checked.status.code(), Some(0), "{}", describe(&checked));
+    let stdout = String::from_utf8_lossy(&checked.stdout);
+    assert!(stdout.contains("verdict: conformant"), "{stdout}");
+    let s = util::summary(&out);
+    assert_eq!(s["settings"]["duration_s"], 2.0, "{}", s["settings"]);
+    assert_eq!(s["settings"]["audio"]["kind"], "sample");
 }
