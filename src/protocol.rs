@@ -219,6 +219,10 @@ pub const ERROR_MESSAGE_CHARS: usize = 500;
 /// The code reported for a server error whose code is null (or absent): what came, not a guess.
 pub const NULL_CODE: &str = "null";
 
+/// Server error codes that refuse a setting of the client's (`--api-version`, `--model`), not
+/// something the server got wrong; each has [`error_advice`].
+pub const CLIENT_SETTING_CODES: [&str; 2] = ["beta_api_shape_disabled", "model_not_found"];
+
 /// What to do about a server error whose code says more than its message: said in the reason
 /// of a session it ended before its first packet, in place of asking whether the server speaks
 /// another protocol.
@@ -641,6 +645,15 @@ pub fn has_string_key(text: &str, key: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::{has_string_key, leading_type, Protocol};
+
+    #[test]
+    fn every_code_that_refuses_a_client_setting_says_which_flag_to_give() {
+        // conform tells a refused setting from a server's fault by this advice.
+        for code in super::CLIENT_SETTING_CODES {
+            let advice = super::error_advice(code).unwrap();
+            assert!(advice.contains(" --"), "{code}: {advice}");
+        }
+    }
 
     #[test]
     fn a_servers_error_names_the_protocol_it_speaks_only_when_only_one_would_say_it() {

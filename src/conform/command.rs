@@ -127,17 +127,48 @@ fn never_connected(file: &Path, records: &[super::Record]) -> Option<String> {
     )
 }
 
-/// The error of a session of conform's own run that could not stream because the server takes
-/// another input rate than the run sends (the run's choice, not the server's fault): nothing of
-/// it is checked.
-fn other_input_rate(records: &[super::Record]) -> Option<String> {
-    records
-        .iter()
-        .filter(|r| r.direction == super::Direction::Error)
-        .filter_map(|r| r.event.get("message").and_then(serde_json::Value::as_str))
-        .find(|m| m.contains("the server takes PCM16 at"))
-        .map(str::to_string)
+/// The error of a session of conform's own run that could not stream because the server
+/// refused a setting of the run's (another input rate than the run sends, a model it does not
+/// serve, the OpenAI beta it no longer serves): the run's choice, not the server's fault, so
+/// nothing of it is checked.
+fn refused_setting(records: &[super::Record]) -> Option<String> {
+    records.iter().find_map(|r| match r.direction {
+        super::Direction::Error => r
+            .event
+            .get("message")
+            .and_then(serde_json::Value::as_str)
+            .filter(|m| m.contains(OTHER_RATE))
+            .map(str::to_string),
+        super::Direction::Receive => {
+            let (code, message) = error_code(&r.event)?;
+            let advice = crate::protocol::CLIENT_SETTING_CODES
+                .contains(&code)
+                .then(|| crate::protocol::error_advice(code))??;
+            Some(format!("the server answered {code} ({message}): {advice}"))
+        }
+        _ => None,
+    })
 }
+
+/// An `error` event's code and message: OpenAI's (`error: {code, message}`) or vLLM's
+/// (`error: "message", code`).
+fn error_code(event: &serde_json::Value) -> Option<(&str, &str)> {
+    if event.get("type")?.as_str()? != "error" {
+        return None;
+    }
+    let text = serde_json::Value::as_str;
+    match event.get("error")? {
+        serde_json::Value::Object(error) => Some((
+            error.get("code").and_then(text)?,
+            error.get("message").and_then(text).unwrap_or(""),
+        )),
+        serde_json::Value::String(message) => Some((event.get("code").and_then(text)?, message)),
+        _ => None,
+    }
+}
+
+/// How the native client's set-up error names a grant of another input rate than the run's.
+const OTHER_RATE: &str = "the server takes PCM16 at";
 
 /// Runs `conform` and returns its exit code.
 pub fn run(args: &ConformArgs) -> Result<i32> {
@@ -192,9 +223,10 @@ pub fn run(args: &ConformArgs) -> Result<i32> {
     let mut reports = Vec::with_capacity(files.len());
     let mut refused = 0;
     // Sessions of conform's own run that never opened a WebSocket (a refused handshake, a
-    // TLS failure): the first one's error.
+    // TLS failure) or could not stream (a setting of the run's refused): the first one's error.
     let mut not_connected: Option<String> = None;
     let mut unconnected = 0;
+    let mut could_not_stream = false;
     for file in &files {
         let records = read_trace(file)?;
         if refused_admission(&records) {
@@ -206,8 +238,9 @@ pub fn run(args: &ConformArgs) -> Result<i32> {
             not_connected.get_or_insert(why);
             continue;
         }
-        if let (Some(_), Some(why)) = (&run_dir, other_input_rate(&records)) {
+        if let (Some(_), Some(why)) = (&run_dir, refused_setting(&records)) {
             unconnected += 1;
+            could_not_stream |= not_connected.is_none();
             not_connected.get_or_insert(why);
             continue;
         }
@@ -230,9 +263,14 @@ pub fn run(args: &ConformArgs) -> Result<i32> {
             }
             _ => String::new(),
         };
-        if why.contains("the server takes PCM16 at") {
+        if could_not_stream {
+            let personaplex = if why.contains(OTHER_RATE) {
+                "; for sglang-omni's PersonaPlex, --profile personaplex does it"
+            } else {
+                ""
+            };
             bail!(
-                "none of the {unconnected} sessions could stream to {}, so nothing was checked: {why}; for sglang-omni's PersonaPlex, --profile personaplex does it{dropped}",
+                "none of the {unconnected} sessions could stream to {}, so nothing was checked: {why}{personaplex}{dropped}",
                 args.url.as_deref().unwrap_or("the server")
             );
         }
@@ -263,10 +301,9 @@ pub fn run(args: &ConformArgs) -> Result<i32> {
     }
     let mut verdict = verdict_line(&reports, refused);
     // Silence under the server's VAD ends no turn: what was checked is the set-up and the
-    // appends, and the verdict says so rather than pass the answers it never saw.
-    // Every run checked, not one of several: a note about all of them.
-    // The run's own verdict says when no turn ended (summary::reasons::no_turns); of every run
-    // checked, not one of several.
+    // appends, and the verdict says so rather than pass the answers it never saw. The run's own
+    // verdict says when no turn ended (summary::reasons::no_turns); noted when it is so of
+    // every run checked, not of one of several.
     let unanswered: Vec<Option<String>> = match &run_dir {
         Some(dir) => vec![no_turn_ended(dir)],
         None => args.trace.iter().map(|p| no_turn_ended(p)).collect(),

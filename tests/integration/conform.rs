@@ -384,6 +384,43 @@ fn a_server_of_another_input_rate_is_not_checked_and_the_flag_is_named() {
     );
 }
 
+/// A server that refuses the run's model (vLLM's `model_not_found`) refused a setting of the
+/// client's, not broken a rule: nothing is checked, exit 2, and the flag to give is named (it
+/// read "NOT conformant", violations of server-error).
+#[test]
+fn a_server_that_refuses_the_runs_model_is_not_checked_and_the_flag_is_named() {
+    let _serial = util::serial();
+    let mock = Mock::start(&["--protocol", "vllm"]);
+    let url = mock.url();
+    let args = [
+        "conform",
+        "--url",
+        &url,
+        "--protocol",
+        "vllm",
+        "-s",
+        "1",
+        "-d",
+        "1s",
+    ];
+    let checked = util::run(&[&args[..], &["--model", "not-served"]].concat(), LIMIT);
+    assert_eq!(checked.status.code(), Some(2), "{}", describe(&checked));
+    let stderr = String::from_utf8_lossy(&checked.stderr);
+    assert!(
+        stderr.contains("none of the 1 sessions could stream to")
+            && stderr.contains("so nothing was checked")
+            && stderr.contains("model_not_found")
+            && stderr.contains("give --model"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("PersonaPlex"), "{stderr}");
+    let served = util::run(
+        &[&args[..], &["--model", "duplexbench-mock"]].concat(),
+        LIMIT,
+    );
+    assert_eq!(served.status.code(), Some(0), "{}", describe(&served));
+}
+
 /// Checked with the wrong `--protocol`, a server breaks every rule: conform says which
 /// protocol its errors name.
 #[test]
