@@ -161,15 +161,17 @@ pub fn packet_bytes(rate: u32, packet_ms: u32) -> usize {
 /// Checks that `path` is a mono PCM16 WAV at `rate` with audio in it; returns its length in
 /// samples. `rate` is the run's input rate, one of `protocol`'s.
 pub fn probe(path: &Path, rate: u32) -> Result<u64> {
-    probe_for(path, rate, None)
+    probe_for(path, rate, None, None)
 }
 
 /// [`probe`], a file at another rate answered with what `protocol` takes: the flag that streams
-/// it when its servers take that rate too (sglang-omni's PersonaPlex: 24 kHz).
+/// it when its servers take that rate too (sglang-omni's PersonaPlex: 24 kHz), or against the
+/// built-in native mock playing `mock`, the profile that does.
 pub fn probe_for(
     path: &Path,
     rate: u32,
     protocol: Option<crate::protocol::Protocol>,
+    mock: Option<crate::profile::Profile>,
 ) -> Result<u64> {
     let want = rate_name(rate);
     let reader = open_wav(path).map_err(|err| match err {
@@ -213,13 +215,24 @@ pub fn probe_for(
                     && spec.sample_format == hound::SampleFormat::Int
                     && p.input_sample_rates().contains(&spec.sample_rate) =>
             {
+                // The built-in mock takes its profile's rate: the profile is the flag to give.
+                if let Some((mock, flags)) =
+                    mock.zip(crate::profile::Profile::offered_for(spec.sample_rate))
+                {
+                    return Err(anyhow::anyhow!(
+                        "--audio {} is {} and the built-in mock plays {} (--profile), which takes {want}: give {flags} to stream it as it is (or a {want} WAV)",
+                        path.display(),
+                        rate_name(spec.sample_rate),
+                        mock.name(),
+                    ));
+                }
                 return Err(anyhow::anyhow!(
                     "--audio {} is {} and the run sends {want}: give --input-sample-rate {}{} to stream it as it is",
                     path.display(),
                     rate_name(spec.sample_rate),
                     spec.sample_rate,
                     if p == crate::protocol::Protocol::Native && spec.sample_rate == 24_000 {
-                        " (sglang-omni's PersonaPlex takes 24 kHz; against the built-in mock, --profile personaplex)"
+                         " (sglang-omni's PersonaPlex takes 24 kHz)"
                     } else {
                         ""
                     }
@@ -819,14 +832,27 @@ mod tests {
         // so; another is named with the protocol's rates.
         let native = Some(crate::protocol::Protocol::Native);
         let at_24k = wav("24k", spec(24_000, 1, 16, hound::SampleFormat::Int), 2400);
-        let err = probe_for(&at_24k, 16_000, native).unwrap_err().to_string();
+        let err = probe_for(&at_24k, 16_000, native, None)
+            .unwrap_err()
+            .to_string();
         assert!(
             err.contains("is 24 kHz and the run sends 16 kHz: give --input-sample-rate 24000")
-                && err.contains("--profile personaplex"),
+                && err.contains("PersonaPlex takes 24 kHz"),
+            "{err}"
+        );
+        // Against the built-in mock, the profile that takes the file's rate.
+        let mock = Some(crate::profile::Profile::Personaplex);
+        let err = probe_for(&path, 24_000, native, mock)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("is 16 kHz and the built-in mock plays personaplex (--profile), which takes 24 kHz: give --profile voicechat or --profile minicpmo to stream it as it is"),
             "{err}"
         );
         let vllm = Some(crate::protocol::Protocol::Vllm);
-        let err = probe_for(&at_24k, 16_000, vllm).unwrap_err().to_string();
+        let err = probe_for(&at_24k, 16_000, vllm, None)
+            .unwrap_err()
+            .to_string();
         assert!(
             err.contains("--protocol vllm servers take 16 kHz;") && !err.contains("native"),
             "{err}"

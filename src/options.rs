@@ -457,7 +457,7 @@ pub fn validate(args: &RunArgs, command_line: String, tui: bool) -> Result<RunPl
     if args.url.is_none() {
         check_output_rate(args.speak.protocol, &args.mock)?;
     }
-    let audio = audio_of(args, client.input_sample_rate)?;
+    let audio = audio_of(args, client.input_sample_rate, mock_profile)?;
     let (duration_s, packets) = duration_of(args, &audio, client.input_sample_rate, packet_ms)?;
     check_limits(args, duration_s, sessions)?;
     let url = match &args.url {
@@ -507,8 +507,8 @@ pub fn validate(args: &RunArgs, command_line: String, tui: bool) -> Result<RunPl
 }
 
 /// The input audio: silence, an `--audio` file (looped), or Fun-ASR's built-in speech sample;
-/// `--duration` cuts a file or the sample shorter.
-fn audio_of(args: &RunArgs, rate: u32) -> Result<AudioSource> {
+/// `--duration` cuts a file or the sample shorter. `mock_profile`: the built-in native mock's.
+fn audio_of(args: &RunArgs, rate: u32, mock_profile: Option<Profile>) -> Result<AudioSource> {
     let funasr = args.speak.protocol == Protocol::Funasr;
     let whole = match &args.audio {
         // Fun-ASR recognises speech: without --audio it streams the built-in sample.
@@ -517,7 +517,7 @@ fn audio_of(args: &RunArgs, rate: u32) -> Result<AudioSource> {
         None => return Ok(AudioSource::Silence),
         Some(path) => AudioSource::Wav {
             path: path.clone(),
-            samples: crate::audio::probe_for(path, rate, Some(args.speak.protocol))?,
+            samples: crate::audio::probe_for(path, rate, Some(args.speak.protocol), mock_profile)?,
             loops: args.loops,
             cut: None,
         },
@@ -829,9 +829,12 @@ fn client_settings(
     }
     if let Some(p) = mock_profile.filter(|p| p.input_sample_rate() != rate) {
         bail!(
-            "--input-sample-rate {rate}: the built-in mock plays {} (--profile), which takes PCM16 at {} Hz; leave the flag out, or give --profile personaplex for 24000 Hz",
+            "--input-sample-rate {rate}: the built-in mock plays {} (--profile), which takes PCM16 at {} Hz; leave the flag out{}",
             p.name(),
-            p.input_sample_rate()
+            p.input_sample_rate(),
+            Profile::offered_for(rate)
+                .map(|flags| format!(", or give {flags} for {rate} Hz"))
+                .unwrap_or_default()
         );
     }
     // The built-in mock grants what its profile serves, the first asked for: none of it, and
@@ -1866,6 +1869,12 @@ mod tests {
         );
         let p = plan(&["--profile", "personaplex"]).unwrap();
         assert_eq!(p.settings.client.input_sample_rate, 24_000);
+        // ... and the other way, the profiles that take 16 kHz (it offered PersonaPlex itself).
+        let sixteen = err(&["--profile", "personaplex", "--input-sample-rate", "16000"]);
+        assert!(
+            sixteen.contains("leave the flag out, or give --profile voicechat or --profile minicpmo for 16000 Hz"),
+            "{sixteen}"
+        );
         assert!(
             err(&["--protocol", "vllm", "--url", "ws://h:1/v1/realtime"]).contains("needs --model")
                 && err(&["--protocol", "vllm", "--url", "ws://h:1/v1/realtime"])

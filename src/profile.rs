@@ -54,6 +54,17 @@ impl Profile {
         }
     }
 
+    /// `--profile voicechat or --profile minicpmo`: the profiles that take PCM16 at `rate`, as a
+    /// message offers them; `None` when none does.
+    pub fn offered_for(rate: u32) -> Option<String> {
+        let flags: Vec<String> = Profile::ALL
+            .iter()
+            .filter(|p| p.input_sample_rate() == rate)
+            .map(|p| format!("--profile {}", p.name()))
+            .collect();
+        (!flags.is_empty()).then(|| flags.join(" or "))
+    }
+
     /// Every output modality the model can produce; a session may ask for fewer.
     pub fn output_modalities(self) -> &'static [&'static str] {
         match self {
