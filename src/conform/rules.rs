@@ -671,7 +671,7 @@ impl<'a> Check<'a> {
             self.flag_session(
                 "close-code",
                 "the close frame after session.closed",
-                "before it",
+                "a close frame with no session.closed before it",
             );
         }
         // The receipts write a close without a status code as `"code": null`.

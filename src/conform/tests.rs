@@ -361,6 +361,12 @@ fn a_close_before_session_closed_is_named() {
     let from = r.len() - 1;
     move_after(&mut r, from, |r| index_of(r, names::SESSION_CLOSED, 0) - 1);
     breaks_only(&r, "close-code");
+    // It read "before it" also when no session.closed came at all.
+    let report = check_session("s", &r, None);
+    assert_eq!(
+        report.violations[0].got,
+        "a close frame with no session.closed before it"
+    );
 }
 
 #[test]
