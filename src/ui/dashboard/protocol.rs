@@ -13,6 +13,10 @@ use ratatui::widgets::{Block, Borders, Paragraph, Widget};
 /// The width of a p50 or p95 column (`-1234.5`; shorter values get a space before them).
 const VALUE_WIDTH: usize = 7;
 
+/// A narrowed column's width when it fits: room for `99.9`, so that a value that gains its
+/// second digit from one second to the next does not shift the columns.
+const STEADY_WIDTH: usize = 5;
+
 /// A sample count in 4 characters below a thousand million: exact below 1000, then `6.4k`,
 /// `64k`, `640k`, `6.4M`, `64M` (cut, not rounded: the panel never claims more samples than it
 /// has).
@@ -67,8 +71,11 @@ fn lines(figures: &ProtocolFigures, inner_width: usize) -> Vec<Line<'static>> {
         + 1;
     let fits = |value_width: usize| name_width + 2 * value_width + n_width <= inner_width;
     let fits_without_n = |value_width: usize| name_width + 2 * value_width <= inner_width;
+    let steady = tight.max(STEADY_WIDTH);
     let (value_width, with_n) = if fits(VALUE_WIDTH) {
         (VALUE_WIDTH, true)
+    } else if fits(steady) {
+        (steady, true)
     } else if fits(tight) {
         (tight, true)
     } else if fits_without_n(VALUE_WIDTH) {
@@ -206,6 +213,33 @@ mod tests {
         // Where the wide columns fit, they stay as they were.
         let wide = text(&figures, 60);
         assert!(wide[1].starts_with("unit_lag            -79."), "{wide:?}");
+    }
+
+    /// Narrowed to fit the count, the columns kept the widest value's width: a p95 that went
+    /// from 9.9 to 10.1 ms moved them from one second to the next.
+    #[test]
+    fn narrowed_columns_do_not_move_when_a_value_gains_a_digit() {
+        let at = |base_us: i64| {
+            let figures = ProtocolFigures {
+                title: "sglang-omni".to_string(),
+                figures: vec![
+                    latency("output_gap_excess", 6_300, base_us),
+                    latency("accepted", 6_460, 200),
+                ],
+            };
+            text(&figures, 36)
+        };
+        let (one, two) = (at(200), at(12_000));
+        assert!(
+            one[0].contains(" 0.") && two[0].contains(" 12."),
+            "{one:?} {two:?}"
+        );
+        assert_eq!(
+            one[0].chars().count(),
+            two[0].chars().count(),
+            "{one:?} {two:?}"
+        );
+        assert_eq!(one[1], two[1], "the other row stays where it was");
     }
 
     #[test]
