@@ -304,15 +304,25 @@ pub fn run(args: &ConformArgs) -> Result<i32> {
     // appends, and the verdict says so rather than pass the answers it never saw. The run's own
     // verdict says when no turn ended (summary::reasons::no_turns); noted when it is so of
     // every run checked, not of one of several.
-    let unanswered: Vec<Option<String>> = match &run_dir {
-        Some(dir) => vec![no_turn_ended(dir)],
-        None => args.trace.iter().map(|p| no_turn_ended(p)).collect(),
+    let checked: Vec<&Path> = match &run_dir {
+        Some(dir) => vec![dir.as_path()],
+        None => args.trace.iter().map(PathBuf::as_path).collect(),
     };
-    if let Some(Some(why)) = unanswered
-        .first()
-        .filter(|_| unanswered.iter().all(Option::is_some))
-    {
-        verdict.push_str(&format!("; no turn ended, so no answer was checked: {why}"));
+    let unanswered: Vec<(&Path, String)> = checked
+        .iter()
+        .filter_map(|&p| Some((p, no_turn_ended(p)?)))
+        .collect();
+    match unanswered.first() {
+        Some((_, why)) if unanswered.len() == checked.len() => {
+            verdict.push_str(&format!("; no turn ended, so no answer was checked: {why}"));
+        }
+        Some((path, why)) => verdict.push_str(&format!(
+            "; in {} of the {} runs checked no turn ended, so their answers were not checked ({}: {why})",
+            unanswered.len(),
+            checked.len(),
+            path.display()
+        )),
+        None => {}
     }
     if protocol == Protocol::Native {
         out.push_str(&verdict);

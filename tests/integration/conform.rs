@@ -466,16 +466,33 @@ fn an_openai_check_in_which_no_turn_ended_says_no_answer_was_checked() {
         assert_eq!(checked.status.code(), Some(0), "{}", describe(&checked));
         String::from_utf8_lossy(&checked.stdout).to_string()
     };
-    let silent = check(&[]);
+    let dir = TempDir::new("conform-no-turn");
+    let (a, b) = (dir.join("silent"), dir.join("committed"));
+    let silent = check(&["--output", a.to_str().unwrap()]);
     assert!(
         silent.contains("verdict: conformant")
             && silent.contains("no turn ended, so no answer was checked"),
         "{silent}"
     );
-    let committed = check(&["--turn-detection", "none"]);
+    let committed = check(&["--turn-detection", "none", "--output", b.to_str().unwrap()]);
     assert!(
         committed.contains("verdict: conformant") && !committed.contains("no turn ended"),
         "{committed}"
+    );
+    // Both folders checked at once: the one whose answers were not checked is named (the
+    // note was left out unless none had been).
+    let both = ["conform", "--protocol", "openai", "--trace"];
+    let checked = util::run(
+        &[&both[..], &[a.to_str().unwrap(), b.to_str().unwrap()]].concat(),
+        LIMIT,
+    );
+    assert_eq!(checked.status.code(), Some(0), "{}", describe(&checked));
+    let stdout = String::from_utf8_lossy(&checked.stdout);
+    assert!(
+        stdout.contains(
+            "in 1 of the 2 runs checked no turn ended, so their answers were not checked"
+        ) && stdout.contains(a.to_str().unwrap()),
+        "{stdout}"
     );
 }
 
