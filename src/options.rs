@@ -550,8 +550,9 @@ fn cut_to(whole: AudioSource, duration: std::time::Duration, rate: u32) -> Resul
             ),
             AudioSource::Silence => return Ok(whole),
         };
-        let length = humantime::format_duration(std::time::Duration::from_secs_f64(
-            have as f64 / f64::from(rate),
+        // To the millisecond: `5s 828ms`, not `5s 828ms 62us`.
+        let length = humantime::format_duration(std::time::Duration::from_millis(
+            (have as f64 * 1000.0 / f64::from(rate)).round() as u64,
         ));
         bail!(
             "--duration {} is longer than {name}: {length} of audio{}; give --loops {} to repeat it that often (the last play is cut at --duration), or a --duration of at most {length}",
@@ -1798,7 +1799,7 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(
-            err.contains("--duration 12s is longer than the built-in speech sample")
+            err.contains("--duration 12s is longer than the built-in speech sample (--protocol funasr's input without --audio): 5s 828ms of audio;")
                 && err.contains("give --loops 3"),
             "{err}"
         );
