@@ -372,7 +372,7 @@ mod tests {
             figures::latency_paths(crate::protocol::Protocol::Native)
                 .into_iter()
                 .map(|name| {
-                    let v = if name == "unit_lag_ms.p99" {
+                    let v = if name.ends_with("unit_lag_ms.p99") {
                         unit_lag_p99
                     } else {
                         1.0
