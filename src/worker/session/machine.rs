@@ -417,9 +417,13 @@ impl Machine {
         }
     }
 
-    /// A delta of an answer arrived at `now_s`: the gap since the previous one is a reply lag.
+    /// A delta of an answer arrived at `now_s`: the gap since the previous one is a reply lag,
+    /// while the client streams. Once the input has ended, the server finishes its answer to
+    /// it (the turns time that, `done_after_end`): a delta still in flight for the last packet
+    /// followed by the final answer 200 ms later is no stall (the vLLM mock read as one in most
+    /// runs), as Fun-ASR's results after STOP are not.
     fn delta_gap(&mut self, now_s: f64) {
-        if self.turns.is_some() {
+        if self.turns.is_some() && self.phase == Phase::Streaming {
             self.reply_gap(now_s);
         }
     }

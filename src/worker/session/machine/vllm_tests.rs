@@ -63,3 +63,48 @@ fn empty_deltas_are_replies_so_a_pause_in_speech_is_no_reply_gap() {
     m.settle();
     assert_eq!(m.outcome.turns.text_deltas, 2, "empty deltas are no text");
 }
+
+/// The last packet's delta, in flight when the client commits the end of its input, then the
+/// final answer the server took 200 ms to finish: that wait is the turn's `done_after_end`, not
+/// a gap between replies (the QA pass of 2026-12-07: "server stall at 3.0 s" in most vLLM mock
+/// runs).
+#[test]
+fn the_wait_for_the_final_answer_after_the_input_ends_is_no_reply_gap() {
+    let mut m = machine();
+    m.connecting(0.0);
+    assert_eq!(m.next_action(), Action::Await("session.created"));
+    let created = r#"{"type":"session.created","id":"sess-1","created":1}"#;
+    assert_eq!(hear(&mut m, created, 0.01), Flow::Reached);
+    for (k, what) in ["session.update", "the first commit"].iter().enumerate() {
+        assert!(matches!(m.next_action(), Action::Send(_)), "{what}");
+        m.control_sending(0.02 + k as f64 * 0.001);
+    }
+    assert_eq!(m.next_action(), Action::Stream);
+    let empty = r#"{"type":"transcription.delta","delta":""}"#;
+    let mut frame = Outgoing::default();
+    let last = m.settings.packets_per_session - 1;
+    for seq in 0..=last {
+        let start_s = 1.0 + f64::from(seq) * 0.08;
+        let due_s = m.packet(seq, start_s, 1.0, &mut frame).0;
+        m.sent(seq, due_s, start_s, start_s + 0.0001);
+        if seq < last {
+            hear(&mut m, empty, start_s + 0.04);
+        }
+    }
+    m.streamed();
+    let end_s = 1.0 + f64::from(last + 1) * 0.08;
+    assert!(
+        matches!(m.next_action(), Action::Send(_)),
+        "the final commit"
+    );
+    m.control_sending(end_s);
+    hear(&mut m, empty, end_s + 0.0001);
+    for text in [
+        r#"{"type":"transcription.delta","delta":" la"}"#,
+        r#"{"type":"transcription.done","text":" la"}"#,
+    ] {
+        hear(&mut m, text, end_s + 0.2);
+    }
+    let gap = longest_reply_gap_ms(&m);
+    assert!(gap < 90.0, "one model step between replies, not {gap} ms");
+}
