@@ -514,6 +514,9 @@ pub struct ConformArgs {
     /// With --url, stream this WAV (mono PCM16 at the input rate: --input-sample-rate, or the protocol's: 24 kHz for openai, 16 kHz otherwise).
     #[arg(long, value_name = "FILE.wav")]
     pub audio: Option<PathBuf>,
+    /// With --audio (or --protocol funasr's built-in speech), how many times each session plays it, as `run --loops`.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub loops: u32,
     /// With --url and --protocol funasr, the LANGUAGE:<name> the sessions set after START, as `run --language`.
     #[arg(long)]
     pub language: Option<String>,

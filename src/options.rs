@@ -532,6 +532,15 @@ fn audio_of(args: &RunArgs, rate: u32, mock_profile: Option<Profile>) -> Result<
 /// shorter than that is refused with the `--loops` that would make it long enough: nothing is
 /// repeated that was not asked for.
 fn cut_to(whole: AudioSource, duration: std::time::Duration, rate: u32) -> Result<AudioSource> {
+    // The limits first: no --loops would make a longer input.
+    check_duration_limit(duration.as_secs_f64())?;
+    if duration.as_secs_f64() > crate::audio::MAX_INPUT_S {
+        bail!(
+            "--duration {} with --audio: at most {} of audio are held in memory; give a --duration of at most that",
+            humantime::format_duration(duration),
+            humantime::format_duration(std::time::Duration::from_secs_f64(crate::audio::MAX_INPUT_S)),
+        );
+    }
     let at = (duration.as_secs_f64() * f64::from(rate)).round() as u64;
     let have = whole.total_samples().unwrap_or(0);
     if at > have {
@@ -564,6 +573,14 @@ fn cut_to(whole: AudioSource, duration: std::time::Duration, rate: u32) -> Resul
     Ok(whole.cut_at(at))
 }
 
+/// A session's audio is at most a day.
+fn check_duration_limit(duration_s: f64) -> Result<()> {
+    if duration_s > 24.0 * 3600.0 {
+        bail!("--duration must be at most 24h");
+    }
+    Ok(())
+}
+
 /// Each session's audio in seconds (the file's, or `--duration`), and its packets.
 fn duration_of(
     args: &RunArgs,
@@ -579,9 +596,10 @@ fn duration_of(
     };
     if audio.total_samples().is_some() && duration_s > crate::audio::MAX_INPUT_S {
         bail!(
-            "--audio × --loops is {:.0} s of audio; at most {:.0} s are held in memory, give fewer --loops",
+            "--audio × --loops is {:.0} s of audio; at most {:.0} s are held in memory: give fewer --loops, or a --duration of at most {} to cut it there",
             duration_s,
-            crate::audio::MAX_INPUT_S
+            crate::audio::MAX_INPUT_S,
+            humantime::format_duration(std::time::Duration::from_secs_f64(crate::audio::MAX_INPUT_S)),
         );
     }
     if duration_s < f64::from(packet_ms) / 1000.0 {
@@ -602,9 +620,7 @@ fn duration_of(
             ),
         }
     }
-    if duration_s > 24.0 * 3600.0 {
-        bail!("--duration must be at most 24h");
-    }
+    check_duration_limit(duration_s)?;
     let packets = (duration_s * 1000.0 / f64::from(packet_ms)).ceil();
     if packets > f64::from(u32::MAX) {
         bail!("--duration gives too many packets");
@@ -658,8 +674,8 @@ fn check_limits(args: &RunArgs, duration_s: f64, sessions: u32) -> Result<()> {
         // later than the run is long, so a larger threshold would qualify any run, however late.
         if f64::from(late_ms) > duration_s * 1000.0 {
             bail!(
-                "--late-threshold-ms {late_ms} is longer than the run (--duration {}): no packet could ever be late; give at most {} ms",
-                humantime::format_duration(std::time::Duration::from_secs_f64(duration_s)),
+                "--late-threshold-ms {late_ms} is longer than each session's audio ({}): no packet could ever be late; give at most {} ms",
+                humantime::format_duration(std::time::Duration::from_millis((duration_s * 1000.0).round() as u64)),
                 (duration_s * 1000.0).floor()
             );
         }
@@ -1676,6 +1692,34 @@ mod tests {
             err.contains(&format!(
                 "--duration 5s is longer than --audio {file}: 2s of audio; give --loops 3"
             )),
+            "{err}"
+        );
+        // Past the limits, no --loops would do: said before any is offered.
+        let err = plan(&["--audio", file, "-d", "3h"])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("--duration 3h with --audio: at most 2h of audio are held in memory"),
+            "{err}"
+        );
+        let err = plan(&["--audio", file, "-d", "25h"])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("--duration must be at most 24h"), "{err}");
+        let err = plan(&["--audio", file, "--loops", "4000"])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("or a --duration of at most 2h to cut it there"),
+            "{err}"
+        );
+        assert!(plan(&["--audio", file, "--loops", "4000", "-d", "2h"]).is_ok());
+        // Without --duration, the audio's own length is named, not a --duration never given.
+        let err = plan(&["--audio", file, "--late-threshold-ms", "3000"])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("longer than each session's audio (2s)"),
             "{err}"
         );
         let err = plan(&["--audio", file, "-d", "50ms"])

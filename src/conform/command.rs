@@ -434,6 +434,9 @@ fn record_run(url: &str, args: &ConformArgs, dir: &Path) -> Result<()> {
     if let Some(wav) = &args.audio {
         argv.extend(["--audio".to_string(), wav.display().to_string()]);
     }
+    if args.loops != 1 {
+        argv.extend(["--loops".to_string(), args.loops.to_string()]);
+    }
     if let Some(duration) = duration {
         argv.extend(["--duration".to_string(), duration.as_secs_f64().to_string()]);
     }

@@ -234,7 +234,7 @@ pub fn validate(args: &SweepArgs, command_line: String, tui: bool) -> Result<Swe
             let folder = level_folder(total, repeat);
             let line = format!("{command_line}  # {folder}");
             let plan = options::validate(&level_args(args, &output_dir, total, &folder), line, tui)
-                .with_context(|| format!("level {total}"))?;
+                .with_context(|| format!("the level of {total} sessions"))?;
             runs.push(plan);
         }
         levels.push(LevelPlan {

@@ -513,8 +513,10 @@ fn a_duration_for_a_funasr_check_cuts_the_speech_it_streams() {
         "funasr",
         "-s",
         "1",
+        "--loops",
+        "2",
         "-d",
-        "2s",
+        "7s",
         "--output",
         out.to_str().unwrap(),
     ];
@@ -522,7 +524,9 @@ fn a_duration_for_a_funasr_check_cuts_the_speech_it_streams() {
     assert_eq!(checked.status.code(), Some(0), "{}", describe(&checked));
     let stdout = String::from_utf8_lossy(&checked.stdout);
     assert!(stdout.contains("verdict: conformant"), "{stdout}");
+    // The sample (5.83 s) twice, cut in its second play.
     let s = util::summary(&out);
-    assert_eq!(s["settings"]["duration_s"], 2.0, "{}", s["settings"]);
+    assert_eq!(s["settings"]["duration_s"], 7.0, "{}", s["settings"]);
     assert_eq!(s["settings"]["audio"]["kind"], "sample");
+    assert_eq!(s["settings"]["audio"]["loops"], 2);
 }
