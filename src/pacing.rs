@@ -74,7 +74,7 @@ pub struct PacketCounts {
     /// Packets beyond the slow-send threshold (late ones beyond it included; with a late
     /// threshold below it, a late packet is slow only if it is beyond it too).
     pub slow_sends: u64,
-    /// Packets never sent because their session failed while streaming.
+    /// Packets never sent because their session failed (while streaming, or in its set-up).
     pub unsent_packets: u64,
     /// The exact largest deviation of a sent packet.
     pub max_deviation_us: u64,

@@ -5,6 +5,16 @@
 use crate::pacing::PacketCounts;
 use serde::{Deserialize, Serialize};
 
+/// Why a run's unsent packets were never sent, as far as the count of those sent tells: with
+/// none sent, every session failed before streaming (a refused set-up), not while.
+pub fn unsent_why(packets_sent: u64) -> &'static str {
+    if packets_sent == 0 {
+        "their sessions failed before they streamed"
+    } else {
+        "their sessions failed while streaming"
+    }
+}
+
 /// What a verdict is decided from; live views fill in what they know so far.
 #[derive(Debug, Clone, Default)]
 pub struct Facts<'a> {
@@ -88,8 +98,9 @@ pub fn judge(f: &Facts<'_>) -> Verdict {
     }
     if c.unsent_packets > 0 {
         reasons.push(format!(
-            "{} packets were never sent: their sessions failed while streaming",
-            c.unsent_packets
+            "{} packets were never sent: {}",
+            c.unsent_packets,
+            unsent_why(c.packets)
         ));
     }
     if f.incomplete > 0 {
@@ -195,13 +206,19 @@ mod tests {
             incomplete: 4,
             most_common_error: Some("cannot connect: HTTP error: 404 Not Found"),
             finished: true,
+            counts: PacketCounts {
+                unsent_packets: 100,
+                ..PacketCounts::default()
+            },
             ..Facts::default()
         };
         let v = judge(&facts);
         assert!(!v.pacing_qualified && !v.complete);
+        // Not "failed while streaming" beside "no packet was sent" (the QA pass of 2026-12-07).
         assert_eq!(
             v.reasons,
             [
+                "100 packets were never sent: their sessions failed before they streamed",
                 "4 of 4 sessions incomplete; most common: cannot connect: HTTP error: 404 Not Found",
                 "no packet was sent, so nothing was measured: not pacing-qualified"
             ]

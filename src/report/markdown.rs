@@ -91,7 +91,7 @@ fn serving_section(out: &mut String, s: &Summary) {
         out,
         "Under the names of sglang-omni's `serving_metrics.py`, all in summary.json's `serving` (definitions: docs/metrics.md):\n\n```"
     );
-    for line in crate::summary::serving::lines(serving) {
+    for line in crate::summary::serving::lines(serving, s.sessions.stopped_early) {
         md!(out, "{line}");
     }
     md!(out, "```\n");

@@ -51,7 +51,7 @@ fn table_body(s: &Summary) -> String {
     processes(&mut out, s);
     funasr(&mut out, s);
     if let Some(serving) = &s.serving {
-        for line in crate::summary::serving::lines(serving) {
+        for line in crate::summary::serving::lines(serving, s.sessions.stopped_early) {
             row!(out, "{line}");
         }
     }
@@ -149,8 +149,9 @@ fn pacing(out: &mut String, s: &Summary) {
     if c.unsent_packets > 0 {
         row!(
             out,
-            "never sent         {} packets (their sessions failed while streaming)",
-            c.unsent_packets
+            "never sent         {} packets ({})",
+            c.unsent_packets,
+            crate::verdict::unsent_why(c.packets)
         );
     }
     if c.packets == 0 {

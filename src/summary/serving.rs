@@ -259,11 +259,16 @@ fn ms(v: Option<f64>) -> String {
 }
 
 /// The section in a few lines, for summary.md and the final table: their names without the
-/// unit, times in ms.
-pub fn lines(s: &ServingSection) -> Vec<String> {
+/// unit, times in ms. `stopped_early`: the run's sessions a stop cut short, which their client
+/// does not call successful (fewer appends than the input), though they completed for ours.
+pub fn lines(s: &ServingSection, stopped_early: u64) -> Vec<String> {
     let profile = s.profile.as_deref().unwrap_or("profile unknown");
+    let stopped = match stopped_early {
+        0 => String::new(),
+        n => format!(", {n} stopped early, which it does not call successful"),
+    };
     let mut lines = vec![format!(
-        "serving metrics    sglang-omni's ({profile}; {} of {} sessions successful), in ms",
+        "serving metrics    sglang-omni's ({profile}; {} of {} sessions successful{stopped}), in ms",
         s.successful_sessions, s.attempted_sessions
     )];
     let row = |name: &str, d: &Distribution| {

@@ -449,6 +449,13 @@ fn sigint_stops_the_run_and_still_writes_a_cancelled_summary() {
         text.contains("2 completed, 0 incomplete, 0 rejected of 2; 2 of them stopped early (before their input's end)"),
         "{text}"
     );
+    // ... and why sglang-omni's own count of successful sessions is 0 of them.
+    assert!(
+        text.contains(
+            "0 of 2 sessions successful, 2 stopped early, which it does not call successful"
+        ),
+        "{text}"
+    );
 }
 
 /// Ctrl-C while sessions wait in set-up (a server that takes the connection and then says
