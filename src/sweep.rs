@@ -535,13 +535,21 @@ fn previous_runs(dir: &Path) -> Vec<String> {
             .filter(|f| is_sweep_run_folder(f))
             .collect();
     }
-    std::fs::read_dir(dir)
+    run_folders_by_name(dir)
+}
+
+/// The folders in `dir` named as a sweep names its runs (`warmup`, `level-0016`, …), sorted.
+pub fn run_folders_by_name(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
         .into_iter()
         .flatten()
         .flatten()
+        .filter(|e| e.path().is_dir())
         .map(|e| e.file_name().to_string_lossy().into_owned())
         .filter(|name| is_sweep_run_folder(name))
-        .collect()
+        .collect();
+    names.sort();
+    names
 }
 
 /// `warmup`, `level-0016`, `level-0016-r2`: the names of a sweep's run folders.

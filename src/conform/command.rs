@@ -210,6 +210,17 @@ pub fn run(args: &ConformArgs) -> Result<i32> {
             || "the --trace paths".to_string(),
             |d| d.display().to_string(),
         );
+        // A run with --trace off recorded none: keeping them would not have helped.
+        if let Some(path) = args
+            .trace
+            .iter()
+            .find(|path| recorded_summary(path).is_some_and(|s| s["settings"]["trace"] == "off"))
+        {
+            bail!(
+                "no trace.jsonl found in {place}: the run in {} recorded no traces (--trace off). Run it again with --trace full --keep-traces (or let `conform --url URL --output DIR` record a run: it keeps its traces)",
+                path.display()
+            );
+        }
         if args.trace.iter().any(|path| traces_deleted(path)) {
             bail!(
                 "no trace.jsonl found in {place}: a run that completes cleanly deletes its \

@@ -70,8 +70,29 @@ pub fn load_saying(path: &Path, takes: &str) -> Result<(PathBuf, Summary)> {
     } else {
         path.to_path_buf()
     };
-    let text = std::fs::read_to_string(&file)
-        .with_context(|| format!("cannot read {}; {takes}", file.display()))?;
+    let text = match std::fs::read_to_string(&file) {
+        Ok(text) => text,
+        Err(e) => {
+            // A sweep's folder holds run folders, not a summary: name one to give.
+            let runs = crate::sweep::run_folders_by_name(path);
+            if let (true, Some(run)) = (path.is_dir(), runs.iter().find(|r| *r != "warmup")) {
+                let record = if path.join("sweep.json").is_file() {
+                    "its sweep.json is read by `report` on the folder"
+                } else {
+                    "its sweep.json is missing, so it cannot be read as a sweep"
+                };
+                bail!(
+                    "{} is a sweep's folder (its runs: {}), not a run's: give one of its runs, e.g. {} ({record})",
+                    path.display(),
+                    runs.join(", "),
+                    path.join(run).display()
+                );
+            }
+            return Err(
+                anyhow::anyhow!(e).context(format!("cannot read {}; {takes}", file.display()))
+            );
+        }
+    };
     let value: serde_json::Value = serde_json::from_str(&text)
         .with_context(|| format!("{} is not JSON; {takes}", file.display()))?;
     let is_summary = value["tool"]["name"] == "duplexbench-tui" && value.get("verdict").is_some();

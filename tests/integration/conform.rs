@@ -174,6 +174,20 @@ fn a_run_folder_whose_traces_were_deleted_says_to_keep_them() {
         stderr.contains("no trace.jsonl found") && stderr.contains("--keep-traces"),
         "{stderr}"
     );
+    // A run with --trace off recorded none: keeping them would not have helped.
+    let off = TempDir::new("conform-trace-off");
+    std::fs::create_dir_all(off.join("sessions").join("w0-s0000")).unwrap();
+    let summary = r#"{"settings": {"protocol": "native", "trace": "off"}}"#;
+    std::fs::write(off.join("summary.json"), summary).unwrap();
+    let off_dir = off.join("");
+    let out = util::run(&["conform", "--trace", off_dir.to_str().unwrap()], LIMIT);
+    assert_eq!(out.status.code(), Some(2), "{}", describe(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("recorded no traces (--trace off)")
+            && stderr.contains("--trace full --keep-traces"),
+        "{stderr}"
+    );
     // A folder that is no run folder gets the plain message.
     let empty = TempDir::new("conform-empty");
     let other = empty.join("");

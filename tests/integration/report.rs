@@ -111,6 +111,29 @@ fn report_of_a_folder_without_a_summary_is_a_clear_error() {
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("is not a duplexbench-tui summary"), "{err}");
+    // A sweep's folder whose sweep.json is gone, given to report or merge: its runs are named.
+    let sweep = TempDir::new("report-sweep-without-record");
+    std::fs::create_dir_all(sweep.join("level-0016")).unwrap();
+    std::fs::create_dir_all(sweep.join("warmup")).unwrap();
+    let folder = sweep.join("");
+    let merged = sweep.join("merged");
+    for command in [
+        &["report"][..],
+        &["merge", "--output", merged.to_str().unwrap()],
+    ] {
+        let out = util::run(
+            &[command, &[folder.to_str().unwrap()]].concat(),
+            Duration::from_secs(30),
+        );
+        let command = command[0];
+        assert_eq!(out.status.code(), Some(2), "{command}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("is a sweep's folder (its runs: level-0016, warmup)")
+                && err.contains("level-0016 (its sweep.json is missing"),
+            "{command}: {err}"
+        );
+    }
 }
 
 /// A schema 2 summary (the loop-lag counts were `attribution.loop_stalls`) renders as its schema 3
