@@ -100,7 +100,12 @@ fn json<T: serde::Serialize>(value: &T) -> String {
 /// or a URL. Not a reason to refuse a comparison — the server is what an A/B run compares.
 pub fn differing_servers(a: &Summary, b: &Summary) -> Option<String> {
     let server = |s: &Summary| match &s.settings.mock {
-        Some(mock) => format!("the built-in mock ({})", mock.to_flags().join(" ")),
+        // The flags leave out the protocol, which the conductor gives the mock on its own.
+        Some(mock) => format!(
+            "the built-in mock (--protocol {} {})",
+            s.settings.protocol.as_str(),
+            mock.to_flags().join(" ")
+        ),
         None => s.settings.url.clone(),
     };
     let (x, y) = (server(a), server(b));

@@ -312,7 +312,7 @@ fn two_openai_runs_compare_their_turns_and_name_how_their_servers_differ() {
         "no native rows: {table}"
     );
     assert!(
-        table.contains("The servers differ: the built-in mock (")
+        table.contains("The servers differ: the built-in mock (--protocol openai --profile")
             && table.contains("--skip-busy-turns"),
         "{table}"
     );
