@@ -31,8 +31,9 @@ fn short_count(n: u64) -> String {
 }
 
 /// The panel's lines at `inner_width`: a row per latency or rate (p50, p95 and the sample
-/// count, the count left out when it does not fit), then the counts packed into lines.
-fn lines(figures: &ProtocolFigures, inner_width: usize) -> Vec<Line<'static>> {
+/// count, the count left out when it does not fit), then the counts packed into lines; and
+/// whether the count is shown, which the title says.
+fn lines(figures: &ProtocolFigures, inner_width: usize) -> (Vec<Line<'static>>, bool) {
     let rows: Vec<_> = figures
         .figures
         .iter()
@@ -121,25 +122,30 @@ fn lines(figures: &ProtocolFigures, inner_width: usize) -> Vec<Line<'static>> {
     if !line.is_empty() {
         lines.push(Line::from(line));
     }
-    lines
+    (lines, with_n)
 }
 
 /// The height the panel needs at `width`, borders included.
 pub fn height(figures: &ProtocolFigures, width: u16) -> u16 {
-    lines(figures, usize::from(width.saturating_sub(2))).len() as u16 + 2
+    lines(figures, usize::from(width.saturating_sub(2))).0.len() as u16 + 2
 }
 
+/// The panel, its title naming the columns shown: `· n` only with the sample count (at 80
+/// columns it gives way, and the title said it was there).
 pub fn draw(figures: &ProtocolFigures, theme: Theme, area: Rect, buf: &mut Buffer) {
-    let lines = lines(figures, usize::from(area.width.saturating_sub(2)));
+    let inner_width = usize::from(area.width.saturating_sub(2));
+    let (lines, with_n) = lines(figures, inner_width);
+    let columns = if with_n {
+        "ms p50 / p95 · n "
+    } else {
+        "ms p50 / p95 "
+    };
+    let title = Line::from(vec![
+        Span::raw(format!(" {} ", figures.title)),
+        Span::styled(columns, theme.dim()),
+    ]);
     Paragraph::new(lines)
-        .block(
-            Block::default()
-                .borders(Borders::ALL)
-                .title(Line::from(vec![
-                    Span::raw(format!(" {} ", figures.title)),
-                    Span::styled("ms p50 / p95 · n ", theme.dim()),
-                ])),
-        )
+        .block(Block::default().borders(Borders::ALL).title(title))
         .render(area, buf);
 }
 
@@ -162,6 +168,7 @@ mod tests {
 
     fn text(figures: &ProtocolFigures, width: usize) -> Vec<String> {
         lines(figures, width)
+            .0
             .iter()
             .map(|l| l.to_string())
             .collect()

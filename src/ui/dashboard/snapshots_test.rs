@@ -898,3 +898,38 @@ fn a_progress_bar_that_does_not_fit_is_left_out_whole() {
         "{narrow}"
     );
 }
+
+/// At 80 columns the protocol panel leaves out its sample counts; its title still said `· n`.
+#[test]
+fn the_protocol_title_says_n_only_while_the_sample_counts_are_shown() {
+    let state = fixture(1, 16, 30, None);
+    let title = |screen: &str| {
+        screen
+            .lines()
+            .find(|l| l.contains("sglang-omni"))
+            .unwrap_or_else(|| panic!("{screen}"))
+            .to_string()
+    };
+    let wide = text(&draw(&state, &ViewState::default(), NO_COLOR, 120, 40));
+    assert!(title(&wide).contains("ms p50 / p95 · n "), "{wide}");
+    // The unit_lag row inside the panel: 200 samples.
+    let row = |screen: &str| {
+        screen
+            .lines()
+            .find(|l| l.contains("unit_lag"))
+            .and_then(|l| l.split('│').nth(1))
+            .unwrap_or_default()
+            .trim_end()
+            .to_string()
+    };
+    assert!(row(&wide).ends_with(" 200"), "the count is shown: {wide}");
+    let small = text(&draw(&state, &ViewState::default(), NO_COLOR, 80, 24));
+    assert!(
+        !row(&small).ends_with(" 200"),
+        "the count gives way at 80 columns: {small}"
+    );
+    assert!(
+        title(&small).contains("ms p50 / p95 ─") && !title(&small).contains("· n"),
+        "{small}"
+    );
+}
