@@ -610,10 +610,23 @@ pub fn footer(state: &LiveState, theme: Theme, area: Rect, buf: &mut Buffer) {
     Paragraph::new(Line::from(Span::styled(text, theme.dim()))).render(area, buf);
 }
 
-pub fn help(theme: Theme, thresholds: &Thresholds, area: Rect, buf: &mut Buffer) {
-    let lines = vec![
-        Line::from("q, Ctrl-C    end the run gracefully: sessions stop and end,"),
-        Line::from("             the summary is written, its path printed"),
+/// The keys and the heatmap's scale. The way out is the screen's own: during the run `q` ends
+/// it; once it has `finished`, `q`, Enter and Esc leave the dashboard (the help said `q` ended
+/// the run, which had ended, and left Enter and Esc out).
+pub fn help(theme: Theme, thresholds: &Thresholds, finished: bool, area: Rect, buf: &mut Buffer) {
+    let mut lines = if finished {
+        vec![
+            Line::from("q, Enter     leave: the run has ended and its summary is"),
+            Line::from("             written; the final table is printed on leaving"),
+            Line::from("Esc          close this help; with it closed, leave"),
+        ]
+    } else {
+        vec![
+            Line::from("q, Ctrl-C    end the run gracefully: sessions stop and end,"),
+            Line::from("             the summary is written, its path printed"),
+        ]
+    };
+    lines.extend([
         Line::from("?            this help"),
         Line::from("↑ ↓          scroll the heatmap by a row (ungrouped)"),
         Line::from("PgUp PgDn    scroll by a page; Home End: top, bottom"),
@@ -627,7 +640,7 @@ pub fn help(theme: Theme, thresholds: &Thresholds, area: Rect, buf: &mut Buffer)
         Line::from(""),
         Line::from("Words (pacing-qualified, late, slow send, deviation, unit lag,"),
         Line::from("D-state stall, loop lag, writer queue…): docs/glossary.md"),
-    ];
+    ]);
     Clear.render(area, buf);
     Paragraph::new(lines)
         .block(

@@ -933,3 +933,35 @@ fn the_protocol_title_says_n_only_while_the_sample_counts_are_shown() {
         "{small}"
     );
 }
+
+/// On the finished screen the help said `q, Ctrl-C  end the run gracefully`: the run had ended,
+/// and Enter and Esc, which leave that screen, went unmentioned.
+#[test]
+fn the_help_on_the_finished_screen_says_how_to_leave_it() {
+    let mut state = fixture(1, 8, 90, None);
+    let view = ViewState {
+        help: true,
+        ..ViewState::default()
+    };
+    let live = text(&draw(&state, &view, NO_COLOR, 120, 40));
+    assert!(
+        live.contains("q, Ctrl-C    end the run gracefully"),
+        "{live}"
+    );
+    state.finished = Some(Finished {
+        verdict: "pacing-qualified, complete".to_string(),
+        reasons: Vec::new(),
+        summary_path: "runs/fixture/summary.md".to_string(),
+        exit_code: 0,
+    });
+    let finished = text(&draw(&state, &view, NO_COLOR, 120, 40));
+    assert!(!finished.contains("end the run"), "{finished}");
+    assert!(
+        finished.contains("q, Enter     leave")
+            && finished.contains("Esc          close this help; with it closed, leave"),
+        "{finished}"
+    );
+    // The rest of the help stays as it is during the run.
+    assert!(finished.contains("v            only sessions with a late packet"));
+    assert!(finished.contains("docs/glossary.md"), "{finished}");
+}

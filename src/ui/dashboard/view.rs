@@ -109,6 +109,7 @@ pub fn render(frame: &mut Frame<'_>, state: &LiveState, view: &ViewState, theme:
         panels::help(
             theme,
             &state.info.thresholds,
+            state.finished.is_some(),
             centered(area, width, 19),
             buf,
         );
