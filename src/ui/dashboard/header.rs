@@ -1,7 +1,7 @@
 //! The dashboard's two header lines: the verdict and the layout, then the run's progress (or
 //! the way out once it has finished). What does not fit is left out whole, never cut mid-word.
 
-use super::panels::{mmss, verdict};
+use super::panels::{clipped, mmss, verdict};
 use super::theme::Theme;
 use crate::live::LiveState;
 use ratatui::buffer::Buffer;
@@ -73,7 +73,9 @@ pub fn draw(state: &LiveState, theme: Theme, area: Rect, buf: &mut Buffer) {
     } else {
         fit_segments(progress_segments(state, output, theme, width), width)
     };
-    Paragraph::new(vec![title, progress]).render(area, buf);
+    // What is always shown may still not fit (`setting up: 40 of 64 sessions connected, 2
+    // failed` at 40 columns): it ends in `…` where it is cut.
+    Paragraph::new(vec![clipped(title, width), clipped(progress, width)]).render(area, buf);
 }
 
 /// Before the gate: ` setting up: 40 of 64 sessions connected, 2 failed`.

@@ -278,7 +278,8 @@ fn paint_cell(cell: &mut ratatui::buffer::Cell, heats: &[Heat], theme: Theme) {
 }
 
 /// The colour (or glyph) scale, shared by the heatmap and the help, in `width` columns: the
-/// classes always, then the time scale and "blank = no packet" if they fit whole.
+/// classes (ending in `…` where a narrow panel cuts them), then the time scale and "blank = no
+/// packet" if they fit whole.
 pub fn legend(theme: Theme, thresholds: &Thresholds, scale: &str, width: usize) -> Line<'static> {
     let late_ms = thresholds.late_us / 1000;
     let slow_ms = thresholds.slow_us / 1000;
@@ -309,7 +310,8 @@ pub fn legend(theme: Theme, thresholds: &Thresholds, scale: &str, width: usize) 
     if with_blank {
         spans.push(blank);
     }
-    Line::from(spans)
+    // A panel too narrow for the classes: cut, marked (`X la` read as a class of its own).
+    super::panels::clipped(Line::from(spans), width)
 }
 
 #[cfg(test)]
@@ -358,9 +360,10 @@ mod tests {
     }
 
     /// The title says less on a narrow panel, in whole words: a title cut by the border read
-    /// `lines 1-10 of 4` for "of 43" (seen at 80 columns).
+    /// `lines 1-10 of 4` for "of 43" (seen at 80 columns). Where even the shortest does not
+    /// fit, it ends in `…` where it is cut (`16 sessions, 4/li` at 40 columns read as whole).
     #[test]
-    fn the_title_shortens_to_fit_a_narrow_panel_and_is_never_cut() {
+    fn the_title_shortens_to_fit_a_narrow_panel_and_is_cut_only_with_a_mark() {
         let s = state(1, 256);
         let view = ViewState {
             grouped: false,
@@ -381,13 +384,13 @@ mod tests {
         );
         assert_eq!(at(52), " Heatmap: 256 sessions, 2/line, 1-10 of 128 ");
         assert_eq!(at(44), " 256 sessions, 2/line, 1-10 of 128 ");
-        for width in 20..140 {
+        for width in 4..140 {
             let t = at(width);
-            assert!(
-                t.chars().count() + 3 <= usize::from(width) || t == at(0),
-                "{width}: {t}"
-            );
+            assert!(t.chars().count() + 3 <= usize::from(width), "{width}: {t}");
+            let whole = [at(140), at(52), at(44)].contains(&t) || t == at(44).trim_end();
+            assert!(whole || t.ends_with('…'), "{width}: {t}");
         }
+        assert_eq!(at(20), " 256 sessions, 2…");
     }
 
     #[test]

@@ -16,8 +16,8 @@ pub(super) fn mmss(seconds: f64) -> String {
 }
 
 /// The first of `titles` that fits on the top border of a panel `width` columns wide (both
-/// corners and a character of border left), or else the last: a title cut by the border loses
-/// its end mid-word, which reads as another figure.
+/// corners and a character of border left), or else the last ending in `…` where it is cut: a
+/// title cut by the border loses its end mid-word, which reads as another figure.
 pub(super) fn first_fitting(width: u16, titles: impl IntoIterator<Item = String>) -> String {
     let room = usize::from(width).saturating_sub(3);
     let mut last = String::new();
@@ -27,15 +27,16 @@ pub(super) fn first_fitting(width: u16, titles: impl IntoIterator<Item = String>
         }
         last = title;
     }
-    last
+    clipped(Line::from(last.trim_end().to_string()), room).to_string()
 }
 
 /// `line` cut to `width` columns, its last column an ellipsis when anything was cut: a row cut
-/// mid-word (`2 __lru_add_drai`) reads as a name the kernel does not have.
+/// mid-word (`2 __lru_add_drai`) reads as a name the kernel does not have. Spaces at its end
+/// are no text: a line that fits without them is returned as it is, unmarked.
 /// (The panels' text is of one-column characters: counted as characters.)
-fn clipped(line: Line<'static>, width: usize) -> Line<'static> {
-    let chars: usize = line.spans.iter().map(|s| s.content.chars().count()).sum();
-    if chars <= width {
+pub(super) fn clipped(line: Line<'static>, width: usize) -> Line<'static> {
+    let text: String = line.spans.iter().map(|s| s.content.as_ref()).collect();
+    if text.trim_end().chars().count() <= width {
         return line;
     }
     let mut room = width.saturating_sub(1);
@@ -391,6 +392,7 @@ pub fn workers(state: &LiveState, theme: Theme, area: Rect, buf: &mut Buffer) {
                 w.progress.queue_lines, w.queue_peak_lines
             )),
         ]);
+        let line = clipped(line, usize::from(inner.width));
         buf.set_line(inner.x, inner.y + i as u16, &line, inner.width);
     }
 }
@@ -400,9 +402,10 @@ pub fn processes(state: &LiveState, theme: Theme, area: Rect, buf: &mut Buffer) 
     // Read in place, not copied: this runs ten times a second.
     let guard = state.sampler.as_ref().and_then(|s| s.lock().ok());
     let sampler = guard.as_deref();
-    let block = Block::default()
-        .borders(Borders::ALL)
-        .title(processes_title(sampler, theme, area.width));
+    let block = Block::default().borders(Borders::ALL).title(clipped(
+        processes_title(sampler, theme, area.width),
+        usize::from(area.width).saturating_sub(3),
+    ));
     let inner = block.inner(area);
     block.render(area, buf);
     let wide = inner.width >= 44;
@@ -601,13 +604,15 @@ fn stall_lines(
     }
 }
 
+/// The keys; what does not fit ends in `…` (`g group r` read as whole).
 pub fn footer(state: &LiveState, theme: Theme, area: Rect, buf: &mut Buffer) {
     let text = if state.finished.is_some() {
         " q Enter Esc exit  ? help  ↑↓ PgUp PgDn scroll  v late only  g group rows"
     } else {
         " q quit  ? help  ↑↓ PgUp PgDn scroll  v late only  g group rows"
     };
-    Paragraph::new(Line::from(Span::styled(text, theme.dim()))).render(area, buf);
+    let line = Line::from(Span::styled(text, theme.dim()));
+    Paragraph::new(clipped(line, usize::from(area.width))).render(area, buf);
 }
 
 /// The keys and the heatmap's scale. The way out is the screen's own: during the run `q` ends
@@ -671,6 +676,9 @@ mod tests {
             Span::raw("w0  4012 D "),
             Span::styled("2 __lru_add_drain_all", bad),
         ]);
+        // Spaces past the width are not text cut off.
+        let padded = Line::from(vec![Span::raw("w0  4012 D "), Span::raw("0     ")]);
+        assert_eq!(clipped(padded.clone(), 12), padded);
         let cut = clipped(line.clone(), 24);
         assert_eq!(cut.to_string(), "w0  4012 D 2 __lru_add_…");
         assert_eq!(cut.width(), 24);

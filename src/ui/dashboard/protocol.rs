@@ -135,6 +135,11 @@ pub fn height(figures: &ProtocolFigures, width: u16) -> u16 {
 pub fn draw(figures: &ProtocolFigures, theme: Theme, area: Rect, buf: &mut Buffer) {
     let inner_width = usize::from(area.width.saturating_sub(2));
     let (lines, with_n) = lines(figures, inner_width);
+    // Narrower than its values (a 50-column screen): `1.7   2` read as a p95 of 2.
+    let lines: Vec<_> = lines
+        .into_iter()
+        .map(|l| super::panels::clipped(l, inner_width))
+        .collect();
     let columns = if with_n {
         "ms p50 / p95 · n "
     } else {
@@ -144,6 +149,7 @@ pub fn draw(figures: &ProtocolFigures, theme: Theme, area: Rect, buf: &mut Buffe
         Span::raw(format!(" {} ", figures.title)),
         Span::styled(columns, theme.dim()),
     ]);
+    let title = super::panels::clipped(title, usize::from(area.width).saturating_sub(3));
     Paragraph::new(lines)
         .block(Block::default().borders(Borders::ALL).title(title))
         .render(area, buf);

@@ -965,3 +965,77 @@ fn the_help_on_the_finished_screen_says_how_to_leave_it() {
     assert!(finished.contains("v            only sessions with a late packet"));
     assert!(finished.contains("docs/glossary.md"), "{finished}");
 }
+
+/// At 60 × 15 and 40 × 10 the legend read `X la`, the footer `g group r` and the heatmap's title
+/// `16 sessions, 4/li`: cut mid-word with no sign, each read as whole.
+#[test]
+fn on_a_small_terminal_cut_lines_end_in_an_ellipsis() {
+    let state = fixture(1, 16, 12, None);
+    let screen = text(&draw(&state, &ViewState::default(), NO_COLOR, 60, 15));
+    let lines: Vec<&str> = screen.lines().collect();
+    let legend = lines.iter().find(|l| l.contains("≤20 ms")).unwrap_or(&"");
+    assert!(legend.ends_with("…│"), "{screen}");
+    assert!(lines.last().unwrap_or(&"").ends_with('…'), "{screen}");
+
+    let screen = text(&draw(&state, &ViewState::default(), NO_COLOR, 40, 10));
+    let lines: Vec<&str> = screen.lines().collect();
+    let title = lines
+        .iter()
+        .find(|l| l.contains("16 sessions,"))
+        .unwrap_or(&"");
+    assert!(title.contains("…"), "{screen}");
+    let legend = lines.iter().find(|l| l.contains("≤20 ms")).unwrap_or(&"");
+    assert!(legend.ends_with("…│"), "{screen}");
+    assert!(lines.last().unwrap_or(&"").ends_with('…'), "{screen}");
+    // The progress line fits but for its trailing gap: not cut, not marked.
+    assert!(
+        lines[1].ends_with("remaining 01:18") && !lines[1].contains('…'),
+        "{screen}"
+    );
+    // At 50 columns the protocol panel is narrower than its values: `1.7   2` read as a p95 of 2.
+    let screen = text(&draw(&state, &ViewState::default(), NO_COLOR, 50, 24));
+    let accepted = screen
+        .lines()
+        .find(|l| l.contains("accepted"))
+        .unwrap_or_default();
+    assert!(accepted.contains("1.7   …│"), "{screen}");
+    // The Processes title and, narrower, the Loop lag rows and the protocol panel's title are
+    // cut as the Processes rows are.
+    assert!(screen.contains("Processes │ other…"), "{screen}");
+    let screen = text(&draw(&state, &ViewState::default(), NO_COLOR, 46, 24));
+    let lag = screen
+        .lines()
+        .find(|l| l.contains("2.1 ms"))
+        .unwrap_or_default();
+    assert!(lag.contains("120…│"), "{screen}");
+    assert!(screen.contains("sglang-omni ms p50 / …"), "{screen}");
+    // Where everything fits, nothing is marked.
+    let screen = text(&draw(&state, &ViewState::default(), NO_COLOR, 120, 40));
+    assert!(!screen.contains('…'), "{screen}");
+}
+
+/// Always-shown header text ends in `…` where a narrow screen cuts it.
+#[test]
+fn a_header_line_too_long_for_the_screen_ends_in_an_ellipsis() {
+    let mut state = LiveState::new(RunInfo {
+        processes: 2,
+        sessions_per_process: 32,
+        duration_s: 30.0,
+        url: "ws://127.0.0.1:9/v1/realtime".to_string(),
+        ..RunInfo::default()
+    });
+    state.apply(
+        0,
+        crate::contract::telemetry::Telemetry::SetupProgress {
+            connected: 40,
+            rejected: 0,
+            failed: 2,
+        },
+    );
+    let screen = text(&draw(&state, &ViewState::default(), NO_COLOR, 40, 10));
+    let progress = screen.lines().nth(1).unwrap_or("");
+    assert!(
+        progress.starts_with(" setting up: 40 of 64") && progress.ends_with('…'),
+        "{screen}"
+    );
+}
