@@ -604,15 +604,30 @@ fn stall_lines(
     }
 }
 
-/// The keys; what does not fit ends in `…` (`g group r` read as whole).
-pub fn footer(state: &LiveState, theme: Theme, area: Rect, buf: &mut Buffer) {
-    let text = if state.finished.is_some() {
-        " q Enter Esc exit  ? help  ↑↓ PgUp PgDn scroll  v late only  g group rows"
+/// The keys, and the panels `hidden` for lack of room: a panel left out without a word looked
+/// like one the run did not have. What does not fit ends in `…`.
+pub fn footer(state: &LiveState, theme: Theme, hidden: &[&str], area: Rect, buf: &mut Buffer) {
+    let way_out = if state.finished.is_some() {
+        " q Enter Esc exit  ? help"
     } else {
-        " q quit  ? help  ↑↓ PgUp PgDn scroll  v late only  g group rows"
+        " q quit  ? help"
     };
-    let line = Line::from(Span::styled(text, theme.dim()));
-    Paragraph::new(clipped(line, usize::from(area.width))).render(area, buf);
+    let width = usize::from(area.width);
+    let mut spans = vec![Span::styled(way_out, theme.dim())];
+    if !hidden.is_empty() {
+        let named = format!("  no room for {}", hidden.join(", "));
+        let room = width.saturating_sub(way_out.chars().count());
+        spans.push(Span::raw(if named.chars().count() <= room {
+            named
+        } else {
+            format!("  no room for {} panels", hidden.len())
+        }));
+    }
+    spans.push(Span::styled(
+        "  ↑↓ PgUp PgDn scroll  v late only  g group rows",
+        theme.dim(),
+    ));
+    Paragraph::new(clipped(Line::from(spans), width)).render(area, buf);
 }
 
 /// The keys and the heatmap's scale. The way out is the screen's own: during the run `q` ends

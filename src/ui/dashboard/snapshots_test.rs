@@ -1039,3 +1039,27 @@ fn a_header_line_too_long_for_the_screen_ends_in_an_ellipsis() {
         "{screen}"
     );
 }
+
+/// Under 22 lines the Loop lag and Processes panels, and on a yet shorter screen the protocol
+/// panel, were left out without a word: they looked like panels the run did not have.
+#[test]
+fn panels_left_out_for_lack_of_room_are_named_in_the_footer() {
+    let state = fixture(1, 16, 12, None);
+    let screen = text(&draw(&state, &ViewState::default(), NO_COLOR, 60, 15));
+    let footer = screen.lines().last().unwrap_or_default();
+    assert!(
+        footer.contains(" q quit  ? help  no room for Loop lag, Processes "),
+        "{screen}"
+    );
+    assert!(
+        screen.contains("sglang-omni"),
+        "the panel that fits stays: {screen}"
+    );
+    // Where the names do not fit, their number does.
+    let screen = text(&draw(&state, &ViewState::default(), NO_COLOR, 40, 10));
+    let footer = screen.lines().last().unwrap_or_default();
+    assert!(footer.contains("no room for 3 panels"), "{screen}");
+    // Where everything fits, nothing is said.
+    let screen = text(&draw(&state, &ViewState::default(), NO_COLOR, 120, 40));
+    assert!(!screen.contains("no room"), "{screen}");
+}

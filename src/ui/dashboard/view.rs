@@ -103,7 +103,15 @@ pub fn render(frame: &mut Frame<'_>, state: &LiveState, view: &ViewState, theme:
         panels::workers(state, theme, workers_area, buf);
         panels::processes(state, theme, processes_area, buf);
     }
-    panels::footer(state, theme, footer, buf);
+    // Named in the footer: a panel left out without a word looked like one the run lacked.
+    let mut hidden = Vec::new();
+    if server_height == 0 && !figures.figures.is_empty() {
+        hidden.push(figures.title.as_str());
+    }
+    if bottom == 0 {
+        hidden.extend(["Loop lag", "Processes"]);
+    }
+    panels::footer(state, theme, &hidden, footer, buf);
     if view.help {
         let width = 64.max(area.width.min(80));
         panels::help(
