@@ -1063,3 +1063,18 @@ fn panels_left_out_for_lack_of_room_are_named_in_the_footer() {
     let screen = text(&draw(&state, &ViewState::default(), NO_COLOR, 120, 40));
     assert!(!screen.contains("no room"), "{screen}");
 }
+
+/// At 100 × 30 the Pacing panel, with the protocol panel under it, leaves out its zero problem
+/// counts first (docs/dashboard.md); one that is not zero stays.
+#[test]
+fn a_short_pacing_panel_leaves_out_problem_counts_only_while_they_are_zero() {
+    let mut state = fixture(1, 16, 12, None);
+    let screen = text(&draw(&state, &ViewState::default(), NO_COLOR, 100, 30));
+    assert!(screen.contains("completed         0"), "{screen}");
+    for row in ["incomplete", "rejected", "protocol errors"] {
+        assert!(!screen.contains(row), "{row}: {screen}");
+    }
+    state.workers[0].progress.protocol_errors = 2;
+    let screen = text(&draw(&state, &ViewState::default(), NO_COLOR, 100, 30));
+    assert!(screen.contains("protocol errors   2"), "{screen}");
+}
