@@ -154,9 +154,12 @@ fn shard_notes(
         .map(|l| l.shard().index.to_string())
         .collect();
     if !unsynced.is_empty() {
+        let whose = match unsynced.as_slice() {
+            [one] => format!("the kernel of shard {one} says its clock is"),
+            many => format!("the kernels of shards {} say their clocks are", many.join(", ")),
+        };
         notes.push(format!(
-            "unsynchronised clock: the kernel of shard {} says its clock is not synchronised (adjtimex), so the shards' start gates and windows may not line up; run chrony or ntpd (or PTP) on every host",
-            unsynced.join(", ")
+            "unsynchronised clock: {whose} not synchronised (adjtimex), so the shards' start gates and windows may not line up; run chrony or ntpd (or PTP) on every host"
         ));
     }
     notes.extend(one_start_at(shards));
