@@ -61,47 +61,35 @@ pub fn speech_sample(loops: u32) -> Result<AudioSource> {
 impl AudioSource {
     /// The input's total length in samples (cut where `--duration` cuts it), if it is a file.
     pub fn total_samples(&self) -> Option<u64> {
+        let whole = self.whole_samples()?;
+        Some(self.cut().map_or(whole, |cut| cut.min(whole)))
+    }
+
+    /// The file (or sample) × its loops, in samples, before any cut.
+    fn whole_samples(&self) -> Option<u64> {
         match self {
             AudioSource::Silence => None,
-            AudioSource::Wav {
-                samples,
-                loops,
-                cut,
-                ..
-            }
-            | AudioSource::Sample {
-                samples,
-                loops,
-                cut,
-            } => {
-                let whole = samples * u64::from(*loops);
-                Some(cut.map_or(whole, |cut| cut.min(whole)))
-            }
+            AudioSource::Wav { samples, loops, .. }
+            | AudioSource::Sample { samples, loops, .. } => Some(samples * u64::from(*loops)),
         }
     }
 
-    /// The input cut after `samples` samples (`--duration`); nothing is cut when the input is
-    /// no longer, and silence is as long as it is asked to be.
-    pub fn cut_at(self, at: u64) -> AudioSource {
+    /// Where `--duration` cut the input, in samples.
+    fn cut(&self) -> Option<u64> {
         match self {
-            AudioSource::Silence => AudioSource::Silence,
-            AudioSource::Wav {
-                path,
-                samples,
-                loops,
-                ..
-            } => AudioSource::Wav {
-                path,
-                samples,
-                loops,
-                cut: (at < samples * u64::from(loops)).then_some(at),
-            },
-            AudioSource::Sample { samples, loops, .. } => AudioSource::Sample {
-                samples,
-                loops,
-                cut: (at < samples * u64::from(loops)).then_some(at),
-            },
+            AudioSource::Silence => None,
+            AudioSource::Wav { cut, .. } | AudioSource::Sample { cut, .. } => *cut,
         }
+    }
+
+    /// The input cut after `at` samples (`--duration`); nothing is cut when the input is no
+    /// longer, and silence is as long as it is asked to be.
+    pub fn cut_at(mut self, at: u64) -> AudioSource {
+        let whole = self.whole_samples();
+        if let AudioSource::Wav { cut, .. } | AudioSource::Sample { cut, .. } = &mut self {
+            *cut = whole.filter(|&whole| at < whole).map(|_| at);
+        }
+        self
     }
 }
 
@@ -134,12 +122,9 @@ impl std::fmt::Display for AudioSource {
 impl AudioSource {
     /// `, cut at 48000 samples` when `--duration` cut the input.
     fn write_cut(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            AudioSource::Wav { cut: Some(cut), .. }
-            | AudioSource::Sample { cut: Some(cut), .. } => {
-                write!(f, ", cut at {cut} samples")
-            }
-            _ => Ok(()),
+        match self.cut() {
+            Some(cut) => write!(f, ", cut at {cut} samples"),
+            None => Ok(()),
         }
     }
 }

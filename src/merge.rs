@@ -156,7 +156,10 @@ fn shard_notes(
     if !unsynced.is_empty() {
         let whose = match unsynced.as_slice() {
             [one] => format!("the kernel of shard {one} says its clock is"),
-            many => format!("the kernels of shards {} say their clocks are", many.join(", ")),
+            many => format!(
+                "the kernels of shards {} say their clocks are",
+                many.join(", ")
+            ),
         };
         notes.push(format!(
             "unsynchronised clock: {whose} not synchronised (adjtimex), so the shards' start gates and windows may not line up; run chrony or ntpd (or PTP) on every host"

@@ -532,37 +532,33 @@ fn audio_of(args: &RunArgs, rate: u32, mock_profile: Option<Profile>) -> Result<
 /// shorter than that is refused with the `--loops` that would make it long enough: nothing is
 /// repeated that was not asked for.
 fn cut_to(whole: AudioSource, duration: std::time::Duration, rate: u32) -> Result<AudioSource> {
+    let (name, samples, loops) = match &whole {
+        AudioSource::Wav {
+            path,
+            samples,
+            loops,
+            ..
+        } => (format!("--audio {}", path.display()), *samples, *loops),
+        AudioSource::Sample { samples, loops, .. } => (
+            "the built-in speech sample (--protocol funasr's input without --audio)".to_string(),
+            *samples,
+            *loops,
+        ),
+        AudioSource::Silence => return Ok(whole),
+    };
     // The limits first: no --loops would make a longer input.
     check_duration_limit(duration.as_secs_f64())?;
     if duration.as_secs_f64() > crate::audio::MAX_INPUT_S {
         bail!(
-            "--duration {} with --audio: at most {} of audio are held in memory; give a --duration of at most that",
+            "--duration {} of {name}: at most {} of audio are held in memory; give a --duration of at most that",
             humantime::format_duration(duration),
-            humantime::format_duration(std::time::Duration::from_secs_f64(crate::audio::MAX_INPUT_S)),
+            audio_length(crate::audio::MAX_INPUT_S),
         );
     }
     let at = (duration.as_secs_f64() * f64::from(rate)).round() as u64;
     let have = whole.total_samples().unwrap_or(0);
     if at > have {
-        let (name, samples, loops) = match &whole {
-            AudioSource::Wav {
-                path,
-                samples,
-                loops,
-                ..
-            } => (format!("--audio {}", path.display()), *samples, *loops),
-            AudioSource::Sample { samples, loops, .. } => (
-                "the built-in speech sample (--protocol funasr's input without --audio)"
-                    .to_string(),
-                *samples,
-                *loops,
-            ),
-            AudioSource::Silence => return Ok(whole),
-        };
-        // To the millisecond: `5s 828ms`, not `5s 828ms 62us`.
-        let length = humantime::format_duration(std::time::Duration::from_millis(
-            (have as f64 * 1000.0 / f64::from(rate)).round() as u64,
-        ));
+        let length = audio_length(have as f64 / f64::from(rate));
         bail!(
             "--duration {} is longer than {name}: {length} of audio{}; give --loops {} to repeat it that often (the last play is cut at --duration), or a --duration of at most {length}",
             humantime::format_duration(duration),
@@ -571,6 +567,14 @@ fn cut_to(whole: AudioSource, duration: std::time::Duration, rate: u32) -> Resul
         );
     }
     Ok(whole.cut_at(at))
+}
+
+/// A length of audio as the messages say it: to the millisecond (`5s 828ms`, not `5s 828ms
+/// 62us`), rounded down, so that an "at most" it names is never refused itself.
+fn audio_length(seconds: f64) -> humantime::FormattedDuration {
+    humantime::format_duration(std::time::Duration::from_millis(
+        (seconds * 1000.0).floor() as u64
+    ))
 }
 
 /// A session's audio is at most a day.
@@ -599,7 +603,7 @@ fn duration_of(
             "--audio × --loops is {:.0} s of audio; at most {:.0} s are held in memory: give fewer --loops, or a --duration of at most {} to cut it there",
             duration_s,
             crate::audio::MAX_INPUT_S,
-            humantime::format_duration(std::time::Duration::from_secs_f64(crate::audio::MAX_INPUT_S)),
+            audio_length(crate::audio::MAX_INPUT_S),
         );
     }
     if duration_s < f64::from(packet_ms) / 1000.0 {
@@ -621,11 +625,17 @@ fn duration_of(
         }
     }
     check_duration_limit(duration_s)?;
-    let packets = (duration_s * 1000.0 / f64::from(packet_ms)).ceil();
-    if packets > f64::from(u32::MAX) {
+    // Counted in samples: `ceil(32.24 s / 80 ms)` in floating point is 404, one packet of no
+    // audio past the input's end.
+    let samples = audio
+        .total_samples()
+        .unwrap_or_else(|| (duration_s * f64::from(rate)).round() as u64);
+    let packet_samples = (u64::from(rate) * u64::from(packet_ms) / 1000).max(1);
+    let packets = samples.div_ceil(packet_samples);
+    if packets > u64::from(u32::MAX) {
         bail!("--duration gives too many packets");
     }
-    Ok((duration_s, packets))
+    Ok((duration_s, packets as f64))
 }
 
 /// The timeouts, modalities, protocol-only flags, pings, the late threshold against the run's
@@ -675,7 +685,7 @@ fn check_limits(args: &RunArgs, duration_s: f64, sessions: u32) -> Result<()> {
         if f64::from(late_ms) > duration_s * 1000.0 {
             bail!(
                 "--late-threshold-ms {late_ms} is longer than each session's audio ({}): no packet could ever be late; give at most {} ms",
-                humantime::format_duration(std::time::Duration::from_millis((duration_s * 1000.0).round() as u64)),
+                audio_length(duration_s),
                 (duration_s * 1000.0).floor()
             );
         }
@@ -1699,7 +1709,9 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(
-            err.contains("--duration 3h with --audio: at most 2h of audio are held in memory"),
+            err.contains(&format!(
+                "--duration 3h of --audio {file}: at most 2h of audio are held in memory"
+            )),
             "{err}"
         );
         let err = plan(&["--audio", file, "-d", "25h"])
@@ -1729,6 +1741,34 @@ mod tests {
             err.contains("--duration 50ms is shorter than one packet"),
             "{err}"
         );
+        let _ = std::fs::remove_file(path);
+    }
+
+    #[test]
+    fn the_longest_duration_a_refusal_offers_is_taken() {
+        // 31995 samples: 1999.69 ms, which rounded to the millisecond offered a --duration 2s
+        // that was refused in turn.
+        let path = std::env::temp_dir().join(format!(
+            "duplexbench-options-{}-odd.wav",
+            std::process::id()
+        ));
+        let spec = hound::WavSpec {
+            channels: 1,
+            sample_rate: 16_000,
+            bits_per_sample: 16,
+            sample_format: hound::SampleFormat::Int,
+        };
+        let mut w = hound::WavWriter::create(&path, spec).unwrap();
+        for _ in 0..31_995 {
+            w.write_sample(0i16).unwrap();
+        }
+        w.finalize().unwrap();
+        let file = path.to_str().unwrap();
+        let err = plan(&["--audio", file, "-d", "2100ms"])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("or a --duration of at most 1s 999ms"), "{err}");
+        assert!(plan(&["--audio", file, "-d", "1999ms"]).is_ok());
         let _ = std::fs::remove_file(path);
     }
 
@@ -1839,6 +1879,17 @@ mod tests {
         let p = plan(&["--protocol", "funasr", "-d", "5s"]).unwrap();
         assert_eq!(p.settings.audio.total_samples(), Some(80_000));
         assert_eq!(p.settings.packets_per_session, 50);
+        // A whole number of packets is that many, not one more of no audio (16.1 s of 100 ms
+        // packets read 162 in floating point; so did 32.24 s of silence in 80 ms ones).
+        let p = plan(&["--protocol", "funasr", "--loops", "3", "-d", "16100ms"]).unwrap();
+        assert_eq!(p.settings.packets_per_session, 161);
+        assert_eq!(
+            plan(&["-d", "32240ms"])
+                .unwrap()
+                .settings
+                .packets_per_session,
+            403
+        );
         let err = plan(&["--protocol", "funasr", "-d", "12s"])
             .unwrap_err()
             .to_string();

@@ -35,7 +35,7 @@ pub struct SweepArgs {
     /// Pause between two runs, so the server settles and sockets close.
     #[arg(long, default_value = "2s", value_parser = parse_duration, help_heading = "Sweep")]
     pub cooldown: Duration,
-    /// An objective the server's knee is judged by, repeatable: a figure of the protocol, <, <=, > or >=, and a number, e.g. unit_lag_ms.p99<200 or first_update_ms.p95<800.
+    /// An objective the server's knee is judged by, repeatable: a figure of the protocol, <, <=, > or >=, and a number, e.g. serving.unit_lag_ms.p99<200 (native) or first_update_ms.p95<800 (funasr).
     #[arg(long = "slo", value_name = "EXPR", help_heading = "Sweep")]
     pub slos: Vec<String>,
     /// Give the --inject-* faults only to levels of at least this many sessions in total (a test of the sweep's early stop).

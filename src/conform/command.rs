@@ -238,6 +238,19 @@ pub fn run(args: &ConformArgs) -> Result<i32> {
     let mut not_connected: Option<String> = None;
     let mut unconnected = 0;
     let mut could_not_stream = false;
+    let check = |file: &Path, records: &[super::Record]| {
+        let name = session_name(file);
+        match protocol {
+            Protocol::Native => check_session(&name, records, args.profile),
+            Protocol::Funasr => {
+                super::funasr::check_session(&name, records, &super::funasr::audio_sends(file))
+            }
+            other => super::dialects::check(other, &name, records),
+        }
+    };
+    // Every session of conform's run asks the same: a setting refused in some of them and not
+    // in others is the server's inconsistency, checked as such.
+    let mut setting_refused = Vec::new();
     for file in &files {
         let records = read_trace(file)?;
         if refused_admission(&records) {
@@ -250,19 +263,23 @@ pub fn run(args: &ConformArgs) -> Result<i32> {
             continue;
         }
         if let (Some(_), Some(why)) = (&run_dir, refused_setting(&records)) {
+            setting_refused.push((file, records, why));
+            continue;
+        }
+        reports.push(check(file, &records));
+    }
+    if reports.is_empty() {
+        for (_, _, why) in setting_refused {
             unconnected += 1;
             could_not_stream |= not_connected.is_none();
             not_connected.get_or_insert(why);
-            continue;
         }
-        let name = session_name(file);
-        reports.push(match protocol {
-            Protocol::Native => check_session(&name, &records, args.profile),
-            Protocol::Funasr => {
-                super::funasr::check_session(&name, &records, &super::funasr::audio_sends(file))
-            }
-            other => super::dialects::check(other, &name, &records),
-        });
+    } else {
+        reports.extend(
+            setting_refused
+                .iter()
+                .map(|(file, records, _)| check(file, records)),
+        );
     }
     if let (true, Some(why)) = (reports.is_empty(), &not_connected) {
         // Nothing was checked: a run folder of conform's own making is not kept (the run's

@@ -24,7 +24,7 @@ pub struct FunasrSection {
 pub struct BenchClient {
     /// Worker-major session number: worker × sessions per process + session.
     pub client_id: u64,
-    /// The client's input audio (the file × `--loops`), seconds.
+    /// The client's input audio (the file × `--loops`, cut at `--duration`), seconds.
     pub audio_seconds: f64,
     pub chunk_ms: u32,
     /// `--client-ping-interval` / `--client-ping-timeout` in seconds, `null` when disabled

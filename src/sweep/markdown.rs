@@ -372,10 +372,11 @@ mod tests {
             figures::latency_paths(crate::protocol::Protocol::Native)
                 .into_iter()
                 .map(|name| {
-                    let v = if name.ends_with("unit_lag_ms.p99") {
-                        unit_lag_p99
-                    } else {
-                        1.0
+                    // Ours has the tail unit in: the table must show sglang-omni's.
+                    let v = match name.as_str() {
+                        "serving.unit_lag_ms.p99" => unit_lag_p99,
+                        "unit_lag_ms.p99" => 41.0,
+                        _ => 1.0,
                     };
                     (name, Some(v))
                 })
@@ -409,7 +410,7 @@ mod tests {
 
     /// Three levels: 8 and 16 qualified, 32 not; the objective breaks at 16.
     fn record() -> SweepRecord {
-        let slos = vec![Slo::parse("unit_lag_ms.p99<10").unwrap()];
+        let slos = vec![Slo::parse("serving.unit_lag_ms.p99<10").unwrap()];
         let levels: Vec<Level> = [
             (8, true, 8.0, 5.0),
             (16, true, 15.9, 12.0),
@@ -461,7 +462,7 @@ mod tests {
         insta::assert_snapshot!(md);
         assert!(md.contains("- The client's knee: **16 sessions**"), "{md}");
         assert!(
-            md.contains("by `unit_lag_ms.p99<10`: **8 sessions**"),
+            md.contains("by `serving.unit_lag_ms.p99<10`: **8 sessions**"),
             "{md}"
         );
         assert!(
@@ -471,7 +472,10 @@ mod tests {
         assert!(md.contains("![latency and throughput against load](sweep.svg)"));
         let text = text(&r);
         insta::assert_snapshot!(text);
-        assert!(text.contains("broken: unit_lag_ms.p99<10"), "{text}");
+        assert!(
+            text.contains("broken: serving.unit_lag_ms.p99<10"),
+            "{text}"
+        );
         let svg = crate::sweep::plot::svg(&r).unwrap();
         assert!(
             svg.starts_with("<svg") && svg.contains("server knee (--slo)"),
@@ -504,7 +508,7 @@ mod tests {
             "{line}"
         );
         assert!(
-            line.contains("unit_lag_ms.p99 12.0") && line.ends_with("→ level-0016"),
+            line.contains("serving.unit_lag_ms.p99 12.0") && line.ends_with("→ level-0016"),
             "{line}"
         );
     }

@@ -149,7 +149,7 @@ pub struct Slo {
 impl Slo {
     /// Parses `figure<bound` (or `<=`, `>`, `>=`); the figure is checked by [`check_slos`].
     pub fn parse(text: &str) -> Result<Slo> {
-        let usage = "give a figure, a comparison and a number, e.g. unit_lag_ms.p99<200";
+        let usage = "give a figure, a comparison and a number, e.g. serving.unit_lag_ms.p99<200";
         let Some(at) = text.find(['<', '>']) else {
             bail!("--slo `{text}` has no comparison (<, <=, > or >=); {usage}");
         };
@@ -245,6 +245,21 @@ pub fn validate(args: &SweepArgs, command_line: String, tui: bool) -> Result<Swe
     let warmup = match &args.warmup {
         None => None,
         Some(length) => {
+            // A warm-up longer than the level's audio file: said of --warmup, not of a
+            // --duration the user never gave.
+            let level = &levels[0].runs[0].settings;
+            let rate = f64::from(level.client.input_sample_rate);
+            if let (Some(length), Some(samples)) = (length, level.audio.total_samples()) {
+                if length.as_secs_f64() * rate > samples as f64 + 0.5 {
+                    bail!(
+                        "--warmup {} is longer than the levels' audio ({}); give a --warmup of at most that, or --warmup without a length (as long as a level)",
+                        humantime::format_duration(*length),
+                        humantime::format_duration(Duration::from_millis(
+                            (samples as f64 * 1000.0 / rate).floor() as u64
+                        )),
+                    );
+                }
+            }
             let run = warmup_args(level_args(args, &output_dir, totals[0], "warmup"), *length)?;
             let line = format!("{command_line}  # warmup");
             Some(options::validate(&run, line, tui).context("--warmup")?)
@@ -344,6 +359,16 @@ mod tests {
         assert_eq!(
             plan.levels[0].runs[0].settings.audio.total_samples(),
             Some(93_249)
+        );
+        // Longer than the levels' audio: said of --warmup (it read "--duration 10s is longer").
+        let mut longer = args.clone();
+        longer.warmup = Some(Some(Duration::from_secs(10)));
+        let err = validate(&longer, String::new(), false)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with("--warmup 10s is longer than the levels' audio (5s 828ms)"),
+            "{err}"
         );
     }
 

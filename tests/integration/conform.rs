@@ -435,6 +435,51 @@ fn a_server_that_refuses_the_runs_model_is_not_checked_and_the_flag_is_named() {
     assert_eq!(served.status.code(), Some(0), "{}", describe(&served));
 }
 
+/// Conform's sessions all ask the same: a server that refuses the model in one of them and
+/// serves it in the other is inconsistent, and the refused session is checked (it was left out
+/// as the client's setting, and the server read conformant). A proxy sends the connections in
+/// turn to a vLLM mock serving another model and to one serving the run's.
+#[test]
+fn a_model_refused_in_one_session_and_served_in_another_is_checked() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    let _serial = util::serial();
+    let other = Mock::start(&["--protocol", "vllm", "--served-model", "another-model"]);
+    let served = Mock::start(&["--protocol", "vllm"]);
+    let targets = [other.addr.clone(), served.addr.clone()];
+    let turn = Arc::new(AtomicUsize::new(0));
+    let proxy = util::LoopbackServer::start(move |mut stream| {
+        let target = targets[turn.fetch_add(1, Ordering::SeqCst) % 2].clone();
+        async move {
+            if let Ok(mut upstream) = tokio::net::TcpStream::connect(target).await {
+                let _ = tokio::io::copy_bidirectional(&mut stream, &mut upstream).await;
+            }
+        }
+    });
+    let url = format!("ws://{}/v1/realtime", proxy.addr);
+    let args = [
+        "conform",
+        "--url",
+        &url,
+        "--protocol",
+        "vllm",
+        "-s",
+        "2",
+        "-d",
+        "1s",
+    ];
+    let checked = util::run(
+        &[&args[..], &["--model", "duplexbench-mock"]].concat(),
+        LIMIT,
+    );
+    let stdout = String::from_utf8_lossy(&checked.stdout);
+    assert_eq!(checked.status.code(), Some(1), "{}", describe(&checked));
+    assert!(
+        stdout.contains("verdict: NOT conformant") && stdout.contains("model_not_found"),
+        "{stdout}"
+    );
+}
+
 /// Checked with the wrong `--protocol`, a server breaks every rule: conform says which
 /// protocol its errors name.
 #[test]
@@ -543,4 +588,6 @@ fn a_duration_for_a_funasr_check_cuts_the_speech_it_streams() {
     assert_eq!(s["settings"]["duration_s"], 7.0, "{}", s["settings"]);
     assert_eq!(s["settings"]["audio"]["kind"], "sample");
     assert_eq!(s["settings"]["audio"]["loops"], 2);
+    assert_eq!(s["settings"]["audio"]["cut"], 112_000);
+    assert_eq!(s["settings"]["packets_per_session"], 70);
 }
