@@ -1664,10 +1664,10 @@ mod tests {
         );
     }
 
-    #[test]
-    fn duration_cuts_an_audio_file_and_asks_for_loops_past_its_end() {
+    /// A 16 kHz mono PCM16 WAV of `samples` samples in the temporary folder.
+    fn wav_16k(name: &str, samples: u32) -> PathBuf {
         let path = std::env::temp_dir().join(format!(
-            "duplexbench-options-{}-cut.wav",
+            "duplexbench-options-{}-{name}.wav",
             std::process::id()
         ));
         let spec = hound::WavSpec {
@@ -1676,12 +1676,18 @@ mod tests {
             bits_per_sample: 16,
             sample_format: hound::SampleFormat::Int,
         };
-        // 2 s of audio.
         let mut w = hound::WavWriter::create(&path, spec).unwrap();
-        for i in 0..32_000 {
+        for i in 0..samples {
             w.write_sample((i % 1000) as i16).unwrap();
         }
         w.finalize().unwrap();
+        path
+    }
+
+    #[test]
+    fn duration_cuts_an_audio_file_and_asks_for_loops_past_its_end() {
+        // 2 s of audio.
+        let path = wav_16k("cut", 32_000);
         let file = path.to_str().unwrap();
         let p = plan(&["--audio", file, "-d", "1250ms"]).unwrap().settings;
         assert_eq!(p.audio.total_samples(), Some(20_000));
@@ -1748,21 +1754,7 @@ mod tests {
     fn the_longest_duration_a_refusal_offers_is_taken() {
         // 31995 samples: 1999.69 ms, which rounded to the millisecond offered a --duration 2s
         // that was refused in turn.
-        let path = std::env::temp_dir().join(format!(
-            "duplexbench-options-{}-odd.wav",
-            std::process::id()
-        ));
-        let spec = hound::WavSpec {
-            channels: 1,
-            sample_rate: 16_000,
-            bits_per_sample: 16,
-            sample_format: hound::SampleFormat::Int,
-        };
-        let mut w = hound::WavWriter::create(&path, spec).unwrap();
-        for _ in 0..31_995 {
-            w.write_sample(0i16).unwrap();
-        }
-        w.finalize().unwrap();
+        let path = wav_16k("odd", 31_995);
         let file = path.to_str().unwrap();
         let err = plan(&["--audio", file, "-d", "2100ms"])
             .unwrap_err()
@@ -1774,21 +1766,7 @@ mod tests {
 
     #[test]
     fn an_audio_file_shorter_than_a_packet_is_named_not_duration() {
-        let path = std::env::temp_dir().join(format!(
-            "duplexbench-options-{}-short.wav",
-            std::process::id()
-        ));
-        let spec = hound::WavSpec {
-            channels: 1,
-            sample_rate: 16_000,
-            bits_per_sample: 16,
-            sample_format: hound::SampleFormat::Int,
-        };
-        let mut w = hound::WavWriter::create(&path, spec).unwrap();
-        for _ in 0..96 {
-            w.write_sample(0i16).unwrap();
-        }
-        w.finalize().unwrap();
+        let path = wav_16k("short", 96);
         let err = plan(&["--audio", path.to_str().unwrap()])
             .unwrap_err()
             .to_string();

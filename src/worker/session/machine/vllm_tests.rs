@@ -9,6 +9,21 @@ fn machine() -> Machine {
     test_machine(&args, 0, |s| Rc::new(Vllm::new(&s.client)))
 }
 
+/// A machine set up (created, its `session.update` and first commit sent) and streaming.
+fn streaming_machine() -> Machine {
+    let mut m = machine();
+    m.connecting(0.0);
+    assert_eq!(m.next_action(), Action::Await("session.created"));
+    let created = r#"{"type":"session.created","id":"sess-1","created":1}"#;
+    assert_eq!(hear(&mut m, created, 0.01), Flow::Reached);
+    for (k, what) in ["session.update", "the first commit"].iter().enumerate() {
+        assert!(matches!(m.next_action(), Action::Send(_)), "{what}");
+        m.control_sending(0.02 + k as f64 * 0.001);
+    }
+    assert_eq!(m.next_action(), Action::Stream);
+    m
+}
+
 fn hear(m: &mut Machine, text: &str, now_s: f64) -> Flow {
     m.on_frame(Incoming::Text(text), now_s).flow
 }
@@ -28,16 +43,7 @@ fn longest_reply_gap_ms(m: &Machine) -> f64 {
 /// 1.36 s run of them at a pause of the speech sample, which the client took for a stall).
 #[test]
 fn empty_deltas_are_replies_so_a_pause_in_speech_is_no_reply_gap() {
-    let mut m = machine();
-    m.connecting(0.0);
-    assert_eq!(m.next_action(), Action::Await("session.created"));
-    let created = r#"{"type":"session.created","id":"sess-1","created":1}"#;
-    assert_eq!(hear(&mut m, created, 0.01), Flow::Reached);
-    for (k, what) in ["session.update", "the first commit"].iter().enumerate() {
-        assert!(matches!(m.next_action(), Action::Send(_)), "{what}");
-        m.control_sending(0.02 + k as f64 * 0.001);
-    }
-    assert_eq!(m.next_action(), Action::Stream);
+    let mut m = streaming_machine();
     let mut frame = Outgoing::default();
     for seq in 0..20 {
         let start_s = 1.0 + f64::from(seq) * 0.08;
@@ -70,16 +76,7 @@ fn empty_deltas_are_replies_so_a_pause_in_speech_is_no_reply_gap() {
 /// runs).
 #[test]
 fn the_wait_for_the_final_answer_after_the_input_ends_is_no_reply_gap() {
-    let mut m = machine();
-    m.connecting(0.0);
-    assert_eq!(m.next_action(), Action::Await("session.created"));
-    let created = r#"{"type":"session.created","id":"sess-1","created":1}"#;
-    assert_eq!(hear(&mut m, created, 0.01), Flow::Reached);
-    for (k, what) in ["session.update", "the first commit"].iter().enumerate() {
-        assert!(matches!(m.next_action(), Action::Send(_)), "{what}");
-        m.control_sending(0.02 + k as f64 * 0.001);
-    }
-    assert_eq!(m.next_action(), Action::Stream);
+    let mut m = streaming_machine();
     let empty = r#"{"type":"transcription.delta","delta":""}"#;
     let mut frame = Outgoing::default();
     let last = m.settings.packets_per_session - 1;
