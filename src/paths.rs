@@ -104,6 +104,30 @@ pub fn is_sweep(path: &Path) -> bool {
     path.join(SWEEP_JSON).is_file() || path.file_name().is_some_and(|n| n == SWEEP_JSON)
 }
 
+/// The folders in `dir` named as a sweep names its runs (`warmup`, `level-0016`, …), sorted.
+pub fn sweep_run_folders(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| e.path().is_dir())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|name| is_sweep_run_folder(name))
+        .collect();
+    names.sort();
+    names
+}
+
+/// `warmup`, `level-0016`, `level-0016-r2`: the names of a sweep's run folders.
+pub fn is_sweep_run_folder(name: &str) -> bool {
+    let Some(rest) = name.strip_prefix("level-") else {
+        return name == "warmup";
+    };
+    let (sessions, repeat) = rest.split_once("-r").unwrap_or((rest, "1"));
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    sessions.len() >= 4 && digits(sessions) && digits(repeat)
+}
+
 /// The pid of the run (or sweep) still writing to `dir`, if one is: its lock is held (the
 /// kernel drops it when that process exits in any way). `Some(0)` when the pid cannot be read.
 pub fn running_owner(dir: &Path) -> Option<u32> {

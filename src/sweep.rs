@@ -532,34 +532,10 @@ fn previous_runs(dir: &Path) -> Vec<String> {
         return levels
             .chain(&record.warmup)
             .map(|r| r.folder.clone())
-            .filter(|f| is_sweep_run_folder(f))
+            .filter(|f| crate::paths::is_sweep_run_folder(f))
             .collect();
     }
-    run_folders_by_name(dir)
-}
-
-/// The folders in `dir` named as a sweep names its runs (`warmup`, `level-0016`, …), sorted.
-pub fn run_folders_by_name(dir: &Path) -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(dir)
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter(|e| e.path().is_dir())
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|name| is_sweep_run_folder(name))
-        .collect();
-    names.sort();
-    names
-}
-
-/// `warmup`, `level-0016`, `level-0016-r2`: the names of a sweep's run folders.
-fn is_sweep_run_folder(name: &str) -> bool {
-    let Some(rest) = name.strip_prefix("level-") else {
-        return name == "warmup";
-    };
-    let (sessions, repeat) = rest.split_once("-r").unwrap_or((rest, "1"));
-    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
-    sessions.len() >= 4 && digits(sessions) && digits(repeat)
+    crate::paths::sweep_run_folders(dir)
 }
 
 fn note_folder(dir: &Path) {
@@ -728,7 +704,7 @@ mod tests {
     #[test]
     fn only_the_sweeps_own_run_folders_are_its_own() {
         for own in ["warmup", "level-0016", "level-1024-r2", "level-10000"] {
-            assert!(is_sweep_run_folder(own), "{own}");
+            assert!(crate::paths::is_sweep_run_folder(own), "{own}");
         }
         for other in [
             "level-16",
@@ -738,7 +714,7 @@ mod tests {
             "notes",
             "warmup2",
         ] {
-            assert!(!is_sweep_run_folder(other), "{other}");
+            assert!(!crate::paths::is_sweep_run_folder(other), "{other}");
         }
     }
 

@@ -74,7 +74,7 @@ pub fn load_saying(path: &Path, takes: &str) -> Result<(PathBuf, Summary)> {
         Ok(text) => text,
         Err(e) => {
             // A sweep's folder holds run folders, not a summary: name one to give.
-            let runs = crate::sweep::run_folders_by_name(path);
+            let runs = crate::paths::sweep_run_folders(path);
             if let (true, Some(run)) = (path.is_dir(), runs.iter().find(|r| *r != "warmup")) {
                 let record = if path.join("sweep.json").is_file() {
                     "its sweep.json is read by `report` on the folder"
