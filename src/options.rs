@@ -571,7 +571,7 @@ fn cut_to(whole: AudioSource, duration: std::time::Duration, rate: u32) -> Resul
 
 /// A length of audio as the messages say it: to the millisecond (`5s 828ms`, not `5s 828ms
 /// 62us`), rounded down, so that an "at most" it names is never refused itself.
-fn audio_length(seconds: f64) -> humantime::FormattedDuration {
+pub fn audio_length(seconds: f64) -> humantime::FormattedDuration {
     humantime::format_duration(std::time::Duration::from_millis(
         (seconds * 1000.0).floor() as u64
     ))

@@ -254,9 +254,7 @@ pub fn validate(args: &SweepArgs, command_line: String, tui: bool) -> Result<Swe
                     bail!(
                         "--warmup {} is longer than the levels' audio ({}); give a --warmup of at most that, or --warmup without a length (as long as a level)",
                         humantime::format_duration(*length),
-                        humantime::format_duration(Duration::from_millis(
-                            (samples as f64 * 1000.0 / rate).floor() as u64
-                        )),
+                        options::audio_length(samples as f64 / rate),
                     );
                 }
             }
