@@ -99,8 +99,13 @@ pub fn run_with(plan: RunPlan, hooks: &Hooks) -> Result<Outcome> {
         report::jsonl::check_writable(path)?;
     }
     let output_dir = plan.output_dir.clone();
-    // The first line of every run, before the dashboard takes the screen (it stays on the
-    // normal screen behind it): where the results go.
+    // A server that cannot be reached is said before any folder is named: the run records
+    // nothing, and the folder is not kept.
+    if plan.settings.mock.is_none() {
+        check_reachable(&plan.settings)?;
+    }
+    // The first line of every run that starts, before the dashboard takes the screen (it
+    // stays on the normal screen behind it): where the results go.
     follow::note(&format!(
         "output folder {}",
         std::path::absolute(&output_dir)
@@ -109,7 +114,7 @@ pub fn run_with(plan: RunPlan, hooks: &Hooks) -> Result<Outcome> {
     ));
     let start = RunStart::now(&output_dir);
 
-    let mock = start_mock_or_reach_server(&mut plan)?;
+    let mock = start_mock(&mut plan)?;
     // A Ctrl-C while `--url` was checked: no session is opened.
     check_start_signal()?;
     let mut workers = start_workers(&plan, &tx)?;
@@ -392,9 +397,10 @@ fn show_finished(
 
 /// Starts the built-in mock and points the run at it, or (with `--url`) checks that the server
 /// can be reached at all.
-fn start_mock_or_reach_server(plan: &mut RunPlan) -> Result<Option<MockChild>> {
+/// Starts the built-in mock when the run has one (`None` for a run against `--url`, whose
+/// server was checked before).
+fn start_mock(plan: &mut RunPlan) -> Result<Option<MockChild>> {
     let Some(behaviour) = &plan.settings.mock else {
-        check_reachable(&plan.settings)?;
         return Ok(None);
     };
     let mock = MockChild::start(&plan.output_dir, plan.settings.protocol, behaviour)?;

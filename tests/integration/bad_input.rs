@@ -55,6 +55,9 @@ fn an_unreachable_url_is_a_clear_start_up_error() {
         "{err}"
     );
     assert!(err.contains("--url"), "the message says what to do: {err}");
+    // No folder is named for a run that records nothing (and none is left).
+    assert!(!err.contains("output folder"), "{err}");
+    assert!(!dir.join("out").exists());
 }
 
 #[test]
