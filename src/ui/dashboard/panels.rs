@@ -647,8 +647,8 @@ pub fn help(theme: Theme, thresholds: &Thresholds, finished: bool, area: Rect, b
         ]
     };
     lines.extend([
-        Line::from("?            this help"),
-        Line::from("↑ ↓          scroll the heatmap by a row (ungrouped)"),
+        Line::from("?, h         this help"),
+        Line::from("↑ ↓, k j     scroll the heatmap by a row (ungrouped)"),
         Line::from("PgUp PgDn    scroll by a page; Home End: top, bottom"),
         Line::from("v            only sessions with a late packet / all"),
         Line::from("g            group sessions to fit / one row per session"),
@@ -661,6 +661,21 @@ pub fn help(theme: Theme, thresholds: &Thresholds, finished: bool, area: Rect, b
         Line::from("Words (pacing-qualified, late, slow send, deviation, unit lag,"),
         Line::from("D-state stall, loop lag, writer queue…): docs/glossary.md"),
     ]);
+    // A terminal too small for all of it says so on the last line it has, and each line cut
+    // for width ends in `…`.
+    let inner_width = usize::from(area.width.saturating_sub(2));
+    let inner_height = usize::from(area.height.saturating_sub(2));
+    if lines.len() > inner_height && inner_height > 0 {
+        lines.truncate(inner_height - 1);
+        lines.push(Line::styled(
+            "… (a taller terminal shows the rest)",
+            theme.dim(),
+        ));
+    }
+    let lines: Vec<Line<'static>> = lines
+        .into_iter()
+        .map(|line| clipped(line, inner_width))
+        .collect();
     Clear.render(area, buf);
     Paragraph::new(lines)
         .block(

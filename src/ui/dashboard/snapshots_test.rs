@@ -966,6 +966,30 @@ fn the_help_on_the_finished_screen_says_how_to_leave_it() {
     assert!(finished.contains("docs/glossary.md"), "{finished}");
 }
 
+/// On a 40 × 10 terminal the help showed its first 8 lines cut at the width, unmarked: the
+/// rest read as missing. `h`, `j` and `k`, which work, were not in it.
+#[test]
+fn the_help_on_a_small_terminal_says_it_is_cut() {
+    let state = fixture(1, 8, 90, None);
+    let view = ViewState {
+        help: true,
+        ..ViewState::default()
+    };
+    let screen = text(&draw(&state, &view, NO_COLOR, 40, 10));
+    assert!(
+        screen.contains("│… (a taller terminal shows the rest)"),
+        "{screen}"
+    );
+    assert!(
+        screen.contains("│q, Ctrl-C    end the run gracefully: …│"),
+        "{screen}"
+    );
+    let tall = text(&draw(&state, &view, NO_COLOR, 120, 40));
+    assert!(!tall.contains("a taller terminal"), "{tall}");
+    assert!(tall.contains("?, h         this help"), "{tall}");
+    assert!(tall.contains("↑ ↓, k j     scroll the heatmap"), "{tall}");
+}
+
 /// At 60 × 15 and 40 × 10 the legend read `X la`, the footer `g group r` and the heatmap's title
 /// `16 sessions, 4/li`: cut mid-word with no sign, each read as whole.
 #[test]
