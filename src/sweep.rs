@@ -692,8 +692,12 @@ fn compare_sweeps(
     }
     let label = |p: &Path| p.display().to_string();
     Ok(compare::sweeps_markdown(
-        (&label(&args.run), &a_runs),
-        (&label(args.vs.as_deref().unwrap_or(b_dir)), &b_runs),
+        (&label(&args.run), &a_runs, a.stopped_early.as_deref()),
+        (
+            &label(args.vs.as_deref().unwrap_or(b_dir)),
+            &b_runs,
+            b.stopped_early.as_deref(),
+        ),
     ))
 }
 

@@ -272,8 +272,9 @@ pub fn markdown(a: &Summary, b: &Summary, labels: (&str, &str)) -> String {
     out
 }
 
-/// One side of a comparison of sweeps: its label, and each level's repeats (by total sessions).
-pub type SweepSide<'a> = (&'a str, &'a BTreeMap<u64, Vec<Summary>>);
+/// One side of a comparison of sweeps: its label, each level's repeats (by total sessions),
+/// and why it stopped before its last planned level, if it did (sweep.json's `stopped_early`).
+pub type SweepSide<'a> = (&'a str, &'a BTreeMap<u64, Vec<Summary>>, Option<&'a str>);
 
 /// A figure over a level's repeats: `1.234 ms [1.100–1.400]`, or the one value of one run.
 fn spread_value(spread: Option<Spread>, runs: usize, unit: &str) -> String {
@@ -321,7 +322,12 @@ pub fn sweeps_markdown(a: SweepSide<'_>, b: SweepSide<'_>) -> String {
     let _ = writeln!(out, "# duplexbench-tui: {} vs {}\n", a.0, b.0);
     let count = |side: SweepSide<'_>| -> String {
         let runs: usize = side.1.values().map(Vec::len).sum();
-        format!("{} levels, {runs} runs", side.1.len())
+        // A sweep cancelled or stopped early says so: its missing levels are not the plan's.
+        let ended = side
+            .2
+            .map(|why| format!("; stopped early: {why}"))
+            .unwrap_or_default();
+        format!("{} levels, {runs} runs{ended}", side.1.len())
     };
     let _ = writeln!(
         out,

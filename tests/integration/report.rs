@@ -215,6 +215,21 @@ fn two_sweeps_with_repeats_compare_level_by_level_against_their_spread_issue_15(
         "{row}"
     );
 
+    assert!(md.contains(" — 2 levels, 4 runs  \n"), "{md}");
+
+    // A sweep that ended early says so beside its levels (it read as one that planned them).
+    let record = std::path::Path::new(b).join("sweep.json");
+    let mut sweep: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&record).unwrap()).unwrap();
+    sweep["stopped_early"] = "cancelled after 2 of 3 levels".into();
+    std::fs::write(&record, serde_json::to_vec(&sweep).unwrap()).unwrap();
+    let vs = util::run(&["report", a, "--vs", b], Duration::from_secs(30));
+    let md = String::from_utf8_lossy(&vs.stdout);
+    assert!(
+        md.contains("2 levels, 4 runs; stopped early: cancelled after 2 of 3 levels\n"),
+        "{md}"
+    );
+
     let level = format!("{a}/level-0001");
     let mixed = util::run(&["report", &level, "--vs", b], Duration::from_secs(30));
     assert_eq!(mixed.status.code(), Some(2), "{}", describe(&mixed));
