@@ -115,6 +115,7 @@ impl<'p> Sweep<'p> {
             protocol: settings.map(|s| s.protocol).unwrap_or_default(),
             url: settings.filter(|s| !s.builtin_mock).map(|s| s.url.clone()),
             processes: settings.map_or(1, |s| s.processes),
+            audio: settings.map(|s| s.audio.clone()),
             duration_s: settings.map_or(0.0, |s| s.duration_s),
             packet_ms: settings.map_or(0, |s| s.packet_ms),
             repeats: plan.repeats,

@@ -23,6 +23,10 @@ pub struct SweepRecord {
     /// The server driven (`null`: the built-in mock, started anew for every run).
     pub url: Option<String>,
     pub processes: u32,
+    /// The audio each session streamed at every level, as summary.json's `settings.audio`
+    /// (absent in sweeps written before it was recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub audio: Option<crate::audio::AudioSource>,
     pub duration_s: f64,
     pub packet_ms: u32,
     pub repeats: u32,

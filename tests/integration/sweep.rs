@@ -257,10 +257,30 @@ fn a_warm_up_is_kept_apart_and_repeats_give_min_median_max_issue_15() {
     let out = dir.join("sweep");
     let done = sweep(
         &out,
-        &["-s", "2", "-d", "1s", "--repeats", "2", "--warmup", "1s"],
+        &[
+            "-s",
+            "2",
+            "-d",
+            "1s",
+            "--repeats",
+            "2",
+            "--warmup",
+            "1s",
+            "--audio",
+            concat!(env!("CARGO_MANIFEST_DIR"), "/assets/speech-16k.wav"),
+        ],
     );
     util::assert_finished(&done);
     let s = sweep_json(&out);
+    // The audio every level streamed, cut at --duration, is in sweep.json and sweep.md.
+    assert_eq!(s["audio"]["kind"], "wav", "{s:#}");
+    assert_eq!(s["audio"]["cut"], 16000, "{s:#}");
+    let md = std::fs::read_to_string(out.join("sweep.md")).unwrap();
+    assert!(
+        md.contains("1 s of audio (")
+            && md.contains("speech-16k.wav (93249 samples) × 1, cut at 16000 samples) per level"),
+        "{md}"
+    );
     assert_eq!(s["warmup"]["folder"], "warmup", "{s:#}");
     assert!(
         s["warmup"]["pacing_qualified"].is_boolean(),
