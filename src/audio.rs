@@ -65,6 +65,31 @@ impl AudioSource {
         Some(self.cut().map_or(whole, |cut| cut.min(whole)))
     }
 
+    /// What the sessions streamed, as two runs (or two shards of one) compare it: the file's
+    /// name, not its folder (the same file given by another path, or copied to another host),
+    /// its length, and the samples streamed — `--loops 2 -d 1s` and `--loops 1 -d 1s` of a
+    /// longer file stream the same.
+    pub fn streamed(&self) -> String {
+        let streamed = |samples: u64| match self.total_samples() {
+            Some(total) if total != samples => format!(", {total} samples streamed"),
+            _ => String::new(),
+        };
+        match self {
+            AudioSource::Silence => "silence".to_string(),
+            AudioSource::Sample { samples, .. } => format!(
+                "the built-in speech sample ({samples} samples){}",
+                streamed(*samples)
+            ),
+            AudioSource::Wav { path, samples, .. } => format!(
+                "{} ({samples} samples){}",
+                path.file_name()
+                    .unwrap_or(path.as_os_str())
+                    .to_string_lossy(),
+                streamed(*samples)
+            ),
+        }
+    }
+
     /// The file (or sample) × its loops, in samples, before any cut.
     fn whole_samples(&self) -> Option<u64> {
         match self {
@@ -520,6 +545,36 @@ impl Audio {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn runs_compare_what_was_streamed_not_the_path_or_loops_that_asked_for_it() {
+        let wav = |path: &str, loops: u32, cut: Option<u64>| AudioSource::Wav {
+            path: PathBuf::from(path),
+            samples: 48_000,
+            loops,
+            cut,
+        };
+        // The same samples through other --loops, or the same file by another path (another
+        // host's copy), stream the same.
+        assert_eq!(
+            wav("in.wav", 2, Some(16_000)).streamed(),
+            wav("/data/in.wav", 1, Some(16_000)).streamed()
+        );
+        assert_eq!(
+            wav("in.wav", 1, Some(16_000)).streamed(),
+            "in.wav (48000 samples), 16000 samples streamed"
+        );
+        assert_eq!(
+            wav("a/in.wav", 1, None).streamed(),
+            "in.wav (48000 samples)"
+        );
+        // A different length streamed, a different file, or a second play differs.
+        let one = wav("in.wav", 1, None).streamed();
+        assert_ne!(one, wav("in.wav", 1, Some(16_000)).streamed());
+        assert_ne!(one, wav("other.wav", 1, None).streamed());
+        assert_ne!(one, wav("in.wav", 2, None).streamed());
+        assert_eq!(AudioSource::Silence.streamed(), "silence");
+    }
 
     #[test]
     fn an_audio_source_is_named_in_words_not_as_a_rust_value() {

@@ -332,3 +332,38 @@ fn two_openai_runs_compare_their_turns_and_name_how_their_servers_differ() {
         "{table}"
     );
 }
+
+/// Two runs that streamed the same samples compare, however they asked for them: the file by
+/// another path (a copy, as on another host) and the first second of it through `--loops 2`
+/// were refused as different loads (the audio was compared by its description). A different
+/// length streamed still is.
+#[test]
+fn the_same_audio_streamed_through_another_path_or_loops_is_the_same_load() {
+    let _serial = util::serial();
+    let dir = TempDir::new("report-audio");
+    let speech = concat!(env!("CARGO_MANIFEST_DIR"), "/assets/speech-16k.wav");
+    let copy = dir.join("copy/speech-16k.wav");
+    std::fs::create_dir_all(copy.parent().unwrap()).unwrap();
+    std::fs::copy(speech, &copy).unwrap();
+    let run = |name: &str, args: &[&str]| {
+        let out = dir.join(name);
+        let mut all = vec!["-s", "1", "-d", "1s", "--trace", "off", "--audio"];
+        all.extend_from_slice(args);
+        let output = util::run_to(&out, &all, Duration::from_secs(60));
+        util::assert_finished(&output);
+        out.to_str().unwrap().to_string()
+    };
+    let a = run("a", &[speech]);
+    let b = run("b", &[copy.to_str().unwrap(), "--loops", "2"]);
+    let vs = util::run(&["report", &a, "--vs", &b], Duration::from_secs(30));
+    assert_eq!(vs.status.code(), Some(0), "{}", describe(&vs));
+    let table = String::from_utf8_lossy(&vs.stdout);
+    assert!(!table.contains("The loads differ"), "{table}");
+
+    let c = run("c", &[speech, "--packet-ms", "100"]);
+    let refused = util::run(&["report", &a, "--vs", &c], Duration::from_secs(30));
+    assert_eq!(refused.status.code(), Some(2), "{}", describe(&refused));
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(err.contains("packet: 80 ms vs 100 ms"), "{err}");
+    assert!(!err.contains("audio:"), "the same audio: {err}");
+}
