@@ -328,6 +328,13 @@ pub enum Meaning<'a> {
     AudioDelta,
     /// Output text (a transcript or a text delta).
     TextDelta,
+    /// The transcript of the client's own input (OpenAI's
+    /// `conversation.item.input_audio_transcription.delta`, or `.completed` when `done`),
+    /// holding text. It is not the answer's text and usually comes before it: a turn's text
+    /// only while the server sends none of its answers' own.
+    InputText {
+        done: bool,
+    },
     /// The server granted the session (sglang-omni's `session.updated`): the set-up's `Ready`
     /// milestone, with the native unit and the output rate it granted, as far as it said.
     Granted {

@@ -373,19 +373,29 @@ pub fn classify(text: &str) -> Result<Received<'_>, String> {
             };
             Meaning::AudioDelta
         }
+        // An empty delta is no text (it must not start the first-text clock): it shows the
+        // server answering, as vLLM's empty deltas do.
         names::TRANSCRIPT_DELTA
         | names::BETA_TRANSCRIPT_DELTA
         | names::TEXT_DELTA
-        | names::BETA_TEXT_DELTA => Meaning::TextDelta,
-        // The transcript of the input (a transcription session's only text): each delta, and
-        // the completed transcript (a server may send only that), when it holds any text.
+        | names::BETA_TEXT_DELTA => {
+            if event.delta.as_deref() == Some("") {
+                Meaning::Progress
+            } else {
+                Meaning::TextDelta
+            }
+        }
+        // The transcript of the input: each delta, and the completed transcript (a server may
+        // send only that), when it holds any text.
         names::INPUT_TRANSCRIPT_DELTA | names::INPUT_TRANSCRIPT_DONE => {
             if event
                 .delta
                 .or(event.transcript)
                 .is_some_and(|t| !t.is_empty())
             {
-                Meaning::TextDelta
+                Meaning::InputText {
+                    done: event.kind == names::INPUT_TRANSCRIPT_DONE,
+                }
             } else {
                 Meaning::Other
             }
@@ -437,8 +447,9 @@ pub fn classify(text: &str) -> Result<Received<'_>, String> {
     })
 }
 
-/// The deltas (most frames, nearly all the bytes) by their leading `type` alone, their audio not
-/// parsed; everything else (and a delta whose `type` is not first) is parsed in full.
+/// The audio deltas (most frames, nearly all the bytes) by their leading `type` alone, their
+/// audio not parsed; everything else (text deltas, small, are read for an empty one; an audio
+/// delta whose `type` is not first) is parsed in full.
 fn delta_by_leading_type(text: &str) -> Option<Received<'_>> {
     let (meaning, audio_key) = match super::leading_type(text)? {
         names::AUDIO_DELTA | names::BETA_AUDIO_DELTA => {
@@ -448,10 +459,6 @@ fn delta_by_leading_type(text: &str) -> Option<Received<'_>> {
             let key = if in_audio { "audio" } else { "delta" };
             (Meaning::AudioDelta, Some(key))
         }
-        names::TRANSCRIPT_DELTA
-        | names::BETA_TRANSCRIPT_DELTA
-        | names::TEXT_DELTA
-        | names::BETA_TEXT_DELTA => (Meaning::TextDelta, None),
         _ => return None,
     };
     Some(Received {

@@ -829,6 +829,9 @@ impl Machine {
                 let sample = self.on_turns(|t| t.text_delta(now_s)).flatten();
                 self.record(sample, now_s);
             }
+            Meaning::InputText { done } => {
+                self.on_turns(|t| t.input_text(now_s, done));
+            }
             Meaning::SpeechStarted { .. } => {
                 self.on_turns(|t| t.speech_started());
             }
@@ -847,6 +850,9 @@ impl Machine {
                 self.last_delta_s = None;
                 let sample = self.on_turns(|t| t.done(now_s, completed)).flatten();
                 self.record(sample, now_s);
+                if let Some((sample, at_s)) = self.on_turns(Turns::take_input_text).flatten() {
+                    self.record(Some(sample), at_s);
+                }
                 return self.arrived(Some(Milestone::Answered));
             }
             Meaning::Transcript {

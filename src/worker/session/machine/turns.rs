@@ -55,6 +55,12 @@ struct Turn {
     last_text_s: Option<f64>,
     text_deltas: u64,
     first_audio_s: Option<f64>,
+    /// The transcript of the turn's input ([`Turns::input_text`]): its first and last events
+    /// with text, their count, and whether it was completed.
+    first_input_text_s: Option<f64>,
+    last_input_text_s: Option<f64>,
+    input_text_deltas: u64,
+    input_text_done: bool,
     /// The client asked for this turn's answer (its `response.create` went out): only such a
     /// turn takes a response as the client's own. A turn the client ended and has not asked
     /// for yet (OpenAI's final turn, asked for once no response is in progress) takes none.
@@ -90,6 +96,11 @@ pub struct Turns {
     unassigned_early: u32,
     /// When the last response that left turns behind was done.
     behind_since_s: Option<f64>,
+    /// The server sent text of an answer: the input's transcript is then never the text.
+    answer_text_seen: bool,
+    /// The first text of the turn [`Turns::done`] answered, when only its input's transcript
+    /// had any: the sample and when that text came (see [`Turns::take_input_text`]).
+    input_text_sample: Option<(Sample, f64)>,
     pub counts: TurnCounts,
 }
 
@@ -227,16 +238,22 @@ impl Turns {
         (!self.waiting.is_empty()).then_some(0)
     }
 
-    fn answering(&mut self) -> &mut Turn {
+    /// The turn the answer under way is for: `None` while the only one under way was created
+    /// with no turn waiting and no input arriving (a greeting the server made on its own),
+    /// which answers nothing the client sent: its deltas time no turn (they marked the input
+    /// that began streaming meanwhile, as an answer 40 ms after its start).
+    fn answering(&mut self) -> Option<&mut Turn> {
         match self.answered_at() {
-            Some(at) => &mut self.waiting[at],
-            None => &mut self.current,
+            Some(at) => Some(&mut self.waiting[at]),
+            None if self.unassigned > self.unassigned_early => None,
+            None => Some(&mut self.current),
         }
     }
 
     pub fn text_delta(&mut self, now_s: f64) -> Option<Sample> {
         self.counts.text_deltas += 1;
-        let turn = self.answering();
+        self.answer_text_seen = true;
+        let turn = self.answering()?;
         turn.text_deltas += 1;
         turn.last_text_s = Some(now_s);
         if turn.first_text_s.is_some() {
@@ -252,7 +269,7 @@ impl Turns {
 
     pub fn audio_delta(&mut self, now_s: f64) -> Option<Sample> {
         self.counts.audio_deltas += 1;
-        let turn = self.answering();
+        let turn = self.answering()?;
         if turn.first_audio_s.is_some() {
             return None;
         }
@@ -262,6 +279,32 @@ impl Turns {
             (None, Some(start_s)) => Some(Sample::FirstAudioAfterStart(now_s - start_s)),
             (None, None) => None,
         }
+    }
+
+    /// The server sent the transcript of the input at `now_s` (a delta, or the completed one
+    /// when `done`). It goes to the oldest waiting turn whose transcript is not complete (the
+    /// server transcribes committed input in order), else to the input arriving. It times
+    /// nothing now: it is not the answer's text and usually comes before it. A turn whose
+    /// answer brings no text of its own, from a server that sent no answer text at all, takes
+    /// it as its text when it is done.
+    pub fn input_text(&mut self, now_s: f64, done: bool) {
+        let turn = match self.waiting.iter().position(|t| !t.input_text_done) {
+            Some(at) => &mut self.waiting[at],
+            None => &mut self.current,
+        };
+        // A completed transcript after deltas is their end, not more text.
+        if !(done && turn.input_text_deltas > 0) {
+            turn.input_text_deltas += 1;
+            turn.last_input_text_s = Some(now_s);
+        }
+        turn.first_input_text_s.get_or_insert(now_s);
+        turn.input_text_done |= done;
+    }
+
+    /// The first text of the turn the last [`Turns::done`] answered, when only its input's
+    /// transcript had any, and when that came (to record it at).
+    pub fn take_input_text(&mut self) -> Option<(Sample, f64)> {
+        self.input_text_sample.take()
     }
 
     /// The answer to the oldest waiting turn is done (or, none waiting, to the current one:
@@ -313,6 +356,22 @@ impl Turns {
         };
         self.counts.answered += 1;
         self.counts.failed += u64::from(!completed);
+        let mut turn = turn;
+        if !self.answer_text_seen && turn.first_input_text_s.is_some() {
+            // The server sends no text of its answers: the input's transcript is the text.
+            turn.first_text_s = turn.first_input_text_s;
+            turn.last_text_s = turn.last_input_text_s;
+            turn.text_deltas = turn.input_text_deltas;
+            self.counts.text_deltas += turn.input_text_deltas;
+            self.input_text_sample = turn.first_input_text_s.and_then(|at_s| {
+                let sample = match (turn.end_s, turn.start_s) {
+                    (Some(end_s), _) => Sample::FirstTextAfterEnd(at_s - end_s),
+                    (None, Some(start_s)) => Sample::FirstTextAfterStart(at_s - start_s),
+                    (None, None) => return None,
+                };
+                Some((sample, at_s))
+            });
+        }
         if let (Some(first), Some(last)) = (turn.first_text_s, turn.last_text_s) {
             if turn.text_deltas > 1 && last > first {
                 self.counts.text_intervals += turn.text_deltas - 1;
@@ -701,5 +760,73 @@ mod tests {
         close(t.text_delta(2.3), Sample::FirstTextAfterEnd(0.3));
         close(t.done(2.4, true), Sample::DoneAfterEnd(0.4));
         assert!(!t.open());
+    }
+
+    /// The input's transcript came 50 ms after the end, the answer's text 350 ms after: the
+    /// first text was timed at 50 ms, and the transcript counted among the answer's deltas.
+    #[test]
+    fn the_inputs_transcript_is_not_the_answers_text() {
+        let mut t = Turns::default();
+        t.input_sent(0.0);
+        t.ended_as(1.0, Some(crate::protocol::FINAL_TURN), true);
+        t.response_created();
+        t.input_text(1.05, false);
+        t.input_text(1.06, true);
+        close(t.text_delta(1.35), Sample::FirstTextAfterEnd(0.35));
+        t.text_delta(1.45);
+        close(t.done(1.5, true), Sample::DoneAfterEnd(0.5));
+        assert_eq!(t.take_input_text(), None);
+        assert_eq!(t.counts.text_deltas, 2);
+        // A transcript after the answer's done (it goes to the next turn) is no text either.
+        t.input_sent(2.0);
+        t.ended_as(3.0, Some(0), true);
+        t.response_created();
+        t.input_text(3.01, true);
+        close(t.done(3.4, true), Sample::DoneAfterEnd(0.4));
+        assert_eq!(t.take_input_text(), None);
+    }
+
+    /// A server that sends no text of its answers (only the input's transcript): that is the
+    /// turn's text, timed when it came, given when the turn is done.
+    #[test]
+    fn from_a_server_with_no_answer_text_the_inputs_transcript_is_the_text() {
+        let mut t = Turns::default();
+        t.input_sent(0.0);
+        t.ended_as(1.0, Some(crate::protocol::FINAL_TURN), true);
+        t.response_created();
+        t.input_text(1.2, false);
+        t.input_text(1.3, false);
+        t.input_text(1.4, true);
+        close(t.audio_delta(1.25), Sample::FirstAudioAfterEnd(0.25));
+        close(t.done(1.5, true), Sample::DoneAfterEnd(0.5));
+        let (sample, at_s) = t.take_input_text().expect("the transcript's first text");
+        close(Some(sample), Sample::FirstTextAfterEnd(0.2));
+        assert!((at_s - 1.2).abs() < 1e-9);
+        assert_eq!(t.take_input_text(), None, "taken once");
+        // Two deltas and their completion: two texts, one interval of 100 ms.
+        let c = t.counts;
+        assert_eq!((c.text_deltas, c.text_intervals), (2, 1));
+        assert!((c.text_span_s - 0.1).abs() < 1e-9);
+    }
+
+    /// A response the server made on its own before any turn (a greeting) marked the input
+    /// that began streaming meanwhile: its deltas read as that turn's first text and audio
+    /// 42 ms after its start, samples its `done` could not take back.
+    #[test]
+    fn a_greetings_deltas_time_no_turn() {
+        let mut t = Turns::default();
+        t.response_created();
+        t.input_sent(0.0);
+        assert_eq!(t.text_delta(0.04), None);
+        assert_eq!(t.audio_delta(0.04), None);
+        assert_eq!(t.done(0.5, true), None);
+        assert_eq!(t.counts.unmatched, 1);
+        // The turn the client then ends is timed from its own end.
+        t.ended_as(2.0, Some(crate::protocol::FINAL_TURN), true);
+        t.response_created();
+        close(t.text_delta(2.3), Sample::FirstTextAfterEnd(0.3));
+        close(t.audio_delta(2.2), Sample::FirstAudioAfterEnd(0.2));
+        close(t.done(2.5, true), Sample::DoneAfterEnd(0.5));
+        assert_eq!((t.counts.answered, t.counts.early), (1, 0));
     }
 }
