@@ -380,6 +380,9 @@ pub enum Meaning<'a> {
         any_text: bool,
         /// The input the server had received when it made the result, if it says.
         duration_ms: Option<f64>,
+        /// The frame is also the `stopped` event (a server that puts its last sentences in
+        /// it): a result, and the end of the session's recognition.
+        stopped: bool,
     },
     /// The server reports an error; a fatal one ends the session.
     Error {
@@ -405,6 +408,7 @@ impl Meaning<'_> {
         match self {
             Meaning::Milestone(m) => Some(*m),
             Meaning::Granted { .. } => Some(Milestone::Ready),
+            Meaning::Transcript { stopped: true, .. } => Some(Milestone::Closed),
             _ => None,
         }
     }

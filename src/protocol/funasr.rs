@@ -135,6 +135,7 @@ impl ClientProtocol for Funasr {
                 partial_text: frame.partial.truthy,
                 any_text: frame.partial.truthy || frame.sentences.truthy,
                 duration_ms: frame.duration_ms,
+                stopped: frame.event.as_deref() == Some(names::STOPPED),
             }
         } else {
             match frame.event.as_deref() {
@@ -382,7 +383,8 @@ mod tests {
                 is_final: false,
                 partial_text: true,
                 any_text: true,
-                duration_ms: Some(960.0)
+                duration_ms: Some(960.0),
+                stopped: false
             }
         );
         let final_ = r#"{"sentences":[{"text":"ni hao","start":0,"end":900}],"partial":"","duration_ms":1000,"is_final":true,"new":1}"#;
@@ -392,7 +394,8 @@ mod tests {
                 is_final: true,
                 partial_text: false,
                 any_text: true,
-                duration_ms: Some(1000.0)
+                duration_ms: Some(1000.0),
+                stopped: false
             }
         );
         // An empty partial is a result; `is_final: 1` is not `true`; a string duration is none.
@@ -403,7 +406,8 @@ mod tests {
                 is_final: false,
                 partial_text: false,
                 any_text: false,
-                duration_ms: None
+                duration_ms: None,
+                stopped: false
             }
         );
         // `sentences: null` is still a result, as `"sentences" in data` is.

@@ -858,8 +858,15 @@ impl Machine {
             Meaning::Transcript {
                 is_final,
                 duration_ms,
+                stopped,
                 ..
-            } => self.on_transcript(is_final, duration_ms, now_s),
+            } => {
+                self.on_transcript(is_final, duration_ms, now_s);
+                // A `stopped` that carries sentences: the result, then the end it says.
+                if stopped {
+                    return self.on_meaning(Meaning::Milestone(Milestone::Closed), now_s);
+                }
+            }
             Meaning::Progress => self.delta_gap(now_s),
             Meaning::Other => {}
             // Handled in `on_frame`, which also traces it.

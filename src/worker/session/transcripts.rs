@@ -122,6 +122,7 @@ impl Recorder {
                 partial_text,
                 any_text,
                 duration_ms,
+                stopped,
             } => {
                 c.result_messages += 1;
                 if c.first_update_ms.is_none() {
@@ -146,18 +147,25 @@ impl Recorder {
                         None => c.finals_before_stop += 1,
                     }
                 }
+                // A `stopped` that carries sentences is a result and the loop's end.
+                if stopped {
+                    self.stopped(now_s);
+                }
             }
-            Meaning::Milestone(Milestone::Closed) => {
-                c.stopped = true;
-                c.stopped_after_stop_ms = self.stop_sent_s.map(|s| (now_s - s) * 1000.0);
-                self.listening = false;
-            }
+            Meaning::Milestone(Milestone::Closed) => self.stopped(now_s),
             _ => {}
         }
         counted
     }
 
     /// No server message came within `--recv-timeout` of the previous one.
+    /// `stopped` came at `now_s`: the receive loop's end.
+    fn stopped(&mut self, now_s: f64) {
+        self.c.stopped = true;
+        self.c.stopped_after_stop_ms = self.stop_sent_s.map(|s| (now_s - s) * 1000.0);
+        self.listening = false;
+    }
+
     pub fn timed_out(&mut self) {
         if self.listening {
             self.listening = false;
@@ -256,6 +264,7 @@ mod tests {
             partial_text: partial,
             any_text: partial || is_final,
             duration_ms: Some(duration_ms),
+            stopped: false,
         }
     }
 

@@ -247,3 +247,44 @@ fn text_that_is_not_json_and_binary_frames_count_as_messages_and_end_nothing() {
     assert_eq!(t.events, [("stopped".to_string(), 1)]);
     assert!(t.errors.is_empty(), "{:?}", t.errors);
 }
+
+/// A server that puts its last sentences in `stopped` (`{"event":"stopped","sentences":[…]}`):
+/// the frame was taken as a result only, and the session waited out --recv-timeout for a
+/// `stopped` that had come, then failed. It is a result (the benchmark's definition) and the
+/// end.
+#[test]
+fn a_stopped_that_carries_sentences_is_a_result_and_the_end() {
+    let mut m = machine(&[]);
+    m.connecting(0.0);
+    assert_eq!(
+        m.next_action(),
+        Action::Send(Outgoing::Text("START".into()))
+    );
+    m.control_sending(0.001);
+    assert_eq!(m.next_action(), Action::Await("started"));
+    assert_eq!(hear(&mut m, r#"{"event":"started"}"#, 0.01), Flow::Reached);
+    assert_eq!(m.next_action(), Action::Stream);
+    let mut frame = Outgoing::default();
+    for seq in 0..m.settings.packets_per_session {
+        let start_s = 1.0 + f64::from(seq) * 0.1;
+        let due_s = m.packet(seq, start_s, 1.0, &mut frame).0;
+        m.sent(seq, due_s, start_s, start_s + 0.0001);
+    }
+    m.streamed();
+    assert_eq!(m.next_action(), Action::Send(Outgoing::Text("STOP".into())));
+    m.control_sending(7.0);
+    assert_eq!(m.next_action(), Action::Await("stopped"));
+    assert_eq!(hear(&mut m, FINAL, 7.3), Flow::Continue);
+    let stopped = r#"{"event":"stopped","sentences":[{"text":"w","start":0,"end":5900}]}"#;
+    assert_eq!(hear(&mut m, stopped, 7.31), Flow::Reached);
+    assert_eq!(m.next_action(), Action::Done);
+    m.finish(7.4, None);
+    let t = m.outcome.transcripts.clone().unwrap();
+    assert_eq!((t.messages, t.result_messages), (2, 2));
+    assert!(t.stopped);
+    assert!(t
+        .stopped_after_stop_ms
+        .is_some_and(|ms| (ms - 310.0).abs() < 1e-6));
+    assert_eq!(t.events, [("stopped".to_string(), 1)]);
+    assert!(m.outcome.error.is_none(), "{:?}", m.outcome.error);
+}
