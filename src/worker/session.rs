@@ -331,6 +331,9 @@ impl Session {
         }
         // The server closes the socket after the session ends; answer its close frame.
         self.read_to_close(ws, None).await;
+        // A server that left it open gets the client's close frame, not a dropped connection
+        // (which it logs as 1006); after its own close, or the client's, this sends nothing.
+        let _ = tokio::time::timeout(Duration::from_millis(200), ws.close(goodbye())).await;
         Ok(())
     }
 

@@ -731,3 +731,41 @@ fn ctrl_c_while_the_url_is_checked_opens_no_session() {
     assert!(!err.contains("setting up"), "sessions were opened: {err}");
     assert!(!out.exists(), "the run folder was left behind");
 }
+
+/// A server that leaves the socket open after `session.closed`: the client waited a second for
+/// its close frame, then dropped the TCP connection without one (the server saw 1006). It
+/// ends the connection with a close frame of its own.
+#[test]
+fn a_server_that_stays_open_after_session_closed_gets_a_close_frame() {
+    let _serial = util::serial();
+    let server = fake_server::start(Misbehaviour::KeepsOpenAfterClosed);
+    let dir = TempDir::new("stays-open");
+    let out = dir.join("out");
+    let output = util::run_to(
+        &out,
+        &[
+            "--url",
+            &server.url,
+            "-s",
+            "2",
+            "-d",
+            "1s",
+            "--trace",
+            "off",
+        ],
+        Duration::from_secs(60),
+    );
+    util::assert_finished(&output);
+    assert_eq!(
+        summary(&out)["sessions"]["completed"],
+        2,
+        "{}",
+        describe(&output)
+    );
+    // The server notes each end as it reads it.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while server.ends.lock().unwrap().len() < 2 && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(*server.ends.lock().unwrap(), ["close 1000", "close 1000"]);
+}

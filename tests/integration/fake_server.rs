@@ -31,11 +31,17 @@ pub enum Misbehaviour {
     /// Answer the first `session.update` at once and every later one after this long: a
     /// set-up that takes its time.
     SlowUpdateAfterFirst(Duration),
+    /// Answer `session.close` with `session.closed` and leave the socket open (for at most
+    /// 10 s), noting how the client ended it in [`FakeServer::ends`].
+    KeepsOpenAfterClosed,
 }
 
 /// The server; it stops when dropped.
 pub struct FakeServer {
     pub url: String,
+    /// How clients ended the connections a misbehaviour left open: `close 1000`, or
+    /// `dropped` (no close frame).
+    pub ends: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
     _server: crate::util::LoopbackServer,
 }
 
@@ -59,11 +65,14 @@ pub fn start(misbehaviour: Misbehaviour) -> FakeServer {
     // `session.update`s so far, for the misbehaviours that treat the first one apart (the
     // client's reachability probe makes a handshake of its own and closes it, sending none).
     let updates = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let ends = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let noted = ends.clone();
     let server = crate::util::LoopbackServer::serve(std_listener, move |stream| {
-        session(stream, misbehaviour, updates.clone())
+        session(stream, misbehaviour, updates.clone(), noted.clone())
     });
     FakeServer {
         url: format!("ws://{}/v1/realtime", server.addr),
+        ends,
         _server: server,
     }
 }
@@ -72,6 +81,7 @@ async fn session(
     stream: tokio::net::TcpStream,
     misbehaviour: Misbehaviour,
     updates: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    ends: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
 ) {
     let Ok(mut ws) = tokio_tungstenite::accept_async(stream).await else {
         return;
@@ -174,6 +184,26 @@ async fn session(
                         r#"{"type":"session.closed","reason":"client_closed"}"#.into(),
                     ))
                     .await;
+                if matches!(misbehaviour, Misbehaviour::KeepsOpenAfterClosed) {
+                    let end = tokio::time::timeout(Duration::from_secs(10), async {
+                        loop {
+                            match ws.next().await {
+                                Some(Ok(Message::Close(frame))) => {
+                                    break format!(
+                                        "close {}",
+                                        frame.map_or(0, |f| u16::from(f.code))
+                                    )
+                                }
+                                Some(Ok(_)) => continue,
+                                _ => break "dropped".to_string(),
+                            }
+                        }
+                    })
+                    .await
+                    .unwrap_or_else(|_| "still open after 10 s".to_string());
+                    ends.lock().unwrap().push(end);
+                    return;
+                }
                 // As sglang-omni's server: a normal close after `session.closed`.
                 let _ = ws
                     .close(Some(tokio_tungstenite::tungstenite::protocol::CloseFrame {
