@@ -31,6 +31,12 @@ impl Profile {
     }
 
     /// Input audio per native unit, and the boundary the tail is padded to.
+    /// Whether the model takes video frames (`sglang.input_image.append`): MiniCPM-o's
+    /// deployment grants `image` input.
+    pub fn takes_images(self) -> bool {
+        matches!(self, Profile::Minicpmo)
+    }
+
     pub fn unit_ms(self) -> u32 {
         match self {
             Profile::Voicechat | Profile::Personaplex => 80,

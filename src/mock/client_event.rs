@@ -15,6 +15,9 @@ pub struct ClientEvent<'a> {
     pub event_id: Option<Cow<'a, str>>,
     #[serde(default, borrow)]
     pub audio: Option<Cow<'a, str>>,
+    /// `sglang.input_image.append`: the frame, base64 JPEG or PNG.
+    #[serde(default, borrow)]
+    pub image: Option<Cow<'a, str>>,
     #[serde(default)]
     pub sglang: Option<ClientSglang>,
     /// `session.update`: the terms asked for.
@@ -29,6 +32,9 @@ pub struct ClientSglang {
     pub seq_number: Option<serde_json::Number>,
     #[serde(default)]
     pub t_start_ms: Option<f64>,
+    /// An image's media time, in ms of input.
+    #[serde(default)]
+    pub t_ms: Option<f64>,
 }
 
 impl ClientSglang {

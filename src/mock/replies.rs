@@ -22,6 +22,15 @@ pub const MODEL: &str = "duplexbench-mock";
 /// The input a session may hold unprocessed (sglang-omni's `MAX_BUFFERED_INPUT_S`), in seconds.
 const MAX_BUFFERED_INPUT_S: usize = 60;
 /// sglang-omni's `RuntimeLimits` defaults, stated in the grant's `limits`.
+/// The image input of a profile that takes it, as sglang-omni's MiniCPM-o deployment grants it
+/// with its defaults (`Capabilities.max_image_bytes`; the vision config's 4 frames a unit at
+/// one slice, up to 9 slices).
+pub const MAX_IMAGE_BYTES: usize = 512 * 1024;
+pub const MAX_FRAMES_PER_UNIT: u32 = 4;
+const MAX_SLICE_NUMS: u32 = 9;
+/// How many units past those its pending input starts a frame may be for (the server's
+/// `MAX_FRAME_LOOKAHEAD_UNITS`).
+pub const FRAME_LOOKAHEAD_UNITS: u64 = 2;
 const MAX_OUTPUT_BYTES: usize = 4 << 20;
 const MAX_OUTPUT_EVENTS: usize = 256;
 const MAX_HISTORY_CHARS: usize = 65_536;
@@ -119,7 +128,7 @@ impl Templates {
         format!(
             concat!(
                 r#"{{"interaction":"native","native_full_duplex":true,"proactive_output":false,"#,
-                r#""turn_control":[null],"client_commit":false,"input_modalities":["audio"],"#,
+                r#""turn_control":[null],"client_commit":false,"input_modalities":{input_modalities},"#,
                 r#""output_modalities":{modalities},"#,
                 r#""input_audio_format":{{"type":"audio/pcm","rate":{input_rate}}},"#,
                 r#""output_audio_format":{{"type":"audio/pcm","rate":{output_rate}}},"#,
@@ -127,11 +136,23 @@ impl Templates {
                 r#""tail_policy":"pad","supports_server_interrupt":false,"supports_truncate":false,"#,
                 r#""supports_resume":false,"partial_style":"append_only","pressure_policy":"reject","#,
                 r#""strict_order":true,"sampling_parameters":[],"supports_reference_audio":false,"#,
-                r#""limits":{{"max_input_bytes":{input_bytes},"max_output_bytes":{output_bytes},"#,
+                r#"{image_format}"limits":{{"max_input_bytes":{input_bytes},"max_output_bytes":{output_bytes},"#,
                 r#""max_output_events":{output_events},"max_history_chars":{history_chars},"#,
                 r#""cleanup_timeout_s":{cleanup_s}}},"#,
                 r#""rejections":[]}}"#
             ),
+            input_modalities = if self.profile.takes_images() {
+                r#"["audio","image"]"#
+            } else {
+                r#"["audio"]"#
+            },
+            image_format = if self.profile.takes_images() {
+                format!(
+                    r#""input_image_format":{{"types":["image/jpeg","image/png"],"max_bytes":{MAX_IMAGE_BYTES},"max_frames_per_unit":{MAX_FRAMES_PER_UNIT},"max_slice_nums":{MAX_SLICE_NUMS}}},"#
+                )
+            } else {
+                String::new()
+            },
             input_rate = self.input_rate,
             output_rate = self.output_sample_rate,
             modalities = grant.modalities_json,
@@ -200,7 +221,7 @@ impl EventIds {
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct UnitSpan {
     pub index: u64,
-    pub t_start_ms: u64,
+    pub t_start_ms: f64,
     pub duration_ms: f64,
 }
 
@@ -288,6 +309,8 @@ pub struct Drained {
     pub accepted_end_ms: f64,
     /// The accepted input consumed, the padding apart.
     pub consumed_ms: f64,
+    /// The accepted input dropped by `input_audio_buffer.clear`.
+    pub discarded_ms: f64,
     pub padding_ms: f64,
 }
 
@@ -305,9 +328,37 @@ pub fn input_drained(
     push_json_str(&mut out, client_event_id);
     let _ = write!(
         out,
-        r#","accepted_end_ms":{:?},"consumed_ms":{:?},"discarded_ms":0.0,"padding_ms":{:?}}}"#,
-        drained.accepted_end_ms, drained.consumed_ms, drained.padding_ms
+        r#","accepted_end_ms":{:?},"consumed_ms":{:?},"discarded_ms":{:?},"padding_ms":{:?}}}"#,
+        drained.accepted_end_ms, drained.consumed_ms, drained.discarded_ms, drained.padding_ms
     );
+    Utf8Bytes::from(out)
+}
+
+/// `sglang.input_image.accepted`: the frame joins unit `unit_index` (sglang-omni's
+/// `ImageAccepted`).
+pub fn image_accepted(event_id: &str, unit_index: u64, client_event_id: Option<&str>) -> Utf8Bytes {
+    let mut out = String::with_capacity(120);
+    let _ = write!(
+        out,
+        r#"{{"type":"{}","event_id":"{event_id}","unit_id":"unit_{unit_index}","client_event_id":"#,
+        names::IMAGE_ACCEPTED
+    );
+    push_json_str(&mut out, client_event_id);
+    out.push('}');
+    Utf8Bytes::from(out)
+}
+
+/// `input_audio_buffer.cleared`: the input not yet cut into a unit was dropped
+/// (sglang-omni's `Cleared`).
+pub fn cleared(event_id: &str, client_event_id: Option<&str>, discarded_ms: f64) -> Utf8Bytes {
+    let mut out = String::with_capacity(120);
+    let _ = write!(
+        out,
+        r#"{{"type":"{}","event_id":"{event_id}","client_event_id":"#,
+        names::CLEARED
+    );
+    push_json_str(&mut out, client_event_id);
+    let _ = write!(out, r#","sglang":{{"discarded_ms":{discarded_ms:?}}}}}"#);
     Utf8Bytes::from(out)
 }
 
@@ -500,7 +551,7 @@ mod tests {
             let mut ids = EventIds::new(2);
             let unit = UnitSpan {
                 index: 0,
-                t_start_ms: 0,
+                t_start_ms: 0.0,
                 duration_ms: 40.0,
             };
             let mut frames = vec![
@@ -514,6 +565,7 @@ mod tests {
                     &Drained {
                         accepted_end_ms: 360.0,
                         consumed_ms: 360.0,
+                        discarded_ms: 0.0,
                         padding_ms: 40.0,
                     },
                 ),

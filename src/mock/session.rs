@@ -20,6 +20,8 @@ use super::replies::{
 };
 use super::stats::Counters;
 use crate::protocol::{names, BYTES_PER_SAMPLE};
+use base64::Engine as _;
+use std::collections::BTreeMap;
 use std::rc::Rc;
 use tokio_tungstenite::tungstenite::Utf8Bytes;
 /// Longest piece of client text quoted back in an error message.
@@ -27,6 +29,7 @@ const QUOTE_CHARS: usize = 64;
 /// Where sglang-omni's server says a field of an append is at fault (pydantic's location).
 const SEQ_PARAM: &str = "input_audio_buffer.append.sglang.seq";
 const AUDIO_PARAM: &str = "input_audio_buffer.append.audio";
+const IMAGE_PARAM: &str = "image";
 /// How far a stated `t_start_ms` may be from the input accepted, as sglang-omni's server allows.
 const MEDIA_TIME_TOLERANCE_MS: f64 = 1e-7;
 
@@ -62,8 +65,15 @@ pub struct Session {
     first_arrival_s: Option<f64>,
     /// Input accepted so far, in bytes of PCM16 at the profile's input rate.
     accepted_bytes: u64,
+    /// Of it, what is cut into units or was dropped (`input_audio_buffer.clear`): where the
+    /// input not yet cut starts.
+    consumed_bytes: u64,
+    /// Of it, what was dropped.
+    discarded_bytes: u64,
     /// Native units cut from the input so far (the index of the next one).
     units: u64,
+    /// Frames (`sglang.input_image.append`) accepted for each unit not yet cut.
+    frames: BTreeMap<u64, u32>,
     /// Units whose replies wait for a full burst.
     pending: Vec<UnitSpan>,
     /// Set once `response.created` has been sent.
@@ -84,7 +94,10 @@ impl Session {
             next_seq: 0,
             first_arrival_s: None,
             accepted_bytes: 0,
+            consumed_bytes: 0,
+            discarded_bytes: 0,
             units: 0,
+            frames: BTreeMap::new(),
             pending: Vec::with_capacity(burst),
             response: None,
         }
@@ -126,6 +139,15 @@ impl Session {
             }
             names::SESSION_UPDATE => return self.on_update(&event, counters, out),
             names::INPUT_END => self.on_end(client_event_id, counters, out),
+            names::IMAGE_APPEND => match self.check_image(&event) {
+                Ok(unit) => {
+                    *self.frames.entry(unit).or_default() += 1;
+                    let event_id = self.event_id();
+                    out.push(replies::image_accepted(&event_id, unit, client_event_id));
+                }
+                Err(refusal) => self.error(out, counters, &refusal, client_event_id, false),
+            },
+            names::CLEAR => self.on_clear(client_event_id, counters, out),
             names::SESSION_CLOSE => {
                 // A response still open ends first, cancelled; units not yet sent are not.
                 if let Some(response) = &mut self.response {
@@ -280,7 +302,7 @@ impl Session {
                 "encoded audio exceeds input budget",
             ));
         }
-        let audio_bytes = decoded_len(audio)?;
+        let audio_bytes = decoded_len(audio, "audio")?;
         self.check_streaming()?;
         if seq != self.next_seq {
             return Err(Refusal::new(
@@ -310,7 +332,7 @@ impl Session {
         }
         // Last, the budget of input not yet processed (`runtime.append`): here the part of a
         // unit not yet cut, since the mock processes each unit as it completes.
-        let backlog = self.accepted_bytes - self.units * self.templates.unit_input_bytes;
+        let backlog = self.accepted_bytes - self.consumed_bytes;
         if backlog as usize + audio_bytes > self.templates.max_input_bytes {
             return Err(Refusal::new(
                 ErrorCode::BufferOverflow,
@@ -347,7 +369,7 @@ impl Session {
             event.event_id.as_deref(),
         ));
         let unit_bytes = self.templates.unit_input_bytes;
-        while self.accepted_bytes >= (self.units + 1) * unit_bytes {
+        while self.accepted_bytes - self.consumed_bytes >= unit_bytes {
             self.cut_unit(unit_bytes);
         }
         if self.pending.len() >= self.templates.burst_units as usize {
@@ -360,14 +382,112 @@ impl Session {
         self.accepted_bytes as f64 / self.templates.input_bytes_per_ms as f64
     }
 
-    /// Queues the next native unit, covering `bytes` of input from where the last one ended.
+    /// Queues the next native unit, covering `bytes` of input from where the input not yet
+    /// cut starts; the frames for it go with it.
     fn cut_unit(&mut self, bytes: u64) {
+        let per_ms = self.templates.input_bytes_per_ms as f64;
         self.pending.push(UnitSpan {
             index: self.units,
-            t_start_ms: self.units * u64::from(self.templates.unit_ms),
-            duration_ms: bytes as f64 / self.templates.input_bytes_per_ms as f64,
+            t_start_ms: self.consumed_bytes as f64 / per_ms,
+            duration_ms: bytes as f64 / per_ms,
         });
+        self.consumed_bytes += bytes;
+        self.frames.remove(&self.units);
         self.units += 1;
+    }
+
+    /// The unit a frame joins, or why it is refused, checked in sglang-omni's server's order
+    /// (`runtime.append_image`): the event's fields, the session open, image input granted,
+    /// the input not ended, the frame's size and kind, then its unit: not already cut, not
+    /// holding the most frames a unit takes, not too far past the input.
+    fn check_image(&self, event: &ClientEvent<'_>) -> Result<u64, Refusal> {
+        let invalid = |message: &str| Refusal::new(ErrorCode::InvalidRequest, message);
+        let t_ms = event.sglang.as_ref().and_then(|s| s.t_ms);
+        let Some(t_ms) = t_ms.filter(|t| t.is_finite()) else {
+            return Err(invalid(
+                "sglang.input_image.append needs sglang.t_ms, the frame's media time in ms",
+            )
+            .at("sglang.t_ms"));
+        };
+        let Some(image) = event.image.as_deref() else {
+            return Err(
+                invalid("sglang.input_image.append needs `image` (base64 JPEG or PNG)")
+                    .at(IMAGE_PARAM),
+            );
+        };
+        if matches!(self.phase, Phase::AwaitingUpdate | Phase::Closed) {
+            return Err(Refusal::new(ErrorCode::InvalidState, "session is not OPEN"));
+        }
+        if !self.templates.profile.takes_images() {
+            return Err(Refusal::new(
+                ErrorCode::NotSupported,
+                "image input is not granted",
+            ));
+        }
+        if self.phase == Phase::Ended {
+            return Err(Refusal::new(ErrorCode::InvalidState, "input has ended"));
+        }
+        let bytes = decoded_len(image, IMAGE_PARAM)?;
+        if bytes > replies::MAX_IMAGE_BYTES {
+            return Err(
+                Refusal::new(ErrorCode::BufferOverflow, "image exceeds input budget")
+                    .at(IMAGE_PARAM),
+            );
+        }
+        let head = base64::engine::general_purpose::STANDARD
+            .decode(&image[..image.len().min(8)])
+            .unwrap_or_default();
+        if !(head.starts_with(b"\xff\xd8") || head.starts_with(b"\x89PNG")) {
+            return Err(invalid("image must be JPEG or PNG").at(IMAGE_PARAM));
+        }
+        let per_ms = self.templates.input_bytes_per_ms as f64;
+        let unit_ms = f64::from(self.templates.unit_ms);
+        let offset = ((t_ms - self.consumed_bytes as f64 / per_ms) / unit_ms).floor() as i64;
+        let unit = self.units as i64 + offset;
+        let pending = self.accepted_bytes - self.consumed_bytes;
+        let pending_units = pending.div_ceil(self.templates.unit_input_bytes) as i64;
+        if unit < self.units as i64 {
+            return Err(Refusal::new(
+                ErrorCode::InvalidState,
+                "frame unit already cut",
+            ));
+        }
+        let unit = unit as u64;
+        if self.frames.get(&unit).copied().unwrap_or(0) >= replies::MAX_FRAMES_PER_UNIT {
+            return Err(Refusal::new(
+                ErrorCode::BufferOverflow,
+                "unit frame count exceeds limit",
+            ));
+        }
+        if offset > pending_units + replies::FRAME_LOOKAHEAD_UNITS as i64 {
+            return Err(Refusal::new(
+                ErrorCode::BufferOverflow,
+                "frame exceeds lookahead budget",
+            ));
+        }
+        Ok(unit)
+    }
+
+    /// `input_audio_buffer.clear`: the input not yet cut into a unit is dropped, with the
+    /// frames waiting for it (`runtime.clear`).
+    fn on_clear(
+        &mut self,
+        client_event_id: Option<&str>,
+        counters: &Counters,
+        out: &mut Vec<Utf8Bytes>,
+    ) {
+        if matches!(self.phase, Phase::AwaitingUpdate | Phase::Closed) {
+            let refusal = Refusal::new(ErrorCode::InvalidState, "session is not OPEN");
+            self.error(out, counters, &refusal, client_event_id, false);
+            return;
+        }
+        let dropped = self.accepted_bytes - self.consumed_bytes;
+        self.discarded_bytes += dropped;
+        self.consumed_bytes = self.accepted_bytes;
+        self.frames.clear();
+        let event_id = self.event_id();
+        let discarded_ms = dropped as f64 / self.templates.input_bytes_per_ms as f64;
+        out.push(replies::cleared(&event_id, client_event_id, discarded_ms));
     }
 
     fn on_end(
@@ -392,7 +512,7 @@ impl Session {
         // a whole unit; or, when the input ends on a unit boundary (or there was none), an
         // empty unit of duration 0, as sglang-omni's server cuts one to carry the end of input.
         let unit_bytes = self.templates.unit_input_bytes;
-        let tail_bytes = self.accepted_bytes - self.units * unit_bytes;
+        let tail_bytes = self.accepted_bytes - self.consumed_bytes;
         let padding_ms = if tail_bytes > 0 {
             (unit_bytes - tail_bytes) as f64 / self.templates.input_bytes_per_ms as f64
         } else {
@@ -402,13 +522,15 @@ impl Session {
         // The response ends with that unit, before its `sglang.unit.done`.
         self.flush_units(true, out);
         let event_id = self.event_id();
+        let discarded_ms = self.discarded_bytes as f64 / self.templates.input_bytes_per_ms as f64;
         out.push(replies::input_drained(
             &event_id,
             client_event_id,
             &Drained {
                 accepted_end_ms,
-                // The accepted input, all consumed; the padding is reported apart.
-                consumed_ms: accepted_end_ms,
+                // The accepted input not dropped, all consumed; the padding is reported apart.
+                consumed_ms: accepted_end_ms - discarded_ms,
+                discarded_ms,
                 padding_ms,
             },
         ));
@@ -483,19 +605,19 @@ impl Session {
 /// Decoded length of standard padded base64, from its length alone: the mock never looks at the
 /// audio, so decoding it would be wasted work. What is not base64 is refused as sglang-omni's
 /// server refuses it (`param` `audio`).
-fn decoded_len(audio_b64: &str) -> Result<usize, Refusal> {
-    let not_base64 = |message: String| Refusal::new(ErrorCode::InvalidRequest, message).at("audio");
-    let len = audio_b64.len();
+fn decoded_len(b64: &str, field: &'static str) -> Result<usize, Refusal> {
+    let not_base64 = |message: String| Refusal::new(ErrorCode::InvalidRequest, message).at(field);
+    let len = b64.len();
     if len % 4 != 0 {
         return Err(not_base64(format!(
-            "`audio` is {len} characters, not a multiple of 4: not padded base64"
+            "`{field}` is {len} characters, not a multiple of 4: not padded base64"
         )));
     }
-    let padding = audio_b64.bytes().rev().take_while(|&b| b == b'=').count();
+    let padding = b64.bytes().rev().take_while(|&b| b == b'=').count();
     if padding > 2 {
-        return Err(not_base64(
-            "`audio` ends in more than two `=`: not base64".to_string(),
-        ));
+        return Err(not_base64(format!(
+            "`{field}` ends in more than two `=`: not base64"
+        )));
     }
     Ok(len / 4 * 3 - padding)
 }

@@ -38,6 +38,13 @@ pub mod names {
     pub const SESSION_CLOSE: &str = "session.close";
     pub const SESSION_CLOSED: &str = "session.closed";
     pub const ERROR: &str = "error";
+    /// A video frame for a native unit (MiniCPM-o, whose grant lists `image` input), and its
+    /// answer naming the unit it joins.
+    pub const IMAGE_APPEND: &str = "sglang.input_image.append";
+    pub const IMAGE_ACCEPTED: &str = "sglang.input_image.accepted";
+    /// Drops the input not yet cut into a unit.
+    pub const CLEAR: &str = "input_audio_buffer.clear";
+    pub const CLEARED: &str = "input_audio_buffer.cleared";
     /// Manual turn commands: part of the protocol, never granted to a native session.
     pub const COMMIT: &str = "input_audio_buffer.commit";
     pub const RESPONSE_CREATE: &str = "response.create";

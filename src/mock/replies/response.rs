@@ -279,7 +279,7 @@ impl UnitBlock {
         let head = format!(r#","sglang":{{"unit_id":"{unit_id}","chunk_seq":"#);
         let tail = format!(
             r#","media_time":{{"t_start_ms":{:?},"duration_ms":{:?}}}}}"#,
-            unit.t_start_ms as f64, unit.duration_ms
+            unit.t_start_ms, unit.duration_ms
         );
         UnitBlock {
             unit_id,

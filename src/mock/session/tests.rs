@@ -7,7 +7,6 @@ use super::*;
 use crate::cli::MockBehaviourArgs;
 use crate::profile::Profile;
 use crate::protocol;
-use base64::Engine as _;
 use serde_json::Value;
 
 struct Harness {
@@ -463,17 +462,20 @@ fn arrival_deviation_is_measured_from_seq_0() {
 
 #[test]
 fn decoded_length_comes_from_the_base64_length() {
-    assert_eq!(decoded_len("AAAA"), Ok(3));
-    assert_eq!(decoded_len("AAA="), Ok(2));
-    assert_eq!(decoded_len("AAAAAA=="), Ok(4));
-    assert_eq!(decoded_len(""), Ok(0));
-    assert_eq!(decoded_len("A===").map_err(|r| r.param), Err(Some("audio")));
+    assert_eq!(decoded_len("AAAA", "audio"), Ok(3));
+    assert_eq!(decoded_len("AAA=", "audio"), Ok(2));
+    assert_eq!(decoded_len("AAAAAA==", "audio"), Ok(4));
+    assert_eq!(decoded_len("", "audio"), Ok(0));
     assert_eq!(
-        decoded_len("AAAAA").map_err(|r| r.param),
+        decoded_len("A===", "audio").map_err(|r| r.param),
+        Err(Some("audio"))
+    );
+    assert_eq!(
+        decoded_len("AAAAA", "audio").map_err(|r| r.param),
         Err(Some("audio"))
     );
     let b64 = base64::engine::general_purpose::STANDARD.encode(vec![0u8; PACKET]);
-    assert_eq!(decoded_len(&b64), Ok(PACKET));
+    assert_eq!(decoded_len(&b64, "audio"), Ok(PACKET));
 }
 
 #[test]
@@ -574,7 +576,8 @@ fn session_updated_grants_every_capability_of_the_profile() {
             "supports_truncate": false,
             // The rest of what sglang-omni's server grants (types.py, negotiation.py).
             "turn_control": [null],
-            "input_modalities": ["audio"],
+            // MiniCPM-o takes video frames too.
+            "input_modalities": if profile.takes_images() { serde_json::json!(["audio", "image"]) } else { serde_json::json!(["audio"]) },
             "first_unit_ms": unit_ms,
             "partial_style": "append_only",
             "sampling_parameters": [],
@@ -994,9 +997,12 @@ fn the_protocol_docs_examples_are_shaped_as_the_mock_sends() {
     sent.extend(h.send(&real_update(&["audio", "text"])));
     let mut h = Harness::new(3, 1).configured();
     sent.extend(h.send(r#"{"type":"input_audio_buffer.append","event_id":"a","audio":"AAAA","sglang":{"seq":0.0}}"#));
+    let mut h = Harness::with(Profile::Minicpmo, 3, 1).configured();
+    sent.extend(h.send(&image_event(1001.0, JPEG)));
     let client = [
         names::SESSION_UPDATE,
         names::APPEND,
+        names::IMAGE_APPEND,
         names::INPUT_END,
         names::SESSION_CLOSE,
     ];
@@ -1073,4 +1079,112 @@ fn a_commit_before_the_grant_is_invalid_state_and_after_it_not_applicable() {
     assert_eq!(error_code(&h.send(commit)), "invalid_state");
     h.send(&real_update(&["audio"]));
     assert_eq!(error_code(&h.send(commit)), "not_applicable");
+}
+
+/// A frame as sglang-omni's duplex recorder sends one (its video probe, before the first
+/// append of each 1 s unit, without looking at the grant): `t_ms` one ms into the unit.
+fn image_event(t_ms: f64, image: &[u8]) -> String {
+    let image = base64::engine::general_purpose::STANDARD.encode(image);
+    format!(
+        r#"{{"type":"sglang.input_image.append","event_id":"0f1e2d3c","image":"{image}","sglang":{{"t_ms":{t_ms:?}}}}}"#
+    )
+}
+
+const JPEG: &[u8] = b"\xff\xd8\xff\xe0frame";
+
+/// MiniCPM-o takes video frames: its grant lists `image` input with sglang-omni's
+/// `input_image_format`, and a frame is answered with the unit it joins. The mock answered
+/// `not_supported`, and sglang-omni's client, which aborts on any error, stopped after one
+/// packet. Refused as the server refuses them: a unit already cut, more than 4 frames a unit,
+/// not JPEG or PNG, too far past the input; and by a profile without image input.
+#[test]
+fn minicpmo_takes_video_frames_as_sglang_omnis_server_does() {
+    let mut h = Harness::with(Profile::Minicpmo, 1, 1);
+    let updated = h.send(&protocol::session_update(1));
+    let granted = &updated[0]["session"]["sglang"]["granted"];
+    assert_eq!(
+        granted["input_modalities"],
+        serde_json::json!(["audio", "image"])
+    );
+    assert_eq!(granted["input_image_format"]["max_frames_per_unit"], 4);
+    assert_eq!(granted["input_image_format"]["max_bytes"], 524288);
+    let accepted = h.send(&image_event(1.0, JPEG));
+    assert_eq!(
+        accepted[0]["type"], "sglang.input_image.accepted",
+        "{accepted:?}"
+    );
+    assert_eq!(accepted[0]["unit_id"], "unit_0");
+    assert_eq!(accepted[0]["client_event_id"], "0f1e2d3c");
+    assert!(accepted[0]["event_id"].is_string());
+    // A PNG for the next unit, 1 s in.
+    let png = h.send(&image_event(1001.0, b"\x89PNG\r\n"));
+    assert_eq!(png[0]["unit_id"], "unit_1", "{png:?}");
+    // Three more for unit 0 fill it; a fifth is one too many.
+    for _ in 0..3 {
+        assert_eq!(h.send(&image_event(2.0, JPEG))[0]["unit_id"], "unit_0");
+    }
+    let full = h.send(&image_event(3.0, JPEG));
+    assert_eq!(full[0]["error"]["code"], "buffer_overflow", "{full:?}");
+    let gif = h.send(&image_event(4.0, b"GIF89a"));
+    assert_eq!(gif[0]["error"]["code"], "invalid_request", "{gif:?}");
+    assert_eq!(gif[0]["error"]["param"], "image");
+    let ahead = h.send(&image_event(3500.0, JPEG));
+    assert_eq!(
+        ahead[0]["error"]["message"],
+        "frame exceeds lookahead budget"
+    );
+    // 1 s of audio cuts unit 0: a frame for it now is late.
+    let audio = base64::engine::general_purpose::STANDARD.encode(vec![0u8; 32_000]);
+    h.send(&protocol::append_frame(1, 0, 0, &audio));
+    let late = h.send(&image_event(999.0, JPEG));
+    assert_eq!(late[0]["error"]["code"], "invalid_state", "{late:?}");
+    assert_eq!(late[0]["error"]["message"], "frame unit already cut");
+    // VoiceChat's grant has no image input.
+    let mut v = Harness::new(1, 1).configured();
+    let refused = v.send(&image_event(1.0, JPEG));
+    assert_eq!(refused[0]["error"]["code"], "not_supported", "{refused:?}");
+    assert_eq!(refused[0]["error"]["message"], "image input is not granted");
+    let granted =
+        &Harness::new(1, 1).send(&protocol::session_update(1))[0]["session"]["sglang"]["granted"];
+    assert_eq!(granted["input_modalities"], serde_json::json!(["audio"]));
+    assert!(granted.get("input_image_format").is_none());
+}
+
+/// `input_audio_buffer.clear` drops the input not yet cut into a unit, as sglang-omni's
+/// server does (`input_audio_buffer.cleared` with `sglang.discarded_ms`); the mock answered
+/// `not_supported`. The units after it start where the input then stood, and `drained`
+/// counts the dropped input as discarded.
+#[test]
+fn clear_drops_the_input_not_yet_in_a_unit() {
+    let mut h = Harness::new(1, 1).configured();
+    h.append(0, 2560);
+    h.append(1, 1280); // 40 ms into unit 1
+    let cleared = h.send(r#"{"type":"input_audio_buffer.clear","event_id":"c1"}"#);
+    assert_eq!(cleared.len(), 1, "{cleared:?}");
+    assert_eq!(cleared[0]["type"], "input_audio_buffer.cleared");
+    assert_eq!(cleared[0]["client_event_id"], "c1");
+    assert_eq!(cleared[0]["sglang"]["discarded_ms"], 40.0);
+    let events = h.append_at(2, 120, 2560, 0.0);
+    let done = events
+        .iter()
+        .find(|e| e["type"] == names::UNIT_DONE)
+        .unwrap_or_else(|| panic!("{events:?}"));
+    assert_eq!(done["unit_id"], "unit_1");
+    let media = events
+        .iter()
+        .find(|e| e["sglang"]["media_time"].is_object())
+        .map(|e| e["sglang"]["media_time"]["t_start_ms"].clone());
+    assert_eq!(media, Some(serde_json::json!(120.0)), "{events:?}");
+    let end = h.send(&protocol::input_end(9));
+    let drained = end
+        .iter()
+        .find(|e| e["type"] == names::INPUT_DRAINED)
+        .unwrap();
+    assert_eq!(drained["accepted_end_ms"], 200.0);
+    assert_eq!(drained["discarded_ms"], 40.0);
+    assert_eq!(drained["consumed_ms"], 160.0);
+    // Before the grant, not open.
+    let mut early = Harness::new(1, 1);
+    let refused = early.send(r#"{"type":"input_audio_buffer.clear","event_id":"c0"}"#);
+    assert_eq!(refused[0]["error"]["code"], "invalid_state");
 }
