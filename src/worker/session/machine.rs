@@ -401,11 +401,20 @@ impl Machine {
     /// Files a turn latency in the worker's histograms.
     fn record(&self, sample: Option<Sample>, now_s: f64) {
         let Some(sample) = sample else { return };
-        let mut stats = self.stats.borrow_mut();
         // A turn's first reply after its input ended is the server's reply lag.
         if let Sample::FirstTextAfterEnd(s) | Sample::FirstAudioAfterEnd(s) = sample {
-            stats.reply(ReplyKind::FirstReply, now_s - s, now_s);
+            self.stats
+                .borrow_mut()
+                .reply(ReplyKind::FirstReply, now_s - s, now_s);
         }
+        self.record_turn(sample);
+    }
+
+    /// A turn latency into its histogram alone: one known only later (the input's transcript
+    /// taken as a turn's text at its done) is no reply of now, and the replies per second are
+    /// filed in arrival order.
+    fn record_turn(&self, sample: Sample) {
+        let mut stats = self.stats.borrow_mut();
         let h = &mut stats.hist.turns;
         match sample {
             Sample::FirstTextAfterEnd(s) => h.first_text_after_end.record_s(s),
@@ -850,8 +859,8 @@ impl Machine {
                 self.last_delta_s = None;
                 let sample = self.on_turns(|t| t.done(now_s, completed)).flatten();
                 self.record(sample, now_s);
-                if let Some((sample, at_s)) = self.on_turns(Turns::take_input_text).flatten() {
-                    self.record(Some(sample), at_s);
+                if let Some(sample) = self.on_turns(Turns::take_input_text).flatten() {
+                    self.record_turn(sample);
                 }
                 return self.arrived(Some(Milestone::Answered));
             }

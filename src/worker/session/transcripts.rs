@@ -158,7 +158,6 @@ impl Recorder {
         counted
     }
 
-    /// No server message came within `--recv-timeout` of the previous one.
     /// `stopped` came at `now_s`: the receive loop's end.
     fn stopped(&mut self, now_s: f64) {
         self.c.stopped = true;
@@ -166,6 +165,7 @@ impl Recorder {
         self.listening = false;
     }
 
+    /// No server message came within `--recv-timeout` of the previous one.
     pub fn timed_out(&mut self) {
         if self.listening {
             self.listening = false;

@@ -44,6 +44,18 @@ pub enum Sample {
     SpeechStopped(f64),
 }
 
+/// What a response answers, as known when it was created.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Answer {
+    /// A waiting turn (the first one marked `responded`).
+    Turn,
+    /// No turn waited, and input was arriving: the input it answers has not ended (`early`).
+    Input,
+    /// No turn waited and no input arrived: nothing the client sent (a greeting of the
+    /// server's own), `unmatched`; its deltas time no turn.
+    Nothing,
+}
+
 #[derive(Debug, Default, Clone, Copy)]
 struct Turn {
     /// The packet after which the client ended it ([`crate::protocol::FINAL_TURN`] for the
@@ -89,18 +101,16 @@ pub struct Turns {
     /// The server says when it creates a response (`response.created`): without that, a VAD
     /// turn left behind may still be answered next, and is waited for.
     announces_responses: bool,
-    /// Responses created while no turn waited, not yet done: their deltas and `done` are not
-    /// a later turn's.
-    unassigned: u32,
-    /// Of them, those created while input arrived (answers to it: `early`).
-    unassigned_early: u32,
+    /// What each response created and not yet done answers, oldest first: a server streams
+    /// its responses one after another, so the deltas are the oldest one's.
+    responses: VecDeque<Answer>,
     /// When the last response that left turns behind was done.
     behind_since_s: Option<f64>,
     /// The server sent text of an answer: the input's transcript is then never the text.
     answer_text_seen: bool,
     /// The first text of the turn [`Turns::done`] answered, when only its input's transcript
-    /// had any: the sample and when that text came (see [`Turns::take_input_text`]).
-    input_text_sample: Option<(Sample, f64)>,
+    /// had any (see [`Turns::take_input_text`]).
+    input_text_sample: Option<Sample>,
     pub counts: TurnCounts,
 }
 
@@ -205,10 +215,14 @@ impl Turns {
                     .rposition(|t| open(t) && t.tag.is_none())
             });
         let Some(answers) = answers else {
-            self.unassigned += 1;
-            self.unassigned_early += u32::from(self.current.start_s.is_some());
+            self.responses.push_back(if self.current.start_s.is_some() {
+                Answer::Input
+            } else {
+                Answer::Nothing
+            });
             return;
         };
+        self.responses.push_back(Answer::Turn);
         self.waiting[answers].responded = true;
         self.waiting[answers].behind = false;
         // The VAD turns before it that got no response of their own never will.
@@ -238,14 +252,21 @@ impl Turns {
         (!self.waiting.is_empty()).then_some(0)
     }
 
-    /// The turn the answer under way is for: `None` while the only one under way was created
-    /// with no turn waiting and no input arriving (a greeting the server made on its own),
-    /// which answers nothing the client sent: its deltas time no turn (they marked the input
-    /// that began streaming meanwhile, as an answer 40 ms after its start).
+    /// The turn the answer under way is for: that of the oldest response not yet done; `None`
+    /// while that one was created with no turn waiting and no input arriving (a greeting the
+    /// server made on its own), which answers nothing the client sent: its deltas time no turn
+    /// (they marked the input that began streaming meanwhile, as an answer 40 ms after its
+    /// start, or the turn whose response was queued behind it).
     fn answering(&mut self) -> Option<&mut Turn> {
+        if self.announces_responses {
+            match self.responses.front() {
+                Some(Answer::Nothing) => return None,
+                Some(Answer::Input) => return Some(&mut self.current),
+                Some(Answer::Turn) | None => {}
+            }
+        }
         match self.answered_at() {
             Some(at) => Some(&mut self.waiting[at]),
-            None if self.unassigned > self.unassigned_early => None,
             None => Some(&mut self.current),
         }
     }
@@ -283,14 +304,15 @@ impl Turns {
 
     /// The server sent the transcript of the input at `now_s` (a delta, or the completed one
     /// when `done`). It goes to the oldest waiting turn whose transcript is not complete (the
-    /// server transcribes committed input in order), else to the input arriving. It times
+    /// server transcribes committed input in order), or to none. It times
     /// nothing now: it is not the answer's text and usually comes before it. A turn whose
     /// answer brings no text of its own, from a server that sent no answer text at all, takes
     /// it as its text when it is done.
     pub fn input_text(&mut self, now_s: f64, done: bool) {
-        let turn = match self.waiting.iter().position(|t| !t.input_text_done) {
-            Some(at) => &mut self.waiting[at],
-            None => &mut self.current,
+        // A transcript with no ended turn left to take it (it came after its turn's answer was
+        // done) is no later turn's: dropped.
+        let Some(turn) = self.waiting.iter_mut().find(|t| !t.input_text_done) else {
+            return;
         };
         // A completed transcript after deltas is their end, not more text.
         if !(done && turn.input_text_deltas > 0) {
@@ -302,8 +324,8 @@ impl Turns {
     }
 
     /// The first text of the turn the last [`Turns::done`] answered, when only its input's
-    /// transcript had any, and when that came (to record it at).
-    pub fn take_input_text(&mut self) -> Option<(Sample, f64)> {
+    /// transcript had any (timed from when it came).
+    pub fn take_input_text(&mut self) -> Option<Sample> {
         self.input_text_sample.take()
     }
 
@@ -313,10 +335,15 @@ impl Turns {
     /// (`unmatched`), so that more answers than turns cannot read as a server that answered all.
     pub fn done(&mut self, now_s: f64, completed: bool) -> Option<Sample> {
         self.responding = self.responding.saturating_sub(1);
-        let at = self.answered_at();
-        if at.is_none() {
-            self.unassigned = self.unassigned.saturating_sub(1);
-        }
+        let answer = if self.announces_responses {
+            self.responses.pop_front()
+        } else {
+            None
+        };
+        let at = match answer {
+            Some(Answer::Input | Answer::Nothing) => None,
+            Some(Answer::Turn) | None => self.answered_at(),
+        };
         let next = at.and_then(|at| self.waiting.remove(at));
         // VAD turns that ended while this response was under way and still have none.
         for t in self.waiting.iter_mut() {
@@ -330,9 +357,7 @@ impl Turns {
         // was created while input arrived; from a server that does not say, it is whatever
         // the current input has.
         let to_input = if self.announces_responses && at.is_none() {
-            let early = self.unassigned_early > 0;
-            self.unassigned_early = self.unassigned_early.saturating_sub(1);
-            early
+            answer == Some(Answer::Input)
         } else {
             self.current.start_s.is_some()
                 || self.current.first_text_s.is_some()
@@ -363,14 +388,15 @@ impl Turns {
             turn.last_text_s = turn.last_input_text_s;
             turn.text_deltas = turn.input_text_deltas;
             self.counts.text_deltas += turn.input_text_deltas;
-            self.input_text_sample = turn.first_input_text_s.and_then(|at_s| {
-                let sample = match (turn.end_s, turn.start_s) {
-                    (Some(end_s), _) => Sample::FirstTextAfterEnd(at_s - end_s),
-                    (None, Some(start_s)) => Sample::FirstTextAfterStart(at_s - start_s),
-                    (None, None) => return None,
-                };
-                Some((sample, at_s))
-            });
+            self.input_text_sample =
+                turn.first_input_text_s
+                    .and_then(|at_s| match (turn.end_s, turn.start_s) {
+                        // Before its turn ended it is not this turn's transcript.
+                        (Some(end_s), _) if at_s < end_s => None,
+                        (Some(end_s), _) => Some(Sample::FirstTextAfterEnd(at_s - end_s)),
+                        (None, Some(start_s)) => Some(Sample::FirstTextAfterStart(at_s - start_s)),
+                        (None, None) => None,
+                    });
         }
         if let (Some(first), Some(last)) = (turn.first_text_s, turn.last_text_s) {
             if turn.text_deltas > 1 && last > first {
@@ -799,9 +825,7 @@ mod tests {
         t.input_text(1.4, true);
         close(t.audio_delta(1.25), Sample::FirstAudioAfterEnd(0.25));
         close(t.done(1.5, true), Sample::DoneAfterEnd(0.5));
-        let (sample, at_s) = t.take_input_text().expect("the transcript's first text");
-        close(Some(sample), Sample::FirstTextAfterEnd(0.2));
-        assert!((at_s - 1.2).abs() < 1e-9);
+        close(t.take_input_text(), Sample::FirstTextAfterEnd(0.2));
         assert_eq!(t.take_input_text(), None, "taken once");
         // Two deltas and their completion: two texts, one interval of 100 ms.
         let c = t.counts;
@@ -828,5 +852,43 @@ mod tests {
         close(t.audio_delta(2.2), Sample::FirstAudioAfterEnd(0.2));
         close(t.done(2.5, true), Sample::DoneAfterEnd(0.5));
         assert_eq!((t.counts.answered, t.counts.early), (1, 0));
+    }
+
+    /// A response created while the greeting still streamed (queued behind it): the
+    /// greeting's deltas and `done` were the queued turn's (first text 50 ms after its end).
+    /// Responses stream in the order created, so they go to the oldest one under way.
+    #[test]
+    fn a_response_queued_behind_a_greeting_is_timed_from_its_own_deltas() {
+        let mut t = Turns::default();
+        t.response_created();
+        t.input_sent(0.0);
+        t.ended_as(1.0, Some(crate::protocol::FINAL_TURN), true);
+        t.response_created();
+        assert_eq!(t.text_delta(1.05), None, "the greeting's");
+        assert_eq!(t.done(1.1, true), None);
+        assert_eq!((t.counts.unmatched, t.counts.answered), (1, 0));
+        close(t.text_delta(1.4), Sample::FirstTextAfterEnd(0.4));
+        close(t.done(1.6, true), Sample::DoneAfterEnd(0.6));
+        assert_eq!((t.counts.unmatched, t.counts.answered), (1, 1));
+        assert!(!t.open());
+    }
+
+    /// From a server with no answer text, a turn's transcript that came after its answer was
+    /// done went to the next turn, timed from that turn's end: -2 s.
+    #[test]
+    fn a_transcript_after_its_turns_answer_is_no_later_turns() {
+        let mut t = Turns::default();
+        t.input_sent(0.0);
+        t.ended_as(3.0, Some(0), true);
+        t.response_created();
+        assert!(t.done(3.8, true).is_some());
+        assert_eq!(t.take_input_text(), None);
+        t.input_text(4.0, true);
+        t.input_sent(4.1);
+        t.ended_as(6.0, Some(1), true);
+        t.response_created();
+        t.input_text(6.3, true);
+        close(t.done(6.8, true), Sample::DoneAfterEnd(0.8));
+        close(t.take_input_text(), Sample::FirstTextAfterEnd(0.3));
     }
 }
