@@ -32,6 +32,10 @@ pub enum AudioSource {
         /// (absent: nothing is cut).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         cut: Option<u64>,
+        /// The file's SHA-256, in hex: two runs stream the same file only if it is the same
+        /// (absent in summaries written before 2026-12-07).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        sha256: Option<String>,
     },
     /// The project's speech sample (`assets/speech-16k.wav`, built into the binary), replayed
     /// `loops` times: the default input of protocols that recognise speech.
@@ -65,28 +69,39 @@ impl AudioSource {
         Some(self.cut().map_or(whole, |cut| cut.min(whole)))
     }
 
-    /// What the sessions streamed, as two runs (or two shards of one) compare it: the file's
-    /// name, not its folder (the same file given by another path, or copied to another host),
-    /// its length, and the samples streamed — `--loops 2 -d 1s` and `--loops 1 -d 1s` of a
+    /// Whether two runs (or two shards of one) streamed the same input: the same file, by
+    /// its SHA-256 (by its name when a summary from before 2026-12-07 has none), not its path
+    /// (the same file given by another path, or copied to another host, is the same), of the
+    /// same length, and the same samples of it — `--loops 2 -d 1s` and `--loops 1 -d 1s` of a
     /// longer file stream the same.
-    pub fn streamed(&self) -> String {
-        let streamed = |samples: u64| match self.total_samples() {
-            Some(total) if total != samples => format!(", {total} samples streamed"),
-            _ => String::new(),
-        };
-        match self {
-            AudioSource::Silence => "silence".to_string(),
-            AudioSource::Sample { samples, .. } => format!(
-                "the built-in speech sample ({samples} samples){}",
-                streamed(*samples)
-            ),
-            AudioSource::Wav { path, samples, .. } => format!(
-                "{} ({samples} samples){}",
-                path.file_name()
-                    .unwrap_or(path.as_os_str())
-                    .to_string_lossy(),
-                streamed(*samples)
-            ),
+    pub fn streams_as(&self, other: &AudioSource) -> bool {
+        let same_samples = self.total_samples() == other.total_samples();
+        match (self, other) {
+            (AudioSource::Silence, AudioSource::Silence) => true,
+            (AudioSource::Sample { samples: a, .. }, AudioSource::Sample { samples: b, .. }) => {
+                a == b && same_samples
+            }
+            (
+                AudioSource::Wav {
+                    path: p,
+                    samples: a,
+                    sha256: x,
+                    ..
+                },
+                AudioSource::Wav {
+                    path: q,
+                    samples: b,
+                    sha256: y,
+                    ..
+                },
+            ) => {
+                let same_file = match (x, y) {
+                    (Some(x), Some(y)) => x == y,
+                    _ => p.file_name() == q.file_name(),
+                };
+                same_file && a == b && same_samples
+            }
+            _ => false,
         }
     }
 
@@ -166,6 +181,30 @@ fn rate_name(rate: u32) -> String {
 /// Bytes of PCM16 input in a packet of `packet_ms` at `rate`.
 pub fn packet_bytes(rate: u32, packet_ms: u32) -> usize {
     (rate as usize * packet_ms as usize / 1000) * BYTES_PER_SAMPLE
+}
+
+/// The SHA-256 of the file at `path`, in hex.
+pub fn file_sha256(path: &Path) -> Result<String> {
+    use std::io::Read as _;
+    let mut file = std::fs::File::open(path)
+        .with_context(|| format!("cannot read --audio {}", path.display()))?;
+    let mut digest = ring::digest::Context::new(&ring::digest::SHA256);
+    let mut buf = vec![0u8; 1 << 16];
+    loop {
+        let n = file
+            .read(&mut buf)
+            .with_context(|| format!("cannot read --audio {}", path.display()))?;
+        if n == 0 {
+            break;
+        }
+        digest.update(&buf[..n]);
+    }
+    Ok(digest
+        .finish()
+        .as_ref()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect())
 }
 
 /// Checks that `path` is a mono PCM16 WAV at `rate` with audio in it; returns its length in
@@ -548,32 +587,29 @@ mod tests {
 
     #[test]
     fn runs_compare_what_was_streamed_not_the_path_or_loops_that_asked_for_it() {
-        let wav = |path: &str, loops: u32, cut: Option<u64>| AudioSource::Wav {
+        let wav = |path: &str, loops: u32, cut: Option<u64>, sha: Option<&str>| AudioSource::Wav {
             path: PathBuf::from(path),
             samples: 48_000,
             loops,
             cut,
+            sha256: sha.map(str::to_string),
         };
         // The same samples through other --loops, or the same file by another path (another
         // host's copy), stream the same.
-        assert_eq!(
-            wav("in.wav", 2, Some(16_000)).streamed(),
-            wav("/data/in.wav", 1, Some(16_000)).streamed()
-        );
-        assert_eq!(
-            wav("in.wav", 1, Some(16_000)).streamed(),
-            "in.wav (48000 samples), 16000 samples streamed"
-        );
-        assert_eq!(
-            wav("a/in.wav", 1, None).streamed(),
-            "in.wav (48000 samples)"
-        );
-        // A different length streamed, a different file, or a second play differs.
-        let one = wav("in.wav", 1, None).streamed();
-        assert_ne!(one, wav("in.wav", 1, Some(16_000)).streamed());
-        assert_ne!(one, wav("other.wav", 1, None).streamed());
-        assert_ne!(one, wav("in.wav", 2, None).streamed());
-        assert_eq!(AudioSource::Silence.streamed(), "silence");
+        let a = wav("in.wav", 2, Some(16_000), Some("aa"));
+        assert!(a.streams_as(&wav("/data/in.wav", 1, Some(16_000), Some("aa"))));
+        assert!(a.streams_as(&wav("/data/other-name.wav", 1, Some(16_000), Some("aa"))));
+        // Two files of one name and length: different content (en/ and zh/ prompts).
+        assert!(!a.streams_as(&wav("zh/in.wav", 2, Some(16_000), Some("bb"))));
+        // A summary without the hash (before 2026-12-07): by name.
+        assert!(a.streams_as(&wav("x/in.wav", 1, Some(16_000), None)));
+        assert!(!a.streams_as(&wav("x/other.wav", 1, Some(16_000), None)));
+        // A different length streamed, or a second play, differs.
+        let one = wav("in.wav", 1, None, Some("aa"));
+        assert!(!one.streams_as(&wav("in.wav", 1, Some(16_000), Some("aa"))));
+        assert!(!one.streams_as(&wav("in.wav", 2, None, Some("aa"))));
+        assert!(AudioSource::Silence.streams_as(&AudioSource::Silence));
+        assert!(!AudioSource::Silence.streams_as(&one));
     }
 
     #[test]
@@ -594,6 +630,7 @@ mod tests {
             samples: 48_000,
             loops: 1,
             cut: None,
+            sha256: None,
         };
         assert_eq!(file.to_string(), "in.wav (48000 samples) × 1");
         assert_eq!(
@@ -609,6 +646,7 @@ mod tests {
             samples: 48_000,
             loops: 2,
             cut: None,
+            sha256: None,
         };
         assert_eq!(file.clone().cut_at(50_000).total_samples(), Some(50_000));
         assert_eq!(
@@ -725,6 +763,7 @@ mod tests {
             samples,
             loops: 3,
             cut: None,
+            sha256: None,
         };
         // --duration 0.3 s: the second play is cut after 1600 samples, mid-packet.
         let cut = source.clone().cut_at(4800);
@@ -803,6 +842,7 @@ mod tests {
             samples,
             loops: 1,
             cut: None,
+            sha256: None,
         };
         let total = samples as usize * 2;
         let packets = total.div_ceil(packet_bytes(16_000, 80)) as u32;

@@ -520,6 +520,7 @@ fn audio_of(args: &RunArgs, rate: u32, mock_profile: Option<Profile>) -> Result<
             samples: crate::audio::probe_for(path, rate, Some(args.speak.protocol), mock_profile)?,
             loops: args.loops,
             cut: None,
+            sha256: Some(crate::audio::file_sha256(path)?),
         },
     };
     match args.duration {

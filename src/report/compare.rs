@@ -59,7 +59,7 @@ pub fn differing_settings(a: &Summary, b: &Summary) -> Vec<String> {
     check("stagger", x.stagger.to_string(), y.stagger.to_string());
     // What was streamed, not how it was asked for: the same file by another path, or the
     // same samples through other --loops, is the same input.
-    let (u, v) = if x.audio.streamed() == y.audio.streamed() {
+    let (u, v) = if x.audio.streams_as(&y.audio) {
         Default::default()
     } else {
         (x.audio.to_string(), y.audio.to_string())

@@ -360,6 +360,18 @@ fn the_same_audio_streamed_through_another_path_or_loops_is_the_same_load() {
     let table = String::from_utf8_lossy(&vs.stdout);
     assert!(!table.contains("The loads differ"), "{table}");
 
+    // Another recording of one name and length (an en/ and a zh/ prompt) is not the same.
+    let other = dir.join("other/speech-16k.wav");
+    std::fs::create_dir_all(other.parent().unwrap()).unwrap();
+    let mut bytes = std::fs::read(speech).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0x40;
+    std::fs::write(&other, bytes).unwrap();
+    let d = run("d", &[other.to_str().unwrap()]);
+    let refused = util::run(&["report", &a, "--vs", &d], Duration::from_secs(30));
+    assert_eq!(refused.status.code(), Some(2), "{}", describe(&refused));
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("audio: "));
+
     let c = run("c", &[speech, "--packet-ms", "100"]);
     let refused = util::run(&["report", &a, "--vs", &c], Duration::from_secs(30));
     assert_eq!(refused.status.code(), Some(2), "{}", describe(&refused));
