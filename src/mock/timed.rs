@@ -25,6 +25,10 @@ pub struct Behaviour {
     pub delta_interval_s: f64,
     pub response_deltas: u32,
     pub served_model: String,
+    /// vllm: refuse a model other than `served_model` (`model_not_found`), as servers of the
+    /// dialect that check do: only when `--served-model` names one. Upstream vLLM's
+    /// `session.update` calls `_check_model` and drops its answer, serving any name.
+    pub check_model: bool,
     /// Answer the first append with an error of this code.
     pub mock_error: Option<String>,
     /// vllm: the model steps after which a transcription ends.
@@ -62,6 +66,7 @@ impl Behaviour {
             delta_interval_s: f64::from(delta_interval_ms) / 1000.0,
             response_deltas: args.response_deltas,
             served_model: args.served_model.clone(),
+            check_model: args.served_model != crate::protocol::vllm::MOCK_MODEL,
             mock_error: args.mock_error.clone(),
             max_tokens: args.max_tokens,
             skip_busy_turns: args.skip_busy_turns,

@@ -1,5 +1,7 @@
 //! The vLLM `/v1/realtime` mock session (`mock --protocol vllm`), free of sockets: it wants a
-//! `session.update` naming `--served-model` before the first commit, and transcribes as audio
+//! `session.update` with a `model` before the first commit (any name, as vLLM, whose
+//! `session.update` drops `_check_model`'s answer; with `--served-model`, that one only, as
+//! servers of the dialect that check), and transcribes as audio
 //! arrives in model steps of 80 ms of audio, as vLLM's Voxtral Realtime does: a step every
 //! 80 ms from `--first-delta-ms` after the utterance's first audio, each while 80 ms of its
 //! audio are unprocessed, and each sending one `transcription.delta` — a word for every
@@ -17,8 +19,9 @@
 //! JSON", without the parser's details), `processing_error` (JSON that is not an object, or an
 //! event its pydantic model refuses: an append without `audio`, a `final` that is no boolean
 //! even to pydantic's lax mode, `null` included), `unknown_event` (a type it does not know, or
-//! none), `invalid_event` (a `session.update` without `model`), `model_not_found` (one naming
-//! a model not served; an empty name is served, as vLLM's `_is_model_supported("")`),
+//! none, or a `session.update` without `model`: vLLM's `KeyError`, `'model'`),
+//! `model_not_found` (with `--served-model`, one naming another model; an empty name is
+//! served, as vLLM's `_is_model_supported("")`),
 //! `model_not_validated` (a commit before the model was), `invalid_audio` (an append whose
 //! audio does not decode to PCM16 samples, or is empty; base64 is read as pybase64's
 //! non-validating decoder reads it, [`lenient`]), and `--mock-error CODE` on the first
@@ -310,17 +313,19 @@ impl TimedSession for Session {
             Some(names::APPEND) => self.on_append(event.audio.as_deref(), now_s, counters, out),
             Some(names::SESSION_UPDATE) => match event.model.as_deref() {
                 // vLLM's `_is_model_supported` takes an empty name as the served model.
-                Some(model) if model.is_empty() || model == self.behaviour.served_model => {
+                Some(model)
+                    if !self.behaviour.check_model
+                        || model.is_empty()
+                        || model == self.behaviour.served_model =>
+                {
                     self.validated = true;
                 }
                 Some(model) => {
                     let message = format!("The model `{model}` does not exist.");
                     self.error(out, counters, codes::MODEL_NOT_FOUND, &message);
                 }
-                None => {
-                    let message = "Missing required field: model";
-                    self.error(out, counters, codes::INVALID_EVENT, message);
-                }
+                // vLLM reads `event["model"]`: the KeyError its handler answers, as it words it.
+                None => self.error(out, counters, codes::PROCESSING_ERROR, "'model'"),
             },
             Some(names::COMMIT) => match event.last.as_ref().map(lenient::pydantic_bool) {
                 None => self.on_commit(false, now_s, counters, out),

@@ -404,7 +404,8 @@ fn a_server_of_another_input_rate_is_not_checked_and_the_flag_is_named() {
 #[test]
 fn a_server_that_refuses_the_runs_model_is_not_checked_and_the_flag_is_named() {
     let _serial = util::serial();
-    let mock = Mock::start(&["--protocol", "vllm"]);
+    // A server of the dialect that checks the model (vLLM itself serves any name).
+    let mock = Mock::start(&["--protocol", "vllm", "--served-model", "served-one"]);
     let url = mock.url();
     let args = [
         "conform",
@@ -428,10 +429,7 @@ fn a_server_that_refuses_the_runs_model_is_not_checked_and_the_flag_is_named() {
         "{stderr}"
     );
     assert!(!stderr.contains("PersonaPlex"), "{stderr}");
-    let served = util::run(
-        &[&args[..], &["--model", "duplexbench-mock"]].concat(),
-        LIMIT,
-    );
+    let served = util::run(&[&args[..], &["--model", "served-one"]].concat(), LIMIT);
     assert_eq!(served.status.code(), Some(0), "{}", describe(&served));
 }
 

@@ -702,8 +702,8 @@ fn the_openai_mock_refuses_an_output_rate_the_api_never_streams() {
     }
 }
 
-/// The native client against a vLLM server: vLLM answers sglang-omni's `session.update` with
-/// `{"type":"error","error":"Missing required field: model","code":…}`. The session's reason
+/// The native client against a vLLM server: vLLM answers sglang-omni's `session.update` (no
+/// `model`) with `{"type":"error","error":"'model'","code":"processing_error"}`. The session's reason
 /// quotes the server's message (it named a serde type: the string did not fit the native
 /// error object) and asks whether the server speaks another protocol.
 #[test]
@@ -722,7 +722,7 @@ fn the_native_client_against_a_vllm_server_quotes_its_error_and_asks_for_the_pro
     let s = summary(&out);
     assert_eq!(s["server"]["protocol_errors"], 0, "{s}");
     let errors = s["sessions"]["errors"].to_string();
-    assert!(errors.contains("Missing required field: model"), "{errors}");
+    assert!(errors.contains("'model'"), "{errors}");
     assert!(
         errors.contains("is it a server of another protocol?"),
         "{errors}"

@@ -78,7 +78,7 @@ fn the_vllm_mock_transcribes_between_the_commits_issue_12() {
 fn the_vllm_mock_answers_each_error_code_where_vllm_sends_it_issue_12() {
     let c = Counters::new();
     let mut out = Vec::new();
-    let mut s = Session::new(behaviour(&[]), 0);
+    let mut s = Session::new(behaviour(&["--served-model", "m"]), 0);
     s.on_text(r#"{"type":"input_audio_buffer.commit"}"#, 0.0, &c, &mut out);
     s.on_text(
         r#"{"type":"session.update","model":"other"}"#,
@@ -99,7 +99,7 @@ fn the_vllm_mock_answers_each_error_code_where_vllm_sends_it_issue_12() {
         [
             "error model_not_validated",
             "error model_not_found",
-            "error invalid_event",
+            "error processing_error",
             "error invalid_json",
             "error unknown_event",
             "error unknown_event",
@@ -193,7 +193,7 @@ fn base64_that_pybase64_takes_is_audio() {
 
 #[test]
 fn malformed_events_get_vllms_codes_and_an_empty_model_is_served() {
-    let mut s = Session::new(behaviour(&[]), 0);
+    let mut s = Session::new(behaviour(&["--served-model", "m"]), 0);
     let (c, mut out) = (Counters::new(), Vec::new());
     s.on_text(r#"{"type":"session.update","model":""}"#, 0.0, &c, &mut out);
     s.on_text(r#"{"type":"input_audio_buffer.commit"}"#, 0.0, &c, &mut out);
@@ -487,4 +487,22 @@ fn max_tokens_ends_the_transcription_before_its_audio_and_the_final_commit_gets_
     let mut s = Session::new(behaviour(&[]), 1);
     utterance(&mut s, &c, &mut out, 20);
     assert_eq!(deltas(&until_done(&mut s, &mut out)).len(), 20);
+}
+
+/// vLLM's `session.update` calls `_check_model` and drops its answer: any model name is served
+/// (vLLM's own example client sends its own, a Voxtral id). The mock refused every name but
+/// `--served-model`'s default, and a real client's session never started. With
+/// `--served-model` given it still refuses another, as servers of the dialect that check do.
+#[test]
+fn any_model_is_served_as_vllm_serves_it_unless_served_model_names_one() {
+    let c = Counters::new();
+    let mut out = Vec::new();
+    let mut s = Session::new(behaviour(&[]), 0);
+    let update = r#"{"type":"session.update","model":"mistralai/Voxtral-Mini-4B-Realtime-2602"}"#;
+    s.on_text(update, 0.0, &c, &mut out);
+    s.on_text(r#"{"type":"input_audio_buffer.commit"}"#, 0.0, &c, &mut out);
+    assert!(out.is_empty(), "{:?}", kinds(&mut out));
+    let mut s = Session::new(behaviour(&["--served-model", "m"]), 0);
+    s.on_text(update, 0.0, &c, &mut out);
+    assert_eq!(kinds(&mut out), ["error model_not_found"]);
 }
