@@ -169,9 +169,19 @@ impl Response {
             output.push(item);
         }
         let (key, modalities) = self.modalities(names);
+        // The API's usage always has its details (clients read token counts from them); the
+        // mock counts a token a delta, and none of the input.
+        let (text_tokens, audio_tokens) = if self.audio_out {
+            (0, self.sent)
+        } else {
+            (self.sent, 0)
+        };
         let mut done = json!({"type": "response.done", "response": {"id": self.id,
             "object": "realtime.response", "status": status, "output": output, key: modalities,
-            "usage": {"total_tokens": self.sent, "input_tokens": 0, "output_tokens": self.sent}}});
+            "usage": {"total_tokens": self.sent, "input_tokens": 0, "output_tokens": self.sent,
+                "input_token_details": {"cached_tokens": 0, "text_tokens": 0, "audio_tokens": 0,
+                    "cached_tokens_details": {"text_tokens": 0, "audio_tokens": 0}},
+                "output_token_details": {"text_tokens": text_tokens, "audio_tokens": audio_tokens}}}});
         if let Some(details) = details {
             done["response"]["status_details"] = details;
         }

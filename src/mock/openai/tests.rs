@@ -80,6 +80,20 @@ fn a_committed_turn_gets_a_response_on_the_clock_in_ga_names_issue_12() {
         ]
     );
     s.on_timer(0.35, &mut out);
+    // The API's usage always has its token details (livekit-agents reads its token metrics
+    // from them; they were missing).
+    let done: Value = serde_json::from_str(out.last().unwrap().as_str()).unwrap();
+    let usage = &done["response"]["usage"];
+    assert_eq!(
+        usage["output_token_details"]["audio_tokens"],
+        usage["output_tokens"]
+    );
+    assert_eq!(usage["output_token_details"]["text_tokens"], 0);
+    assert_eq!(usage["input_token_details"]["cached_tokens"], 0);
+    assert_eq!(
+        usage["input_token_details"]["cached_tokens_details"]["audio_tokens"],
+        0
+    );
     assert_eq!(
         kinds(&mut out),
         [
