@@ -16,8 +16,9 @@
 //! refused (`conversation_already_has_active_response`), a `response.cancel` with none is
 //! (`response_cancel_not_active`). The server VAD's turns queue their responses behind the one
 //! in progress (with `--skip-busy-turns` they get none, as the API "may fail to create a
-//! response if the model is already responding"), unless the session asked for
-//! `interrupt_response: true`, whose new turn cancels it (`turn_detected`);
+//! response if the model is already responding") when the session asked for
+//! `interrupt_response: false`; with `true` (the API's default) a new turn cancels it
+//! (`turn_detected`);
 //! `create_response: false` commits turns without answering.
 //!
 //! Errors follow the API's shape (`error.type/code/message/param/event_id`): `invalid_json`,

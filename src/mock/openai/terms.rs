@@ -212,8 +212,9 @@ pub struct Terms {
 pub struct VadTerms {
     /// A response after each turn (`create_response`, default true).
     pub create_response: bool,
-    /// A new turn cancels the response in progress (`interrupt_response`). The API's default
-    /// is true; the mock's is false, so that a benchmark's every turn is answered.
+    /// A new turn cancels the response in progress (`interrupt_response`, default true as the
+    /// API's: openai-python's push-to-talk example asks for `server_vad` alone and gets
+    /// barge-in). duplexbench-tui's client always says it.
     pub interrupt_response: bool,
     pub silence_ms: u64,
 }
@@ -243,7 +244,7 @@ impl Terms {
                 };
                 Some(VadTerms {
                     create_response: flag("create_response", true),
-                    interrupt_response: flag("interrupt_response", false),
+                    interrupt_response: flag("interrupt_response", true),
                     silence_ms: given
                         .and_then(|t| t.get("silence_duration_ms"))
                         .and_then(Value::as_u64)
@@ -430,7 +431,7 @@ mod tests {
     }
 
     #[test]
-    fn the_vad_terms_are_the_asked_ones_with_the_mocks_defaults() {
+    fn the_vad_terms_are_the_asked_ones_with_the_apis_defaults() {
         let terms = ga(
             json!({"type": "realtime", "audio": {"input": {"turn_detection":
             {"type": "server_vad", "create_response": false, "silence_duration_ms": 800}}}}),
@@ -440,7 +441,7 @@ mod tests {
             terms.vad,
             Some(VadTerms {
                 create_response: false,
-                interrupt_response: false,
+                interrupt_response: true,
                 silence_ms: 800
             })
         );

@@ -356,6 +356,9 @@ fn a_queued_response_streams_at_the_pace_of_the_first_from_when_the_first_is_don
     let c = Counters::new();
     let mut out = Vec::new();
     let mut s = Session::new(behaviour(&["--response-deltas", "5"]), 0, hello(false));
+    // Queued, not cancelled: the API's default interrupts.
+    let update = ga_vad(r#"{"type":"server_vad","interrupt_response":false}"#);
+    s.on_text(&update, 0.0, &c, &mut out);
     one_turn(&mut s, 0.0, &c, &mut out);
     one_turn(&mut s, 0.05, &c, &mut out);
     out.clear();
@@ -386,4 +389,27 @@ fn a_queued_response_streams_at_the_pace_of_the_first_from_when_the_first_is_don
     for pair in second.windows(2) {
         assert!((pair[1] - pair[0] - interval_s).abs() < 1e-9, "{second:?}");
     }
+}
+
+/// openai-python's push-to-talk example asks for `server_vad` alone: the API's default
+/// `interrupt_response` is true, so a new turn cancels the response in progress. The mock took
+/// it as false and queued.
+#[test]
+fn server_vad_alone_interrupts_as_the_apis_default() {
+    let c = Counters::new();
+    let mut out = Vec::new();
+    let mut s = Session::new(behaviour(&["--response-deltas", "5"]), 0, hello(false));
+    s.on_text(&ga_vad(r#"{"type":"server_vad"}"#), 0.0, &c, &mut out);
+    let updated = events(&mut out);
+    let shown = updated
+        .iter()
+        .find(|e| e["type"] == "session.updated")
+        .map(|e| e["session"]["audio"]["input"]["turn_detection"]["interrupt_response"].clone());
+    assert_eq!(shown, Some(serde_json::json!(true)), "{updated:?}");
+    one_turn(&mut s, 0.0, &c, &mut out);
+    one_turn(&mut s, 0.05, &c, &mut out);
+    let cancelled = events(&mut out).into_iter().any(|e| {
+        e["type"] == "response.done" && e["response"]["status_details"]["reason"] == "turn_detected"
+    });
+    assert!(cancelled);
 }
