@@ -304,10 +304,9 @@ impl Turns {
 
     /// The server sent the transcript of the input at `now_s` (a delta, or the completed one
     /// when `done`). It goes to the oldest waiting turn whose transcript is not complete (the
-    /// server transcribes committed input in order), or to none. It times
-    /// nothing now: it is not the answer's text and usually comes before it. A turn whose
-    /// answer brings no text of its own, from a server that sent no answer text at all, takes
-    /// it as its text when it is done.
+    /// server transcribes committed input in order), or to none. It times nothing now: it is
+    /// not the answer's text and usually comes before it. While the server has sent no text of
+    /// its answers in the session, a turn takes it as its text when it is done.
     pub fn input_text(&mut self, now_s: f64, done: bool) {
         // A transcript with no ended turn left to take it (it came after its turn's answer was
         // done) is no later turn's: dropped.
