@@ -434,8 +434,9 @@ impl Session {
                     .at(IMAGE_PARAM),
             );
         }
+        // Bytes, not a `str` slice: text that is not ASCII must not split a character.
         let head = base64::engine::general_purpose::STANDARD
-            .decode(&image[..image.len().min(8)])
+            .decode(&image.as_bytes()[..image.len().min(8)])
             .unwrap_or_default();
         if !(head.starts_with(b"\xff\xd8") || head.starts_with(b"\x89PNG")) {
             return Err(invalid("image must be JPEG or PNG").at(IMAGE_PARAM));

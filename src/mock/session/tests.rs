@@ -1125,6 +1125,9 @@ fn minicpmo_takes_video_frames_as_sglang_omnis_server_does() {
     }
     let full = h.send(&image_event(3.0, JPEG));
     assert_eq!(full[0]["error"]["code"], "buffer_overflow", "{full:?}");
+    // Not base64 at all, with a character that a byte slice at 8 would split: refused.
+    let odd = h.send(r#"{"type":"sglang.input_image.append","event_id":"x","image":"AAAAAAAéAAA","sglang":{"t_ms":1.0}}"#);
+    assert_eq!(odd[0]["error"]["code"], "invalid_request", "{odd:?}");
     let gif = h.send(&image_event(4.0, b"GIF89a"));
     assert_eq!(gif[0]["error"]["code"], "invalid_request", "{gif:?}");
     assert_eq!(gif[0]["error"]["param"], "image");
