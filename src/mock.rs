@@ -159,3 +159,89 @@ fn announce(listen_addr: &str) {
     let _ = writeln!(stdout, "listening on {listen_addr}");
     let _ = stdout.flush();
 }
+
+/// Feeds `texts`, one client text frame each, 10 ms apart, to a session of each mock that
+/// parses JSON (the native one as MiniCPM-o, which also takes images; vllm; openai GA and beta),
+/// letting each one's clock run between them: the fuzz target `mock_sessions` (tests/fuzz). No
+/// client frame may panic a session, since a panic would take every other one down with it.
+#[doc(hidden)]
+pub fn feed_every_mock(texts: &[&str]) {
+    use crate::cli::MockBehaviourArgs;
+    let counters = Counters::new();
+    let mut out = Vec::new();
+    let native = MockBehaviourArgs {
+        profile: crate::profile::Profile::Minicpmo,
+        ..MockBehaviourArgs::defaults()
+    };
+    let mut session = session::Session::new(Rc::new(Templates::new(&native)), 1);
+    session.created(&mut out);
+    for (i, text) in texts.iter().enumerate() {
+        if session.on_text(text, i as f64 * 0.01, &counters, &mut out) == session::Step::Close {
+            break;
+        }
+    }
+    let defaults = MockBehaviourArgs::defaults();
+    let vllm = Rc::new(timed::Behaviour::new(&defaults, Protocol::Vllm));
+    let openai = Rc::new(timed::Behaviour::new(&defaults, Protocol::Openai));
+    let mut timed: [Box<dyn timed::TimedSession>; 3] = [
+        Box::new(vllm::Session::new(vllm, 1)),
+        Box::new(openai::Session::new(
+            openai.clone(),
+            2,
+            openai::Hello {
+                beta: false,
+                model: None,
+            },
+        )),
+        Box::new(openai::Session::new(
+            openai,
+            3,
+            openai::Hello {
+                beta: true,
+                model: None,
+            },
+        )),
+    ];
+    for session in &mut timed {
+        session.greet(0.0, &mut out);
+        for (i, text) in texts.iter().enumerate() {
+            let now_s = i as f64 * 0.01;
+            // Bounded: a session whose wake time did not move on would be a finding, not a hang.
+            for _ in 0..10_000 {
+                let Some(at_s) = session.next_wake_s().filter(|&at_s| at_s <= now_s) else {
+                    break;
+                };
+                session.on_timer(at_s, &mut out);
+                out.clear();
+            }
+            if session.on_text(text, now_s, &counters, &mut out) != timed::Flow::Continue {
+                break;
+            }
+            out.clear();
+        }
+    }
+}
+
+#[cfg(test)]
+mod fuzz_entry_tests {
+    /// The fuzz target's entry runs whole sessions of each mock from their own clients' frames.
+    #[test]
+    fn every_mock_takes_a_whole_session_and_odd_frames() {
+        let audio = "AAAA".repeat(640);
+        let frames = [
+            r#"{"type":"session.update","event_id":"u","model":"m","session":{"type":"realtime","output_modalities":["audio"]}}"#.to_string(),
+            r#"{"type":"sglang.input_image.append","event_id":"i","image":"/9j/4AAQ","sglang":{"t_ms":1.0}}"#.to_string(),
+            format!(r#"{{"type":"input_audio_buffer.append","event_id":"a","audio":"{audio}","sglang":{{"seq":0}}}}"#),
+            r#"{"type":"input_audio_buffer.commit"}"#.to_string(),
+            r#"{"type":"input_audio_buffer.clear","event_id":"c"}"#.to_string(),
+            r#"{"type":"sglang.input_image.append","image":"AAAAAAAéAAA","sglang":{"t_ms":1e308}}"#.to_string(),
+            "not json".to_string(),
+            r#"{"type":"response.create"}"#.to_string(),
+            r#"{"type":"sglang.input_audio.end","event_id":"e"}"#.to_string(),
+            r#"{"type":"input_audio_buffer.commit","final":true}"#.to_string(),
+            r#"{"type":"session.close","event_id":"x"}"#.to_string(),
+        ];
+        let texts: Vec<&str> = frames.iter().map(String::as_str).collect();
+        super::feed_every_mock(&texts);
+    }
+}
