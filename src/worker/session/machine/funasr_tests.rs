@@ -16,6 +16,18 @@ fn hear(m: &mut Machine, text: &str, now_s: f64) -> Flow {
     m.on_frame(Incoming::Text(text), now_s).flow
 }
 
+/// Connect at 0.0 s, START at 0.001 s, `started` at 0.01 s.
+fn start(m: &mut Machine) {
+    m.connecting(0.0);
+    assert_eq!(
+        m.next_action(),
+        Action::Send(Outgoing::Text("START".into()))
+    );
+    m.control_sending(0.001);
+    assert_eq!(m.next_action(), Action::Await("started"));
+    assert_eq!(hear(m, r#"{"event":"started"}"#, 0.01), Flow::Reached);
+}
+
 const PARTIAL_500: &str =
     r#"{"sentences":[],"partial":"word","partial_start_ms":0,"duration_ms":500,"is_final":false}"#;
 const FINAL: &str = r#"{"sentences":[{"text":"w","start":0,"end":5900}],"partial":"","duration_ms":5900,"is_final":true}"#;
@@ -25,14 +37,7 @@ const FINAL: &str = r#"{"sentences":[{"text":"w","start":0,"end":5900}],"partial
 #[test]
 fn a_full_session_records_the_benchmarks_metrics_on_a_fake_clock_issue_11() {
     let mut m = machine(&["--language", "en"]);
-    m.connecting(0.0);
-    assert_eq!(
-        m.next_action(),
-        Action::Send(Outgoing::Text("START".into()))
-    );
-    m.control_sending(0.001);
-    assert_eq!(m.next_action(), Action::Await("started"));
-    assert_eq!(hear(&mut m, r#"{"event":"started"}"#, 0.01), Flow::Reached);
+    start(&mut m);
     assert_eq!(
         m.next_action(),
         Action::Send(Outgoing::Text("LANGUAGE:en".into()))
@@ -255,14 +260,7 @@ fn text_that_is_not_json_and_binary_frames_count_as_messages_and_end_nothing() {
 #[test]
 fn a_stopped_that_carries_sentences_is_a_result_and_the_end() {
     let mut m = machine(&[]);
-    m.connecting(0.0);
-    assert_eq!(
-        m.next_action(),
-        Action::Send(Outgoing::Text("START".into()))
-    );
-    m.control_sending(0.001);
-    assert_eq!(m.next_action(), Action::Await("started"));
-    assert_eq!(hear(&mut m, r#"{"event":"started"}"#, 0.01), Flow::Reached);
+    start(&mut m);
     assert_eq!(m.next_action(), Action::Stream);
     let mut frame = Outgoing::default();
     for seq in 0..m.settings.packets_per_session {

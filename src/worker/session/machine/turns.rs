@@ -95,14 +95,12 @@ pub struct Turns {
     current: Turn,
     /// The server's VAD heard speech start and not yet stop.
     pub speech_open: bool,
-    /// Responses under way: created, not yet done (a server may create one while another
-    /// is in progress, queued behind it, as the built-in mock does).
-    responding: u32,
     /// The server says when it creates a response (`response.created`): without that, a VAD
     /// turn left behind may still be answered next, and is waited for.
     announces_responses: bool,
-    /// What each response created and not yet done answers, oldest first: a server streams
-    /// its responses one after another, so the deltas are the oldest one's.
+    /// Responses under way (created, not yet done), each with what it answers, oldest first.
+    /// A server may create one while another is in progress, queued behind it (as the built-in
+    /// mock does), and streams them one after another: the deltas are the oldest one's.
     responses: VecDeque<Answer>,
     /// When the last response that left turns behind was done.
     behind_since_s: Option<f64>,
@@ -155,7 +153,7 @@ impl Turns {
     /// Whether a turn waits for an answer that will come: not counting, while no response is
     /// under way, VAD turns left behind by the last one.
     pub fn open(&self) -> bool {
-        let may_wait_for_none = self.announces_responses && self.responding == 0;
+        let may_wait_for_none = self.announces_responses && self.responses.is_empty();
         self.waiting
             .iter()
             .any(|t| !(t.behind && may_wait_for_none))
@@ -164,7 +162,7 @@ impl Turns {
     /// No response is under way (as far as the server said: `response.created` not yet done),
     /// and none may be about to be for a turn left behind (its grace not over).
     pub fn quiet(&self) -> bool {
-        self.responding == 0 && self.behind_grace_until_s().is_none()
+        self.responses.is_empty() && self.behind_grace_until_s().is_none()
     }
 
     /// Until when a response the server may still create for a turn left behind is waited for
@@ -172,7 +170,7 @@ impl Turns {
     /// left it was done; [`Turns::settle`] ends it).
     pub fn behind_grace_until_s(&self) -> Option<f64> {
         let behind = self.announces_responses && self.waiting.iter().any(|t| t.behind);
-        if !behind || self.responding > 0 {
+        if !behind || !self.responses.is_empty() {
             return None;
         }
         self.behind_since_s.map(|s| s + BEHIND_GRACE_S)
@@ -199,7 +197,6 @@ impl Turns {
     /// takes none. With no such turn waiting it answers none the client has ended (its `done`
     /// then goes to the input still arriving, or to nothing).
     pub fn response_created(&mut self) {
-        self.responding += 1;
         self.announces_responses = true;
         for t in self.waiting.iter_mut() {
             t.held |= t.tag.is_some() && !t.asked;
@@ -333,12 +330,8 @@ impl Turns {
     /// sent or answered in the current one, it answers nothing the client did: counted apart
     /// (`unmatched`), so that more answers than turns cannot read as a server that answered all.
     pub fn done(&mut self, now_s: f64, completed: bool) -> Option<Sample> {
-        self.responding = self.responding.saturating_sub(1);
-        let answer = if self.announces_responses {
-            self.responses.pop_front()
-        } else {
-            None
-        };
+        // Empty from a server that never says it created a response.
+        let answer = self.responses.pop_front();
         let at = match answer {
             Some(Answer::Input | Answer::Nothing) => None,
             Some(Answer::Turn) | None => self.answered_at(),
