@@ -125,26 +125,53 @@ impl Templates {
     /// budget at the profile's input rate (the server's newer keys; an older one also stated
     /// `session_timeout_s` and chunk counts).
     fn granted_json(&self, grant: &Grant) -> String {
+        let terms = self.terms_json(&grant.modalities_json, "null");
+        format!(r#"{{{terms},"rejections":[]}}"#)
+    }
+
+    /// What the deployment serves, as sglang-omni's `GET /v1/realtime/capabilities` states it
+    /// before any session (a readiness check its docs give: `curl --fail …/capabilities`): the
+    /// model, then the capabilities with every output modality of the profile and
+    /// `microturn_ms` `"variable"` (a session's grant says `null`), and the limits.
+    pub fn capabilities_json(&self) -> String {
+        let served = json_list(self.profile.output_modalities());
+        let terms = self.terms_json(&served, r#""variable""#);
+        format!(r#"{{"model":"{MODEL}",{terms}}}"#)
+    }
+
+    /// The capabilities and limits, without the braces around them.
+    fn terms_json(&self, modalities_json: &str, microturn: &str) -> String {
         format!(
             concat!(
-                r#"{{"interaction":"native","native_full_duplex":true,"proactive_output":false,"#,
+                r#""interaction":"native","native_full_duplex":true,"proactive_output":false,"#,
                 r#""turn_control":[null],"client_commit":false,"input_modalities":{input_modalities},"#,
                 r#""output_modalities":{modalities},"#,
                 r#""input_audio_format":{{"type":"audio/pcm","rate":{input_rate}}},"#,
                 r#""output_audio_format":{{"type":"audio/pcm","rate":{output_rate}}},"#,
-                r#""native_unit_ms":{unit_ms},"first_unit_ms":{unit_ms},"microturn_ms":null,"#,
+                r#""native_unit_ms":{unit_ms},"first_unit_ms":{unit_ms},"microturn_ms":{microturn},"#,
                 r#""tail_policy":"pad","supports_server_interrupt":false,"supports_truncate":false,"#,
                 r#""supports_resume":false,"partial_style":"append_only","pressure_policy":"reject","#,
-                r#""strict_order":true,"sampling_parameters":[],"supports_reference_audio":false,"#,
+                r#""strict_order":true,{model_terms}"#,
                 r#"{image_format}"limits":{{"max_input_bytes":{input_bytes},"max_output_bytes":{output_bytes},"#,
                 r#""max_output_events":{output_events},"max_history_chars":{history_chars},"#,
-                r#""cleanup_timeout_s":{cleanup_s}}},"#,
-                r#""rejections":[]}}"#
+                r#""cleanup_timeout_s":{cleanup_s}}}"#
             ),
             input_modalities = if self.profile.takes_images() {
                 r#"["audio","image"]"#
             } else {
                 r#"["audio"]"#
+            },
+            // MiniCPM-o's deployment takes its sampling and a reference voice (sglang-omni's
+            // MiniCPM-o page lists them in its capabilities); the mock takes and ignores them.
+            model_terms = if self.profile.takes_images() {
+                concat!(
+                    r#""sampling_parameters":["greedy","temperature","top_k","top_p","repetition_penalty","#,
+                    r#""listen_prob_scale","force_listen_count","max_new_tokens_per_unit","#,
+                    r#""repetition_window_size","talker_temperature","talker_repetition_penalty"],"#,
+                    r#""supports_reference_audio":true,"#
+                )
+            } else {
+                r#""sampling_parameters":[],"supports_reference_audio":false,"#
             },
             image_format = if self.profile.takes_images() {
                 format!(
@@ -155,7 +182,8 @@ impl Templates {
             },
             input_rate = self.input_rate,
             output_rate = self.output_sample_rate,
-            modalities = grant.modalities_json,
+            modalities = modalities_json,
+            microturn = microturn,
             unit_ms = self.unit_ms,
             input_bytes = self.max_input_bytes,
             output_bytes = MAX_OUTPUT_BYTES,

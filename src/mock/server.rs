@@ -204,13 +204,9 @@ async fn refused_plain_http(stream: &TcpStream, shared: &Shared) -> bool {
             if asks_for_websocket(&head[..end]) {
                 return false;
             }
-            let body = format!(
-                "this is a WebSocket server (duplexbench-tui mock, {} protocol on {}): connect with a WebSocket client (Upgrade: websocket)\n",
-                shared.protocol.as_str(),
-                shared.protocol.path()
-            );
+            let (status, content_type, body) = plain_answer(&head[..end], shared);
             let reply = format!(
-                "HTTP/1.1 400 Bad Request\r\ncontent-type: text/plain; charset=utf-8\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                "HTTP/1.1 {status}\r\ncontent-type: {content_type}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
                 body.len()
             );
             let _ = tokio::time::timeout_at(deadline, write_all(stream, reply.as_bytes())).await;
@@ -228,6 +224,37 @@ async fn refused_plain_http(stream: &TcpStream, shared: &Shared) -> bool {
         // The head is not all here yet; peeking again at once would return the same bytes.
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
+}
+
+/// The answer to a plain HTTP request (status line, content type, body): `GET /health` is
+/// 200, as a readiness check expects of sglang-omni's and vLLM's servers; the native mock's
+/// `GET /v1/realtime/capabilities` states what the deployment serves, as sglang-omni's server
+/// does (its docs wait for the server with `curl --fail` on it); anything else is a 400 that
+/// says what this is.
+fn plain_answer(head: &[u8], shared: &Shared) -> (&'static str, &'static str, String) {
+    let line = head
+        .split(|&b| b == b'\r' || b == b'\n')
+        .next()
+        .unwrap_or_default();
+    let mut words = line.split(|&b| b == b' ');
+    let method = words.next().unwrap_or_default();
+    let target = words.next().unwrap_or_default();
+    let path = target.split(|&b| b == b'?').next().unwrap_or_default();
+    if method == b"GET" {
+        if path == b"/health" {
+            return ("200 OK", "text/plain; charset=utf-8", String::new());
+        }
+        if path == b"/v1/realtime/capabilities" && shared.protocol == Protocol::Native {
+            let body = shared.templates.capabilities_json();
+            return ("200 OK", "application/json", body);
+        }
+    }
+    let body = format!(
+        "this is a WebSocket server (duplexbench-tui mock, {} protocol on {}): connect with a WebSocket client (Upgrade: websocket)\n",
+        shared.protocol.as_str(),
+        shared.protocol.path()
+    );
+    ("400 Bad Request", "text/plain; charset=utf-8", body)
 }
 
 /// Whether a request head has `Upgrade: websocket`.

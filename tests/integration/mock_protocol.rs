@@ -367,6 +367,55 @@ async fn a_plain_http_request_gets_a_400_that_says_what_the_mock_is_issue_13() {
     assert!(connected.is_ok(), "{connected:?}");
 }
 
+/// A plain `GET` of `path` on a real socket: the whole reply.
+async fn http_get(addr: &str, path: &str) -> String {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let mut tcp = TcpStream::connect(addr).await.unwrap();
+    let request = format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nAccept: */*\r\n\r\n");
+    tcp.write_all(request.as_bytes()).await.unwrap();
+    let mut reply = String::new();
+    tokio::time::timeout(STEP, tcp.read_to_string(&mut reply))
+        .await
+        .unwrap()
+        .unwrap();
+    reply
+}
+
+/// sglang-omni's docs wait for the server with `curl --fail …/v1/realtime/capabilities`, and a
+/// readiness probe asks `/health`: the mock answers both as the real server does (the
+/// capabilities before any session: every modality served, `microturn_ms` "variable").
+#[tokio::test]
+async fn the_mock_answers_a_health_check_and_states_its_capabilities() {
+    let mock = Mock::start(&["--profile", "minicpmo"]);
+    let health = http_get(&mock.addr, "/health").await;
+    assert!(health.starts_with("HTTP/1.1 200 OK\r\n"), "{health}");
+    let reply = http_get(&mock.addr, "/v1/realtime/capabilities?x=1").await;
+    assert!(reply.starts_with("HTTP/1.1 200 OK\r\n"), "{reply}");
+    assert!(
+        reply.contains("content-type: application/json\r\n"),
+        "{reply}"
+    );
+    let body = reply.split_once("\r\n\r\n").unwrap().1;
+    let caps: serde_json::Value = serde_json::from_str(body).unwrap();
+    assert_eq!(caps["model"], "duplexbench-mock");
+    assert_eq!(caps["native_full_duplex"], true);
+    assert_eq!(caps["native_unit_ms"], 1000);
+    assert_eq!(caps["microturn_ms"], "variable");
+    assert_eq!(
+        caps["output_modalities"],
+        serde_json::json!(["audio", "text"])
+    );
+    assert_eq!(caps["input_image_format"]["max_frames_per_unit"], 4);
+    assert_eq!(caps["limits"]["max_output_events"], 256);
+    assert!(caps.get("rejections").is_none(), "{caps}");
+    // Another protocol has no such page; the health check it answers all the same.
+    let vllm = Mock::start(&["--protocol", "vllm"]);
+    let reply = http_get(&vllm.addr, "/v1/realtime/capabilities").await;
+    assert!(reply.starts_with("HTTP/1.1 400 Bad Request\r\n"), "{reply}");
+    let health = http_get(&vllm.addr, "/health").await;
+    assert!(health.starts_with("HTTP/1.1 200 OK\r\n"), "{health}");
+}
+
 #[tokio::test]
 async fn max_sessions_refuses_a_second_connection_with_503_until_the_first_leaves() {
     let mut mock = Mock::start(&["--max-sessions", "1"]);

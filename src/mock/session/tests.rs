@@ -557,6 +557,27 @@ fn session_updated_grants_every_capability_of_the_profile() {
             updated["session"]["output_modalities"],
             serde_json::json!(asked)
         );
+        // MiniCPM-o's deployment states its sampling and takes a reference voice.
+        let (sampling, reference) = if profile.takes_images() {
+            (
+                serde_json::json!([
+                    "greedy",
+                    "temperature",
+                    "top_k",
+                    "top_p",
+                    "repetition_penalty",
+                    "listen_prob_scale",
+                    "force_listen_count",
+                    "max_new_tokens_per_unit",
+                    "repetition_window_size",
+                    "talker_temperature",
+                    "talker_repetition_penalty"
+                ]),
+                true,
+            )
+        } else {
+            (serde_json::json!([]), false)
+        };
         let g = &updated["session"]["sglang"]["granted"];
         let expected = serde_json::json!({
             "interaction": "native",
@@ -580,8 +601,8 @@ fn session_updated_grants_every_capability_of_the_profile() {
             "input_modalities": if profile.takes_images() { serde_json::json!(["audio", "image"]) } else { serde_json::json!(["audio"]) },
             "first_unit_ms": unit_ms,
             "partial_style": "append_only",
-            "sampling_parameters": [],
-            "supports_reference_audio": false,
+            "sampling_parameters": sampling,
+            "supports_reference_audio": reference,
             "rejections": [],
         });
         for (key, value) in expected.as_object().unwrap() {
