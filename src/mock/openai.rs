@@ -12,8 +12,10 @@
 //! `output_audio_buffer.clear` (WebRTC/SIP only in the API) with `output_audio_buffer.cleared`
 //! of the last response.
 //!
-//! One response at a time, as the API: a `response.create` while one is in progress is
-//! refused (`conversation_already_has_active_response`), a `response.cancel` with none is
+//! One response of the conversation at a time, as the API: a `response.create` while one is in
+//! progress is refused (`conversation_already_has_active_response`) unless it is out of band
+//! (`conversation: "none"`: outside the conversation, queued behind the responses under way, and
+//! left alone by a barge-in), a `response.cancel` with none is
 //! (`response_cancel_not_active`). The server VAD's turns queue their responses behind the one
 //! in progress (with `--skip-busy-turns` they get none, as the API "may fail to create a
 //! response if the model is already responding") when the session asked for
@@ -344,10 +346,17 @@ impl Session {
                     out,
                     json!({"type": names::SPEECH_STARTED, "audio_start_ms": audio_start_ms, "item_id": item_id}),
                 );
+                // The conversation's response is interrupted; out-of-band ones go on.
                 if vad.is_some_and(|v| v.interrupt_response) {
-                    while let Some(r) = self.responses.pop_front() {
-                        self.end(r, Ended::Cancelled("turn_detected"), out);
+                    let responses = std::mem::take(&mut self.responses);
+                    for r in responses {
+                        if r.out_of_band.is_some() {
+                            self.responses.push_back(r);
+                        } else {
+                            self.end(r, Ended::Cancelled("turn_detected"), out);
+                        }
                     }
+                    self.start_next(now_s);
                 }
             }
             VadEvent::Stopped { audio_end_ms } => {
@@ -356,9 +365,10 @@ impl Session {
                     json!({"type": names::SPEECH_STOPPED, "audio_end_ms": audio_end_ms, "item_id": item_id}),
                 );
                 self.commit(out);
-                let busy = self.behaviour.skip_busy_turns && !self.responses.is_empty();
+                let busy = self.behaviour.skip_busy_turns
+                    && self.responses.iter().any(|r| r.out_of_band.is_none());
                 if vad.is_none_or(|v| v.create_response) && !busy {
-                    self.respond(self.terms.audio_out, now_s, out);
+                    self.respond(self.terms.audio_out, None, now_s, out);
                 }
             }
         }
@@ -407,7 +417,17 @@ impl Session {
         counters: &Counters,
         out: &mut Vec<Utf8Bytes>,
     ) {
-        if let Some(active) = self.responses.front() {
+        // Out of band (`conversation: "none"`): outside the conversation, beside its response
+        // (the mock streams responses one after another, so it queues behind the one under way).
+        let out_of_band = settings
+            .filter(|r| r.get("conversation").and_then(Value::as_str) == Some("none"))
+            .map(|r| r.get("metadata").cloned().unwrap_or(Value::Null));
+        if let Some(active) = self
+            .responses
+            .iter()
+            .find(|r| r.out_of_band.is_none())
+            .filter(|_| out_of_band.is_none())
+        {
             let message = format!("Conversation already has an active response in progress: {}. Wait until the response is finished before creating a new one.", active.id);
             let code = "conversation_already_has_active_response";
             self.error(out, counters, code, &message, client_event_id);
@@ -417,7 +437,7 @@ impl Session {
             .and_then(|r| r.get(self.names().modalities_key))
             .and_then(Value::as_array)
             .map_or(self.terms.audio_out, |m| m.iter().any(|m| m == "audio"));
-        self.respond(audio_out, now_s, out);
+        self.respond(audio_out, out_of_band, now_s, out);
     }
 
     /// `response.cancel`: the response in progress ends, cancelled by the client.
@@ -443,14 +463,21 @@ impl Session {
 
     /// A new response: its first delta `first_delta_s` from now, or, queued behind the one in
     /// progress, from when that one ends ([`Session::start_next`]).
-    fn respond(&mut self, audio_out: bool, now_s: f64, out: &mut Vec<Utf8Bytes>) {
+    fn respond(
+        &mut self,
+        audio_out: bool,
+        out_of_band: Option<Value>,
+        now_s: f64,
+        out: &mut Vec<Utf8Bytes>,
+    ) {
         let n = self.next_event;
-        let r = Response::new(
+        let mut r = Response::new(
             format!("resp_{}_{n}", self.id),
             format!("item_{}_{n}", self.id),
             audio_out,
             now_s + self.behaviour.first_delta_s,
         );
+        r.out_of_band = out_of_band;
         let created = r.created(self.names());
         self.push(out, created);
         self.last_response_id = Some(r.id.clone());
@@ -465,7 +492,10 @@ impl Session {
             return;
         };
         if r.opened.is_none() {
-            let previous = self.last_item_id.replace(r.item_id.clone());
+            let previous = match r.out_of_band {
+                Some(_) => None,
+                None => self.last_item_id.replace(r.item_id.clone()),
+            };
             for event in r.opening(names, previous) {
                 self.push(out, event);
             }

@@ -9,6 +9,10 @@
 //! `output` holds the finished item. A cancelled response ends the same way, its item
 //! `incomplete`, and its `response.done` says why (`status_details`).
 //!
+//! An out-of-band response (`response.create` with `response.conversation` `"none"`) streams
+//! the same way outside the conversation: no `conversation.item.*` events, `conversation_id`
+//! null, and the request's `metadata` echoed (clients tell such responses apart by it).
+//!
 //! The deltas are most of the frames: the ids they carry are formatted once per response.
 
 use super::Names;
@@ -48,6 +52,8 @@ pub struct Response {
     pub ids: String,
     /// Its item and part were announced (before the first delta), after this item.
     pub opened: Option<Option<String>>,
+    /// Out of band: `Some` with the request's `metadata` (null when it gave none).
+    pub out_of_band: Option<Value>,
 }
 
 impl Response {
@@ -63,6 +69,16 @@ impl Response {
             sent: 0,
             ids,
             opened: None,
+            out_of_band: None,
+        }
+    }
+
+    /// An out-of-band response's `conversation_id` (null) and `metadata`, on its
+    /// `response.created` and `response.done`.
+    fn mark_out_of_band(&self, response: &mut Value) {
+        if let Some(metadata) = &self.out_of_band {
+            response["conversation_id"] = Value::Null;
+            response["metadata"] = metadata.clone();
         }
     }
 
@@ -78,9 +94,11 @@ impl Response {
     /// `response.created`.
     pub fn created(&self, names: &Names) -> Value {
         let (key, modalities) = self.modalities(names);
-        json!({"type": "response.created", "response": {"id": self.id,
+        let mut created = json!({"type": "response.created", "response": {"id": self.id,
             "object": "realtime.response", "status": "in_progress", "output": [],
-            key: modalities}})
+            key: modalities}});
+        self.mark_out_of_band(&mut created["response"]);
+        created
     }
 
     /// The assistant message item with the content of `sent` deltas, `status` as given.
@@ -114,15 +132,16 @@ impl Response {
             "output_index": 0, "content_index": 0, "part": self.part()})
     }
 
-    /// The item and its part, announced before the first delta; the item follows `previous`.
-    pub fn opening(&mut self, names: &Names, previous: Option<String>) -> [Value; 3] {
+    /// The item and its part, announced before the first delta; the item follows `previous`
+    /// in the conversation (an out-of-band one joins none).
+    pub fn opening(&mut self, names: &Names, previous: Option<String>) -> Vec<Value> {
         let item = self.item(names, "in_progress");
-        let events = [
-            json!({"type": "response.output_item.added", "response_id": self.id,
-                "output_index": 0, "item": item}),
-            item_event(names.item_added, previous.as_deref(), item),
-            self.part_event("response.content_part.added"),
-        ];
+        let mut events = vec![json!({"type": "response.output_item.added",
+            "response_id": self.id, "output_index": 0, "item": item})];
+        if self.out_of_band.is_none() {
+            events.push(item_event(names.item_added, previous.as_deref(), item));
+        }
+        events.push(self.part_event("response.content_part.added"));
         self.opened = Some(previous);
         events
     }
@@ -163,7 +182,7 @@ impl Response {
                 json!({"type": "response.output_item.done", "response_id": self.id,
                 "output_index": 0, "item": item}),
             );
-            if let Some(item_done) = names.item_done {
+            if let Some(item_done) = names.item_done.filter(|_| self.out_of_band.is_none()) {
                 events.push(json!({"type": item_done, "previous_item_id": previous, "item": item}));
             }
             output.push(item);
@@ -185,6 +204,7 @@ impl Response {
         if let Some(details) = details {
             done["response"]["status_details"] = details;
         }
+        self.mark_out_of_band(&mut done["response"]);
         events.push(done);
         events
     }

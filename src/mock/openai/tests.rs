@@ -319,3 +319,83 @@ fn only_the_realtime_subprotocol_is_echoed_never_the_key_issue_12() {
 }
 
 mod responses;
+
+/// An out-of-band response (`conversation: "none"`) is taken beside the conversation's (the
+/// API allows several), joins no conversation (no `conversation.item.*`, `conversation_id`
+/// null), echoes its `metadata`, and a turn's barge-in leaves it alone.
+#[test]
+fn an_out_of_band_response_stays_out_of_the_conversation() {
+    let b = behaviour(&["--response-deltas", "1", "--first-delta-ms", "100"]);
+    let (mut s, c, mut out) = (
+        Session::new(b, 0, hello(false)),
+        Counters::new(),
+        Vec::new(),
+    );
+    s.on_text(GA_NO_VAD, 0.0, &c, &mut out);
+    out.clear();
+    s.on_text(r#"{"type":"response.create"}"#, 0.0, &c, &mut out);
+    let oob = r#"{"type":"response.create","response":{"conversation":"none","metadata":{"topic":"classify"},"output_modalities":["text"]}}"#;
+    s.on_text(oob, 0.0, &c, &mut out);
+    let created = events(&mut out);
+    assert_eq!(created.len(), 2, "{created:?}");
+    assert_eq!(created[0]["response"].get("conversation_id"), None);
+    let r = &created[1]["response"];
+    assert_eq!(r["conversation_id"], Value::Null);
+    assert_eq!(r["metadata"], serde_json::json!({"topic": "classify"}));
+    // A second response of the conversation is still refused while its first is under way.
+    s.on_text(r#"{"type":"response.create"}"#, 0.0, &c, &mut out);
+    assert_eq!(
+        kinds(&mut out),
+        ["error conversation_already_has_active_response"]
+    );
+    s.on_timer(10.0, &mut out);
+    let streamed = events(&mut out);
+    let of = |id: &Value| {
+        streamed
+            .iter()
+            .filter(|e| e["response_id"] == *id || e["response"]["id"] == *id)
+            .map(|e| e["type"].as_str().unwrap().to_string())
+            .collect::<Vec<_>>()
+    };
+    let oob_events = of(&r["id"]);
+    assert_eq!(
+        oob_events,
+        [
+            "response.output_item.added",
+            "response.content_part.added",
+            "response.output_text.delta",
+            "response.output_text.done",
+            "response.content_part.done",
+            "response.output_item.done",
+            "response.done"
+        ]
+    );
+    let items: Vec<&Value> = streamed
+        .iter()
+        .filter(|e| e["type"].as_str().unwrap().starts_with("conversation.item"))
+        .collect();
+    assert_eq!(
+        items.len(),
+        2,
+        "the conversation's response only: {items:?}"
+    );
+    let oob_item = streamed
+        .iter()
+        .find(|e| e["type"] == "response.output_item.added" && e["response_id"] == r["id"])
+        .map(|e| e["item"]["id"].clone())
+        .unwrap();
+    assert!(
+        items.iter().all(|e| e["item"]["id"] != oob_item),
+        "{items:?}"
+    );
+    let done = streamed
+        .iter()
+        .rfind(|e| e["type"] == "response.done")
+        .unwrap();
+    assert_eq!(done["response"]["metadata"]["topic"], "classify");
+    assert_eq!(done["response"]["conversation_id"], Value::Null);
+    // With only an out-of-band response under way, the conversation's may start.
+    s.on_text(oob, 20.0, &c, &mut out);
+    s.on_text(r#"{"type":"response.create"}"#, 20.0, &c, &mut out);
+    assert_eq!(kinds(&mut out), ["response.created", "response.created"]);
+}
