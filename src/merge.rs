@@ -117,9 +117,16 @@ fn shard_notes(
         if s.unfinished() {
             // Its gate and window were never recorded: saying it never opened its gate, or
             // never streamed with the others, would be guesses.
+            let present = l.results_present();
+            let pooled = match present {
+                0 => "none of its workers left a result, so none of its packets are in these figures and its sessions are counted incomplete".to_string(),
+                n => format!(
+                    "the results {n} of its {} workers wrote when their conductor died are pooled here (their sessions stopped early)",
+                    layout.workers
+                ),
+            };
             notes.push(format!(
-                "unfinished shard: {who}'s run did not finish (killed?): its summary.json is the provisional one written when it started, so none of its packets are in these figures and its {} sessions are counted incomplete; its receipts and samples hold what it sent",
-                layout.sessions
+                "unfinished shard: {who}'s run did not finish (its conductor was killed?): its summary.json is the provisional one written when it started; {pooled}; its receipts and samples hold what it sent"
             ));
             continue;
         }

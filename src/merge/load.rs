@@ -1,7 +1,7 @@
 //! Reading the shards given to `merge`, and refusing those that are not shards of one run:
 //! the same `--run-id` and shard count, layout, packets and protocol, each index once.
 
-use crate::contract::worker::WorkerResult;
+use crate::contract::worker::{SessionStatus, WorkerResult};
 use crate::contract::Role;
 use crate::options::Shard;
 use crate::paths::RunPaths;
@@ -46,21 +46,48 @@ pub fn all(dirs: &[PathBuf]) -> Result<Vec<Loaded>> {
     Ok(loaded)
 }
 
-fn one(dir: &Path) -> Result<Loaded> {
+fn one(given: &Path) -> Result<Loaded> {
+    // A shard's summary.json stands for its folder, where its workers' results are too.
+    let dir = match given.parent() {
+        Some(parent) if given.is_file() => parent,
+        _ => given,
+    };
+    // A shard still running has only the summary of its start: merged now, it would count as
+    // killed, and its folder would then hold a merge to refuse the real one.
+    if let Some(pid) = crate::paths::running_owner(dir) {
+        let who = if pid == 0 {
+            "a run".to_string()
+        } else {
+            format!("a run (pid {pid})")
+        };
+        bail!(
+            "{} is still being written by {who}: merge the shards once every one has ended (nothing was written)",
+            dir.display()
+        );
+    }
     let (_, summary) = crate::report::command::load_saying(
-        dir,
+        given,
         "give each shard's output folder (the folder of a `run --shard-index I --shard-count N --run-id ID`) or its summary.json",
     )?;
+    if summary.merge.is_some() {
+        bail!(
+            "{} is a merge already (of run {}); give the shards' own folders",
+            dir.display(),
+            summary.merge.as_ref().map_or("?", |m| m.run_id.as_str())
+        );
+    }
     let Some(shard) = summary.settings.shard.clone() else {
         bail!(
             "{} is not a shard: its run had no --shard-index/--shard-count/--run-id (run each host's share with them, see docs/multihost.md)",
             dir.display()
         );
     };
-    if summary.merge.is_some() {
+    if shard.index >= shard.count {
         bail!(
-            "{} is a merge already; give the shards' own folders",
-            dir.display()
+            "{} says it is shard {} of {}, which cannot be (an index is below the count): its summary.json was edited or damaged; copy the shard's folder again from its host",
+            dir.display(),
+            shard.index,
+            shard.count
         );
     }
     let paths = RunPaths::new(dir);
@@ -83,15 +110,12 @@ fn one(dir: &Path) -> Result<Loaded> {
     let mut results_not_in_folder = Vec::new();
     // A result file that is missing is a worker that left none (the shard's summary says
     // so); one that is there and does not read is damage to say, not a worker to drop quietly.
-    // A shard whose run did not finish is counted by its note alone (none of its packets, its
-    // sessions incomplete), whatever result files its workers left when their conductor died.
-    let unfinished = summary.unfinished();
+    // A shard whose conductor died (its summary the provisional one) has the results its
+    // workers wrote when they were told to end: they are pooled as any (their sessions
+    // stopped early), not thrown away.
     let workers = (0..summary.settings.processes)
         .map(|k| -> Result<(u32, Option<WorkerResult>)> {
             let path = paths.worker_result(k);
-            if unfinished {
-                return Ok((pid_of(k), None));
-            }
             let result = match std::fs::read_to_string(&path) {
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                     if left_a_result(k) {
@@ -155,6 +179,11 @@ impl Loaded {
         &self.shard
     }
 
+    /// How many of the shard's workers left a result file here.
+    pub fn results_present(&self) -> usize {
+        self.workers.iter().filter(|(_, r)| r.is_some()).count()
+    }
+
     /// The shard's workers, numbered run-wide (shard × workers per shard + K), their times
     /// moved from the host's `CLOCK_MONOTONIC` to Unix seconds through each one's anchor.
     pub fn workers_on_wall_clock(&self, per_shard: u32) -> Vec<(u32, Option<WorkerResult>)> {
@@ -203,9 +232,27 @@ impl Loaded {
             .sum()
     }
 
-    /// The shard's row in the merged summary.
+    /// The shard's row in the merged summary: a shard whose run did not finish has its
+    /// figures from the results its workers left (its summary has none).
     pub fn row(&self) -> ShardRow {
         let s = &self.summary;
+        let results = || self.workers.iter().filter_map(|(_, r)| r.as_ref());
+        let (completed, packets, late_packets, deviation_p99_ms) = if s.unfinished() {
+            let completed = results()
+                .flat_map(|r| &r.sessions)
+                .filter(|o| o.status == SessionStatus::Completed)
+                .count() as u64;
+            let packets = results().map(|r| r.counts.packets).sum();
+            let late = results().map(|r| r.counts.late_packets).sum();
+            (completed, packets, late, None)
+        } else {
+            (
+                s.sessions.completed,
+                s.pacing.counts.packets,
+                s.pacing.counts.late_packets,
+                Some(s.pacing.deviation_ms.p99),
+            )
+        };
         ShardRow {
             index: self.shard.index,
             dir: Some(self.dir.display().to_string()),
@@ -213,10 +260,10 @@ impl Loaded {
             hostname: Some(s.host.hostname.clone()),
             cpu_model: Some(s.host.cpu_model.clone()),
             sessions: s.layout.sessions_total,
-            completed: s.sessions.completed,
-            packets: s.pacing.counts.packets,
-            late_packets: s.pacing.counts.late_packets,
-            deviation_p99_ms: Some(s.pacing.deviation_ms.p99),
+            completed,
+            packets,
+            late_packets,
+            deviation_p99_ms,
             worker_cpu_seconds: Some((self.worker_cpu_seconds() * 1000.0).round() / 1000.0),
             window: s.streaming_window,
             start_gate: s.start_gate.clone(),

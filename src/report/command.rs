@@ -93,8 +93,16 @@ pub fn load_saying(path: &Path, takes: &str) -> Result<(PathBuf, Summary)> {
             );
         }
     };
-    let value: serde_json::Value = serde_json::from_str(&text)
-        .with_context(|| format!("{} is not JSON; {takes}", file.display()))?;
+    let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
+        if e.is_eof() && !text.trim().is_empty() {
+            anyhow::anyhow!(
+                "{} is cut short ({e}): it was damaged, or copied before its run finished writing it; copy it again from where the run wrote it",
+                file.display()
+            )
+        } else {
+            anyhow::anyhow!("{} is not JSON ({e}); {takes}", file.display())
+        }
+    })?;
     let is_summary = value["tool"]["name"] == "duplexbench-tui" && value.get("verdict").is_some();
     let Some(version) = value["schema_version"].as_u64().filter(|_| is_summary) else {
         bail!(

@@ -39,6 +39,10 @@ def kubernetes():
     check(job.get("completions") == job.get("parallelism"), "job.yaml: completions == parallelism")
     pod = job["template"]["spec"]
     check(pod.get("restartPolicy") == "Never", "job.yaml: restartPolicy Never")
+    # One shard's failure must not end the Job: Kubernetes would kill the other shards mid-run.
+    check(job.get("backoffLimitPerIndex") == 0 and "backoffLimit" not in job,
+          "job.yaml: backoffLimitPerIndex 0, no Job-wide backoffLimit")
+    check(job.get("maxFailedIndexes") == job.get("completions"), "job.yaml: maxFailedIndexes == completions")
     (container,) = pod["containers"]
     env = {e["name"]: e.get("value") for e in container.get("env", [])}
     script = " ".join(container.get("command", []) + container.get("args", []))
@@ -48,6 +52,9 @@ def kubernetes():
     check('--run-id "$RUN_ID"' in script and env.get("RUN_ID"), "job.yaml: --run-id")
     check("$JOB_COMPLETION_INDEX" in script, "job.yaml: the index names the shard's folder")
     check("--shard-index" not in script, "job.yaml: the tool reads JOB_COMPLETION_INDEX itself")
+    check("exec duplexbench-tui" not in script and '[ "$code" -le 1 ] && exit 0' in script,
+          "job.yaml: a run that finished unclean (exit 1) does not fail its pod")
+    pod_exit_codes(container["args"][0])
     res = container["resources"]
     check(str(res["requests"]["cpu"]) == "2" and res["requests"] == res["limits"],
           "job.yaml: 2 CPUs, requests == limits (Guaranteed QoS, pinnable)")
@@ -74,6 +81,22 @@ def kubernetes():
         text = open(os.path.join(DEPLOY, "kubernetes", name)).read().replace("START_AT_UTC", "2030-01-01T00:00:00Z")
         r = subprocess.run([kubectl, "apply", "--dry-run=client", "-f", "-"], input=text.encode(), capture_output=True)
         check(r.returncode == 0, f"kubectl apply --dry-run=client {name}: {r.stderr.decode().strip()}")
+
+
+def pod_exit_codes(body):
+    """The pod's shell, with a stand-in for the tool that exits with a given code: 0 and 1 (a
+    run that finished) succeed, a refusal (2) or a signal (143) fails the pod with that code."""
+    import tempfile
+    with tempfile.TemporaryDirectory() as bin_dir:
+        stub = os.path.join(bin_dir, "duplexbench-tui")
+        with open(stub, "w") as f:
+            f.write("#!/bin/sh\nexit \"$STUB_CODE\"\n")
+        os.chmod(stub, 0o755)
+        for code, expect in ((0, 0), (1, 0), (2, 2), (143, 143)):
+            env = dict(os.environ, PATH=bin_dir + os.pathsep + os.environ.get("PATH", ""),
+                       STUB_CODE=str(code), JOB_COMPLETION_INDEX="0")
+            r = subprocess.run(["sh", "-c", body], env=env, capture_output=True)
+            check(r.returncode == expect, f"job.yaml: the tool's exit {code} ends the pod with {expect}, not {r.returncode}")
 
 
 def slurm():

@@ -251,9 +251,58 @@ fn three_shards_open_their_gates_together_and_merge_exactly_issue_16() {
     assert_eq!(out.status.code(), Some(2), "{}", describe(&out));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.contains("is not JSON; give each shard's output folder") && !err.contains("sweep"),
+        err.contains("is not JSON")
+            && err.contains("give each shard's output folder")
+            && !err.contains("sweep"),
         "{err}"
     );
+
+    // Each shard's summary.json stands for its folder, as the refusals offer (merge looked for
+    // the workers' results under the file).
+    let files: Vec<PathBuf> = dirs.iter().map(|d| d.join("summary.json")).collect();
+    let by_file = tmp.join("by-file");
+    let file_refs: Vec<&Path> = files.iter().map(PathBuf::as_path).collect();
+    let out = merge(&file_refs, &by_file);
+    assert!(
+        matches!(out.status.code(), Some(0 | 1)),
+        "{}",
+        describe(&out)
+    );
+    assert_eq!(
+        util::summary(&by_file)["pacing"]["packets"],
+        merged["pacing"]["packets"]
+    );
+
+    // A merge given as a shard is named as one, not as a run without --shard-index.
+    let out = merge(&[&dirs[0], &merged_dir], &tmp.join("merge-of-merge"));
+    assert_eq!(out.status.code(), Some(2), "{}", describe(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("is a merge already (of run it-16)"), "{err}");
+
+    // A shard index at or past the count (an edited summary) is refused, not counted.
+    let edited = tmp.join("edited");
+    copy_dir(&dirs[2], &edited);
+    let path = edited.join("summary.json");
+    let mut v: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    v["settings"]["shard"]["index"] = 5.into();
+    std::fs::write(&path, v.to_string()).unwrap();
+    let out = merge(&[&dirs[0], &dirs[1], &edited], &tmp.join("edited-merge"));
+    assert_eq!(out.status.code(), Some(2), "{}", describe(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("says it is shard 5 of 3, which cannot be"),
+        "{err}"
+    );
+
+    // A summary cut short (copied while being written, a full disk) says so.
+    let cut = tmp.join("cut");
+    copy_dir(&dirs[2], &cut);
+    let text = std::fs::read_to_string(cut.join("summary.json")).unwrap();
+    std::fs::write(cut.join("summary.json"), &text[..text.len() / 2]).unwrap();
+    let out = merge(&[&dirs[0], &dirs[1], &cut], &tmp.join("cut-merge"));
+    assert_eq!(out.status.code(), Some(2), "{}", describe(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("is cut short"), "{err}");
     drop(mock);
 }
 
@@ -290,20 +339,54 @@ fn a_shard_killed_while_streaming_is_named_unfinished_not_late_or_apart() {
         assert!(std::time::Instant::now() < deadline, "shard 1 sent nothing");
         std::thread::sleep(Duration::from_millis(50));
     }
+    let refs: Vec<&Path> = dirs.iter().map(PathBuf::as_path).collect();
+    let merged_dir = tmp.join("merged");
+    // While they run, merge refuses them (it took them for killed runs, and its summary then
+    // refused the real merge into the same folder).
+    let early = merge(&refs, &merged_dir);
+    assert_eq!(early.status.code(), Some(2), "{}", describe(&early));
+    let stderr = String::from_utf8_lossy(&early.stderr);
+    assert!(
+        stderr.contains("is still being written by a run (pid "),
+        "{stderr}"
+    );
+    assert!(!merged_dir.exists(), "a refused merge writes nothing");
     children[1].kill().unwrap();
     let _ = children[1].wait();
+    // Its worker, told to end when its conductor died, writes what it measured.
+    let result = dirs[1].join("workers").join("worker-0.json");
+    while !result.exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "shard 1's worker left no result"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
     let code = util::wait_with_limit(&mut children[0], Duration::from_secs(60));
     assert!(matches!(code, Some(0 | 1)), "shard 0 ended with {code:?}");
 
-    let refs: Vec<&Path> = dirs.iter().map(PathBuf::as_path).collect();
-    let merged_dir = tmp.join("merged");
     let out = merge(&refs, &merged_dir);
     assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
     let s = util::summary(&merged_dir);
     let reasons = s["verdict"]["reasons"].to_string();
     assert!(
-        reasons.contains("unfinished shard: shard 1's run did not finish"),
+        reasons.contains("unfinished shard: shard 1's run did not finish")
+            && reasons.contains(
+                "the results 1 of its 1 workers wrote when their conductor died are pooled"
+            ),
         "{reasons}"
+    );
+    // Its packets are in the figures (they were dropped, and its worker said to have left no
+    // result), beside shard 0's 2 × 50.
+    assert!(!reasons.contains("left no result file"), "{reasons}");
+    let killed = &s["merge"]["shards"][1];
+    let packets = killed["packets"].as_u64().unwrap();
+    assert!(packets >= 6, "{killed}");
+    assert_eq!(
+        s["pacing"]["packets"].as_u64(),
+        Some(100 + packets),
+        "{}",
+        s["pacing"]
     );
     assert!(!reasons.contains("late gate"), "{reasons}");
     assert!(!reasons.contains("non-overlapping windows"), "{reasons}");
