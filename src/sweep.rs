@@ -245,7 +245,7 @@ impl<'p> Sweep<'p> {
                 )
             });
         }
-        self.finish_level()?;
+        self.finish_level(false)?;
         // A sweep that cannot write its files (a full disk) stops: the levels above could not
         // write theirs either, and what it measured must reach stdout while it can.
         if let Some(err) = self.files_error.clone().filter(|_| !stop) {
@@ -264,7 +264,7 @@ impl<'p> Sweep<'p> {
             let done = self.record.levels.len();
             self.record.stopped_early = Some(format!("cancelled after {done} of {n} levels"));
         }
-        self.finish_level()?;
+        self.finish_level(true)?;
         self.print_results();
         if let Some(err) = &self.files_error {
             note(&format!(
@@ -361,7 +361,7 @@ impl<'p> Sweep<'p> {
         if !self.record.levels.is_empty() {
             // The levels done are results: printed as a sweep that ends otherwise prints them.
             self.record.stopped_early = Some(format!("{folder} could not start: {err:#}"));
-            self.finish_level()?;
+            self.finish_level(true)?;
             self.print_results();
             return Ok(());
         }
@@ -381,8 +381,11 @@ impl<'p> Sweep<'p> {
         Ok(())
     }
 
-    /// Knees anew, then the files: after every level, so a sweep that dies keeps what it did.
-    fn finish_level(&mut self) -> Result<()> {
+    /// Knees anew, then the files: after every level, so a sweep that dies keeps what it did;
+    /// the sweep's `last` write is its record as it ended, every one before says it did not
+    /// finish (as a run's provisional summary.json), so that the files of a sweep killed
+    /// (SIGKILL) between levels do not pass for a finished one.
+    fn finish_level(&mut self, last: bool) -> Result<()> {
         let points: Vec<knees::Point> = self.record.levels.iter().map(knees::Point::of).collect();
         self.record.knees = knees::find(&points, !self.plan.slos.is_empty());
         // This sweep's files replace the previous one's: its other folders go with them.
@@ -397,14 +400,21 @@ impl<'p> Sweep<'p> {
                 })?;
             }
         }
-        self.write();
+        self.write(last);
         Ok(())
     }
 
     /// The sweep's files, each whole or (a full disk) as it was before; a failure is kept in
     /// `files_error` and said once on stderr, a later success clears it.
-    fn write(&mut self) {
-        match write_files(&self.plan.output_dir, &self.record) {
+    fn write(&mut self, last: bool) {
+        let provisional;
+        let record = if last {
+            &self.record
+        } else {
+            provisional = self.record.unfinished(self.plan.levels.len());
+            &provisional
+        };
+        match write_files(&self.plan.output_dir, record) {
             Ok(()) => self.files_error = None,
             Err(err) => {
                 let err = format!("{err:#}");
@@ -574,8 +584,9 @@ pub use crate::paths::is_sweep;
 pub fn report(args: &ReportArgs) -> Result<i32> {
     if let Some(other) = args.vs.as_deref().filter(|_| !is_sweep(&args.run)) {
         // A run against a sweep: name one of its levels to give instead.
+        let run_sessions = sessions_of(&args.run);
         let level = match load_record(other) {
-            Ok((dir, record)) => dir.join(first_level_folder(&record)),
+            Ok((dir, record)) => dir.join(level_folder_for(&record, run_sessions)),
             Err(_) => other.join(plan::level_folder(16, 1)),
         };
         bail!(
@@ -598,7 +609,7 @@ pub fn report(args: &ReportArgs) -> Result<i32> {
             "{} is a sweep and {} is not: compare a sweep with a sweep, or a run with a run, e.g. `report {} --vs {}`",
             args.run.display(),
             other.display(),
-            a_dir.join(first_level_folder(&a)).display(),
+            a_dir.join(level_folder_for(&a, sessions_of(other))).display(),
             other.display()
         ),
     };
@@ -606,13 +617,19 @@ pub fn report(args: &ReportArgs) -> Result<i32> {
     Ok(0)
 }
 
-/// A sweep's first level's first run folder, to name in a message (`level-0016`).
-pub fn first_level_folder(record: &SweepRecord) -> String {
-    record
-        .levels
-        .first()
+/// A sweep's run folder to name in a message (`level-0016`): the first of the level of
+/// `sessions` (a run's, to compare it with), else of its first level.
+pub fn level_folder_for(record: &SweepRecord, sessions: Option<u64>) -> String {
+    let same = sessions.and_then(|n| record.levels.iter().find(|l| l.sessions_total == n));
+    same.or(record.levels.first())
         .and_then(|l| l.runs.first())
         .map_or_else(|| plan::level_folder(16, 1), |r| r.folder.clone())
+}
+
+/// A run folder's total sessions, when its summary reads.
+fn sessions_of(run: &Path) -> Option<u64> {
+    let (_, summary) = crate::report::command::load(run).ok()?;
+    Some(summary.layout.sessions_total)
 }
 
 /// The folder of a sweep given as its folder or its sweep.json, and its record.

@@ -38,13 +38,20 @@ pub fn run(args: &ReportArgs) -> Result<i32> {
 /// it ends, not rendered as a failed run.
 pub fn refuse_in_progress(dir: &Path) -> Result<()> {
     if let Some(pid) = crate::paths::running_owner(dir) {
-        let who = if pid == 0 {
-            "a run".to_string()
+        // The same lock guards a sweep's folder, which has no summary of its own.
+        let sweep = crate::paths::is_sweep(dir) || !crate::paths::sweep_run_folders(dir).is_empty();
+        let (what, files) = if sweep {
+            ("sweep", "its sweep.json holds the levels done so far")
         } else {
-            format!("a run (pid {pid})")
+            ("run", "its summary.json is the one written when it started")
+        };
+        let who = if pid == 0 {
+            format!("a {what}")
+        } else {
+            format!("a {what} (pid {pid})")
         };
         bail!(
-            "{} is still being written by {who}: its summary.json is the one written when it started; report it once it ends (its progress is on that run's dashboard or stderr)",
+            "{} is still being written by {who}: {files}; report it once it ends (its progress is on that {what}'s dashboard or stderr)",
             dir.display()
         );
     }

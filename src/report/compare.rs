@@ -116,7 +116,48 @@ pub fn differing_servers(a: &Summary, b: &Summary) -> Option<String> {
         None => s.settings.url.clone(),
     };
     let (x, y) = (server(a), server(b));
-    (x != y).then(|| format!("{x} vs {y}"))
+    if x == y {
+        return None;
+    }
+    // Two built-in mocks of one protocol: the flags that differ, not both lists.
+    if let (Some(ma), Some(mb)) = (&a.settings.mock, &b.settings.mock) {
+        if a.settings.protocol == b.settings.protocol {
+            let (fa, fb) = (flag_values(&ma.to_flags()), flag_values(&mb.to_flags()));
+            let mut names: Vec<&String> = fa.keys().chain(fb.keys()).collect();
+            names.sort();
+            names.dedup();
+            let said: Vec<String> = names
+                .into_iter()
+                .filter(|n| fa.get(*n) != fb.get(*n))
+                .map(|n| {
+                    let show = |v: Option<&String>| match v {
+                        None => "(not given)".to_string(),
+                        Some(v) if v.is_empty() => "(given)".to_string(),
+                        Some(v) => v.clone(),
+                    };
+                    format!("{n} {} vs {}", show(fa.get(n)), show(fb.get(n)))
+                })
+                .collect();
+            return Some(format!(
+                "the built-in mock (--protocol {}) with {}",
+                a.settings.protocol.as_str(),
+                said.join(", ")
+            ));
+        }
+    }
+    Some(format!("{x} vs {y}"))
+}
+
+/// `--flag value` pairs (a flag without a value has an empty one), by flag.
+fn flag_values(flags: &[String]) -> std::collections::BTreeMap<String, String> {
+    let mut out = std::collections::BTreeMap::new();
+    let mut i = 0;
+    while i < flags.len() {
+        let value = flags.get(i + 1).filter(|v| !v.starts_with("--"));
+        out.insert(flags[i].clone(), value.cloned().unwrap_or_default());
+        i += if value.is_some() { 2 } else { 1 };
+    }
+    out
 }
 
 /// Client CPU (all workers) per second of one session's streaming, as summary.md says it
@@ -334,7 +375,12 @@ pub fn sweeps_markdown(a: SweepSide<'_>, b: SweepSide<'_>) -> String {
             .2
             .map(|why| format!("; stopped early: {why}"))
             .unwrap_or_default();
-        format!("{} levels, {runs} runs{ended}", side.1.len())
+        let levels = side.1.len();
+        format!(
+            "{levels} level{}, {runs} run{}{ended}",
+            if levels == 1 { "" } else { "s" },
+            if runs == 1 { "" } else { "s" }
+        )
     };
     let _ = writeln!(
         out,
@@ -344,6 +390,25 @@ pub fn sweeps_markdown(a: SweepSide<'_>, b: SweepSide<'_>) -> String {
         b.0,
         count(b)
     );
+    // What differs between the two, as a run's comparison says it (with --force the loads may
+    // differ; the servers may always): from the first level both ran, every level being the
+    // same load but for its sessions.
+    let first_common =
+        a.1.iter()
+            .find_map(|(k, xs)| Some((xs.first()?, b.1.get(k)?.first()?)));
+    if let Some((x, y)) = first_common {
+        let differ = differing_settings(x, y);
+        if !differ.is_empty() {
+            let _ = writeln!(
+                out,
+                "The loads differ ({}): ratios compare different loads.\n",
+                differ.join("; ")
+            );
+        }
+        if let Some(servers) = differing_servers(x, y) {
+            let _ = writeln!(out, "The servers differ: {servers}.\n");
+        }
+    }
     let _ = writeln!(
         out,
         "Each figure is the median of a level's repeats with their range [min–max]; B / A is \

@@ -460,6 +460,35 @@ mod tests {
         }
     }
 
+    /// A run compared with a sweep is pointed at the sweep's level of its own size (it was
+    /// pointed at the first level, which the comparison then refused as another load).
+    #[test]
+    fn a_run_is_pointed_at_the_sweep_level_of_its_size() {
+        let r = record();
+        assert_eq!(crate::sweep::level_folder_for(&r, Some(16)), "level-0016");
+        assert_eq!(crate::sweep::level_folder_for(&r, Some(12)), "level-0008");
+        assert_eq!(crate::sweep::level_folder_for(&r, None), "level-0008");
+    }
+
+    /// The files a sweep writes between levels say that it did not finish (a sweep killed
+    /// there read as a finished one); a reason it stops already is kept.
+    #[test]
+    fn the_files_between_levels_say_the_sweep_did_not_finish() {
+        let mut r = record();
+        r.stopped_early = None;
+        let between = r.unfinished(4);
+        assert!(between.cancelled);
+        assert_eq!(
+            between.stopped_early.as_deref(),
+            Some("the sweep did not finish: these files were written after level 3 of 4 (the sweep was still running, or was killed there); the levels listed are those that finished")
+        );
+        let stopping = record().unfinished(4);
+        assert_eq!(
+            stopping.stopped_early.as_deref(),
+            Some("the client was pacing-unqualified at 32 sessions")
+        );
+    }
+
     #[test]
     fn the_sweep_report_shows_the_knees_the_table_and_the_plot() {
         let r = record();

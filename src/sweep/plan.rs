@@ -218,6 +218,11 @@ pub fn validate(args: &SweepArgs, command_line: String, tui: bool) -> Result<Swe
     if base.output_jsonl.is_some() {
         bail!("--output-jsonl is not written by a sweep: each level's summary.json holds its Fun-ASR section (report LEVEL_FOLDER renders it)");
     }
+    // A sweep judges each level by whether the client kept its pace, and stops at the first it
+    // did not: unpaced, every level would be called the client's fault.
+    if base.no_pace {
+        bail!("--no-pace: a sweep finds its knees from paced levels (it stops where the client falls behind its schedule, which --no-pace leaves unjudged); run an unpaced load with `run --no-pace` at each size instead");
+    }
     let slos = args
         .slos
         .iter()

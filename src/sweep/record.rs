@@ -80,6 +80,26 @@ pub struct SloCheck {
     pub holds: bool,
 }
 
+/// The start of `stopped_early` in the sweep.json written after each level but the last: a
+/// sweep whose files say so did not finish (it was still running, or was killed).
+pub const UNFINISHED: &str = "the sweep did not finish";
+
+impl SweepRecord {
+    /// This record as the files written between levels say it: cancelled, and stopped early
+    /// because it did not finish (of `planned` levels), unless it already says why it stops.
+    pub fn unfinished(&self, planned: usize) -> SweepRecord {
+        let mut r = self.clone();
+        r.cancelled = true;
+        if r.stopped_early.is_none() {
+            r.stopped_early = Some(format!(
+                "{UNFINISHED}: these files were written after level {} of {planned} (the sweep was still running, or was killed there); the levels listed are those that finished",
+                r.levels.len()
+            ));
+        }
+        r
+    }
+}
+
 impl Level {
     /// A level of `sessions_total` sessions over `processes` from its runs, its `--slo`s
     /// judged on the medians.

@@ -222,6 +222,87 @@ fn ctrl_c_ends_the_sweep_and_keeps_the_levels_done_issue_15() {
     assert!(md.contains("**Cancelled**"), "{md}");
 }
 
+/// A sweep killed between levels (SIGKILL: nothing of it runs after) leaves files that say
+/// it did not finish, as a run's provisional summary.json does; they read as a finished sweep
+/// of one level before (QA of 2026-12-07).
+#[test]
+fn a_sweep_killed_between_levels_leaves_files_that_say_it_did_not_finish() {
+    let _serial = util::serial();
+    let dir = TempDir::new("sweep-killed");
+    let out = dir.join("sweep");
+    let mut child = spawn_sweep(&out, &["--cooldown", "30s", "-s", "2,4", "-d", "1s"]);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !std::fs::read_to_string(out.join("sweep.json"))
+        .is_ok_and(|t| t.contains("\"folder\": \"level-0002\""))
+    {
+        assert!(Instant::now() < deadline, "level 2 never finished");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    child.kill().unwrap();
+    let _ = child.wait();
+    let s = sweep_json(&out);
+    assert_eq!(s["cancelled"], true, "{s:#}");
+    let why = s["stopped_early"].as_str().unwrap_or_default();
+    assert!(
+        why.starts_with("the sweep did not finish: these files were written after level 1 of 2"),
+        "{why}"
+    );
+    let md = std::fs::read_to_string(out.join("sweep.md")).unwrap();
+    assert!(
+        md.contains("**Stopped early**: the sweep did not finish"),
+        "{md}"
+    );
+    let report = util::run(
+        &["report", out.to_str().unwrap(), "--text"],
+        Duration::from_secs(10),
+    );
+    let text = String::from_utf8_lossy(&report.stdout);
+    assert!(
+        text.contains("stopped early: the sweep did not finish"),
+        "{text}"
+    );
+}
+
+/// Two sweeps compared with --force still name what differs (the loads and the servers), as
+/// two runs' comparison does: the sweeps' said nothing (QA of 2026-12-07), and a server
+/// difference is the flag that differs, not both mocks' flag lists.
+#[test]
+fn sweeps_compared_name_how_their_loads_and_servers_differ() {
+    let _serial = util::serial();
+    let dir = TempDir::new("sweep-vs");
+    let (a, b) = (dir.join("a"), dir.join("b"));
+    let done = sweep(&a, &["-s", "2", "-d", "1s"]);
+    assert!(
+        matches!(done.status.code(), Some(0 | 1)),
+        "{}",
+        describe(&done)
+    );
+    let done = sweep(&b, &["-s", "2", "-d", "2s", "--replies-per-append", "1"]);
+    assert!(
+        matches!(done.status.code(), Some(0 | 1)),
+        "{}",
+        describe(&done)
+    );
+    let (a, b) = (a.to_str().unwrap(), b.to_str().unwrap());
+    let refused = util::run(&["report", a, "--vs", b], Duration::from_secs(30));
+    assert_eq!(refused.status.code(), Some(2), "{}", describe(&refused));
+    let forced = util::run(
+        &["report", a, "--vs", b, "--force"],
+        Duration::from_secs(30),
+    );
+    assert_eq!(forced.status.code(), Some(0), "{}", describe(&forced));
+    let md = String::from_utf8_lossy(&forced.stdout);
+    assert!(
+        md.contains("The loads differ (") && md.contains("ratios compare different loads"),
+        "{md}"
+    );
+    assert!(
+        md.contains("The servers differ: the built-in mock (--protocol native) with --replies-per-append 3 vs 1."),
+        "{md}"
+    );
+    assert!(md.contains("1 level, 1 run"), "{md}");
+}
+
 #[test]
 fn bad_levels_and_unknown_slo_figures_are_usage_errors_that_say_what_to_give_issue_15() {
     let dir = TempDir::new("sweep-bad");
@@ -241,6 +322,12 @@ fn bad_levels_and_unknown_slo_figures_are_usage_errors_that_say_what_to_give_iss
             "has no comparison",
         ),
         (&[][..], "--sessions"),
+        // Unpaced, every level was called the client's fault and the sweep stopped at the
+        // first (QA of 2026-12-07).
+        (
+            &["-s", "2,4", "--no-pace"][..],
+            "--no-pace: a sweep finds its knees from paced levels",
+        ),
     ] {
         let done = sweep(&out, args);
         assert_eq!(done.status.code(), Some(2), "{args:?}: {}", describe(&done));
@@ -736,6 +823,14 @@ fn a_second_sweep_into_a_folder_a_sweep_is_writing_to_is_refused() {
     assert_eq!(second.status.code(), Some(2), "{}", describe(&second));
     let err = String::from_utf8_lossy(&second.stderr);
     assert!(err.contains("another sweep (pid"), "{err}");
+    // `report` on it names it a sweep (it said a run, with a summary.json it has not).
+    let report = util::run(&["report", out.to_str().unwrap()], Duration::from_secs(10));
+    assert_eq!(report.status.code(), Some(2), "{}", describe(&report));
+    let err = String::from_utf8_lossy(&report.stderr);
+    assert!(
+        err.contains("is still being written by a sweep (pid "),
+        "{err}"
+    );
     let code = util::wait_with_limit(&mut first, Duration::from_secs(120));
     assert!(
         matches!(code, Some(0 | 1)),
