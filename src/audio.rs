@@ -339,7 +339,11 @@ pub fn probe_for(
 /// where hound would misread it (see [`open_wav`]).
 enum WavBytes {
     File(std::io::BufReader<std::fs::File>),
-    Mended(std::io::Cursor<Vec<u8>>),
+    /// A header written anew, then the file's data chunk read where it is (never the whole
+    /// file in memory: a long recording's is gigabytes).
+    Mended(
+        std::io::Chain<std::io::Cursor<Vec<u8>>, std::io::Take<std::io::BufReader<std::fs::File>>>,
+    ),
 }
 
 impl std::io::Read for WavBytes {
@@ -355,12 +359,16 @@ impl std::io::Read for WavBytes {
 /// it skips a chunk by its length and not the pad byte RIFF puts after an odd-length chunk (a
 /// `LIST` of odd length before `data` then reads as a truncated file), and it takes a data
 /// length of 0xFFFFFFFF, which streaming writers leave when they cannot seek back ("until the
-/// end of the file"), at its word. Such a file is read whole and handed to hound as `fmt ` and
-/// `data` alone, the data as long as the file holds.
+/// end of the file"), at its word (or 0, as some do). Such a file is handed to hound as a header
+/// of `fmt ` and `data` alone, then its data chunk, as long as the file holds.
 fn open_wav(path: &Path) -> hound::Result<hound::WavReader<WavBytes>> {
+    use std::io::Read as _;
     let mut file = std::fs::File::open(path)?;
     match mended_wav(&mut file)? {
-        Some(bytes) => hound::WavReader::new(WavBytes::Mended(std::io::Cursor::new(bytes))),
+        Some((header, data_len)) => {
+            let data = std::io::BufReader::new(file).take(data_len);
+            hound::WavReader::new(WavBytes::Mended(std::io::Cursor::new(header).chain(data)))
+        }
         None => {
             use std::io::Seek as _;
             file.rewind()?;
@@ -372,10 +380,11 @@ fn open_wav(path: &Path) -> hound::Result<hound::WavReader<WavBytes>> {
 /// The longest `fmt ` chunk read (a `WAVE_FORMAT_EXTENSIBLE` one is 40 bytes).
 const MAX_FMT_BYTES: u32 = 4096;
 
-/// `file` laid out as hound can read it when hound would misread it as it is (see
-/// [`open_wav`]); `None` when hound reads it right, or when it is no RIFF WAVE that this walk
-/// understands (hound then names what is wrong with it).
-fn mended_wav(file: &mut std::fs::File) -> std::io::Result<Option<Vec<u8>>> {
+/// The header to give hound before `file`'s data chunk, and that chunk's length, when hound
+/// would misread the file as it is (see [`open_wav`]), `file` left at the data; `None` when
+/// hound reads it right, or when it is no RIFF WAVE that this walk understands (hound then
+/// names what is wrong with it).
+fn mended_wav(file: &mut std::fs::File) -> std::io::Result<Option<(Vec<u8>, u64)>> {
     use std::io::Seek as _;
     let mut riff = [0u8; 12];
     if file.read_exact(&mut riff).is_err() || &riff[..4] != b"RIFF" || &riff[8..] != b"WAVE" {
@@ -391,18 +400,19 @@ fn mended_wav(file: &mut std::fs::File) -> std::io::Result<Option<Vec<u8>>> {
         let len = u32::from_le_bytes([header[4], header[5], header[6], header[7]]);
         match &header[..4] {
             b"data" => {
-                let until_end = len == u32::MAX;
+                let at = file.stream_position()?;
+                let rest = file.metadata()?.len().saturating_sub(at);
+                let until_end =
+                    len == u32::MAX || (len == 0 && rest > 0 && !chunk_follows(file, rest)?);
                 let Some(fmt) = fmt.filter(|_| padded || until_end) else {
                     return Ok(None);
                 };
-                let mut data = Vec::new();
-                file.read_to_end(&mut data)?;
                 let data_len = if until_end {
-                    u32::try_from(data.len() & !1).unwrap_or(u32::MAX - 1)
+                    u32::try_from(rest & !1).unwrap_or(u32::MAX - 1)
                 } else {
                     len
                 };
-                let mut out = Vec::with_capacity(44 + fmt.len() + data.len());
+                let mut out = Vec::with_capacity(44 + fmt.len());
                 out.extend_from_slice(b"RIFF");
                 let riff_len = 4 + 8 + fmt.len() as u64 + 8 + u64::from(data_len);
                 out.extend_from_slice(&u32::try_from(riff_len).unwrap_or(u32::MAX).to_le_bytes());
@@ -412,8 +422,7 @@ fn mended_wav(file: &mut std::fs::File) -> std::io::Result<Option<Vec<u8>>> {
                 out.extend_from_slice(&fmt);
                 out.extend_from_slice(b"data");
                 out.extend_from_slice(&data_len.to_le_bytes());
-                out.extend_from_slice(&data);
-                return Ok(Some(out));
+                return Ok(Some((out, u64::from(data_len))));
             }
             b"fmt " if len <= MAX_FMT_BYTES => {
                 let mut body = vec![0u8; len as usize];
@@ -433,10 +442,35 @@ fn mended_wav(file: &mut std::fs::File) -> std::io::Result<Option<Vec<u8>>> {
     }
 }
 
-/// The PCM16 little-endian bytes of one play of a WAV.
-fn read_pcm<R: std::io::Read>(mut reader: hound::WavReader<R>, what: &str) -> Result<Vec<u8>> {
-    let mut one = Vec::with_capacity(reader.duration() as usize * BYTES_PER_SAMPLE);
-    for sample in reader.samples::<i16>() {
+/// Whether a chunk header (four ASCII letters, then a length that fits in the `rest` of the
+/// file) follows at `file`'s position, which is left as it was: a `data` chunk of length 0
+/// followed by one is empty; followed by anything else, it is a stream whose writer could not
+/// seek back to write its length.
+fn chunk_follows(file: &mut std::fs::File, rest: u64) -> std::io::Result<bool> {
+    use std::io::Seek as _;
+    if rest < 8 {
+        return Ok(false);
+    }
+    let mut header = [0u8; 8];
+    file.read_exact(&mut header)?;
+    file.seek(std::io::SeekFrom::Current(-8))?;
+    let len = u32::from_le_bytes([header[4], header[5], header[6], header[7]]);
+    Ok(header[..4]
+        .iter()
+        .all(|b| b.is_ascii_alphanumeric() || *b == b' ')
+        && u64::from(len) + 8 <= rest)
+}
+
+/// The PCM16 little-endian bytes of one play of a WAV, at most `max_bytes` of it (what the run
+/// streams of a longer file: a worker holds no more).
+fn read_pcm<R: std::io::Read>(
+    mut reader: hound::WavReader<R>,
+    what: &str,
+    max_bytes: usize,
+) -> Result<Vec<u8>> {
+    let whole = reader.duration() as usize * BYTES_PER_SAMPLE;
+    let mut one = Vec::with_capacity(whole.min(max_bytes));
+    for sample in reader.samples::<i16>().take(max_bytes / BYTES_PER_SAMPLE) {
         let sample = sample.with_context(|| format!("cannot read {what}"))?;
         one.extend_from_slice(&sample.to_le_bytes());
     }
@@ -484,7 +518,7 @@ impl Audio {
                 let reader = open_wav(path)
                     .with_context(|| format!("cannot open --audio {}", path.display()))?;
                 let what = format!("--audio {}", path.display());
-                let one = read_pcm(reader, &what)?;
+                let one = read_pcm(reader, &what, total_bytes)?;
                 Ok(Audio::looped(
                     &one,
                     *loops,
@@ -496,7 +530,7 @@ impl Audio {
             AudioSource::Sample { loops, .. } => {
                 let reader = hound::WavReader::new(std::io::Cursor::new(SPEECH_SAMPLE))
                     .context("the built-in speech sample is not a WAV file")?;
-                let one = read_pcm(reader, "the built-in speech sample")?;
+                let one = read_pcm(reader, "the built-in speech sample", total_bytes)?;
                 Ok(Audio::looped(
                     &one,
                     *loops,
@@ -890,6 +924,55 @@ mod tests {
         assert_eq!(probe(&path, 16_000).unwrap(), 1600);
         let want: Vec<u8> = (0..1600u16).flat_map(u16::to_le_bytes).collect();
         assert_eq!(played(&path, 1600), want);
+        let _ = std::fs::remove_file(path);
+    }
+
+    /// Some streaming writers leave a data length of 0: the data is what the file holds (it was
+    /// refused as empty). A data chunk of 0 that another chunk follows is empty.
+    #[test]
+    fn a_streamed_wav_whose_data_length_is_0_is_read_to_its_end() {
+        let path = raw_wav("streamed0", &[], 0, 1600);
+        assert_eq!(probe(&path, 16_000).unwrap(), 1600);
+        let want: Vec<u8> = (0..1600u16).flat_map(u16::to_le_bytes).collect();
+        assert_eq!(played(&path, 1600), want);
+        // `data` of 0, then a `LIST` chunk: nothing to stream.
+        let mut bytes = std::fs::read(raw_wav("empty0", &[], 0, 0)).unwrap();
+        bytes.extend_from_slice(b"LIST\x04\x00\x00\x00INFO");
+        let riff_len = (bytes.len() - 8) as u32;
+        bytes[4..8].copy_from_slice(&riff_len.to_le_bytes());
+        let empty = std::env::temp_dir().join(format!(
+            "duplexbench-audio-{}-empty0b.wav",
+            std::process::id()
+        ));
+        std::fs::write(&empty, bytes).unwrap();
+        let err = probe(&empty, 16_000).unwrap_err().to_string();
+        assert!(err.contains("holds no audio"), "{err}");
+        for p in [path, empty] {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+
+    /// A run that streams the first seconds of a long file holds those, not the file (a
+    /// worker held 4 GB to stream 3 s of an 18-hour recording).
+    #[test]
+    fn a_cut_reads_only_what_is_streamed() {
+        let path = raw_wav("long", &[], u32::MAX, 16_000);
+        let source = AudioSource::Wav {
+            path: path.clone(),
+            samples: 16_000,
+            loops: 1,
+            cut: Some(1600),
+            sha256: None,
+        };
+        let total: usize = 1600 * 2;
+        let packets = total.div_ceil(packet_bytes(16_000, 80)) as u32;
+        // What a worker reads of the file: the cut, not the play.
+        let read = read_pcm(open_wav(&path).unwrap(), "x", total).unwrap();
+        assert_eq!(read.len(), total);
+        assert!(read.capacity() <= total, "{}", read.capacity());
+        let audio = Audio::load(&source, 16_000, 80, packets, total).unwrap();
+        let want: Vec<u8> = (0..1600u16).flat_map(u16::to_le_bytes).collect();
+        assert_eq!(audio.pcm, want);
         let _ = std::fs::remove_file(path);
     }
 

@@ -60,6 +60,9 @@ fn kind(record: &Record) -> String {
         (_, e) => match e.get("event").and_then(Value::as_str) {
             Some(event) => event.to_string(),
             None if e.get("is_final") == Some(&Value::Bool(true)) => "final".to_string(),
+            // What the client keeps of a binary frame, or of a text frame that is not JSON.
+            None if e.get("_binary_bytes").is_some() => "binary frame".to_string(),
+            None if e.get("_raw").is_some() => "text frame, not JSON".to_string(),
             None if e.is_object() => "result".to_string(),
             None => "?".to_string(),
         },
@@ -145,6 +148,16 @@ impl Check<'_> {
                 if !self.stop_sent {
                     self.flag("final-once", "the final after STOP", "a final before STOP");
                 }
+            }
+            // A result that says `stopped` too is both (the client takes it so), where the
+            // server sends a bare `stopped` after the final.
+            if e.get("event").and_then(Value::as_str) == Some(names::STOPPED) {
+                self.stopped += 1;
+                self.flag(
+                    "stopped-last",
+                    "a stopped of its own after the final",
+                    "stopped in a result's frame",
+                );
             }
             return;
         }
@@ -372,5 +385,24 @@ mod tests {
         let mut r = good();
         r.push(recv(3.2, partial(2000)));
         assert_eq!(rules(&r, &[1.1]), ["stopped-last"]);
+    }
+
+    /// A final that says `stopped` too is one stopped in the wrong place, not none ("exactly
+    /// one stopped … got 0" was false).
+    #[test]
+    fn a_stopped_inside_the_final_is_named_so() {
+        let mut r = good();
+        r.pop();
+        r[7].event["event"] = json!("stopped");
+        let report = check_session("s", &r, &[1.1]);
+        let found: Vec<(&str, &str)> = report
+            .violations
+            .iter()
+            .map(|v| (v.rule, v.got.as_str()))
+            .collect();
+        assert_eq!(found, [("stopped-last", "stopped in a result's frame")]);
+        // A binary frame's line is named as one, not as a result.
+        let binary = recv(2.5, json!({"_binary_bytes": 3}));
+        assert_eq!(kind(&binary), "binary frame");
     }
 }

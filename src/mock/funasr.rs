@@ -18,6 +18,10 @@ mod session;
 
 pub use engine::Engine;
 
+/// `realtime_ws.py`'s `--ws-max-size` default (10 MiB): a larger message is refused with a
+/// close of 1009, as its `websockets` server refuses it.
+pub const MAX_MESSAGE_BYTES: usize = 10 << 20;
+
 use super::stats::Counters;
 use futures_util::{FutureExt as _, SinkExt, StreamExt};
 use session::{Frame, Session};
@@ -27,6 +31,20 @@ use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::protocol::CloseFrame;
 use tokio_tungstenite::tungstenite::{Error as WsError, Message, Utf8Bytes};
 use tokio_tungstenite::WebSocketStream;
+
+/// Reads and drops what the peer still sends, until it closes (at most 5 s, 64 MiB).
+async fn drain<S: AsyncRead + Unpin>(stream: &mut S) {
+    use tokio::io::AsyncReadExt as _;
+    let mut buf = vec![0u8; 64 << 10];
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(5);
+    let mut left: usize = 64 << 20;
+    while left > 0 {
+        match tokio::time::timeout_at(deadline, stream.read(&mut buf)).await {
+            Ok(Ok(n)) if n > 0 => left = left.saturating_sub(n),
+            _ => return,
+        }
+    }
+}
 
 /// Serves one connection until the client closes it.
 pub async fn run_session<S: AsyncRead + AsyncWrite + Unpin>(
@@ -52,8 +70,21 @@ pub async fn run_session<S: AsyncRead + AsyncWrite + Unpin>(
         };
         let Some(Ok(message)) = message else {
             // A vanished peer, or the end of the stream: the session is over.
-            if let Some(Err(WsError::Protocol(_) | WsError::Utf8(_))) = message {
-                counters.protocol_error();
+            match message {
+                Some(Err(WsError::Protocol(_) | WsError::Utf8(_))) => counters.protocol_error(),
+                // Over --ws-max-size: `websockets` closes with 1009 (message too big).
+                Some(Err(WsError::Capacity(_))) => {
+                    counters.protocol_error();
+                    let frame = CloseFrame {
+                        code: CloseCode::Size,
+                        reason: Utf8Bytes::from_static("message too big"),
+                    };
+                    let _ = ws.close(Some(frame)).await;
+                    // The rest of the message is still coming: read it away (a bounded while)
+                    // so that closing does not reset the connection under the client's send.
+                    drain(ws.get_mut()).await;
+                }
+                _ => {}
             }
             return;
         };

@@ -142,11 +142,15 @@ pub async fn serve(listener: TcpListener, shared: Rc<Shared>) {
     }
 }
 
-fn websocket_config() -> WebSocketConfig {
+fn websocket_config(protocol: Protocol) -> WebSocketConfig {
+    let max = match protocol {
+        Protocol::Funasr => super::funasr::MAX_MESSAGE_BYTES,
+        _ => MAX_MESSAGE_BYTES,
+    };
     WebSocketConfig::default()
         .read_buffer_size(READ_BUFFER_BYTES)
-        .max_message_size(Some(MAX_MESSAGE_BYTES))
-        .max_frame_size(Some(MAX_MESSAGE_BYTES))
+        .max_message_size(Some(max))
+        .max_frame_size(Some(max))
 }
 
 fn refusal(status: StatusCode, body: String) -> ErrorResponse {
@@ -320,8 +324,11 @@ async fn serve_connection<S: AsyncRead + AsyncWrite + Unpin>(stream: S, shared: 
             }
         }
     };
-    let handshake =
-        tokio_tungstenite::accept_hdr_async_with_config(stream, callback, Some(websocket_config()));
+    let handshake = tokio_tungstenite::accept_hdr_async_with_config(
+        stream,
+        callback,
+        Some(websocket_config(shared.protocol)),
+    );
     let ws = match tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake).await {
         Ok(Ok(ws)) => ws,
         // Refused, malformed or too slow: nothing was opened, and a reserved slot (if the

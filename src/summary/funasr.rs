@@ -81,6 +81,8 @@ pub struct OurFigures {
     pub stopped_after_stop_ms_p95: Option<f64>,
     /// First audio frame → last session end: the wall time without connection set-up.
     pub streaming_wall_seconds: f64,
+    /// The audio the clients sent (a session that ended early sent less than its audio; the
+    /// benchmark's figure counts all of it) over the streaming wall time.
     pub aggregate_audio_per_streaming_wall: Option<f64>,
     /// Finals that arrived before STOP was sent (the benchmark's final figures then come
     /// from the last final, maybe one after STOP).
@@ -211,12 +213,15 @@ pub fn section<'r>(
     settings: &Settings,
 ) -> Option<FunasrSection> {
     let mut raw: Vec<(u64, &TranscriptClient)> = Vec::new();
+    // The packets each session sent: a session that ended early sent less than its audio.
+    let mut packets_sent: Vec<(u64, u64)> = Vec::new();
     for r in results {
         for s in &r.sessions {
             if let Some(t) = &s.transcripts {
                 let id = u64::from(r.index) * u64::from(settings.sessions_per_process)
                     + u64::from(s.index);
                 raw.push((id, t));
+                packets_sent.push((id, s.counts.packets));
             }
         }
     }
@@ -259,7 +264,7 @@ pub fn section<'r>(
     } else {
         0.0
     };
-    let total_audio: f64 = clients.iter().map(|c| c.audio_seconds).sum();
+    let sent_audio = sent_audio_s(&clients, &packets_sent, settings.packet_ms);
     let ours = OurFigures {
         first_text_update_ms_p50: r1(median(&text)),
         first_text_update_ms_p95: r1(percentile(&text, 95.0)),
@@ -267,7 +272,7 @@ pub fn section<'r>(
         stopped_after_stop_ms_p95: r1(percentile(&stopped, 95.0)),
         streaming_wall_seconds: round_to(streaming_s, 3),
         aggregate_audio_per_streaming_wall: r3(
-            (streaming_s > 0.0).then(|| total_audio / streaming_s)
+            (streaming_s > 0.0).then(|| sent_audio / streaming_s)
         ),
         finals_before_stop: raw.iter().map(|(_, t)| t.finals_before_stop).sum(),
         failed_clients: clients
@@ -281,6 +286,23 @@ pub fn section<'r>(
         clients,
         ours,
     })
+}
+
+/// The audio the clients sent, in seconds: each one's packets (by client id) of `packet_ms`,
+/// at most its audio — not the audio each had to send (the benchmark's figure counts a session
+/// the server closed after 2 s of 6 as 6 s streamed).
+fn sent_audio_s(clients: &[BenchClient], packets_sent: &[(u64, u64)], packet_ms: u32) -> f64 {
+    let packet_s = f64::from(packet_ms) / 1000.0;
+    clients
+        .iter()
+        .map(|c| {
+            let packets = packets_sent
+                .iter()
+                .find(|(id, _)| *id == c.client_id)
+                .map_or(0, |(_, n)| *n);
+            (packets as f64 * packet_s).min(c.audio_seconds)
+        })
+        .sum()
 }
 
 /// The benchmark's printed summary, line for line (`print_summary`).
@@ -446,6 +468,22 @@ mod tests {
             (line.client_ping_interval, line.client_ping_timeout),
             (Some(5.0), None)
         );
+    }
+
+    /// Ours counts the audio sent: a client the server closed after 2 s of its 6 s sent 2 s.
+    #[test]
+    fn our_audio_per_streaming_wall_counts_the_audio_sent() {
+        let client = TranscriptClient::default();
+        let mut clients = vec![
+            bench_client(0, &client, &settings(&[])),
+            bench_client(1, &client, &settings(&[])),
+        ];
+        for c in &mut clients {
+            c.audio_seconds = 6.0;
+        }
+        // 100 ms chunks: client 0 sent 20 (2 s), client 1 all 60 and one more (its last short).
+        let sent = sent_audio_s(&clients, &[(0, 20), (1, 61)], 100);
+        assert!((sent - 8.0).abs() < 1e-9, "{sent}");
     }
 
     #[test]

@@ -626,6 +626,36 @@ async fn minicpmo_grants_audio_and_text_with_1000ms_units() {
     );
 }
 
+/// `realtime_ws.py` takes messages up to its `--ws-max-size` (10 MiB) and closes with 1009 on a
+/// larger one; the mock refused 4 MiB and dropped the connection without a close frame.
+#[tokio::test]
+async fn the_funasr_mock_takes_10_mib_messages_and_closes_with_1009_past_them() {
+    let mock = Mock::start(&["--protocol", "funasr"]);
+    let (mut client, _) = ws::connect(&format!("ws://{}/", mock.addr), &[]).await;
+    ws::send(&mut client, Message::Text("START".into())).await;
+    assert_eq!(
+        ws::next_json(&mut client).await,
+        serde_json::json!({"event":"started"})
+    );
+    ws::send(&mut client, Message::Binary(vec![0; 5 << 20].into())).await;
+    ws::send(&mut client, Message::Binary(vec![0; 11 << 20].into())).await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let next = tokio::time::timeout_at(deadline, client.next())
+            .await
+            .expect("an answer in time");
+        match next {
+            // The 5 MiB of silence may be answered first.
+            Some(Ok(Message::Text(_))) => continue,
+            Some(Ok(Message::Close(Some(frame)))) => {
+                assert_eq!(u16::from(frame.code), 1009);
+                break;
+            }
+            other => panic!("expected a 1009 close, got {other:?}"),
+        }
+    }
+}
+
 /// Fun-ASR's handler ends on the error `np.frombuffer(…, dtype=np.int16)` raises for an odd
 /// number of PCM bytes, and the connection closes normally; the mock does the same, on a real
 /// socket.
