@@ -231,7 +231,7 @@ pub struct RunArgs {
     /// The name of the whole run, the same for every shard; `merge` refuses shards of different runs [default: slurm-$SLURM_JOB_ID].
     #[arg(long, value_name = "ID", help_heading = "Shards")]
     pub run_id: Option<String>,
-    /// Hold every session at the start gate until this wall-clock time: RFC 3339 UTC (2026-12-01T12:00:00Z) or +30s from now [default: as soon as all are set up].
+    /// Hold every session at the start gate until this wall-clock time: RFC 3339 (2026-12-01T12:00:00Z, or with an offset: +01:00) or +30s from now [default: as soon as all are set up].
     #[arg(long, value_name = "TIME", help_heading = "Shards")]
     pub start_at: Option<String>,
 

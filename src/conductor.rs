@@ -151,7 +151,8 @@ pub fn run_with(plan: RunPlan, hooks: &Hooks) -> Result<Outcome> {
         Some(_) => results.iter().filter_map(|(_, r)| r.clone()).collect(),
         None => Vec::new(),
     };
-    let mock = mock.map(|m| stop_mock(m, &mut notes));
+    let cancelled = ending.cancelled.is_some();
+    let mock = mock.map(|m| stop_mock(m, cancelled, &mut notes));
     let left = Left {
         workers: results,
         mock,
@@ -458,9 +459,23 @@ fn collect_results(
     results
 }
 
-/// Stops the built-in mock and takes its statistics (a failure is a note, not an error).
-fn stop_mock(mock: MockChild, notes: &mut Vec<String>) -> (u32, Option<MockStats>) {
+/// Stops the built-in mock and takes its statistics (a failure is a note, not an error). A
+/// mock that ended before it was told to, in a run that was not `cancelled` (a Ctrl-C reaches
+/// the mock too), is a note: sessions it dropped are the tool's own server's, not a server's.
+fn stop_mock(
+    mut mock: MockChild,
+    cancelled: bool,
+    notes: &mut Vec<String>,
+) -> (u32, Option<MockStats>) {
     let pid = mock.guard.pid();
+    // (One that left no statistics is said by `stop`.)
+    let early = mock.guard.exit_status().filter(|_| !cancelled);
+    if let Some(status) = early.filter(|_| mock.stats_path.exists()) {
+        notes.push(format!(
+            "the built-in mock {} before the run ended (see mock.log): the sessions still streaming to it failed because the tool's own server went away, not because of a server under test",
+            children::describe_exit(status)
+        ));
+    }
     match mock.stop() {
         Ok((stats, note)) => {
             notes.extend(note);

@@ -55,7 +55,7 @@ pub fn merge(shards: &[Loaded], output: &std::path::Path, command_line: &str) ->
     let missing: Vec<u32> = (0..shard.count).filter(|i| !present.contains(i)).collect();
     let plan = merged_plan(s0, shard.count, output, command_line);
     let mut notes = shard_notes(shards, shard, &missing, layout, s0.late_threshold_ms);
-    let together = Together::of(shards, &mut notes);
+    let together = Together::of(shards, one_start_at(shards).is_none(), &mut notes);
     let host = first.summary.host.clone();
     let record = merged_record(&plan, shards, host, notes, missing.len() as u64, layout);
     let mut summary = Summary::build(record);
@@ -107,7 +107,7 @@ fn shard_notes(
     let mut notes = Vec::new();
     for &index in missing {
         notes.push(format!(
-            "missing shard: shard {index} of {} was not given to merge (no folder of run {} with --shard-index {index}); its {} sessions are counted incomplete",
+            "missing shard: shard {index} of {} was not given to merge (no folder of run {} with --shard-index {index}); its {} sessions are counted incomplete, and its packets are unknown, so the run is not pacing-qualified",
             shard.count, shard.run_id, layout.sessions
         ));
     }
@@ -185,8 +185,10 @@ struct Together {
 }
 
 impl Together {
-    /// The overlap, with a reason in `notes` when the shards did not stream together.
-    fn of(shards: &[Loaded], notes: &mut Vec<String>) -> Together {
+    /// The overlap, with a reason in `notes` when the shards did not stream together;
+    /// `same_start` when every shard was given the same `--start-at` (the advice is then not to
+    /// give one).
+    fn of(shards: &[Loaded], same_start: bool, notes: &mut Vec<String>) -> Together {
         // An unfinished shard recorded no window (it has its own note).
         let finished = shards.iter().filter(|l| !l.summary.unfinished()).count();
         let windows: Vec<StreamingWindow> = shards
@@ -206,13 +208,21 @@ impl Together {
             Some(_) => 1.0,
             None => 0.0,
         };
+        let all_given = shards
+            .iter()
+            .all(|l| l.summary.settings.start_at_unix_s.is_some());
+        let advice = if same_start && all_given {
+            "they were given one --start-at, so a shard opened its gate late or stopped early (see its row and its reasons)"
+        } else {
+            "start them with one --start-at"
+        };
         if overlap.is_none() && finished > 1 {
             notes.push(format!(
-                "non-overlapping windows: the {finished} shards never all streamed at the same time (by their wall clocks), so this is not one load; start them with one --start-at"
+                "non-overlapping windows: the {finished} shards never all streamed at the same time (by their wall clocks), so this is not one load; {advice}"
             ));
-        } else if overlap.is_some() && overlap_fraction < MIN_OVERLAP_FRACTION {
+        } else if overlap.is_some() && overlap_fraction < MIN_OVERLAP_FRACTION && finished > 1 {
             notes.push(format!(
-                "non-overlapping windows: the shards streamed together for only {:.0} % of the shortest one's window; start them with one --start-at",
+                "non-overlapping windows: the shards streamed together for only {:.0} % of the shortest one's window; {advice}",
                 overlap_fraction * 100.0
             ));
         }

@@ -105,12 +105,16 @@ pub fn start_at(text: &str, now_unix_s: f64) -> Result<f64> {
         })?;
         now_unix_s + d.as_secs_f64()
     } else {
-        let t = humantime::parse_rfc3339(text).map_err(|e| {
-            anyhow::anyhow!("--start-at `{text}` is not a time ({e}); give an RFC 3339 UTC time such as 2026-12-01T12:00:00Z, or +30s from now")
+        // RFC 3339 allows an offset (`+01:00`, what `date -Iseconds` writes); humantime reads
+        // UTC (`Z`) alone: the local time is read as UTC, then moved by the offset.
+        let (utc_text, offset_s) = split_offset(text);
+        let t = humantime::parse_rfc3339(&utc_text).map_err(|e| {
+            anyhow::anyhow!("--start-at `{text}` is not a time ({e}); give an RFC 3339 time such as 2026-12-01T12:00:00Z (or with an offset, +01:00), or +30s from now")
         })?;
         t.duration_since(std::time::UNIX_EPOCH)
             .map_err(|_| anyhow::anyhow!("--start-at `{text}` is before 1970"))?
             .as_secs_f64()
+            - offset_s
     };
     if at < now_unix_s {
         bail!(
@@ -122,6 +126,27 @@ pub fn start_at(text: &str, now_unix_s: f64) -> Result<f64> {
         bail!("--start-at `{text}` is more than 7 days away; give a time within a week");
     }
     Ok(at)
+}
+
+/// An RFC 3339 time with a numeric offset (`…T12:00:00+01:00`) as the same wall time in UTC
+/// (`…T12:00:00Z`) and the offset in seconds (+3600); any other text as it is, with 0.
+fn split_offset(text: &str) -> (String, f64) {
+    let b = text.as_bytes();
+    let n = b.len();
+    if n > 6 && text.contains('T') && (b[n - 6] == b'+' || b[n - 6] == b'-') && b[n - 3] == b':' {
+        let digits = |s: &str| s.len() == 2 && s.bytes().all(|c| c.is_ascii_digit());
+        let (hh, mm) = (&text[n - 5..n - 3], &text[n - 2..]);
+        if digits(hh) && digits(mm) {
+            let sign = if b[n - 6] == b'+' { 1.0 } else { -1.0 };
+            let hours: f64 = hh.parse().unwrap_or(0.0);
+            let minutes: f64 = mm.parse().unwrap_or(0.0);
+            return (
+                format!("{}Z", &text[..n - 6]),
+                sign * (hours * 3600.0 + minutes * 60.0),
+            );
+        }
+    }
+    (text.to_string(), 0.0)
 }
 
 /// An RFC 3339 UTC time with milliseconds, for Unix seconds `unix_s`.
@@ -229,5 +254,19 @@ mod tests {
         );
         assert!(format!("{:#}", start_at("soon", 0.0).unwrap_err()).contains("RFC 3339"));
         assert_eq!(rfc3339(1_893_456_000.5), "2030-01-01T00:00:00.500Z");
+        // With an offset, as `date -Iseconds` writes it (it was refused as not a time).
+        let now = 1_893_456_000.0 - 7200.0;
+        assert_eq!(
+            start_at("2030-01-01T01:00:00+01:00", now).unwrap(),
+            1_893_456_000.0
+        );
+        assert_eq!(
+            start_at("2029-12-31T23:30:00.25-00:30", now).unwrap(),
+            1_893_456_000.25
+        );
+        assert_eq!(
+            start_at("2030-01-01T00:00:00+00:00", now).unwrap(),
+            1_893_456_000.0
+        );
     }
 }

@@ -191,6 +191,12 @@ fn three_shards_open_their_gates_together_and_merge_exactly_issue_16() {
     assert_eq!(s["verdict"]["complete"], false);
     let reasons = s["verdict"]["reasons"].to_string();
     assert!(reasons.contains("missing shard: shard 1 of 3"), "{reasons}");
+    // The verdict's pacing is unqualified, and the reason says why (it said nothing of pacing).
+    assert_eq!(s["verdict"]["pacing_qualified"], false);
+    assert!(
+        reasons.contains("its packets are unknown, so the run is not pacing-qualified"),
+        "{reasons}"
+    );
     assert_eq!(s["merge"]["missing_shards"], serde_json::json!([1]));
 
     // A shard of another layout is refused, and the refusal says what differs.
