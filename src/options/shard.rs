@@ -95,7 +95,7 @@ pub fn shard_of(args: &RunArgs, env: &dyn Fn(&str) -> Option<String>) -> Result<
     }))
 }
 
-/// `--start-at`: an RFC 3339 UTC time (`2026-12-01T12:00:00Z`, fractions allowed) or `+30s`
+/// `--start-at`: an RFC 3339 time (`2026-12-01T12:00:00Z`, fractions allowed, or with an offset) or `+30s`
 /// from `now_unix_s`; the Unix time it names. A time in the past is refused.
 pub fn start_at(text: &str, now_unix_s: f64) -> Result<f64> {
     let text = text.trim();
