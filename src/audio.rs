@@ -355,12 +355,14 @@ impl std::io::Read for WavBytes {
     }
 }
 
-/// Opens a WAV file for hound, which reads most files as they are but two valid ones wrong:
-/// it skips a chunk by its length and not the pad byte RIFF puts after an odd-length chunk (a
-/// `LIST` of odd length before `data` then reads as a truncated file), and it takes a data
-/// length of 0xFFFFFFFF, which streaming writers leave when they cannot seek back ("until the
-/// end of the file"), at its word (or 0, as some do). Such a file is handed to hound as a header
-/// of `fmt ` and `data` alone, then its data chunk, as long as the file holds.
+/// Opens a WAV file for hound, which reads most files as they are but some that Python's `wave`
+/// reads it misreads or refuses: it skips a chunk by its length and not the pad byte RIFF puts
+/// after an odd-length chunk (a `LIST` of odd length before `data` then reads as a truncated
+/// file); it takes a data length of 0xFFFFFFFF, which streaming writers leave when they cannot
+/// seek back ("until the end of the file"), at its word (or 0, as some do); and it refuses a PCM
+/// `fmt ` with extra bytes or a byte rate that does not add up ([`mended_fmt`]). Such a file is
+/// handed to hound as a header of `fmt ` and `data` alone, then its data chunk, as long as the
+/// file holds.
 fn open_wav(path: &Path) -> hound::Result<hound::WavReader<WavBytes>> {
     use std::io::Read as _;
     let mut file = std::fs::File::open(path)?;
@@ -391,7 +393,8 @@ fn mended_wav(file: &mut std::fs::File) -> std::io::Result<Option<(Vec<u8>, u64)
         return Ok(None);
     }
     let mut fmt: Option<Vec<u8>> = None;
-    let mut padded = false;
+    // Something hound would misread was met: a pad byte, or a `fmt ` it refuses.
+    let mut mend = false;
     loop {
         let mut header = [0u8; 8];
         if file.read_exact(&mut header).is_err() {
@@ -404,7 +407,7 @@ fn mended_wav(file: &mut std::fs::File) -> std::io::Result<Option<(Vec<u8>, u64)
                 let rest = file.metadata()?.len().saturating_sub(at);
                 let until_end =
                     len == u32::MAX || (len == 0 && rest > 0 && !chunk_follows(file, rest)?);
-                let Some(fmt) = fmt.filter(|_| padded || until_end) else {
+                let Some(fmt) = fmt.filter(|_| mend || until_end) else {
                     return Ok(None);
                 };
                 let data_len = if until_end {
@@ -429,6 +432,10 @@ fn mended_wav(file: &mut std::fs::File) -> std::io::Result<Option<(Vec<u8>, u64)
                 if file.read_exact(&mut body).is_err() {
                     return Ok(None);
                 }
+                if let Some(mended) = mended_fmt(&body) {
+                    body = mended;
+                    mend = true;
+                }
                 fmt = Some(body);
             }
             _ => {
@@ -436,10 +443,35 @@ fn mended_wav(file: &mut std::fs::File) -> std::io::Result<Option<(Vec<u8>, u64)
             }
         }
         if len % 2 == 1 {
-            padded = true;
+            mend = true;
             file.seek(std::io::SeekFrom::Current(1))?;
         }
     }
+}
+
+/// A PCM `fmt ` chunk as hound reads it, when it would refuse one that Python's `wave` (and so
+/// Fun-ASR's benchmark client) reads: a plain PCM chunk of another length than 16 or 18 (a
+/// `cbSize` with extra bytes after it), or a byte rate or block align that does not follow
+/// from the channels, rate and bits. `None` when it reads as it is, or is not plain PCM.
+fn mended_fmt(body: &[u8]) -> Option<Vec<u8>> {
+    if body.len() < 16 {
+        return None;
+    }
+    let u16_at = |i: usize| u16::from_le_bytes([body[i], body[i + 1]]);
+    let u32_at = |i: usize| u32::from_le_bytes([body[i], body[i + 1], body[i + 2], body[i + 3]]);
+    let (tag, channels, rate, bits) = (u16_at(0), u16_at(2), u32_at(4), u16_at(14));
+    if tag != 1 || channels == 0 || bits == 0 || bits % 8 != 0 {
+        return None;
+    }
+    let align = u32::from(channels) * u32::from(bits / 8);
+    let consistent = u32_at(8) == rate.saturating_mul(align) && u32::from(u16_at(12)) == align;
+    if consistent && (body.len() == 16 || body.len() == 18) {
+        return None;
+    }
+    let mut fmt = body[..16].to_vec();
+    fmt[8..12].copy_from_slice(&rate.saturating_mul(align).to_le_bytes());
+    fmt[12..14].copy_from_slice(&u16::try_from(align).unwrap_or(u16::MAX).to_le_bytes());
+    Some(fmt)
 }
 
 /// Whether a chunk header (four ASCII letters, then a length that fits in the `rest` of the
@@ -950,6 +982,55 @@ mod tests {
         for p in [path, empty] {
             let _ = std::fs::remove_file(p);
         }
+    }
+
+    /// A 16 kHz mono PCM16 file whose `fmt ` chunk is `fmt_body`, with `samples` samples.
+    fn wav_with_fmt(name: &str, fmt_body: &[u8], samples: u16) -> PathBuf {
+        let mut chunks = b"fmt ".to_vec();
+        chunks.extend_from_slice(&(fmt_body.len() as u32).to_le_bytes());
+        chunks.extend_from_slice(fmt_body);
+        chunks.extend_from_slice(b"data");
+        chunks.extend_from_slice(&(u32::from(samples) * 2).to_le_bytes());
+        for i in 0..samples {
+            chunks.extend_from_slice(&i.to_le_bytes());
+        }
+        let mut file = b"RIFF".to_vec();
+        file.extend_from_slice(&(4 + chunks.len() as u32).to_le_bytes());
+        file.extend_from_slice(b"WAVE");
+        file.extend_from_slice(&chunks);
+        let path = std::env::temp_dir().join(format!(
+            "duplexbench-audio-{}-{name}.wav",
+            std::process::id()
+        ));
+        std::fs::write(&path, file).unwrap();
+        path
+    }
+
+    /// PCM `fmt ` chunks that Python's `wave` reads (so Fun-ASR's benchmark streams them) and
+    /// hound refused: a `cbSize` with extra bytes (20 bytes), a byte rate that does not add up.
+    #[test]
+    fn a_pcm_fmt_with_extra_bytes_or_a_wrong_byte_rate_is_read_as_python_reads_it() {
+        let mut fmt = Vec::new();
+        for field in [1u16, 1] {
+            fmt.extend_from_slice(&field.to_le_bytes());
+        }
+        fmt.extend_from_slice(&16_000u32.to_le_bytes());
+        fmt.extend_from_slice(&32_000u32.to_le_bytes());
+        fmt.extend_from_slice(&2u16.to_le_bytes());
+        fmt.extend_from_slice(&16u16.to_le_bytes());
+        let mut extra = fmt.clone();
+        extra.extend_from_slice(&[2, 0, 0xAB, 0xCD]);
+        let mut rate = fmt.clone();
+        rate[8..12].copy_from_slice(&12_345u32.to_le_bytes());
+        let want: Vec<u8> = (0..1600u16).flat_map(u16::to_le_bytes).collect();
+        for (name, body) in [("fmt20", extra), ("byterate", rate)] {
+            let path = wav_with_fmt(name, &body, 1600);
+            assert_eq!(probe(&path, 16_000).unwrap(), 1600, "{name}");
+            assert_eq!(played(&path, 1600), want, "{name}");
+            let _ = std::fs::remove_file(path);
+        }
+        // A well-formed chunk is left as it is.
+        assert_eq!(mended_fmt(&fmt), None);
     }
 
     /// A run that streams the first seconds of a long file holds those, not the file (a

@@ -659,18 +659,28 @@ fn compare_sweeps(
     (a_dir, a): (&Path, &SweepRecord),
     (b_dir, b): (&Path, &SweepRecord),
 ) -> Result<String> {
-    let runs = |dir: &Path, record: &SweepRecord| -> Result<BTreeMap<u64, Vec<Summary>>> {
+    // A repeat whose summary cannot be read (its folder damaged or not copied) is left out and
+    // named: the rest of the sweep still compares.
+    let mut left_out: Vec<String> = Vec::new();
+    let mut runs = |dir: &Path, record: &SweepRecord| -> BTreeMap<u64, Vec<Summary>> {
         let mut levels = BTreeMap::new();
         for level in &record.levels {
             let mut summaries = Vec::with_capacity(level.runs.len());
             for run in &level.runs {
-                summaries.push(crate::report::command::load(&dir.join(&run.folder))?.1);
+                match crate::report::command::load(&dir.join(&run.folder)) {
+                    Ok((_, summary)) => summaries.push(summary),
+                    Err(err) => {
+                        left_out.push(format!("{}: {err:#}", dir.join(&run.folder).display()))
+                    }
+                }
             }
-            levels.insert(level.sessions_total, summaries);
+            if !summaries.is_empty() {
+                levels.insert(level.sessions_total, summaries);
+            }
         }
-        Ok(levels)
+        levels
     };
-    let (a_runs, b_runs) = (runs(a_dir, a)?, runs(b_dir, b)?);
+    let (a_runs, b_runs) = (runs(a_dir, a), runs(b_dir, b));
     if !a_runs.keys().any(|k| b_runs.contains_key(k)) {
         bail!(
             "the two sweeps have no level in common (A: {:?} sessions, B: {:?}); compare sweeps of the same levels",
@@ -709,14 +719,23 @@ fn compare_sweeps(
         );
     }
     let label = |p: &Path| p.display().to_string();
-    Ok(compare::sweeps_markdown(
+    let mut out = compare::sweeps_markdown(
         (&label(&args.run), &a_runs, a.stopped_early.as_deref()),
         (
             &label(args.vs.as_deref().unwrap_or(b_dir)),
             &b_runs,
             b.stopped_early.as_deref(),
         ),
-    ))
+    );
+    if !left_out.is_empty() {
+        out.push_str(
+            "\n**Left out** (a repeat whose summary cannot be read; the rest compares):\n\n",
+        );
+        for why in &left_out {
+            out.push_str(&format!("- {why}\n"));
+        }
+    }
+    Ok(out)
 }
 
 #[cfg(test)]

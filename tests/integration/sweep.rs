@@ -301,6 +301,30 @@ fn sweeps_compared_name_how_their_loads_and_servers_differ() {
         "{md}"
     );
     assert!(md.contains("1 level, 1 run"), "{md}");
+
+    // A repeat whose summary cannot be read is left out and named; the rest still compares
+    // (the whole comparison failed on it).
+    let copy = dir.join("b-copy");
+    let done = sweep(
+        &copy,
+        &["-s", "2,4", "-d", "2s", "--replies-per-append", "1"],
+    );
+    assert!(
+        matches!(done.status.code(), Some(0 | 1)),
+        "{}",
+        describe(&done)
+    );
+    std::fs::write(copy.join("level-0004").join("summary.json"), "{\"cut").unwrap();
+    let vs = util::run(
+        &["report", b, "--vs", copy.to_str().unwrap()],
+        Duration::from_secs(30),
+    );
+    assert_eq!(vs.status.code(), Some(0), "{}", describe(&vs));
+    let md = String::from_utf8_lossy(&vs.stdout);
+    assert!(
+        md.contains("**Left out**") && md.contains("level-0004: ") && md.contains("## 2 sessions"),
+        "{md}"
+    );
 }
 
 #[test]
