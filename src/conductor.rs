@@ -112,6 +112,16 @@ pub fn run_with(plan: RunPlan, hooks: &Hooks) -> Result<Outcome> {
             .unwrap_or_else(|_| output_dir.clone())
             .display()
     ));
+    // A shard of several without --start-at starts when its own sessions are set up: the
+    // merge would say so only at the end.
+    if let Some(shard) = plan.settings.shard.as_ref().filter(|s| s.count > 1) {
+        if plan.settings.start_at_unix_s.is_none() {
+            follow::note(&format!(
+                "shard {} of {} has no --start-at: it streams as soon as its own sessions are set up, not with the other shards; give every shard one --start-at (docs/multihost.md)",
+                shard.index, shard.count
+            ));
+        }
+    }
     let start = RunStart::now(&output_dir);
 
     let mock = start_mock(&mut plan)?;

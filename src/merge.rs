@@ -59,7 +59,9 @@ pub fn merge(shards: &[Loaded], output: &std::path::Path, command_line: &str) ->
     let host = first.summary.host.clone();
     let record = merged_record(&plan, shards, host, notes, missing.len() as u64, layout);
     let mut summary = Summary::build(record);
-    if together.overlap.is_none() && shards.len() > 1 {
+    // Shards that did not stream together for most of the run are not one load: the run is
+    // not complete (a script reading the exit code took a half-overlapping run for a clean one).
+    if together.windows.len() > 1 && together.fraction < MIN_OVERLAP_FRACTION {
         summary.verdict.complete = false;
     }
     summary.merge = Some(merge_section(shards, shard, missing, &together, layout));

@@ -410,6 +410,90 @@ fn a_shard_killed_while_streaming_is_named_unfinished_not_late_or_apart() {
     drop(mock);
 }
 
+/// Shards given different `--start-at` instants that streamed together for half their windows
+/// are not one load: the merge is not complete and exits 1 (it exited 0, QA of 2026-12-07).
+#[test]
+fn shards_that_streamed_together_for_half_their_windows_are_not_complete() {
+    let _serial = util::serial();
+    let mock = Mock::start(&[]);
+    let tmp = TempDir::new("shard-half");
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    let dirs: Vec<PathBuf> = (0..2).map(|i| tmp.join(&format!("shard-{i}"))).collect();
+    let mut children: Vec<_> = (0..2)
+        .map(|i| {
+            let run = Shards {
+                url: mock.url(),
+                count: 2,
+                run_id: "half",
+                // 2 s windows, 1 s apart.
+                start_at: duplexbench_tui::options::shard::rfc3339(now + 2.0 + i as f64),
+                load: ["-s", "2", "-d", "2s"],
+            };
+            run.spawn(i, &dirs[i], Stdio::null())
+        })
+        .collect();
+    for child in &mut children {
+        let code = util::wait_with_limit(child, Duration::from_secs(60));
+        assert!(matches!(code, Some(0 | 1)), "a shard ended with {code:?}");
+    }
+    let refs: Vec<&Path> = dirs.iter().map(PathBuf::as_path).collect();
+    let merged_dir = tmp.join("merged");
+    let out = merge(&refs, &merged_dir);
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    let s = util::summary(&merged_dir);
+    assert_eq!(s["verdict"]["complete"], false, "{}", s["verdict"]);
+    let reasons = s["verdict"]["reasons"].to_string();
+    assert!(
+        reasons.contains("streamed together for only")
+            && reasons.contains("start them with one --start-at"),
+        "{reasons}"
+    );
+    drop(mock);
+}
+
+/// A shard of several without `--start-at` says at once that it will not start with the others
+/// (only the merge said so, at the end).
+#[test]
+fn a_shard_without_start_at_says_so_when_it_starts() {
+    let tmp = TempDir::new("shard-no-start");
+    let out = util::run(
+        &[
+            "run",
+            "--no-tui",
+            "--trace",
+            "off",
+            "-s",
+            "1",
+            "-d",
+            "1s",
+            "--shard-index",
+            "0",
+            "--shard-count",
+            "2",
+            "--run-id",
+            "nostart",
+            "--output",
+            tmp.join("shard-0").to_str().unwrap(),
+        ],
+        Duration::from_secs(60),
+    );
+    assert!(
+        matches!(out.status.code(), Some(0 | 1)),
+        "{}",
+        describe(&out)
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(
+            "shard 0 of 2 has no --start-at: it streams as soon as its own sessions are set up"
+        ),
+        "{stderr}"
+    );
+}
+
 #[test]
 fn a_run_that_is_not_a_shard_is_refused_by_merge_issue_16() {
     let tmp = TempDir::new("not-a-shard");
