@@ -474,23 +474,42 @@ fn mended_fmt(body: &[u8]) -> Option<Vec<u8>> {
     Some(fmt)
 }
 
-/// Whether a chunk header (four ASCII letters, then a length that fits in the `rest` of the
-/// file) follows at `file`'s position, which is left as it was: a `data` chunk of length 0
-/// followed by one is empty; followed by anything else, it is a stream whose writer could not
-/// seek back to write its length.
+/// Whether the `rest` of the file after `file`'s position is chunks (each a header of four
+/// ASCII letters and a length, and its body with the pad byte), ending exactly at the end of
+/// the file; `file` is left where it was. A `data` chunk of length 0 followed by chunks is
+/// empty; followed by anything else, it is a stream whose writer could not seek back to write
+/// its length (audio that happens to start with letters does not end on a chunk boundary).
 fn chunk_follows(file: &mut std::fs::File, rest: u64) -> std::io::Result<bool> {
     use std::io::Seek as _;
-    if rest < 8 {
-        return Ok(false);
+    let at = file.stream_position()?;
+    let mut offset = 0u64;
+    let mut follows = false;
+    // A few chunks at most follow the data (LIST, id3, cue, …).
+    for _ in 0..16 {
+        if offset == rest {
+            follows = offset > 0;
+            break;
+        }
+        let mut header = [0u8; 8];
+        if rest - offset < 8 || file.read_exact(&mut header).is_err() {
+            break;
+        }
+        let letters = header[..4]
+            .iter()
+            .all(|b| b.is_ascii_alphanumeric() || *b == b' ');
+        let len = u64::from(u32::from_le_bytes([
+            header[4], header[5], header[6], header[7],
+        ]));
+        let next = offset + 8 + len + len % 2;
+        // The last chunk's pad byte may be missing.
+        if !letters || next > rest + len % 2 {
+            break;
+        }
+        offset = next.min(rest);
+        file.seek(std::io::SeekFrom::Start(at + offset))?;
     }
-    let mut header = [0u8; 8];
-    file.read_exact(&mut header)?;
-    file.seek(std::io::SeekFrom::Current(-8))?;
-    let len = u32::from_le_bytes([header[4], header[5], header[6], header[7]]);
-    Ok(header[..4]
-        .iter()
-        .all(|b| b.is_ascii_alphanumeric() || *b == b' ')
-        && u64::from(len) + 8 <= rest)
+    file.seek(std::io::SeekFrom::Start(at))?;
+    Ok(follows)
 }
 
 /// The PCM16 little-endian bytes of one play of a WAV, at most `max_bytes` of it (what the run
@@ -979,7 +998,21 @@ mod tests {
         std::fs::write(&empty, bytes).unwrap();
         let err = probe(&empty, 16_000).unwrap_err().to_string();
         assert!(err.contains("holds no audio"), "{err}");
-        for p in [path, empty] {
+        // Audio that starts with what looks like a chunk header (two loud samples, `AAAA`,
+        // then a length that fits) is still audio: it does not end on a chunk boundary.
+        let mut bytes = std::fs::read(raw_wav("look0", &[], 0, 0)).unwrap();
+        bytes.extend_from_slice(b"AAAA");
+        bytes.extend_from_slice(&100u32.to_le_bytes());
+        bytes.extend_from_slice(&[0u8; 3192]);
+        let riff_len = (bytes.len() - 8) as u32;
+        bytes[4..8].copy_from_slice(&riff_len.to_le_bytes());
+        let look = std::env::temp_dir().join(format!(
+            "duplexbench-audio-{}-look0b.wav",
+            std::process::id()
+        ));
+        std::fs::write(&look, bytes).unwrap();
+        assert_eq!(probe(&look, 16_000).unwrap(), 1600);
+        for p in [path, empty, look] {
             let _ = std::fs::remove_file(p);
         }
     }

@@ -123,7 +123,7 @@ fn shard_notes(
             let pooled = match present {
                 0 => "none of its workers left a result, so none of its packets are in these figures and its sessions are counted incomplete".to_string(),
                 n => format!(
-                    "the results {n} of its {} workers wrote when their conductor died are pooled here (their sessions stopped early)",
+                    "the results {n} of its {} workers wrote when their conductor died are pooled here (their packets count; their sessions, aborted, are incomplete; its CPU is not known)",
                     layout.workers
                 ),
             };
@@ -303,6 +303,9 @@ fn merge_section(
         .iter()
         .map(|l| crate::report::streaming_cpu(&l.summary))
         .collect();
+    // A shard whose conductor died recorded no CPU: the figure would count its sessions and
+    // none of its CPU.
+    let unfinished = shards.iter().any(|l| l.summary.unfinished());
     let (cpu_s, session_s) = match streaming {
         Some(per_shard) => per_shard
             .iter()
@@ -342,7 +345,7 @@ fn merge_section(
         overlap: together.overlap,
         overlap_fraction: (together.fraction * 1000.0).round() / 1000.0,
         first_packet_spread_ms: spread,
-        cpu_per_session_second: (session_s > 0.0)
+        cpu_per_session_second: (session_s > 0.0 && !unfinished)
             .then(|| ((cpu_s / session_s) * 1e6).round() / 1e6),
     }
 }

@@ -49,6 +49,8 @@ pub fn all(dirs: &[PathBuf]) -> Result<Vec<Loaded>> {
 fn one(given: &Path) -> Result<Loaded> {
     // A shard's summary.json stands for its folder, where its workers' results are too.
     let dir = match given.parent() {
+        // `summary.json` alone: the folder is the current one.
+        Some(parent) if given.is_file() && parent.as_os_str().is_empty() => Path::new("."),
         Some(parent) if given.is_file() => parent,
         _ => given,
     };
@@ -264,7 +266,9 @@ impl Loaded {
             packets,
             late_packets,
             deviation_p99_ms,
-            worker_cpu_seconds: Some((self.worker_cpu_seconds() * 1000.0).round() / 1000.0),
+            // Not known for a shard whose conductor died (its summary has none).
+            worker_cpu_seconds: (!s.unfinished())
+                .then(|| (self.worker_cpu_seconds() * 1000.0).round() / 1000.0),
             window: s.streaming_window,
             start_gate: s.start_gate.clone(),
             clock_sync: s.clock_sync.clone(),

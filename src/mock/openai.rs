@@ -148,6 +148,9 @@ struct ClientEvent<'a> {
     content_index: Option<u64>,
     #[serde(default)]
     audio_end_ms: Option<u64>,
+    /// `response.cancel`'s response, when it names one.
+    #[serde(default, borrow)]
+    response_id: Option<Cow<'a, str>>,
 }
 
 impl Session {
@@ -349,14 +352,20 @@ impl Session {
                 // The conversation's response is interrupted; out-of-band ones go on.
                 if vad.is_some_and(|v| v.interrupt_response) {
                     let responses = std::mem::take(&mut self.responses);
-                    for r in responses {
+                    let mut front_cancelled = false;
+                    for (i, r) in responses.into_iter().enumerate() {
                         if r.out_of_band.is_some() {
                             self.responses.push_back(r);
                         } else {
+                            front_cancelled |= i == 0;
                             self.end(r, Ended::Cancelled("turn_detected"), out);
                         }
                     }
-                    self.start_next(now_s);
+                    // An out-of-band response queued behind the cancelled one starts now; one
+                    // under way goes on as it was.
+                    if front_cancelled {
+                        self.start_next(now_s);
+                    }
                 }
             }
             VadEvent::Stopped { audio_end_ms } => {
@@ -440,18 +449,27 @@ impl Session {
         self.respond(audio_out, out_of_band, now_s, out);
     }
 
-    /// `response.cancel`: the response in progress ends, cancelled by the client.
+    /// `response.cancel`: the response it names, or else the conversation's (an out-of-band one
+    /// is cancelled by its id only, as the API), ends, cancelled by the client.
     fn on_response_cancel(
         &mut self,
+        response_id: Option<&str>,
         client_event_id: Option<&str>,
         now_s: f64,
         counters: &Counters,
         out: &mut Vec<Utf8Bytes>,
     ) {
-        match self.responses.pop_front() {
-            Some(r) => {
+        let at = self.responses.iter().position(|r| match response_id {
+            Some(id) => r.id == id,
+            None => r.out_of_band.is_none(),
+        });
+        match at.and_then(|at| Some((at, self.responses.remove(at)?))) {
+            Some((at, r)) => {
                 self.end(r, Ended::Cancelled("client_cancelled"), out);
-                self.start_next(now_s);
+                // The next starts only when the one under way was cancelled.
+                if at == 0 {
+                    self.start_next(now_s);
+                }
             }
             None => {
                 let message = "Cancellation failed: no active response found";
@@ -601,7 +619,8 @@ impl TimedSession for Session {
                 out,
             ),
             names::RESPONSE_CANCEL => {
-                self.on_response_cancel(client_event_id, now_s, counters, out);
+                let id = event.response_id.as_deref();
+                self.on_response_cancel(id, client_event_id, now_s, counters, out);
             }
             names::ITEM_CREATE => self.on_item_create(event.item, out),
             names::ITEM_TRUNCATE | names::ITEM_DELETE | names::ITEM_RETRIEVE => {

@@ -209,8 +209,14 @@ async fn refused_plain_http(stream: &TcpStream, shared: &Shared) -> bool {
                 return false;
             }
             let (status, content_type, body) = plain_answer(&head[..end], shared);
+            // A HEAD is answered with the headers a GET would get, and no body.
+            let sent = if head.starts_with(b"HEAD ") {
+                ""
+            } else {
+                body.as_str()
+            };
             let reply = format!(
-                "HTTP/1.1 {status}\r\ncontent-type: {content_type}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                "HTTP/1.1 {status}\r\ncontent-type: {content_type}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{sent}",
                 body.len()
             );
             let _ = tokio::time::timeout_at(deadline, write_all(stream, reply.as_bytes())).await;
@@ -244,7 +250,7 @@ fn plain_answer(head: &[u8], shared: &Shared) -> (&'static str, &'static str, St
     let method = words.next().unwrap_or_default();
     let target = words.next().unwrap_or_default();
     let path = target.split(|&b| b == b'?').next().unwrap_or_default();
-    if method == b"GET" {
+    if method == b"GET" || method == b"HEAD" {
         if path == b"/health" {
             return ("200 OK", "text/plain; charset=utf-8", String::new());
         }

@@ -105,9 +105,16 @@ pub fn start_at(text: &str, now_unix_s: f64) -> Result<f64> {
         })?;
         now_unix_s + d.as_secs_f64()
     } else {
-        // RFC 3339 allows an offset (`+01:00`, what `date -Iseconds` writes); humantime reads
-        // UTC (`Z`) alone: the local time is read as UTC, then moved by the offset.
-        let (utc_text, offset_s) = split_offset(text);
+        // RFC 3339 allows an offset (`+01:00`, what `date -Iseconds` writes) and a space for
+        // the `T` (`date --rfc-3339=seconds`); humantime reads UTC (`Z`) with a `T` alone:
+        // the local time is read as UTC, then moved by the offset.
+        let spaced = text.len() > 10 && text.as_bytes()[10] == b' ' && text.is_char_boundary(10);
+        let text_t = if spaced {
+            format!("{}T{}", &text[..10], &text[11..])
+        } else {
+            text.to_string()
+        };
+        let (utc_text, offset_s) = split_offset(&text_t);
         let t = humantime::parse_rfc3339(&utc_text).map_err(|e| {
             anyhow::anyhow!("--start-at `{text}` is not a time ({e}); give an RFC 3339 time such as 2026-12-01T12:00:00Z (or with an offset, +01:00), or +30s from now")
         })?;
@@ -136,10 +143,11 @@ fn split_offset(text: &str) -> (String, f64) {
     if n > 6 && text.contains('T') && (b[n - 6] == b'+' || b[n - 6] == b'-') && b[n - 3] == b':' {
         let digits = |s: &str| s.len() == 2 && s.bytes().all(|c| c.is_ascii_digit());
         let (hh, mm) = (&text[n - 5..n - 3], &text[n - 2..]);
-        if digits(hh) && digits(mm) {
+        let hours: f64 = hh.parse().unwrap_or(f64::MAX);
+        let minutes: f64 = mm.parse().unwrap_or(f64::MAX);
+        // An offset of 24 h or more, or of 60 minutes, is no offset: the text is refused.
+        if digits(hh) && digits(mm) && hours < 24.0 && minutes < 60.0 {
             let sign = if b[n - 6] == b'+' { 1.0 } else { -1.0 };
-            let hours: f64 = hh.parse().unwrap_or(0.0);
-            let minutes: f64 = mm.parse().unwrap_or(0.0);
             return (
                 format!("{}Z", &text[..n - 6]),
                 sign * (hours * 3600.0 + minutes * 60.0),
@@ -268,5 +276,15 @@ mod tests {
             start_at("2030-01-01T00:00:00+00:00", now).unwrap(),
             1_893_456_000.0
         );
+        // `date --rfc-3339=seconds` writes a space for the `T`.
+        assert_eq!(
+            start_at("2030-01-01 01:00:00+01:00", now).unwrap(),
+            1_893_456_000.0
+        );
+        // No such offsets: refused, not read as days away.
+        for bad in ["2030-01-01T00:00:00+99:59", "2030-01-01T00:00:00+01:60"] {
+            let err = format!("{:#}", start_at(bad, now).unwrap_err());
+            assert!(err.contains("is not a time"), "{bad}: {err}");
+        }
     }
 }

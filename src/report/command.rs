@@ -40,8 +40,10 @@ pub fn refuse_in_progress(dir: &Path) -> Result<()> {
     if let Some(pid) = crate::paths::running_owner(dir) {
         // The same lock guards a sweep's folder, which has no summary of its own.
         let sweep = crate::paths::is_sweep(dir) || !crate::paths::sweep_run_folders(dir).is_empty();
+        // (Once a level is done, `report` renders its sweep.json: it says the sweep has not
+        // finished.)
         let (what, files) = if sweep {
-            ("sweep", "its sweep.json holds the levels done so far")
+            ("sweep", "no level of it has finished yet")
         } else {
             ("run", "its summary.json is the one written when it started")
         };

@@ -52,9 +52,12 @@ def kubernetes():
     check('--run-id "$RUN_ID"' in script and env.get("RUN_ID"), "job.yaml: --run-id")
     check("$JOB_COMPLETION_INDEX" in script, "job.yaml: the index names the shard's folder")
     check("--shard-index" not in script, "job.yaml: the tool reads JOB_COMPLETION_INDEX itself")
-    check("exec duplexbench-tui" not in script and '[ "$code" -le 1 ] && exit 0' in script,
-          "job.yaml: a run that finished unclean (exit 1) does not fail its pod")
+    # The tool must be the container's PID 1 (exec): a shell there does not pass SIGTERM on,
+    # and a deleted Job would SIGKILL the tool with no summary written.
+    check("exec duplexbench-tui run" in script, "job.yaml: exec, so the tool gets SIGTERM")
     pod_exit_codes(container["args"][0])
+    # An index that fails (exit 1 or 2) must not end the Job: the others go on.
+    check(job.get("maxFailedIndexes") == job.get("completions"), "job.yaml: every index may fail alone")
     res = container["resources"]
     check(str(res["requests"]["cpu"]) == "2" and res["requests"] == res["limits"],
           "job.yaml: 2 CPUs, requests == limits (Guaranteed QoS, pinnable)")
@@ -84,15 +87,15 @@ def kubernetes():
 
 
 def pod_exit_codes(body):
-    """The pod's shell, with a stand-in for the tool that exits with a given code: 0 and 1 (a
-    run that finished) succeed, a refusal (2) or a signal (143) fails the pod with that code."""
+    """The pod's shell, with a stand-in for the tool that exits with a given code: the pod ends
+    with the tool's code (0 succeeds; 1, 2, 143 fail that index alone)."""
     import tempfile
     with tempfile.TemporaryDirectory() as bin_dir:
         stub = os.path.join(bin_dir, "duplexbench-tui")
         with open(stub, "w") as f:
             f.write("#!/bin/sh\nexit \"$STUB_CODE\"\n")
         os.chmod(stub, 0o755)
-        for code, expect in ((0, 0), (1, 0), (2, 2), (143, 143)):
+        for code, expect in ((0, 0), (1, 1), (2, 2), (143, 143)):
             env = dict(os.environ, PATH=bin_dir + os.pathsep + os.environ.get("PATH", ""),
                        STUB_CODE=str(code), JOB_COMPLETION_INDEX="0")
             r = subprocess.run(["sh", "-c", body], env=env, capture_output=True)

@@ -369,9 +369,14 @@ async fn a_plain_http_request_gets_a_400_that_says_what_the_mock_is_issue_13() {
 
 /// A plain `GET` of `path` on a real socket: the whole reply.
 async fn http_get(addr: &str, path: &str) -> String {
+    http_request(addr, "GET", path).await
+}
+
+/// A plain HTTP request on a real socket: the whole reply.
+async fn http_request(addr: &str, method: &str, path: &str) -> String {
     use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
     let mut tcp = TcpStream::connect(addr).await.unwrap();
-    let request = format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nAccept: */*\r\n\r\n");
+    let request = format!("{method} {path} HTTP/1.1\r\nHost: localhost\r\nAccept: */*\r\n\r\n");
     tcp.write_all(request.as_bytes()).await.unwrap();
     let mut reply = String::new();
     tokio::time::timeout(STEP, tcp.read_to_string(&mut reply))
@@ -389,6 +394,12 @@ async fn the_mock_answers_a_health_check_and_states_its_capabilities() {
     let mock = Mock::start(&["--profile", "minicpmo"]);
     let health = http_get(&mock.addr, "/health").await;
     assert!(health.starts_with("HTTP/1.1 200 OK\r\n"), "{health}");
+    // `curl -I`: the headers, no body.
+    let head = http_request(&mock.addr, "HEAD", "/v1/realtime/capabilities").await;
+    assert!(
+        head.starts_with("HTTP/1.1 200 OK\r\n") && head.ends_with("\r\n\r\n"),
+        "{head}"
+    );
     let reply = http_get(&mock.addr, "/v1/realtime/capabilities?x=1").await;
     assert!(reply.starts_with("HTTP/1.1 200 OK\r\n"), "{reply}");
     assert!(

@@ -382,6 +382,17 @@ fn a_shard_killed_while_streaming_is_named_unfinished_not_late_or_apart() {
             ),
         "{reasons}"
     );
+    // Its CPU is not known: null, not 0 (and the merge's CPU figure with it).
+    assert_eq!(
+        s["merge"]["cpu_per_session_second"],
+        Value::Null,
+        "{}",
+        s["merge"]
+    );
+    assert_eq!(s["merge"]["shards"][1]["worker_cpu_seconds"], Value::Null);
+    assert!(s["merge"]["shards"][0]["worker_cpu_seconds"]
+        .as_f64()
+        .is_some());
     // Its packets are in the figures (they were dropped, and its worker said to have left no
     // result), beside shard 0's 2 × 50.
     assert!(!reasons.contains("left no result file"), "{reasons}");

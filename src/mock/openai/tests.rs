@@ -399,3 +399,42 @@ fn an_out_of_band_response_stays_out_of_the_conversation() {
     s.on_text(r#"{"type":"response.create"}"#, 20.0, &c, &mut out);
     assert_eq!(kinds(&mut out), ["response.created", "response.created"]);
 }
+
+/// `response.cancel` without an id cancels the conversation's response, never an out-of-band
+/// one (those by their id), as the API.
+#[test]
+fn a_cancel_without_an_id_leaves_out_of_band_responses_alone() {
+    let b = behaviour(&["--response-deltas", "3", "--first-delta-ms", "100"]);
+    let (mut s, c, mut out) = (
+        Session::new(b, 0, hello(false)),
+        Counters::new(),
+        Vec::new(),
+    );
+    s.on_text(GA_NO_VAD, 0.0, &c, &mut out);
+    out.clear();
+    let oob = r#"{"type":"response.create","response":{"conversation":"none"}}"#;
+    s.on_text(oob, 0.0, &c, &mut out);
+    s.on_text(r#"{"type":"response.create"}"#, 0.0, &c, &mut out);
+    let created = events(&mut out);
+    let (oob_id, conv_id) = (
+        created[0]["response"]["id"].clone(),
+        created[1]["response"]["id"].clone(),
+    );
+    // The out-of-band one is under way; the cancel ends the conversation's, queued behind it.
+    s.on_timer(0.15, &mut out);
+    out.clear();
+    s.on_text(r#"{"type":"response.cancel"}"#, 0.2, &c, &mut out);
+    let done = events(&mut out);
+    let done = done.iter().find(|e| e["type"] == "response.done").unwrap();
+    assert_eq!(done["response"]["id"], conv_id);
+    assert_eq!(done["response"]["status"], "cancelled");
+    // With only the out-of-band one left, a cancel without an id has nothing to cancel...
+    s.on_text(r#"{"type":"response.cancel"}"#, 0.2, &c, &mut out);
+    assert_eq!(kinds(&mut out), ["error response_cancel_not_active"]);
+    // ...and one naming it cancels it.
+    let by_id = format!(r#"{{"type":"response.cancel","response_id":{oob_id}}}"#);
+    s.on_text(&by_id, 0.2, &c, &mut out);
+    let done = events(&mut out);
+    let done = done.iter().find(|e| e["type"] == "response.done").unwrap();
+    assert_eq!(done["response"]["id"], oob_id);
+}
