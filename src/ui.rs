@@ -8,6 +8,13 @@ pub mod headless;
 /// runs headless. So does a run in a background process group of its terminal, which would be
 /// stopped by the terminal at its first drawing and hang: it is said why, once.
 pub fn dashboard_terminal() -> bool {
+    // A dumb terminal (an editor's shell buffer) cannot draw a full screen.
+    if std::env::var("TERM").is_ok_and(|t| t == "dumb") {
+        if crate::sys::terminal_is_ours().is_some() {
+            eprintln!("note: running headless: TERM=dumb cannot show the dashboard");
+        }
+        return false;
+    }
     match crate::sys::terminal_is_ours() {
         None => false,
         Some(true) => true,

@@ -278,38 +278,72 @@ fn paint_cell(cell: &mut ratatui::buffer::Cell, heats: &[Heat], theme: Theme) {
 }
 
 /// The colour (or glyph) scale, shared by the heatmap and the help, in `width` columns: the
-/// classes (ending in `…` where a narrow panel cuts them), then the time scale and "blank = no
-/// packet" if they fit whole.
+/// classes, the time scale and "blank = no packet", as much of it as fits, in this order of
+/// giving way: "blank = no packet", then the classes' words (`≤20 ms` → `≤20`, which keeps
+/// the scale: columns without a unit read as seconds), then the scale, then the word `late`
+/// (its glyph, `X` or red, says it); what still does not fit ends in `…`.
 pub fn legend(theme: Theme, thresholds: &Thresholds, scale: &str, width: usize) -> Line<'static> {
     let late_ms = thresholds.late_us / 1000;
     let slow_ms = thresholds.slow_us / 1000;
-    let mut classes = Vec::new();
-    for (heat, text) in [
-        (Heat::Ok, format!(" ≤{slow_ms} ms  ")),
-        (Heat::Slow, format!(" >{slow_ms} ms  ")),
-        (Heat::Late, format!(" late >{late_ms} ms  ")),
-    ] {
-        let glyph = if theme.color {
-            "█"
-        } else {
-            theme.heat_glyph(heat)
+    // 2: the words; 1: short; 0: the thresholds alone (the late glyph, `X` or red, says late).
+    let classes = |words: u8| -> Vec<Span<'static>> {
+        let texts = match words {
+            2 => [
+                format!(" ≤{slow_ms} ms  "),
+                format!(" >{slow_ms} ms  "),
+                format!(" late >{late_ms} ms  "),
+            ],
+            1 => [
+                format!(" ≤{slow_ms} "),
+                format!(" >{slow_ms} "),
+                format!(" late>{late_ms} "),
+            ],
+            _ => [
+                format!(" ≤{slow_ms} "),
+                format!(" >{slow_ms} "),
+                format!(" >{late_ms}"),
+            ],
         };
-        classes.push(Span::styled(glyph, theme.heat_style(heat)));
-        classes.push(Span::raw(text));
-    }
+        let mut spans = Vec::new();
+        for (heat, text) in [Heat::Ok, Heat::Slow, Heat::Late].into_iter().zip(texts) {
+            let glyph = if theme.color {
+                "█"
+            } else {
+                theme.heat_glyph(heat)
+            };
+            spans.push(Span::styled(glyph, theme.heat_style(heat)));
+            spans.push(Span::raw(text));
+        }
+        spans
+    };
     let scale = Span::styled(format!("{scale}  "), theme.dim());
     let blank = Span::styled("blank = no packet", theme.dim());
-    let used: usize = classes.iter().map(Span::width).sum();
-    let with_scale = scale.width() > 2 && used + scale.width() <= width;
-    let with_blank = used + blank.width() + if with_scale { scale.width() } else { 0 } <= width;
-    let mut spans = Vec::new();
-    if with_scale {
-        spans.push(scale);
-    }
-    spans.extend(classes);
-    if with_blank {
-        spans.push(blank);
-    }
+    let has_scale = scale.width() > 2;
+    let width_of = |spans: &[Span<'_>]| spans.iter().map(Span::width).sum::<usize>();
+    let build = |words: u8, with_scale: bool, with_blank: bool| -> Vec<Span<'static>> {
+        let mut spans = Vec::new();
+        if with_scale && has_scale {
+            spans.push(scale.clone());
+        }
+        spans.extend(classes(words));
+        if with_blank {
+            spans.push(blank.clone());
+        }
+        spans
+    };
+    let tries = [
+        (2, true, true),
+        (2, true, false),
+        (1, true, false),
+        (2, false, false),
+        (1, false, false),
+        (0, false, false),
+    ];
+    let spans = tries
+        .iter()
+        .map(|&(words, with_scale, with_blank)| build(words, with_scale, with_blank))
+        .find(|spans| width_of(spans) <= width)
+        .unwrap_or_else(|| build(0, false, false));
     // A panel too narrow for the classes: cut, marked (`X la` read as a class of its own).
     super::panels::clipped(Line::from(spans), width)
 }

@@ -104,14 +104,18 @@ pub(super) fn verdict(state: &LiveState, theme: Theme) -> (Span<'static>, Vec<St
 /// often the second: "packets never sent" comes before why the sessions failed).
 pub fn counters(state: &LiveState, theme: Theme, area: Rect, buf: &mut Buffer) {
     let (verdict, reasons) = verdict(state, theme);
-    let mut ranked = packet_lines(state, theme);
-    ranked.extend(session_lines(state, theme));
-    ranked.push((7, Line::from("")));
-    ranked.push((0, Line::from(verdict)));
     let block = Block::default().borders(Borders::ALL).title(" Pacing ");
     let inner = block.inner(area);
     let width = inner.width as usize;
     let height = inner.height as usize;
+    let mut ranked = packet_lines(state, theme);
+    ranked.extend(session_lines(state, theme));
+    let mut ranked: Vec<(u8, Line<'static>)> = ranked
+        .into_iter()
+        .map(|(rank, line)| (rank, compact(line, width)))
+        .collect();
+    ranked.push((7, Line::from("")));
+    ranked.push((0, Line::from(verdict)));
     let first_lines = reasons.first().map_or(0, |r| wrapped_height(r, width));
     let mut lines = fit_ranked(ranked, (height, width), first_lines);
     let used: usize = lines.iter().map(|l| line_rows(l, width)).sum();
@@ -131,12 +135,36 @@ pub fn counters(state: &LiveState, theme: Theme, area: Rect, buf: &mut Buffer) {
 }
 
 /// The least height the Pacing panel keeps at `width` beside the protocol's panel: borders,
-/// the verdict, the late count, the packets, and the verdict's first reason whole.
+/// the verdict, the late count, the packets, and the verdict's first reason whole, each as
+/// many rows as it wraps to (a narrow panel wraps the verdict).
 pub fn counters_least_height(state: &LiveState, theme: Theme, width: u16) -> u16 {
-    let (_, reasons) = verdict(state, theme);
+    let (verdict, reasons) = verdict(state, theme);
     let inner = usize::from(width.saturating_sub(2));
     let reason = reasons.first().map_or(0, |r| wrapped_height(r, inner));
-    5 + u16::try_from(reason).unwrap_or(u16::MAX)
+    // The late count and the packets: a name and a number, compacted to one row.
+    let counts = 2 * line_rows(
+        &compact(
+            counter_row("late (>80 ms)", "0".into(), Style::default()),
+            inner,
+        ),
+        inner,
+    );
+    let rows = 2 + line_rows(&Line::from(verdict), inner) + counts + reason;
+    u16::try_from(rows).unwrap_or(u16::MAX)
+}
+
+/// A counter's line fitted to a panel `width` columns wide: on a narrow one, its name's column
+/// gives way to one space, so that the value stays on the name's row (it wrapped below it,
+/// and the rows the panel had went to names without their values).
+fn compact(line: Line<'static>, width: usize) -> Line<'static> {
+    let text_width: usize = line.spans.iter().map(|s| s.content.chars().count()).sum();
+    if text_width <= width || line.spans.len() != 2 {
+        return line;
+    }
+    let mut spans = line.spans;
+    let name = spans[0].content.trim_end().to_string();
+    spans[0].content = format!("{name} ").into();
+    Line::from(spans)
 }
 
 /// A counter's line: its name in a column, then its value.

@@ -397,6 +397,45 @@ fn a_wrapped_verdict_does_not_push_the_first_reasons_end_off_the_panel() {
     );
 }
 
+/// At 40 × 12 the Pacing panel keeps what the docs say always stays — the packets and the late
+/// count with their values, the verdict, its first reason — and a protocol panel too narrow for
+/// its numbers gives way (it showed names and `…`, and the values went below the panel).
+#[test]
+fn a_40x12_terminal_keeps_the_packets_late_count_and_verdict_whole() {
+    let mut state = fixture(1, 4, 5, Some((0, 3)));
+    let running = text(&draw(&state, &ViewState::default(), NO_COLOR, 40, 12));
+    let row_with = |screen: &str, what: &str| {
+        screen
+            .lines()
+            .find(|l| l.contains(what))
+            .map(str::to_string)
+            .unwrap_or_else(|| panic!("no {what:?} row:\n{screen}"))
+    };
+    let packets = row_with(&running, "packets");
+    assert!(packets.chars().any(|c| c.is_ascii_digit()), "{running}");
+    assert!(running.contains("│late (>80 ms) 12 "), "{running}");
+    assert!(
+        !running.contains("sglang-omni"),
+        "no room for its numbers:\n{running}"
+    );
+    state.finished = Some(Finished {
+        verdict: "PACING-UNQUALIFIED, complete".to_string(),
+        reasons: vec!["4 late packets (|deviation| > 80 ms) in 4 sessions".to_string()],
+        summary_path: "runs/fixture/summary.md".to_string(),
+        exit_code: 1,
+    });
+    let done = text(&draw(&state, &ViewState::default(), NO_COLOR, 40, 12));
+    for what in [
+        "packets",
+        "late (>80 ms)",
+        "PACING-",
+        "UNQUALIFIED",
+        "4 late packets",
+    ] {
+        row_with(&done, what);
+    }
+}
+
 #[test]
 fn finished_run_shows_the_verdict_and_the_summary_path() {
     let mut state = fixture(1, 8, 90, Some((0, 45)));
@@ -997,8 +1036,9 @@ fn on_a_small_terminal_cut_lines_end_in_an_ellipsis() {
     let state = fixture(1, 16, 12, None);
     let screen = text(&draw(&state, &ViewState::default(), NO_COLOR, 60, 15));
     let lines: Vec<&str> = screen.lines().collect();
-    let legend = lines.iter().find(|l| l.contains("≤20 ms")).unwrap_or(&"");
-    assert!(legend.ends_with("…│"), "{screen}");
+    // The legend's classes give way to their short words, so the late one stays whole.
+    let legend = lines.iter().find(|l| l.contains("≤20")).unwrap_or(&"");
+    assert!(legend.contains("X late>80"), "{screen}");
     assert!(lines.last().unwrap_or(&"").ends_with('…'), "{screen}");
 
     let screen = text(&draw(&state, &ViewState::default(), NO_COLOR, 40, 10));
@@ -1008,8 +1048,8 @@ fn on_a_small_terminal_cut_lines_end_in_an_ellipsis() {
         .find(|l| l.contains("16 sessions,"))
         .unwrap_or(&"");
     assert!(title.contains("…"), "{screen}");
-    let legend = lines.iter().find(|l| l.contains("≤20 ms")).unwrap_or(&"");
-    assert!(legend.ends_with("…│"), "{screen}");
+    let legend = lines.iter().find(|l| l.contains("≤20")).unwrap_or(&"");
+    assert!(legend.contains("X >80"), "{screen}");
     assert!(lines.last().unwrap_or(&"").ends_with('…'), "{screen}");
     // The progress line fits but for its trailing gap: not cut, not marked.
     assert!(

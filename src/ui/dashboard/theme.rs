@@ -1,5 +1,6 @@
-//! Colours and glyphs. `NO_COLOR` (any non-empty value, see no-color.org) switches to a scheme
-//! where glyphs alone tell the heatmap's classes apart.
+//! Colours and glyphs. `NO_COLOR` (any non-empty value, see no-color.org), or a terminal that
+//! has no colours (`TERM` `…-mono`, `…-m`, `vt100`), switches to a scheme where glyphs alone
+//! tell the heatmap's classes apart.
 
 use crate::pacing::{PacketClass, Thresholds};
 use ratatui::style::{Color, Modifier, Style};
@@ -31,16 +32,32 @@ impl Heat {
     }
 }
 
+/// Whether `TERM` names a terminal without colours, where the heatmap's green, yellow and red
+/// cells (and its legend's three `█`) would look alike: terminfo's monochrome variants
+/// (`xterm-mono`, `linux-m`, …), the DEC VTs, `dumb`.
+pub fn monochrome(term: Option<&str>) -> bool {
+    let Some(term) = term else {
+        return false;
+    };
+    term == "dumb"
+        || term.ends_with("-mono")
+        || term.ends_with("-m")
+        || matches!(term, "vt52" | "vt100" | "vt102" | "vt220" | "vt320")
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Theme {
     pub color: bool,
 }
 
 impl Theme {
-    /// Colour unless `NO_COLOR` is set to a non-empty value.
+    /// Colour unless `NO_COLOR` is set to a non-empty value or `TERM` names a terminal without
+    /// colours.
     pub fn from_env() -> Theme {
+        let term = std::env::var("TERM").ok();
         Theme {
-            color: std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()),
+            color: std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+                && !monochrome(term.as_deref()),
         }
     }
 
@@ -128,5 +145,24 @@ mod tests {
         assert_eq!(Heat::of(1_001, &Thresholds::from_ms(80, 20)), Heat::Ok);
         assert_eq!(Heat::of(20_002, &Thresholds::from_ms(80, 20)), Heat::Slow);
         assert_eq!(Heat::of(80_002, &Thresholds::from_ms(80, 20)), Heat::Late);
+    }
+
+    /// A terminal without colours gets the glyphs (its green, yellow and red cells looked
+    /// alike); a colour one, or none named, keeps the colours.
+    #[test]
+    fn a_monochrome_term_is_told_from_its_name() {
+        for term in ["xterm-mono", "linux-m", "vt100", "dumb"] {
+            assert!(monochrome(Some(term)), "{term}");
+        }
+        for term in [
+            "xterm-256color",
+            "screen",
+            "tmux-256color",
+            "linux",
+            "xterm",
+        ] {
+            assert!(!monochrome(Some(term)), "{term}");
+        }
+        assert!(!monochrome(None));
     }
 }

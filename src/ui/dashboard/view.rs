@@ -13,6 +13,9 @@ const PROCESSES_WIDE: u16 = 46;
 /// The least the Loop lag panel keeps beside it: a worker's label, a short sparkline, its
 /// maximum and the writer queue.
 const LOOP_LAG_LEAST: u16 = 34;
+/// The narrowest protocol panel shown: its names and two numbers (`accepted   0.5   0.6`).
+const PROTOCOL_LEAST_WIDTH: u16 = 26;
+
 /// The left column's width with a protocol panel, on a screen at least 100 wide (4 less on
 /// smaller ones: the sample counts are left out first).
 const PROTOCOL_WIDTH: u16 = 38;
@@ -78,12 +81,18 @@ pub fn render(frame: &mut Frame<'_>, state: &LiveState, view: &ViewState, theme:
     // lines out first): on an 80 × 24 terminal the protocol's latencies are worth more than the
     // pacing panel's percentiles, which the heatmap and the header's verdict stand in for. A
     // short panel leaves its last lines out (the counts, then the latencies last named).
-    let server_height = protocol::height(&figures, counters_width).min(
+    // At the width the column got (a narrow screen gives it less than it asked for): a panel
+    // too narrow for the numbers showed names and `…` alone, and took the pacing panel's rows.
+    let server_height = protocol::height(&figures, counters.width).min(
         counters
             .height
-            .saturating_sub(panels::counters_least_height(state, theme, counters_width)),
+            .saturating_sub(panels::counters_least_height(state, theme, counters.width)),
     );
-    let server_height = if server_height >= 3 { server_height } else { 0 };
+    let server_height = if server_height >= 3 && counters.width >= PROTOCOL_LEAST_WIDTH {
+        server_height
+    } else {
+        0
+    };
     let [counters, server_area] =
         Layout::vertical([Constraint::Min(0), Constraint::Length(server_height)]).areas(counters);
     panels::counters(state, theme, counters, buf);
