@@ -886,16 +886,35 @@ mod tests {
     /// A 16 kHz mono PCM16 WAV laid out by hand: `fmt `, the `extra` chunks, then `data`
     /// whose header says `data_len` and which holds `samples` samples (i, as i16).
     fn raw_wav(name: &str, extra: &[(&[u8; 4], &[u8])], data_len: u32, samples: u16) -> PathBuf {
+        wav_of(name, &pcm_fmt(), extra, data_len, samples)
+    }
+
+    /// The 16-byte `fmt ` of 16 kHz mono PCM16.
+    fn pcm_fmt() -> Vec<u8> {
+        let mut fmt = Vec::new();
+        for field in [1u16, 1] {
+            fmt.extend_from_slice(&field.to_le_bytes());
+        }
+        fmt.extend_from_slice(&16_000u32.to_le_bytes());
+        fmt.extend_from_slice(&32_000u32.to_le_bytes());
+        fmt.extend_from_slice(&2u16.to_le_bytes());
+        fmt.extend_from_slice(&16u16.to_le_bytes());
+        fmt
+    }
+
+    /// A RIFF WAVE file of a `fmt ` chunk holding `fmt`, the `extra` chunks (padded), and a
+    /// `data` chunk saying `data_len` bytes and holding `samples` samples (0, 1, 2, …).
+    fn wav_of(
+        name: &str,
+        fmt: &[u8],
+        extra: &[(&[u8; 4], &[u8])],
+        data_len: u32,
+        samples: u16,
+    ) -> PathBuf {
         let mut chunks = Vec::new();
         chunks.extend_from_slice(b"fmt ");
-        chunks.extend_from_slice(&16u32.to_le_bytes());
-        for field in [1u16, 1] {
-            chunks.extend_from_slice(&field.to_le_bytes());
-        }
-        chunks.extend_from_slice(&16_000u32.to_le_bytes());
-        chunks.extend_from_slice(&32_000u32.to_le_bytes());
-        chunks.extend_from_slice(&2u16.to_le_bytes());
-        chunks.extend_from_slice(&16u16.to_le_bytes());
+        chunks.extend_from_slice(&(fmt.len() as u32).to_le_bytes());
+        chunks.extend_from_slice(fmt);
         for (id, body) in extra {
             chunks.extend_from_slice(*id);
             chunks.extend_from_slice(&(body.len() as u32).to_le_bytes());
@@ -1017,47 +1036,18 @@ mod tests {
         }
     }
 
-    /// A 16 kHz mono PCM16 file whose `fmt ` chunk is `fmt_body`, with `samples` samples.
-    fn wav_with_fmt(name: &str, fmt_body: &[u8], samples: u16) -> PathBuf {
-        let mut chunks = b"fmt ".to_vec();
-        chunks.extend_from_slice(&(fmt_body.len() as u32).to_le_bytes());
-        chunks.extend_from_slice(fmt_body);
-        chunks.extend_from_slice(b"data");
-        chunks.extend_from_slice(&(u32::from(samples) * 2).to_le_bytes());
-        for i in 0..samples {
-            chunks.extend_from_slice(&i.to_le_bytes());
-        }
-        let mut file = b"RIFF".to_vec();
-        file.extend_from_slice(&(4 + chunks.len() as u32).to_le_bytes());
-        file.extend_from_slice(b"WAVE");
-        file.extend_from_slice(&chunks);
-        let path = std::env::temp_dir().join(format!(
-            "duplexbench-audio-{}-{name}.wav",
-            std::process::id()
-        ));
-        std::fs::write(&path, file).unwrap();
-        path
-    }
-
     /// PCM `fmt ` chunks that Python's `wave` reads (so Fun-ASR's benchmark streams them) and
     /// hound refused: a `cbSize` with extra bytes (20 bytes), a byte rate that does not add up.
     #[test]
     fn a_pcm_fmt_with_extra_bytes_or_a_wrong_byte_rate_is_read_as_python_reads_it() {
-        let mut fmt = Vec::new();
-        for field in [1u16, 1] {
-            fmt.extend_from_slice(&field.to_le_bytes());
-        }
-        fmt.extend_from_slice(&16_000u32.to_le_bytes());
-        fmt.extend_from_slice(&32_000u32.to_le_bytes());
-        fmt.extend_from_slice(&2u16.to_le_bytes());
-        fmt.extend_from_slice(&16u16.to_le_bytes());
+        let fmt = pcm_fmt();
         let mut extra = fmt.clone();
         extra.extend_from_slice(&[2, 0, 0xAB, 0xCD]);
         let mut rate = fmt.clone();
         rate[8..12].copy_from_slice(&12_345u32.to_le_bytes());
         let want: Vec<u8> = (0..1600u16).flat_map(u16::to_le_bytes).collect();
         for (name, body) in [("fmt20", extra), ("byterate", rate)] {
-            let path = wav_with_fmt(name, &body, 1600);
+            let path = wav_of(name, &body, &[], 3200, 1600);
             assert_eq!(probe(&path, 16_000).unwrap(), 1600, "{name}");
             assert_eq!(played(&path, 1600), want, "{name}");
             let _ = std::fs::remove_file(path);

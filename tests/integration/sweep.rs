@@ -38,6 +38,18 @@ fn proxy(listener: std::net::TcpListener, upstream: std::net::SocketAddr) -> uti
     })
 }
 
+/// Waits (up to 60 s) until the sweep writing to `out` lists its level of 2 sessions as done;
+/// with a long `--cooldown` it then sits between levels.
+fn wait_for_level_2(out: &Path) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !std::fs::read_to_string(out.join("sweep.json"))
+        .is_ok_and(|t| t.contains("\"folder\": \"level-0002\""))
+    {
+        assert!(Instant::now() < deadline, "level 2 never finished");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 fn sweep(out: &Path, args: &[&str]) -> std::process::Output {
     let mut all = vec![
         "sweep",
@@ -201,13 +213,7 @@ fn ctrl_c_ends_the_sweep_and_keeps_the_levels_done_issue_15() {
     let out = dir.join("sweep");
     let mut child = spawn_sweep(&out, &["--cooldown", "30s", "-s", "2,4", "-d", "1s"]);
     // The first level is done once sweep.json lists it; the sweep then sits in its cooldown.
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !std::fs::read_to_string(out.join("sweep.json"))
-        .is_ok_and(|t| t.contains("\"folder\": \"level-0002\""))
-    {
-        assert!(Instant::now() < deadline, "level 2 never finished");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    wait_for_level_2(&out);
     util::signal(child.id(), rustix::process::Signal::INT).unwrap();
     let code = util::wait_with_limit(&mut child, Duration::from_secs(30));
     assert_eq!(code, Some(130));
@@ -231,13 +237,7 @@ fn a_sweep_killed_between_levels_leaves_files_that_say_it_did_not_finish() {
     let dir = TempDir::new("sweep-killed");
     let out = dir.join("sweep");
     let mut child = spawn_sweep(&out, &["--cooldown", "30s", "-s", "2,4", "-d", "1s"]);
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !std::fs::read_to_string(out.join("sweep.json"))
-        .is_ok_and(|t| t.contains("\"folder\": \"level-0002\""))
-    {
-        assert!(Instant::now() < deadline, "level 2 never finished");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    wait_for_level_2(&out);
     child.kill().unwrap();
     let _ = child.wait();
     let s = sweep_json(&out);
