@@ -165,8 +165,10 @@ pub async fn probe(dialer: &Dialer, connect_timeout: Duration) -> Result<(), Unr
     };
     let config = WebSocketConfig::default().read_buffer_size(HANDSHAKE_BUFFER_BYTES);
     let mut progress = hint::Progress::default();
+    let mut answered = false;
     let goodbye = async {
         let mut ws = handshake_on(socket, &dialer.url, dialer, config, &mut progress).await?;
+        answered = true;
         let close = CloseFrame {
             code: CloseCode::Normal,
             reason: "".into(),
@@ -180,7 +182,21 @@ pub async fn probe(dialer: &Dialer, connect_timeout: Duration) -> Result<(), Unr
         }
         Ok::<(), WsError>(())
     };
-    let _ = tokio::time::timeout(PROBE_GRACE, goodbye).await;
+    let ended = tokio::time::timeout(PROBE_GRACE, goodbye).await;
+    // A connection reset before the server answered the handshake (a server that takes
+    // connections only to drop them) cannot carry a session either: said now, not as every
+    // session's failure (a reset once the connect returned passed the probe).
+    if let Ok(Err(WsError::Io(err))) = &ended {
+        let dropped = matches!(
+            err.kind(),
+            std::io::ErrorKind::ConnectionReset | std::io::ErrorKind::BrokenPipe
+        );
+        if dropped && !answered {
+            return Err(tcp_failure(&std::io::Error::from(
+                std::io::ErrorKind::ConnectionReset,
+            )));
+        }
+    }
     Ok(())
 }
 
@@ -560,6 +576,23 @@ mod tests {
                 matches!(&why, Unreachable::NoConnection(w) if w.contains("refused")),
                 "{why:?}"
             );
+            // A server that resets every connection it takes, before answering: reset, though
+            // the TCP connect returned (the probe passed it, and every session failed).
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let resetting = format!("ws://{}/", listener.local_addr().unwrap());
+            tokio::spawn(async move {
+                while let Ok((stream, _)) = listener.accept().await {
+                    // Linger 0: the close is a reset.
+                    let _ = stream.set_linger(Some(Duration::ZERO));
+                    drop(stream);
+                }
+            });
+            for _ in 0..5 {
+                let why = probe(&dialer(resetting.clone()), Duration::from_secs(5))
+                    .await
+                    .unwrap_err();
+                assert!(matches!(&why, Unreachable::Reset(_)), "{why:?}");
+            }
             // A refusal of the handshake is the sessions' to meet and say in full.
             let refusing = answering("HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\n\r\n").await;
             probe(&dialer(refusing), Duration::from_secs(5))
