@@ -583,7 +583,7 @@ mod tests {
             tokio::spawn(async move {
                 while let Ok((stream, _)) = listener.accept().await {
                     // Linger 0: the close is a reset.
-                    let _ = stream.set_linger(Some(Duration::ZERO));
+                    let _ = stream.set_zero_linger();
                     drop(stream);
                 }
             });
