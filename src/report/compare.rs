@@ -148,6 +148,22 @@ pub fn differing_servers(a: &Summary, b: &Summary) -> Option<String> {
     Some(format!("{x} vs {y}"))
 }
 
+/// How two runs differ, as a comparison says it before its table: their loads (compared
+/// anyway, with --force) and their servers.
+fn say_differences(out: &mut String, a: &Summary, b: &Summary) {
+    let differ = differing_settings(a, b);
+    if !differ.is_empty() {
+        let _ = writeln!(
+            out,
+            "The loads differ ({}): ratios compare different loads.\n",
+            differ.join("; ")
+        );
+    }
+    if let Some(servers) = differing_servers(a, b) {
+        let _ = writeln!(out, "The servers differ: {servers}.\n");
+    }
+}
+
 /// `--flag value` pairs (a flag without a value has an empty one), by flag.
 fn flag_values(flags: &[String]) -> std::collections::BTreeMap<String, String> {
     let mut out = std::collections::BTreeMap::new();
@@ -286,17 +302,7 @@ pub fn markdown(a: &Summary, b: &Summary, labels: (&str, &str)) -> String {
         labels.1,
         super::verdict_line(b)
     );
-    let differ = differing_settings(a, b);
-    if !differ.is_empty() {
-        let _ = writeln!(
-            out,
-            "The loads differ ({}): ratios compare different loads.\n",
-            differ.join("; ")
-        );
-    }
-    if let Some(servers) = differing_servers(a, b) {
-        let _ = writeln!(out, "The servers differ: {servers}.\n");
-    }
+    say_differences(&mut out, a, b);
     let _ = writeln!(out, "| figure | A | B | B / A |\n|---|---|---|---|");
     for f in figures(a, b) {
         let ratio = match (f.a, f.b) {
@@ -397,17 +403,7 @@ pub fn sweeps_markdown(a: SweepSide<'_>, b: SweepSide<'_>) -> String {
         a.1.iter()
             .find_map(|(k, xs)| Some((xs.first()?, b.1.get(k)?.first()?)));
     if let Some((x, y)) = first_common {
-        let differ = differing_settings(x, y);
-        if !differ.is_empty() {
-            let _ = writeln!(
-                out,
-                "The loads differ ({}): ratios compare different loads.\n",
-                differ.join("; ")
-            );
-        }
-        if let Some(servers) = differing_servers(x, y) {
-            let _ = writeln!(out, "The servers differ: {servers}.\n");
-        }
+        say_differences(&mut out, x, y);
     }
     let _ = writeln!(
         out,

@@ -637,17 +637,23 @@ async fn minicpmo_grants_audio_and_text_with_1000ms_units() {
     );
 }
 
-/// `realtime_ws.py` takes messages up to its `--ws-max-size` (10 MiB) and closes with 1009 on a
-/// larger one; the mock refused 4 MiB and dropped the connection without a close frame.
-#[tokio::test]
-async fn the_funasr_mock_takes_10_mib_messages_and_closes_with_1009_past_them() {
-    let mock = Mock::start(&["--protocol", "funasr"]);
+/// A client of the Fun-ASR `mock` that sent START and got `started`.
+async fn funasr_started(mock: &Mock) -> ws::Client {
     let (mut client, _) = ws::connect(&format!("ws://{}/", mock.addr), &[]).await;
     ws::send(&mut client, Message::Text("START".into())).await;
     assert_eq!(
         ws::next_json(&mut client).await,
         serde_json::json!({"event":"started"})
     );
+    client
+}
+
+/// `realtime_ws.py` takes messages up to its `--ws-max-size` (10 MiB) and closes with 1009 on a
+/// larger one; the mock refused 4 MiB and dropped the connection without a close frame.
+#[tokio::test]
+async fn the_funasr_mock_takes_10_mib_messages_and_closes_with_1009_past_them() {
+    let mock = Mock::start(&["--protocol", "funasr"]);
+    let mut client = funasr_started(&mock).await;
     ws::send(&mut client, Message::Binary(vec![0; 5 << 20].into())).await;
     ws::send(&mut client, Message::Binary(vec![0; 11 << 20].into())).await;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
@@ -673,12 +679,7 @@ async fn the_funasr_mock_takes_10_mib_messages_and_closes_with_1009_past_them() 
 #[tokio::test]
 async fn the_funasr_mock_closes_on_an_odd_length_audio_frame_as_the_server() {
     let mock = Mock::start(&["--protocol", "funasr"]);
-    let (mut client, _) = ws::connect(&format!("ws://{}/", mock.addr), &[]).await;
-    ws::send(&mut client, Message::Text("START".into())).await;
-    assert_eq!(
-        ws::next_json(&mut client).await,
-        serde_json::json!({"event":"started"})
-    );
+    let mut client = funasr_started(&mock).await;
     ws::send(&mut client, Message::Binary(vec![0; 3200].into())).await;
     ws::send(&mut client, Message::Binary(vec![0; 3].into())).await;
     ws::send(&mut client, Message::Text("STOP".into())).await;

@@ -320,12 +320,11 @@ fn only_the_realtime_subprotocol_is_echoed_never_the_key_issue_12() {
 
 mod responses;
 
-/// An out-of-band response (`conversation: "none"`) is taken beside the conversation's (the
-/// API allows several), joins no conversation (no `conversation.item.*`, `conversation_id`
-/// null), echoes its `metadata`, and a turn's barge-in leaves it alone.
-#[test]
-fn an_out_of_band_response_stays_out_of_the_conversation() {
-    let b = behaviour(&["--response-deltas", "1", "--first-delta-ms", "100"]);
+/// A GA session without turn detection, set up and its replies taken, whose responses are
+/// `deltas` deltas, the first 100 ms after their creation.
+fn ga_session_without_vad(deltas: u32) -> (Session, Counters, Vec<Utf8Bytes>) {
+    let deltas = deltas.to_string();
+    let b = behaviour(&["--response-deltas", &deltas, "--first-delta-ms", "100"]);
     let (mut s, c, mut out) = (
         Session::new(b, 0, hello(false)),
         Counters::new(),
@@ -333,6 +332,15 @@ fn an_out_of_band_response_stays_out_of_the_conversation() {
     );
     s.on_text(GA_NO_VAD, 0.0, &c, &mut out);
     out.clear();
+    (s, c, out)
+}
+
+/// An out-of-band response (`conversation: "none"`) is taken beside the conversation's (the
+/// API allows several), joins no conversation (no `conversation.item.*`, `conversation_id`
+/// null), echoes its `metadata`, and a turn's barge-in leaves it alone.
+#[test]
+fn an_out_of_band_response_stays_out_of_the_conversation() {
+    let (mut s, c, mut out) = ga_session_without_vad(1);
     s.on_text(r#"{"type":"response.create"}"#, 0.0, &c, &mut out);
     let oob = r#"{"type":"response.create","response":{"conversation":"none","metadata":{"topic":"classify"},"output_modalities":["text"]}}"#;
     s.on_text(oob, 0.0, &c, &mut out);
@@ -404,14 +412,7 @@ fn an_out_of_band_response_stays_out_of_the_conversation() {
 /// one (those by their id), as the API.
 #[test]
 fn a_cancel_without_an_id_leaves_out_of_band_responses_alone() {
-    let b = behaviour(&["--response-deltas", "3", "--first-delta-ms", "100"]);
-    let (mut s, c, mut out) = (
-        Session::new(b, 0, hello(false)),
-        Counters::new(),
-        Vec::new(),
-    );
-    s.on_text(GA_NO_VAD, 0.0, &c, &mut out);
-    out.clear();
+    let (mut s, c, mut out) = ga_session_without_vad(3);
     let oob = r#"{"type":"response.create","response":{"conversation":"none"}}"#;
     s.on_text(oob, 0.0, &c, &mut out);
     s.on_text(r#"{"type":"response.create"}"#, 0.0, &c, &mut out);
