@@ -400,6 +400,24 @@ pub struct FunasrMockArgs {
     /// Log one line per engine call on stderr: requests, samples, audio range, queue wait p50/max, engine ms.
     #[arg(long, help_heading = "Fun-ASR mock")]
     pub log_decode_profile: bool,
+    /// WebSocket keepalive: a ping every this many seconds, as the server's `--ws-ping-interval` (websockets' keepalive); 0 or less: none.
+    #[arg(
+        long,
+        default_value_t = 20.0,
+        allow_negative_numbers = true,
+        help_heading = "Fun-ASR mock"
+    )]
+    #[serde(default = "default_ws_ping_interval")]
+    pub ws_ping_interval: f64,
+    /// A ping not answered within this many seconds closes the connection with 1011 (keepalive ping timeout), as the server's `--ws-ping-timeout`; 0 or less (the server's default): never.
+    #[arg(
+        long,
+        default_value_t = 0.0,
+        allow_negative_numbers = true,
+        help_heading = "Fun-ASR mock"
+    )]
+    #[serde(default)]
+    pub ws_ping_timeout: f64,
     /// Test fault: never send the `stopped` event.
     #[arg(long, hide = true)]
     pub fault_never_stopped: bool,
@@ -567,9 +585,16 @@ impl Default for FunasrMockArgs {
             decode_slots: 1,
             blocking_decode: false,
             log_decode_profile: false,
+            ws_ping_interval: default_ws_ping_interval(),
+            ws_ping_timeout: 0.0,
             fault_never_stopped: false,
         }
     }
+}
+
+/// `realtime_ws.py`'s `--ws-ping-interval` default (summaries of before the flag read it).
+fn default_ws_ping_interval() -> f64 {
+    20.0
 }
 
 /// Parses a sampling interval in milliseconds (1 to 1000).

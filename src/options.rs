@@ -336,6 +336,8 @@ impl MockBehaviour {
                     f.decode_max_batch_size.to_string(),
                 ),
                 ("--decode-slots", f.decode_slots.to_string()),
+                ("--ws-ping-interval", f.ws_ping_interval.to_string()),
+                ("--ws-ping-timeout", f.ws_ping_timeout.to_string()),
             ] {
                 flags.push(flag.to_string());
                 flags.push(value);

@@ -575,3 +575,88 @@ fn a_wrong_ack_is_named_in_the_reason_not_called_silence() {
         "{errors}"
     );
 }
+
+/// The server's keepalive (`--ws-ping-interval`, `--ws-ping-timeout`, websockets' own): pings
+/// of 4 bytes every interval, and a ping left unanswered past the timeout closes with 1011
+/// `keepalive ping timeout`. A bare socket, which answers no ping, shows both.
+#[tokio::test]
+async fn the_mock_pings_as_the_server_and_closes_a_peer_that_never_answers() {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let mock = Mock::start(&[
+        "--protocol",
+        "funasr",
+        "--ws-ping-interval",
+        "0.2",
+        "--ws-ping-timeout",
+        "0.5",
+    ]);
+    let mut tcp = tokio::net::TcpStream::connect(&mock.addr).await.unwrap();
+    tcp.write_all(
+        b"GET / HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+          Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n",
+    )
+    .await
+    .unwrap();
+    let started = std::time::Instant::now();
+    let mut bytes = Vec::new();
+    let mut buf = [0u8; 4096];
+    // Read to the end of the connection: the mock closes it (bounded).
+    loop {
+        match tokio::time::timeout(Duration::from_secs(10), tcp.read(&mut buf)).await {
+            Ok(Ok(0)) | Ok(Err(_)) => break,
+            Ok(Ok(n)) => bytes.extend_from_slice(&buf[..n]),
+            Err(_) => panic!("the mock never closed a peer that answers no ping"),
+        }
+    }
+    let head = bytes.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+    assert!(bytes.starts_with(b"HTTP/1.1 101"));
+    // Server frames are unmasked and short here: opcode, length, payload.
+    let mut frames = Vec::new();
+    let mut rest = &bytes[head..];
+    while let [op, len, tail @ ..] = rest {
+        let len = usize::from(len & 0x7f);
+        frames.push((op & 0x0f, tail[..len].to_vec()));
+        rest = &tail[len..];
+    }
+    let pings: Vec<&Vec<u8>> = frames
+        .iter()
+        .filter(|(op, _)| *op == 0x9)
+        .map(|(_, p)| p)
+        .collect();
+    assert!(pings.len() >= 2, "{frames:?}");
+    assert!(pings.iter().all(|p| p.len() == 4), "{frames:?}");
+    let (op, close) = frames.last().unwrap();
+    assert_eq!(*op, 0x8, "{frames:?}");
+    assert_eq!(&close[..2], &1011u16.to_be_bytes());
+    assert_eq!(&close[2..], b"keepalive ping timeout");
+    // The first ping 0.2 s in, the close 0.5 s after it: not at once.
+    assert!(started.elapsed() >= Duration::from_millis(600));
+}
+
+/// A client that answers the pings (ours: its WebSocket answers them) keeps its sessions: a
+/// run against the mock with a ping every 0.2 s and a timeout of 0.5 s completes.
+#[test]
+fn a_run_answers_the_mocks_keepalive_pings() {
+    let _serial = util::serial();
+    let dir = TempDir::new("funasr-keepalive");
+    let out = dir.join("run");
+    let ran = run_to(
+        &out,
+        &[
+            "--protocol",
+            "funasr",
+            "--clients",
+            "2",
+            "--ws-ping-interval",
+            "0.2",
+            "--ws-ping-timeout",
+            "0.5",
+            "--no-sampler",
+        ],
+        LIMIT,
+    );
+    assert!(ran.status.success(), "{}", describe(&ran));
+    let s = summary(&out);
+    assert_eq!(s["verdict"]["complete"], true, "{}", describe(&ran));
+    assert_eq!(s["settings"]["mock"]["funasr"]["ws_ping_interval"], 0.2);
+}
