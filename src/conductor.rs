@@ -681,7 +681,7 @@ fn install_signal_thread(tx: Sender<Event>) -> Result<SignalThread> {
 
 /// Fails early, with a message that says what to do, when `--url` cannot be reached at all
 /// (see [`crate::worker::session::probe`]).
-fn check_reachable(settings: &options::Settings) -> Result<()> {
+pub(crate) fn check_reachable(settings: &options::Settings) -> Result<()> {
     let url = &settings.url;
     let authority =
         options::url_authority(url).ok_or_else(|| anyhow!("--url `{url}` has no host"))?;

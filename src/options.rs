@@ -1220,11 +1220,18 @@ pub fn check_output_rate(protocol: Protocol, args: &MockBehaviourArgs) -> Result
         .find(|(_, given, mocks)| *given && !mocks.contains(&protocol))
     {
         let mocks: Vec<&str> = mocks.iter().map(|p| p.as_str()).collect();
+        // One flag applies; "the Fun-ASR mock's flags" apply.
+        let (applies, it) = if flag.starts_with("the ") {
+            ("apply", "they")
+        } else {
+            ("applies", "it")
+        };
         bail!(
-            "{flag} applies to the {} mock{} (--protocol {}), not {name}'s, whose behaviour it would not change; drop it",
+            "{flag} {applies} to the {} mock{} (--protocol {}), not {name}'s, whose behaviour {it} would not change; drop {}",
             mocks.join(" and "),
             if mocks.len() > 1 { "s" } else { "" },
-            mocks.join("|")
+            mocks.join("|"),
+            if it == "it" { "it" } else { "them" }
         );
     }
     if args.max_tokens.is_some() && protocol != Protocol::Vllm {
@@ -1388,7 +1395,7 @@ mod tests {
         ] {
             let err = plan(flags).unwrap_err().to_string();
             assert!(
-                err.starts_with(flag) && err.contains("drop it"),
+                err.starts_with(flag) && (err.ends_with("drop it") || err.ends_with("drop them")),
                 "{flags:?}: {err}"
             );
         }

@@ -21,6 +21,7 @@ use crate::conductor::{self, Hooks};
 use crate::live::SweepLive;
 use crate::paths::RunPaths;
 use crate::report::compare;
+use crate::sampler::attribution::plural;
 use crate::summary::Summary;
 use anyhow::{bail, Context, Result};
 use figures::RunFigures;
@@ -44,6 +45,13 @@ pub fn run(args: &SweepArgs, command_line: String) -> Result<i32> {
     let plan = plan::validate(args, command_line, tui)?;
     if let Some(top) = plan.levels.last().and_then(|l| l.runs.first()) {
         crate::sys::open_files::ensure(&crate::sys::open_files::Layout::of(&top.settings))?;
+    }
+    // A server that cannot be reached is said before the sweep names a folder it would not
+    // keep (each level's run checks again before it starts).
+    if let Some(first) = plan.levels.first().and_then(|l| l.runs.first()) {
+        if first.settings.mock.is_none() {
+            conductor::check_reachable(&first.settings)?;
+        }
     }
     // Held to the end: a sweep that could not start leaves no empty folder behind.
     let (folder, plan) = if plan.new_output {
@@ -165,7 +173,10 @@ impl<'p> Sweep<'p> {
         let Some(warmup) = &self.plan.warmup else {
             return Ok(());
         };
-        let label = format!("warm-up, {} sessions", warmup.settings.total_sessions());
+        let label = format!(
+            "warm-up, {}",
+            plural(warmup.settings.total_sessions(), "session")
+        );
         if let Some(figures) = self.one_run(warmup, "warmup", 1, (0, n), label, signal)? {
             note(&format!(
                 "sweep: warm-up (figures discarded): {}; {} late packets → warmup",
@@ -189,11 +200,12 @@ impl<'p> Sweep<'p> {
             let folder = plan::level_folder(level.sessions_total, repeat);
             let label = if self.plan.repeats > 1 {
                 format!(
-                    "{} sessions, repeat {repeat} of {}",
-                    level.sessions_total, self.plan.repeats
+                    "{}, repeat {repeat} of {}",
+                    plural(level.sessions_total, "session"),
+                    self.plan.repeats
                 )
             } else {
-                format!("{} sessions", level.sessions_total)
+                plural(level.sessions_total, "session")
             };
             match self.one_run(run, &folder, repeat, at, label, signal)? {
                 Some(figures) => {

@@ -122,7 +122,7 @@ impl MockChild {
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(log_file(&paths.mock_log())?);
-        sys::die_with_parent(&mut command, sys::ParentDeath::Kill);
+        sys::die_with_parent(&mut command, sys::ParentDeath::Term);
         let mut child = command.spawn().context("cannot start the built-in mock")?;
         let stdout = child
             .stdout

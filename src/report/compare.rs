@@ -353,12 +353,19 @@ fn spread_value(spread: Option<Spread>, runs: usize, unit: &str) -> String {
 }
 
 /// Whether B differs from A by more than the run-to-run spread: their ranges over the repeats
-/// do not overlap. Judged only with repeats on both sides.
+/// do not overlap. Judged only with repeats on both sides. Ranges apart by a hair (medians
+/// within 1 % of each other, e.g. 40.175 vs 40.111 ms) say so: a difference beyond a spread
+/// that narrow is real and still too small to matter.
 fn beyond_spread(a: Option<Spread>, b: Option<Spread>, runs: (usize, usize)) -> &'static str {
     match (a, b) {
         (Some(a), Some(b)) if runs.0 > 1 && runs.1 > 1 => {
             if b.min > a.max || b.max < a.min {
-                "yes"
+                let scale = a.median.abs().max(b.median.abs());
+                if (b.median - a.median).abs() < 0.01 * scale {
+                    "yes, under 1 %"
+                } else {
+                    "yes"
+                }
             } else {
                 "no"
             }
@@ -409,7 +416,8 @@ pub fn sweeps_markdown(a: SweepSide<'_>, b: SweepSide<'_>) -> String {
         out,
         "Each figure is the median of a level's repeats with their range [min–max]; B / A is \
          the ratio of the medians. A difference is beyond the run-to-run spread when the two \
-         ranges do not overlap (judged only with repeats on both sides: `sweep --repeats N`).\n"
+         ranges do not overlap (judged only with repeats on both sides: `sweep --repeats N`); \
+         `yes, under 1 %` when the medians are within 1 % of each other all the same.\n"
     );
     let only = |x: SweepSide<'_>, y: SweepSide<'_>| -> Vec<String> {
         x.1.keys()
@@ -484,6 +492,12 @@ mod tests {
         assert_eq!(beyond_spread(a, spread(2.1, 2.5, 3.0), (3, 3)), "yes");
         assert_eq!(beyond_spread(a, spread(0.1, 0.5, 0.9), (3, 3)), "yes");
         assert_eq!(beyond_spread(a, spread(1.9, 2.5, 3.0), (3, 3)), "no");
+        // Apart, by less than 1 % of the medians.
+        let narrow = spread(40.1, 40.111, 40.12);
+        assert_eq!(
+            beyond_spread(narrow, spread(40.15, 40.175, 40.2), (3, 3)),
+            "yes, under 1 %"
+        );
         assert_eq!(
             beyond_spread(a, spread(2.1, 2.5, 3.0), (1, 3)),
             "– (needs repeats)"

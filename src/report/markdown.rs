@@ -7,6 +7,7 @@ use super::{
     verdict_line,
 };
 use crate::contract::process_name;
+use crate::sampler::attribution::plural;
 use crate::summary::Summary;
 use std::fmt::Write as _;
 
@@ -491,8 +492,8 @@ fn details(out: &mut String, s: &Summary) {
         let a = &m.arrival_deviation_ms;
         md!(
             out,
-            "\nThe mock served {} sessions ({} refused), received {} appends, saw {} protocol errors; arrival deviation p50 / p99 / max {:.2} / {:.2} / {:.2} ms.",
-            m.sessions_served, m.sessions_rejected, m.appends_received, m.protocol_errors, a.p50, a.p99, a.max
+            "\nThe mock served {} ({} refused), received {}, saw {}; arrival deviation p50 / p99 / max {:.2} / {:.2} / {:.2} ms.",
+            plural(m.sessions_served, "session"), m.sessions_rejected, plural(m.appends_received, "append"), plural(m.protocol_errors, "protocol error"), a.p50, a.p99, a.max
         );
     }
     md!(

@@ -32,9 +32,12 @@ pub enum Phase {
 pub fn setting_up_line(live: &LiveState) -> String {
     let info = &live.info;
     format!(
-        "{}setting up {} sessions ({} × {}) against {}",
+        "{}setting up {} ({} × {}) against {}",
         shard_prefix(live),
-        u64::from(info.processes) * u64::from(info.sessions_per_process),
+        crate::sampler::attribution::plural(
+            u64::from(info.processes) * u64::from(info.sessions_per_process),
+            "session"
+        ),
         info.processes,
         info.sessions_per_process,
         info.url

@@ -81,4 +81,9 @@ fn sigkill_of_the_conductor_leaves_no_worker_or_mock_behind() {
     for k in 0..2 {
         assert!(out.join(format!("workers/worker-{k}.json")).exists());
     }
+    // The mock heard it too (SIGTERM) and wrote what it served.
+    let stats: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("mock-stats.json")).unwrap())
+            .unwrap();
+    assert_eq!(stats["sessions_served"], 4, "{stats}");
 }

@@ -676,11 +676,14 @@ fn a_sweep_that_cannot_start_writes_nothing_so_it_can_be_run_again_as_it_is() {
     let args = ["--url", url.as_str(), "-s", "1,2", "-d", "1s"];
     let done = sweep(&out, &args);
     assert_eq!(done.status.code(), Some(2), "{}", describe(&done));
+    let stderr = String::from_utf8_lossy(&done.stderr);
     assert!(
-        String::from_utf8_lossy(&done.stderr).contains("cannot reach the server"),
+        stderr.contains("cannot reach the server"),
         "{}",
         describe(&done)
     );
+    // It names no folder it does not keep.
+    assert!(!stderr.contains("sweep folder"), "{}", describe(&done));
     assert!(
         !out.exists(),
         "nothing is written: {:?}",
