@@ -32,6 +32,12 @@ use tokio_tungstenite::tungstenite::protocol::CloseFrame;
 use tokio_tungstenite::tungstenite::{Error as WsError, Message, Utf8Bytes};
 use tokio_tungstenite::WebSocketStream;
 
+/// The mocks' stand-in words, a second of speech each, over and over (`alpha bravo …`): the
+/// Fun-ASR mock's text, and the openai mock's input transcription.
+pub fn stand_in_words() -> impl Iterator<Item = &'static str> {
+    session::WORDS.iter().copied().cycle()
+}
+
 /// Reads and drops what the peer still sends, until it closes (at most 5 s, 64 MiB).
 async fn drain<S: AsyncRead + Unpin>(stream: &mut S) {
     use tokio::io::AsyncReadExt as _;

@@ -400,10 +400,12 @@ impl Session {
         }
     }
 
-    /// The buffer becomes a user message item: `committed`, then the item's events.
+    /// The buffer becomes a user message item: `committed`, then the item's events, then its
+    /// transcription when the session asked for one.
     fn commit(&mut self, out: &mut Vec<Utf8Bytes>) {
         let item_id = format!("item_{}", self.next_item);
         self.next_item += 1;
+        let audio_s = self.uncommitted_bytes as f64 / (f64::from(DEFAULT_SAMPLE_RATE) * 2.0);
         self.uncommitted_bytes = 0;
         let previous = self.last_item_id.replace(item_id.clone());
         self.push(
@@ -414,6 +416,9 @@ impl Session {
         let item = json!({"id": item_id, "object": "realtime.item", "type": "message",
             "status": "completed", "role": "user", "content": [{"type": "input_audio"}]});
         self.item_events(previous, item, out);
+        if let Some(model) = terms::transcription_model(self.beta, &self.asked) {
+            self.transcription(&item_id, &model, audio_s, out);
+        }
     }
 
     /// `response.create`: one response at a time; its own `output_modalities` (beta's

@@ -47,7 +47,7 @@ const BYTES_PER_MS: f64 = 32.0;
 /// The stand-in text's words, one a second of audio, over and over: distinct words, so the
 /// server's repeat filter (`detect_and_fix_hallucination`, which cuts a word said three times
 /// running down to one) would keep them all.
-const WORDS: [&str; 26] = [
+pub(super) const WORDS: [&str; 26] = [
     "alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliett",
     "kilo", "lima", "mike", "november", "oscar", "papa", "quebec", "romeo", "sierra", "tango",
     "uniform", "victor", "whiskey", "xray", "yankee", "zulu",

@@ -28,6 +28,51 @@ impl Session {
         }
     }
 
+    /// The input transcription of a committed user item (the session's
+    /// `audio.input.transcription`, beta's `input_audio_transcription`), which the API runs
+    /// beside the response on a separate model: a `…input_audio_transcription.delta` a word,
+    /// then `.completed` with the whole transcript and its `usage` (whisper-1 is billed by
+    /// duration, the other models by tokens). The words are stand-ins, one a second of audio,
+    /// as the Fun-ASR mock's.
+    pub(super) fn transcription(
+        &mut self,
+        item_id: &str,
+        model: &str,
+        audio_s: f64,
+        out: &mut Vec<Utf8Bytes>,
+    ) {
+        let words: Vec<&str> = crate::mock::funasr::stand_in_words()
+            .take((audio_s.round_ties_even() as usize).max(1))
+            .collect();
+        for (k, word) in words.iter().enumerate() {
+            let delta = if k == 0 {
+                word.to_string()
+            } else {
+                format!(" {word}")
+            };
+            self.push(
+                out,
+                json!({"type": names::INPUT_TRANSCRIPT_DELTA, "item_id": item_id,
+                    "content_index": 0, "delta": delta}),
+            );
+        }
+        let usage = if model == "whisper-1" {
+            json!({"type": "duration", "seconds": (audio_s * 1000.0).round() / 1000.0})
+        } else {
+            // About 10 audio tokens a second, a text token a word.
+            let audio_tokens = (audio_s * 10.0).ceil() as u64;
+            let output_tokens = words.len() as u64;
+            json!({"type": "tokens", "input_tokens": audio_tokens,
+                "output_tokens": output_tokens, "total_tokens": audio_tokens + output_tokens,
+                "input_token_details": {"audio_tokens": audio_tokens, "text_tokens": 0}})
+        };
+        self.push(
+            out,
+            json!({"type": names::INPUT_TRANSCRIPT_DONE, "item_id": item_id, "content_index": 0,
+                "transcript": words.join(" "), "usage": usage}),
+        );
+    }
+
     /// `conversation.item.create`: the item, with an id if it came without one, joins the
     /// conversation after its last item.
     pub(super) fn on_item_create(&mut self, item: Option<Value>, out: &mut Vec<Utf8Bytes>) {

@@ -256,6 +256,27 @@ impl Terms {
     }
 }
 
+/// The model of the input transcription the session asked for (GA's
+/// `audio.input.transcription`, beta's `input_audio_transcription`), when it asked for one: a
+/// transcription of no model named is the API's default (`whisper-1` for beta, as its docs
+/// give; `gpt-4o-transcribe` for GA).
+pub fn transcription_model(beta: bool, asked: &Value) -> Option<String> {
+    let (given, default) = if beta {
+        (asked.get("input_audio_transcription"), "whisper-1")
+    } else {
+        (
+            asked.pointer("/audio/input/transcription"),
+            "gpt-4o-transcribe",
+        )
+    };
+    let given = given.filter(|t| t.is_object())?;
+    let model = given
+        .get("model")
+        .and_then(Value::as_str)
+        .unwrap_or(default);
+    Some(model.to_string())
+}
+
 /// The `turn_detection` shown: the one asked, its defaults filled in, or `null`.
 fn shown_turn_detection(terms: &Terms, asked: Option<&Value>) -> Value {
     let Some(vad) = terms.vad else {
@@ -291,8 +312,22 @@ impl Shown<'_> {
     /// the ones the mock decides as it runs them.
     pub fn object(&self) -> Value {
         let terms = Terms::of(self.beta, self.asked);
-        let mut shown = match self.asked {
-            Value::Object(asked) => asked.clone(),
+        // The API states every setting, its defaults included (a client reads the voice it
+        // got from here); what the session asked for goes over them.
+        let mut shown = if self.beta {
+            json!({"voice": "alloy", "instructions": "", "temperature": 0.8, "tools": [],
+                "tool_choice": "auto", "max_response_output_tokens": "inf",
+                "input_audio_transcription": null, "input_audio_noise_reduction": null,
+                "speed": 1.0, "tracing": null})
+        } else {
+            json!({"instructions": "", "tools": [], "tool_choice": "auto",
+                "max_output_tokens": "inf", "tracing": null, "prompt": null,
+                "audio": {"input": {"transcription": null, "noise_reduction": null},
+                    "output": {"voice": "marin", "speed": 1.0}}})
+        };
+        merge(&mut shown, self.asked);
+        let mut shown = match shown {
+            Value::Object(shown) => shown,
             _ => Map::new(),
         };
         let model = self

@@ -439,3 +439,61 @@ fn a_cancel_without_an_id_leaves_out_of_band_responses_alone() {
     let done = done.iter().find(|e| e["type"] == "response.done").unwrap();
     assert_eq!(done["response"]["id"], oob_id);
 }
+
+/// A session that asks for input transcription gets it for each committed item, as the API
+/// sends it (openai-python's `ConversationItemInputAudioTranscription{Delta,Completed}Event`):
+/// deltas, then `completed` with the whole transcript and a `usage` of the model's billing
+/// (GA's default model by tokens, beta's whisper-1 by duration); without one asked, none.
+#[test]
+fn a_committed_item_is_transcribed_when_the_session_asked_for_it() {
+    let ga = r#"{"type":"session.update","session":{"type":"realtime","audio":{"input":{"turn_detection":null,"transcription":{"language":"en"}}}}}"#;
+    let beta = r#"{"type":"session.update","session":{"turn_detection":null,"input_audio_transcription":{"model":"whisper-1"}}}"#;
+    for (is_beta, update, usage) in [(false, ga, "tokens"), (true, beta, "duration")] {
+        let (mut s, c, mut out) = (
+            Session::new(behaviour(&[]), 0, hello(is_beta)),
+            Counters::new(),
+            Vec::new(),
+        );
+        s.greet(0.0, &mut out);
+        s.on_text(update, 0.0, &c, &mut out);
+        out.clear();
+        // 2.5 s of audio: 2 words (halves to even, as Fun-ASR's stand-in).
+        s.on_text(&append(&[0; 120_000]), 0.0, &c, &mut out);
+        s.on_text(r#"{"type":"input_audio_buffer.commit"}"#, 0.1, &c, &mut out);
+        let got = events(&mut out);
+        let item = got[0]["item_id"].as_str().unwrap();
+        let transcribed: Vec<&Value> = got
+            .iter()
+            .filter(|e| {
+                e["type"]
+                    .as_str()
+                    .unwrap()
+                    .starts_with("conversation.item.input_audio_transcription.")
+            })
+            .collect();
+        let [d0, d1, done] = transcribed.as_slice() else {
+            panic!("{got:?}")
+        };
+        assert_eq!(d0["delta"], "alpha");
+        assert_eq!(d1["delta"], " bravo");
+        assert!(transcribed.iter().all(|e| e["item_id"] == item));
+        assert!(transcribed.iter().all(|e| e["content_index"] == 0));
+        assert_eq!(
+            done["type"],
+            "conversation.item.input_audio_transcription.completed"
+        );
+        assert_eq!(done["transcript"], "alpha bravo");
+        assert_eq!(done["usage"]["type"], usage, "beta {is_beta}");
+    }
+    // Not asked: no transcription.
+    let (mut s, c, mut out) = (
+        Session::new(behaviour(&[]), 0, hello(false)),
+        Counters::new(),
+        Vec::new(),
+    );
+    s.greet(0.0, &mut out);
+    s.on_text(GA_NO_VAD, 0.0, &c, &mut out);
+    s.on_text(&append(&[0; 48_000]), 0.0, &c, &mut out);
+    s.on_text(r#"{"type":"input_audio_buffer.commit"}"#, 0.1, &c, &mut out);
+    assert!(!kinds(&mut out).iter().any(|k| k.contains("transcription")));
+}
