@@ -11,6 +11,7 @@ pub const EXIT_ERROR: i32 = 2;
 
 /// Runs the program with the process's arguments and returns its exit code.
 pub fn main() -> i32 {
+    crate::sys::survive_file_size_limit();
     let cli = match Cli::parse_args() {
         Ok(cli) => cli,
         Err(err) => {

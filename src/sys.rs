@@ -49,6 +49,21 @@ pub fn die_with_parent(command: &mut Command, signal: ParentDeath) -> &mut Comma
     }
 }
 
+/// Makes a write past the file-size limit (`ulimit -f`) fail with EFBIG instead of killing the
+/// process with SIGXFSZ: the trace writers then lose lines as on a full disk, and say so,
+/// instead of the workers dying with half a line in a trace. Handled (a flag no one reads), not
+/// ignored, so that no child inherits an ignored signal.
+pub fn survive_file_size_limit() {
+    let seen = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    // Fails only for a forbidden signal, which SIGXFSZ is not.
+    let _ = signal_hook::flag::register(signal_hook::consts::SIGXFSZ, seen);
+}
+
+/// The soft file-size limit (`ulimit -f`) in bytes, when there is one.
+pub fn file_size_limit_bytes() -> Option<u64> {
+    rustix::process::getrlimit(rustix::process::Resource::Fsize).current
+}
+
 /// Raises the soft open-file limit to the hard limit: a worker keeps three descriptors open per
 /// session, the mock one. The conductor checks the whole layout first ([`open_files::ensure`]).
 pub fn raise_open_file_limit() {

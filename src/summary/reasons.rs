@@ -210,10 +210,17 @@ impl FilesLost {
     /// The verdict's reason: what was lost, that the figures are whole, what to do.
     pub(super) fn reason(&self, output_dir: &str) -> String {
         let (what, to_do) = if self.disk_full {
-            (
-                format!("the disk holding {output_dir} is full (No space left on device)"),
-                "free space, or trace less (--trace meta or off)",
-            )
+            match crate::sys::file_size_limit_bytes() {
+                // Under a file-size limit a write past it fails as one on a full disk does.
+                Some(limit) => (
+                    format!("the disk holding {output_dir} is full (No space left on device), or a file reached the file-size limit of {} (ulimit -f; File too large)", format!("{:.1} MiB", limit as f64 / 1_048_576.0)),
+                    "free space or raise the limit (ulimit -f unlimited), or trace less (--trace meta or off)",
+                ),
+                None => (
+                    format!("the disk holding {output_dir} is full (No space left on device)"),
+                    "free space, or trace less (--trace meta or off)",
+                ),
+            }
         } else {
             (
                 format!("files under {output_dir} could not be written"),

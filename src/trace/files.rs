@@ -51,11 +51,14 @@ impl WriteLoss {
     }
 }
 
-/// ENOSPC or EDQUOT: no room left for the run's files.
+/// ENOSPC, EDQUOT or EFBIG (the file-size limit, `ulimit -f`): no room left for the run's
+/// files.
 pub fn is_disk_full(err: &std::io::Error) -> bool {
     matches!(
         err.kind(),
-        std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded
+        std::io::ErrorKind::StorageFull
+            | std::io::ErrorKind::QuotaExceeded
+            | std::io::ErrorKind::FileTooLarge
     )
 }
 

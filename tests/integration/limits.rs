@@ -24,6 +24,41 @@ fn run_under_ulimit(limit: u32, out: &Path, args: &[&str]) -> Output {
     cmd.output().unwrap()
 }
 
+/// A file-size limit (`ulimit -f`, 1024-byte blocks) reached by the traces: the workers lived
+/// (SIGXFSZ killed them, leaving a trace cut mid-line and 448 of 600 packets sent: the QA pass
+/// of 2026-12-07), every packet was sent, the traces end in whole lines, and the summary says
+/// which lines were lost and names the limit.
+#[test]
+fn a_file_size_limit_loses_trace_lines_as_a_full_disk_and_kills_nothing() {
+    let _serial = util::serial();
+    let dir = TempDir::new("fsize");
+    let out = dir.join("run");
+    let mut cmd = assert_cmd::Command::new("sh");
+    cmd.arg("-c")
+        .arg(r#"ulimit -f 200 && exec "$0" "$@""#)
+        .arg(util::bin())
+        .args(["run", "--no-tui", "--output"])
+        .arg(&out)
+        .args(["-p", "2", "-s", "2", "-d", "6s", "--no-sampler"])
+        .timeout(Duration::from_secs(60))
+        .write_stdin("");
+    let ran = cmd.output().unwrap();
+    assert_eq!(ran.status.code(), Some(1), "{}", describe(&ran));
+    let s = summary(&out);
+    assert_eq!(s["pacing"]["packets"], 4 * 75, "{}", describe(&ran));
+    assert_eq!(s["files_lost"]["disk_full"], true, "{s}");
+    assert!(s["files_lost"]["trace_lines"].as_u64().unwrap() > 0);
+    let reasons = s["verdict"]["reasons"].to_string();
+    assert!(reasons.contains("ulimit -f"), "{reasons}");
+    assert!(!reasons.contains("signal"), "{reasons}");
+    for entry in std::fs::read_dir(out.join("sessions")).unwrap() {
+        let trace = std::fs::read_to_string(entry.unwrap().path().join("trace.jsonl")).unwrap();
+        assert!(trace.ends_with('\n'), "a trace cut mid-line");
+        let last = trace.lines().last().unwrap();
+        serde_json::from_str::<serde_json::Value>(last).unwrap();
+    }
+}
+
 /// The number in "`ulimit -n N`" of a message.
 fn ulimit_named(message: &str) -> Option<u64> {
     let rest = &message[message.find("`ulimit -n ")? + "`ulimit -n ".len()..];

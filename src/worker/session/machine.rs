@@ -648,6 +648,11 @@ impl Machine {
                             error: Some(why),
                         };
                     }
+                    if let Meaning::Accepted { seq } = meaning {
+                        if let Some(why) = self.never_sent(seq) {
+                            return self.protocol_error(why, Some(payload));
+                        }
+                    }
                     Heard {
                         payload: Some(payload),
                         error: None,
@@ -991,6 +996,21 @@ impl Machine {
         if self.phase != Phase::Finishing && self.origin_s.is_some() {
             self.reply_gap(now_s);
         }
+    }
+
+    /// Why an `accepted` of packet `seq` answers no packet: the client has not sent it. The
+    /// packet after the last one recorded sent may be on the wire already (its send's end is
+    /// recorded when the send call returns), so only a later one is a server's error.
+    fn never_sent(&self, seq: u64) -> Option<String> {
+        let next = self.last_seq.map_or(0, |last| u64::from(last) + 1);
+        (seq > next).then(|| match self.last_seq {
+            Some(last) => format!(
+                "the server accepted packet {seq}, which the client has not sent (it has sent packets 0 to {last}): the server acknowledged audio it never got"
+            ),
+            None => format!(
+                "the server accepted packet {seq} before the client sent any: the server acknowledged audio it never got"
+            ),
+        })
     }
 
     fn sent_at(&self, seq: u64) -> Option<f64> {

@@ -407,6 +407,24 @@ fn an_answer_to_a_packet_older_than_the_send_ring_is_timed_from_its_schedule() {
     // A seq no packet had (here near u64::MAX) is no sample, and no overflow.
     let absurd = r#"{"type":"sglang.input_audio.accepted","event_id":"e","seq":1e30}"#;
     assert_eq!(h.hear(absurd, 34.5), Flow::Continue);
+    // The next packet may be on the wire (its send not yet returned): taken, no sample. One
+    // after it was never sent: a protocol error, no sample (the QA pass of 2026-12-07: an
+    // accepted of seq 99999 left the run complete, which the README says it is not).
+    let errors = h.m.outcome.protocol_errors;
+    let in_flight = r#"{"type":"sglang.input_audio.accepted","event_id":"e","seq":300}"#;
+    assert_eq!(h.hear(in_flight, 34.5), Flow::Continue);
+    assert_eq!(h.m.outcome.protocol_errors, errors);
+    let unsent = r#"{"type":"sglang.input_audio.accepted","event_id":"e","seq":99999}"#;
+    let heard = h.m.on_frame(Incoming::Text(unsent), 34.6);
+    assert_eq!(heard.flow, Flow::Continue);
+    assert!(
+        heard.error.as_deref().is_some_and(|e| e.contains(
+            "accepted packet 99999, which the client has not sent (it has sent packets 0 to 299)"
+        )),
+        "{:?}",
+        heard.error
+    );
+    assert_eq!(h.m.outcome.protocol_errors, errors + 1);
     let stats = h.stats.borrow();
     assert_eq!(stats.hist.accepted.count(), 2, "neither answer dropped");
     let max_ms = stats.hist.accepted.max_ms();
