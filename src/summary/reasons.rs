@@ -213,7 +213,7 @@ impl FilesLost {
             match crate::sys::file_size_limit_bytes() {
                 // Under a file-size limit a write past it fails as one on a full disk does.
                 Some(limit) => (
-                    format!("the disk holding {output_dir} is full (No space left on device), or a file reached the file-size limit of {} (ulimit -f; File too large)", format!("{:.1} MiB", limit as f64 / 1_048_576.0)),
+                    format!("the disk holding {output_dir} is full (No space left on device), or a file reached the file-size limit of {:.1} MiB (ulimit -f; File too large)", limit as f64 / 1_048_576.0),
                     "free space or raise the limit (ulimit -f unlimited), or trace less (--trace meta or off)",
                 ),
                 None => (
