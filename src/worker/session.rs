@@ -686,10 +686,11 @@ impl Session {
                     } else {
                         format!("no {what} within --recv-timeout {recv_timeout_s}s{instead}")
                     };
-                    // The protocol's hint is about a server that answered and never ended (vLLM's
-                    // first realtime builds): not one that sent no delta at all.
+                    // The protocol's hint is about a server that answered to the input's end
+                    // and never ended (vLLM's first realtime builds): not one that sent no delta,
+                    // nor one that went silent mid-stream (it stopped; it did not forget to end).
                     let protocol_hint = match self.ctx.protocol.timeout_hint(what) {
-                        Some(hint) if !stopping && self.machine.heard_deltas() => {
+                        Some(hint) if !stopping && self.machine.answered_to_the_end() => {
                             format!("; {hint}")
                         }
                         _ => String::new(),

@@ -107,6 +107,8 @@ pub struct Machine {
     /// The previous delta of the answer under way (turn dialects), or the previous result
     /// (Fun-ASR): a server that stalls mid-stream shows as a long gap to the next.
     last_delta_s: Option<f64>,
+    /// When the latest answer delta came ([`Machine::answered_to_the_end`]).
+    latest_delta_s: Option<f64>,
     /// Packets below this sequence number were counted late while still unsent.
     counted_late_below: u32,
     /// The session's turns, for the dialects that have them (`None` for the native protocol).
@@ -166,6 +168,7 @@ impl Machine {
             last_seq: None,
             first_audio_seen: false,
             last_delta_s: None,
+            latest_delta_s: None,
             counted_late_below: 0,
             turns: (settings_for_turns != Protocol::Native).then(Turns::default),
             transcripts,
@@ -435,6 +438,7 @@ impl Machine {
         if self.turns.is_some() && self.phase == Phase::Streaming {
             self.reply_gap(now_s);
         }
+        self.latest_delta_s = Some(now_s);
     }
 
     /// A reply of a stream of them (deltas of an answer, Fun-ASR's results) arrived at `now_s`.
@@ -453,6 +457,16 @@ impl Machine {
         let packet_ms = f64::from(self.settings.packet_ms);
         let seq = ((audio_ms / packet_ms).ceil() as i64 - 1).clamp(0, i64::from(last_seq));
         self.send_of(seq as u64)
+    }
+
+    /// Whether the server was still sending deltas when the input ended (its last delta at
+    /// most a second before the last packet's send, or after it): it was answering, and then
+    /// never ended its answer — unlike a server that went silent mid-stream.
+    pub fn answered_to_the_end(&self) -> bool {
+        match (self.latest_delta_s, self.outcome.last_send_s) {
+            (Some(delta_s), Some(last_send_s)) => delta_s >= last_send_s - 1.0,
+            _ => false,
+        }
     }
 
     /// Whether the server sent any transcript or answer delta so far.

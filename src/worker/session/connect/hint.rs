@@ -48,6 +48,8 @@ pub const OVERSIZED_ANSWER: &str =
     "the server's answer to the handshake did not end its headers within 64 KiB (or came in hundreds of tiny pieces), the WebSocket library's limit against a hostile server: check that --url is the server's WebSocket endpoint, and ask its operator what sends so large an answer";
 pub const RESET: &str =
     "the server reset the connection before answering the WebSocket handshake, so something listens there but will not talk to this client (a proxy or firewall that refuses it, a full accept queue, a server shutting down): check --url and the server's log";
+pub const CLOSED_IN_HANDSHAKE: &str =
+    "the server closed the connection before it finished answering the WebSocket handshake, so something listens there but will not talk to this client (a proxy or firewall that refuses it, a server shutting down or out of connections): check --url and the server's log";
 pub const UNASKED_EXTENSION: &str =
     "the server accepted with a WebSocket extension the client did not ask for (Sec-WebSocket-Extensions, e.g. permessage-deflate), so its frames would be ones this client cannot read, and RFC 6455 §4.1 has the client fail the connection: turn the extension off for clients that do not offer it, or check the proxy in front of the server";
 pub const TOO_MANY_HEADERS: &str =
@@ -69,6 +71,7 @@ pub fn for_error(err: &WsError, progress: &Progress) -> Option<Cow<'static, str>
             200 | 404 | 405 => Some(NO_ENDPOINT.into()),
             401 | 403 => Some(NOT_AUTHORISED.into()),
             301 | 302 | 303 | 307 | 308 => Some(redirect(response.headers()).into()),
+            429 => Some(rate_limited(response.headers()).into()),
             500..=502 | 504..=599 => Some(SERVER_FAILED.into()),
             _ => None,
         };
@@ -80,6 +83,27 @@ pub fn for_error(err: &WsError, progress: &Progress) -> Option<Cow<'static, str>
 /// §4.1), so the URL it names is the one to give. Its scheme is said in WebSocket terms (an
 /// `https://` redirect is a proxy's move to TLS: `wss://`), a credential in its query (a proxy
 /// keeps `--url`'s own) is left out as `--url`'s is, and a path alone is said as a path.
+/// What to do about HTTP 429: the server (or a gateway in front of it) limits how many
+/// connections or requests it takes. Not retried as a 503 is: the protocols name 503 as the
+/// full server's refusal, and a rate limit is the deployment's, not the load's.
+fn rate_limited(headers: &HeaderMap) -> String {
+    let after = headers
+        .get("retry-after")
+        .and_then(|v| v.to_str().ok())
+        .map(|v| {
+            v.chars()
+                .filter(|c| !c.is_control())
+                .take(40)
+                .collect::<String>()
+        })
+        .filter(|v| !v.is_empty())
+        .map(|v| format!(" (Retry-After: {v})"))
+        .unwrap_or_default();
+    format!(
+        "the server (or a gateway in front of it) is rate-limiting connections{after}: run fewer sessions (-s, -p), wait before running again, or raise the limit (for a hosted API, the account's rate limits)"
+    )
+}
+
 fn redirect(headers: &HeaderMap) -> String {
     const LONGEST: usize = 300;
     let location = headers
@@ -161,6 +185,9 @@ fn for_transport_error(err: &WsError, progress: &Progress) -> Option<&'static st
             }
         }
         WsError::Io(io) if io.kind() == std::io::ErrorKind::ConnectionReset => Some(RESET),
+        // The connection ended (a FIN, or a reset read as the end) before the answer's headers
+        // did: tungstenite says only "Handshake not finished".
+        WsError::Protocol(ProtocolError::HandshakeIncomplete) => Some(CLOSED_IN_HANDSHAKE),
         _ => None,
     }
 }
@@ -212,6 +239,8 @@ mod tests {
             httparse::Error::TooManyHeaders,
         ));
         assert_eq!(hint(many).as_deref(), Some(TOO_MANY_HEADERS));
+        let cut = WsError::Protocol(ProtocolError::HandshakeIncomplete);
+        assert_eq!(hint(cut).as_deref(), Some(CLOSED_IN_HANDSHAKE));
     }
 
     #[test]
@@ -232,6 +261,18 @@ mod tests {
             None,
             "a status with no known cause has no hint"
         );
+        // A rate limit (the QA pass of 2026-12-07: a bare "429 Too Many Requests"), with the
+        // server's Retry-After when it gave one.
+        assert!(refused(429)
+            .unwrap()
+            .contains("rate-limiting connections: run fewer sessions"));
+        let response = tokio_tungstenite::tungstenite::http::Response::builder()
+            .header("Retry-After", "30")
+            .status(429)
+            .body(None)
+            .unwrap();
+        let hint = for_error(&WsError::Http(Box::new(response)), &Progress::default()).unwrap();
+        assert!(hint.contains("(Retry-After: 30)"), "{hint}");
     }
 
     #[test]

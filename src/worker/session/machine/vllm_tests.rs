@@ -105,3 +105,30 @@ fn the_wait_for_the_final_answer_after_the_input_ends_is_no_reply_gap() {
     let gap = longest_reply_gap_ms(&m);
     assert!(gap < 90.0, "one model step between replies, not {gap} ms");
 }
+
+/// vLLM's first realtime builds answer the input to its end and never send `done`. A server
+/// that went silent mid-stream stopped answering long before the end: the timeout hint about
+/// those builds is not for it (the QA pass of 2026-12-07: a server that stopped reading and
+/// replying was told to upgrade vLLM).
+#[test]
+fn only_a_server_that_answered_to_the_inputs_end_gets_the_old_build_hint() {
+    for answered_to_the_end in [true, false] {
+        let mut m = streaming_machine();
+        let text = r#"{"type":"transcription.delta","delta":" alpha"}"#;
+        let mut frame = Outgoing::default();
+        let last = m.settings.packets_per_session - 1;
+        // Replies up to the end, or for the first 5 packets only (0.4 s of the input).
+        let answered = if answered_to_the_end { last } else { 5 };
+        for seq in 0..=last {
+            let start_s = 1.0 + f64::from(seq) * 0.08;
+            let due_s = m.packet(seq, start_s, 1.0, &mut frame).0;
+            m.sent(seq, due_s, start_s, start_s + 0.0001);
+            if seq <= answered {
+                hear(&mut m, text, start_s + 0.001);
+            }
+        }
+        m.streamed();
+        assert_eq!(m.answered_to_the_end(), answered_to_the_end);
+        assert!(m.heard_deltas());
+    }
+}
