@@ -109,7 +109,13 @@ impl Session {
     pub fn new(behaviour: Rc<Behaviour>, number: u64) -> Session {
         Session {
             behaviour,
-            id: format!("sess_{number:06}"),
+            // vLLM's `f"sess-{random_uuid()}"` (32 hex digits): here the session's number,
+            // spread over the digits, with the process's id, so that ids differ between runs.
+            id: format!(
+                "sess-{:032x}",
+                (u128::from(std::process::id()) << 64)
+                    | u128::from(number.wrapping_mul(0x9E37_79B9_7F4A_7C15))
+            ),
             validated: false,
             started: false,
             appends: 0,
