@@ -500,8 +500,8 @@ pub struct ReportArgs {
     /// Another run to compare it with: both values of every headline figure and their ratio; with two sweeps, level by level over their repeats, and whether each difference is beyond the run-to-run spread.
     #[arg(long, value_name = "OTHER")]
     pub vs: Option<PathBuf>,
-    /// The text table instead of Markdown.
-    #[arg(long, conflicts_with = "vs")]
+    /// Plain text instead of Markdown: the text table of a run or sweep; with --vs, the comparison's tables aligned.
+    #[arg(long)]
     pub text: bool,
     /// Compare runs of different loads anyway (the differing settings are still named).
     #[arg(long, requires = "vs")]

@@ -6,6 +6,7 @@ pub mod compare;
 pub mod jsonl;
 mod markdown;
 mod multihost;
+pub mod plain;
 mod table;
 
 use crate::stats::ShortPercentiles;

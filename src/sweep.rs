@@ -615,7 +615,12 @@ pub fn report(args: &ReportArgs) -> Result<i32> {
         None => markdown::markdown(&a),
         Some(other) if is_sweep(other) => {
             let (b_dir, b) = load_record(other)?;
-            compare_sweeps(args, (&a_dir, &a), (&b_dir, &b))?
+            let md = compare_sweeps(args, (&a_dir, &a), (&b_dir, &b))?;
+            if args.text {
+                crate::report::plain::from_markdown(&md)
+            } else {
+                md
+            }
         }
         Some(other) => bail!(
             "{} is a sweep and {} is not: compare a sweep with a sweep, or a run with a run, e.g. `report {} --vs {}`",

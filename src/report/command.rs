@@ -26,7 +26,12 @@ pub fn run(args: &ReportArgs) -> Result<i32> {
                     differ.join("; ")
                 );
             }
-            compare::markdown(&a, &b, (&label(&a_path), &label(&b_path)))
+            let md = compare::markdown(&a, &b, (&label(&a_path), &label(&b_path)));
+            if args.text {
+                super::plain::from_markdown(&md)
+            } else {
+                md
+            }
         }
     };
     // A closed stdout (`| head`) is not an error worth a message.

@@ -431,7 +431,8 @@ pub fn sweeps_markdown(a: SweepSide<'_>, b: SweepSide<'_>) -> String {
         };
         let _ = writeln!(
             out,
-            "## {sessions} sessions: {} vs {} runs\n",
+            "## {}: {} vs {} runs\n",
+            crate::sampler::attribution::plural(*sessions, "session"),
             a_runs.len(),
             b_runs.len()
         );

@@ -199,7 +199,7 @@ fn two_sweeps_with_repeats_compare_level_by_level_against_their_spread_issue_15(
     assert_eq!(vs.status.code(), Some(0), "{}", describe(&vs));
     let md = String::from_utf8_lossy(&vs.stdout);
     for expected in [
-        "## 1 sessions: 2 vs 2 runs",
+        "## 1 session: 2 vs 2 runs",
         "## 2 sessions: 2 vs 2 runs",
         "| figure | A | B | B / A | beyond the spread |",
         "| deviation p99 | ",
@@ -216,6 +216,17 @@ fn two_sweeps_with_repeats_compare_level_by_level_against_their_spread_issue_15(
     );
 
     assert!(md.contains(" — 2 levels, 4 runs  \n"), "{md}");
+    // The same as plain text: the tables aligned, no Markdown marks.
+    let text = util::run(&["report", a, "--vs", b, "--text"], Duration::from_secs(30));
+    assert_eq!(text.status.code(), Some(0), "{}", describe(&text));
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(!text.contains('|') && !text.contains("## "), "{text}");
+    assert!(text.contains("1 session: 2 vs 2 runs\n"), "{text}");
+    let row = text
+        .lines()
+        .find(|l| l.starts_with("deviation p99  "))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(row.ends_with("  yes") || row.ends_with("  no"), "{row}");
 
     // A sweep that ended early says so beside its levels (it read as one that planned them).
     let record = std::path::Path::new(b).join("sweep.json");
