@@ -118,9 +118,34 @@ pub fn draining_line(live: &LiveState, audio_sent: bool) -> String {
             t.sessions_done
         );
     }
+    // A worker that died ends none of its sessions: they are not waited for.
+    let per_worker = u64::from(live.info.sessions_per_process);
+    let dead: Vec<usize> = (live.workers.iter().enumerate())
+        .filter(|(_, w)| w.gone && !w.done)
+        .map(|(k, _)| k)
+        .collect();
+    let waiting: u64 = live
+        .workers
+        .iter()
+        .filter(|w| !(w.gone && !w.done))
+        .map(|w| per_worker.saturating_sub(u64::from(w.progress.sessions_done)))
+        .sum();
+    let dead_note = match dead.as_slice() {
+        [] => String::new(),
+        [k] => format!(
+            "; worker {k} exited early (its {} not waited for)",
+            crate::sampler::attribution::plural(per_worker, "session")
+        ),
+        many => format!(
+            "; workers {} exited early (their sessions not waited for)",
+            many.iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    };
     format!(
-        "draining: the audio is sent; waiting for the server to finish {} of {total} sessions",
-        total.saturating_sub(t.sessions_done)
+        "draining: the audio is sent; waiting for the server to finish {waiting} of {total} sessions{dead_note}"
     )
 }
 
@@ -422,6 +447,27 @@ mod tests {
         l.workers[0].done = true;
         l.workers[1].gone = true;
         assert!(!progress_line(&mut l, 106.2).contains("silent"));
+    }
+
+    #[test]
+    fn a_dead_workers_sessions_are_not_waited_for_while_draining() {
+        let mut l = live();
+        let per = u64::from(l.info.sessions_per_process);
+        let total = 2 * per;
+        assert!(draining_line(&l, true).contains(&format!("finish {total} of {total}")));
+        // Worker 1 died (the QA pass of 2026-12-07: still "8 of 8" after a SIGKILL).
+        l.workers[1].gone = true;
+        let line = draining_line(&l, true);
+        assert!(
+            line.contains(&format!(
+                "finish {per} of {total} sessions; worker 1 exited early"
+            )),
+            "{line}"
+        );
+        // One that finished is no death.
+        l.workers[1].done = true;
+        l.workers[1].progress.sessions_done = l.info.sessions_per_process;
+        assert!(!draining_line(&l, true).contains("exited early"));
     }
 
     #[test]
