@@ -127,7 +127,7 @@ pub fn draining_line(live: &LiveState, audio_sent: bool) -> String {
     let waiting: u64 = live
         .workers
         .iter()
-        .filter(|w| !(w.gone && !w.done))
+        .filter(|w| !w.gone || w.done)
         .map(|w| per_worker.saturating_sub(u64::from(w.progress.sessions_done)))
         .sum();
     let dead_note = match dead.as_slice() {
