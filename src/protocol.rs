@@ -13,6 +13,7 @@
 //! their files.
 
 pub mod funasr;
+pub mod keepalive;
 pub mod native;
 pub mod openai;
 pub mod vllm;

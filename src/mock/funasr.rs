@@ -23,6 +23,7 @@ pub use engine::Engine;
 pub const MAX_MESSAGE_BYTES: usize = 10 << 20;
 
 use super::stats::Counters;
+use crate::protocol::keepalive::{Keepalive, Tick};
 use futures_util::{FutureExt as _, SinkExt, StreamExt};
 use session::{Frame, Session};
 use std::rc::Rc;
@@ -62,18 +63,22 @@ pub async fn run_session<S: AsyncRead + AsyncWrite + Unpin>(
     let mut arrivals = Arrivals::default();
     let mut out: Vec<Utf8Bytes> = Vec::with_capacity(4);
     let mut pending: Option<tokio::sync::oneshot::Receiver<()>> = None;
-    let mut keepalive = Keepalive::new(engine.model());
+    let mut keepalive = keepalive(engine.model());
+    let mut pings: u32 = 0;
     loop {
         let message = tokio::select! {
             message = ws.next() => message,
-            () = keepalive.due() => {
-                match keepalive.tick() {
-                    Beat::Ping(payload) => {
-                        if ws.send(Message::Ping(payload)).await.is_err() {
+            () = keepalive_due(keepalive.as_ref()) => {
+                let tick = keepalive.as_mut().map_or(Tick::Nothing, |k| k.tick(crate::clock::monotonic_s()));
+                match tick {
+                    Tick::SendPing => {
+                        pings = pings.wrapping_add(1);
+                        let payload = pings.wrapping_mul(0x9E37_79B9).to_be_bytes();
+                        if ws.send(Message::Ping(payload.to_vec().into())).await.is_err() {
                             return;
                         }
                     }
-                    Beat::TimedOut => {
+                    Tick::TimedOut => {
                         // websockets fails the connection: 1011, "keepalive ping timeout".
                         let frame = CloseFrame {
                             code: CloseCode::Error,
@@ -82,7 +87,7 @@ pub async fn run_session<S: AsyncRead + AsyncWrite + Unpin>(
                         let _ = ws.close(Some(frame)).await;
                         return;
                     }
-                    Beat::Early => {}
+                    Tick::Nothing => {}
                 }
                 continue;
             }
@@ -115,14 +120,14 @@ pub async fn run_session<S: AsyncRead + AsyncWrite + Unpin>(
             }
             return;
         };
-        keepalive.heard(&message);
+        heard(keepalive.as_mut(), &message);
         if !take(&mut session, &mut arrivals, message, counters) {
             let _ = ws.flush().await;
             return;
         }
         // Everything that has already arrived, so that one flush carries the replies.
         while let Some(Some(Ok(message))) = ws.next().now_or_never() {
-            keepalive.heard(&message);
+            heard(keepalive.as_mut(), &message);
             if !take(&mut session, &mut arrivals, message, counters) {
                 let _ = ws.flush().await;
                 return;
@@ -144,93 +149,31 @@ pub async fn run_session<S: AsyncRead + AsyncWrite + Unpin>(
 }
 
 /// The server's WebSocket keepalive (`websockets`' `ping_interval` / `ping_timeout`, which
-/// `realtime_ws.py` sets from `--ws-ping-interval` 20 and `--ws-ping-timeout` 0): a ping every
-/// interval from the connection's opening, with a 4-byte payload; with a timeout, a ping whose
-/// pong has not come within it fails the connection. As in `websockets`, a pong answers its
-/// own ping and every earlier one, and a pong of a payload never sent answers nothing.
-struct Keepalive {
-    interval_s: Option<f64>,
-    timeout_s: Option<f64>,
-    next_ping_s: f64,
-    /// The pings not answered yet (with a timeout only), oldest first: payload, send time.
-    unanswered: std::collections::VecDeque<(u32, f64)>,
-    sent: u32,
+/// `realtime_ws.py` sets from `--ws-ping-interval` 20 and `--ws-ping-timeout` 0): a ping of 4
+/// bytes every interval from the connection's opening; with a timeout, one left unanswered that
+/// long fails the connection. Any pong answers every ping so far (websockets matches payloads;
+/// a client answers its pings in order).
+fn keepalive(model: &crate::cli::FunasrMockArgs) -> Option<Keepalive> {
+    let finite = |s: f64| if s.is_finite() { s } else { 0.0 };
+    Keepalive::new(
+        finite(model.ws_ping_interval),
+        finite(model.ws_ping_timeout),
+        crate::clock::monotonic_s(),
+    )
 }
 
-/// What the keepalive does when it is due.
-enum Beat {
-    Ping(tokio_tungstenite::tungstenite::Bytes),
-    TimedOut,
-    /// Woken before anything was due.
-    Early,
+/// A pong answers the keepalive's pings.
+fn heard(keepalive: Option<&mut Keepalive>, message: &Message) {
+    if let (Some(k), Message::Pong(_)) = (keepalive, message) {
+        k.pong();
+    }
 }
 
-impl Keepalive {
-    fn new(model: &crate::cli::FunasrMockArgs) -> Keepalive {
-        let positive = |s: f64| (s > 0.0 && s.is_finite()).then_some(s);
-        let interval_s = positive(model.ws_ping_interval);
-        Keepalive {
-            interval_s,
-            timeout_s: positive(model.ws_ping_timeout),
-            next_ping_s: crate::clock::monotonic_s() + interval_s.unwrap_or(0.0),
-            unanswered: std::collections::VecDeque::new(),
-            sent: 0,
-        }
-    }
-
-    /// When the next ping, or the oldest unanswered one's timeout, is due.
-    fn due_s(&self) -> Option<f64> {
-        let ping = self.interval_s.map(|_| self.next_ping_s);
-        let timeout = self
-            .unanswered
-            .front()
-            .zip(self.timeout_s)
-            .map(|(&(_, at_s), t)| at_s + t);
-        match (ping, timeout) {
-            (Some(p), Some(t)) => Some(p.min(t)),
-            (p, t) => p.or(t),
-        }
-    }
-
-    async fn due(&self) {
-        match self.due_s() {
-            Some(at_s) => tokio::time::sleep_until(crate::clock::instant_at(at_s)).await,
-            None => std::future::pending().await,
-        }
-    }
-
-    fn tick(&mut self) -> Beat {
-        let now_s = crate::clock::monotonic_s();
-        if let (Some(&(_, at_s)), Some(t)) = (self.unanswered.front(), self.timeout_s) {
-            if now_s >= at_s + t {
-                return Beat::TimedOut;
-            }
-        }
-        if now_s < self.next_ping_s {
-            // Woken early (the timer's rounding): the select loop asks again.
-            return Beat::Early;
-        }
-        self.sent = self.sent.wrapping_add(1);
-        let payload = self.sent.wrapping_mul(0x9E37_79B9);
-        if self.timeout_s.is_some() {
-            self.unanswered.push_back((payload, now_s));
-        }
-        self.next_ping_s = now_s + self.interval_s.unwrap_or(f64::INFINITY);
-        Beat::Ping(payload.to_be_bytes().to_vec().into())
-    }
-
-    /// A pong answers the pings up to its own.
-    fn heard(&mut self, message: &Message) {
-        let Message::Pong(payload) = message else {
-            return;
-        };
-        let Ok(bytes) = <[u8; 4]>::try_from(payload.as_ref()) else {
-            return;
-        };
-        let payload = u32::from_be_bytes(bytes);
-        if let Some(k) = self.unanswered.iter().position(|&(p, _)| p == payload) {
-            self.unanswered.drain(..=k);
-        }
+/// Until the keepalive's next deadline, if it has one.
+async fn keepalive_due(keepalive: Option<&Keepalive>) {
+    match keepalive {
+        Some(k) => tokio::time::sleep_until(crate::clock::instant_at(k.deadline_s())).await,
+        None => std::future::pending().await,
     }
 }
 

@@ -4,7 +4,6 @@
 //! what each packet counts for is decided by the machine, without I/O.
 
 mod connect;
-mod keepalive;
 pub mod machine;
 mod transcripts;
 pub mod wire;
@@ -19,11 +18,11 @@ use crate::clock::{instant_at, monotonic_s};
 use crate::contract::worker::{SessionOutcome, SessionStatus, MAX_WINDOWS};
 use crate::options::Settings;
 use crate::procstat;
+use crate::protocol::keepalive::{self, Keepalive, Tick};
 use crate::protocol::{ClientProtocol, EventIds, Milestone, Outgoing};
 use crate::trace::format::{json_string, Payload};
 use crate::trace::{Receipt, SessionTrace};
 use futures_util::{FutureExt as _, SinkExt, StreamExt};
-use keepalive::{Keepalive, Tick};
 use machine::{Action, Flow, Heard, Incoming, Machine};
 use std::cell::RefCell;
 use std::rc::Rc;

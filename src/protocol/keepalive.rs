@@ -1,7 +1,8 @@
-//! WebSocket keepalive pings (`--client-ping-interval`, `--client-ping-timeout`), as the
-//! benchmark's websockets library sends them: a ping every interval, and the connection ends
-//! when one goes unanswered for the timeout. Without I/O: the session asks when to wake next
-//! and what to do then.
+//! WebSocket keepalive pings, as Python's websockets library sends them: a ping every
+//! interval, and the connection ends when one goes unanswered for the timeout — the client's
+//! (`--client-ping-interval`, `--client-ping-timeout`, the Fun-ASR benchmark's) and the Fun-ASR
+//! mock's (`--ws-ping-interval`, `--ws-ping-timeout`, the server's). Without I/O: the
+//! connection asks when to wake next and what to do then.
 
 /// What to do when the keepalive's deadline passes.
 #[derive(Debug, PartialEq, Eq)]
