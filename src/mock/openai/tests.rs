@@ -446,9 +446,8 @@ fn a_cancel_without_an_id_leaves_out_of_band_responses_alone() {
 /// (GA's default model by tokens, beta's whisper-1 by duration); without one asked, none.
 #[test]
 fn a_committed_item_is_transcribed_when_the_session_asked_for_it() {
-    let ga = r#"{"type":"session.update","session":{"type":"realtime","audio":{"input":{"turn_detection":null,"transcription":{"language":"en"}}}}}"#;
-    let beta = r#"{"type":"session.update","session":{"turn_detection":null,"input_audio_transcription":{"model":"whisper-1"}}}"#;
-    for (is_beta, update, usage) in [(false, ga, "tokens"), (true, beta, "duration")] {
+    // A session of that naming after `update`, given `bytes` of audio and committed: its events.
+    let commit_after = |is_beta: bool, update: &str, bytes: usize| {
         let (mut s, c, mut out) = (
             Session::new(behaviour(&[]), 0, hello(is_beta)),
             Counters::new(),
@@ -457,10 +456,15 @@ fn a_committed_item_is_transcribed_when_the_session_asked_for_it() {
         s.greet(0.0, &mut out);
         s.on_text(update, 0.0, &c, &mut out);
         out.clear();
-        // 2.5 s of audio: 2 words (halves to even, as Fun-ASR's stand-in).
-        s.on_text(&append(&[0; 120_000]), 0.0, &c, &mut out);
+        s.on_text(&append(&vec![0; bytes]), 0.0, &c, &mut out);
         s.on_text(r#"{"type":"input_audio_buffer.commit"}"#, 0.1, &c, &mut out);
-        let got = events(&mut out);
+        events(&mut out)
+    };
+    let ga = r#"{"type":"session.update","session":{"type":"realtime","audio":{"input":{"turn_detection":null,"transcription":{"language":"en"}}}}}"#;
+    let beta = r#"{"type":"session.update","session":{"turn_detection":null,"input_audio_transcription":{"model":"whisper-1"}}}"#;
+    for (is_beta, update, usage) in [(false, ga, "tokens"), (true, beta, "duration")] {
+        // 2.5 s of audio: 2 words (halves to even, as Fun-ASR's stand-in).
+        let got = commit_after(is_beta, update, 120_000);
         let item = got[0]["item_id"].as_str().unwrap();
         let transcribed: Vec<&Value> = got
             .iter()
@@ -486,14 +490,8 @@ fn a_committed_item_is_transcribed_when_the_session_asked_for_it() {
         assert_eq!(done["usage"]["type"], usage, "beta {is_beta}");
     }
     // Not asked: no transcription.
-    let (mut s, c, mut out) = (
-        Session::new(behaviour(&[]), 0, hello(false)),
-        Counters::new(),
-        Vec::new(),
-    );
-    s.greet(0.0, &mut out);
-    s.on_text(GA_NO_VAD, 0.0, &c, &mut out);
-    s.on_text(&append(&[0; 48_000]), 0.0, &c, &mut out);
-    s.on_text(r#"{"type":"input_audio_buffer.commit"}"#, 0.1, &c, &mut out);
-    assert!(!kinds(&mut out).iter().any(|k| k.contains("transcription")));
+    let got = commit_after(false, GA_NO_VAD, 48_000);
+    assert!(!got
+        .iter()
+        .any(|e| e["type"].as_str().unwrap().contains("transcription")));
 }
