@@ -4,12 +4,44 @@
 
 use anyhow::{bail, Context, Result};
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::client::ResolvesClientCert;
 use rustls::crypto::{verify_tls12_signature, verify_tls13_signature, CryptoProvider};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
+use rustls::sign::CertifiedKey;
 use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, ServerConfig, SignatureScheme};
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+
+/// Whether a server asked this process's client for a certificate (mutual TLS), which it
+/// has none of to send: the hint for the failure that follows says so.
+static CLIENT_CERT_ASKED: AtomicBool = AtomicBool::new(false);
+
+/// Whether a server asked for a client certificate (see [`CLIENT_CERT_ASKED`]).
+pub fn client_certificate_asked() -> bool {
+    CLIENT_CERT_ASKED.load(Ordering::Relaxed)
+}
+
+/// The client sends no certificate (mutual TLS is not supported), as `with_no_client_auth`,
+/// but notes that a server asked for one.
+#[derive(Debug)]
+struct NoClientCert;
+
+impl ResolvesClientCert for NoClientCert {
+    fn resolve(
+        &self,
+        _root_hint_subjects: &[&[u8]],
+        _sigschemes: &[SignatureScheme],
+    ) -> Option<Arc<CertifiedKey>> {
+        CLIENT_CERT_ASKED.store(true, Ordering::Relaxed);
+        None
+    }
+
+    fn has_certs(&self) -> bool {
+        false
+    }
+}
 
 fn provider() -> Arc<CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
@@ -26,7 +58,7 @@ pub fn client_config(insecure: bool, ca_file: Option<&Path>) -> Result<Arc<Clien
         builder
             .dangerous()
             .with_custom_certificate_verifier(Arc::new(NoVerification(provider)))
-            .with_no_client_auth()
+            .with_client_cert_resolver(Arc::new(NoClientCert))
     } else {
         let mut roots = RootCertStore::empty();
         // A root the store cannot parse is skipped, as every TLS client does; none at all is an
@@ -46,7 +78,9 @@ pub fn client_config(insecure: bool, ca_file: Option<&Path>) -> Result<Arc<Clien
         if roots.is_empty() {
             bail!("no trusted root certificates: the system has none (install ca-certificates) and no --ca-file was given");
         }
-        builder.with_root_certificates(roots).with_no_client_auth()
+        builder
+            .with_root_certificates(roots)
+            .with_client_cert_resolver(Arc::new(NoClientCert))
     };
     Ok(Arc::new(config))
 }

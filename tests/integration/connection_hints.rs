@@ -184,3 +184,53 @@ fn a_server_of_another_protocol_is_named_with_the_flag_to_give() {
         );
     }
 }
+
+/// A server that asks for a client certificate (mutual TLS) refuses every session of a client
+/// that has none to send; the check before the run says so, whatever way the server then ends
+/// the connection (an alert, a reset, a close: the QA pass of 2026-12-07 saw exit 2 blaming a
+/// firewall once, then exit 1 with a bare rustls error).
+#[test]
+fn a_server_that_asks_for_a_client_certificate_is_named_before_the_run() {
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    let _serial = util::serial();
+    let made = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_string()]).unwrap();
+    let cert = CertificateDer::from(made.cert.der().to_vec());
+    let key = PrivateKeyDer::try_from(made.signing_key.serialize_der()).unwrap();
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(cert.clone()).unwrap();
+    let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+        std::sync::Arc::new(roots),
+        provider.clone(),
+    )
+    .build()
+    .unwrap();
+    let config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_client_cert_verifier(verifier)
+        .with_single_cert(vec![cert], key)
+        .unwrap();
+    let acceptor = tokio_rustls::TlsAcceptor::from(std::sync::Arc::new(config));
+    let server = LoopbackServer::start(move |stream| {
+        let acceptor = acceptor.clone();
+        async move {
+            // The client sends no certificate: the handshake fails here.
+            if let Ok(tls) = acceptor.accept(stream).await {
+                let _ = tokio_tungstenite::accept_async(tls).await;
+            }
+        }
+    });
+    let dir = TempDir::new("hint-mtls");
+    let url = format!("wss://{}/v1/realtime", server.addr);
+    let args = ["--url", url.as_str(), "--insecure", "-s", "1", "-d", "1s"];
+    let output = util::run_to(&dir.join("out"), &args, Duration::from_secs(60));
+    assert_eq!(output.status.code(), Some(2), "{}", describe(&output));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("cannot talk to the server")
+            && stderr.contains("asked for a client certificate (mutual TLS)"),
+        "{}",
+        describe(&output)
+    );
+}

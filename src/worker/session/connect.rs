@@ -119,7 +119,7 @@ pub(super) async fn connect(ctx: &SessionCtx, trace: &mut SessionTrace) -> Resul
                 continue;
             }
             Ok(Err(err)) => with_hint(
-                format!("cannot connect to {}: {err}", ctx.url),
+                format!("cannot connect to {}: {}", ctx.url, hint::error_text(&err)),
                 hint::for_error(&err, &progress).as_deref(),
             ),
             Err(_) => with_hint(
@@ -183,6 +183,11 @@ pub async fn probe(dialer: &Dialer, connect_timeout: Duration) -> Result<(), Unr
         Ok::<(), WsError>(())
     };
     let ended = tokio::time::timeout(PROBE_GRACE, goodbye).await;
+    // A server that asked for a client certificate refuses every session as it refused the
+    // probe (by an alert, a reset or a close, by TLS version): said now, one way.
+    if !answered && crate::tls::client_certificate_asked() {
+        return Err(Unreachable::Reset(hint::CLIENT_CERT.to_string()));
+    }
     // A connection reset before the server answered the handshake (a server that takes
     // connections only to drop them) cannot carry a session either: said now, not as every
     // session's failure (a reset once the connect returned passed the probe).

@@ -32,11 +32,21 @@ pub const USE_WSS: &str =
 pub const USE_WS: &str =
     "the server's answer is not TLS: if it serves plain WebSocket, give a ws:// URL";
 pub const CLOSED_IN_TLS: &str =
-    "the server closed the connection during the TLS handshake: if it serves plain WebSocket, give a ws:// URL";
+    "the server closed the connection during the TLS handshake: if it serves plain WebSocket, give a ws:// URL; if it serves TLS, it may take no TLS version or cipher this client offers (TLS 1.2 and 1.3)";
 pub const SILENT_IN_TLS: &str =
     "the server never answered the TLS handshake: if it serves plain WebSocket, give a ws:// URL";
 pub const UNTRUSTED: &str =
-    "the server's certificate is not trusted (not signed by a CA the system or --ca-file trusts): give the CA that signed it with --ca-file FILE.pem, or skip verification with --insecure (test servers only)";
+    "the server's certificate is not trusted (not signed by a CA the system or --ca-file trusts): give the CA that signed it with --ca-file FILE.pem (if it is given already, the server may not be sending its intermediate certificate: it must send its chain, or give the intermediate too), or skip verification with --insecure (test servers only)";
+pub const WEAK_SIGNATURE: &str =
+    "the server's certificate is signed with an algorithm or a key this client does not accept (SHA-1, or an RSA key under 2048 bits): re-issue it with SHA-256 and RSA of 2048 bits or more, or ECDSA, or skip verification with --insecure (test servers only)";
+pub const WRONG_PURPOSE: &str =
+    "the server's certificate is not for a TLS server (its extendedKeyUsage lacks serverAuth): re-issue it with `-addext extendedKeyUsage=serverAuth`, or skip verification with --insecure (test servers only)";
+pub const CERT_REFUSED: &str =
+    "the server's certificate was refused for the reason above: check it with `openssl x509 -in CERT.pem -noout -text`, or skip verification with --insecure (test servers only)";
+pub const CLIENT_CERT: &str =
+    "the server asked for a client certificate (mutual TLS), which this client does not send: serve the endpoint without client-certificate authentication for the benchmark (or put a proxy that holds the certificate in front of it)";
+pub const CHAIN_TOO_LARGE: &str =
+    "the server sent a certificate chain larger than a TLS handshake message may be (64 KiB): configure it to send only its certificate and the intermediates up to the root";
 pub const EXPIRED: &str =
     "the server's certificate is out of its validity period (expired, or not valid yet): renew it (or check this machine's clock), or skip verification with --insecure (test servers only)";
 pub const CA_AS_SERVER: &str =
@@ -61,6 +71,17 @@ pub const NOT_AUTHORISED: &str =
     "the server refused the handshake's credentials: give the key with --api-key (openai and vllm default to $OPENAI_API_KEY) or the header it expects with --header; if one was given, check that it is this server's and still valid";
 pub const SERVER_FAILED: &str =
     "the server failed while answering the handshake (an HTTP 5xx other than 503, which is retried as a full server): its log says why; check that it is up and done loading";
+
+/// `err` as said in a message: its first 300 characters (rustls's debug form of an unsupported
+/// signature algorithm lists every algorithm it supports, over a thousand characters).
+pub fn error_text(err: &WsError) -> String {
+    const LONGEST: usize = 300;
+    let text = err.to_string();
+    match text.char_indices().nth(LONGEST) {
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+        None => text,
+    }
+}
 
 /// The hint for a connection that failed with `err`, if there is one.
 pub fn for_error(err: &WsError, progress: &Progress) -> Option<Cow<'static, str>> {
@@ -142,6 +163,11 @@ fn redirect(headers: &HeaderMap) -> String {
 
 /// The hint for a connection that failed below HTTP (TLS, or an answer that is not HTTP).
 fn for_transport_error(err: &WsError, progress: &Progress) -> Option<&'static str> {
+    // Whatever the connection then died of (an alert, a reset, a close during or just after
+    // the handshake), a server that asked for a certificate this client has none of refused it.
+    if crate::tls::client_certificate_asked() && matches!(err, WsError::Io(_) | WsError::Tls(_)) {
+        return Some(CLIENT_CERT);
+    }
     match err {
         WsError::AttackAttempt => Some(OVERSIZED_ANSWER),
         WsError::Protocol(ProtocolError::InvalidHeader(name))
@@ -180,7 +206,22 @@ fn for_transport_error(err: &WsError, progress: &Progress) -> Option<&'static st
                 {
                     Some(CA_AS_SERVER)
                 }
-                rustls::Error::InvalidCertificate(_) => Some(UNTRUSTED),
+                rustls::Error::InvalidCertificate(CertificateError::UnknownIssuer) => {
+                    Some(UNTRUSTED)
+                }
+                rustls::Error::InvalidCertificate(
+                    CertificateError::BadSignature
+                    | CertificateError::UnsupportedSignatureAlgorithmContext { .. }
+                    | CertificateError::UnsupportedSignatureAlgorithmForPublicKeyContext { .. },
+                ) => Some(WEAK_SIGNATURE),
+                rustls::Error::InvalidCertificate(
+                    CertificateError::InvalidPurpose
+                    | CertificateError::InvalidPurposeContext { .. },
+                ) => Some(WRONG_PURPOSE),
+                rustls::Error::InvalidCertificate(_) => Some(CERT_REFUSED),
+                rustls::Error::InvalidMessage(InvalidMessage::HandshakePayloadTooLarge) => {
+                    Some(CHAIN_TOO_LARGE)
+                }
                 _ => None,
             }
         }
@@ -393,5 +434,35 @@ mod tests {
             for_error(&name, &progress(Stage::Tls, b"")).as_deref(),
             Some(WRONG_NAME)
         );
+        // Refusals that trusting its CA would not mend are not sent to --ca-file (the QA pass
+        // of 2026-12-07: SHA-1, RSA-1024 and a clientAuth-only certificate all were).
+        for (cert, hint) in [
+            (CertificateError::BadSignature, WEAK_SIGNATURE),
+            (CertificateError::InvalidPurpose, WRONG_PURPOSE),
+            (CertificateError::Revoked, CERT_REFUSED),
+        ] {
+            let err = rustls_io(rustls::Error::InvalidCertificate(cert));
+            assert_eq!(
+                for_error(&err, &progress(Stage::Tls, b"")).as_deref(),
+                Some(hint)
+            );
+        }
+        let chain = rustls_io(rustls::Error::InvalidMessage(
+            InvalidMessage::HandshakePayloadTooLarge,
+        ));
+        assert_eq!(
+            for_error(&chain, &progress(Stage::Tls, b"")).as_deref(),
+            Some(CHAIN_TOO_LARGE)
+        );
+    }
+
+    #[test]
+    fn a_long_error_is_cut_to_300_characters() {
+        let err = WsError::Io(std::io::Error::other("é".repeat(400)));
+        let text = error_text(&err);
+        assert_eq!(text.chars().count(), 301, "{text}");
+        assert!(text.starts_with("IO error: éé") && text.ends_with('…'));
+        let short = WsError::Io(std::io::Error::other("short"));
+        assert_eq!(error_text(&short), "IO error: short");
     }
 }
