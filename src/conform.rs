@@ -159,7 +159,7 @@ pub const RULES: &[(&str, &str)] = &[
     ("audio-conserved", "one unit of output audio per unit, the padded tail included (profiles with continuous output)"),
     ("audio-delta", "audio deltas have item_id, output_index 0, content_index 0 and whole PCM16 samples"),
     ("response-lifecycle", "a response is created in_progress, its events name it, output_audio.done comes before response.done, nothing after"),
-    ("response-done", "response.done has status completed and status_details.reason stop"),
+    ("response-done", "response.done has status completed and status_details.reason stop (PersonaPlex: input_audio_ended), cancelled for client_closed after the client's session.close, failed for the error's code after a fatal error"),
     ("response-done-order", "response.done comes before drained, and (VoiceChat) after the client's end"),
     ("after-drained", "no media delta or unit after drained"),
     ("closed-order", "session.closed comes after drained with reason client_closed, and no server event follows it"),

@@ -188,6 +188,26 @@ impl SignedHistogram {
         }
     }
 
+    /// The `q` quantile as numpy's default (and sglang-omni's `distribution()`) takes it: the
+    /// values of ranks ⌊(n − 1) q⌋ and ⌈(n − 1) q⌉, linearly interpolated, each as the
+    /// histogram holds it. A median between two clusters of values (MiniCPM-o's unit lags, 40 ms
+    /// apart) falls between them, not on one (the QA pass of 2026-12-07: 73 ms against their 92).
+    pub fn interpolated_ms(&self, q: f64) -> f64 {
+        let n = self.count();
+        if n == 0 {
+            return 0.0;
+        }
+        let at = q.clamp(0.0, 1.0) * (n - 1) as f64;
+        let (lo, hi) = (at.floor() as u64, at.ceil() as u64);
+        // The value of 0-based rank k: the quantile whose rank HdrHistogram rounds up to k + 1.
+        let value = |k: u64| self.quantile_ms((k as f64 + 0.5) / n as f64);
+        let low = value(lo);
+        if hi == lo {
+            return low;
+        }
+        round3(low + (value(hi) - low) * (at - lo as f64))
+    }
+
     /// The largest value in milliseconds (negative when all are); 0 when empty.
     pub fn max_ms(&self) -> f64 {
         match &self.below_zero {
@@ -294,6 +314,40 @@ impl Spread {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_interpolated_percentile_falls_between_ranks_as_numpys() {
+        // MiniCPM-o's unit lags: two clusters 40 ms apart, half in each.
+        let mut h = SignedHistogram::default();
+        for k in 0..40 {
+            h.record_us(if k % 2 == 0 { 73_000 } else { 113_000 });
+        }
+        // (Within the histogram's precision: 3 significant digits.)
+        let median = h.interpolated_ms(0.5);
+        assert!((median - 93.0).abs() < 0.1, "{median}");
+        assert!((h.quantile_ms(0.5) - 73.0).abs() < 0.1, "the nearest rank");
+        // numpy.percentile([1, 2, 3, 4], q): 2.5 at 50, 3.25 at 75, 4 at 100, 1 at 0.
+        let mut h = SignedHistogram::default();
+        for ms in [4, 1, 3, 2] {
+            h.record_us(ms * 1000);
+        }
+        let near = |q: f64, want: f64| {
+            let got = h.interpolated_ms(q);
+            assert!((got - want).abs() <= 0.002, "at {q}: {got} for {want}");
+        };
+        near(0.5, 2.5);
+        near(0.75, 3.25);
+        near(1.0, 4.0);
+        near(0.0, 1.0);
+        // Across zero: -2, -1, 1, 2 ms.
+        let mut h = SignedHistogram::default();
+        for us in [-2000, -1000, 1000, 2000] {
+            h.record_us(us);
+        }
+        assert_eq!(h.interpolated_ms(0.5), 0.0);
+        assert_eq!(h.interpolated_ms(0.0), -2.0);
+        assert_eq!(SignedHistogram::default().interpolated_ms(0.5), 0.0);
+    }
 
     #[test]
     fn no_percentile_lies_above_the_exact_maximum() {

@@ -442,6 +442,45 @@ fn response_done_needs_completed_and_stop() {
     breaks_only(&r, "response-done");
 }
 
+/// PersonaPlex's converter ends its call `completed` for `input_audio_ended` (sglang-omni's
+/// `models/personaplex/realtime.py`): conformant, as `stop` is (the QA pass of 2026-12-07:
+/// every session of a real PersonaPlex server was said to break `response-done`).
+#[test]
+fn a_response_done_for_input_audio_ended_is_conformant() {
+    let mut r = voicechat();
+    event_mut(&mut r, names::RESPONSE_DONE, 0)["response"]["status_details"]["reason"] =
+        json!("input_audio_ended");
+    assert!(rules(&r, None).is_empty(), "{:?}", rules(&r, None));
+}
+
+/// A fatal error mid-response: the server ends the response `failed` for the error's code
+/// (sglang-omni's `run_close`, then `finish_responses`), at once, owed no order.
+#[test]
+fn after_a_fatal_error_the_response_ends_failed_for_its_code() {
+    let fatal = json!({"type": "error", "event_id": "e-fatal", "sglang": {"fatal": true},
+        "error": {"type": "server_error", "code": "context_exhausted", "message": "context window exhausted"}});
+    for (status, reason, named) in [
+        ("failed", "context_exhausted", false),
+        ("completed", "stop", true),
+    ] {
+        let mut r = voicechat();
+        let at = index_of(&r, names::RESPONSE_DONE, 0);
+        let time_s = r[at].time_s;
+        r.insert(at, Record::new(Direction::Receive, time_s, fatal.clone()));
+        let done = event_mut(&mut r, names::RESPONSE_DONE, 0);
+        done["response"]["status"] = json!(status);
+        done["response"]["status_details"]["reason"] = json!(reason);
+        let broken = rules(&r, None);
+        assert_eq!(
+            broken.contains("response-done"),
+            named,
+            "{reason}: {broken:?}"
+        );
+        assert!(!broken.contains("response-done-order"), "{broken:?}");
+        assert!(broken.contains("server-error"));
+    }
+}
+
 #[test]
 fn a_response_done_before_the_end_of_input_is_named_for_voicechat_only() {
     // MiniCPM-o's model stops replies of its own while the input goes on (sglang-omni's

@@ -165,17 +165,117 @@ async fn serve_accepted(stream: TcpStream, shared: Rc<Shared>) {
     let _ = stream.set_nodelay(true);
     match shared.tls.clone() {
         None => {
-            if !refused_plain_http(&stream, &shared).await {
+            if !refused_plain_http(&stream, &shared, false).await {
                 serve_connection(stream, shared).await;
             }
         }
         Some(acceptor) => {
-            // Not TLS, a certificate the client refused, or too slow: nothing was opened.
+            // Plain HTTP (or ws://) to this TLS port is told so, in plain HTTP.
+            if refused_plain_http(&stream, &shared, true).await {
+                return;
+            }
+            // A certificate the client refused, or too slow: nothing was opened.
             let accepted = tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await;
-            if let Ok(Ok(tls)) = accepted {
-                serve_connection(tls, shared).await;
+            if let Ok(Ok(mut tls)) = accepted {
+                // Inside TLS, as on a plain port: HTTP (`/health` over https://) is answered,
+                // a WebSocket handshake goes on with the head already read.
+                if let Some(head) = http_head_over(&mut tls, &shared).await {
+                    serve_connection(
+                        Prefixed {
+                            head,
+                            at: 0,
+                            inner: tls,
+                        },
+                        shared,
+                    )
+                    .await;
+                }
             }
         }
+    }
+}
+
+/// Reads the request head from a stream that cannot be peeked (TLS): `Some(bytes read)` when
+/// it is a WebSocket handshake, to be read again; `None` when it was answered as plain HTTP
+/// (or the peer sent nothing usable in time).
+async fn http_head_over<S: AsyncRead + AsyncWrite + Unpin>(
+    stream: &mut S,
+    shared: &Shared,
+) -> Option<Vec<u8>> {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let deadline = tokio::time::Instant::now() + HANDSHAKE_TIMEOUT;
+    let mut head = Vec::with_capacity(1024);
+    let mut buf = [0u8; 4096];
+    loop {
+        if let Some(end) = memchr::memmem::find(&head, b"\r\n\r\n") {
+            if asks_for_websocket(&head[..end]) {
+                return Some(head);
+            }
+            let reply = plain_reply(&head[..end], shared);
+            let _ = tokio::time::timeout_at(deadline, stream.write_all(reply.as_bytes())).await;
+            let _ = tokio::time::timeout_at(deadline, stream.shutdown()).await;
+            return None;
+        }
+        if head.len() >= buf.len() {
+            // No end of head within 4 KiB: the WebSocket handshake's to judge (and refuse).
+            return Some(head);
+        }
+        match tokio::time::timeout_at(deadline, stream.read(&mut buf)).await {
+            Ok(Ok(n)) if n > 0 => head.extend_from_slice(&buf[..n]),
+            _ => return None,
+        }
+    }
+}
+
+/// A stream whose first bytes were already read (the request head): they are read again first.
+struct Prefixed<S> {
+    head: Vec<u8>,
+    at: usize,
+    inner: S,
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for Prefixed<S> {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        let this = &mut *self;
+        if this.at < this.head.len() {
+            let n = (this.head.len() - this.at).min(buf.remaining());
+            buf.put_slice(&this.head[this.at..this.at + n]);
+            this.at += n;
+            if this.at == this.head.len() {
+                this.head = Vec::new();
+                this.at = 0;
+            }
+            return std::task::Poll::Ready(Ok(()));
+        }
+        std::pin::Pin::new(&mut this.inner).poll_read(cx, buf)
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for Prefixed<S> {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        std::pin::Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.inner).poll_shutdown(cx)
     }
 }
 
@@ -183,7 +283,7 @@ async fn serve_accepted(stream: TcpStream, shared: Rc<Shared>) {
 /// a WebSocket (a browser, `curl`, a health check) gets a `400` that says what this is, instead
 /// of a closed connection; true when it was answered (or the peer sent nothing and is dropped).
 /// Anything else, complete or not, is the WebSocket handshake's to judge.
-async fn refused_plain_http(stream: &TcpStream, shared: &Shared) -> bool {
+async fn refused_plain_http(stream: &TcpStream, shared: &Shared, tls: bool) -> bool {
     let mut buf = [0u8; 4096];
     let deadline = tokio::time::Instant::now() + HANDSHAKE_TIMEOUT;
     loop {
@@ -192,6 +292,34 @@ async fn refused_plain_http(stream: &TcpStream, shared: &Shared) -> bool {
             return true;
         };
         let head = &buf[..n];
+        if tls {
+            // A TLS ClientHello is the TLS handshake's; anything else is a client that took
+            // this wss:// server for a plain one, answered in plain HTTP once its head is in.
+            if head.first() == Some(&22) {
+                return false;
+            }
+            if let Some(end) = memchr::memmem::find(head, b"\r\n\r\n") {
+                let body =
+                    "this is a TLS server (wss://, https:// for /health): connect with wss://\n";
+                let reply = format!(
+                    "HTTP/1.1 400 Bad Request\r\ncontent-type: text/plain; charset=utf-8\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ =
+                    tokio::time::timeout_at(deadline, write_all(stream, reply.as_bytes())).await;
+                let _ = stream.try_read(&mut buf[..end + 4]);
+                return true;
+            }
+            if n == 0 {
+                return true;
+            }
+            if n == buf.len() {
+                // Not TLS, and no HTTP head in 4 KiB: the TLS handshake refuses it.
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            continue;
+        }
         // A TLS ClientHello (a handshake record) never ends in a blank line: a client that
         // took this plain server for a wss:// one is answered at once, not left to time out.
         if let [22, 3, ..] = head {
@@ -208,17 +336,7 @@ async fn refused_plain_http(stream: &TcpStream, shared: &Shared) -> bool {
             if asks_for_websocket(&head[..end]) {
                 return false;
             }
-            let (status, content_type, body) = plain_answer(&head[..end], shared);
-            // A HEAD is answered with the headers a GET would get, and no body.
-            let sent = if head.starts_with(b"HEAD ") {
-                ""
-            } else {
-                body.as_str()
-            };
-            let reply = format!(
-                "HTTP/1.1 {status}\r\ncontent-type: {content_type}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{sent}",
-                body.len()
-            );
+            let reply = plain_reply(&head[..end], shared);
             let _ = tokio::time::timeout_at(deadline, write_all(stream, reply.as_bytes())).await;
             // Take the request: closing with it unread would reset the connection, and a reset
             // can throw away the reply before the client reads it.
@@ -234,6 +352,21 @@ async fn refused_plain_http(stream: &TcpStream, shared: &Shared) -> bool {
         // The head is not all here yet; peeking again at once would return the same bytes.
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
+}
+
+/// The whole HTTP answer to a request head that asks for no WebSocket ([`plain_answer`]); a
+/// HEAD gets the headers a GET would, and no body.
+fn plain_reply(head: &[u8], shared: &Shared) -> String {
+    let (status, content_type, body) = plain_answer(head, shared);
+    let sent = if head.starts_with(b"HEAD ") {
+        ""
+    } else {
+        body.as_str()
+    };
+    format!(
+        "HTTP/1.1 {status}\r\ncontent-type: {content_type}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{sent}",
+        body.len()
+    )
 }
 
 /// The answer to a plain HTTP request (status line, content type, body): `GET /health` is

@@ -25,12 +25,13 @@ pub struct Distribution {
 }
 
 impl Distribution {
-    /// Of a histogram (microseconds), in seconds.
+    /// Of a histogram (microseconds), in seconds, each percentile interpolated between ranks
+    /// as theirs ([`SignedHistogram::interpolated_ms`]).
     fn of(h: &SignedHistogram) -> Distribution {
         let n = h.count();
         // Whole microseconds, as the histogram holds them.
         let seconds = |ms: f64| (ms * 1000.0).round() / 1e6;
-        let at = |q: f64| (n > 0).then(|| seconds(h.quantile_ms(q)));
+        let at = |q: f64| (n > 0).then(|| seconds(h.interpolated_ms(q)));
         Distribution {
             n,
             p50: at(0.5),

@@ -427,6 +427,44 @@ async fn the_mock_answers_a_health_check_and_states_its_capabilities() {
     assert!(health.starts_with("HTTP/1.1 200 OK\r\n"), "{health}");
 }
 
+/// With `--tls-cert` the mock answers HTTP inside TLS as on a plain port (`/health` over
+/// https://, for a readiness probe), and a plain request to its TLS port with a 400 that says
+/// it is a TLS server (the QA pass of 2026-12-07: an empty reply, and a bare TLS alert).
+#[tokio::test]
+async fn a_tls_mock_answers_https_health_and_tells_a_plain_client_it_is_tls() {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let dir = crate::util::TempDir::new("mock-tls-http");
+    let (cert, key) = crate::openai::self_signed(&dir);
+    let mock = Mock::start(&["--tls-cert", &cert, "--tls-key", &key]);
+    let plain = http_get(&mock.addr, "/health").await;
+    assert!(plain.starts_with("HTTP/1.1 400 Bad Request\r\n"), "{plain}");
+    assert!(plain.contains("this is a TLS server (wss://"), "{plain}");
+    // https://127.0.0.1/health, trusting the mock's certificate.
+    let mut roots = rustls::RootCertStore::empty();
+    use rustls::pki_types::pem::PemObject as _;
+    for c in rustls::pki_types::CertificateDer::pem_file_iter(&cert).unwrap() {
+        roots.add(c.unwrap()).unwrap();
+    }
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let connector = tokio_rustls::TlsConnector::from(std::sync::Arc::new(config));
+    let tcp = TcpStream::connect(&mock.addr).await.unwrap();
+    let name = rustls::pki_types::ServerName::try_from("127.0.0.1").unwrap();
+    let mut tls = connector.connect(name, tcp).await.unwrap();
+    tls.write_all(b"GET /health HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        .await
+        .unwrap();
+    let mut reply = Vec::new();
+    // The mock closes after its answer (with or without close_notify).
+    let _ = tokio::time::timeout(STEP, tls.read_to_end(&mut reply)).await;
+    let reply = String::from_utf8_lossy(&reply);
+    assert!(reply.starts_with("HTTP/1.1 200 OK\r\n"), "{reply}");
+}
+
 #[tokio::test]
 async fn max_sessions_refuses_a_second_connection_with_503_until_the_first_leaves() {
     let mut mock = Mock::start(&["--max-sessions", "1"]);

@@ -128,16 +128,45 @@ impl Check<'_> {
         }
     }
 
+    /// A `response.done` after the fatal error `code`: failed, for that code.
+    fn failed_response_done(&mut self, event: &Value, code: &str) {
+        let response = event.get("response");
+        let status = response.and_then(|r| r.get("status"));
+        let reason = response
+            .and_then(|r| r.get("status_details"))
+            .and_then(|d| d.get("reason"));
+        if status.and_then(Value::as_str) != Some("failed")
+            || reason.and_then(Value::as_str) != Some(code)
+        {
+            self.flag(
+                "response-done",
+                format!(
+                    "after the fatal error {code:?}: response.status \"failed\", reason {code:?}"
+                ),
+                format!("status {}, reason {}", show(status), show(reason)),
+            );
+        }
+        if let Some(state) = self.response_of(event) {
+            state.done = true;
+        }
+    }
+
     pub(super) fn response_done(&mut self, event: &Value) {
         // A response the client's `session.close` cut short ends cancelled for `client_closed`
-        // (sglang-omni's `run_close`, and its checker's TERMINAL_REASONS), at any time; else
-        // completed for `stop` (after the close too: one already on its way).
+        // (sglang-omni's `run_close`, and its checker's TERMINAL_REASONS), at any time; one a
+        // fatal error cut short ends failed for the error's code (`run_close` with any other
+        // reason, then `finish_responses`), owed no order; else completed for `stop`, or
+        // PersonaPlex's `input_audio_ended` (its converter ends the call so), after the close too
+        // (one already on its way).
         let status = event.get("response").and_then(|r| r.get("status"));
         let cancelled = self.close_sent && status.and_then(Value::as_str) == Some("cancelled");
-        let (want_status, want_reason) = if cancelled {
-            ("cancelled", "client_closed")
+        if let Some(code) = self.fatal.clone() {
+            return self.failed_response_done(event, &code);
+        }
+        let (want_status, want_reasons): (&str, &[&str]) = if cancelled {
+            ("cancelled", &["client_closed"])
         } else {
-            ("completed", "stop")
+            ("completed", &["stop", "input_audio_ended"])
         };
         // MiniCPM-o's model may stop a reply of its own while the input goes on (sglang-omni's
         // checker: `stop_requires_eos` false); VoiceChat's one response ends with the input.
@@ -168,10 +197,20 @@ impl Check<'_> {
                 show(status),
             );
         }
-        if reason.and_then(Value::as_str) != Some(want_reason) {
+        if !reason
+            .and_then(Value::as_str)
+            .is_some_and(|r| want_reasons.contains(&r))
+        {
             self.flag(
                 "response-done",
-                format!("response.status_details.reason \"{want_reason}\""),
+                format!(
+                    "response.status_details.reason {}",
+                    want_reasons
+                        .iter()
+                        .map(|r| format!("\"{r}\""))
+                        .collect::<Vec<_>>()
+                        .join(" or ")
+                ),
                 show(reason),
             );
         }

@@ -93,6 +93,9 @@ pub fn for_error(err: &WsError, progress: &Progress) -> Option<Cow<'static, str>
             401 | 403 => Some(NOT_AUTHORISED.into()),
             301 | 302 | 303 | 307 | 308 => Some(redirect(response.headers()).into()),
             429 => Some(rate_limited(response.headers()).into()),
+            // A TLS server's answer to plain HTTP on its port: nginx's "The plain HTTP request
+            // was sent to HTTPS port", the mock's "this is a TLS server (wss://…".
+            400 if answers_plain_on_tls_port(response.body().as_deref()) => Some(USE_WSS.into()),
             500..=502 | 504..=599 => Some(SERVER_FAILED.into()),
             _ => None,
         };
@@ -104,6 +107,12 @@ pub fn for_error(err: &WsError, progress: &Progress) -> Option<Cow<'static, str>
 /// §4.1), so the URL it names is the one to give. Its scheme is said in WebSocket terms (an
 /// `https://` redirect is a proxy's move to TLS: `wss://`), a credential in its query (a proxy
 /// keeps `--url`'s own) is left out as `--url`'s is, and a path alone is said as a path.
+/// Whether an HTTP 400's body says the request went to a TLS port in plain.
+fn answers_plain_on_tls_port(body: Option<&[u8]>) -> bool {
+    let body = String::from_utf8_lossy(body.unwrap_or_default()).to_ascii_lowercase();
+    body.contains("https port") || body.contains("tls server") || body.contains("wss://")
+}
+
 /// What to do about HTTP 429: the server (or a gateway in front of it) limits how many
 /// connections or requests it takes. Not retried as a 503 is: the protocols name 503 as the
 /// full server's refusal, and a rate limit is the deployment's, not the load's.
@@ -302,6 +311,18 @@ mod tests {
             None,
             "a status with no known cause has no hint"
         );
+        // Plain HTTP to a TLS port, as nginx (and the mock) answer it: use wss://.
+        let plain_to_tls = tokio_tungstenite::tungstenite::http::Response::builder()
+            .status(400)
+            .body(Some(
+                b"<center>The plain HTTP request was sent to HTTPS port</center>".to_vec(),
+            ))
+            .unwrap();
+        assert_eq!(
+            for_error(&WsError::Http(Box::new(plain_to_tls)), &Progress::default()).as_deref(),
+            Some(USE_WSS)
+        );
+        assert_eq!(refused(400), None, "a 400 of another cause");
         // A rate limit (the QA pass of 2026-12-07: a bare "429 Too Many Requests"), with the
         // server's Retry-After when it gave one.
         assert!(refused(429)
