@@ -407,7 +407,8 @@ pub struct FunasrMockArgs {
         allow_negative_numbers = true,
         help_heading = "Fun-ASR mock"
     )]
-    #[serde(default = "default_ws_ping_interval")]
+    // A summary of before the flag reads 0: those mocks never pinged.
+    #[serde(default)]
     pub ws_ping_interval: f64,
     /// A ping not answered within this many seconds closes the connection with 1011 (keepalive ping timeout), as the server's `--ws-ping-timeout`; 0 or less (the server's default): never.
     #[arg(
@@ -585,16 +586,11 @@ impl Default for FunasrMockArgs {
             decode_slots: 1,
             blocking_decode: false,
             log_decode_profile: false,
-            ws_ping_interval: default_ws_ping_interval(),
+            ws_ping_interval: 20.0,
             ws_ping_timeout: 0.0,
             fault_never_stopped: false,
         }
     }
-}
-
-/// `realtime_ws.py`'s `--ws-ping-interval` default (summaries of before the flag read it).
-fn default_ws_ping_interval() -> f64 {
-    20.0
 }
 
 /// Parses a sampling interval in milliseconds (1 to 1000).

@@ -1221,17 +1221,17 @@ pub fn check_output_rate(protocol: Protocol, args: &MockBehaviourArgs) -> Result
     {
         let mocks: Vec<&str> = mocks.iter().map(|p| p.as_str()).collect();
         // One flag applies; "the Fun-ASR mock's flags" apply.
-        let (applies, it) = if flag.starts_with("the ") {
-            ("apply", "they")
+        let (applies, it, them) = if flag.starts_with("the ") {
+            ("apply", "they", "them")
         } else {
-            ("applies", "it")
+            ("applies", "it", "it")
         };
         bail!(
             "{flag} {applies} to the {} mock{} (--protocol {}), not {name}'s, whose behaviour {it} would not change; drop {}",
             mocks.join(" and "),
             if mocks.len() > 1 { "s" } else { "" },
             mocks.join("|"),
-            if it == "it" { "it" } else { "them" }
+            them
         );
     }
     if args.max_tokens.is_some() && protocol != Protocol::Vllm {

@@ -65,11 +65,19 @@ pub async fn run_session<S: AsyncRead + AsyncWrite + Unpin>(
     let mut pending: Option<tokio::sync::oneshot::Receiver<()>> = None;
     let mut keepalive = keepalive(engine.model());
     let mut pings: u32 = 0;
+    // One timer for the keepalive, moved on as it goes (a pong that moves its deadline later
+    // leaves a wake-up that finds nothing due; without a keepalive it is never polled).
+    let due = tokio::time::sleep_until(crate::clock::instant_at(
+        keepalive.as_ref().map_or(0.0, Keepalive::deadline_s),
+    ));
+    tokio::pin!(due);
     loop {
         let message = tokio::select! {
             message = ws.next() => message,
-            () = keepalive_due(keepalive.as_ref()) => {
-                let tick = keepalive.as_mut().map_or(Tick::Nothing, |k| k.tick(crate::clock::monotonic_s()));
+            () = &mut due, if keepalive.is_some() => {
+                let Some(k) = keepalive.as_mut() else { continue };
+                let tick = k.tick(crate::clock::monotonic_s());
+                due.as_mut().reset(crate::clock::instant_at(k.deadline_s()));
                 match tick {
                     Tick::SendPing => {
                         pings = pings.wrapping_add(1);
@@ -120,15 +128,25 @@ pub async fn run_session<S: AsyncRead + AsyncWrite + Unpin>(
             }
             return;
         };
-        heard(keepalive.as_mut(), &message);
-        if !take(&mut session, &mut arrivals, message, counters) {
+        if !take(
+            &mut session,
+            &mut arrivals,
+            keepalive.as_mut(),
+            message,
+            counters,
+        ) {
             let _ = ws.flush().await;
             return;
         }
         // Everything that has already arrived, so that one flush carries the replies.
         while let Some(Some(Ok(message))) = ws.next().now_or_never() {
-            heard(keepalive.as_mut(), &message);
-            if !take(&mut session, &mut arrivals, message, counters) {
+            if !take(
+                &mut session,
+                &mut arrivals,
+                keepalive.as_mut(),
+                message,
+                counters,
+            ) {
                 let _ = ws.flush().await;
                 return;
             }
@@ -162,21 +180,6 @@ fn keepalive(model: &crate::cli::FunasrMockArgs) -> Option<Keepalive> {
     )
 }
 
-/// A pong answers the keepalive's pings.
-fn heard(keepalive: Option<&mut Keepalive>, message: &Message) {
-    if let (Some(k), Message::Pong(_)) = (keepalive, message) {
-        k.pong();
-    }
-}
-
-/// Until the keepalive's next deadline, if it has one.
-async fn keepalive_due(keepalive: Option<&Keepalive>) {
-    match keepalive {
-        Some(k) => tokio::time::sleep_until(crate::clock::instant_at(k.deadline_s())).await,
-        None => std::future::pending().await,
-    }
-}
-
 /// Waits for the decode in flight, if any.
 async fn decoded(pending: &mut Option<tokio::sync::oneshot::Receiver<()>>) {
     match pending.as_mut() {
@@ -206,10 +209,12 @@ impl Arrivals {
     }
 }
 
-/// Queues one message in the session; false when the client closed.
+/// Queues one message in the session (a pong answers the keepalive's pings); false when the
+/// client closed.
 fn take(
     session: &mut Session,
     arrivals: &mut Arrivals,
+    keepalive: Option<&mut Keepalive>,
     message: Message,
     counters: &Counters,
 ) -> bool {
@@ -229,7 +234,12 @@ fn take(
             session.push(Frame::Audio(bytes));
         }
         Message::Close(_) => return false,
-        Message::Ping(_) | Message::Pong(_) | Message::Frame(_) => {}
+        Message::Pong(_) => {
+            if let Some(k) = keepalive {
+                k.pong();
+            }
+        }
+        Message::Ping(_) | Message::Frame(_) => {}
     }
     true
 }

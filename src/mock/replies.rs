@@ -19,7 +19,8 @@ mod response;
 pub use response::ResponseFrames;
 
 pub const MODEL: &str = "duplexbench-mock";
-/// The input a session may hold unprocessed (sglang-omni's `MAX_BUFFERED_INPUT_S`), in seconds.
+/// The input a session may hold unprocessed (sglang-omni's `MAX_BUFFERED_INPUT_S`), in seconds
+/// of 16 kHz PCM16, the rate its `RuntimeLimits` default counts in for every model.
 const MAX_BUFFERED_INPUT_S: usize = 60;
 /// sglang-omni's `RuntimeLimits` defaults, stated in the grant's `limits`.
 /// The image input of a profile that takes it, as sglang-omni's MiniCPM-o deployment grants it
@@ -53,7 +54,9 @@ pub struct Templates {
     /// at 24 kHz).
     pub input_rate: u32,
     pub input_bytes_per_ms: u64,
-    /// The input a session may hold unprocessed (`limits.max_input_bytes`): 60 s of it.
+    /// The input a session may hold unprocessed (`limits.max_input_bytes`): sglang-omni's
+    /// `RuntimeLimits` default, 60 s at 16 kHz whatever the profile's rate (PersonaPlex passes
+    /// no limits of its own: 40 s of its 24 kHz input).
     pub max_input_bytes: usize,
     pub output_sample_rate: u32,
     /// One unit of PCM16 silence at the output rate, in base64: the `delta` of every audio delta
@@ -79,7 +82,9 @@ impl Templates {
             unit_input_bytes: u64::from(unit_ms) * input_bytes_per_ms,
             input_rate,
             input_bytes_per_ms,
-            max_input_bytes: MAX_BUFFERED_INPUT_S * input_rate as usize * BYTES_PER_SAMPLE,
+            max_input_bytes: MAX_BUFFERED_INPUT_S
+                * crate::protocol::native::INPUT_SAMPLE_RATE as usize
+                * BYTES_PER_SAMPLE,
             output_sample_rate,
             silence_b64: base64::engine::general_purpose::STANDARD.encode(silence),
         }

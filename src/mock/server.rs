@@ -292,51 +292,25 @@ async fn refused_plain_http(stream: &TcpStream, shared: &Shared, tls: bool) -> b
             return true;
         };
         let head = &buf[..n];
-        if tls {
-            // A TLS ClientHello is the TLS handshake's; anything else is a client that took
-            // this wss:// server for a plain one, answered in plain HTTP once its head is in.
-            if head.first() == Some(&22) {
-                return false;
-            }
-            if let Some(end) = memchr::memmem::find(head, b"\r\n\r\n") {
-                let body =
-                    "this is a TLS server (wss://, https:// for /health): connect with wss://\n";
-                let reply = format!(
-                    "HTTP/1.1 400 Bad Request\r\ncontent-type: text/plain; charset=utf-8\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-                    body.len()
-                );
-                let _ =
-                    tokio::time::timeout_at(deadline, write_all(stream, reply.as_bytes())).await;
-                let _ = stream.try_read(&mut buf[..end + 4]);
-                return true;
-            }
-            if n == 0 {
-                return true;
-            }
-            if n == buf.len() {
-                // Not TLS, and no HTTP head in 4 KiB: the TLS handshake refuses it.
-                return false;
-            }
-            tokio::time::sleep(Duration::from_millis(5)).await;
-            continue;
-        }
-        // A TLS ClientHello (a handshake record) never ends in a blank line: a client that
-        // took this plain server for a wss:// one is answered at once, not left to time out.
-        if let [22, 3, ..] = head {
-            let body = "this is a plain WebSocket server (ws://), not TLS: connect with ws://\n";
-            let reply = format!(
-                "HTTP/1.1 400 Bad Request\r\ncontent-type: text/plain; charset=utf-8\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-                body.len()
-            );
-            let _ = tokio::time::timeout_at(deadline, write_all(stream, reply.as_bytes())).await;
-            let _ = stream.try_read(&mut buf[..n]);
-            return true;
-        }
-        if let Some(end) = memchr::memmem::find(head, b"\r\n\r\n") {
-            if asks_for_websocket(&head[..end]) {
-                return false;
-            }
-            let reply = plain_reply(&head[..end], shared);
+        // A TLS handshake record: the TLS port's to take; on a plain port a client that took
+        // it for a wss:// one (a ClientHello never ends in a blank line), answered at once, not
+        // left to time out.
+        let reply = match (head, tls) {
+            ([22, ..], true) => return false,
+            ([22, 3, ..], false) => Some(bad_request(
+                "this is a plain WebSocket server (ws://), not TLS: connect with ws://\n",
+            )),
+            _ => match memchr::memmem::find(head, b"\r\n\r\n") {
+                // A client that took this wss:// server for a plain one.
+                Some(_) if tls => Some(bad_request(
+                    "this is a TLS server (wss://, https:// for /health): connect with wss://\n",
+                )),
+                Some(end) if asks_for_websocket(&head[..end]) => return false,
+                Some(end) => Some(plain_reply(&head[..end], shared)),
+                None => None,
+            },
+        };
+        if let Some(reply) = reply {
             let _ = tokio::time::timeout_at(deadline, write_all(stream, reply.as_bytes())).await;
             // Take the request: closing with it unread would reset the connection, and a reset
             // can throw away the reply before the client reads it.
@@ -347,11 +321,20 @@ async fn refused_plain_http(stream: &TcpStream, shared: &Shared, tls: bool) -> b
             return true;
         }
         if n == buf.len() {
+            // No head in 4 KiB: the WebSocket (or TLS) handshake refuses it.
             return false;
         }
         // The head is not all here yet; peeking again at once would return the same bytes.
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
+}
+
+/// A `400 Bad Request` that says `body`, and closes.
+fn bad_request(body: &str) -> String {
+    format!(
+        "HTTP/1.1 400 Bad Request\r\ncontent-type: text/plain; charset=utf-8\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    )
 }
 
 /// The whole HTTP answer to a request head that asks for no WebSocket ([`plain_answer`]); a

@@ -41,28 +41,49 @@ fn inline(text: &str) -> String {
     text.replace("**", "").replace('`', "")
 }
 
-/// The table's rows, each column as wide as its widest cell, two spaces apart.
+/// The table's rows, left-aligned, as lines of `out`.
 fn flush(out: &mut String, table: &mut Vec<Vec<String>>) {
-    let columns = table.iter().map(Vec::len).max().unwrap_or(0);
-    let mut widths = vec![0; columns];
-    for row in table.iter() {
-        for (w, cell) in widths.iter_mut().zip(row) {
-            *w = (*w).max(cell.chars().count());
-        }
-    }
-    for row in table.drain(..) {
-        let mut line = String::new();
-        for (k, cell) in row.iter().enumerate() {
-            if k > 0 {
-                line.push_str("  ");
-            }
-            line.push_str(cell);
-            let pad = widths[k].saturating_sub(cell.chars().count());
-            line.extend(std::iter::repeat_n(' ', pad));
-        }
-        out.push_str(line.trim_end());
+    for line in aligned(table, Align::Left) {
+        out.push_str(&line);
         out.push('\n');
     }
+    table.clear();
+}
+
+/// How [`aligned`] pads a cell.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Align {
+    Left,
+    Right,
+}
+
+/// `rows` as lines, each column as wide as its widest cell (in characters), two spaces apart,
+/// no trailing spaces.
+pub fn aligned(rows: &[Vec<String>], align: Align) -> Vec<String> {
+    let columns = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let widths: Vec<usize> = (0..columns)
+        .map(|c| {
+            rows.iter()
+                .filter_map(|r| r.get(c))
+                .map(|s| s.chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    rows.iter()
+        .map(|r| {
+            r.iter()
+                .zip(&widths)
+                .map(|(s, w)| match align {
+                    Align::Left => format!("{s:<w$}"),
+                    Align::Right => format!("{s:>w$}"),
+                })
+                .collect::<Vec<_>>()
+                .join("  ")
+                .trim_end()
+                .to_string()
+        })
+        .collect()
 }
 
 #[cfg(test)]

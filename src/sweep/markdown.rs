@@ -128,35 +128,11 @@ fn markdown_table(rows: &[Vec<String>]) -> String {
     out
 }
 
-fn text_table(rows: &[Vec<String>]) -> Vec<String> {
-    let columns = rows.iter().map(Vec::len).max().unwrap_or(0);
-    let widths: Vec<usize> = (0..columns)
-        .map(|c| {
-            rows.iter()
-                .filter_map(|r| r.get(c))
-                .map(|s| s.chars().count())
-                .max()
-                .unwrap_or(0)
-        })
-        .collect();
-    rows.iter()
-        .map(|r| {
-            r.iter()
-                .zip(&widths)
-                .map(|(s, w)| format!("{s:>w$}"))
-                .collect::<Vec<_>>()
-                .join("  ")
-                .trim_end()
-                .to_string()
-        })
-        .collect()
-}
-
 /// The per-level table as text lines: the header, then a line per level.
 pub fn table_lines(record: &SweepRecord) -> Vec<String> {
     let mut rows = vec![header(record)];
     rows.extend(record.levels.iter().map(|l| row(record, l)));
-    text_table(&rows)
+    crate::report::plain::aligned(&rows, crate::report::plain::Align::Right)
 }
 
 fn knee_text(k: &super::knees::Knee) -> String {

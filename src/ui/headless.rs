@@ -100,9 +100,12 @@ pub fn streaming_line(live: &LiveState, now_s: f64) -> String {
 /// While the gate is ahead: `[start in   2.7 s] all 64 sessions set up; the gate opens at T`.
 pub fn countdown_line(live: &LiveState, left_s: f64) -> String {
     format!(
-        "[start in {left_s:>5.1} s] {}all {} sessions set up; the gate opens at {}",
+        "[start in {left_s:>5.1} s] {}all {} set up; the gate opens at {}",
         shard_prefix(live),
-        u64::from(live.info.processes) * u64::from(live.info.sessions_per_process),
+        crate::sampler::attribution::plural(
+            u64::from(live.info.processes) * u64::from(live.info.sessions_per_process),
+            "session"
+        ),
         start_at_text(live)
     )
 }
@@ -134,7 +137,10 @@ pub fn draining_line(live: &LiveState, audio_sent: bool) -> String {
         [] => String::new(),
         [k] => format!(
             "; worker {k} exited early (its {} not waited for)",
-            crate::sampler::attribution::plural(per_worker, "session")
+            crate::sampler::attribution::plural(
+                per_worker.saturating_sub(u64::from(live.workers[*k].progress.sessions_done)),
+                "open session"
+            )
         ),
         many => format!(
             "; workers {} exited early (their sessions not waited for)",
@@ -145,7 +151,8 @@ pub fn draining_line(live: &LiveState, audio_sent: bool) -> String {
         ),
     };
     format!(
-        "draining: the audio is sent; waiting for the server to finish {waiting} of {total} sessions{dead_note}"
+        "draining: the audio is sent; waiting for the server to finish {waiting} of {total} session{}{dead_note}",
+        if total == 1 { "" } else { "s" }
     )
 }
 

@@ -37,7 +37,8 @@ fn ws_to_a_tls_server_says_use_wss_and_keeps_its_answer() {
     // The mock answers plain HTTP on its TLS port as nginx does: a 400 that says so.
     assert!(error.contains("400 Bad Request"), "{error}");
     assert!(
-        error.contains("the server answered in TLS") && error.contains("give a wss:// URL"),
+        error.contains("the server says this port takes TLS")
+            && error.contains("give a wss:// URL"),
         "{error}"
     );
 }

@@ -611,9 +611,9 @@ fn levels_where_sessions_were_refused_count_only_what_streamed() {
     let dir = TempDir::new("sweep-refused-later");
     let out = dir.join("sweep");
     let mock = Mock::start();
-    // Four handshakes reach the mock: level 1's probe and session, level 2's probe and one of
-    // its sessions; level 4 is refused.
-    let server = refusing_after(4, Some(mock.1), "HTTP/1.1 403 Forbidden");
+    // Five handshakes reach the mock: the sweep's probe before it names its folder, level 1's
+    // probe and session, level 2's probe and one of its sessions; level 4 is refused.
+    let server = refusing_after(5, Some(mock.1), "HTTP/1.1 403 Forbidden");
     let url = format!("ws://{}/v1/realtime", server.addr);
     let done = sweep(&out, &["--url", &url, "-s", "1,2,4", "-d", "2s"]);
     let s = sweep_json(&out);

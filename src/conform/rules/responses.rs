@@ -128,57 +128,34 @@ impl Check<'_> {
         }
     }
 
-    /// A `response.done` after the fatal error `code`: failed, for that code.
-    fn failed_response_done(&mut self, event: &Value, code: &str) {
-        let response = event.get("response");
-        let status = response.and_then(|r| r.get("status"));
-        let reason = response
-            .and_then(|r| r.get("status_details"))
-            .and_then(|d| d.get("reason"));
-        if status.and_then(Value::as_str) != Some("failed")
-            || reason.and_then(Value::as_str) != Some(code)
-        {
-            self.flag(
-                "response-done",
-                format!(
-                    "after the fatal error {code:?}: response.status \"failed\", reason {code:?}"
-                ),
-                format!("status {}, reason {}", show(status), show(reason)),
-            );
-        }
-        if let Some(state) = self.response_of(event) {
-            state.done = true;
-        }
-    }
-
     pub(super) fn response_done(&mut self, event: &Value) {
         // A response the client's `session.close` cut short ends cancelled for `client_closed`
         // (sglang-omni's `run_close`, and its checker's TERMINAL_REASONS), at any time; one a
         // fatal error cut short ends failed for the error's code (`run_close` with any other
-        // reason, then `finish_responses`), owed no order; else completed for `stop`, or
-        // PersonaPlex's `input_audio_ended` (its converter ends the call so), after the close too
-        // (one already on its way).
+        // reason, then `finish_responses`), owed no order; else completed for `stop` (PersonaPlex:
+        // `input_audio_ended`, as its converter ends the call), after the close too (one
+        // already on its way).
         let status = event.get("response").and_then(|r| r.get("status"));
         let cancelled = self.close_sent && status.and_then(Value::as_str) == Some("cancelled");
-        if let Some(code) = self.fatal.clone() {
-            return self.failed_response_done(event, &code);
-        }
-        let (want_status, want_reasons): (&str, &[&str]) = if cancelled {
-            ("cancelled", &["client_closed"])
-        } else {
-            ("completed", &["stop", "input_audio_ended"])
+        let personaplex = matches!(self.profile(), Some(Profile::Personaplex) | None);
+        let (want_status, want_reasons): (&str, Vec<String>) = match self.fatal.clone() {
+            Some(code) => ("failed", vec![code]),
+            None if cancelled => ("cancelled", vec!["client_closed".into()]),
+            None if personaplex => ("completed", vec!["stop".into(), "input_audio_ended".into()]),
+            None => ("completed", vec!["stop".into()]),
         };
         // MiniCPM-o's model may stop a reply of its own while the input goes on (sglang-omni's
         // checker: `stop_requires_eos` false); VoiceChat's one response ends with the input.
         let stop_requires_end = self.profile().is_none_or(Profile::stop_requires_end);
-        if !self.end_sent && stop_requires_end && !self.close_sent {
+        let ended_in_order = self.fatal.is_some() || self.close_sent || self.end_sent;
+        if !ended_in_order && stop_requires_end {
             self.flag(
                 "response-done-order",
                 "response.done after the client's sglang.input_audio.end",
                 "before it",
             );
         }
-        if self.drained {
+        if self.drained && self.fatal.is_none() {
             self.flag(
                 "response-done-order",
                 "response.done before drained",
@@ -199,7 +176,7 @@ impl Check<'_> {
         }
         if !reason
             .and_then(Value::as_str)
-            .is_some_and(|r| want_reasons.contains(&r))
+            .is_some_and(|r| want_reasons.iter().any(|w| w == r))
         {
             self.flag(
                 "response-done",

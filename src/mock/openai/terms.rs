@@ -326,6 +326,17 @@ impl Shown<'_> {
                     "output": {"voice": "marin", "speed": 1.0}}})
         };
         merge(&mut shown, self.asked);
+        // A transcription asked for without a model names the one that runs (and bills).
+        if let Some(model) = transcription_model(self.beta, self.asked) {
+            let at = if self.beta {
+                "/input_audio_transcription"
+            } else {
+                "/audio/input/transcription"
+            };
+            if let Some(Value::Object(t)) = shown.pointer_mut(at) {
+                t.insert("model".into(), json!(model));
+            }
+        }
         let mut shown = match shown {
             Value::Object(shown) => shown,
             _ => Map::new(),

@@ -608,11 +608,11 @@ fn session_updated_grants_every_capability_of_the_profile() {
         for (key, value) in expected.as_object().unwrap() {
             assert_eq!(&g[key], value, "{profile:?} granted.{key}");
         }
-        // sglang-omni's RuntimeLimits, the input budget 60 s at the profile's input rate.
-        let input_rate = u64::from(profile.input_sample_rate());
+        // sglang-omni's RuntimeLimits defaults, the input budget 60 s at 16 kHz whatever the
+        // profile's rate (PersonaPlex passes none of its own).
         assert_eq!(
             g["limits"],
-            serde_json::json!({"max_input_bytes": 60 * input_rate * 2, "max_output_bytes": 4_194_304,
+            serde_json::json!({"max_input_bytes": 60 * 16_000 * 2, "max_output_bytes": 4_194_304,
                 "max_output_events": 256, "max_history_chars": 65_536, "cleanup_timeout_s": 30})
         );
         // The session as configured: its type and the audio formats, beside the grant.

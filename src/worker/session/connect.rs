@@ -183,9 +183,12 @@ pub async fn probe(dialer: &Dialer, connect_timeout: Duration) -> Result<(), Unr
         Ok::<(), WsError>(())
     };
     let ended = tokio::time::timeout(PROBE_GRACE, goodbye).await;
-    // A server that asked for a client certificate refuses every session as it refused the
-    // probe (by an alert, a reset or a close, by TLS version): said now, one way.
-    if !answered && crate::tls::client_certificate_asked() {
+    // A server that asked for a client certificate and then ended the connection before the
+    // handshake's answer refuses every session as it refused the probe (by an alert, a reset
+    // or a close, by TLS version): said now, one way. (One that only asks, nginx's
+    // `ssl_verify_client optional`, answers; a slow answer or a refusal is the sessions'.)
+    let transport_failed = matches!(&ended, Ok(Err(WsError::Io(_) | WsError::Tls(_))));
+    if !answered && transport_failed && crate::tls::client_certificate_asked() {
         return Err(Unreachable::Reset(hint::CLIENT_CERT.to_string()));
     }
     // A connection reset before the server answered the handshake (a server that takes

@@ -461,19 +461,14 @@ impl Machine {
 
     /// Whether the server was still sending deltas when the input ended (its last delta at
     /// most a second before the last packet's send, or after it): it was answering, and then
-    /// never ended its answer — unlike a server that went silent mid-stream.
+    /// never ended its answer — unlike a server that went silent mid-stream. (An input that
+    /// ends in more than a second of silence, which such a server may answer with nothing,
+    /// misses the hint: it is a hint, not the verdict.)
     pub fn answered_to_the_end(&self) -> bool {
         match (self.latest_delta_s, self.outcome.last_send_s) {
             (Some(delta_s), Some(last_send_s)) => delta_s >= last_send_s - 1.0,
             _ => false,
         }
-    }
-
-    /// Whether the server sent any transcript or answer delta so far.
-    pub fn heard_deltas(&self) -> bool {
-        self.turns
-            .as_ref()
-            .is_some_and(|t| t.counts.text_deltas + t.counts.audio_deltas > 0)
     }
 
     /// The session's turn counts, into its outcome (at its end).

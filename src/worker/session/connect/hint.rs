@@ -29,6 +29,8 @@ pub enum Stage {
 
 pub const USE_WSS: &str =
     "the server answered in TLS: it serves wss://, so give a wss:// URL (with --ca-file FILE.pem or --insecure if its certificate is self-signed)";
+pub const PLAIN_TO_TLS: &str =
+    "the server says this port takes TLS (its 400 answers a plain request): give a wss:// URL (with --ca-file FILE.pem or --insecure if its certificate is self-signed)";
 pub const USE_WS: &str =
     "the server's answer is not TLS: if it serves plain WebSocket, give a ws:// URL";
 pub const CLOSED_IN_TLS: &str =
@@ -95,7 +97,9 @@ pub fn for_error(err: &WsError, progress: &Progress) -> Option<Cow<'static, str>
             429 => Some(rate_limited(response.headers()).into()),
             // A TLS server's answer to plain HTTP on its port: nginx's "The plain HTTP request
             // was sent to HTTPS port", the mock's "this is a TLS server (wss://…".
-            400 if answers_plain_on_tls_port(response.body().as_deref()) => Some(USE_WSS.into()),
+            400 if answers_plain_on_tls_port(response.body().as_deref()) => {
+                Some(PLAIN_TO_TLS.into())
+            }
             500..=502 | 504..=599 => Some(SERVER_FAILED.into()),
             _ => None,
         };
@@ -103,14 +107,10 @@ pub fn for_error(err: &WsError, progress: &Progress) -> Option<Cow<'static, str>
     for_transport_error(err, progress).map(Cow::Borrowed)
 }
 
-/// What to do about a redirect: a client does not follow one for a WebSocket (RFC 6455
-/// §4.1), so the URL it names is the one to give. Its scheme is said in WebSocket terms (an
-/// `https://` redirect is a proxy's move to TLS: `wss://`), a credential in its query (a proxy
-/// keeps `--url`'s own) is left out as `--url`'s is, and a path alone is said as a path.
 /// Whether an HTTP 400's body says the request went to a TLS port in plain.
 fn answers_plain_on_tls_port(body: Option<&[u8]>) -> bool {
     let body = String::from_utf8_lossy(body.unwrap_or_default()).to_ascii_lowercase();
-    body.contains("https port") || body.contains("tls server") || body.contains("wss://")
+    body.contains("https port") || body.contains("tls server")
 }
 
 /// What to do about HTTP 429: the server (or a gateway in front of it) limits how many
@@ -134,6 +134,10 @@ fn rate_limited(headers: &HeaderMap) -> String {
     )
 }
 
+/// What to do about a redirect: a client does not follow one for a WebSocket (RFC 6455
+/// §4.1), so the URL it names is the one to give. Its scheme is said in WebSocket terms (an
+/// `https://` redirect is a proxy's move to TLS: `wss://`), a credential in its query (a proxy
+/// keeps `--url`'s own) is left out as `--url`'s is, and a path alone is said as a path.
 fn redirect(headers: &HeaderMap) -> String {
     const LONGEST: usize = 300;
     let location = headers
@@ -174,7 +178,13 @@ fn redirect(headers: &HeaderMap) -> String {
 fn for_transport_error(err: &WsError, progress: &Progress) -> Option<&'static str> {
     // Whatever the connection then died of (an alert, a reset, a close during or just after
     // the handshake), a server that asked for a certificate this client has none of refused it.
-    if crate::tls::client_certificate_asked() && matches!(err, WsError::Io(_) | WsError::Tls(_)) {
+    // (Only past the TCP connection, before any answer: a server that asks for a certificate
+    // without requiring one answers the handshake.)
+    let refused_in_tls = progress.stage != Stage::Tcp && progress.reply.is_empty();
+    if refused_in_tls
+        && crate::tls::client_certificate_asked()
+        && matches!(err, WsError::Io(_) | WsError::Tls(_))
+    {
         return Some(CLIENT_CERT);
     }
     match err {
@@ -320,7 +330,7 @@ mod tests {
             .unwrap();
         assert_eq!(
             for_error(&WsError::Http(Box::new(plain_to_tls)), &Progress::default()).as_deref(),
-            Some(USE_WSS)
+            Some(PLAIN_TO_TLS)
         );
         assert_eq!(refused(400), None, "a 400 of another cause");
         // A rate limit (the QA pass of 2026-12-07: a bare "429 Too Many Requests"), with the
