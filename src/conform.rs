@@ -147,7 +147,7 @@ pub const RULES: &[(&str, &str)] = &[
     ("grant-request", "the granted output_modalities are those the client asked for, or some of them with the rest in a `rejections` entry"),
     ("grant-profile", "the granted unit, output rate and modalities are those of the model's profile"),
     ("session-complete", "exactly one session.created (first), session.updated, ended, drained and session.closed"),
-    ("accepted-input", "every append gets one accepted with its seq and accepted_end_ms = the input so far"),
+    ("accepted-input", "every append gets one accepted with its seq and accepted_end_ms = the input so far (one an error refused by its event_id gets none)"),
     ("ended-input", "ended states accepted_end_ms = the input, tail_policy pad"),
     ("drained-consumed", "drained states accepted_end_ms and consumed_ms = the accepted input"),
     ("drained-padding", "drained states padding_ms = ceil(input / unit) x unit - input"),

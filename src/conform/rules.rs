@@ -30,6 +30,9 @@ pub fn check_session(session: &str, records: &[Record], given: Option<Profile>) 
 }
 
 /// A client command, as sent.
+/// What [`Sent::answered`] holds for a command an `error` refused.
+const REFUSED: &str = "error";
+
 struct Sent {
     kind: String,
     seq: Option<f64>,
@@ -480,6 +483,16 @@ impl<'a> Check<'a> {
             .unwrap_or(false);
         let got = format!("{} (fatal {fatal}): {}", field("code"), field("message"));
         self.flag("server-error", "no error event", got);
+        // A command the error refuses (its `error.event_id`) is owed no acknowledgement: an
+        // append refused (`buffer_overflow`, out of order) gets no `accepted` (sglang-omni's
+        // `runtime.append` raises before it), which `accepted-input` would name again.
+        if let Some(sent) = error
+            .and_then(|e| e.get("event_id"))
+            .and_then(Value::as_str)
+            .and_then(|id| self.sent.get_mut(id))
+        {
+            sent.answered.insert(REFUSED);
+        }
         if fatal && self.fatal.is_none() {
             self.fatal = Some(field("code"));
         }

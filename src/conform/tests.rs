@@ -620,6 +620,28 @@ fn after_a_fatal_error_the_session_closed_answers_nothing_and_names_the_code() {
     assert!(rules(&r, None).contains("session-complete"));
 }
 
+/// An append the server refused with an error naming it (`error.event_id`) is owed no
+/// `accepted` (sglang-omni's `runtime.append` raises before its `Accepted`): only the error is
+/// named, not `accepted-input` again (the QA pass of 2026-12-07).
+#[test]
+fn a_refused_append_is_owed_no_accepted() {
+    let mut r = voicechat();
+    let at = r
+        .iter()
+        .position(|x| x.event["type"] == names::ACCEPTED && x.event["seq"] == 3)
+        .unwrap();
+    r.remove(at);
+    assert!(rules(&r, None).contains("accepted-input"));
+    let refusal = json!({"type": "error", "event_id": "e-ovf", "sglang": {"fatal": false},
+        "error": {"type": "invalid_request_error", "code": "buffer_overflow",
+            "message": "input buffer full", "event_id": "c-a3"}});
+    r.insert(
+        at,
+        Record::new(Direction::Receive, r[at - 1].time_s, refusal),
+    );
+    breaks_only(&r, "server-error");
+}
+
 #[test]
 fn errors_unknown_events_and_client_errors_are_named() {
     let mut r = voicechat();

@@ -65,7 +65,9 @@ impl Check<'_> {
             .appends
             .iter()
             .filter_map(|id| self.sent.get(id))
-            .filter(|s| !s.answered.contains(names::ACCEPTED))
+            .filter(|s| {
+                !s.answered.contains(names::ACCEPTED) && !s.answered.contains(super::REFUSED)
+            })
             .map(|s| s.seq)
             .collect();
         if let Some(first) = unanswered.first() {
