@@ -97,6 +97,9 @@ async fn serve_until_signal(args: &MockArgs, started_s: f64) -> Result<MockStats
             "mock: TLS (--tls-cert {}): connect with wss://{listen_addr}/…, and --ca-file with the certificate that signed it (or --insecure)",
             cert.display()
         );
+        if let Some(warning) = crate::tls::server_certificate_warning(cert) {
+            eprintln!("{warning}");
+        }
     }
     tokio::select! {
         _ = sigterm.recv() => {}

@@ -9,10 +9,27 @@ use rustls::crypto::{verify_tls12_signature, verify_tls13_signature, CryptoProvi
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
 use rustls::sign::CertifiedKey;
+use rustls::CertificateError;
 use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, ServerConfig, SignatureScheme};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+
+// What to do about a refused server certificate ([`certificate_hint`]).
+pub const UNTRUSTED: &str =
+    "the server's certificate is not trusted (not signed by a CA the system or --ca-file trusts): give the CA that signed it with --ca-file FILE.pem (if it is given already, the server may not be sending its intermediate certificate: it must send its chain, or give the intermediate too), or skip verification with --insecure (test servers only)";
+pub const WEAK_SIGNATURE: &str =
+    "the server's certificate is signed with an algorithm or a key this client does not accept (SHA-1, or an RSA key under 2048 bits): re-issue it with SHA-256 and RSA of 2048 bits or more, or ECDSA, or skip verification with --insecure (test servers only)";
+pub const WRONG_PURPOSE: &str =
+    "the server's certificate is not for a TLS server (its extendedKeyUsage lacks serverAuth): re-issue it with `-addext extendedKeyUsage=serverAuth`, or skip verification with --insecure (test servers only)";
+pub const CERT_REFUSED: &str =
+    "the server's certificate was refused for the reason above: check it with `openssl x509 -in CERT.pem -noout -text`, or skip verification with --insecure (test servers only)";
+pub const EXPIRED: &str =
+    "the server's certificate is out of its validity period (expired, or not valid yet): renew it (or check this machine's clock), or skip verification with --insecure (test servers only)";
+pub const CA_AS_SERVER: &str =
+    "the server's certificate is a CA certificate (basicConstraints CA:TRUE, as `openssl req -x509` makes by default), which TLS refuses as a server's own: re-issue it with `-addext basicConstraints=critical,CA:FALSE`, or sign a server certificate with it and give it to --ca-file, or skip verification with --insecure (test servers only)";
+pub const WRONG_NAME: &str =
+    "the server's certificate is not valid for the URL's host: connect with a name the certificate was issued for, or skip verification with --insecure (test servers only)";
 
 /// Whether a server asked this process's client for a certificate (mutual TLS), which it
 /// has none of to send: the hint for the failure that follows says so.
@@ -83,6 +100,69 @@ pub fn client_config(insecure: bool, ca_file: Option<&Path>) -> Result<Arc<Clien
             .with_client_cert_resolver(Arc::new(NoClientCert))
     };
     Ok(Arc::new(config))
+}
+
+/// What to do about a server certificate the client refused, by why: the words of the client's
+/// connection errors, and of the mock's check of its own certificate at start.
+pub fn certificate_hint(err: &CertificateError) -> &'static str {
+    match err {
+        CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. } => {
+            WRONG_NAME
+        }
+        CertificateError::Expired
+        | CertificateError::ExpiredContext { .. }
+        | CertificateError::NotValidYet
+        | CertificateError::NotValidYetContext { .. } => EXPIRED,
+        // webpki's own error, inside rustls's `Other`: named only in its Debug text.
+        CertificateError::Other(other) if format!("{other:?}").contains("CaUsedAsEndEntity") => {
+            CA_AS_SERVER
+        }
+        CertificateError::UnknownIssuer => UNTRUSTED,
+        CertificateError::BadSignature
+        | CertificateError::UnsupportedSignatureAlgorithmContext { .. }
+        | CertificateError::UnsupportedSignatureAlgorithmForPublicKeyContext { .. } => {
+            WEAK_SIGNATURE
+        }
+        CertificateError::InvalidPurpose | CertificateError::InvalidPurposeContext { .. } => {
+            WRONG_PURPOSE
+        }
+        _ => CERT_REFUSED,
+    }
+}
+
+/// The mock's certificate checked as a client that trusts it (`--ca-file` with it, or with the
+/// certificates of its own file) would check it: a warning when such a client would refuse it
+/// for the certificate itself — a CA's (`openssl req -x509`'s default), out of its validity
+/// period, not for a TLS server, a weak signature. Not: a name (clients connect by any), an
+/// issuer the file does not hold (its root is the clients' to trust).
+pub fn server_certificate_warning(cert: &Path) -> Option<String> {
+    let certs = read_certs(cert, "--tls-cert").ok()?;
+    let (leaf, intermediates) = certs.split_first()?;
+    let mut roots = RootCertStore::empty();
+    roots.add_parsable_certificates(certs.iter().cloned());
+    let verifier =
+        rustls::client::WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider())
+            .build()
+            .ok()?;
+    let name = ServerName::try_from("localhost").ok()?;
+    let refused = verifier
+        .verify_server_cert(leaf, intermediates, &name, &[], UnixTime::now())
+        .err()?;
+    let rustls::Error::InvalidCertificate(why) = &refused else {
+        return None;
+    };
+    if matches!(
+        why,
+        CertificateError::NotValidForName
+            | CertificateError::NotValidForNameContext { .. }
+            | CertificateError::UnknownIssuer
+    ) {
+        return None;
+    }
+    Some(format!(
+        "mock: warning: a client will refuse this certificate ({refused}): {}",
+        certificate_hint(why)
+    ))
 }
 
 /// The mock's configuration from a PEM certificate chain and private key.
@@ -180,5 +260,53 @@ impl ServerCertVerifier for NoVerification {
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
         self.0.signature_verification_algorithms.supported_schemes()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A certificate made by `params` (for localhost), written to a file of its own.
+    fn written(params: rcgen::CertificateParams, name: &str) -> std::path::PathBuf {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let cert = params.self_signed(&key).unwrap();
+        let path =
+            std::env::temp_dir().join(format!("duplexbench-tls-{}-{name}.pem", std::process::id()));
+        std::fs::write(&path, cert.pem()).unwrap();
+        path
+    }
+
+    fn params() -> rcgen::CertificateParams {
+        rcgen::CertificateParams::new(vec!["localhost".to_string()]).unwrap()
+    }
+
+    /// The mock warns at start about a certificate its clients will refuse for what it is (the
+    /// TLS QA of 2026-12-07: it started on a CA's certificate and told the user to give it to
+    /// --ca-file, which then failed), and not about one they take, of whatever name.
+    #[test]
+    fn the_mocks_certificate_is_checked_as_a_client_would_check_it() {
+        let fine = written(params(), "fine");
+        assert_eq!(server_certificate_warning(&fine), None);
+        let mut other_name = params();
+        other_name.subject_alt_names = vec![rcgen::SanType::DnsName(
+            "asr.example.test".try_into().unwrap(),
+        )];
+        let other_name = written(other_name, "name");
+        assert_eq!(server_certificate_warning(&other_name), None);
+        let mut ca = params();
+        ca.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        let ca = written(ca, "ca");
+        let warning = server_certificate_warning(&ca).unwrap();
+        assert!(warning.contains(CA_AS_SERVER), "{warning}");
+        let mut expired = params();
+        expired.not_before = rcgen::date_time_ymd(2000, 1, 1);
+        expired.not_after = rcgen::date_time_ymd(2001, 1, 1);
+        let expired = written(expired, "expired");
+        let warning = server_certificate_warning(&expired).unwrap();
+        assert!(warning.contains(EXPIRED), "{warning}");
+        for path in [fine, other_name, ca, expired] {
+            let _ = std::fs::remove_file(path);
+        }
     }
 }

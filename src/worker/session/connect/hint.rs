@@ -2,7 +2,7 @@
 //! that answers in TLS, a `wss://` URL to one that does not, a certificate the client does not
 //! trust. The hint follows the library's own error text, which is kept.
 
-use rustls::{CertificateError, InvalidMessage};
+use rustls::InvalidMessage;
 use std::borrow::Cow;
 use tokio_tungstenite::tungstenite::error::ProtocolError;
 use tokio_tungstenite::tungstenite::http::HeaderMap;
@@ -37,24 +37,10 @@ pub const CLOSED_IN_TLS: &str =
     "the server closed the connection during the TLS handshake: if it serves plain WebSocket, give a ws:// URL; if it serves TLS, it may take no TLS version or cipher this client offers (TLS 1.2 and 1.3)";
 pub const SILENT_IN_TLS: &str =
     "the server never answered the TLS handshake: if it serves plain WebSocket, give a ws:// URL";
-pub const UNTRUSTED: &str =
-    "the server's certificate is not trusted (not signed by a CA the system or --ca-file trusts): give the CA that signed it with --ca-file FILE.pem (if it is given already, the server may not be sending its intermediate certificate: it must send its chain, or give the intermediate too), or skip verification with --insecure (test servers only)";
-pub const WEAK_SIGNATURE: &str =
-    "the server's certificate is signed with an algorithm or a key this client does not accept (SHA-1, or an RSA key under 2048 bits): re-issue it with SHA-256 and RSA of 2048 bits or more, or ECDSA, or skip verification with --insecure (test servers only)";
-pub const WRONG_PURPOSE: &str =
-    "the server's certificate is not for a TLS server (its extendedKeyUsage lacks serverAuth): re-issue it with `-addext extendedKeyUsage=serverAuth`, or skip verification with --insecure (test servers only)";
-pub const CERT_REFUSED: &str =
-    "the server's certificate was refused for the reason above: check it with `openssl x509 -in CERT.pem -noout -text`, or skip verification with --insecure (test servers only)";
 pub const CLIENT_CERT: &str =
     "the server asked for a client certificate (mutual TLS), which this client does not send: serve the endpoint without client-certificate authentication for the benchmark (or put a proxy that holds the certificate in front of it)";
 pub const CHAIN_TOO_LARGE: &str =
     "the server sent a certificate chain larger than a TLS handshake message may be (64 KiB): configure it to send only its certificate and the intermediates up to the root";
-pub const EXPIRED: &str =
-    "the server's certificate is out of its validity period (expired, or not valid yet): renew it (or check this machine's clock), or skip verification with --insecure (test servers only)";
-pub const CA_AS_SERVER: &str =
-    "the server's certificate is a CA certificate (basicConstraints CA:TRUE, as `openssl req -x509` makes by default), which TLS refuses as a server's own: re-issue it with `-addext basicConstraints=critical,CA:FALSE`, or sign a server certificate with it and give it to --ca-file, or skip verification with --insecure (test servers only)";
-pub const WRONG_NAME: &str =
-    "the server's certificate is not valid for the URL's host: connect with a name the certificate was issued for, or skip verification with --insecure (test servers only)";
 
 pub const OVERSIZED_ANSWER: &str =
     "the server's answer to the handshake did not end its headers within 64 KiB (or came in hundreds of tiny pieces), the WebSocket library's limit against a hostile server: check that --url is the server's WebSocket endpoint, and ask its operator what sends so large an answer";
@@ -209,35 +195,7 @@ fn for_transport_error(err: &WsError, progress: &Progress) -> Option<&'static st
             }
             match io.get_ref()?.downcast_ref::<rustls::Error>()? {
                 rustls::Error::InvalidMessage(InvalidMessage::InvalidContentType) => Some(USE_WS),
-                rustls::Error::InvalidCertificate(
-                    CertificateError::NotValidForName
-                    | CertificateError::NotValidForNameContext { .. },
-                ) => Some(WRONG_NAME),
-                rustls::Error::InvalidCertificate(
-                    CertificateError::Expired
-                    | CertificateError::ExpiredContext { .. }
-                    | CertificateError::NotValidYet
-                    | CertificateError::NotValidYetContext { .. },
-                ) => Some(EXPIRED),
-                // webpki's own error, inside rustls's `Other`: named only in its Debug text.
-                rustls::Error::InvalidCertificate(CertificateError::Other(other))
-                    if format!("{other:?}").contains("CaUsedAsEndEntity") =>
-                {
-                    Some(CA_AS_SERVER)
-                }
-                rustls::Error::InvalidCertificate(CertificateError::UnknownIssuer) => {
-                    Some(UNTRUSTED)
-                }
-                rustls::Error::InvalidCertificate(
-                    CertificateError::BadSignature
-                    | CertificateError::UnsupportedSignatureAlgorithmContext { .. }
-                    | CertificateError::UnsupportedSignatureAlgorithmForPublicKeyContext { .. },
-                ) => Some(WEAK_SIGNATURE),
-                rustls::Error::InvalidCertificate(
-                    CertificateError::InvalidPurpose
-                    | CertificateError::InvalidPurposeContext { .. },
-                ) => Some(WRONG_PURPOSE),
-                rustls::Error::InvalidCertificate(_) => Some(CERT_REFUSED),
+                rustls::Error::InvalidCertificate(cert) => Some(crate::tls::certificate_hint(cert)),
                 rustls::Error::InvalidMessage(InvalidMessage::HandshakePayloadTooLarge) => {
                     Some(CHAIN_TOO_LARGE)
                 }
@@ -266,6 +224,10 @@ fn is_tls_record(bytes: &[u8]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tls::{
+        CA_AS_SERVER, CERT_REFUSED, EXPIRED, WEAK_SIGNATURE, WRONG_NAME, WRONG_PURPOSE,
+    };
+    use rustls::CertificateError;
 
     fn progress(stage: Stage, reply: &[u8]) -> Progress {
         Progress {
