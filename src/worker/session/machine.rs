@@ -662,6 +662,9 @@ impl Machine {
                             return self.protocol_error(why, Some(payload));
                         }
                     }
+                    if let Some(why) = self.closed_unasked(&meaning) {
+                        return self.protocol_error(why, Some(payload));
+                    }
                     Heard {
                         payload: Some(payload),
                         error: None,
@@ -1019,6 +1022,21 @@ impl Machine {
             None => format!(
                 "the server accepted packet {seq} before the client sent any: the server acknowledged audio it never got"
             ),
+        })
+    }
+
+    /// Why a `session.closed` (the native protocol's) is one the client did not ask for: it
+    /// came while the client was streaming, before its `session.close` (a server that closes
+    /// the session itself ends the connection with it, and the session fails there; one that
+    /// goes on serving after it breaks the protocol, which the run would not see). Fun-ASR's
+    /// `stopped`, the same milestone, is a result's end the client may meet early.
+    fn closed_unasked(&self, meaning: &Meaning<'_>) -> Option<String> {
+        let unasked = *meaning == Meaning::Milestone(Milestone::Closed)
+            && self.phase == Phase::Streaming
+            && !self.refused_open
+            && !self.protocol.records_transcripts();
+        unasked.then(|| {
+            "the server sent session.closed while the client was still streaming (it had not sent session.close)".to_string()
         })
     }
 
