@@ -170,8 +170,17 @@ pub fn server_config(cert: &Path, key: &Path) -> Result<Arc<ServerConfig>> {
     let certs = read_certs(cert, "--tls-cert")?;
     let key_path = key;
     let key = PrivateKeyDer::from_pem_file(key).map_err(|err| {
-        // A certificate where the key belongs is the usual slip (openssl writes both).
-        let what = if matches!(CertificateDer::pem_file_iter(key_path).map(|mut c| c.next()), Ok(Some(Ok(_)))) {
+        // A certificate where the key belongs is the usual slip (openssl writes both); an
+        // encrypted key is the other (`openssl genpkey` with `-aes256`, or a PKCS#8 export).
+        let text = std::fs::read_to_string(key_path).unwrap_or_default();
+        let encrypted =
+            text.contains("ENCRYPTED PRIVATE KEY") || text.contains("Proc-Type: 4,ENCRYPTED");
+        let what = if encrypted {
+            format!(
+                "the key is encrypted, which the mock cannot read: decrypt it first, `openssl pkey -in {} -out key-plain.pem`",
+                key_path.display()
+            )
+        } else if matches!(CertificateDer::pem_file_iter(key_path).map(|mut c| c.next()), Ok(Some(Ok(_)))) {
             "no private key in it: it holds a certificate; give the private key (the file with -----BEGIN PRIVATE KEY-----)".to_string()
         } else {
             format!("no PEM private key in it ({err})")
@@ -308,5 +317,25 @@ mod tests {
         for path in [fine, other_name, ca, expired] {
             let _ = std::fs::remove_file(path);
         }
+    }
+
+    /// An encrypted key is said so, with the command that decrypts it (the TLS QA of
+    /// 2026-12-07: "no PEM private key in it (no items found)").
+    #[test]
+    fn an_encrypted_key_is_named_with_the_command_that_decrypts_it() {
+        let cert = written(params(), "enc-cert");
+        let key = cert.with_extension("key.pem");
+        std::fs::write(
+            &key,
+            "-----BEGIN ENCRYPTED PRIVATE KEY-----\nMIIBvTBXBgkqhkiG9w0BBQ0wSjApBgkqhkiG9w0BBQwwHAQI\n-----END ENCRYPTED PRIVATE KEY-----\n",
+        )
+        .unwrap();
+        let err = server_config(&cert, &key).unwrap_err().to_string();
+        assert!(
+            err.contains("the key is encrypted") && err.contains("openssl pkey -in"),
+            "{err}"
+        );
+        let _ = std::fs::remove_file(cert);
+        let _ = std::fs::remove_file(key);
     }
 }
