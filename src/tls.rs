@@ -212,10 +212,17 @@ fn read_certs(path: &Path, flag: &str) -> Result<Vec<CertificateDer<'static>>> {
         .map_err(|err| anyhow::anyhow!("{flag} {}: {err}", path.display()))?;
     if certs.is_empty() {
         // A private key where a certificate belongs is the usual slip (openssl writes both).
+        // DER (binary) starts with an ASN.1 SEQUENCE of a long length: 0x30 0x82.
+        let der = std::fs::read(path).is_ok_and(|b| b.starts_with(&[0x30, 0x82]));
         let what = if PrivateKeyDer::from_pem_file(path).is_ok() {
-            ": it holds a private key; give the certificate (the file with -----BEGIN CERTIFICATE-----)"
+            ": it holds a private key; give the certificate (the file with -----BEGIN CERTIFICATE-----)".to_string()
+        } else if der {
+            format!(
+                ": it looks like a DER (binary) certificate; convert it to PEM, `openssl x509 -inform DER -in {} -out cert.pem`",
+                path.display()
+            )
         } else {
-            ""
+            String::new()
         };
         bail!("{flag} {}: no PEM certificate in it{what}", path.display());
     }
@@ -317,6 +324,22 @@ mod tests {
         for path in [fine, other_name, ca, expired] {
             let _ = std::fs::remove_file(path);
         }
+    }
+
+    /// A DER certificate is said so, with the command that converts it.
+    #[test]
+    fn a_der_certificate_is_named_with_the_command_that_converts_it() {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let cert = params().self_signed(&key).unwrap();
+        let path =
+            std::env::temp_dir().join(format!("duplexbench-tls-{}-der.crt", std::process::id()));
+        std::fs::write(&path, cert.der()).unwrap();
+        let err = client_config(false, Some(&path)).unwrap_err().to_string();
+        assert!(
+            err.contains("DER (binary)") && err.contains("openssl x509 -inform DER"),
+            "{err}"
+        );
+        let _ = std::fs::remove_file(path);
     }
 
     /// An encrypted key is said so, with the command that decrypts it (the TLS QA of
