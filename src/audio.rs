@@ -1006,7 +1006,8 @@ mod tests {
         let want: Vec<u8> = (0..1600u16).flat_map(u16::to_le_bytes).collect();
         assert_eq!(played(&path, 1600), want);
         // `data` of 0, then a `LIST` chunk: nothing to stream.
-        let mut bytes = std::fs::read(raw_wav("empty0", &[], 0, 0)).unwrap();
+        let empty0 = raw_wav("empty0", &[], 0, 0);
+        let mut bytes = std::fs::read(&empty0).unwrap();
         bytes.extend_from_slice(b"LIST\x04\x00\x00\x00INFO");
         let riff_len = (bytes.len() - 8) as u32;
         bytes[4..8].copy_from_slice(&riff_len.to_le_bytes());
@@ -1019,7 +1020,8 @@ mod tests {
         assert!(err.contains("holds no audio"), "{err}");
         // Audio that starts with what looks like a chunk header (two loud samples, `AAAA`,
         // then a length that fits) is still audio: it does not end on a chunk boundary.
-        let mut bytes = std::fs::read(raw_wav("look0", &[], 0, 0)).unwrap();
+        let look0 = raw_wav("look0", &[], 0, 0);
+        let mut bytes = std::fs::read(&look0).unwrap();
         bytes.extend_from_slice(b"AAAA");
         bytes.extend_from_slice(&100u32.to_le_bytes());
         bytes.extend_from_slice(&[0u8; 3192]);
@@ -1031,7 +1033,7 @@ mod tests {
         ));
         std::fs::write(&look, bytes).unwrap();
         assert_eq!(probe(&look, 16_000).unwrap(), 1600);
-        for p in [path, empty, look] {
+        for p in [path, empty0, empty, look0, look] {
             let _ = std::fs::remove_file(p);
         }
     }
