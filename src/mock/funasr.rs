@@ -128,18 +128,10 @@ pub async fn run_session<S: AsyncRead + AsyncWrite + Unpin>(
             }
             return;
         };
-        if !take(
-            &mut session,
-            &mut arrivals,
-            keepalive.as_mut(),
-            message,
-            counters,
-        ) {
-            let _ = ws.flush().await;
-            return;
-        }
-        // Everything that has already arrived, so that one flush carries the replies.
-        while let Some(Some(Ok(message))) = ws.next().now_or_never() {
+        // This message and everything that has already arrived, so that one flush carries the
+        // replies.
+        let mut next = Some(message);
+        while let Some(message) = next {
             if !take(
                 &mut session,
                 &mut arrivals,
@@ -150,6 +142,10 @@ pub async fn run_session<S: AsyncRead + AsyncWrite + Unpin>(
                 let _ = ws.flush().await;
                 return;
             }
+            next = match ws.next().now_or_never() {
+                Some(Some(Ok(message))) => Some(message),
+                _ => None,
+            };
         }
         if let Err(()) = after(
             &mut ws,

@@ -14,7 +14,12 @@ struct Harness {
 fn harness(args: &[&str]) -> Harness {
     let mut argv = vec!["-d", "1s", "-s", "2"];
     argv.extend_from_slice(args);
-    let m = test_machine(&argv, 1, |_| Rc::new(Native::default()));
+    harness_of(&argv, 1)
+}
+
+/// A native machine for session `session` of worker 0 of a `run` with `argv` alone.
+fn harness_of(argv: &[&str], session: u32) -> Harness {
+    let m = test_machine(argv, session, |_| Rc::new(Native::default()));
     let (stats, settings) = (m.stats.clone(), m.settings.clone());
     Harness { m, stats, settings }
 }
@@ -388,17 +393,12 @@ fn a_refused_packet_ends_the_native_stream_with_the_servers_reason() {
     );
 }
 
-/// A server more than the ring of exact send times (256 packets, 20.5 s) behind: its answer
-/// to an old packet is timed from that packet's scheduled send, not dropped (dropping the
-/// slowest answers made the lag read low).
 /// A `session.closed` while the client is still streaming, before its `session.close`: a
 /// server that goes on serving after it broke the protocol, which the run read as clean (the QA
 /// pass of 2026-12-07); a protocol error now.
 #[test]
 fn a_session_closed_the_client_did_not_ask_for_is_a_protocol_error() {
-    let m = test_machine(&["-d", "30s", "-s", "1"], 0, |_| Rc::new(Native::default()));
-    let (stats, settings) = (m.stats.clone(), m.settings.clone());
-    let mut h = Harness { m, stats, settings };
+    let mut h = harness_of(&["-d", "30s", "-s", "1"], 0);
     h.set_up();
     h.send_on_time(0, 10);
     let closed = r#"{"type":"session.closed","event_id":"e","client_event_id":null,"reason":"client_closed"}"#;
@@ -415,11 +415,12 @@ fn a_session_closed_the_client_did_not_ask_for_is_a_protocol_error() {
     assert_eq!(h.m.outcome.protocol_errors, 1);
 }
 
+/// A server more than the ring of exact send times (256 packets, 20.5 s) behind: its answer
+/// to an old packet is timed from that packet's scheduled send, not dropped (dropping the
+/// slowest answers made the lag read low).
 #[test]
 fn an_answer_to_a_packet_older_than_the_send_ring_is_timed_from_its_schedule() {
-    let m = test_machine(&["-d", "30s", "-s", "1"], 0, |_| Rc::new(Native::default()));
-    let (stats, settings) = (m.stats.clone(), m.settings.clone());
-    let mut h = Harness { m, stats, settings };
+    let mut h = harness_of(&["-d", "30s", "-s", "1"], 0);
     h.set_up();
     h.send_on_time(0, 300);
     let accepted =
