@@ -2,7 +2,7 @@
 //! [`crate::options`] validates them into the settings the rest of the program uses.
 
 pub use crate::profile::Profile;
-pub use crate::protocol::{ApiVersion, Protocol, TurnDetection};
+pub use crate::protocol::{ApiVersion, Protocol, SessionType, TurnDetection};
 pub use crate::trace::{TraceMode, TraceWriterMode};
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
@@ -255,9 +255,12 @@ pub struct ProtocolArgs {
     /// With --protocol openai: the event names and session shape to send (ga or beta; beta adds the header OpenAI-Beta: realtime=v1).
     #[arg(long, value_enum, default_value_t = ApiVersion::Ga, help_heading = "Server")]
     pub api_version: ApiVersion,
-    /// With --protocol openai or vllm: the model named in session.update [vllm: required with --url].
+    /// With --protocol openai or vllm: the model named in session.update [vllm: required with --url]; in an openai transcription session, the transcription model (audio.input.transcription.model, e.g. gpt-4o-transcribe) [required with --url].
     #[arg(long, help_heading = "Server")]
     pub model: Option<String>,
+    /// With --protocol openai: a conversation (realtime: the model answers each turn) or transcription only (transcription: each committed turn gets its transcript and no response; a --url without an intent gets intent=transcription) [default: transcription when --url has intent=transcription, else realtime].
+    #[arg(long, value_enum, help_heading = "Server")]
+    pub session_type: Option<SessionType>,
     /// Sample rate of the PCM16 input, in Hz: 24000 for openai; 16000 for vllm and funasr; for native 16000 (VoiceChat, MiniCPM-o) or 24000 (PersonaPlex), as the server's session.updated grants [default: the protocol's; against the built-in mock, its --profile's]. The --audio file must have it (nothing is resampled).
     #[arg(long, value_parser = clap::value_parser!(u32).range(8_000..=48_000), help_heading = "Server")]
     pub input_sample_rate: Option<u32>,

@@ -423,7 +423,16 @@ fn start_mock(plan: &mut RunPlan) -> Result<Option<MockChild>> {
         };
         follow::note(&format!("mock up at {} ({what})", mock.addr));
     }
-    plan.settings.url = format!("ws://{}{}", mock.addr, plan.settings.protocol.path());
+    // A transcription session is asked for as OpenAI's endpoint takes it, by the connection.
+    let intent = match plan.settings.client.session_type {
+        Some(crate::protocol::SessionType::Transcription) => "?intent=transcription",
+        _ => "",
+    };
+    plan.settings.url = format!(
+        "ws://{}{}{intent}",
+        mock.addr,
+        plan.settings.protocol.path()
+    );
     Ok(Some(mock))
 }
 

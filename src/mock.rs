@@ -186,22 +186,27 @@ pub fn feed_every_mock(texts: &[&str]) {
     let defaults = MockBehaviourArgs::defaults();
     let vllm = Rc::new(timed::Behaviour::new(&defaults, Protocol::Vllm));
     let openai = Rc::new(timed::Behaviour::new(&defaults, Protocol::Openai));
-    let mut timed: [Box<dyn timed::TimedSession>; 3] = [
+    let mut timed: [Box<dyn timed::TimedSession>; 4] = [
         Box::new(vllm::Session::new(vllm, 1)),
         Box::new(openai::Session::new(
             openai.clone(),
             2,
+            openai::Hello::default(),
+        )),
+        Box::new(openai::Session::new(
+            openai.clone(),
+            3,
             openai::Hello {
-                beta: false,
-                model: None,
+                beta: true,
+                ..openai::Hello::default()
             },
         )),
         Box::new(openai::Session::new(
             openai,
-            3,
+            4,
             openai::Hello {
-                beta: true,
-                model: None,
+                transcription: true,
+                ..openai::Hello::default()
             },
         )),
     ];

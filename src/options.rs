@@ -4,7 +4,7 @@
 use crate::audio::AudioSource;
 use crate::cli::{ConnectionArgs, MockBehaviourArgs, Profile, ProtocolArgs, RunArgs};
 pub use crate::protocol::ClientSettings;
-use crate::protocol::{ApiVersion, Protocol, TurnDetection};
+use crate::protocol::{ApiVersion, Protocol, SessionType, TurnDetection};
 use crate::secret::Secret;
 use crate::trace::{TraceMode, TraceWriterMode};
 use anyhow::{bail, Result};
@@ -455,7 +455,7 @@ pub fn validate(args: &RunArgs, command_line: String, tui: bool) -> Result<RunPl
     // The built-in native mock takes its profile's input rate.
     let mock_profile = (args.url.is_none() && args.speak.protocol == Protocol::Native)
         .then_some(args.mock.profile);
-    let client = client_settings(&args.speak, args.url.is_some(), mock_profile, packet_ms)?;
+    let client = client_settings(&args.speak, args.url.as_deref(), mock_profile, packet_ms)?;
     if args.url.is_none() {
         check_output_rate(args.speak.protocol, &args.mock)?;
     }
@@ -466,7 +466,10 @@ pub fn validate(args: &RunArgs, command_line: String, tui: bool) -> Result<RunPl
         Some(url) => {
             check_url(url)?;
             check_no_mock_flags(&args.mock_flags_given)?;
-            url.clone()
+            match client.session_type {
+                Some(SessionType::Transcription) => with_transcription_intent(url),
+                _ => url.clone(),
+            }
         }
         None => String::new(),
     };
@@ -843,10 +846,11 @@ fn sessions_per_process(args: &RunArgs) -> Result<u32> {
 /// the built-in native mock, `mock_profile`'s.
 fn client_settings(
     args: &ProtocolArgs,
-    has_url: bool,
+    url: Option<&str>,
     mock_profile: Option<Profile>,
     packet_ms: u32,
 ) -> Result<ClientSettings> {
+    let has_url = url.is_some();
     let protocol = args.protocol;
     let name = protocol.as_str();
     let default_rate = mock_profile.map_or_else(
@@ -915,6 +919,7 @@ fn client_settings(
             }
         }
     }
+    let session_type = session_type(args, url)?;
     if protocol != Protocol::Openai {
         if args.commit_every.is_some() {
             bail!("--commit-every applies to --protocol openai (here: {name})");
@@ -941,18 +946,103 @@ fn client_settings(
         Some(every) => Some(every.as_millis() as u64),
         None => None,
     };
+    // Against the built-in mock a transcription session names the model it transcribes with,
+    // as one against a server must (the session's transcription is off without one).
+    let model = match (session_type, &args.model) {
+        (Some(SessionType::Transcription), None) => {
+            Some(crate::protocol::openai::MOCK_TRANSCRIPTION_MODEL.to_string())
+        }
+        (_, model) => model.clone(),
+    };
     Ok(ClientSettings {
         api_version: (protocol == Protocol::Openai).then_some(args.api_version),
-        model: args.model.clone(),
+        model,
         input_sample_rate: rate,
         turn_detection: (protocol == Protocol::Openai).then_some(args.turn_detection),
         commit_every_ms,
+        session_type,
         interrupt_response: (protocol == Protocol::Openai
+            && session_type != Some(SessionType::Transcription)
             && args.turn_detection == TurnDetection::ServerVad)
             .then_some(args.interrupt_response),
         // Only `conform` sets it, on the plan it makes.
         audio_grant_optional: false,
     })
+}
+
+/// The OpenAI session's type: `--session-type`, or the one `url`'s `intent` asks for; `None`
+/// for the other protocols. A transcription session is checked against the flags that have no
+/// meaning in it.
+fn session_type(args: &ProtocolArgs, url: Option<&str>) -> Result<Option<SessionType>> {
+    let intent = url.and_then(|u| query_value(u, "intent"));
+    if args.protocol != Protocol::Openai {
+        if args.session_type.is_some() {
+            bail!(
+                "--session-type applies to --protocol openai (here: {})",
+                args.protocol.as_str()
+            );
+        }
+        return Ok(None);
+    }
+    let from_url =
+        (intent.as_deref() == Some("transcription")).then_some(SessionType::Transcription);
+    let session_type = match (args.session_type, from_url) {
+        (Some(SessionType::Realtime), Some(_)) => bail!(
+            "--session-type realtime, but --url asks for a transcription session (intent=transcription), which the server opens whatever the client says; drop intent=transcription from the URL, or give --session-type transcription"
+        ),
+        (Some(given), _) => given,
+        (None, from_url) => from_url.unwrap_or_default(),
+    };
+    if session_type == SessionType::Transcription {
+        if args.api_version == ApiVersion::Beta {
+            bail!("--session-type transcription speaks the GA names only (session.type \"transcription\"): give --api-version ga (OpenAI retired its beta, and its transcription_session.update with it, in May 2026)");
+        }
+        if args.modalities.is_some() {
+            bail!("--modalities: a transcription session has no output but the transcript of its input; drop --modalities");
+        }
+        if args.interrupt_response {
+            bail!("--interrupt-response: a transcription session has no response to interrupt; drop it");
+        }
+        if url.is_some() && args.model.is_none() {
+            bail!(
+                "--session-type transcription needs --model: the transcription model (the session's audio.input.transcription.model, e.g. gpt-4o-transcribe or whisper-1); without one the server transcribes nothing"
+            );
+        }
+    }
+    Ok(Some(session_type))
+}
+
+/// The first value of `key` in `url`'s query string, as written.
+fn query_value(url: &str, key: &str) -> Option<String> {
+    let query = url.split('#').next()?.split_once('?')?.1;
+    query
+        .split('&')
+        .filter_map(|pair| pair.split_once('='))
+        .find(|(k, _)| *k == key)
+        .map(|(_, v)| v.to_string())
+}
+
+/// `url` with `intent=transcription` in its query, unless it has an intent already: OpenAI
+/// opens a transcription session for a connection that asks for one so.
+fn with_transcription_intent(url: &str) -> String {
+    if query_value(url, "intent").is_some() {
+        return url.to_string();
+    }
+    let (head, fragment) = match url.split_once('#') {
+        Some((head, fragment)) => (head, Some(fragment)),
+        None => (url, None),
+    };
+    let joiner = match head.split_once('?') {
+        Some((_, "")) => "",
+        Some(_) => "&",
+        None => "?",
+    };
+    let mut out = format!("{head}{joiner}intent=transcription");
+    if let Some(fragment) = fragment {
+        out.push('#');
+        out.push_str(fragment);
+    }
+    out
 }
 
 /// Why `rate` is refused for `protocol`, and what to do.
@@ -1902,6 +1992,113 @@ mod tests {
             url_authority("wss://api.openai.com/v1/realtime?model=m").as_deref(),
             Some("api.openai.com:443")
         );
+    }
+
+    /// A transcription session: asked for by --session-type or by the URL's intent, which the
+    /// URL then carries (OpenAI opens the session type the connection asks for); the flags
+    /// that mean nothing in it are refused, and against a server the model must be named.
+    #[test]
+    fn a_transcription_session_is_asked_for_by_flag_or_url_and_checked() {
+        use crate::protocol::SessionType;
+        let err = |args: &[&str]| plan(args).unwrap_err().to_string();
+        let url = "ws://127.0.0.1:9/v1/realtime?model=gpt-realtime";
+        let p = plan(&[
+            "--protocol",
+            "openai",
+            "--session-type",
+            "transcription",
+            "--url",
+            url,
+            "--model",
+            "whisper-1",
+        ])
+        .unwrap();
+        assert_eq!(
+            p.settings.client.session_type,
+            Some(SessionType::Transcription)
+        );
+        assert_eq!(p.settings.url, format!("{url}&intent=transcription"));
+        assert_eq!(p.settings.client.interrupt_response, None);
+        // The URL's intent alone asks for it, and stays as written.
+        let by_url = "ws://127.0.0.1:9/v1/realtime?intent=transcription";
+        let p = plan(&["--protocol", "openai", "--url", by_url, "--model", "m"]).unwrap();
+        assert_eq!(
+            p.settings.client.session_type,
+            Some(SessionType::Transcription)
+        );
+        assert_eq!(p.settings.url, by_url);
+        // A URL without a query gets one; the built-in mock is asked with the model named.
+        assert_eq!(
+            with_transcription_intent("wss://h/v1/realtime"),
+            "wss://h/v1/realtime?intent=transcription"
+        );
+        let p = plan(&["--protocol", "openai", "--session-type", "transcription"]).unwrap();
+        assert_eq!(
+            p.settings.client.model.as_deref(),
+            Some("gpt-4o-transcribe")
+        );
+        // A conversation by default, and with no session type for the other protocols.
+        let p = plan(&["--protocol", "openai"]).unwrap();
+        assert_eq!(p.settings.client.session_type, Some(SessionType::Realtime));
+        assert_eq!(plan(&[]).unwrap().settings.client.session_type, None);
+        for (args, says) in [
+            (
+                vec!["--protocol", "openai", "--url", by_url],
+                "--session-type transcription needs --model",
+            ),
+            (
+                vec![
+                    "--protocol",
+                    "openai",
+                    "--url",
+                    by_url,
+                    "--model",
+                    "m",
+                    "--session-type",
+                    "realtime",
+                ],
+                "--session-type realtime, but --url asks for a transcription session",
+            ),
+            (
+                vec![
+                    "--protocol",
+                    "openai",
+                    "--session-type",
+                    "transcription",
+                    "--api-version",
+                    "beta",
+                ],
+                "speaks the GA names only",
+            ),
+            (
+                vec![
+                    "--protocol",
+                    "openai",
+                    "--session-type",
+                    "transcription",
+                    "--modalities",
+                    "text",
+                ],
+                "a transcription session has no output",
+            ),
+            (
+                vec![
+                    "--protocol",
+                    "openai",
+                    "--session-type",
+                    "transcription",
+                    "--interrupt-response",
+                ],
+                "no response to interrupt",
+            ),
+            (
+                vec!["--protocol", "vllm", "--session-type", "transcription"],
+                "--session-type applies to --protocol openai",
+            ),
+        ] {
+            let e = err(&args);
+            assert!(e.contains(says), "{args:?}: {e}");
+        }
     }
 
     #[test]

@@ -92,6 +92,29 @@ pub enum TurnDetection {
     None,
 }
 
+/// What an OpenAI Realtime session is (`--session-type`; GA's `session.type`).
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    Default,
+    PartialEq,
+    Eq,
+    clap::ValueEnum,
+    serde::Serialize,
+    serde::Deserialize,
+    schemars::JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum SessionType {
+    /// A conversation: the model answers each turn (`response.*`).
+    #[default]
+    Realtime,
+    /// Transcription only (`?intent=transcription`): each committed turn of input gets its
+    /// transcript (`conversation.item.input_audio_transcription.*`), and no response.
+    Transcription,
+}
+
 impl Protocol {
     /// The path the protocol's servers (and its mock) serve it on.
     pub fn path(self) -> &'static str {
@@ -256,6 +279,10 @@ pub struct ClientSettings {
     pub turn_detection: Option<TurnDetection>,
     /// openai: the client commits every this many ms of input.
     pub commit_every_ms: Option<u64>,
+    /// openai: a conversation or a transcription session; `None` for the other protocols
+    /// (and in summaries from before 2026-12-07, all of them realtime).
+    #[serde(default)]
+    pub session_type: Option<SessionType>,
     /// openai with the server's VAD: whether speech that starts cancels the response in
     /// progress (`--interrupt-response`; the session says so either way). `None` otherwise.
     #[serde(default)]
@@ -275,6 +302,7 @@ impl Default for ClientSettings {
             input_sample_rate: INPUT_SAMPLE_RATE,
             turn_detection: None,
             commit_every_ms: None,
+            session_type: None,
             interrupt_response: None,
             audio_grant_optional: false,
         }

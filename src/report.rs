@@ -188,6 +188,13 @@ type TurnFigures<'s> = (
 /// with a sample, and the section itself.
 fn turn_figures(s: &Summary) -> Option<TurnFigures<'_>> {
     let (name, t) = match (&s.openai, &s.vllm) {
+        // A transcription session's text is its input's transcript.
+        (Some(t), _)
+            if s.settings.client.session_type
+                == Some(crate::protocol::SessionType::Transcription) =>
+        {
+            ("openai transcription", t)
+        }
         (Some(t), _) => ("openai", t),
         (None, Some(t)) => ("vllm", t),
         (None, None) => return None,

@@ -530,6 +530,13 @@ fn protocol_flags(args: &ConformArgs) -> Vec<String> {
         if p.interrupt_response {
             flags.push("--interrupt-response".into());
         }
+        if let Some(session_type) = p.session_type {
+            let session_type = match session_type {
+                crate::protocol::SessionType::Realtime => "realtime",
+                crate::protocol::SessionType::Transcription => "transcription",
+            };
+            flags.extend(["--session-type".into(), session_type.into()]);
+        }
     }
     if let Some(model) = &p.model {
         flags.extend(["--model".into(), model.clone()]);

@@ -17,6 +17,7 @@ pub const OPENAI_RULES: &[(&str, &str)] = &[
     ("oa-vad-order", "speech_started and speech_stopped alternate, starting with speech_started"),
     ("oa-commit", "every commit is answered by input_audio_buffer.committed or an error"),
     ("oa-response", "every response.created is followed by one response.done with a status, and deltas name a created response"),
+    ("oa-transcript", "in a transcription session, every committed item gets one transcript, .completed or .failed with its item_id, after its committed"),
     ("oa-known-event", "every server event is one of the API's (GA or beta names)"),
     ("server-error", "the server sent no error event"),
 ];
@@ -181,7 +182,11 @@ fn openai_rules(v: &mut Findings<'_>, records: &[Record]) {
         let kind = r.kind();
         if r.direction == Direction::Send {
             match kind {
-                n::SESSION_UPDATE => tally.updates += 1,
+                n::SESSION_UPDATE => {
+                    tally.updates += 1;
+                    tally.transcription |= r.event.pointer("/session/type")
+                        == Some(&Value::String("transcription".into()));
+                }
                 n::COMMIT => tally.commits += 1,
                 _ => {}
             }
@@ -203,6 +208,10 @@ struct OpenaiTally {
     commits: i64,
     speaking: bool,
     open: Vec<String>,
+    /// A transcription session (its `session.update` or `session.created` says so).
+    transcription: bool,
+    /// Items committed whose transcript has not come, in a transcription session.
+    untranscribed: Vec<String>,
 }
 
 impl OpenaiTally {
@@ -245,8 +254,32 @@ impl OpenaiTally {
                 }
                 self.speaking = starts;
             }
-            // A commit of the server's VAD is not one the client asked for.
-            n::COMMITTED | n::ERROR if self.commits > 0 => self.commits -= 1,
+            n::SESSION_CREATED => {
+                self.transcription |= r.event.pointer("/session/type")
+                    == Some(&Value::String("transcription".into()));
+            }
+            n::COMMITTED => {
+                if let Some(id) = r.event.get("item_id").and_then(Value::as_str) {
+                    self.untranscribed.push(id.to_string());
+                }
+                // A commit of the server's VAD is not one the client asked for.
+                self.commits = (self.commits - 1).max(0);
+            }
+            n::ERROR if self.commits > 0 => self.commits -= 1,
+            n::INPUT_TRANSCRIPT_DONE | n::INPUT_TRANSCRIPT_FAILED if self.transcription => {
+                let id = r.event.get("item_id").and_then(Value::as_str);
+                match id.and_then(|id| self.untranscribed.iter().position(|u| u == id)) {
+                    Some(at) => {
+                        self.untranscribed.remove(at);
+                    }
+                    None => v.add(
+                        "oa-transcript",
+                        Some((i, r)),
+                        "the item_id of a committed item without its transcript",
+                        id.unwrap_or("none"),
+                    ),
+                }
+            }
             n::RESPONSE_CREATED => {
                 let id = r.event.pointer("/response/id").and_then(Value::as_str);
                 self.open.push(id.unwrap_or_default().to_string());
@@ -312,6 +345,18 @@ impl OpenaiTally {
                 None,
                 "response.done for every response",
                 &format!("{} open", self.open.len()),
+            );
+        }
+        if self.transcription && !self.untranscribed.is_empty() {
+            v.add(
+                "oa-transcript",
+                None,
+                "a transcript for every committed item",
+                &format!(
+                    "{} without: {}",
+                    self.untranscribed.len(),
+                    self.untranscribed.join(", ")
+                ),
             );
         }
     }
@@ -391,6 +436,56 @@ mod tests {
 
     fn rec(direction: Direction, event: Value) -> Record {
         Record::new(direction, 0.0, event)
+    }
+
+    /// In a transcription session every committed item is owed its transcript, by its
+    /// item_id (their order across items is not promised); a conversation owes none.
+    #[test]
+    fn a_transcription_session_owes_each_committed_item_its_transcript() {
+        let session = |update_type: &str, completed_item: &str| {
+            vec![
+                rec(
+                    Direction::Receive,
+                    json!({"type":"session.created","event_id":"e0","session":{"type":"realtime"}}),
+                ),
+                rec(
+                    Direction::Send,
+                    json!({"type":"session.update","session":{"type":update_type}}),
+                ),
+                rec(
+                    Direction::Receive,
+                    json!({"type":"session.updated","event_id":"e1"}),
+                ),
+                rec(
+                    Direction::Receive,
+                    json!({"type":"input_audio_buffer.committed","event_id":"e2","item_id":"item_a"}),
+                ),
+                rec(
+                    Direction::Receive,
+                    json!({"type":"input_audio_buffer.committed","event_id":"e3","item_id":"item_b"}),
+                ),
+                rec(
+                    Direction::Receive,
+                    json!({"type":"conversation.item.input_audio_transcription.completed","event_id":"e4","item_id":completed_item,"transcript":"x"}),
+                ),
+            ]
+        };
+        let rules = |records: &[Record]| -> Vec<(&str, String)> {
+            check(Protocol::Openai, "s", records)
+                .violations
+                .into_iter()
+                .map(|v| (v.rule, v.got))
+                .collect()
+        };
+        assert_eq!(
+            rules(&session("transcription", "item_b")),
+            [("oa-transcript", "1 without: item_a".to_string())]
+        );
+        let mut stray = session("transcription", "item_z");
+        stray.push(rec(Direction::Receive, json!({"type":"conversation.item.input_audio_transcription.failed","event_id":"e5","item_id":"item_a","error":{}})));
+        stray.push(rec(Direction::Receive, json!({"type":"conversation.item.input_audio_transcription.completed","event_id":"e6","item_id":"item_b","transcript":"x"})));
+        assert_eq!(rules(&stray), [("oa-transcript", "item_z".to_string())]);
+        assert!(rules(&session("realtime", "item_z")).is_empty());
     }
 
     #[test]

@@ -12,7 +12,7 @@
 
 use super::worker::{TurnCounts, WorkerHistograms};
 use crate::options::Settings;
-use crate::protocol::{Protocol, TurnDetection};
+use crate::protocol::{Protocol, SessionType, TurnDetection};
 use crate::stats::{DurationHistogram, SignedHistogram};
 use serde::{Deserialize, Serialize};
 
@@ -178,12 +178,21 @@ impl ProtocolFigures {
                     count("errors", transcripts.errors),
                 ],
             },
-            Protocol::Openai => turn_figures(
-                "OpenAI turns",
-                settings.modalities.iter().any(|m| m == "audio"),
-                settings.client.turn_detection.unwrap_or_default() == TurnDetection::ServerVad,
-                false,
-            ),
+            Protocol::Openai => {
+                // A transcription session's answers are its input's transcripts: no audio.
+                let transcription =
+                    settings.client.session_type == Some(SessionType::Transcription);
+                turn_figures(
+                    if transcription {
+                        "OpenAI transcription turns"
+                    } else {
+                        "OpenAI turns"
+                    },
+                    !transcription && settings.modalities.iter().any(|m| m == "audio"),
+                    settings.client.turn_detection.unwrap_or_default() == TurnDetection::ServerVad,
+                    false,
+                )
+            }
             Protocol::Vllm => turn_figures("vLLM turns", false, false, true),
         }
     }

@@ -23,6 +23,13 @@
 //! (`turn_detected`);
 //! `create_response: false` commits turns without answering.
 //!
+//! A transcription session (a connection with `?intent=transcription`, or a GA
+//! `session.update` of `type` `"transcription"` before any audio) creates no responses: each
+//! committed item gets its transcript on the deltas' clock, the first
+//! `conversation.item.input_audio_transcription.delta` `--first-delta-ms` after the commit,
+//! then one word every `--delta-interval-ms`, then `.completed` (one transcript at a time, in
+//! the order committed); a `response.create` is refused.
+//!
 //! Errors follow the API's shape (`error.type/code/message/param/event_id`): `invalid_json`,
 //! `unknown_event`, `invalid_audio` (base64 that does not decode), the refused terms of a
 //! `session.update`, `input_audio_buffer_commit_empty` (less than 100 ms of audio), and
@@ -98,8 +105,22 @@ const BETA: Names = Names {
     text_content: "text",
 };
 
+/// A committed item's transcript under way in a transcription session.
+struct Transcribing {
+    item_id: String,
+    model: String,
+    audio_s: f64,
+    /// Words sent so far.
+    sent: usize,
+    next_at_s: f64,
+}
+
 pub struct Session {
     behaviour: Rc<Behaviour>,
+    /// A transcription session (GA `session.type` `"transcription"`).
+    transcription: bool,
+    /// Its items' transcripts, the one under way first.
+    transcribing: VecDeque<Transcribing>,
     id: String,
     /// The model the connection asked for (`?model=`), or `--served-model`.
     model: String,
@@ -164,6 +185,8 @@ impl Session {
                 .model
                 .unwrap_or_else(|| behaviour.served_model.clone()),
             behaviour,
+            transcription: hello.transcription && !hello.beta,
+            transcribing: VecDeque::new(),
             next_event: 0,
             next_item: 0,
             beta: hello.beta,
@@ -260,6 +283,9 @@ impl Session {
 
     /// The session as it stands, for `session.created` and `session.updated`.
     fn session_object(&self) -> Value {
+        if self.transcription {
+            return terms::transcription_object(&self.id, &self.asked);
+        }
         terms::Shown {
             beta: self.beta,
             id: &self.id,
@@ -276,13 +302,31 @@ impl Session {
         counters: &Counters,
         out: &mut Vec<Utf8Bytes>,
     ) {
-        match terms::check(self.beta, session) {
-            Ok(asked) => terms::merge(&mut self.asked, asked),
+        let asked = match terms::check(self.beta, session) {
+            Ok(asked) => asked,
             Err(refused) => {
                 self.refuse(&refused, client_event_id, counters, out);
                 return;
             }
+        };
+        // A session becomes the other type only before it has heard anything.
+        let transcription = !self.beta && terms::asks_for_transcription(Some(asked));
+        if transcription != self.transcription {
+            if self.input_bytes > 0 || !self.responses.is_empty() {
+                let current = if self.transcription {
+                    "transcription"
+                } else {
+                    "realtime"
+                };
+                let message = format!("The session's type cannot change once audio has arrived: this is a '{current}' session.");
+                let refused = terms::Refusal::invalid("session.type", message);
+                self.refuse(&refused, client_event_id, counters, out);
+                return;
+            }
+            self.transcription = transcription;
+            self.asked = Value::Object(serde_json::Map::new());
         }
+        terms::merge(&mut self.asked, asked);
         self.terms = terms::Terms::of(self.beta, &self.asked);
         match self.terms.vad {
             None => self.vad = None,
@@ -373,7 +417,10 @@ impl Session {
                     out,
                     json!({"type": names::SPEECH_STOPPED, "audio_end_ms": audio_end_ms, "item_id": item_id}),
                 );
-                self.commit(out);
+                self.commit(now_s, out);
+                if self.transcription {
+                    return;
+                }
                 let busy = self.behaviour.skip_busy_turns
                     && self.responses.iter().any(|r| r.out_of_band.is_none());
                 if vad.is_none_or(|v| v.create_response) && !busy {
@@ -387,6 +434,7 @@ impl Session {
     fn on_commit(
         &mut self,
         client_event_id: Option<&str>,
+        now_s: f64,
         counters: &Counters,
         out: &mut Vec<Utf8Bytes>,
     ) {
@@ -396,13 +444,14 @@ impl Session {
             let code = "input_audio_buffer_commit_empty";
             self.error(out, counters, code, &message, client_event_id);
         } else {
-            self.commit(out);
+            self.commit(now_s, out);
         }
     }
 
     /// The buffer becomes a user message item: `committed`, then the item's events, then its
-    /// transcription when the session asked for one.
-    fn commit(&mut self, out: &mut Vec<Utf8Bytes>) {
+    /// transcription when the session asked for one (a transcription session's on the
+    /// deltas' clock, from `now_s`).
+    fn commit(&mut self, now_s: f64, out: &mut Vec<Utf8Bytes>) {
         let item_id = format!("item_{}", self.next_item);
         self.next_item += 1;
         let audio_s = self.uncommitted_bytes as f64 / (f64::from(DEFAULT_SAMPLE_RATE) * 2.0);
@@ -416,6 +465,17 @@ impl Session {
         let item = json!({"id": item_id, "object": "realtime.item", "type": "message",
             "status": "completed", "role": "user", "content": [{"type": "input_audio"}]});
         self.item_events(previous, item, out);
+        if self.transcription {
+            let first_s = now_s + self.behaviour.first_delta_s;
+            self.transcribing.push_back(Transcribing {
+                item_id,
+                model: terms::transcription_session_model(&self.asked),
+                audio_s,
+                sent: 0,
+                next_at_s: first_s,
+            });
+            return;
+        }
         if let Some(model) = terms::transcription_model(self.beta, &self.asked) {
             self.transcription(&item_id, &model, audio_s, out);
         }
@@ -431,6 +491,14 @@ impl Session {
         counters: &Counters,
         out: &mut Vec<Utf8Bytes>,
     ) {
+        if self.transcription {
+            let refused = terms::Refusal::invalid(
+                "type",
+                "A transcription session creates no responses: response.create is not supported in it.".to_string(),
+            );
+            self.refuse(&refused, client_event_id, counters, out);
+            return;
+        }
         // Out of band (`conversation: "none"`): outside the conversation, beside its response
         // (the mock streams responses one after another, so it queues behind the one under way).
         let out_of_band = settings
@@ -611,7 +679,7 @@ impl TimedSession for Session {
             names::SESSION_UPDATE => {
                 self.on_update(event.session.as_ref(), client_event_id, counters, out);
             }
-            names::COMMIT => self.on_commit(client_event_id, counters, out),
+            names::COMMIT => self.on_commit(client_event_id, now_s, counters, out),
             names::CLEAR => {
                 self.uncommitted_bytes = 0;
                 self.push(out, json!({"type": "input_audio_buffer.cleared"}));
@@ -658,10 +726,22 @@ impl TimedSession for Session {
         while self.responses.front().is_some_and(|r| r.next_at_s <= now_s) {
             self.step(out);
         }
+        while self
+            .transcribing
+            .front()
+            .is_some_and(|t| t.next_at_s <= now_s)
+        {
+            self.transcribe_step(out);
+        }
     }
 
     fn next_wake_s(&self) -> Option<f64> {
-        self.responses.front().map(|r| r.next_at_s)
+        let response = self.responses.front().map(|r| r.next_at_s);
+        let transcript = self.transcribing.front().map(|t| t.next_at_s);
+        match (response, transcript) {
+            (Some(r), Some(t)) => Some(r.min(t)),
+            (r, t) => r.or(t),
+        }
     }
 }
 

@@ -9,12 +9,17 @@
 //! `response.done`; then the answers to every open turn; then the client closes the socket
 //! (the API has no goodbye).
 //!
+//! A transcription session (`--session-type transcription`, GA only) sends a `session.update`
+//! of `type` `"transcription"` and no `response.create`: each committed turn's answer is its
+//! input's transcript, `conversation.item.input_audio_transcription.delta`s then `.completed`
+//! (or `.failed`), timed as a response's text and `done` are.
+//!
 //! What is sent follows `--api-version` exactly (GA or beta names and session shape); what is
 //! received is read in both namings, whichever was asked for, and audio in `delta` (OpenAI) or
 //! `audio` (vllm-omni, beside `sample_rate_hz`).
 
 use super::native::ErrorBody;
-use super::{ApiVersion, ClientSettings, TurnDetection};
+use super::{ApiVersion, ClientSettings, SessionType, TurnDetection};
 use super::{
     AudioPacket, AudioSpan, ClientProtocol, Ending, EventIds, Meaning, Milestone, Outgoing,
     Received, Step, TurnMark,
@@ -31,6 +36,9 @@ pub const PATH: &str = "/v1/realtime";
 pub const DEFAULT_SAMPLE_RATE: u32 = 24_000;
 /// The built-in mock's default time between two deltas of an answer (`--delta-interval-ms`), in ms.
 pub const MOCK_DELTA_INTERVAL_MS: u32 = 40;
+/// The transcription model a transcription session names against the built-in mock when
+/// `--model` does not say (one of the API's; with `--url`, `--model` is required).
+pub const MOCK_TRANSCRIPTION_MODEL: &str = "gpt-4o-transcribe";
 /// The header a beta connection sends.
 pub const BETA_HEADER: (&str, &str) = ("OpenAI-Beta", "realtime=v1");
 
@@ -51,6 +59,10 @@ pub mod names {
     pub const ITEM_DONE: &str = "conversation.item.done";
     pub const INPUT_TRANSCRIPT_DELTA: &str = "conversation.item.input_audio_transcription.delta";
     pub const INPUT_TRANSCRIPT_DONE: &str = "conversation.item.input_audio_transcription.completed";
+    pub const INPUT_TRANSCRIPT_FAILED: &str = "conversation.item.input_audio_transcription.failed";
+    /// A diarizing model's (`gpt-4o-transcribe-diarize`) piece of transcript, with its speaker.
+    pub const INPUT_TRANSCRIPT_SEGMENT: &str =
+        "conversation.item.input_audio_transcription.segment";
     pub const RESPONSE_CREATE: &str = "response.create";
     pub const RESPONSE_CANCEL: &str = "response.cancel";
     /// The rest of openai-python's `RealtimeClientEvent` union (the client sends none of them).
@@ -91,6 +103,9 @@ const TURN_IDS_FROM: u32 = 16;
 #[derive(Debug, Clone)]
 pub struct Openai {
     version: ApiVersion,
+    /// A transcription session: commits ask for nothing more, and the input's transcript is
+    /// each turn's answer.
+    transcription: bool,
     turn_detection: TurnDetection,
     /// `--commit-every`, in ms of input.
     commit_every_ms: Option<u64>,
@@ -106,19 +121,30 @@ pub const MIN_COMMIT_MS: u64 = 100;
 impl Openai {
     /// A client of `c`'s terms asking for `modalities`, sending packets of `packet_ms`.
     pub fn new(c: &ClientSettings, modalities: &[String], packet_ms: u32) -> Openai {
-        Openai {
-            version: c.api_version.unwrap_or_default(),
-            turn_detection: c.turn_detection.unwrap_or_default(),
-            commit_every_ms: c.commit_every_ms,
-            packet_ms: u64::from(packet_ms),
-            session: session_object(
+        let transcription = c.session_type == Some(SessionType::Transcription);
+        let session = if transcription {
+            transcription_session_object(
+                c.model.as_deref().unwrap_or(MOCK_TRANSCRIPTION_MODEL),
+                c.input_sample_rate,
+                c.turn_detection.unwrap_or_default(),
+            )
+        } else {
+            session_object(
                 c.api_version.unwrap_or_default(),
                 c.model.as_deref(),
                 modalities,
                 c.input_sample_rate,
                 c.turn_detection.unwrap_or_default(),
                 c.interrupt_response.unwrap_or(false),
-            ),
+            )
+        };
+        Openai {
+            version: c.api_version.unwrap_or_default(),
+            transcription,
+            turn_detection: c.turn_detection.unwrap_or_default(),
+            commit_every_ms: c.commit_every_ms,
+            packet_ms: u64::from(packet_ms),
+            session,
         }
     }
 
@@ -138,6 +164,49 @@ impl Openai {
             Outgoing::Text(bare(names::RESPONSE_CREATE, response_id)),
         ]
     }
+
+    /// The ending of a transcription session: the final commit when the client ends the last
+    /// turn (its transcript comes unasked), then the transcripts of every turn.
+    fn finish_transcription(&self, ids: EventIds, client_ends: bool) -> Vec<Step> {
+        let mut steps = Vec::with_capacity(2);
+        if client_ends {
+            steps.push(Step {
+                send: Some(Outgoing::Text(bare(
+                    names::COMMIT,
+                    ids.control(FINAL_COMMIT_ID),
+                ))),
+                until: Some(Milestone::Committed),
+                awaiting: names::COMMITTED,
+                turn: Some(TurnMark::EndsAsking),
+            });
+        }
+        steps.push(Step {
+            send: None,
+            until: Some(Milestone::Idle),
+            awaiting: names::INPUT_TRANSCRIPT_DONE,
+            turn: None,
+        });
+        steps
+    }
+}
+
+/// The `session` of a transcription session's `session.update` (GA: openai-python's
+/// `RealtimeTranscriptionSessionCreateRequest`): the input's format, the transcription model
+/// (without one the session transcribes nothing) and who ends a turn. The server VAD is asked
+/// for by its type alone: a transcription session creates no responses for its flags to steer.
+pub fn transcription_session_object(
+    model: &str,
+    rate: u32,
+    turn_detection: TurnDetection,
+) -> String {
+    let vad = match turn_detection {
+        TurnDetection::ServerVad => r#"{"type":"server_vad"}"#,
+        TurnDetection::None => "null",
+    };
+    format!(
+        r#"{{"type":"transcription","audio":{{"input":{{"format":{{"type":"audio/pcm","rate":{rate}}},"transcription":{{"model":{}}},"turn_detection":{vad}}}}}}}"#,
+        json_string(model)
+    )
 }
 
 /// The `session` of a `session.update`, in the shape of `version`.
@@ -263,6 +332,9 @@ impl ClientProtocol for Openai {
             return None;
         }
         let n = TURN_IDS_FROM.saturating_add(seq.saturating_mul(2));
+        if self.transcription {
+            return Some(vec![Outgoing::Text(bare(names::COMMIT, ids.control(n)))]);
+        }
         Some(
             self.commit_and_respond(ids.control(n), ids.control(n + 1))
                 .into(),
@@ -275,6 +347,9 @@ impl ClientProtocol for Openai {
             TurnDetection::None => ending.streamed,
             TurnDetection::ServerVad => ending.speech_open,
         };
+        if self.transcription {
+            return self.finish_transcription(ids, client_ends);
+        }
         if client_ends {
             let [commit, respond] = self
                 .commit_and_respond(ids.control(FINAL_COMMIT_ID), ids.control(FINAL_RESPONSE_ID));
@@ -318,12 +393,19 @@ impl ClientProtocol for Openai {
             .filter(|hex| hex.len() == 16)
             .and_then(|hex| u64::from_str_radix(hex, 16).ok())?;
         let n = ids.control_of(id)?;
-        if n == FINAL_RESPONSE_ID {
+        // A transcription session's answer comes with the commit: a refused commit is a
+        // refused turn.
+        let asks = if self.transcription {
+            FINAL_COMMIT_ID
+        } else {
+            FINAL_RESPONSE_ID
+        };
+        if n == asks {
             return Some(super::FINAL_TURN);
         }
         let turn = n.checked_sub(TURN_IDS_FROM)?;
         // The commit after packet seq is TURN_IDS_FROM + 2 seq, its response.create the next.
-        (turn % 2 == 1).then_some(turn / 2)
+        (turn % 2 == u32::from(!self.transcription)).then_some(turn / 2)
     }
 
     fn headers(&self) -> Vec<(&'static str, String)> {
@@ -338,12 +420,19 @@ impl ClientProtocol for Openai {
     }
 
     fn classify<'a>(&self, text: &'a str) -> Result<Received<'a>, String> {
-        classify(text)
+        classify_in(text, self.transcription)
     }
 }
 
 /// What a server event of the API means, in either naming.
 pub fn classify(text: &str) -> Result<Received<'_>, String> {
+    classify_in(text, false)
+}
+
+/// What a server event means in a conversation or, when `transcription`, a transcription
+/// session, whose answers are the input's transcripts: a delta (or a diarizing model's
+/// segment) with text is the answer's text, `.completed` its end, `.failed` its end in failure.
+fn classify_in(text: &str, transcription: bool) -> Result<Received<'_>, String> {
     if let Some(delta) = delta_by_leading_type(text) {
         return Ok(delta);
     }
@@ -351,6 +440,28 @@ pub fn classify(text: &str) -> Result<Received<'_>, String> {
         .map_err(|err| format!("server frame is not a JSON event ({err})"))?;
     let mut payload = Payload::Json { audio_key: None };
     let meaning = match &*event.kind {
+        names::INPUT_TRANSCRIPT_DELTA | names::INPUT_TRANSCRIPT_SEGMENT if transcription => {
+            match event.delta.or(event.text) {
+                Some(t) if !t.is_empty() => Meaning::TextDelta,
+                _ => Meaning::Progress,
+            }
+        }
+        names::INPUT_TRANSCRIPT_DONE if transcription => Meaning::TurnDone {
+            completed: true,
+            failure: None,
+        },
+        names::INPUT_TRANSCRIPT_FAILED if transcription => {
+            let error = event.error.unwrap_or_default();
+            Meaning::TurnDone {
+                completed: false,
+                failure: Some((
+                    error.code.unwrap_or(Cow::Borrowed(super::NULL_CODE)),
+                    error
+                        .message
+                        .unwrap_or(Cow::Borrowed("the input's transcription failed")),
+                )),
+            }
+        }
         names::SESSION_CREATED => Meaning::Milestone(Milestone::Created),
         names::SESSION_UPDATED => Meaning::Milestone(Milestone::Ready),
         names::COMMITTED => Meaning::Milestone(Milestone::Committed),
@@ -479,6 +590,9 @@ struct ServerEvent<'a> {
     delta: Option<Cow<'a, str>>,
     #[serde(default, borrow, deserialize_with = "super::funasr::string_or_none")]
     transcript: Option<Cow<'a, str>>,
+    /// A transcript segment's text.
+    #[serde(default, borrow, deserialize_with = "super::funasr::string_or_none")]
+    text: Option<Cow<'a, str>>,
     #[serde(default)]
     audio: Option<IgnoredAny>,
     #[serde(default, deserialize_with = "super::native::lenient_number")]

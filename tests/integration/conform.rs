@@ -2,7 +2,7 @@
 //! (`--url`), then the traces that run left (`--trace`), and names the rule a trace breaks.
 
 use crate::mock_protocol::Mock;
-use crate::util::{self, describe, TempDir};
+use crate::util::{self, describe, summary, TempDir};
 use std::time::Duration;
 
 /// 2 sessions × 5 s, plus start-up and the check.
@@ -505,6 +505,48 @@ fn checked_as_another_protocol_the_server_is_named_by_its_errors() {
         stdout.contains("hint: the server's errors say what only native servers say: check it with --protocol native"),
         "{}",
         describe(&checked)
+    );
+}
+
+/// A transcription session, asked for by the URL's intent: each committed item's transcript
+/// is checked by its item_id, and the built-in mock's conform.
+#[test]
+fn an_openai_transcription_session_is_checked_item_by_item() {
+    let _serial = util::serial();
+    let mock = Mock::start(&["--protocol", "openai"]);
+    let url = format!("{}?intent=transcription", mock.url());
+    let dir = TempDir::new("conform-transcription");
+    let out = dir.join("run");
+    let args = [
+        "conform",
+        "--url",
+        &url,
+        "--protocol",
+        "openai",
+        "--model",
+        "whisper-1",
+        "--turn-detection",
+        "none",
+        "--commit-every",
+        "1s",
+        "-d",
+        "3s",
+        "--output",
+        out.to_str().unwrap(),
+    ];
+    let checked = util::run(&args, LIMIT);
+    assert_eq!(checked.status.code(), Some(0), "{}", describe(&checked));
+    let stdout = String::from_utf8_lossy(&checked.stdout);
+    assert!(
+        stdout.contains("verdict: conformant") && !stdout.contains("no turn ended"),
+        "{stdout}"
+    );
+    let s = summary(&out);
+    assert_eq!(s["settings"]["client"]["session_type"], "transcription");
+    assert!(
+        s["openai"]["answered"].as_u64().unwrap() >= 2,
+        "{}",
+        s["openai"]
     );
 }
 

@@ -995,3 +995,64 @@ fn a_run_in_which_no_turn_ended_says_nothing_of_the_server_was_measured() {
         .to_string()
         .contains("no turn ended"));
 }
+
+/// A transcription session (`--session-type transcription`) against the built-in mock: the
+/// connection asks for it with `intent=transcription`, each turn the server's VAD ends is
+/// answered by its transcript, timed as an answer (the mock's first delta comes 200 ms after
+/// the commit), and the summary names the session type.
+#[test]
+fn an_openai_transcription_session_times_each_turns_transcript() {
+    let _serial = util::serial();
+    let dir = TempDir::new("openai-transcription");
+    let out = dir.join("out");
+    let output = util::run_to(
+        &out,
+        &[
+            "--protocol",
+            "openai",
+            "--session-type",
+            "transcription",
+            "--audio",
+            SPEECH_24K,
+            "-s",
+            "1",
+            "--no-sampler",
+            "--trace",
+            "off",
+        ],
+        LIMIT,
+    );
+    ran(&output);
+    let s = summary(&out);
+    assert_eq!(s["settings"]["client"]["session_type"], "transcription");
+    assert_eq!(s["settings"]["client"]["model"], "gpt-4o-transcribe");
+    assert_eq!(
+        s["settings"]["client"]["interrupt_response"],
+        serde_json::Value::Null
+    );
+    let url = s["settings"]["url"].as_str().unwrap();
+    assert!(url.ends_with("/v1/realtime?intent=transcription"), "{url}");
+    let t = &s["openai"];
+    assert!(t["ended"].as_u64().unwrap() >= 2, "{t}");
+    assert!(t["answered"].as_u64().unwrap() >= 1, "{t}");
+    assert_eq!(t["audio_deltas"], 0, "{t}");
+    assert!(t["text_deltas"].as_u64().unwrap() >= 1, "{t}");
+    // Not before the mock's first delta: the transcript is timed from the turn's end.
+    let first = t["first_text_after_end_ms"]["p50"].as_f64().unwrap();
+    assert!(first >= 150.0, "{t}");
+    assert!(
+        t["done_after_end_ms"]["p50"].as_f64().unwrap() >= first,
+        "{t}"
+    );
+    let md = std::fs::read_to_string(out.join("summary.md")).unwrap();
+    assert!(
+        md.contains("| openai transcription first text after end p50"),
+        "{md}"
+    );
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("OpenAI transcription turns"),
+        "{}",
+        describe(&output)
+    );
+}

@@ -1,6 +1,8 @@
 //! What the openai mock reads from a connection's handshake: the naming (`OpenAI-Beta:
 //! realtime=v1` means beta), the model the client connected with (`?model=`, which both
-//! official SDKs always send, and the session then states), and the subprotocol to answer.
+//! official SDKs always send, and the session then states), whether it asked for a
+//! transcription session (`?intent=transcription`, as OpenAI's endpoint takes it), and the
+//! subprotocol to answer.
 
 use crate::protocol::openai::BETA_HEADER;
 use tokio_tungstenite::tungstenite::http::header::SEC_WEBSOCKET_PROTOCOL;
@@ -13,6 +15,8 @@ pub struct Hello {
     pub beta: bool,
     /// The `model` of the query string, decoded.
     pub model: Option<String>,
+    /// The query asked for a transcription session (`intent=transcription`).
+    pub transcription: bool,
 }
 
 impl Hello {
@@ -20,6 +24,10 @@ impl Hello {
         Hello {
             beta: asks_for_beta(headers),
             model: uri.query().and_then(|q| query_value(q, "model")),
+            transcription: uri
+                .query()
+                .and_then(|q| query_value(q, "intent"))
+                .is_some_and(|intent| intent == "transcription"),
         }
     }
 }
@@ -103,5 +111,14 @@ mod tests {
         assert_eq!(Hello::read(&uri, &HeaderMap::new()).model, None);
         let uri: Uri = "/v1/realtime".parse().unwrap();
         assert_eq!(Hello::read(&uri, &HeaderMap::new()).model, None);
+    }
+
+    #[test]
+    fn a_transcription_session_is_asked_for_by_the_intent_of_the_query() {
+        let read = |uri: &str| Hello::read(&uri.parse().unwrap(), &HeaderMap::new());
+        assert!(read("/v1/realtime?intent=transcription").transcription);
+        assert!(read("/v1/realtime?model=m&intent=transcription").transcription);
+        assert!(!read("/v1/realtime?intent=realtime").transcription);
+        assert!(!read("/v1/realtime?model=gpt-realtime").transcription);
     }
 }

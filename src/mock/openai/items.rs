@@ -41,21 +41,63 @@ impl Session {
         audio_s: f64,
         out: &mut Vec<Utf8Bytes>,
     ) {
-        let words: Vec<&str> = crate::mock::funasr::stand_in_words()
-            .take((audio_s.round_ties_even() as usize).max(1))
-            .collect();
-        for (k, word) in words.iter().enumerate() {
-            let delta = if k == 0 {
-                word.to_string()
-            } else {
-                format!(" {word}")
-            };
-            self.push(
-                out,
-                json!({"type": names::INPUT_TRANSCRIPT_DELTA, "item_id": item_id,
-                    "content_index": 0, "delta": delta}),
-            );
+        let words = transcript_words(audio_s);
+        for k in 0..words.len() {
+            self.transcript_delta(item_id, &words, k, out);
         }
+        self.transcript_completed(item_id, model, audio_s, &words, out);
+    }
+
+    /// The next word of the transcript under way in a transcription session, and after its
+    /// last `.completed`; the one queued behind it starts a delta interval later at the
+    /// earliest.
+    pub(super) fn transcribe_step(&mut self, out: &mut Vec<Utf8Bytes>) {
+        let Some(mut t) = self.transcribing.pop_front() else {
+            return;
+        };
+        let words = transcript_words(t.audio_s);
+        self.transcript_delta(&t.item_id, &words, t.sent, out);
+        t.sent += 1;
+        let next_at_s = t.next_at_s + self.behaviour.delta_interval_s;
+        if t.sent < words.len() {
+            t.next_at_s = next_at_s;
+            self.transcribing.push_front(t);
+            return;
+        }
+        self.transcript_completed(&t.item_id, &t.model, t.audio_s, &words, out);
+        if let Some(next) = self.transcribing.front_mut() {
+            next.next_at_s = next.next_at_s.max(next_at_s);
+        }
+    }
+
+    /// Word `k` of `words`, the transcript of `item_id`, as a delta.
+    fn transcript_delta(
+        &mut self,
+        item_id: &str,
+        words: &[&str],
+        k: usize,
+        out: &mut Vec<Utf8Bytes>,
+    ) {
+        let delta = match k {
+            0 => words[0].to_string(),
+            k => format!(" {}", words[k]),
+        };
+        self.push(
+            out,
+            json!({"type": names::INPUT_TRANSCRIPT_DELTA, "item_id": item_id,
+                "content_index": 0, "delta": delta}),
+        );
+    }
+
+    /// The transcript of `item_id` is complete: the whole of it, and what it cost.
+    fn transcript_completed(
+        &mut self,
+        item_id: &str,
+        model: &str,
+        audio_s: f64,
+        words: &[&str],
+        out: &mut Vec<Utf8Bytes>,
+    ) {
         let usage = if model == "whisper-1" {
             json!({"type": "duration", "seconds": (audio_s * 1000.0).round() / 1000.0})
         } else {
@@ -72,7 +114,16 @@ impl Session {
                 "transcript": words.join(" "), "usage": usage}),
         );
     }
+}
 
+/// The stand-in words of `audio_s` of audio: one a second, at least one.
+fn transcript_words(audio_s: f64) -> Vec<&'static str> {
+    crate::mock::funasr::stand_in_words()
+        .take((audio_s.round_ties_even() as usize).max(1))
+        .collect()
+}
+
+impl Session {
     /// `conversation.item.create`: the item, with an id if it came without one, joins the
     /// conversation after its last item.
     pub(super) fn on_item_create(&mut self, item: Option<Value>, out: &mut Vec<Utf8Bytes>) {

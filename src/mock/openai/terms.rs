@@ -7,6 +7,9 @@
 //! the update's shape: a GA session is openai-python's `RealtimeSessionCreateRequest`
 //! (`types/realtime/`), a beta one its beta `Session` (`types/beta/realtime/`), and a key of
 //! the other naming is refused as the API refuses it (`Unknown parameter: 'session.modalities'.`).
+//! A GA transcription session (`session.type` `"transcription"`: openai-python's
+//! `RealtimeTranscriptionSessionCreateRequest`) has its input and `include` only; a key of a
+//! conversation's is refused in it as unknown.
 //! GA's PCM is 24 kHz only (`AudioPCM.rate: Optional[Literal[24000]]`: a format without its
 //! rate is 24 kHz too); GA's `output_modalities` is audio or text, not both. G.711 (GA's
 //! `audio/pcmu`/`audio/pcma`, beta's `g711_ulaw`/`g711_alaw`) is the API's but not the mock's:
@@ -70,7 +73,7 @@ impl Refusal {
         }
     }
 
-    fn invalid(param: &str, message: String) -> Refusal {
+    pub(super) fn invalid(param: &str, message: String) -> Refusal {
         Refusal {
             code: "invalid_value",
             param: param.to_string(),
@@ -105,16 +108,34 @@ pub fn check(beta: bool, session: Option<&Value>) -> Result<&Value, Refusal> {
     Ok(session)
 }
 
+/// The keys of a GA transcription session, and of its `audio`.
+const TRANSCRIPTION_KEYS: &[&str] = &["audio", "include", "type"];
+const TRANSCRIPTION_AUDIO_KEYS: &[&str] = &["input"];
+
+/// Whether a GA `session` asks for a transcription session (`type` `"transcription"`).
+pub fn asks_for_transcription(session: Option<&Value>) -> bool {
+    session.and_then(|s| s.get("type")).and_then(Value::as_str) == Some("transcription")
+}
+
 fn check_ga(session: &Value) -> Result<(), Refusal> {
     match session.get("type").and_then(Value::as_str) {
         Some("realtime") => {}
         None => return Err(Refusal::missing("session.type")),
         Some("transcription") => {
-            return Err(Refusal::invalid(
-                "session.type",
-                "This mock serves `realtime` sessions only; transcription sessions are not mocked."
-                    .to_string(),
-            ))
+            let unknown = |keys: Option<&Map<String, Value>>, known: &[&str], at: &str| {
+                keys.into_iter()
+                    .flat_map(|k| k.keys())
+                    .find(|k| !known.contains(&k.as_str()))
+                    .map(|k| Refusal::unknown(&format!("{at}{k}")))
+            };
+            if let Some(refused) =
+                unknown(session.as_object(), TRANSCRIPTION_KEYS, "").or_else(|| {
+                    let audio = session.get("audio").and_then(Value::as_object);
+                    unknown(audio, TRANSCRIPTION_AUDIO_KEYS, "audio.")
+                })
+            {
+                return Err(refused);
+            }
         }
         Some(other) => {
             return Err(Refusal::invalid(
@@ -275,6 +296,37 @@ pub fn transcription_model(beta: bool, asked: &Value) -> Option<String> {
         .and_then(Value::as_str)
         .unwrap_or(default);
     Some(model.to_string())
+}
+
+/// The model a transcription session transcribes with: the one asked for, else
+/// `gpt-4o-transcribe` (the mock transcribes a transcription session whatever it asked; the
+/// API's transcription is off until a session names one).
+pub fn transcription_session_model(asked: &Value) -> String {
+    transcription_model(false, asked)
+        .unwrap_or_else(|| crate::protocol::openai::MOCK_TRANSCRIPTION_MODEL.to_string())
+}
+
+/// The `session` of a GA transcription session's `session.created` and `session.updated`:
+/// what it asked for over the defaults, the model it transcribes with, and its VAD's terms
+/// (a transcription session's VAD creates no responses: no response flags are shown).
+pub fn transcription_object(id: &str, asked: &Value) -> Value {
+    let terms = Terms::of(false, asked);
+    let mut shown = json!({"object": "realtime.transcription_session", "id": id,
+        "type": "transcription", "include": null,
+        "audio": {"input": {"format": {"type": "audio/pcm", "rate": DEFAULT_SAMPLE_RATE},
+            "noise_reduction": null, "transcription": null}}});
+    merge(&mut shown, asked);
+    let mut vad = shown_turn_detection(&terms, asked.pointer("/audio/input/turn_detection"));
+    if let Value::Object(vad) = &mut vad {
+        vad.remove("create_response");
+        vad.remove("interrupt_response");
+    }
+    let model = transcription_session_model(asked);
+    merge(
+        &mut shown,
+        &json!({"audio": {"input": {"turn_detection": vad, "transcription": {"model": model}}}}),
+    );
+    shown
 }
 
 /// The `turn_detection` shown: the one asked, its defaults filled in, or `null`.

@@ -19,7 +19,10 @@ fn kinds(out: &mut Vec<Utf8Bytes>) -> Vec<String> {
 }
 
 fn hello(beta: bool) -> Hello {
-    Hello { beta, model: None }
+    Hello {
+        beta,
+        ..Hello::default()
+    }
 }
 
 /// The frames of `out`, drained, as JSON.
@@ -494,4 +497,121 @@ fn a_committed_item_is_transcribed_when_the_session_asked_for_it() {
     assert!(!got
         .iter()
         .any(|e| e["type"].as_str().unwrap().contains("transcription")));
+}
+
+/// A transcription session (`?intent=transcription`) as openai-python types it: its
+/// `session.created` of type `transcription`, no response for a commit but the item's
+/// transcript on the deltas' clock, a `response.create` refused.
+#[test]
+fn a_transcription_session_transcribes_each_commit_on_the_clock_and_creates_no_response() {
+    let b = behaviour(&["--first-delta-ms", "200", "--delta-interval-ms", "40"]);
+    let transcription = Hello {
+        transcription: true,
+        ..Hello::default()
+    };
+    let (mut s, c, mut out) = (
+        Session::new(b, 0, transcription),
+        Counters::new(),
+        Vec::new(),
+    );
+    s.greet(0.0, &mut out);
+    let created = events(&mut out);
+    assert_eq!(created[0]["type"], "session.created");
+    let session = &created[0]["session"];
+    assert_eq!(session["type"], "transcription");
+    assert_eq!(session["object"], "realtime.transcription_session");
+    assert_eq!(
+        session["audio"]["input"]["transcription"]["model"],
+        "gpt-4o-transcribe"
+    );
+    assert!(session.get("output_modalities").is_none());
+    // A conversation's key is unknown in it.
+    let refused = r#"{"type":"session.update","session":{"type":"transcription","output_modalities":["text"]}}"#;
+    s.on_text(refused, 0.0, &c, &mut out);
+    assert_eq!(kinds(&mut out), ["error unknown_parameter"]);
+    let update = r#"{"type":"session.update","session":{"type":"transcription","audio":{"input":{"format":{"type":"audio/pcm","rate":24000},"transcription":{"model":"whisper-1","language":"en"},"turn_detection":null}}}}"#;
+    s.on_text(update, 0.0, &c, &mut out);
+    let updated = events(&mut out);
+    let input = &updated[0]["session"]["audio"]["input"];
+    assert_eq!(updated[0]["type"], "session.updated");
+    assert_eq!(input["transcription"]["model"], "whisper-1");
+    assert_eq!(input["transcription"]["language"], "en");
+    assert_eq!(input["turn_detection"], Value::Null);
+    // 2.4 s of audio, committed at 2.4 s: two words, the first 200 ms later.
+    for k in 0..30 {
+        s.on_text(&append(&[0u8; 3840]), f64::from(k) * 0.08, &c, &mut out);
+    }
+    s.on_text(r#"{"type":"input_audio_buffer.commit"}"#, 2.4, &c, &mut out);
+    assert_eq!(
+        kinds(&mut out),
+        [
+            "input_audio_buffer.committed",
+            "conversation.item.added",
+            "conversation.item.done"
+        ]
+    );
+    let first_s = s.next_wake_s().unwrap();
+    assert!((first_s - 2.6).abs() < 1e-9, "{first_s}");
+    s.on_timer(first_s, &mut out);
+    let first = events(&mut out);
+    assert_eq!(first.len(), 1);
+    assert_eq!(
+        first[0]["type"],
+        "conversation.item.input_audio_transcription.delta"
+    );
+    assert_eq!(first[0]["item_id"], "item_0");
+    let second_s = s.next_wake_s().unwrap();
+    assert!((second_s - 2.64).abs() < 1e-9, "{second_s}");
+    s.on_timer(second_s, &mut out);
+    let rest = events(&mut out);
+    let rest_kinds: Vec<&str> = rest.iter().map(|e| e["type"].as_str().unwrap()).collect();
+    assert_eq!(
+        rest_kinds,
+        [
+            "conversation.item.input_audio_transcription.delta",
+            "conversation.item.input_audio_transcription.completed"
+        ]
+    );
+    let completed = &rest[1];
+    assert_eq!(completed["item_id"], "item_0");
+    assert_eq!(
+        completed["transcript"].as_str().unwrap().split(' ').count(),
+        2
+    );
+    assert_eq!(completed["usage"]["type"], "duration");
+    assert_eq!(s.next_wake_s(), None);
+    s.on_text(
+        r#"{"type":"response.create","event_id":"e1"}"#,
+        3.0,
+        &c,
+        &mut out,
+    );
+    let refused = events(&mut out);
+    assert_eq!(refused[0]["error"]["code"], "invalid_value");
+    assert_eq!(refused[0]["error"]["event_id"], "e1");
+}
+
+/// A realtime connection may become a transcription session by its `session.update`
+/// (openai-python's `SessionUpdateEvent`: "Choose either a realtime session or a transcription
+/// session") before it has sent audio; after, its type stays.
+#[test]
+fn a_session_changes_its_type_only_before_audio_arrives() {
+    let to_transcription = r#"{"type":"session.update","session":{"type":"transcription"}}"#;
+    let (mut s, c, mut out) = (
+        Session::new(behaviour(&[]), 0, hello(false)),
+        Counters::new(),
+        Vec::new(),
+    );
+    s.on_text(to_transcription, 0.0, &c, &mut out);
+    let updated = events(&mut out);
+    assert_eq!(updated[0]["session"]["type"], "transcription");
+    let (mut s, c, mut out) = (
+        Session::new(behaviour(&[]), 0, hello(false)),
+        Counters::new(),
+        Vec::new(),
+    );
+    s.on_text(&append(&[0u8; 3840]), 0.0, &c, &mut out);
+    out.clear();
+    s.on_text(to_transcription, 0.1, &c, &mut out);
+    assert_eq!(kinds(&mut out), ["error invalid_value"]);
 }

@@ -9,6 +9,7 @@ fn meaning(text: &str) -> Meaning<'_> {
 fn client(version: ApiVersion, turn_detection: TurnDetection, every: Option<u64>) -> Openai {
     Openai {
         version,
+        transcription: false,
         turn_detection,
         commit_every_ms: every,
         packet_ms: 80,
@@ -390,4 +391,137 @@ fn an_empty_text_delta_is_no_text() {
         let text = format!(r#"{{"type":"{kind}","event_id":"e","delta":"Hi"}}"#);
         assert_eq!(meaning(&text), Meaning::TextDelta, "{text}");
     }
+}
+
+/// A transcription client as `--session-type transcription` makes it.
+fn transcriber(turn_detection: TurnDetection, every: Option<u64>) -> Openai {
+    let settings = ClientSettings {
+        api_version: Some(ApiVersion::Ga),
+        model: Some("gpt-4o-transcribe".into()),
+        input_sample_rate: 24_000,
+        turn_detection: Some(turn_detection),
+        commit_every_ms: every,
+        session_type: Some(SessionType::Transcription),
+        ..ClientSettings::default()
+    };
+    Openai::new(&settings, &["audio".to_string()], 80)
+}
+
+/// The transcription session's update is openai-python's
+/// `RealtimeTranscriptionSessionCreateRequest`: its type, the input's format, the
+/// transcription model and the turn detection, nothing of a conversation's.
+#[test]
+fn a_transcription_session_update_asks_for_the_model_and_no_response() {
+    let vad = transcriber(TurnDetection::ServerVad, None);
+    let update: serde_json::Value = serde_json::from_str(&vad.update(7)).unwrap();
+    assert_eq!(
+        update,
+        serde_json::json!({"type": "session.update", "event_id": "evt_0000000000000007",
+            "session": {"type": "transcription", "audio": {"input": {
+                "format": {"type": "audio/pcm", "rate": 24000},
+                "transcription": {"model": "gpt-4o-transcribe"},
+                "turn_detection": {"type": "server_vad"}}}}})
+    );
+    let manual = transcriber(TurnDetection::None, Some(2000));
+    let update: serde_json::Value = serde_json::from_str(&manual.update(7)).unwrap();
+    assert_eq!(
+        update.pointer("/session/audio/input/turn_detection"),
+        Some(&serde_json::Value::Null)
+    );
+    // A turn the client ends mid-stream is a commit alone: the transcript comes unasked.
+    let frames = manual.turn_end(IDS, 24, 2000, 4000).unwrap();
+    let kinds: Vec<String> = frames
+        .iter()
+        .map(|f| match f {
+            Outgoing::Text(t) => serde_json::from_str::<serde_json::Value>(t).unwrap()["type"]
+                .as_str()
+                .unwrap()
+                .to_string(),
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(kinds, ["input_audio_buffer.commit"]);
+    // The ending: the final commit (it ends the last turn and asks nothing more), then the
+    // transcripts of every turn.
+    let ending = Ending {
+        streamed: true,
+        speech_open: false,
+        answered_early: false,
+    };
+    let steps = manual.finish(IDS, ending);
+    let shape: Vec<_> = steps
+        .iter()
+        .map(|s| (s.send.is_some(), s.until, s.turn))
+        .collect();
+    assert_eq!(
+        shape,
+        [
+            (true, Some(Milestone::Committed), Some(TurnMark::EndsAsking)),
+            (false, Some(Milestone::Idle), None)
+        ]
+    );
+    // With the server's VAD and no speech open, nothing is sent: the server committed it all.
+    let steps = vad.finish(IDS, ending);
+    assert_eq!(steps.len(), 1);
+    assert!(steps[0].send.is_none());
+}
+
+/// In a transcription session the input's transcript is the answer: its deltas are the text,
+/// `.completed` the turn's end, `.failed` an end in failure with its code; in a conversation
+/// they stay the input's text.
+#[test]
+fn a_transcription_sessions_transcripts_are_its_answers() {
+    let c = transcriber(TurnDetection::ServerVad, None);
+    let m = |text: &'static str| c.classify(text).unwrap().meaning;
+    let delta = r#"{"type":"conversation.item.input_audio_transcription.delta","event_id":"e","item_id":"i","content_index":0,"delta":"Hel"}"#;
+    assert_eq!(m(delta), Meaning::TextDelta);
+    assert_eq!(meaning(delta), Meaning::InputText { done: false });
+    assert_eq!(
+        m(
+            r#"{"type":"conversation.item.input_audio_transcription.delta","item_id":"i","delta":""}"#
+        ),
+        Meaning::Progress
+    );
+    let segment = r#"{"type":"conversation.item.input_audio_transcription.segment","item_id":"i","id":"seg_1","text":"Hello","speaker":"A","start":0.0,"end":0.4}"#;
+    assert_eq!(m(segment), Meaning::TextDelta);
+    let done = r#"{"type":"conversation.item.input_audio_transcription.completed","item_id":"i","content_index":0,"transcript":"Hello"}"#;
+    assert_eq!(
+        m(done),
+        Meaning::TurnDone {
+            completed: true,
+            failure: None
+        }
+    );
+    // An empty transcript (silence) is a transcript all the same.
+    assert_eq!(
+        m(
+            r#"{"type":"conversation.item.input_audio_transcription.completed","item_id":"i","transcript":""}"#
+        ),
+        Meaning::TurnDone {
+            completed: true,
+            failure: None
+        }
+    );
+    let failed = r#"{"type":"conversation.item.input_audio_transcription.failed","item_id":"i","content_index":0,"error":{"type":"transcription_error","code":"audio_unintelligible","message":"Audio could not be transcribed."}}"#;
+    assert_eq!(
+        m(failed),
+        Meaning::TurnDone {
+            completed: false,
+            failure: Some((
+                "audio_unintelligible".into(),
+                "Audio could not be transcribed.".into()
+            ))
+        }
+    );
+    // A refused commit is a refused turn (its transcript is what it asked for); a
+    // `response.create` id is none of its.
+    let final_commit = format!("evt_{:016x}", IDS.control(FINAL_COMMIT_ID));
+    assert_eq!(
+        c.refuses_turn(IDS, &final_commit),
+        Some(crate::protocol::FINAL_TURN)
+    );
+    let commit_after_24 = format!("evt_{:016x}", IDS.control(TURN_IDS_FROM + 48));
+    assert_eq!(c.refuses_turn(IDS, &commit_after_24), Some(24));
+    let response_after_24 = format!("evt_{:016x}", IDS.control(TURN_IDS_FROM + 49));
+    assert_eq!(c.refuses_turn(IDS, &response_after_24), None);
 }

@@ -297,7 +297,14 @@ fn session_model_is_the_one_the_client_connected_with() {
     let c = Counters::new();
     let mut out = Vec::new();
     let model = Some("gpt-realtime".to_string());
-    let mut s = Session::new(behaviour(&[]), 0, Hello { beta: false, model });
+    let mut s = Session::new(
+        behaviour(&[]),
+        0,
+        Hello {
+            model,
+            ..Hello::default()
+        },
+    );
     s.greet(0.0, &mut out);
     assert_eq!(first_session(&mut out)["model"], "gpt-realtime");
     let mut s = Session::new(behaviour(&[]), 1, hello(true));
