@@ -809,6 +809,31 @@ fn openai_runs_show_the_turn_latencies_live_issue_12() {
     }
 }
 
+/// An OpenAI transcription session's panel names it, and has no audio to time.
+#[test]
+fn openai_transcription_runs_show_the_transcript_latencies_live() {
+    let settings = settings_of(
+        "openai",
+        &[
+            "--session-type",
+            "transcription",
+            "--audio",
+            "assets/speech-24k.wav",
+        ],
+    );
+    let state = protocol_fixture(&settings);
+    let screen = text(&draw(&state, &ViewState::default(), COLOR, 120, 40));
+    for name in [
+        "OpenAI transcription turns",
+        "first text",
+        "done",
+        "speech stopped",
+    ] {
+        assert!(screen.contains(name), "{name}: {screen}");
+    }
+    assert!(!screen.contains("first audio"), "{screen}");
+}
+
 #[test]
 fn vllm_runs_show_the_transcription_latencies_live_issue_12() {
     let state = protocol_fixture(&settings_of("vllm", &[]));
