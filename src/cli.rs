@@ -255,10 +255,10 @@ pub struct ProtocolArgs {
     /// With --protocol openai: the event names and session shape to send (ga or beta; beta adds the header OpenAI-Beta: realtime=v1).
     #[arg(long, value_enum, default_value_t = ApiVersion::Ga, help_heading = "Server")]
     pub api_version: ApiVersion,
-    /// With --protocol openai or vllm: the model named in session.update [vllm: required with --url]; in an openai transcription session, the transcription model (audio.input.transcription.model, e.g. gpt-4o-transcribe) [required with --url].
+    /// With --protocol openai or vllm: the model named in session.update [vllm: required with --url]; in an openai transcription session, the transcription model (audio.input.transcription.model, e.g. gpt-4o-transcribe) [required with --url; against the built-in mock: gpt-4o-transcribe].
     #[arg(long, help_heading = "Server")]
     pub model: Option<String>,
-    /// With --protocol openai: a conversation (realtime: the model answers each turn) or transcription only (transcription: each committed turn gets its transcript and no response; a --url without an intent gets intent=transcription) [default: transcription when --url has intent=transcription, else realtime].
+    /// With --protocol openai: a conversation (realtime: the model answers each turn) or transcription only (transcription: GA names; each committed turn gets its transcript and no response; a --url without an intent gets intent=transcription; a model without VAD, such as gpt-realtime-whisper, needs --turn-detection none) [default: transcription when --url has intent=transcription, else realtime].
     #[arg(long, value_enum, help_heading = "Server")]
     pub session_type: Option<SessionType>,
     /// Sample rate of the PCM16 input, in Hz: 24000 for openai; 16000 for vllm and funasr; for native 16000 (VoiceChat, MiniCPM-o) or 24000 (PersonaPlex), as the server's session.updated grants [default: the protocol's; against the built-in mock, its --profile's]. The --audio file must have it (nothing is resampled).
@@ -267,7 +267,7 @@ pub struct ProtocolArgs {
     /// With --protocol openai: who ends a turn, the server's VAD or the client (a commit at the end of input and every --commit-every).
     #[arg(long, value_enum, default_value_t = TurnDetection::ServerVad, help_heading = "Server")]
     pub turn_detection: TurnDetection,
-    /// With --protocol openai and --turn-detection none: also commit the input and ask for a response every this much audio, e.g. 5s [default: only at the end].
+    /// With --protocol openai and --turn-detection none: also commit the input and ask for a response (a transcription session: its transcript comes unasked) every this much audio, e.g. 5s [default: only at the end].
     #[arg(long, allow_hyphen_values = true, value_parser = parse_duration, help_heading = "Server")]
     pub commit_every: Option<Duration>,
     /// With --protocol openai and the server's VAD: speech that starts cancels the response in progress (the API's default). Without it the session asks for interrupt_response false, so each response runs to its end and is timed.

@@ -735,6 +735,11 @@ impl Checked {
             start_at_unix_s,
         } = self;
         let funasr = args.speak.protocol == Protocol::Funasr;
+        // A transcription session asks for no output: what it gets is its input's transcript.
+        let modalities = match client.session_type {
+            Some(SessionType::Transcription) => vec!["text".to_string()],
+            _ => modalities(args),
+        };
         Settings {
             builtin_mock: args.url.is_none(),
             url,
@@ -755,7 +760,7 @@ impl Checked {
             recv_timeout_s: args.limits.recv_timeout.as_secs_f64(),
             send_buffer_bytes: args.send_buffer_bytes,
             protocol: args.speak.protocol,
-            modalities: modalities(args),
+            modalities,
             client,
             connection,
             language: args.language.clone(),
@@ -974,7 +979,6 @@ fn client_settings(
 /// for the other protocols. A transcription session is checked against the flags that have no
 /// meaning in it.
 fn session_type(args: &ProtocolArgs, url: Option<&str>) -> Result<Option<SessionType>> {
-    let intent = url.and_then(|u| query_value(u, "intent"));
     if args.protocol != Protocol::Openai {
         if args.session_type.is_some() {
             bail!(
@@ -984,48 +988,54 @@ fn session_type(args: &ProtocolArgs, url: Option<&str>) -> Result<Option<Session
         }
         return Ok(None);
     }
-    let from_url =
-        (intent.as_deref() == Some("transcription")).then_some(SessionType::Transcription);
-    let session_type = match (args.session_type, from_url) {
-        (Some(SessionType::Realtime), Some(_)) => bail!(
+    let intent = url.and_then(url_intent);
+    let by_url = intent.as_deref() == Some("transcription");
+    let session_type = match (args.session_type, intent.as_deref()) {
+        (Some(SessionType::Realtime), Some("transcription")) => bail!(
             "--session-type realtime, but --url asks for a transcription session (intent=transcription), which the server opens whatever the client says; drop intent=transcription from the URL, or give --session-type transcription"
         ),
+        (Some(SessionType::Transcription), Some(other)) if other != "transcription" => bail!(
+            "--session-type transcription, but --url asks for intent={other}: the server opens the session the connection asks for; give intent=transcription in the URL, or leave the intent out (the client adds it)"
+        ),
         (Some(given), _) => given,
-        (None, from_url) => from_url.unwrap_or_default(),
+        (None, _) if by_url => SessionType::Transcription,
+        (None, _) => SessionType::Realtime,
     };
     if session_type == SessionType::Transcription {
+        // Said as the user asked for it: by the flag, or by the URL alone.
+        let what = if args.session_type.is_some() {
+            "--session-type transcription"
+        } else {
+            "a transcription session (--url has intent=transcription)"
+        };
         if args.api_version == ApiVersion::Beta {
-            bail!("--session-type transcription speaks the GA names only (session.type \"transcription\"): give --api-version ga (OpenAI retired its beta, and its transcription_session.update with it, in May 2026)");
+            bail!("{what} speaks the GA names only (session.type \"transcription\"); beta's transcription_session.update is not supported: give --api-version ga, against a server that speaks GA names");
         }
         if args.modalities.is_some() {
-            bail!("--modalities: a transcription session has no output but the transcript of its input; drop --modalities");
+            bail!("--modalities: {what} has no output but the transcript of its input; drop --modalities");
         }
         if args.interrupt_response {
-            bail!("--interrupt-response: a transcription session has no response to interrupt; drop it");
+            bail!("--interrupt-response: {what} has no response to interrupt; drop it");
         }
         if url.is_some() && args.model.is_none() {
             bail!(
-                "--session-type transcription needs --model: the transcription model (the session's audio.input.transcription.model, e.g. gpt-4o-transcribe or whisper-1); without one the server transcribes nothing"
+                "{what} needs --model: the transcription model (the session's audio.input.transcription.model, e.g. gpt-4o-transcribe or whisper-1); without one the server transcribes nothing"
             );
         }
     }
     Ok(Some(session_type))
 }
 
-/// The first value of `key` in `url`'s query string, as written.
-fn query_value(url: &str, key: &str) -> Option<String> {
+/// The `intent` of `url`'s query, percent-decoded.
+fn url_intent(url: &str) -> Option<String> {
     let query = url.split('#').next()?.split_once('?')?.1;
-    query
-        .split('&')
-        .filter_map(|pair| pair.split_once('='))
-        .find(|(k, _)| *k == key)
-        .map(|(_, v)| v.to_string())
+    crate::protocol::query_value(query, "intent")
 }
 
 /// `url` with `intent=transcription` in its query, unless it has an intent already: OpenAI
 /// opens a transcription session for a connection that asks for one so.
 fn with_transcription_intent(url: &str) -> String {
-    if query_value(url, "intent").is_some() {
+    if url_intent(url).is_some() {
         return url.to_string();
     }
     let (head, fragment) = match url.split_once('#') {
@@ -1033,7 +1043,7 @@ fn with_transcription_intent(url: &str) -> String {
         None => (url, None),
     };
     let joiner = match head.split_once('?') {
-        Some((_, "")) => "",
+        Some((_, query)) if query.is_empty() || query.ends_with('&') => "",
         Some(_) => "&",
         None => "?",
     };
@@ -2027,11 +2037,61 @@ mod tests {
             Some(SessionType::Transcription)
         );
         assert_eq!(p.settings.url, by_url);
-        // A URL without a query gets one; the built-in mock is asked with the model named.
+        // A URL without a query gets one, its fragment kept after it; an encoded intent is
+        // read as the server reads it.
+        for (given, sent) in [
+            (
+                "wss://h/v1/realtime",
+                "wss://h/v1/realtime?intent=transcription",
+            ),
+            (
+                "wss://h/v1/realtime?",
+                "wss://h/v1/realtime?intent=transcription",
+            ),
+            (
+                "wss://h/v1/realtime?a=1&",
+                "wss://h/v1/realtime?a=1&intent=transcription",
+            ),
+            (
+                "wss://h/v1/realtime?a=1#f",
+                "wss://h/v1/realtime?a=1&intent=transcription#f",
+            ),
+            (
+                "wss://h/v1/realtime?intent=transcri%70tion",
+                "wss://h/v1/realtime?intent=transcri%70tion",
+            ),
+        ] {
+            assert_eq!(with_transcription_intent(given), sent);
+        }
+        let encoded = "ws://127.0.0.1:9/v1/realtime?intent=transcri%70tion";
+        let p = plan(&["--protocol", "openai", "--url", encoded, "--model", "m"]).unwrap();
         assert_eq!(
-            with_transcription_intent("wss://h/v1/realtime"),
-            "wss://h/v1/realtime?intent=transcription"
+            p.settings.client.session_type,
+            Some(SessionType::Transcription)
         );
+        assert_eq!(p.settings.modalities, ["text"]);
+        // A credential in the query stays out of what is written, and is put back to connect.
+        let keyed = "ws://127.0.0.1:9/v1/realtime?api-key=sekrit";
+        let p = plan(&[
+            "--protocol",
+            "openai",
+            "--session-type",
+            "transcription",
+            "--url",
+            keyed,
+            "--model",
+            "m",
+        ])
+        .unwrap();
+        assert_eq!(
+            p.settings.url,
+            "ws://127.0.0.1:9/v1/realtime?api-key=<redacted>&intent=transcription"
+        );
+        assert_eq!(
+            p.settings.connection.connect_url(&p.settings.url),
+            format!("{keyed}&intent=transcription")
+        );
+        // The built-in mock is asked with the model named.
         let p = plan(&["--protocol", "openai", "--session-type", "transcription"]).unwrap();
         assert_eq!(
             p.settings.client.model.as_deref(),
@@ -2044,7 +2104,20 @@ mod tests {
         for (args, says) in [
             (
                 vec!["--protocol", "openai", "--url", by_url],
-                "--session-type transcription needs --model",
+                "a transcription session (--url has intent=transcription) needs --model",
+            ),
+            (
+                vec![
+                    "--protocol",
+                    "openai",
+                    "--session-type",
+                    "transcription",
+                    "--url",
+                    "ws://h/v1/realtime?intent=realtime",
+                    "--model",
+                    "m",
+                ],
+                "--session-type transcription, but --url asks for intent=realtime",
             ),
             (
                 vec![
@@ -2079,7 +2152,7 @@ mod tests {
                     "--modalities",
                     "text",
                 ],
-                "a transcription session has no output",
+                "has no output but the transcript of its input",
             ),
             (
                 vec![

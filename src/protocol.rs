@@ -92,6 +92,39 @@ pub enum TurnDetection {
     None,
 }
 
+/// The first non-empty value of `key` in a query string, percent-decoded (`+` is a space).
+pub fn query_value(query: &str, key: &str) -> Option<String> {
+    query
+        .split('&')
+        .filter_map(|pair| pair.split_once('='))
+        .find(|(k, v)| *k == key && !v.is_empty())
+        .map(|(_, v)| percent_decoded(v))
+}
+
+/// `text` with its `%XX` escapes decoded and `+` as a space (invalid UTF-8 replaced).
+pub fn percent_decoded(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = |at: usize| bytes.get(at).and_then(|b| (*b as char).to_digit(16));
+        match bytes[i] {
+            b'%' => match (hex(i + 1), hex(i + 2)) {
+                (Some(high), Some(low)) => {
+                    out.push((high * 16 + low) as u8);
+                    i += 3;
+                    continue;
+                }
+                _ => out.push(b'%'),
+            },
+            b'+' => out.push(b' '),
+            b => out.push(b),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
 /// What an OpenAI Realtime session is (`--session-type`; GA's `session.type`).
 #[derive(
     Debug,
@@ -451,6 +484,10 @@ pub struct Received<'a> {
     /// The frame's event name as the server spelled it, for protocols whose metrics count
     /// events by name (`None` otherwise).
     pub event: Option<Cow<'a, str>>,
+    /// The input item the event is about, for protocols whose answers name it (OpenAI's
+    /// transcription sessions: its `item_id`, hashed), so that an answer goes to its own turn
+    /// whatever order the server answers items in; `None` otherwise.
+    pub item: Option<u64>,
 }
 
 /// One step of setting a session up or ending it: send `send` (if any), then wait for `until`

@@ -24,8 +24,9 @@
 //! `create_response: false` commits turns without answering.
 //!
 //! A transcription session (a connection with `?intent=transcription`, or a GA
-//! `session.update` of `type` `"transcription"` before any audio) creates no responses: each
-//! committed item gets its transcript on the deltas' clock, the first
+//! `session.update` of `type` `"transcription"` before any audio) creates no responses: once
+//! it asked for a transcription (`audio.input.transcription`, off until then as the API's),
+//! each committed item gets its transcript on the deltas' clock, the first
 //! `conversation.item.input_audio_transcription.delta` `--first-delta-ms` after the commit,
 //! then one word every `--delta-interval-ms`, then `.completed` (one transcript at a time, in
 //! the order committed); a `response.create` is refused.
@@ -466,14 +467,16 @@ impl Session {
             "status": "completed", "role": "user", "content": [{"type": "input_audio"}]});
         self.item_events(previous, item, out);
         if self.transcription {
-            let first_s = now_s + self.behaviour.first_delta_s;
-            self.transcribing.push_back(Transcribing {
-                item_id,
-                model: terms::transcription_session_model(&self.asked),
-                audio_s,
-                sent: 0,
-                next_at_s: first_s,
-            });
+            // As the API: no transcript unless the session asked for one.
+            if let Some(model) = terms::transcription_model(false, &self.asked) {
+                self.transcribing.push_back(Transcribing {
+                    item_id,
+                    model,
+                    audio_s,
+                    sent: 0,
+                    next_at_s: now_s + self.behaviour.first_delta_s,
+                });
+            }
             return;
         }
         if let Some(model) = terms::transcription_model(self.beta, &self.asked) {

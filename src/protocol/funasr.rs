@@ -124,6 +124,7 @@ impl ClientProtocol for Funasr {
                     meaning: Meaning::Other,
                     payload: Payload::Text,
                     event: None,
+                    item: None,
                 });
             }
             Err(err) => return Err(format!("server frame is not a JSON object ({err})")),
@@ -157,6 +158,7 @@ impl ClientProtocol for Funasr {
             meaning,
             payload: Payload::Json { audio_key: None },
             event: frame.event.filter(|e| !e.is_empty()),
+            item: None,
         })
     }
 

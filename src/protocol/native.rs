@@ -218,6 +218,7 @@ impl ClientProtocol for Native {
                 meaning,
                 payload: Payload::Json { audio_key },
                 event: None,
+                item: None,
             });
         }
         let event: ServerEvent<'a> = super::json_object(text)
@@ -336,6 +337,7 @@ impl ClientProtocol for Native {
             meaning,
             payload,
             event: None,
+            item: None,
         })
     }
 }
@@ -346,6 +348,7 @@ fn unusable(why: String) -> Received<'static> {
         meaning: Meaning::Unusable(why),
         payload: Payload::Json { audio_key: None },
         event: None,
+        item: None,
     }
 }
 

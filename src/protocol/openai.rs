@@ -166,7 +166,8 @@ impl Openai {
     }
 
     /// The ending of a transcription session: the final commit when the client ends the last
-    /// turn (its transcript comes unasked), then the transcripts of every turn.
+    /// turn (its transcript comes unasked, so nothing is waited for but it: an error refusing
+    /// the commit ends that wait), then the transcripts of every turn.
     fn finish_transcription(&self, ids: EventIds, client_ends: bool) -> Vec<Step> {
         let mut steps = Vec::with_capacity(2);
         if client_ends {
@@ -175,8 +176,8 @@ impl Openai {
                     names::COMMIT,
                     ids.control(FINAL_COMMIT_ID),
                 ))),
-                until: Some(Milestone::Committed),
-                awaiting: names::COMMITTED,
+                until: None,
+                awaiting: names::COMMIT,
                 turn: Some(TurnMark::EndsAsking),
             });
         }
@@ -551,10 +552,35 @@ fn classify_in(text: &str, transcription: bool) -> Result<Received<'_>, String> 
         }
         _ => Meaning::Other,
     };
+    // A transcription session's transcripts name their item: OpenAI does not promise their
+    // order across items ("use item_id to match these events to the
+    // input_audio_buffer.committed events", its transcription guide).
+    let by_item = transcription
+        && matches!(
+            &*event.kind,
+            names::COMMITTED
+                | names::INPUT_TRANSCRIPT_DELTA
+                | names::INPUT_TRANSCRIPT_SEGMENT
+                | names::INPUT_TRANSCRIPT_DONE
+                | names::INPUT_TRANSCRIPT_FAILED
+        );
+    let item = event
+        .item_id
+        .filter(|_| by_item)
+        .map(|id| item_key(id.as_bytes()));
     Ok(Received {
         meaning,
         payload,
         event: None,
+        item,
+    })
+}
+
+/// An `item_id` as a number (FNV-1a), so that turns can be matched to items without keeping
+/// their ids.
+fn item_key(id: &[u8]) -> u64 {
+    id.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
     })
 }
 
@@ -576,6 +602,7 @@ fn delta_by_leading_type(text: &str) -> Option<Received<'_>> {
         meaning,
         payload: Payload::Json { audio_key },
         event: None,
+        item: None,
     })
 }
 
@@ -593,6 +620,8 @@ struct ServerEvent<'a> {
     /// A transcript segment's text.
     #[serde(default, borrow, deserialize_with = "super::funasr::string_or_none")]
     text: Option<Cow<'a, str>>,
+    #[serde(default, borrow, deserialize_with = "super::funasr::string_or_none")]
+    item_id: Option<Cow<'a, str>>,
     #[serde(default)]
     audio: Option<IgnoredAny>,
     #[serde(default, deserialize_with = "super::native::lenient_number")]

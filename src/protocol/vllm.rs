@@ -227,6 +227,7 @@ impl ClientProtocol for Vllm {
             meaning,
             payload: Payload::Json { audio_key: None },
             event: None,
+            item: None,
         })
     }
 }

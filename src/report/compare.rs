@@ -95,6 +95,15 @@ pub fn differing_settings(a: &Summary, b: &Summary) -> Vec<String> {
         json(&c.interrupt_response),
         json(&d.interrupt_response),
     );
+    // An openai run of before 2026-12-07 says none: it was a conversation.
+    let session_type = |s: &crate::options::Settings| {
+        let t = s.client.session_type;
+        json(
+            &t.or((s.protocol == crate::protocol::Protocol::Openai)
+                .then_some(crate::protocol::SessionType::Realtime)),
+        )
+    };
+    check("--session-type", session_type(x), session_type(y));
     out
 }
 

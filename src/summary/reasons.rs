@@ -125,7 +125,7 @@ pub(super) fn no_turns(
 pub(super) fn unmatched_answers(turns: crate::contract::worker::TurnCounts) -> Option<String> {
     (turns.unmatched > 0).then(|| {
         format!(
-            "{} answers (response.done / transcription.done) came for no turn: the server made them while no turn waited and no input arrived (a response of its own, such as a greeting, or a second done for one turn); they are counted apart (turns' `unmatched`), not timed — see the traces",
+            "{} answers (response.done / transcription.done / a transcript's .completed) came for no turn: the server made them while no turn waited and no input arrived (a response of its own, such as a greeting, or a second done for one turn); they are counted apart (turns' `unmatched`), not timed — see the traces",
             turns.unmatched
         )
     })

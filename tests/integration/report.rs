@@ -396,3 +396,42 @@ fn the_same_audio_streamed_through_another_path_or_loops_is_the_same_load() {
     assert!(err.contains("packet: 80 ms vs 100 ms"), "{err}");
     assert!(!err.contains("audio:"), "the same audio: {err}");
 }
+
+/// A conversation and a transcription session are different loads, even with the same model
+/// and output asked for: `report --vs` names the session type (it compared them).
+#[test]
+fn an_openai_conversation_and_a_transcription_session_do_not_compare_unforced() {
+    let _serial = util::serial();
+    let dir = TempDir::new("report-session-type");
+    let run = |name: &str, extra: &[&str]| {
+        let out = dir.join(name);
+        let mut args = vec![
+            "--protocol",
+            "openai",
+            "--model",
+            "gpt-4o-transcribe",
+            "-s",
+            "1",
+            "-d",
+            "1s",
+            "--trace",
+            "off",
+            "--no-sampler",
+        ];
+        args.extend(extra);
+        let output = util::run_to(&out, &args, Duration::from_secs(60));
+        util::assert_finished(&output);
+        out
+    };
+    let a = run("conversation", &["--modalities", "text"]);
+    let b = run("transcription", &["--session-type", "transcription"]);
+    let (a, b) = (a.to_str().unwrap(), b.to_str().unwrap());
+    let refused = util::run(&["report", a, "--vs", b], Duration::from_secs(30));
+    assert_eq!(refused.status.code(), Some(2), "{}", describe(&refused));
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        err.contains(r#"--session-type: "realtime" vs "transcription""#),
+        "{err}"
+    );
+    assert!(!err.contains("--modalities"), "{err}");
+}

@@ -5,6 +5,7 @@
 //! subprotocol to answer.
 
 use crate::protocol::openai::BETA_HEADER;
+use crate::protocol::query_value;
 use tokio_tungstenite::tungstenite::http::header::SEC_WEBSOCKET_PROTOCOL;
 use tokio_tungstenite::tungstenite::http::{HeaderMap, HeaderValue, Uri};
 
@@ -62,38 +63,6 @@ fn offers(headers: &HeaderMap, name: &str, token: &str) -> bool {
 
 /// The subprotocol OpenAI's endpoint speaks.
 const REALTIME_SUBPROTOCOL: &str = "realtime";
-
-/// The first non-empty value of `key` in a query string, percent-decoded (`+` is a space).
-fn query_value(query: &str, key: &str) -> Option<String> {
-    query
-        .split('&')
-        .filter_map(|pair| pair.split_once('='))
-        .find(|(k, v)| *k == key && !v.is_empty())
-        .map(|(_, v)| percent_decoded(v))
-}
-
-fn percent_decoded(text: &str) -> String {
-    let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let hex = |at: usize| bytes.get(at).and_then(|b| (*b as char).to_digit(16));
-        match bytes[i] {
-            b'%' => match (hex(i + 1), hex(i + 2)) {
-                (Some(high), Some(low)) => {
-                    out.push((high * 16 + low) as u8);
-                    i += 3;
-                    continue;
-                }
-                _ => out.push(b'%'),
-            },
-            b'+' => out.push(b' '),
-            b => out.push(b),
-        }
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
 
 #[cfg(test)]
 mod tests {

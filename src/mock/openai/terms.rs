@@ -298,17 +298,11 @@ pub fn transcription_model(beta: bool, asked: &Value) -> Option<String> {
     Some(model.to_string())
 }
 
-/// The model a transcription session transcribes with: the one asked for, else
-/// `gpt-4o-transcribe` (the mock transcribes a transcription session whatever it asked; the
-/// API's transcription is off until a session names one).
-pub fn transcription_session_model(asked: &Value) -> String {
-    transcription_model(false, asked)
-        .unwrap_or_else(|| crate::protocol::openai::MOCK_TRANSCRIPTION_MODEL.to_string())
-}
-
 /// The `session` of a GA transcription session's `session.created` and `session.updated`:
-/// what it asked for over the defaults, the model it transcribes with, and its VAD's terms
-/// (a transcription session's VAD creates no responses: no response flags are shown).
+/// what it asked for over the defaults, the model it transcribes with (none until it asks for
+/// a transcription: the API's `audio.input.transcription` "defaults to off", in a
+/// transcription session too), and its VAD's terms (a transcription session's VAD creates no
+/// responses: no response flags are shown).
 pub fn transcription_object(id: &str, asked: &Value) -> Value {
     let terms = Terms::of(false, asked);
     let mut shown = json!({"object": "realtime.transcription_session", "id": id,
@@ -321,11 +315,16 @@ pub fn transcription_object(id: &str, asked: &Value) -> Value {
         vad.remove("create_response");
         vad.remove("interrupt_response");
     }
-    let model = transcription_session_model(asked);
     merge(
         &mut shown,
-        &json!({"audio": {"input": {"turn_detection": vad, "transcription": {"model": model}}}}),
+        &json!({"audio": {"input": {"turn_detection": vad}}}),
     );
+    if let Some(model) = transcription_model(false, asked) {
+        merge(
+            &mut shown,
+            &json!({"audio": {"input": {"transcription": {"model": model}}}}),
+        );
+    }
     shown
 }
 

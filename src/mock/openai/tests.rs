@@ -520,10 +520,8 @@ fn a_transcription_session_transcribes_each_commit_on_the_clock_and_creates_no_r
     let session = &created[0]["session"];
     assert_eq!(session["type"], "transcription");
     assert_eq!(session["object"], "realtime.transcription_session");
-    assert_eq!(
-        session["audio"]["input"]["transcription"]["model"],
-        "gpt-4o-transcribe"
-    );
+    // Off until asked for, as the API's.
+    assert_eq!(session["audio"]["input"]["transcription"], Value::Null);
     assert!(session.get("output_modalities").is_none());
     // A conversation's key is unknown in it.
     let refused = r#"{"type":"session.update","session":{"type":"transcription","output_modalities":["text"]}}"#;
@@ -614,4 +612,29 @@ fn a_session_changes_its_type_only_before_audio_arrives() {
     out.clear();
     s.on_text(to_transcription, 0.1, &c, &mut out);
     assert_eq!(kinds(&mut out), ["error invalid_value"]);
+}
+
+/// A transcription session that named no transcription gets none, as the API's (its
+/// `audio.input.transcription` "defaults to off"): a client that forgot the model must not
+/// pass against the mock and fail against the API.
+#[test]
+fn a_transcription_session_without_a_transcription_asked_for_transcribes_nothing() {
+    let transcription = Hello {
+        transcription: true,
+        ..Hello::default()
+    };
+    let (mut s, c, mut out) = (
+        Session::new(behaviour(&[]), 0, transcription),
+        Counters::new(),
+        Vec::new(),
+    );
+    let update = r#"{"type":"session.update","session":{"type":"transcription","audio":{"input":{"turn_detection":null}}}}"#;
+    s.on_text(update, 0.0, &c, &mut out);
+    for k in 0..5 {
+        s.on_text(&append(&[0u8; 3840]), f64::from(k) * 0.08, &c, &mut out);
+    }
+    out.clear();
+    s.on_text(r#"{"type":"input_audio_buffer.commit"}"#, 0.4, &c, &mut out);
+    assert_eq!(kinds(&mut out)[0], "input_audio_buffer.committed");
+    assert_eq!(s.next_wake_s(), None);
 }

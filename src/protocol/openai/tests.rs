@@ -456,7 +456,7 @@ fn a_transcription_session_update_asks_for_the_model_and_no_response() {
     assert_eq!(
         shape,
         [
-            (true, Some(Milestone::Committed), Some(TurnMark::EndsAsking)),
+            (true, None, Some(TurnMark::EndsAsking)),
             (false, Some(Milestone::Idle), None)
         ]
     );

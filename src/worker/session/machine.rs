@@ -640,6 +640,7 @@ impl Machine {
                     meaning,
                     payload,
                     event,
+                    item,
                 }) => {
                     if let Some(r) = &mut self.transcripts {
                         let counted = r.message(now_s, event.as_deref(), &meaning);
@@ -664,6 +665,15 @@ impl Machine {
                     }
                     if let Some(why) = self.closed_unasked(&meaning) {
                         return self.protocol_error(why, Some(payload));
+                    }
+                    // An event that names its input item: the item's turn is the one it is
+                    // about (a commit names the turn's item; an answer goes to that turn).
+                    if let Some(item) = item {
+                        if meaning == Meaning::Milestone(Milestone::Committed) {
+                            self.on_turns(|t| t.committed_item(item));
+                        } else {
+                            self.on_turns(|t| t.item_first(item));
+                        }
                     }
                     Heard {
                         payload: Some(payload),

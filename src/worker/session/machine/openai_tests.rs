@@ -543,3 +543,82 @@ fn a_response_the_server_creates_before_the_final_turn_is_asked_for_is_not_its_a
     assert_eq!(h.count(), 1);
     assert!((h.max_ms() - 199.0).abs() < 1.0, "{}", h.max_ms());
 }
+
+/// A transcription session: the final commit asks for nothing more (its transcript comes
+/// unasked), and an error refusing it (a buffer under 100 ms) ends the wait for that turn at
+/// once — the session waited out `--recv-timeout` for a `committed` that would not come.
+#[test]
+fn a_transcription_sessions_refused_final_commit_is_waited_for_no_longer() {
+    let mut m = machine(&[
+        "--session-type",
+        "transcription",
+        "--turn-detection",
+        "none",
+    ]);
+    let id = stream_to_the_final_commit(&mut m);
+    assert_eq!(
+        m.next_action(),
+        Action::Await("conversation.item.input_audio_transcription.completed")
+    );
+    let refusal = format!(
+        r#"{{"type":"error","event_id":"e3","error":{{"type":"invalid_request_error","code":"input_audio_buffer_commit_empty","message":"buffer too small","event_id":"{id}"}}}}"#
+    );
+    assert_eq!(hear(&mut m, &refusal, 1.82), Flow::Reached);
+    assert_eq!(m.next_action(), Action::Done);
+    let counts = m.turns.as_ref().unwrap().counts;
+    assert_eq!((counts.ended, counts.refused, counts.answered), (1, 1, 0));
+}
+
+/// OpenAI does not promise the order of transcripts across items: each goes to the turn whose
+/// committed item it names. Here the second turn's transcript comes first, and the first
+/// turn's fails: each latency is its own turn's (in order they read 840 and 940 ms, and the
+/// second turn's transcript was timed from the first turn's end).
+#[test]
+fn a_transcription_sessions_transcripts_go_to_their_items_turns_in_any_order() {
+    let mut m = machine(&["--session-type", "transcription"]);
+    // Turn A ends in the packet sent at 1.16 s (200 ms of audio), turn B in the one sent at
+    // 1.40 s (420 ms).
+    let vad = [
+        r#"{"type":"input_audio_buffer.speech_started","event_id":"e3","audio_start_ms":0,"item_id":"item_a"}"#,
+        r#"{"type":"input_audio_buffer.speech_stopped","event_id":"e4","audio_end_ms":200,"item_id":"item_a"}"#,
+        r#"{"type":"input_audio_buffer.committed","event_id":"e5","item_id":"item_a","previous_item_id":null}"#,
+        r#"{"type":"input_audio_buffer.speech_started","event_id":"e6","audio_start_ms":300,"item_id":"item_b"}"#,
+        r#"{"type":"input_audio_buffer.speech_stopped","event_id":"e7","audio_end_ms":420,"item_id":"item_b"}"#,
+        r#"{"type":"input_audio_buffer.committed","event_id":"e8","item_id":"item_b","previous_item_id":"item_a"}"#,
+    ];
+    stream(&mut m, &vad);
+    assert_eq!(
+        m.next_action(),
+        Action::Await("conversation.item.input_audio_transcription.completed")
+    );
+    let b_delta = r#"{"type":"conversation.item.input_audio_transcription.delta","event_id":"e9","item_id":"item_b","content_index":0,"delta":"bravo"}"#;
+    let b_done = r#"{"type":"conversation.item.input_audio_transcription.completed","event_id":"e10","item_id":"item_b","content_index":0,"transcript":"bravo"}"#;
+    let a_delta = r#"{"type":"conversation.item.input_audio_transcription.delta","event_id":"e11","item_id":"item_a","content_index":0,"delta":"alpha"}"#;
+    let a_failed = r#"{"type":"conversation.item.input_audio_transcription.failed","event_id":"e12","item_id":"item_a","content_index":0,"error":{"type":"transcription_error","code":"audio_unintelligible","message":"no"}}"#;
+    hear(&mut m, b_delta, 2.0);
+    hear(&mut m, b_done, 2.1);
+    hear(&mut m, a_delta, 2.2);
+    assert_eq!(hear(&mut m, a_failed, 2.3), Flow::Reached);
+    assert_eq!(m.next_action(), Action::Done);
+    let near = |ms: f64, want: f64| (ms - want).abs() < 0.5;
+    {
+        let stats = m.stats.borrow();
+        let turns = &stats.hist.turns;
+        assert_eq!(turns.first_text_after_end.count(), 2);
+        let (first_b, first_a) = (
+            turns.first_text_after_end.quantile_ms(0.0),
+            turns.first_text_after_end.max_ms(),
+        );
+        assert!(
+            near(first_b, 600.0) && near(first_a, 1040.0),
+            "{first_b} {first_a}"
+        );
+        // A failed transcript is no answer's length.
+        assert_eq!(turns.done_after_end.count(), 1);
+        let done_b = turns.done_after_end.max_ms();
+        assert!(near(done_b, 700.0), "{done_b}");
+    }
+    let counts = m.turns.as_ref().unwrap().counts;
+    assert_eq!((counts.ended, counts.answered, counts.failed), (2, 2, 1));
+    assert_eq!(m.outcome.error_codes.get("audio_unintelligible"), Some(&1));
+}

@@ -9,6 +9,11 @@
 //! while none is waiting, to the turn whose input is still arriving (a streaming transcription
 //! answers before its input ends: those latencies are counted from the turn's first packet).
 //!
+//! A server that names the input item of each answer (OpenAI's transcription sessions: the
+//! `item_id` of each committed item and of its transcript's events) has its answers go to that
+//! item's turn, whatever order it answers items in ([`Turns::committed_item`],
+//! [`Turns::item_first`]).
+//!
 //! A `response.created` says which turn the answer is for. The client's own `response.create`s
 //! are answered in the order sent (one response at a time; the API refuses a create while one
 //! is in progress), so a turn the client ended takes the next response. The server's VAD turns
@@ -61,6 +66,8 @@ struct Turn {
     /// The packet after which the client ended it ([`crate::protocol::FINAL_TURN`] for the
     /// input's end); `None` for a turn the server's VAD ended.
     tag: Option<u32>,
+    /// The input item the server committed it as, when the server names items.
+    item: Option<u64>,
     start_s: Option<f64>,
     end_s: Option<f64>,
     first_text_s: Option<f64>,
@@ -400,6 +407,26 @@ impl Turns {
         turn.end_s
             .filter(|_| completed)
             .map(|end_s| Sample::DoneAfterEnd(now_s - end_s))
+    }
+
+    /// The server committed the input item `item`: the oldest ended turn without an item is
+    /// its input (the server commits turns in the order they end).
+    pub fn committed_item(&mut self, item: u64) {
+        if let Some(turn) = self.waiting.iter_mut().find(|t| t.item.is_none()) {
+            turn.item = Some(item);
+        }
+    }
+
+    /// The next answer event is about item `item`: its turn goes to the front of the waiting
+    /// ones, so that the event is its own (without such a turn, it goes where it would).
+    pub fn item_first(&mut self, item: u64) {
+        let at = self.waiting.iter().position(|t| t.item == Some(item));
+        if let Some(turn) = at
+            .filter(|&at| at > 0)
+            .and_then(|at| self.waiting.remove(at))
+        {
+            self.waiting.push_front(turn);
+        }
     }
 
     /// The server refused to answer turn `tag` (its `response.create` got an error): it waits
