@@ -433,6 +433,10 @@ pub enum Meaning<'a> {
         completed: bool,
         failure: Option<(Cow<'a, str>, Cow<'a, str>)>,
     },
+    /// The answer to a turn is finished, complete, with its whole text in it (OpenAI's
+    /// transcript `.completed` in a transcription session): the turn's first text too when no
+    /// delta brought any (a server may send the transcript in one piece).
+    DoneWithText,
     /// A recognition result: provisional, or the final one of the input.
     Transcript {
         is_final: bool,

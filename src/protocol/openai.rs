@@ -447,10 +447,16 @@ fn classify_in(text: &str, transcription: bool) -> Result<Received<'_>, String> 
                 _ => Meaning::Progress,
             }
         }
-        names::INPUT_TRANSCRIPT_DONE if transcription => Meaning::TurnDone {
-            completed: true,
-            failure: None,
-        },
+        names::INPUT_TRANSCRIPT_DONE if transcription => {
+            if event.transcript.is_some_and(|t| !t.is_empty()) {
+                Meaning::DoneWithText
+            } else {
+                Meaning::TurnDone {
+                    completed: true,
+                    failure: None,
+                }
+            }
+        }
         names::INPUT_TRANSCRIPT_FAILED if transcription => {
             let error = event.error.unwrap_or_default();
             Meaning::TurnDone {

@@ -484,14 +484,9 @@ fn a_transcription_sessions_transcripts_are_its_answers() {
     );
     let segment = r#"{"type":"conversation.item.input_audio_transcription.segment","item_id":"i","id":"seg_1","text":"Hello","speaker":"A","start":0.0,"end":0.4}"#;
     assert_eq!(m(segment), Meaning::TextDelta);
+    // Its whole text in it: the turn's first text too when no delta brought any.
     let done = r#"{"type":"conversation.item.input_audio_transcription.completed","item_id":"i","content_index":0,"transcript":"Hello"}"#;
-    assert_eq!(
-        m(done),
-        Meaning::TurnDone {
-            completed: true,
-            failure: None
-        }
-    );
+    assert_eq!(m(done), Meaning::DoneWithText);
     // An empty transcript (silence) is a transcript all the same.
     assert_eq!(
         m(

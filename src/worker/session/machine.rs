@@ -878,6 +878,16 @@ impl Machine {
                     .flatten();
                 self.record(sample, now_s);
             }
+            Meaning::DoneWithText => {
+                self.on_turns(|t| t.text_in_done(now_s));
+                return self.on_meaning(
+                    Meaning::TurnDone {
+                        completed: true,
+                        failure: None,
+                    },
+                    now_s,
+                );
+            }
             Meaning::TurnDone { completed, failure } => {
                 if let Some((code, message)) = failure {
                     let (code, message) = printable_error(&code, &message);

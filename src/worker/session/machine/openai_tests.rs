@@ -622,3 +622,32 @@ fn a_transcription_sessions_transcripts_go_to_their_items_turns_in_any_order() {
     assert_eq!((counts.ended, counts.answered, counts.failed), (2, 2, 1));
     assert_eq!(m.outcome.error_codes.get("audio_unintelligible"), Some(&1));
 }
+
+/// A transcript sent whole in its `.completed`, with no delta before it, is the turn's first
+/// text too (it was left out of the first-text figures, where a conversation's input
+/// transcript sent so counted).
+#[test]
+fn a_transcript_sent_whole_in_its_completed_is_its_turns_first_text() {
+    let mut m = machine(&[
+        "--session-type",
+        "transcription",
+        "--turn-detection",
+        "none",
+    ]);
+    stream_to_the_final_commit(&mut m);
+    assert_eq!(
+        m.next_action(),
+        Action::Await("conversation.item.input_audio_transcription.completed")
+    );
+    let committed = r#"{"type":"input_audio_buffer.committed","event_id":"e3","item_id":"item_a"}"#;
+    hear(&mut m, committed, 1.81);
+    let done = r#"{"type":"conversation.item.input_audio_transcription.completed","event_id":"e4","item_id":"item_a","content_index":0,"transcript":"alpha bravo"}"#;
+    assert_eq!(hear(&mut m, done, 2.1), Flow::Reached);
+    let stats = m.stats.borrow();
+    let turns = &stats.hist.turns;
+    let near = |ms: f64, want: f64| (ms - want).abs() < 0.5;
+    assert_eq!(turns.first_text_after_end.count(), 1);
+    let first = turns.first_text_after_end.max_ms();
+    assert!(near(first, 300.0), "{first}");
+    assert!(near(turns.done_after_end.max_ms(), 300.0));
+}

@@ -306,6 +306,27 @@ impl Turns {
         }
     }
 
+    /// The answer under way is done at `now_s` with its whole text in it: when no delta
+    /// brought any, that is its first text, timed as a delta's would be (taken with
+    /// [`Turns::take_input_text`] once it is done).
+    pub fn text_in_done(&mut self, now_s: f64) {
+        self.answer_text_seen = true;
+        let Some(turn) = self.answering() else {
+            return;
+        };
+        if turn.first_text_s.is_some() {
+            return;
+        }
+        turn.first_text_s = Some(now_s);
+        turn.last_text_s = Some(now_s);
+        let sample = match (turn.end_s, turn.start_s) {
+            (Some(end_s), _) => Some(Sample::FirstTextAfterEnd(now_s - end_s)),
+            (None, Some(start_s)) => Some(Sample::FirstTextAfterStart(now_s - start_s)),
+            (None, None) => None,
+        };
+        self.input_text_sample = sample;
+    }
+
     /// The server sent the transcript of the input at `now_s` (a delta, or the completed one
     /// when `done`). It goes to the oldest waiting turn whose transcript is not complete (the
     /// server transcribes committed input in order), or to none. It times nothing now: it is
