@@ -615,6 +615,13 @@ pub trait ClientProtocol {
         None
     }
 
+    /// Whether an error of `code` refuses a commit for an empty buffer (OpenAI's
+    /// `input_audio_buffer_commit_empty`): after the server's VAD committed the input itself
+    /// at its end, the client's final commit finds nothing left (the end-of-input race).
+    fn refuses_an_empty_commit(&self, _code: &str) -> bool {
+        false
+    }
+
     /// The packet a server error names (its `event_id` is `answers`), when the server's
     /// refusal of that packet ends the input: every later packet would be refused too.
     /// `None` for protocols whose refused packet leaves the stream going.

@@ -409,6 +409,10 @@ impl ClientProtocol for Openai {
         (turn % 2 == u32::from(!self.transcription)).then_some(turn / 2)
     }
 
+    fn refuses_an_empty_commit(&self, code: &str) -> bool {
+        code == "input_audio_buffer_commit_empty"
+    }
+
     fn headers(&self) -> Vec<(&'static str, String)> {
         match self.version {
             ApiVersion::Ga => Vec::new(),

@@ -133,6 +133,12 @@ pub struct Machine {
     /// The session ends because the server refused something without ending the session
     /// itself (a non-fatal error): it is owed a polite close ([`Machine::goodbye`]).
     refused_open: bool,
+    /// The event id of the commit that ends the input's last turn, once sent.
+    final_commit_id: Option<String>,
+    /// The server committed input after the last packet was sent (its VAD's end of a turn).
+    committed_after_input: bool,
+    /// The input's last turn was withdrawn: the server's VAD had committed its audio already.
+    final_withdrawn: bool,
 }
 
 impl Machine {
@@ -178,6 +184,9 @@ impl Machine {
             turn_asked_at_send: None,
             serving,
             refused_open: false,
+            final_commit_id: None,
+            committed_after_input: false,
+            final_withdrawn: false,
         }
     }
 
@@ -339,6 +348,9 @@ impl Machine {
                         None => {}
                     }
                     self.step_event_id = frame.text().and_then(event_id_of);
+                    if matches!(step.turn, Some(TurnMark::Ends | TurnMark::EndsAsking)) {
+                        self.final_commit_id = self.step_event_id.clone();
+                    }
                     return Action::Send(frame);
                 }
                 let idle = self.turns.as_ref().is_none_or(Turns::idle);
@@ -807,6 +819,9 @@ impl Machine {
                         "the server answered STOP with stopped and no final result (is_final: true) before it: Fun-ASR sends the final result of the audio first".to_string(),
                     );
                 }
+                if reached == Milestone::Committed && self.phase == Phase::Finishing {
+                    self.committed_after_input = true;
+                }
                 return self.arrived(Some(reached));
             }
             Meaning::Accepted { seq } => {
@@ -958,6 +973,9 @@ impl Machine {
     /// set-up command the session waits on (no answer to that will come: waiting out
     /// `--recv-timeout` would only hide the refusal).
     fn on_error(&mut self, fatal: bool, code: &str, message: &str, answers: Option<&str>) -> Flow {
+        if let Some(flow) = self.end_of_input_race(code, answers) {
+            return flow;
+        }
         let (code, message) = printable_error(code, message);
         self.count_error(&code, &message);
         // What to do about it, where the code says (a model the server does not serve).
@@ -1010,6 +1028,28 @@ impl Machine {
             .is_some_and(|s| s.until == Some(Milestone::Closed));
         self.refused_open = matches!(flow, Flow::End(_)) && !closing;
         flow
+    }
+
+    /// The end-of-input race with the server's VAD: speech was open when the input ended, so
+    /// the client committed its last turn; but the VAD had stopped the speech and committed
+    /// the input itself after the last packet, so the client's commit finds an empty buffer
+    /// and is refused (OpenAI's `input_audio_buffer_commit_empty`), and so is the
+    /// `response.create` that asks for that turn's answer (the VAD turn's is under way). The
+    /// server did as it should: no server error, and no turn of the client's (its audio is the
+    /// VAD turn's, which is answered and timed). Any other refusal goes on as one.
+    fn end_of_input_race(&mut self, code: &str, answers: Option<&str>) -> Option<Flow> {
+        let answers = answers?;
+        let final_turn = crate::protocol::FINAL_TURN;
+        let raced = self.committed_after_input
+            && Some(answers) == self.final_commit_id.as_deref()
+            && self.protocol.refuses_an_empty_commit(code);
+        if raced {
+            self.final_withdrawn = true;
+            self.on_turns(|t| t.withdraw(final_turn));
+            return Some(self.arrived(None));
+        }
+        let asks_for_it = self.protocol.refuses_turn(self.ids, answers) == Some(final_turn);
+        (self.final_withdrawn && asks_for_it).then(|| self.arrived(None))
     }
 
     /// A transcription result (Fun-ASR): a partial's lateness behind its audio, and the gap

@@ -311,7 +311,10 @@ fn a_refused_final_response_create_ends_the_session_when_nothing_more_is_owed() 
 /// itself, so the client's commit is refused as empty and its `response.create` as one too
 /// many. The server sends its own `committed` before refusing the client's commit (it handles
 /// events in order), which ends the client's wait for one; the refusals then leave only the
-/// VAD's turn owed, and its answer ends the session — completed, not failed.
+/// VAD's turn owed, and its answer ends the session — completed, not failed. The server did as
+/// it should: neither refusal is its error (they made the run incomplete), and the client's
+/// final turn, whose audio the VAD's turn holds, is withdrawn (it counted one turn of speech
+/// as two ended).
 #[test]
 fn the_vads_commit_racing_the_clients_final_one_leaves_the_session_complete() {
     let mut m = machine(&[]);
@@ -360,7 +363,71 @@ fn the_vads_commit_racing_the_clients_final_one_leaves_the_session_complete() {
     assert_eq!(hear(&mut m, done, 2.5), Flow::Reached);
     assert_eq!(m.next_action(), Action::Done);
     let counts = m.turns.as_ref().unwrap().counts;
-    assert_eq!((counts.answered, counts.refused), (1, 1));
+    assert_eq!((counts.ended, counts.answered, counts.refused), (1, 1, 0));
+    assert!(
+        m.outcome.error_codes.is_empty(),
+        "{:?}",
+        m.outcome.error_codes
+    );
+    assert_eq!(m.stats.borrow().error_events, 0);
+}
+
+/// The same race in a transcription session: the client's final commit, refused as empty
+/// after the VAD committed the input itself, is no error and no turn; a commit refused so
+/// while the input streamed (nothing committed after the last packet) stays one.
+#[test]
+fn the_vads_commit_racing_a_transcription_sessions_final_one_is_no_error() {
+    let mut m = machine(&["--session-type", "transcription"]);
+    let speech =
+        [r#"{"type":"input_audio_buffer.speech_started","event_id":"e3","audio_start_ms":0}"#];
+    stream(&mut m, &speech);
+    let Action::Send(commit) = m.next_action() else {
+        panic!("speech is open: the client commits")
+    };
+    m.control_sending(1.8);
+    let commit_id = serde_json::from_str::<serde_json::Value>(commit.text().unwrap()).unwrap()
+        ["event_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(
+        m.next_action(),
+        Action::Await("conversation.item.input_audio_transcription.completed")
+    );
+    let stopped =
+        r#"{"type":"input_audio_buffer.speech_stopped","event_id":"e4","audio_end_ms":700}"#;
+    hear(&mut m, stopped, 1.81);
+    let committed = r#"{"type":"input_audio_buffer.committed","event_id":"e5","item_id":"item_v"}"#;
+    hear(&mut m, committed, 1.811);
+    let empty = format!(
+        r#"{{"type":"error","event_id":"e6","error":{{"code":"input_audio_buffer_commit_empty","message":"buffer too small","event_id":"{commit_id}"}}}}"#
+    );
+    assert_eq!(
+        hear(&mut m, &empty, 1.813),
+        Flow::Continue,
+        "the VAD's turn is owed"
+    );
+    let done = r#"{"type":"conversation.item.input_audio_transcription.completed","event_id":"e7","item_id":"item_v","transcript":"alpha"}"#;
+    assert_eq!(hear(&mut m, done, 2.1), Flow::Reached);
+    assert_eq!(m.next_action(), Action::Done);
+    let counts = m.turns.as_ref().unwrap().counts;
+    assert_eq!((counts.ended, counts.answered, counts.refused), (1, 1, 0));
+    assert_eq!(m.stats.borrow().error_events, 0);
+    // Without a commit of the server's after the input, the refusal is the server's error.
+    let mut m = machine(&[
+        "--session-type",
+        "transcription",
+        "--turn-detection",
+        "none",
+    ]);
+    let id = stream_to_the_final_commit(&mut m);
+    m.next_action();
+    let refusal = format!(
+        r#"{{"type":"error","event_id":"e3","error":{{"code":"input_audio_buffer_commit_empty","message":"buffer too small","event_id":"{id}"}}}}"#
+    );
+    hear(&mut m, &refusal, 1.82);
+    assert_eq!(m.stats.borrow().error_events, 1);
+    assert_eq!(m.turns.as_ref().unwrap().counts.refused, 1);
 }
 
 /// Two VAD turns, the second ending while the first's response runs; the input then ends with

@@ -460,6 +460,16 @@ impl Turns {
         }
     }
 
+    /// Turn `tag` never was one: the server had taken its input into another turn already
+    /// (its VAD committed it before the client's commit came, which it then refused as empty).
+    /// Not ended, not refused: gone.
+    pub fn withdraw(&mut self, tag: u32) {
+        if let Some(at) = self.waiting.iter().position(|t| t.tag == Some(tag)) {
+            self.waiting.remove(at);
+            self.counts.ended = self.counts.ended.saturating_sub(1);
+        }
+    }
+
     /// The session is over: turns left behind that no response came for are `unanswered`.
     pub fn settle(&mut self) {
         let before = self.waiting.len();
