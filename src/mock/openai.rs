@@ -327,6 +327,7 @@ impl Session {
             self.transcription = transcription;
             self.asked = Value::Object(serde_json::Map::new());
         }
+        terms::drop_replaced_turn_detection(self.beta, &mut self.asked, asked);
         terms::merge(&mut self.asked, asked);
         self.terms = terms::Terms::of(self.beta, &self.asked);
         match self.terms.vad {

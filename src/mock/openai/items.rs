@@ -82,11 +82,12 @@ impl Session {
             0 => words[0].to_string(),
             k => format!(" {}", words[k]),
         };
-        self.push(
-            out,
-            json!({"type": names::INPUT_TRANSCRIPT_DELTA, "item_id": item_id,
-                "content_index": 0, "delta": delta}),
-        );
+        let mut event = json!({"type": names::INPUT_TRANSCRIPT_DELTA, "item_id": item_id,
+            "content_index": 0, "delta": delta});
+        if terms::logprobs(&self.asked) {
+            event["logprobs"] = logprobs(&[&delta]);
+        }
+        self.push(out, event);
     }
 
     /// The transcript of `item_id` is complete: the whole of it, and what it cost.
@@ -108,12 +109,36 @@ impl Session {
                 "output_tokens": output_tokens, "total_tokens": audio_tokens + output_tokens,
                 "input_token_details": {"audio_tokens": audio_tokens, "text_tokens": 0}})
         };
-        self.push(
-            out,
-            json!({"type": names::INPUT_TRANSCRIPT_DONE, "item_id": item_id, "content_index": 0,
-                "transcript": words.join(" "), "usage": usage}),
-        );
+        let transcript = words.join(" ");
+        let mut event = json!({"type": names::INPUT_TRANSCRIPT_DONE, "item_id": item_id,
+            "content_index": 0, "transcript": transcript, "usage": usage});
+        if terms::logprobs(&self.asked) {
+            let tokens: Vec<String> = words
+                .iter()
+                .enumerate()
+                .map(|(k, w)| {
+                    if k == 0 {
+                        w.to_string()
+                    } else {
+                        format!(" {w}")
+                    }
+                })
+                .collect();
+            let tokens: Vec<&str> = tokens.iter().map(String::as_str).collect();
+            event["logprobs"] = logprobs(&tokens);
+        }
+        self.push(out, event);
     }
+}
+
+/// The log probabilities of `tokens` when the session asked for them (`include`:
+/// `item.input_audio_transcription.logprobs`), in openai-python's `LogProbProperties`: each
+/// token sure (the stand-in words are what the mock heard).
+fn logprobs(tokens: &[&str]) -> Value {
+    tokens
+        .iter()
+        .map(|t| json!({"token": t, "logprob": -0.01, "bytes": t.as_bytes()}))
+        .collect()
 }
 
 /// The stand-in words of `audio_s` of audio: one a second, at least one.

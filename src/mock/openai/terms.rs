@@ -111,6 +111,14 @@ pub fn check(beta: bool, session: Option<&Value>) -> Result<&Value, Refusal> {
 /// The keys of a GA transcription session, and of its `audio`.
 const TRANSCRIPTION_KEYS: &[&str] = &["audio", "include", "type"];
 const TRANSCRIPTION_AUDIO_KEYS: &[&str] = &["input"];
+const AUDIO_INPUT_KEYS: &[&str] = &[
+    "format",
+    "noise_reduction",
+    "transcription",
+    "turn_detection",
+];
+/// What a GA session's `include` may list (openai-python's `Literal`).
+pub const LOGPROBS: &str = "item.input_audio_transcription.logprobs";
 
 /// Whether a GA `session` asks for a transcription session (`type` `"transcription"`).
 pub fn asks_for_transcription(session: Option<&Value>) -> bool {
@@ -128,11 +136,11 @@ fn check_ga(session: &Value) -> Result<(), Refusal> {
                     .find(|k| !known.contains(&k.as_str()))
                     .map(|k| Refusal::unknown(&format!("{at}{k}")))
             };
-            if let Some(refused) =
-                unknown(session.as_object(), TRANSCRIPTION_KEYS, "").or_else(|| {
-                    let audio = session.get("audio").and_then(Value::as_object);
-                    unknown(audio, TRANSCRIPTION_AUDIO_KEYS, "audio.")
-                })
+            let audio = session.get("audio").and_then(Value::as_object);
+            let input = session.pointer("/audio/input").and_then(Value::as_object);
+            if let Some(refused) = unknown(session.as_object(), TRANSCRIPTION_KEYS, "")
+                .or_else(|| unknown(audio, TRANSCRIPTION_AUDIO_KEYS, "audio."))
+                .or_else(|| unknown(input, AUDIO_INPUT_KEYS, "audio.input."))
             {
                 return Err(refused);
             }
@@ -149,6 +157,16 @@ fn check_ga(session: &Value) -> Result<(), Refusal> {
     for side in ["input", "output"] {
         if let Some(format) = session.pointer(&format!("/audio/{side}/format")) {
             check_ga_format(side, format)?;
+        }
+    }
+    match session.get("include") {
+        None | Some(Value::Null) => {}
+        Some(Value::Array(listed)) if listed.iter().all(|i| i == LOGPROBS) => {}
+        Some(other) => {
+            return Err(Refusal::invalid(
+                "session.include",
+                format!("Invalid value: {other}. Supported values are: ['{LOGPROBS}']."),
+            ))
         }
     }
     let modalities = session.get("output_modalities").and_then(Value::as_array);
@@ -204,6 +222,32 @@ fn check_beta(session: &Value) -> Result<(), Refusal> {
         }
     }
     Ok(())
+}
+
+/// Whether a session's accepted fields ask for logprobs on its transcripts (`include`).
+pub fn logprobs(asked: &Value) -> bool {
+    asked
+        .get("include")
+        .and_then(Value::as_array)
+        .is_some_and(|i| i.iter().any(|i| i == LOGPROBS))
+}
+
+/// A turn detection of another type than the one before it replaces it whole: the settings
+/// of one type are not the other's (`idle_timeout_ms` is server VAD's, `eagerness` semantic
+/// VAD's).
+pub fn drop_replaced_turn_detection(beta: bool, asked: &mut Value, update: &Value) {
+    let at = if beta {
+        "/turn_detection"
+    } else {
+        "/audio/input/turn_detection"
+    };
+    let kind = |v: Option<&Value>| v.and_then(|t| t.get("type")).cloned();
+    let new = update.pointer(at);
+    if kind(new).is_some() && kind(new) != kind(asked.pointer(at)) {
+        if let Some(old) = asked.pointer_mut(at) {
+            *old = Value::Null;
+        }
+    }
 }
 
 /// Merges an accepted update into the session's accepted fields: objects key by key, any
@@ -315,10 +359,13 @@ pub fn transcription_object(id: &str, asked: &Value) -> Value {
         vad.remove("create_response");
         vad.remove("interrupt_response");
     }
-    merge(
-        &mut shown,
-        &json!({"audio": {"input": {"turn_detection": vad}}}),
-    );
+    merge(&mut shown, &json!({"audio": {"input": {}}}));
+    if let Some(input) = shown
+        .pointer_mut("/audio/input")
+        .and_then(Value::as_object_mut)
+    {
+        input.insert("turn_detection".into(), vad);
+    }
     if let Some(model) = transcription_model(false, asked) {
         merge(
             &mut shown,

@@ -638,3 +638,68 @@ fn a_transcription_session_without_a_transcription_asked_for_transcribes_nothing
     assert_eq!(kinds(&mut out)[0], "input_audio_buffer.committed");
     assert_eq!(s.next_wake_s(), None);
 }
+
+/// What a transcription session's update may say, as openai-python types it: `include` lists
+/// logprobs only (and then every transcript event carries them), `audio.input` its four keys;
+/// a VAD of another type replaces the one before it, and a transcription session's VAD shows no
+/// response flags.
+#[test]
+fn a_transcription_sessions_update_is_checked_and_shown_as_the_sdk_types_it() {
+    let transcription = Hello {
+        transcription: true,
+        ..Hello::default()
+    };
+    let b = behaviour(&["--first-delta-ms", "10", "--delta-interval-ms", "10"]);
+    let (mut s, c, mut out) = (
+        Session::new(b, 0, transcription),
+        Counters::new(),
+        Vec::new(),
+    );
+    for (update, code) in [
+        (
+            r#"{"type":"session.update","session":{"type":"transcription","include":["bogus"]}}"#,
+            "error invalid_value",
+        ),
+        (
+            r#"{"type":"session.update","session":{"type":"transcription","audio":{"input":{"foo":1}}}}"#,
+            "error unknown_parameter",
+        ),
+    ] {
+        s.on_text(update, 0.0, &c, &mut out);
+        assert_eq!(kinds(&mut out), [code], "{update}");
+    }
+    let server_vad = r#"{"type":"session.update","session":{"type":"transcription","audio":{"input":{"turn_detection":{"type":"server_vad","idle_timeout_ms":5000,"create_response":true}}}}}"#;
+    s.on_text(server_vad, 0.0, &c, &mut out);
+    let shown = events(&mut out)[0]["session"]["audio"]["input"]["turn_detection"].clone();
+    assert_eq!(shown["idle_timeout_ms"], 5000);
+    assert!(shown.get("create_response").is_none(), "{shown}");
+    let semantic = r#"{"type":"session.update","session":{"type":"transcription","include":["item.input_audio_transcription.logprobs"],"audio":{"input":{"transcription":{"model":"gpt-4o-transcribe"},"turn_detection":{"type":"semantic_vad"}}}}}"#;
+    s.on_text(semantic, 0.0, &c, &mut out);
+    let shown = events(&mut out)[0]["session"]["audio"]["input"]["turn_detection"].clone();
+    assert_eq!(shown["type"], "semantic_vad");
+    assert!(shown.get("idle_timeout_ms").is_none(), "{shown}");
+    let manual = r#"{"type":"session.update","session":{"type":"transcription","audio":{"input":{"turn_detection":null}}}}"#;
+    s.on_text(manual, 0.0, &c, &mut out);
+    out.clear();
+    for k in 0..13 {
+        s.on_text(&append(&[0u8; 3840]), f64::from(k) * 0.08, &c, &mut out);
+    }
+    s.on_text(
+        r#"{"type":"input_audio_buffer.commit"}"#,
+        1.04,
+        &c,
+        &mut out,
+    );
+    out.clear();
+    s.on_timer(2.0, &mut out);
+    let transcript = events(&mut out);
+    let delta = &transcript[0];
+    assert_eq!(delta["logprobs"][0]["token"], delta["delta"]);
+    assert!(delta["logprobs"][0]["bytes"].is_array());
+    let completed = transcript.last().unwrap();
+    assert_eq!(
+        completed["type"],
+        "conversation.item.input_audio_transcription.completed"
+    );
+    assert_eq!(completed["logprobs"].as_array().unwrap().len(), 1);
+}
