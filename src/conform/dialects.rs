@@ -75,7 +75,8 @@ pub fn check(protocol: Protocol, session: &str, records: &[Record]) -> SessionRe
                 r.kind(),
             );
         }
-        if r.kind() == "error" {
+        let raced = protocol == Protocol::Openai && refused_in_the_race(records, i);
+        if r.kind() == "error" && !raced {
             v.add(
                 "server-error",
                 Some((i, r)),
@@ -95,6 +96,50 @@ pub fn check(protocol: Protocol, session: &str, records: &[Record]) -> SessionRe
         violations: v.violations,
         close_recorded,
     }
+}
+
+/// Whether the error at `i` is the end-of-input race's (docs/openai-realtime.md): the
+/// client's commit after its last append refused as empty (`input_audio_buffer_commit_empty`)
+/// because the server's VAD committed the input itself after that append, or the
+/// `response.create` right after such a commit refused for the VAD turn's response under way.
+/// The server did as it should.
+fn refused_in_the_race(records: &[Record], i: usize) -> bool {
+    use openai::names as n;
+    let event = &records[i].event;
+    let (Some(code), Some(answers)) = (
+        event.pointer("/error/code").and_then(Value::as_str),
+        event.pointer("/error/event_id").and_then(Value::as_str),
+    ) else {
+        return false;
+    };
+    let sent = |j: &usize| {
+        let r = &records[*j];
+        r.direction == Direction::Send
+            && r.event.get("event_id").and_then(Value::as_str) == Some(answers)
+    };
+    let Some(j) = (0..i).rev().find(sent) else {
+        return false;
+    };
+    let commit = match (code, records[j].kind()) {
+        ("input_audio_buffer_commit_empty", n::COMMIT) => j,
+        ("conversation_already_has_active_response", n::RESPONSE_CREATE) => {
+            match (0..j)
+                .rev()
+                .find(|&k| records[k].direction == Direction::Send)
+            {
+                Some(k) if records[k].kind() == n::COMMIT => k,
+                _ => return false,
+            }
+        }
+        _ => return false,
+    };
+    let last_append = (0..commit)
+        .rev()
+        .find(|&k| records[k].direction == Direction::Send && records[k].kind() == n::APPEND);
+    let after = last_append.map_or(0, |k| k + 1);
+    records[after..i]
+        .iter()
+        .any(|r| r.direction == Direction::Receive && r.kind() == n::COMMITTED)
 }
 
 struct Findings<'a> {
@@ -486,6 +531,51 @@ mod tests {
         stray.push(rec(Direction::Receive, json!({"type":"conversation.item.input_audio_transcription.completed","event_id":"e6","item_id":"item_b","transcript":"x"})));
         assert_eq!(rules(&stray), [("oa-transcript", "item_z".to_string())]);
         assert!(rules(&session("realtime", "item_z")).is_empty());
+    }
+
+    /// The end-of-input race: the server's VAD committed the input after the last append, so
+    /// the client's final commit is refused as empty and its response.create as one too many:
+    /// no server error. The same refusal with nothing committed after the last append is one.
+    #[test]
+    fn the_end_of_input_race_is_no_server_error() {
+        let records = |vad_committed: bool| {
+            let mut r = vec![
+                rec(
+                    Direction::Receive,
+                    json!({"type":"session.created","event_id":"e0"}),
+                ),
+                rec(
+                    Direction::Send,
+                    json!({"type":"input_audio_buffer.append","event_id":"evt_1","audio":""}),
+                ),
+                rec(
+                    Direction::Send,
+                    json!({"type":"input_audio_buffer.commit","event_id":"evt_c"}),
+                ),
+                rec(
+                    Direction::Send,
+                    json!({"type":"response.create","event_id":"evt_r"}),
+                ),
+            ];
+            if vad_committed {
+                r.push(rec(
+                    Direction::Receive,
+                    json!({"type":"input_audio_buffer.committed","event_id":"e1","item_id":"i"}),
+                ));
+            }
+            r.push(rec(Direction::Receive, json!({"type":"error","event_id":"e2","error":{"code":"input_audio_buffer_commit_empty","message":"m","event_id":"evt_c"}})));
+            r.push(rec(Direction::Receive, json!({"type":"error","event_id":"e3","error":{"code":"conversation_already_has_active_response","message":"m","event_id":"evt_r"}})));
+            r
+        };
+        let errors = |r: &[Record]| {
+            check(Protocol::Openai, "s", r)
+                .violations
+                .iter()
+                .filter(|v| v.rule == "server-error")
+                .count()
+        };
+        assert_eq!(errors(&records(true)), 0);
+        assert_eq!(errors(&records(false)), 2);
     }
 
     #[test]
