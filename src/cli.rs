@@ -159,7 +159,7 @@ pub struct RunArgs {
     /// Kernel send buffer of each connection (SO_SNDBUF), in bytes [default: the OS's, autotuned up to megabytes]; a small one shows a server that stops reading within a few packets.
     #[arg(long, value_parser = clap::value_parser!(u32).range(4096..), help_heading = "Server")]
     pub send_buffer_bytes: Option<u32>,
-    /// With --protocol funasr, the language the client sets after START (a LANGUAGE:<name> line): the name goes into the model's prompt as it is, e.g. 中文, English, 日本語 (not a code such as zh) [default: none].
+    /// With --protocol funasr, the language the client sets after START (a LANGUAGE:<name> line): the name goes into the model's prompt as it is, e.g. 中文, English, 日本語 (not a code such as zh); in an openai transcription session, the transcription's language as an ISO-639-1 code, e.g. en (audio.input.transcription.language) [default: none].
     #[arg(long, help_heading = "Server")]
     pub language: Option<String>,
     /// With --protocol funasr, the hotwords the client sets after START, comma-separated (HOTWORDS:w1,w2) [default: none].
@@ -539,7 +539,7 @@ pub struct ConformArgs {
     /// With --audio (or --protocol funasr's built-in speech), how many times each session plays it, as `run --loops`.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100_000))]
     pub loops: u32,
-    /// With --url and --protocol funasr, the LANGUAGE:<name> the sessions set after START, as `run --language`.
+    /// With --url and --protocol funasr, the LANGUAGE:<name> the sessions set after START, as `run --language`; in an openai transcription session, the transcription's language (ISO-639-1).
     #[arg(long)]
     pub language: Option<String>,
     /// With --url and --protocol funasr, the HOTWORDS:w1,w2 the sessions set after START, as `run --hotwords`.

@@ -461,7 +461,7 @@ pub fn validate(args: &RunArgs, command_line: String, tui: bool) -> Result<RunPl
     }
     let audio = audio_of(args, client.input_sample_rate, mock_profile)?;
     let (duration_s, packets) = duration_of(args, &audio, client.input_sample_rate, packet_ms)?;
-    check_limits(args, duration_s, sessions)?;
+    check_limits(args, duration_s, sessions, &client)?;
     let url = match &args.url {
         Some(url) => {
             check_url(url)?;
@@ -646,7 +646,12 @@ fn duration_of(
 
 /// The timeouts, modalities, protocol-only flags, pings, the late threshold against the run's
 /// length, and the run's size.
-fn check_limits(args: &RunArgs, duration_s: f64, sessions: u32) -> Result<()> {
+fn check_limits(
+    args: &RunArgs,
+    duration_s: f64,
+    sessions: u32,
+    client: &ClientSettings,
+) -> Result<()> {
     let funasr = args.speak.protocol == Protocol::Funasr;
     if args.limits.connect_timeout.is_zero() {
         bail!("--connect-timeout must be more than zero");
@@ -663,9 +668,14 @@ fn check_limits(args: &RunArgs, duration_s: f64, sessions: u32) -> Result<()> {
     {
         bail!("--modalities: `{bad}` is not a modality; give audio, text or audio,text");
     }
+    // An OpenAI transcription session takes a language too (its transcription's, ISO-639-1).
+    let transcribes = client.session_type == Some(SessionType::Transcription);
+    if args.language.is_some() && args.speak.protocol == Protocol::Openai && !transcribes {
+        bail!("--language applies to --protocol funasr, or to an openai transcription session (--session-type transcription), whose transcription it sets (an ISO-639-1 code such as en)");
+    }
     if !funasr {
         for (flag, given) in [
-            ("--language", args.language.is_some()),
+            ("--language", args.language.is_some() && !transcribes),
             ("--hotwords", args.hotwords.is_some()),
             ("--output-jsonl", args.output_jsonl.is_some()),
         ] {
@@ -2097,6 +2107,21 @@ mod tests {
             p.settings.client.model.as_deref(),
             Some("gpt-4o-transcribe")
         );
+        // Its transcription's language; a conversation has none to set.
+        let p = plan(&[
+            "--protocol",
+            "openai",
+            "--session-type",
+            "transcription",
+            "--language",
+            "en",
+        ])
+        .unwrap();
+        assert_eq!(p.settings.language.as_deref(), Some("en"));
+        assert!(err(&["--protocol", "openai", "--language", "en"]).contains(
+            "--language applies to --protocol funasr, or to an openai transcription session"
+        ));
+        assert!(err(&["--protocol", "vllm", "--language", "en"]).contains("is a Fun-ASR setting"));
         // A conversation by default, and with no session type for the other protocols.
         let p = plan(&["--protocol", "openai"]).unwrap();
         assert_eq!(p.settings.client.session_type, Some(SessionType::Realtime));

@@ -794,7 +794,7 @@ mod tests {
         let c = ClientSettings::default();
         let protocols: [Box<dyn ClientProtocol>; 4] = [
             Box::new(Native::default()),
-            Box::new(Openai::new(&c, &["audio".to_string()], 80)),
+            Box::new(Openai::new(&c, &["audio".to_string()], None, 80)),
             Box::new(Vllm::new(&c)),
             Box::new(Funasr::new(None, None)),
         ];

@@ -509,6 +509,7 @@ pub(crate) fn client_protocol(settings: &Settings) -> Rc<dyn ClientProtocol> {
         Protocol::Openai => Rc::new(Openai::new(
             &settings.client,
             &settings.modalities,
+            settings.language.as_deref(),
             settings.packet_ms,
         )),
         Protocol::Vllm => Rc::new(Vllm::new(&settings.client)),

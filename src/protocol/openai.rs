@@ -119,12 +119,19 @@ pub struct Openai {
 pub const MIN_COMMIT_MS: u64 = 100;
 
 impl Openai {
-    /// A client of `c`'s terms asking for `modalities`, sending packets of `packet_ms`.
-    pub fn new(c: &ClientSettings, modalities: &[String], packet_ms: u32) -> Openai {
+    /// A client of `c`'s terms asking for `modalities` (a transcription session: transcribing
+    /// `language`, when given), sending packets of `packet_ms`.
+    pub fn new(
+        c: &ClientSettings,
+        modalities: &[String],
+        language: Option<&str>,
+        packet_ms: u32,
+    ) -> Openai {
         let transcription = c.session_type == Some(SessionType::Transcription);
         let session = if transcription {
             transcription_session_object(
                 c.model.as_deref().unwrap_or(MOCK_TRANSCRIPTION_MODEL),
+                language,
                 c.input_sample_rate,
                 c.turn_detection.unwrap_or_default(),
             )
@@ -193,10 +200,12 @@ impl Openai {
 
 /// The `session` of a transcription session's `session.update` (GA: openai-python's
 /// `RealtimeTranscriptionSessionCreateRequest`): the input's format, the transcription model
-/// (without one the session transcribes nothing) and who ends a turn. The server VAD is asked
+/// (without one the session transcribes nothing) and its language when given (ISO-639-1, as
+/// `AudioTranscription.language` takes it), and who ends a turn. The server VAD is asked
 /// for by its type alone: a transcription session creates no responses for its flags to steer.
 pub fn transcription_session_object(
     model: &str,
+    language: Option<&str>,
     rate: u32,
     turn_detection: TurnDetection,
 ) -> String {
@@ -204,8 +213,11 @@ pub fn transcription_session_object(
         TurnDetection::ServerVad => r#"{"type":"server_vad"}"#,
         TurnDetection::None => "null",
     };
+    let language = language
+        .map(|l| format!(r#","language":{}"#, json_string(l)))
+        .unwrap_or_default();
     format!(
-        r#"{{"type":"transcription","audio":{{"input":{{"format":{{"type":"audio/pcm","rate":{rate}}},"transcription":{{"model":{}}},"turn_detection":{vad}}}}}}}"#,
+        r#"{{"type":"transcription","audio":{{"input":{{"format":{{"type":"audio/pcm","rate":{rate}}},"transcription":{{"model":{}{language}}},"turn_detection":{vad}}}}}}}"#,
         json_string(model)
     )
 }

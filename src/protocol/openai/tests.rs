@@ -404,7 +404,7 @@ fn transcriber(turn_detection: TurnDetection, every: Option<u64>) -> Openai {
         session_type: Some(SessionType::Transcription),
         ..ClientSettings::default()
     };
-    Openai::new(&settings, &["audio".to_string()], 80)
+    Openai::new(&settings, &["audio".to_string()], None, 80)
 }
 
 /// The transcription session's update is openai-python's
@@ -421,6 +421,18 @@ fn a_transcription_session_update_asks_for_the_model_and_no_response() {
                 "format": {"type": "audio/pcm", "rate": 24000},
                 "transcription": {"model": "gpt-4o-transcribe"},
                 "turn_detection": {"type": "server_vad"}}}}})
+    );
+    // A language, when given, goes with the model.
+    let settings = ClientSettings {
+        model: Some("whisper-1".into()),
+        session_type: Some(SessionType::Transcription),
+        ..ClientSettings::default()
+    };
+    let english = Openai::new(&settings, &[], Some("en"), 80);
+    let update: serde_json::Value = serde_json::from_str(&english.update(7)).unwrap();
+    assert_eq!(
+        update.pointer("/session/audio/input/transcription"),
+        Some(&serde_json::json!({"model": "whisper-1", "language": "en"}))
     );
     let manual = transcriber(TurnDetection::None, Some(2000));
     let update: serde_json::Value = serde_json::from_str(&manual.update(7)).unwrap();

@@ -8,7 +8,12 @@ fn machine(extra: &[&str]) -> Machine {
     let mut args = vec!["--protocol", "openai", "-s", "1", "-d", "0.8s"];
     args.extend(extra);
     test_machine(&args, 0, |s| {
-        Rc::new(Openai::new(&s.client, &s.modalities, s.packet_ms))
+        Rc::new(Openai::new(
+            &s.client,
+            &s.modalities,
+            s.language.as_deref(),
+            s.packet_ms,
+        ))
     })
 }
 
