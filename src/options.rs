@@ -1036,10 +1036,15 @@ fn session_type(args: &ProtocolArgs, url: Option<&str>) -> Result<Option<Session
     Ok(Some(session_type))
 }
 
-/// The `intent` of `url`'s query, percent-decoded.
+/// The `intent` of `url`'s query, percent-decoded (an empty one too: it is there).
 fn url_intent(url: &str) -> Option<String> {
     let query = url.split('#').next()?.split_once('?')?.1;
-    crate::protocol::query_value(query, "intent")
+    query
+        .split('&')
+        .find_map(|pair| match pair.split_once('=') {
+            Some(("intent", value)) => Some(crate::protocol::percent_decoded(value)),
+            _ => (pair == "intent").then(String::new),
+        })
 }
 
 /// `url` with `intent=transcription` in its query, unless it has an intent already: OpenAI
@@ -2143,6 +2148,19 @@ mod tests {
                     "m",
                 ],
                 "--session-type transcription, but --url asks for intent=realtime",
+            ),
+            (
+                vec![
+                    "--protocol",
+                    "openai",
+                    "--session-type",
+                    "transcription",
+                    "--url",
+                    "ws://h/v1/realtime?intent=",
+                    "--model",
+                    "m",
+                ],
+                "but --url asks for intent=:",
             ),
             (
                 vec![

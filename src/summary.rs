@@ -415,7 +415,11 @@ impl Summary {
             .extend(reasons::unmatched_answers(pooled.turns));
         verdict
             .reasons
-            .extend(reasons::early_answers(settings.protocol, pooled.turns));
+            .extend(reasons::early_answers(
+                settings.protocol,
+                settings.client.session_type,
+                pooled.turns,
+            ));
         verdict
             .reasons
             .extend(reasons::unanswered_turns(pooled.turns));

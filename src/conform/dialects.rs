@@ -17,7 +17,7 @@ pub const OPENAI_RULES: &[(&str, &str)] = &[
     ("oa-vad-order", "speech_started and speech_stopped alternate, starting with speech_started"),
     ("oa-commit", "every commit is answered by input_audio_buffer.committed or an error"),
     ("oa-response", "every response.created is followed by one response.done with a status, and deltas name a created response"),
-    ("oa-transcript", "in a transcription session, every committed item gets one transcript, .completed or .failed with its item_id, after its committed"),
+    ("oa-transcript", "in a transcription session, every committed names a new item_id, and every committed item gets one transcript, .completed or .failed with its item_id, after its committed"),
     ("oa-known-event", "every server event is one of the API's (GA or beta names)"),
     ("server-error", "the server sent no error event"),
 ];
@@ -100,46 +100,68 @@ pub fn check(protocol: Protocol, session: &str, records: &[Record]) -> SessionRe
 
 /// Whether the error at `i` is the end-of-input race's (docs/openai-realtime.md): the
 /// client's commit after its last append refused as empty (`input_audio_buffer_commit_empty`)
-/// because the server's VAD committed the input itself after that append, or the
-/// `response.create` right after such a commit refused for the VAD turn's response under way.
-/// The server did as it should.
+/// because the server's VAD stopped the speech and committed the input itself after that
+/// append, or the `response.create` right after such a refused commit refused for the VAD
+/// turn's response under way. The server did as it should.
 fn refused_in_the_race(records: &[Record], i: usize) -> bool {
     use openai::names as n;
-    let event = &records[i].event;
-    let (Some(code), Some(answers)) = (
-        event.pointer("/error/code").and_then(Value::as_str),
-        event.pointer("/error/event_id").and_then(Value::as_str),
-    ) else {
+    let Some((code, answers)) = error_of(&records[i]) else {
         return false;
     };
-    let sent = |j: &usize| {
-        let r = &records[*j];
-        r.direction == Direction::Send
-            && r.event.get("event_id").and_then(Value::as_str) == Some(answers)
+    let sent = |id: &str| {
+        (0..i).rev().find(|&j| {
+            let r = &records[j];
+            r.direction == Direction::Send
+                && r.event.get("event_id").and_then(Value::as_str) == Some(id)
+        })
     };
-    let Some(j) = (0..i).rev().find(sent) else {
+    let Some(j) = sent(answers) else {
         return false;
     };
-    let commit = match (code, records[j].kind()) {
-        ("input_audio_buffer_commit_empty", n::COMMIT) => j,
+    match (code, records[j].kind()) {
+        ("input_audio_buffer_commit_empty", n::COMMIT) => vad_committed_after_input(records, j, i),
         ("conversation_already_has_active_response", n::RESPONSE_CREATE) => {
-            match (0..j)
+            // The commit sent just before it, itself refused in the race.
+            let Some(k) = (0..j)
                 .rev()
                 .find(|&k| records[k].direction == Direction::Send)
-            {
-                Some(k) if records[k].kind() == n::COMMIT => k,
-                _ => return false,
-            }
+            else {
+                return false;
+            };
+            let commit_id = records[k].event.get("event_id").and_then(Value::as_str);
+            records[k].kind() == n::COMMIT
+                && records[..i].iter().enumerate().any(|(e, r)| {
+                    error_of(r).is_some_and(|(code, answers)| {
+                        code == "input_audio_buffer_commit_empty"
+                            && Some(answers) == commit_id
+                            && vad_committed_after_input(records, k, e)
+                    })
+                })
         }
-        _ => return false,
-    };
+        _ => false,
+    }
+}
+
+/// An error event's code and the client event it names.
+fn error_of(r: &Record) -> Option<(&str, &str)> {
+    let code = r.event.pointer("/error/code").and_then(Value::as_str);
+    let answers = r.event.pointer("/error/event_id").and_then(Value::as_str);
+    (r.direction == Direction::Receive && r.kind() == openai::names::ERROR)
+        .then_some(code.zip(answers))
+        .flatten()
+}
+
+/// Whether, between the last append before the commit at `commit` and record `until`, the
+/// server's VAD stopped the speech and then committed the input.
+fn vad_committed_after_input(records: &[Record], commit: usize, until: usize) -> bool {
+    use openai::names as n;
     let last_append = (0..commit)
         .rev()
         .find(|&k| records[k].direction == Direction::Send && records[k].kind() == n::APPEND);
     let after = last_append.map_or(0, |k| k + 1);
-    records[after..i]
-        .iter()
-        .any(|r| r.direction == Direction::Receive && r.kind() == n::COMMITTED)
+    let received = |r: &&Record| r.direction == Direction::Receive;
+    let mut events = records[after..until].iter().filter(received);
+    events.any(|r| r.kind() == n::SPEECH_STOPPED) && events.any(|r| r.kind() == n::COMMITTED)
 }
 
 struct Findings<'a> {
@@ -257,6 +279,8 @@ struct OpenaiTally {
     transcription: bool,
     /// Items committed whose transcript has not come, in a transcription session.
     untranscribed: Vec<String>,
+    /// Every item committed, in a transcription session: an item_id names one item.
+    committed_items: Vec<String>,
 }
 
 impl OpenaiTally {
@@ -304,8 +328,22 @@ impl OpenaiTally {
                     == Some(&Value::String("transcription".into()));
             }
             n::COMMITTED => {
-                if let Some(id) = r.event.get("item_id").and_then(Value::as_str) {
+                let id = r.event.get("item_id").and_then(Value::as_str);
+                if let Some(id) = id {
                     self.untranscribed.push(id.to_string());
+                }
+                // A transcript is matched to its item by the item_id of its committed.
+                let reused = id.is_some_and(|id| self.committed_items.iter().any(|c| c == id));
+                if self.transcription && (id.is_none() || reused) {
+                    v.add(
+                        "oa-transcript",
+                        Some((i, r)),
+                        "a committed naming a new item_id",
+                        id.map_or("no item_id", |_| "an item_id committed before"),
+                    );
+                }
+                if let Some(id) = id {
+                    self.committed_items.push(id.to_string());
                 }
                 // A commit of the server's VAD is not one the client asked for.
                 self.commits = (self.commits - 1).max(0);
@@ -531,6 +569,25 @@ mod tests {
         stray.push(rec(Direction::Receive, json!({"type":"conversation.item.input_audio_transcription.completed","event_id":"e6","item_id":"item_b","transcript":"x"})));
         assert_eq!(rules(&stray), [("oa-transcript", "item_z".to_string())]);
         assert!(rules(&session("realtime", "item_z")).is_empty());
+        // An item_id names one item: a committed without one, or reusing one, is named.
+        let mut reused = session("transcription", "item_b");
+        reused.push(rec(
+            Direction::Receive,
+            json!({"type":"input_audio_buffer.committed","event_id":"e7","item_id":"item_a"}),
+        ));
+        reused.push(rec(
+            Direction::Receive,
+            json!({"type":"input_audio_buffer.committed","event_id":"e8"}),
+        ));
+        let got: Vec<String> = rules(&reused).into_iter().map(|(_, got)| got).collect();
+        assert_eq!(
+            got,
+            [
+                "an item_id committed before",
+                "no item_id",
+                "2 without: item_a, item_a"
+            ]
+        );
     }
 
     /// The end-of-input race: the server's VAD committed the input after the last append, so
@@ -560,6 +617,10 @@ mod tests {
             if vad_committed {
                 r.push(rec(
                     Direction::Receive,
+                    json!({"type":"input_audio_buffer.speech_stopped","event_id":"e0b","audio_end_ms":100}),
+                ));
+                r.push(rec(
+                    Direction::Receive,
                     json!({"type":"input_audio_buffer.committed","event_id":"e1","item_id":"i"}),
                 ));
             }
@@ -576,6 +637,35 @@ mod tests {
         };
         assert_eq!(errors(&records(true)), 0);
         assert_eq!(errors(&records(false)), 2);
+        // A response.create refused after a commit the server took (--commit-every shorter
+        // than the answers) is the server's error, its committed notwithstanding.
+        let busy = [
+            rec(
+                Direction::Receive,
+                json!({"type":"session.created","event_id":"e0"}),
+            ),
+            rec(
+                Direction::Send,
+                json!({"type":"input_audio_buffer.append","event_id":"evt_1","audio":""}),
+            ),
+            rec(
+                Direction::Send,
+                json!({"type":"input_audio_buffer.commit","event_id":"evt_c"}),
+            ),
+            rec(
+                Direction::Send,
+                json!({"type":"response.create","event_id":"evt_r"}),
+            ),
+            rec(
+                Direction::Receive,
+                json!({"type":"input_audio_buffer.committed","event_id":"e1","item_id":"i"}),
+            ),
+            rec(
+                Direction::Receive,
+                json!({"type":"error","event_id":"e3","error":{"code":"conversation_already_has_active_response","message":"m","event_id":"evt_r"}}),
+            ),
+        ];
+        assert_eq!(errors(&busy), 1);
     }
 
     #[test]

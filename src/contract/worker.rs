@@ -230,7 +230,8 @@ impl TurnCounts {
     /// Adds what changed from `before` to `after` (a session's counts around one event: the
     /// worker's live tally, O(1) per event).
     pub fn add_change(&mut self, before: &TurnCounts, after: &TurnCounts) {
-        self.ended += after.ended.saturating_sub(before.ended);
+        // A turn withdrawn (the end-of-input race) takes one back.
+        self.ended = (self.ended + after.ended).saturating_sub(before.ended);
         self.answered += after.answered.saturating_sub(before.answered);
         self.failed += after.failed.saturating_sub(before.failed);
         self.refused += after.refused.saturating_sub(before.refused);
@@ -513,4 +514,31 @@ pub struct Injection {
     pub end_s: f64,
     /// e.g. whether the starving thread got real-time priority.
     pub detail: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::TurnCounts;
+
+    /// A turn withdrawn (the end-of-input race) takes its `ended` back from the live tally
+    /// too: the session's counts said 1 where the dashboard went on saying 2.
+    #[test]
+    fn the_live_tally_takes_back_a_withdrawn_turn() {
+        let mut live = TurnCounts::default();
+        let (none, one, two) = (
+            TurnCounts::default(),
+            TurnCounts {
+                ended: 1,
+                ..TurnCounts::default()
+            },
+            TurnCounts {
+                ended: 2,
+                ..TurnCounts::default()
+            },
+        );
+        live.add_change(&none, &one);
+        live.add_change(&one, &two);
+        live.add_change(&two, &one);
+        assert_eq!(live.ended, 1);
+    }
 }

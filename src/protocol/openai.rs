@@ -581,6 +581,7 @@ fn classify_in(text: &str, transcription: bool) -> Result<Received<'_>, String> 
         && matches!(
             &*event.kind,
             names::COMMITTED
+                | names::SPEECH_STOPPED
                 | names::INPUT_TRANSCRIPT_DELTA
                 | names::INPUT_TRANSCRIPT_SEGMENT
                 | names::INPUT_TRANSCRIPT_DONE

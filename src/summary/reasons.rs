@@ -135,11 +135,16 @@ pub(super) fn unmatched_answers(turns: crate::contract::worker::TurnCounts) -> O
 /// model stops early): the rest of that input went unanswered, and unmeasured.
 pub(super) fn early_answers(
     protocol: crate::protocol::Protocol,
+    session_type: Option<crate::protocol::SessionType>,
     turns: crate::contract::worker::TurnCounts,
 ) -> Option<String> {
     (turns.early > 0).then(|| {
         let answers = plural(turns.early, "answer");
-        if protocol == crate::protocol::Protocol::Vllm {
+        if session_type == Some(crate::protocol::SessionType::Transcription) {
+            format!(
+                "{answers} (a transcript's .completed) came while no turn the client or the server's VAD had ended waited for one: transcripts of input not yet committed (a transcription that streams as the audio comes), timed from the first packet of the input then arriving, not from an end — turns' `early`; see the traces"
+            )
+        } else if protocol == crate::protocol::Protocol::Vllm {
             format!(
                 "{answers} (transcription.done) came before the client's final commit: the server transcribed no more of that session's audio, so the rest of its latencies were not measured (vLLM ends a transcription when the model reaches its token limit: give shorter audio per session) — turns' `early`"
             )

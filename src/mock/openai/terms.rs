@@ -117,6 +117,8 @@ const AUDIO_INPUT_KEYS: &[&str] = &[
     "transcription",
     "turn_detection",
 ];
+/// The transcription model that takes no VAD (its transcript streams as the audio comes).
+const REALTIME_WHISPER: &str = "gpt-realtime-whisper";
 /// What a GA session's `include` may list (openai-python's `Literal`).
 pub const LOGPROBS: &str = "item.input_audio_transcription.logprobs";
 
@@ -136,6 +138,20 @@ fn check_ga(session: &Value) -> Result<(), Refusal> {
                     .find(|k| !known.contains(&k.as_str()))
                     .map(|k| Refusal::unknown(&format!("{at}{k}")))
             };
+            // openai-python: "For `gpt-realtime-whisper` transcription sessions, turn
+            // detection must be set to `null`; VAD is not supported."
+            let model = session.pointer("/audio/input/transcription/model");
+            let vad = session.pointer("/audio/input/turn_detection");
+            if model.and_then(Value::as_str) == Some(REALTIME_WHISPER)
+                && vad.is_some_and(Value::is_object)
+            {
+                return Err(Refusal::invalid(
+                    "session.audio.input.turn_detection",
+                    format!(
+                        "Turn detection is not supported for '{REALTIME_WHISPER}': set it to null."
+                    ),
+                ));
+            }
             let audio = session.get("audio").and_then(Value::as_object);
             let input = session.pointer("/audio/input").and_then(Value::as_object);
             if let Some(refused) = unknown(session.as_object(), TRANSCRIPTION_KEYS, "")
@@ -298,8 +314,12 @@ impl Terms {
         let audio_out = modalities
             .and_then(Value::as_array)
             .is_none_or(|m| m.iter().any(|m| m == "audio"));
+        // A transcription session of gpt-realtime-whisper has none unless it said otherwise.
+        let no_vad_model = asked.get("type").and_then(Value::as_str) == Some("transcription")
+            && transcription_model(false, asked).as_deref() == Some(REALTIME_WHISPER);
         let vad = match turn_detection {
             Some(Value::Null) => None,
+            None if no_vad_model => None,
             given => {
                 let flag = |key, default| {
                     given

@@ -703,3 +703,48 @@ fn a_transcription_sessions_update_is_checked_and_shown_as_the_sdk_types_it() {
     );
     assert_eq!(completed["logprobs"].as_array().unwrap().len(), 1);
 }
+
+/// gpt-realtime-whisper takes no VAD (openai-python: "turn detection must be set to null"):
+/// a transcription session of it that says nothing of turn detection has none (livekit's
+/// client sends none for it: the mock's VAD committed beside its client's commits), and one
+/// that asks for a VAD is refused.
+#[test]
+fn a_gpt_realtime_whisper_transcription_session_has_no_vad() {
+    let transcription = Hello {
+        transcription: true,
+        ..Hello::default()
+    };
+    let (mut s, c, mut out) = (
+        Session::new(behaviour(&[]), 0, transcription),
+        Counters::new(),
+        Vec::new(),
+    );
+    let vad = r#"{"type":"session.update","session":{"type":"transcription","audio":{"input":{"transcription":{"model":"gpt-realtime-whisper"},"turn_detection":{"type":"server_vad"}}}}}"#;
+    s.on_text(vad, 0.0, &c, &mut out);
+    assert_eq!(kinds(&mut out), ["error invalid_value"]);
+    let silent = r#"{"type":"session.update","session":{"type":"transcription","audio":{"input":{"transcription":{"model":"gpt-realtime-whisper"}}}}}"#;
+    s.on_text(silent, 0.0, &c, &mut out);
+    let updated = events(&mut out);
+    assert_eq!(
+        updated[0]["session"]["audio"]["input"]["turn_detection"],
+        Value::Null
+    );
+    // Speech makes no turn of its own.
+    let tone: Vec<u8> = (0..1920)
+        .flat_map(|k: i32| (((k % 48) - 24) * 1000).to_le_bytes()[..2].to_vec())
+        .collect();
+    for k in 0..25 {
+        s.on_text(&append(&tone), f64::from(k) * 0.08, &c, &mut out);
+    }
+    assert!(kinds(&mut out).is_empty());
+    // Another model's session hears it.
+    let transcription = Hello {
+        transcription: true,
+        ..Hello::default()
+    };
+    let mut s = Session::new(behaviour(&[]), 0, transcription);
+    for k in 0..25 {
+        s.on_text(&append(&tone), f64::from(k) * 0.08, &c, &mut out);
+    }
+    assert!(kinds(&mut out).contains(&"input_audio_buffer.speech_started".to_string()));
+}

@@ -13,7 +13,7 @@ use crate::options::Settings;
 use crate::pacing::{self, PacketClass, Thresholds};
 use crate::protocol::{
     AudioSpan, ClientProtocol, Ending, EventIds, Meaning, Milestone, Outgoing, Protocol, Received,
-    Step, TurnMark,
+    Step, TurnDetection, TurnMark,
 };
 use crate::trace::format::Payload;
 use serving::Serving;
@@ -135,8 +135,9 @@ pub struct Machine {
     refused_open: bool,
     /// The event id of the commit that ends the input's last turn, once sent.
     final_commit_id: Option<String>,
-    /// The server committed input after the last packet was sent (its VAD's end of a turn).
-    committed_after_input: bool,
+    /// The server's VAD stopped speech after the last packet was sent, and then the server
+    /// committed the input (the end of that turn): `.0` the first, `.1` both.
+    committed_after_input: (bool, bool),
     /// The input's last turn was withdrawn: the server's VAD had committed its audio already.
     final_withdrawn: bool,
 }
@@ -185,7 +186,7 @@ impl Machine {
             serving,
             refused_open: false,
             final_commit_id: None,
-            committed_after_input: false,
+            committed_after_input: (false, false),
             final_withdrawn: false,
         }
     }
@@ -679,18 +680,28 @@ impl Machine {
                         return self.protocol_error(why, Some(payload));
                     }
                     // An event that names its input item: the item's turn is the one it is
-                    // about (a commit names the turn's item; an answer goes to that turn).
-                    if let Some(item) = item {
+                    // about (a VAD's end of speech and a commit name the turn's item; an answer
+                    // goes to that turn).
+                    let stopped = matches!(meaning, Meaning::SpeechStopped { .. });
+                    if let Some(item) = item.filter(|_| !stopped) {
                         if meaning == Meaning::Milestone(Milestone::Committed) {
                             self.on_turns(|t| t.committed_item(item));
-                        } else {
-                            self.on_turns(|t| t.item_first(item));
+                        } else if self.on_turns(|t| t.item_first(item)) == Some(false) {
+                            return Heard {
+                                payload: Some(payload),
+                                error: None,
+                                flow: self.of_no_turn(meaning, now_s),
+                            };
                         }
+                    }
+                    let flow = self.on_meaning(meaning, now_s);
+                    if let Some(item) = item.filter(|_| stopped) {
+                        self.on_turns(|t| t.vad_item(item));
                     }
                     Heard {
                         payload: Some(payload),
                         error: None,
-                        flow: self.on_meaning(meaning, now_s),
+                        flow,
                     }
                 }
                 Err(why) => {
@@ -820,7 +831,7 @@ impl Machine {
                     );
                 }
                 if reached == Milestone::Committed && self.phase == Phase::Finishing {
-                    self.committed_after_input = true;
+                    self.committed_after_input.1 |= self.committed_after_input.0;
                 }
                 return self.arrived(Some(reached));
             }
@@ -887,6 +898,7 @@ impl Machine {
                 self.on_turns(|t| t.speech_started());
             }
             Meaning::SpeechStopped { audio_ms } => {
+                self.committed_after_input.0 |= self.phase == Phase::Finishing;
                 let anchor_s = audio_ms.and_then(|ms| self.send_of_audio_ms(ms).map(|(s, _)| s));
                 let sample = self
                     .on_turns(|t| t.speech_stopped(now_s, anchor_s))
@@ -894,7 +906,8 @@ impl Machine {
                 self.record(sample, now_s);
             }
             Meaning::DoneWithText => {
-                self.on_turns(|t| t.text_in_done(now_s));
+                let sample = self.on_turns(|t| t.text_in_done(now_s)).flatten();
+                self.record(sample, now_s);
                 return self.on_meaning(
                     Meaning::TurnDone {
                         completed: true,
@@ -933,6 +946,32 @@ impl Machine {
             // Handled in `on_frame`, which also traces it.
             Meaning::Unusable(why) => return Flow::End(format!("set-up failed: {why}")),
         }
+        Flow::Continue
+    }
+
+    /// An answer event about an item no turn is (one answered already, or none the client
+    /// ended): counted, its error too, and timed for no turn.
+    fn of_no_turn(&mut self, meaning: Meaning<'_>, now_s: f64) -> Flow {
+        let done = match meaning {
+            Meaning::TurnDone { failure, .. } => {
+                if let Some((code, message)) = failure {
+                    let (code, message) = printable_error(&code, &message);
+                    self.count_error(&code, &message);
+                }
+                true
+            }
+            Meaning::DoneWithText => true,
+            Meaning::TextDelta => {
+                self.delta_gap(now_s);
+                false
+            }
+            Meaning::Progress => {
+                self.delta_gap(now_s);
+                return Flow::Continue;
+            }
+            _ => return Flow::Continue,
+        };
+        self.on_turns(|t| t.unmatched_item(done));
         Flow::Continue
     }
 
@@ -1040,12 +1079,22 @@ impl Machine {
     fn end_of_input_race(&mut self, code: &str, answers: Option<&str>) -> Option<Flow> {
         let answers = answers?;
         let final_turn = crate::protocol::FINAL_TURN;
-        let raced = self.committed_after_input
+        let by_vad = self.settings.client.turn_detection == Some(TurnDetection::ServerVad);
+        let raced = by_vad
+            && self.committed_after_input.1
             && Some(answers) == self.final_commit_id.as_deref()
             && self.protocol.refuses_an_empty_commit(code);
         if raced {
             self.final_withdrawn = true;
             self.on_turns(|t| t.withdraw(final_turn));
+            // Its answer is not to be asked for: the request would start a response of its own
+            // at a server gone idle, which the client would then close on.
+            let asks =
+                |s: &Step| s.turn == Some(TurnMark::Asks) || s.until == Some(Milestone::Quiet);
+            self.steps.retain(|s| !asks(s));
+            if self.current.as_ref().is_some_and(asks) {
+                self.current = None;
+            }
             return Some(self.arrived(None));
         }
         let asks_for_it = self.protocol.refuses_turn(self.ids, answers) == Some(final_turn);

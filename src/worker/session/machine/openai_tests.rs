@@ -723,3 +723,189 @@ fn a_transcript_sent_whole_in_its_completed_is_its_turns_first_text() {
     assert!(near(first, 300.0), "{first}");
     assert!(near(turns.done_after_end.max_ms(), 300.0));
 }
+
+/// Speech open at the input's end: the final commit goes out, the VAD stops the speech and
+/// commits the input itself, and (as OpenAI does) creates its response — after the client's
+/// final `response.create` went out, which took that response for its own. The race's
+/// refusals then withdraw the final turn, and the response is the VAD turn's: answered, not
+/// `unmatched`, and no turn left `unanswered`.
+#[test]
+fn the_race_hands_the_response_the_final_turn_took_to_the_vads_turn() {
+    let mut m = machine(&[]);
+    let speech =
+        [r#"{"type":"input_audio_buffer.speech_started","event_id":"e3","audio_start_ms":0}"#];
+    stream(&mut m, &speech);
+    let id_of = |frame: &Outgoing| {
+        serde_json::from_str::<serde_json::Value>(frame.text().unwrap()).unwrap()["event_id"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let Action::Send(commit) = m.next_action() else {
+        panic!("the final commit")
+    };
+    m.control_sending(1.8);
+    let stopped =
+        r#"{"type":"input_audio_buffer.speech_stopped","event_id":"e4","audio_end_ms":700}"#;
+    hear(&mut m, stopped, 1.81);
+    let committed = r#"{"type":"input_audio_buffer.committed","event_id":"e5","item_id":"i1"}"#;
+    assert_eq!(
+        m.next_action(),
+        Action::Await("input_audio_buffer.committed")
+    );
+    hear(&mut m, committed, 1.811);
+    let Action::Send(respond) = m.next_action() else {
+        panic!("response.create")
+    };
+    m.control_sending(1.812);
+    assert_eq!(m.next_action(), Action::Await("response.done"));
+    let created = r#"{"type":"response.created","event_id":"e6","response":{"id":"r1"}}"#;
+    hear(&mut m, created, 1.813);
+    let empty = format!(
+        r#"{{"type":"error","event_id":"e7","error":{{"code":"input_audio_buffer_commit_empty","message":"m","event_id":"{}"}}}}"#,
+        id_of(&commit)
+    );
+    hear(&mut m, &empty, 1.814);
+    let busy = format!(
+        r#"{{"type":"error","event_id":"e8","error":{{"code":"conversation_already_has_active_response","message":"m","event_id":"{}"}}}}"#,
+        id_of(&respond)
+    );
+    hear(&mut m, &busy, 1.815);
+    let delta = r#"{"type":"response.output_audio_transcript.delta","event_id":"e9","response_id":"r1","delta":"hi"}"#;
+    hear(&mut m, delta, 2.0);
+    let done =
+        r#"{"type":"response.done","event_id":"e10","response":{"id":"r1","status":"completed"}}"#;
+    assert_eq!(hear(&mut m, done, 2.3), Flow::Reached);
+    assert_eq!(m.next_action(), Action::Done);
+    let counts = m.turns.as_ref().unwrap().counts;
+    assert_eq!(
+        (
+            counts.ended,
+            counts.answered,
+            counts.unmatched,
+            counts.unanswered
+        ),
+        (1, 1, 0, 0)
+    );
+    assert_eq!(m.stats.borrow().error_events, 0);
+    assert_eq!(m.stats.borrow().hist.turns.first_text_after_end.count(), 1);
+}
+
+/// The same race found while the final `response.create` still waits for the VAD turn's
+/// response to end: it is not sent (a server gone idle would start a response of its own, and
+/// the client would close on it).
+#[test]
+fn a_withdrawn_final_turn_asks_for_no_answer() {
+    let mut m = machine(&[]);
+    let speech =
+        [r#"{"type":"input_audio_buffer.speech_started","event_id":"e3","audio_start_ms":0}"#];
+    stream(&mut m, &speech);
+    let Action::Send(commit) = m.next_action() else {
+        panic!("the final commit")
+    };
+    m.control_sending(1.8);
+    let commit_id = serde_json::from_str::<serde_json::Value>(commit.text().unwrap()).unwrap()
+        ["event_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    hear(
+        &mut m,
+        r#"{"type":"input_audio_buffer.speech_stopped","event_id":"e4","audio_end_ms":700}"#,
+        1.81,
+    );
+    hear(
+        &mut m,
+        r#"{"type":"input_audio_buffer.committed","event_id":"e5","item_id":"i1"}"#,
+        1.811,
+    );
+    hear(
+        &mut m,
+        r#"{"type":"response.created","event_id":"e6","response":{"id":"r1"}}"#,
+        1.812,
+    );
+    assert_eq!(m.next_action(), Action::Await("response.done"));
+    let empty = format!(
+        r#"{{"type":"error","event_id":"e7","error":{{"code":"input_audio_buffer_commit_empty","message":"m","event_id":"{commit_id}"}}}}"#
+    );
+    hear(&mut m, &empty, 1.813);
+    // No response.create: the ending waits for the VAD turn's answer alone.
+    assert_eq!(m.next_action(), Action::Await("response.done"));
+    let done =
+        r#"{"type":"response.done","event_id":"e8","response":{"id":"r1","status":"completed"}}"#;
+    assert_eq!(hear(&mut m, done, 2.3), Flow::Reached);
+    assert_eq!(m.next_action(), Action::Done);
+    let counts = m.turns.as_ref().unwrap().counts;
+    assert_eq!((counts.ended, counts.answered), (1, 1));
+}
+
+/// The race in a transcription session while an earlier item's transcript is still owed:
+/// the VAD's item (named by its `speech_stopped`) stays its turn's, and each transcript is
+/// timed against its own turn whatever their order; a transcript of an item already answered,
+/// or of one no turn is, is `unmatched`, and takes no turn's figures.
+#[test]
+fn items_keep_their_turns_through_the_race_and_strangers_are_unmatched() {
+    let mut m = machine(&["--session-type", "transcription"]);
+    // Turn a ends in the packet sent at 1.16 s; speech starts again and is open at the end.
+    let vad = [
+        r#"{"type":"input_audio_buffer.speech_started","event_id":"e3","audio_start_ms":0,"item_id":"item_a"}"#,
+        r#"{"type":"input_audio_buffer.speech_stopped","event_id":"e4","audio_end_ms":200,"item_id":"item_a"}"#,
+        r#"{"type":"input_audio_buffer.committed","event_id":"e5","item_id":"item_a"}"#,
+        r#"{"type":"input_audio_buffer.speech_started","event_id":"e6","audio_start_ms":300,"item_id":"item_v"}"#,
+    ];
+    stream(&mut m, &vad);
+    let Action::Send(commit) = m.next_action() else {
+        panic!("speech is open: the final commit")
+    };
+    m.control_sending(1.8);
+    let commit_id = serde_json::from_str::<serde_json::Value>(commit.text().unwrap()).unwrap()
+        ["event_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    m.next_action();
+    // The VAD turn ends in the packet sent at 1.64 s (the one holding 700 ms of audio).
+    hear(
+        &mut m,
+        r#"{"type":"input_audio_buffer.speech_stopped","event_id":"e7","audio_end_ms":700,"item_id":"item_v"}"#,
+        1.81,
+    );
+    hear(
+        &mut m,
+        r#"{"type":"input_audio_buffer.committed","event_id":"e8","item_id":"item_v"}"#,
+        1.811,
+    );
+    let empty = format!(
+        r#"{{"type":"error","event_id":"e9","error":{{"code":"input_audio_buffer_commit_empty","message":"m","event_id":"{commit_id}"}}}}"#
+    );
+    hear(&mut m, &empty, 1.812);
+    let transcript = |item: &str, kind: &str| {
+        format!(
+            r#"{{"type":"conversation.item.input_audio_transcription.{kind}","event_id":"x","item_id":"{item}","delta":"w","transcript":"w"}}"#
+        )
+    };
+    hear(&mut m, &transcript("item_ghost", "delta"), 1.9);
+    hear(&mut m, &transcript("item_v", "delta"), 2.0);
+    hear(&mut m, &transcript("item_v", "completed"), 2.02);
+    hear(&mut m, &transcript("item_v", "completed"), 2.03);
+    hear(&mut m, &transcript("item_a", "delta"), 2.5);
+    assert_eq!(
+        hear(&mut m, &transcript("item_a", "completed"), 2.6),
+        Flow::Reached
+    );
+    assert_eq!(m.next_action(), Action::Done);
+    let counts = m.turns.as_ref().unwrap().counts;
+    assert_eq!((counts.ended, counts.answered, counts.unmatched), (2, 2, 1));
+    let stats = m.stats.borrow();
+    let first = &stats.hist.turns.first_text_after_end;
+    let near = |ms: f64, want: f64| (ms - want).abs() < 0.5;
+    assert_eq!(first.count(), 2);
+    // v: 2.0 − 1.64; a: 2.5 − 1.16.
+    assert!(
+        near(first.quantile_ms(0.0), 360.0),
+        "{}",
+        first.quantile_ms(0.0)
+    );
+    assert!(near(first.max_ms(), 1340.0), "{}", first.max_ms());
+    assert_eq!(stats.error_events, 0);
+}

@@ -116,8 +116,14 @@ pub struct Turns {
     /// The first text of the turn [`Turns::done`] answered, when only its input's transcript
     /// had any (see [`Turns::take_input_text`]).
     input_text_sample: Option<Sample>,
+    /// The items of the last turns answered, newest last (a few: a server that answers an
+    /// item twice does so soon after).
+    answered_items: VecDeque<u64>,
     pub counts: TurnCounts,
 }
+
+/// How many answered items [`Turns::item_first`] remembers.
+const ANSWERED_ITEMS: usize = 16;
 
 impl Turns {
     /// A packet was sent at `start_s`: the current turn's input starts with its first.
@@ -309,22 +315,19 @@ impl Turns {
     /// The answer under way is done at `now_s` with its whole text in it: when no delta
     /// brought any, that is its first text, timed as a delta's would be (taken with
     /// [`Turns::take_input_text`] once it is done).
-    pub fn text_in_done(&mut self, now_s: f64) {
+    pub fn text_in_done(&mut self, now_s: f64) -> Option<Sample> {
         self.answer_text_seen = true;
-        let Some(turn) = self.answering() else {
-            return;
-        };
+        let turn = self.answering()?;
         if turn.first_text_s.is_some() {
-            return;
+            return None;
         }
         turn.first_text_s = Some(now_s);
         turn.last_text_s = Some(now_s);
-        let sample = match (turn.end_s, turn.start_s) {
+        match (turn.end_s, turn.start_s) {
             (Some(end_s), _) => Some(Sample::FirstTextAfterEnd(now_s - end_s)),
             (None, Some(start_s)) => Some(Sample::FirstTextAfterStart(now_s - start_s)),
             (None, None) => None,
-        };
-        self.input_text_sample = sample;
+        }
     }
 
     /// The server sent the transcript of the input at `now_s` (a delta, or the completed one
@@ -365,6 +368,12 @@ impl Turns {
             Some(Answer::Turn) | None => self.answered_at(),
         };
         let next = at.and_then(|at| self.waiting.remove(at));
+        if let Some(item) = next.as_ref().and_then(|t| t.item) {
+            if self.answered_items.len() == ANSWERED_ITEMS {
+                self.answered_items.pop_front();
+            }
+            self.answered_items.push_back(item);
+        }
         // VAD turns that ended while this response was under way and still have none.
         for t in self.waiting.iter_mut() {
             if t.tag.is_none() && !t.responded && !t.behind {
@@ -430,23 +439,60 @@ impl Turns {
             .map(|end_s| Sample::DoneAfterEnd(now_s - end_s))
     }
 
-    /// The server committed the input item `item`: the oldest ended turn without an item is
-    /// its input (the server commits turns in the order they end).
+    /// The server committed the input item `item`: unless a turn is that item's already (a
+    /// VAD turn its `speech_stopped` named), the oldest ended turn without an item is its input
+    /// (the server commits turns in the order they end).
     pub fn committed_item(&mut self, item: u64) {
+        if self.waiting.iter().any(|t| t.item == Some(item)) {
+            return;
+        }
         if let Some(turn) = self.waiting.iter_mut().find(|t| t.item.is_none()) {
             turn.item = Some(item);
         }
     }
 
+    /// The server's VAD ended a turn of item `item` (OpenAI names it in `speech_stopped`): the
+    /// VAD turn that just ended is that item's.
+    pub fn vad_item(&mut self, item: u64) {
+        if self.waiting.iter().any(|t| t.item == Some(item)) {
+            return;
+        }
+        if let Some(turn) = self.waiting.iter_mut().rev().find(|t| t.tag.is_none()) {
+            turn.item.get_or_insert(item);
+        }
+    }
+
     /// The next answer event is about item `item`: its turn goes to the front of the waiting
-    /// ones, so that the event is its own (without such a turn, it goes where it would).
-    pub fn item_first(&mut self, item: u64) {
-        let at = self.waiting.iter().position(|t| t.item == Some(item));
-        if let Some(turn) = at
-            .filter(|&at| at > 0)
-            .and_then(|at| self.waiting.remove(at))
-        {
+    /// ones, so that the event is its own. An item no waiting turn has is the oldest one's
+    /// whose item is not known (then known); with none waiting, it goes where it would (the
+    /// input still arriving: a transcript that streams before its commit). `false`: no turn
+    /// is the item's — it was answered already, or every waiting turn is another item's.
+    pub fn item_first(&mut self, item: u64) -> bool {
+        let at = match self.waiting.iter().position(|t| t.item == Some(item)) {
+            Some(at) => at,
+            None if self.answered_items.contains(&item) => return false,
+            None if self.waiting.is_empty() => return true,
+            None => match self.waiting.iter().position(|t| t.item.is_none()) {
+                Some(at) => {
+                    self.waiting[at].item = Some(item);
+                    at
+                }
+                None => return false,
+            },
+        };
+        if let Some(turn) = (at > 0).then(|| self.waiting.remove(at)).flatten() {
             self.waiting.push_front(turn);
+        }
+        true
+    }
+
+    /// An answer event about an item no turn is (see [`Turns::item_first`]): text of no turn,
+    /// or an answer to none (`unmatched`).
+    pub fn unmatched_item(&mut self, done: bool) {
+        if done {
+            self.counts.unmatched += 1;
+        } else {
+            self.counts.text_deltas += 1;
         }
     }
 
@@ -454,8 +500,7 @@ impl Turns {
     /// for no answer, so the next one goes to the turn it is for, not to this one (which would
     /// time a later turn's answer from this turn's end).
     pub fn refused(&mut self, tag: u32) {
-        if let Some(at) = self.waiting.iter().position(|t| t.tag == Some(tag)) {
-            self.waiting.remove(at);
+        if self.remove_tagged(tag) {
             self.counts.refused += 1;
         }
     }
@@ -464,10 +509,46 @@ impl Turns {
     /// (its VAD committed it before the client's commit came, which it then refused as empty).
     /// Not ended, not refused: gone.
     pub fn withdraw(&mut self, tag: u32) {
-        if let Some(at) = self.waiting.iter().position(|t| t.tag == Some(tag)) {
-            self.waiting.remove(at);
+        if self.remove_tagged(tag) {
             self.counts.ended = self.counts.ended.saturating_sub(1);
         }
+    }
+
+    /// Removes turn `tag`, which will get no answer of its own. What was taken as its own
+    /// goes to the VAD turn that ended after it and has none: the response created for it (a
+    /// response the client took for its own request, created by the server for its VAD's turn
+    /// while that request was refused), and the input item committed for it (the VAD's
+    /// `committed`, taken for the client's commit that came first).
+    fn remove_tagged(&mut self, tag: u32) -> bool {
+        let Some(at) = self.waiting.iter().position(|t| t.tag == Some(tag)) else {
+            return false;
+        };
+        let Some(gone) = self.waiting.remove(at) else {
+            return false;
+        };
+        let heir = |t: &&mut Turn| t.tag.is_none();
+        if gone.responded {
+            if let Some(t) = self
+                .waiting
+                .iter_mut()
+                .rev()
+                .find(|t| heir(t) && !t.responded)
+            {
+                t.responded = true;
+                t.behind = false;
+            }
+        }
+        if let Some(item) = gone.item {
+            let taken = self.waiting.iter().any(|t| t.item == Some(item));
+            if let Some(t) = self
+                .waiting
+                .iter_mut()
+                .find(|t| heir(t) && t.item.is_none())
+            {
+                t.item = (!taken).then_some(item);
+            }
+        }
+        true
     }
 
     /// The session is over: turns left behind that no response came for are `unanswered`.
