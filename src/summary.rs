@@ -413,13 +413,11 @@ impl Summary {
         verdict
             .reasons
             .extend(reasons::unmatched_answers(pooled.turns));
-        verdict
-            .reasons
-            .extend(reasons::early_answers(
-                settings.protocol,
-                settings.client.session_type,
-                pooled.turns,
-            ));
+        verdict.reasons.extend(reasons::early_answers(
+            settings.protocol,
+            settings.client.session_type,
+            pooled.turns,
+        ));
         verdict
             .reasons
             .extend(reasons::unanswered_turns(pooled.turns));
