@@ -21,6 +21,14 @@ fn hear(m: &mut Machine, text: &str, now_s: f64) -> Flow {
     m.on_frame(Incoming::Text(text), now_s).flow
 }
 
+/// The `event_id` of a frame the client sent.
+fn id_of(frame: &Outgoing) -> String {
+    serde_json::from_str::<serde_json::Value>(frame.text().unwrap()).unwrap()["event_id"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
 /// Sets the session up and sends its 10 packets on time from 1.0 s; returns the final
 /// commit's event id once the machine hands it out (sent at 1.8 s, when the audio has played).
 fn stream_to_the_final_commit(m: &mut Machine) -> String {
@@ -31,10 +39,7 @@ fn stream_to_the_final_commit(m: &mut Machine) -> String {
     let text = commit.text().unwrap();
     assert!(text.contains("input_audio_buffer.commit"), "{text}");
     m.control_sending(1.8);
-    serde_json::from_str::<serde_json::Value>(text).unwrap()["event_id"]
-        .as_str()
-        .unwrap()
-        .to_string()
+    id_of(&commit)
 }
 
 /// [`stream_to_the_final_commit`], then the server's `committed` at 1.81 s.
@@ -330,12 +335,6 @@ fn the_vads_commit_racing_the_clients_final_one_leaves_the_session_complete() {
         panic!("speech is open: the client commits")
     };
     m.control_sending(1.8);
-    let id_of = |frame: &Outgoing| {
-        serde_json::from_str::<serde_json::Value>(frame.text().unwrap()).unwrap()["event_id"]
-            .as_str()
-            .unwrap()
-            .to_string()
-    };
     let commit_id = id_of(&commit);
     assert_eq!(
         m.next_action(),
@@ -390,11 +389,7 @@ fn the_vads_commit_racing_a_transcription_sessions_final_one_is_no_error() {
         panic!("speech is open: the client commits")
     };
     m.control_sending(1.8);
-    let commit_id = serde_json::from_str::<serde_json::Value>(commit.text().unwrap()).unwrap()
-        ["event_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let commit_id = id_of(&commit);
     assert_eq!(
         m.next_action(),
         Action::Await("conversation.item.input_audio_transcription.completed")
@@ -735,12 +730,6 @@ fn the_race_hands_the_response_the_final_turn_took_to_the_vads_turn() {
     let speech =
         [r#"{"type":"input_audio_buffer.speech_started","event_id":"e3","audio_start_ms":0}"#];
     stream(&mut m, &speech);
-    let id_of = |frame: &Outgoing| {
-        serde_json::from_str::<serde_json::Value>(frame.text().unwrap()).unwrap()["event_id"]
-            .as_str()
-            .unwrap()
-            .to_string()
-    };
     let Action::Send(commit) = m.next_action() else {
         panic!("the final commit")
     };
@@ -804,11 +793,7 @@ fn a_withdrawn_final_turn_asks_for_no_answer() {
         panic!("the final commit")
     };
     m.control_sending(1.8);
-    let commit_id = serde_json::from_str::<serde_json::Value>(commit.text().unwrap()).unwrap()
-        ["event_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let commit_id = id_of(&commit);
     hear(
         &mut m,
         r#"{"type":"input_audio_buffer.speech_stopped","event_id":"e4","audio_end_ms":700}"#,
@@ -858,11 +843,7 @@ fn items_keep_their_turns_through_the_race_and_strangers_are_unmatched() {
         panic!("speech is open: the final commit")
     };
     m.control_sending(1.8);
-    let commit_id = serde_json::from_str::<serde_json::Value>(commit.text().unwrap()).unwrap()
-        ["event_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let commit_id = id_of(&commit);
     m.next_action();
     // The VAD turn ends in the packet sent at 1.64 s (the one holding 700 ms of audio).
     hear(
