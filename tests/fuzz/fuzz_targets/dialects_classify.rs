@@ -1,6 +1,7 @@
 //! The client's classifier of server frames for every dialect beside the native one (Fun-ASR,
-//! OpenAI Realtime GA, vLLM): any text or binary frame a server sends gets a meaning or a
-//! reason, never a panic (issue 13: "the client's server-frame classifier of every protocol").
+//! OpenAI Realtime GA in a conversation and in a transcription session, vLLM): any text or
+//! binary frame a server sends gets a meaning or a reason, never a panic (issue 13: "the
+//! client's server-frame classifier of every protocol").
 
 #![no_main]
 
@@ -10,7 +11,7 @@ use duplexbench_tui::options;
 use duplexbench_tui::protocol::funasr::Funasr;
 use duplexbench_tui::protocol::openai::Openai;
 use duplexbench_tui::protocol::vllm::Vllm;
-use duplexbench_tui::protocol::ClientProtocol;
+use duplexbench_tui::protocol::{ClientProtocol, SessionType};
 use libfuzzer_sys::fuzz_target;
 
 thread_local! {
@@ -23,9 +24,13 @@ thread_local! {
         let s = options::validate(&run, String::new(), false)
             .expect("valid settings")
             .settings;
+        // An OpenAI transcription session classifies its transcripts as answers.
+        let mut transcription = s.client.clone();
+        transcription.session_type = Some(SessionType::Transcription);
         vec![
             Box::new(Funasr::new(Some("zh"), Some("a,b"))),
-            Box::new(Openai::new(&s.client, &s.modalities, s.packet_ms)),
+            Box::new(Openai::new(&s.client, &s.modalities, None, s.packet_ms)),
+            Box::new(Openai::new(&transcription, &[], Some("en"), s.packet_ms)),
             Box::new(Vllm::new(&s.client)),
         ]
     };
