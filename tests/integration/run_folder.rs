@@ -64,8 +64,11 @@ fn second_run_into_the_same_output_is_refused_naming_the_first_runs_pid_issue_13
         first.0.try_wait().unwrap().is_none(),
         "the refused runs did not disturb the first one"
     );
-    let _ = first.0.kill();
-    let _ = first.0.wait();
+    // Stopped as Ctrl-C stops it, so that its workers are gone before the folder is removed
+    // (killed with SIGKILL, a worker still wrote session files after it: every `cargo test`
+    // left the folder behind in /tmp).
+    let _ = util::signal(pid, rustix::process::Signal::INT);
+    let _ = util::wait_with_limit(&mut first.0, LIMIT);
 }
 
 #[test]
