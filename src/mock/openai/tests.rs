@@ -25,6 +25,14 @@ fn hello(beta: bool) -> Hello {
     }
 }
 
+/// A connection that asked for a transcription session (`?intent=transcription`).
+fn transcriber() -> Hello {
+    Hello {
+        transcription: true,
+        ..Hello::default()
+    }
+}
+
 /// The frames of `out`, drained, as JSON.
 fn events(out: &mut Vec<Utf8Bytes>) -> Vec<Value> {
     out.drain(..)
@@ -505,12 +513,8 @@ fn a_committed_item_is_transcribed_when_the_session_asked_for_it() {
 #[test]
 fn a_transcription_session_transcribes_each_commit_on_the_clock_and_creates_no_response() {
     let b = behaviour(&["--first-delta-ms", "200", "--delta-interval-ms", "40"]);
-    let transcription = Hello {
-        transcription: true,
-        ..Hello::default()
-    };
     let (mut s, c, mut out) = (
-        Session::new(b, 0, transcription),
+        Session::new(b, 0, transcriber()),
         Counters::new(),
         Vec::new(),
     );
@@ -619,12 +623,8 @@ fn a_session_changes_its_type_only_before_audio_arrives() {
 /// pass against the mock and fail against the API.
 #[test]
 fn a_transcription_session_without_a_transcription_asked_for_transcribes_nothing() {
-    let transcription = Hello {
-        transcription: true,
-        ..Hello::default()
-    };
     let (mut s, c, mut out) = (
-        Session::new(behaviour(&[]), 0, transcription),
+        Session::new(behaviour(&[]), 0, transcriber()),
         Counters::new(),
         Vec::new(),
     );
@@ -645,13 +645,9 @@ fn a_transcription_session_without_a_transcription_asked_for_transcribes_nothing
 /// response flags.
 #[test]
 fn a_transcription_sessions_update_is_checked_and_shown_as_the_sdk_types_it() {
-    let transcription = Hello {
-        transcription: true,
-        ..Hello::default()
-    };
     let b = behaviour(&["--first-delta-ms", "10", "--delta-interval-ms", "10"]);
     let (mut s, c, mut out) = (
-        Session::new(b, 0, transcription),
+        Session::new(b, 0, transcriber()),
         Counters::new(),
         Vec::new(),
     );
@@ -710,12 +706,8 @@ fn a_transcription_sessions_update_is_checked_and_shown_as_the_sdk_types_it() {
 /// that asks for a VAD is refused.
 #[test]
 fn a_gpt_realtime_whisper_transcription_session_has_no_vad() {
-    let transcription = Hello {
-        transcription: true,
-        ..Hello::default()
-    };
     let (mut s, c, mut out) = (
-        Session::new(behaviour(&[]), 0, transcription),
+        Session::new(behaviour(&[]), 0, transcriber()),
         Counters::new(),
         Vec::new(),
     );
@@ -738,11 +730,7 @@ fn a_gpt_realtime_whisper_transcription_session_has_no_vad() {
     }
     assert!(kinds(&mut out).is_empty());
     // Another model's session hears it.
-    let transcription = Hello {
-        transcription: true,
-        ..Hello::default()
-    };
-    let mut s = Session::new(behaviour(&[]), 0, transcription);
+    let mut s = Session::new(behaviour(&[]), 0, transcriber());
     for k in 0..25 {
         s.on_text(&append(&tone), f64::from(k) * 0.08, &c, &mut out);
     }

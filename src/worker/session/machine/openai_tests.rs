@@ -29,6 +29,19 @@ fn id_of(frame: &Outgoing) -> String {
         .to_string()
 }
 
+/// Streams with speech open at the input's end (the VAD heard it start at 0 ms); sends the
+/// final commit that ends it at 1.8 s and returns its event id.
+fn final_commit_with_speech_open(m: &mut Machine) -> String {
+    let speech =
+        [r#"{"type":"input_audio_buffer.speech_started","event_id":"e3","audio_start_ms":0}"#];
+    stream(m, &speech);
+    let Action::Send(commit) = m.next_action() else {
+        panic!("speech is open: the client commits")
+    };
+    m.control_sending(1.8);
+    id_of(&commit)
+}
+
 /// Sets the session up and sends its 10 packets on time from 1.0 s; returns the final
 /// commit's event id once the machine hands it out (sent at 1.8 s, when the audio has played).
 fn stream_to_the_final_commit(m: &mut Machine) -> String {
@@ -328,14 +341,7 @@ fn a_refused_final_response_create_ends_the_session_when_nothing_more_is_owed() 
 #[test]
 fn the_vads_commit_racing_the_clients_final_one_leaves_the_session_complete() {
     let mut m = machine(&[]);
-    let speech =
-        [r#"{"type":"input_audio_buffer.speech_started","event_id":"e3","audio_start_ms":0}"#];
-    stream(&mut m, &speech);
-    let Action::Send(commit) = m.next_action() else {
-        panic!("speech is open: the client commits")
-    };
-    m.control_sending(1.8);
-    let commit_id = id_of(&commit);
+    let commit_id = final_commit_with_speech_open(&mut m);
     assert_eq!(
         m.next_action(),
         Action::Await("input_audio_buffer.committed")
@@ -382,14 +388,7 @@ fn the_vads_commit_racing_the_clients_final_one_leaves_the_session_complete() {
 #[test]
 fn the_vads_commit_racing_a_transcription_sessions_final_one_is_no_error() {
     let mut m = machine(&["--session-type", "transcription"]);
-    let speech =
-        [r#"{"type":"input_audio_buffer.speech_started","event_id":"e3","audio_start_ms":0}"#];
-    stream(&mut m, &speech);
-    let Action::Send(commit) = m.next_action() else {
-        panic!("speech is open: the client commits")
-    };
-    m.control_sending(1.8);
-    let commit_id = id_of(&commit);
+    let commit_id = final_commit_with_speech_open(&mut m);
     assert_eq!(
         m.next_action(),
         Action::Await("conversation.item.input_audio_transcription.completed")
@@ -727,13 +726,7 @@ fn a_transcript_sent_whole_in_its_completed_is_its_turns_first_text() {
 #[test]
 fn the_race_hands_the_response_the_final_turn_took_to_the_vads_turn() {
     let mut m = machine(&[]);
-    let speech =
-        [r#"{"type":"input_audio_buffer.speech_started","event_id":"e3","audio_start_ms":0}"#];
-    stream(&mut m, &speech);
-    let Action::Send(commit) = m.next_action() else {
-        panic!("the final commit")
-    };
-    m.control_sending(1.8);
+    let commit_id = final_commit_with_speech_open(&mut m);
     let stopped =
         r#"{"type":"input_audio_buffer.speech_stopped","event_id":"e4","audio_end_ms":700}"#;
     hear(&mut m, stopped, 1.81);
@@ -752,7 +745,7 @@ fn the_race_hands_the_response_the_final_turn_took_to_the_vads_turn() {
     hear(&mut m, created, 1.813);
     let empty = format!(
         r#"{{"type":"error","event_id":"e7","error":{{"code":"input_audio_buffer_commit_empty","message":"m","event_id":"{}"}}}}"#,
-        id_of(&commit)
+        commit_id
     );
     hear(&mut m, &empty, 1.814);
     let busy = format!(
@@ -786,14 +779,7 @@ fn the_race_hands_the_response_the_final_turn_took_to_the_vads_turn() {
 #[test]
 fn a_withdrawn_final_turn_asks_for_no_answer() {
     let mut m = machine(&[]);
-    let speech =
-        [r#"{"type":"input_audio_buffer.speech_started","event_id":"e3","audio_start_ms":0}"#];
-    stream(&mut m, &speech);
-    let Action::Send(commit) = m.next_action() else {
-        panic!("the final commit")
-    };
-    m.control_sending(1.8);
-    let commit_id = id_of(&commit);
+    let commit_id = final_commit_with_speech_open(&mut m);
     hear(
         &mut m,
         r#"{"type":"input_audio_buffer.speech_stopped","event_id":"e4","audio_end_ms":700}"#,
