@@ -124,6 +124,7 @@ impl<'p> Sweep<'p> {
             url: settings.filter(|s| !s.builtin_mock).map(|s| s.url.clone()),
             processes: settings.map_or(1, |s| s.processes),
             audio: settings.map(|s| s.audio.clone()),
+            modalities: settings.map(|s| s.modalities.clone()).unwrap_or_default(),
             duration_s: settings.map_or(0.0, |s| s.duration_s),
             packet_ms: settings.map_or(0, |s| s.packet_ms),
             repeats: plan.repeats,
@@ -210,7 +211,7 @@ impl<'p> Sweep<'p> {
             match self.one_run(run, &folder, repeat, at, label, signal)? {
                 Some(figures) => {
                     note(&markdown::run_line(
-                        self.record.protocol,
+                        self.record.headline(),
                         at,
                         level.sessions_total,
                         &figures,

@@ -202,22 +202,29 @@ pub fn latency_paths(protocol: Protocol) -> Vec<String> {
         .collect()
 }
 
-/// The latency figures a table shows for `protocol`, the most telling first. The native unit
-/// lag is sglang-omni's own (`serving`), which leaves out the partial tail unit: ours has it,
-/// and its wait for the input's end (up to a packet) decided the p99 of a short level.
-pub fn headline(protocol: Protocol) -> &'static [&'static str] {
-    match protocol {
-        Protocol::Native => &[
+/// The latency figures a table shows for `protocol`, the most telling first; `audio_out`:
+/// the sessions asked for audio (a text-only session, an OpenAI transcription session and
+/// vLLM's realtime transcription have none, and a first-audio column would be empty at every
+/// level). The native unit lag is sglang-omni's own (`serving`), which leaves out the partial
+/// tail unit: ours has it, and its wait for the input's end (up to a packet) decided the p99
+/// of a short level.
+pub fn headline(protocol: Protocol, audio_out: bool) -> &'static [&'static str] {
+    match (protocol, audio_out) {
+        (Protocol::Native, true) => &[
             "accepted_ms.p99",
             "serving.unit_lag_ms.p99",
             "first_audio_ms.p50",
         ],
-        Protocol::Openai | Protocol::Vllm => &[
+        (Protocol::Native, false) => &["accepted_ms.p99", "serving.unit_lag_ms.p99"],
+        (Protocol::Openai, true) => &[
             "first_text_after_end_ms.p99",
             "first_audio_after_end_ms.p99",
             "done_after_end_ms.p99",
         ],
-        Protocol::Funasr => &["first_update_ms.p95", "final_after_stop_ms.p95"],
+        (Protocol::Openai, false) | (Protocol::Vllm, _) => {
+            &["first_text_after_end_ms.p99", "done_after_end_ms.p99"]
+        }
+        (Protocol::Funasr, _) => &["first_update_ms.p95", "final_after_stop_ms.p95"],
     }
 }
 
@@ -322,8 +329,10 @@ mod tests {
         ] {
             let paths = latency_paths(p);
             assert!(!paths.is_empty());
-            for h in headline(p) {
-                assert!(paths.iter().any(|x| x == h), "{p:?}: {h}");
+            for audio_out in [true, false] {
+                for h in headline(p, audio_out) {
+                    assert!(paths.iter().any(|x| x == h), "{p:?}: {h}");
+                }
             }
         }
         assert!(latency_paths(Protocol::Native).contains(&"unit_lag_ms.p99".to_string()));
@@ -338,5 +347,20 @@ mod tests {
             );
         }
         assert!(latency_paths(Protocol::Funasr).contains(&"first_update_ms.p95".to_string()));
+    }
+
+    /// A sweep of sessions without audio out had a first-audio column empty at every level
+    /// (vLLM's realtime transcription always, OpenAI transcription and text sessions).
+    #[test]
+    fn a_headline_without_audio_out_names_no_first_audio_figure() {
+        for p in [Protocol::Native, Protocol::Openai, Protocol::Vllm] {
+            assert!(
+                !headline(p, false).iter().any(|h| h.contains("first_audio")),
+                "{p:?}"
+            );
+        }
+        assert!(headline(Protocol::Openai, true).contains(&"first_audio_after_end_ms.p99"));
+        assert!(!headline(Protocol::Vllm, true).contains(&"first_audio_after_end_ms.p99"));
+        assert!(headline(Protocol::Native, true).contains(&"first_audio_ms.p50"));
     }
 }

@@ -74,11 +74,7 @@ fn header(record: &SweepRecord) -> Vec<String> {
     .into_iter()
     .map(str::to_string)
     .collect();
-    h.extend(
-        figures::headline(record.protocol)
-            .iter()
-            .map(|f| f.to_string()),
-    );
+    h.extend(record.headline().iter().map(|f| f.to_string()));
     if !record.slos.is_empty() {
         h.push("SLOs".to_string());
     }
@@ -96,11 +92,7 @@ fn row(record: &SweepRecord, level: &Level) -> Vec<String> {
         cell(level.audio_s_per_s, 1),
         cell(level.server_events_per_s, 0),
     ];
-    r.extend(
-        figures::headline(record.protocol)
-            .iter()
-            .map(|f| cell(level.latency(f), 1)),
-    );
+    r.extend(record.headline().iter().map(|f| cell(level.latency(f), 1)));
     if !record.slos.is_empty() {
         let broken: Vec<&str> = level
             .slos
@@ -165,12 +157,12 @@ pub fn text(record: &SweepRecord) -> String {
 
 /// One line for a finished run of a level (headless progress, the dashboard's Sweep panel).
 pub fn run_line(
-    record_protocol: crate::protocol::Protocol,
+    headline: &[&str],
     level: (usize, usize),
     sessions: u64,
     run: &RunFigures,
 ) -> String {
-    let figures = figures::headline(record_protocol)
+    let figures = headline
         .iter()
         .map(|f| match run.latency_ms.get(*f).copied().flatten() {
             Some(v) => format!("{f} {v:.1}"),
@@ -416,6 +408,7 @@ mod tests {
             url: None,
             processes: 1,
             audio: Some(crate::audio::AudioSource::Silence),
+            modalities: vec!["audio".to_string()],
             duration_s: 10.0,
             packet_ms: 80,
             repeats: 1,
@@ -505,10 +498,32 @@ mod tests {
         assert_eq!(cell(spread(-0.4, -0.04, 0.3), 1), "0.0 (-0.4–0.3)");
     }
 
+    /// An OpenAI transcription sweep's table had a first-audio column, empty at every level.
+    #[test]
+    fn the_table_shows_a_first_audio_column_only_for_sessions_that_asked_for_audio() {
+        let mut r = record();
+        r.protocol = crate::protocol::Protocol::Openai;
+        for (modalities, first_audio) in
+            [(vec!["text"], false), (vec!["audio"], true), (vec![], true)]
+        {
+            r.modalities = modalities.iter().map(|m| m.to_string()).collect();
+            let h = header(&r);
+            assert_eq!(
+                h.iter().any(|c| c.contains("first_audio")),
+                first_audio,
+                "{modalities:?}: {h:?}"
+            );
+            assert!(h.contains(&"done_after_end_ms.p99".to_string()), "{h:?}");
+        }
+        r.protocol = crate::protocol::Protocol::Vllm;
+        r.modalities = vec!["audio".to_string()];
+        assert!(!header(&r).iter().any(|c| c.contains("first_audio")));
+    }
+
     #[test]
     fn a_finished_run_is_one_line_naming_its_level_and_folder() {
         let line = run_line(
-            crate::protocol::Protocol::Native,
+            crate::sweep::figures::headline(crate::protocol::Protocol::Native, true),
             (2, 4),
             16,
             &run("level-0016", 16, true, 15.9, 12.0),

@@ -1,7 +1,6 @@
 //! `sweep.svg`: throughput and the headline latencies against load, one chart above the other,
 //! drawn with plotters' SVG backend (text is SVG `<text>`, so no font is needed).
 
-use super::figures;
 use super::record::SweepRecord;
 use anyhow::{anyhow, Result};
 use plotters::prelude::*;
@@ -184,7 +183,7 @@ fn throughput(area: &Area<'_>, record: &SweepRecord, axis: &Axis, knees: &[Knee]
 /// The headline latencies (medians).
 fn latency(area: &Area<'_>, record: &SweepRecord, axis: &Axis, knees: &[Knee]) -> DrawResult {
     let (lo, hi, x_labels) = (axis.lo, axis.hi, axis.labels);
-    let names = figures::headline(record.protocol);
+    let names = record.headline();
     let series: Vec<(&str, Vec<Point>)> = names
         .iter()
         .map(|&name| {

@@ -27,6 +27,11 @@ pub struct SweepRecord {
     /// (absent in sweeps written before it was recorded).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub audio: Option<crate::audio::AudioSource>,
+    /// The output modalities the sessions asked for, as summary.json's `settings.modalities`
+    /// (`["text"]` for an OpenAI transcription session); they decide whether the tables show a
+    /// first-audio figure. Absent in sweeps written before it was recorded (then they do).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub modalities: Vec<String>,
     pub duration_s: f64,
     pub packet_ms: u32,
     pub repeats: u32,
@@ -85,6 +90,12 @@ pub struct SloCheck {
 pub const UNFINISHED: &str = "the sweep did not finish";
 
 impl SweepRecord {
+    /// The latency figures its tables, lines and plot show (figures::headline).
+    pub fn headline(&self) -> &'static [&'static str] {
+        let audio_out = self.modalities.is_empty() || self.modalities.iter().any(|m| m == "audio");
+        super::figures::headline(self.protocol, audio_out)
+    }
+
     /// This record as the files written between levels say it: cancelled, and stopped early
     /// because it did not finish (of `planned` levels), unless it already says why it stops.
     pub fn unfinished(&self, planned: usize) -> SweepRecord {
