@@ -284,6 +284,22 @@ pub struct ConnectionArgs {
     /// With wss://, also trust the CA certificates in this PEM file.
     #[arg(long, value_name = "FILE.pem", help_heading = "Server")]
     pub ca_file: Option<PathBuf>,
+    /// With wss://, the client certificate (PEM, with its chain) shown to a server that asks for one (mutual TLS); with --client-key.
+    #[arg(
+        long,
+        value_name = "FILE.pem",
+        requires = "client_key",
+        help_heading = "Server"
+    )]
+    pub client_cert: Option<PathBuf>,
+    /// The PEM private key of --client-cert (not encrypted).
+    #[arg(
+        long,
+        value_name = "FILE.pem",
+        requires = "client_cert",
+        help_heading = "Server"
+    )]
+    pub client_key: Option<PathBuf>,
     /// A header for the WebSocket handshake, 'Name: value' (repeatable); values are never written to any file.
     #[arg(long = "header", value_name = "'NAME: VALUE'", help_heading = "Server")]
     pub headers: Vec<String>,
@@ -483,6 +499,9 @@ pub struct MockArgs {
     /// The PEM private key of --tls-cert.
     #[arg(long, value_name = "FILE.pem", requires = "tls_cert")]
     pub tls_key: Option<PathBuf>,
+    /// With --tls-cert, ask every client for a certificate signed by a CA in this PEM file and refuse the handshake without one (mutual TLS, as a gateway that checks client certificates).
+    #[arg(long, value_name = "FILE.pem", requires = "tls_cert")]
+    pub tls_client_ca: Option<PathBuf>,
     #[command(flatten)]
     pub behaviour: MockBehaviourArgs,
 }

@@ -77,7 +77,11 @@ async fn serve_until_signal(args: &MockArgs, started_s: f64) -> Result<MockStats
     )
     .with_timed(timed::Behaviour::new(&args.behaviour, args.protocol));
     if let (Some(cert), Some(key)) = (&args.tls_cert, &args.tls_key) {
-        shared = shared.with_tls(crate::tls::server_config(cert, key)?);
+        shared = shared.with_tls(crate::tls::server_config(
+            cert,
+            key,
+            args.tls_client_ca.as_deref(),
+        )?);
     }
     if args.protocol == Protocol::Funasr {
         shared.funasr = Some(funasr::Engine::start(args.behaviour.funasr.clone()));
@@ -97,6 +101,12 @@ async fn serve_until_signal(args: &MockArgs, started_s: f64) -> Result<MockStats
             "mock: TLS (--tls-cert {}): connect with wss://{listen_addr}/…, and --ca-file with the certificate that signed it (or --insecure)",
             cert.display()
         );
+        if let Some(ca) = &args.tls_client_ca {
+            eprintln!(
+                "mock: mutual TLS (--tls-client-ca {}): a client must show a certificate signed by it (run's --client-cert and --client-key)",
+                ca.display()
+            );
+        }
         if let Some(warning) = crate::tls::server_certificate_warning(cert) {
             eprintln!("{warning}");
         }

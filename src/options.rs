@@ -111,6 +111,12 @@ pub struct ConnectionSettings {
     pub insecure: bool,
     /// CA certificates trusted besides the system's.
     pub ca_file: Option<PathBuf>,
+    /// `--client-cert` and `--client-key`: the certificate shown to a server that asks for one
+    /// (mutual TLS) and its key's file (the path only; null without).
+    #[serde(default)]
+    pub client_cert: Option<PathBuf>,
+    #[serde(default)]
+    pub client_key: Option<PathBuf>,
     /// `--header` values, by name.
     pub headers: Vec<Header>,
     /// `--api-key` / `OPENAI_API_KEY`, sent as `Authorization: Bearer …`.
@@ -1120,10 +1126,25 @@ pub fn connection_settings(
             );
         }
     }
+    let identity = match (&args.client_cert, &args.client_key) {
+        (Some(cert), Some(key)) => {
+            if !tls {
+                bail!("--client-cert and --client-key apply to wss:// URLs only");
+            }
+            for (flag, path) in [("--client-cert", cert), ("--client-key", key)] {
+                if !path.is_file() {
+                    bail!("{flag} {}: no such file", path.display());
+                }
+            }
+            Some(crate::tls::Identity::client(cert, key))
+        }
+        _ => None,
+    };
     if tls {
         // Each worker makes this configuration when it starts: a --ca-file without a usable
-        // certificate (a key, say) or a system without roots is refused here instead.
-        crate::tls::client_config(args.insecure, args.ca_file.as_deref())?;
+        // certificate (a key, say), a client key that is not the certificate's, or a system
+        // without roots is refused here instead.
+        crate::tls::client_config(args.insecure, args.ca_file.as_deref(), identity)?;
     }
     // (name, value) of `--header 'Name: value'` and of `--header-env Name=VAR`.
     let mut given = Vec::with_capacity(args.headers.len() + args.header_envs.len());
@@ -1205,6 +1226,8 @@ pub fn connection_settings(
     Ok(ConnectionSettings {
         insecure: args.insecure,
         ca_file: args.ca_file.clone(),
+        client_cert: args.client_cert.clone(),
+        client_key: args.client_key.clone(),
         headers,
         api_key,
         url_secrets: Vec::new(),

@@ -1,6 +1,8 @@
 //! TLS for `wss://`: the client's rustls configuration (the system's roots, `--ca-file`, or no
-//! verification with `--insecure`), made once per worker and shared by its sessions, and the
-//! mock's server configuration (`mock --tls-cert --tls-key`). ring is the crypto provider.
+//! verification with `--insecure`; a client certificate with `--client-cert`), made once per
+//! worker and shared by its sessions, and the mock's server configuration (`mock --tls-cert
+//! --tls-key`, asking for client certificates with `--tls-client-ca`). ring is the crypto
+//! provider.
 
 use anyhow::{bail, Context, Result};
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
@@ -31,8 +33,8 @@ pub const CA_AS_SERVER: &str =
 pub const WRONG_NAME: &str =
     "the server's certificate is not valid for the URL's host: connect with a name the certificate was issued for, or skip verification with --insecure (test servers only)";
 
-/// Whether a server asked this process's client for a certificate (mutual TLS), which it
-/// has none of to send: the hint for the failure that follows says so.
+/// Whether a server asked this process's client for a certificate (mutual TLS) when it was
+/// given none to send: the hint for the failure that follows says so.
 static CLIENT_CERT_ASKED: AtomicBool = AtomicBool::new(false);
 
 /// Whether a server asked for a client certificate (see [`CLIENT_CERT_ASKED`]).
@@ -40,8 +42,37 @@ pub fn client_certificate_asked() -> bool {
     CLIENT_CERT_ASKED.load(Ordering::Relaxed)
 }
 
-/// The client sends no certificate (mutual TLS is not supported), as `with_no_client_auth`,
-/// but notes that a server asked for one.
+/// Whether this process's client showed a server its `--client-cert`: a certificate alert that
+/// follows is the server refusing it, and the hint says so.
+static CLIENT_CERT_SHOWN: AtomicBool = AtomicBool::new(false);
+
+/// Whether a server was shown the `--client-cert` (see [`CLIENT_CERT_SHOWN`]).
+pub fn client_certificate_shown() -> bool {
+    CLIENT_CERT_SHOWN.load(Ordering::Relaxed)
+}
+
+/// `--client-cert`: the certificate for every server that asks (rustls' `SingleCertAndKey`),
+/// noting that one did.
+#[derive(Debug)]
+struct ShowsClientCert(Arc<CertifiedKey>);
+
+impl ResolvesClientCert for ShowsClientCert {
+    fn resolve(
+        &self,
+        _root_hint_subjects: &[&[u8]],
+        _sigschemes: &[SignatureScheme],
+    ) -> Option<Arc<CertifiedKey>> {
+        CLIENT_CERT_SHOWN.store(true, Ordering::Relaxed);
+        Some(self.0.clone())
+    }
+
+    fn has_certs(&self) -> bool {
+        true
+    }
+}
+
+/// The client has no certificate to send (no `--client-cert`), as `with_no_client_auth`, but
+/// notes that a server asked for one.
 #[derive(Debug)]
 struct NoClientCert;
 
@@ -64,18 +95,99 @@ fn provider() -> Arc<CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
 }
 
+/// A certificate chain and its private key, each a PEM file, with the flags that named them
+/// (`--client-cert`/`--client-key`, the mock's `--tls-cert`/`--tls-key`).
+#[derive(Debug, Clone, Copy)]
+pub struct Identity<'a> {
+    pub cert: &'a Path,
+    pub key: &'a Path,
+    pub cert_flag: &'static str,
+    pub key_flag: &'static str,
+}
+
+impl<'a> Identity<'a> {
+    /// `--client-cert` and `--client-key`: the client's certificate for mutual TLS.
+    pub fn client(cert: &'a Path, key: &'a Path) -> Identity<'a> {
+        Identity {
+            cert,
+            key,
+            cert_flag: "--client-cert",
+            key_flag: "--client-key",
+        }
+    }
+
+    fn load(&self) -> Result<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>)> {
+        Ok((read_certs(self.cert, self.cert_flag)?, self.read_key()?))
+    }
+
+    fn read_key(&self) -> Result<PrivateKeyDer<'static>> {
+        let path = self.key;
+        PrivateKeyDer::from_pem_file(path).map_err(|err| {
+            // A certificate where the key belongs is the usual slip (openssl writes both); an
+            // encrypted key is the other (`openssl genpkey` with `-aes256`, or a PKCS#8 export).
+            let text = std::fs::read_to_string(path).unwrap_or_default();
+            let encrypted =
+                text.contains("ENCRYPTED PRIVATE KEY") || text.contains("Proc-Type: 4,ENCRYPTED");
+            let what = if encrypted {
+                format!(
+                    "the key is encrypted, which this tool cannot read: decrypt it first, `openssl pkey -in {} -out key-plain.pem`",
+                    path.display()
+                )
+            } else if matches!(CertificateDer::pem_file_iter(path).map(|mut c| c.next()), Ok(Some(Ok(_)))) {
+                "no private key in it: it holds a certificate; give the private key (the file with -----BEGIN PRIVATE KEY-----)".to_string()
+            } else {
+                format!("no PEM private key in it ({err})")
+            };
+            anyhow::anyhow!("{} {}: {what}", self.key_flag, path.display())
+        })
+    }
+
+    /// What rustls said of the pair, in the flags' words.
+    fn refused(&self, err: rustls::Error) -> anyhow::Error {
+        match err {
+            rustls::Error::InconsistentKeys(_) => anyhow::anyhow!(
+                "{} {} is not the private key of the certificate in {} {}: give the key that was made with it",
+                self.key_flag,
+                self.key.display(),
+                self.cert_flag,
+                self.cert.display()
+            ),
+            other => anyhow::anyhow!(
+                "{} and {} do not make a usable certificate: {other}",
+                self.cert_flag,
+                self.key_flag
+            ),
+        }
+    }
+}
+
 /// The client's configuration: trust the system's roots plus `ca_file`, or (`insecure`)
-/// anything, which only a test server with a self-signed certificate should need.
-pub fn client_config(insecure: bool, ca_file: Option<&Path>) -> Result<Arc<ClientConfig>> {
+/// anything, which only a test server with a self-signed certificate should need; with
+/// `identity`, the certificate it shows a server that asks for one (mutual TLS).
+pub fn client_config(
+    insecure: bool,
+    ca_file: Option<&Path>,
+    identity: Option<Identity<'_>>,
+) -> Result<Arc<ClientConfig>> {
     let provider = provider();
     let builder = ClientConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
         .context("cannot set up TLS")?;
+    let resolver: Arc<dyn ResolvesClientCert> = match identity {
+        Some(identity) => {
+            let (certs, key) = identity.load()?;
+            // As `with_client_auth_cert`, which checks that the key is the certificate's.
+            let key = CertifiedKey::from_der(certs, key, &provider)
+                .map_err(|err| identity.refused(err))?;
+            Arc::new(ShowsClientCert(Arc::new(key)))
+        }
+        None => Arc::new(NoClientCert),
+    };
     let config = if insecure {
         builder
             .dangerous()
             .with_custom_certificate_verifier(Arc::new(NoVerification(provider)))
-            .with_client_cert_resolver(Arc::new(NoClientCert))
+            .with_client_cert_resolver(resolver)
     } else {
         let mut roots = RootCertStore::empty();
         // A root the store cannot parse is skipped, as every TLS client does; none at all is an
@@ -97,7 +209,7 @@ pub fn client_config(insecure: bool, ca_file: Option<&Path>) -> Result<Arc<Clien
         }
         builder
             .with_root_certificates(roots)
-            .with_client_cert_resolver(Arc::new(NoClientCert))
+            .with_client_cert_resolver(resolver)
     };
     Ok(Arc::new(config))
 }
@@ -165,43 +277,47 @@ pub fn server_certificate_warning(cert: &Path) -> Option<String> {
     ))
 }
 
-/// The mock's configuration from a PEM certificate chain and private key.
-pub fn server_config(cert: &Path, key: &Path) -> Result<Arc<ServerConfig>> {
-    let certs = read_certs(cert, "--tls-cert")?;
-    let key_path = key;
-    let key = PrivateKeyDer::from_pem_file(key).map_err(|err| {
-        // A certificate where the key belongs is the usual slip (openssl writes both); an
-        // encrypted key is the other (`openssl genpkey` with `-aes256`, or a PKCS#8 export).
-        let text = std::fs::read_to_string(key_path).unwrap_or_default();
-        let encrypted =
-            text.contains("ENCRYPTED PRIVATE KEY") || text.contains("Proc-Type: 4,ENCRYPTED");
-        let what = if encrypted {
-            format!(
-                "the key is encrypted, which the mock cannot read: decrypt it first, `openssl pkey -in {} -out key-plain.pem`",
-                key_path.display()
-            )
-        } else if matches!(CertificateDer::pem_file_iter(key_path).map(|mut c| c.next()), Ok(Some(Ok(_)))) {
-            "no private key in it: it holds a certificate; give the private key (the file with -----BEGIN PRIVATE KEY-----)".to_string()
-        } else {
-            format!("no PEM private key in it ({err})")
-        };
-        anyhow::anyhow!("--tls-key {}: {what}", key_path.display())
-    })?;
-    let config = ServerConfig::builder_with_provider(provider())
+/// The mock's configuration from a PEM certificate chain and private key; with `client_ca`
+/// (`--tls-client-ca`), it asks every client for a certificate signed by a CA in that file
+/// and refuses a handshake without one (mutual TLS).
+pub fn server_config(
+    cert: &Path,
+    key: &Path,
+    client_ca: Option<&Path>,
+) -> Result<Arc<ServerConfig>> {
+    let identity = Identity {
+        cert,
+        key,
+        cert_flag: "--tls-cert",
+        key_flag: "--tls-key",
+    };
+    let (certs, key) = identity.load()?;
+    let builder = ServerConfig::builder_with_provider(provider())
         .with_safe_default_protocol_versions()
-        .context("cannot set up TLS")?
-        .with_no_client_auth()
+        .context("cannot set up TLS")?;
+    let builder = match client_ca {
+        Some(path) => {
+            let mut roots = RootCertStore::empty();
+            let (added, _) = roots.add_parsable_certificates(read_certs(path, "--tls-client-ca")?);
+            if added == 0 {
+                bail!(
+                    "--tls-client-ca {}: no certificate in it could be used",
+                    path.display()
+                );
+            }
+            let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+                Arc::new(roots),
+                provider(),
+            )
+            .build()
+            .map_err(|err| anyhow::anyhow!("--tls-client-ca {}: {err}", path.display()))?;
+            builder.with_client_cert_verifier(verifier)
+        }
+        None => builder.with_no_client_auth(),
+    };
+    let config = builder
         .with_single_cert(certs, key)
-        .map_err(|err| match err {
-            rustls::Error::InconsistentKeys(_) => anyhow::anyhow!(
-                "--tls-key {} is not the private key of the certificate in --tls-cert {}: give the key that was made with it",
-                key_path.display(),
-                cert.display()
-            ),
-            other => anyhow::anyhow!(
-                "--tls-cert and --tls-key do not make a usable certificate: {other}"
-            ),
-        })?;
+        .map_err(|err| identity.refused(err))?;
     Ok(Arc::new(config))
 }
 
@@ -334,12 +450,57 @@ mod tests {
         let path =
             std::env::temp_dir().join(format!("duplexbench-tls-{}-der.crt", std::process::id()));
         std::fs::write(&path, cert.der()).unwrap();
-        let err = client_config(false, Some(&path)).unwrap_err().to_string();
+        let err = client_config(false, Some(&path), None)
+            .unwrap_err()
+            .to_string();
         assert!(
             err.contains("DER (binary)") && err.contains("openssl x509 -inform DER"),
             "{err}"
         );
         let _ = std::fs::remove_file(path);
+    }
+
+    /// `--client-cert` and `--client-key`: a pair makes a configuration that has a certificate
+    /// to show; a key of another certificate, or the files given the wrong way round, are
+    /// named by their flags before any connection.
+    #[test]
+    fn a_client_certificate_and_its_key_are_checked_as_a_pair() {
+        let dir =
+            std::env::temp_dir().join(format!("duplexbench-tls-{}-client", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let pair = |name: &str| {
+            let key = rcgen::KeyPair::generate().unwrap();
+            let cert = params().self_signed(&key).unwrap();
+            let (c, k) = (
+                dir.join(format!("{name}.pem")),
+                dir.join(format!("{name}-key.pem")),
+            );
+            std::fs::write(&c, cert.pem()).unwrap();
+            std::fs::write(&k, key.serialize_pem()).unwrap();
+            (c, k)
+        };
+        let (cert, key) = pair("mine");
+        let (_, other_key) = pair("other");
+        let config = client_config(true, None, Some(Identity::client(&cert, &key))).unwrap();
+        assert!(config.client_auth_cert_resolver.has_certs());
+        let none = client_config(true, None, None).unwrap();
+        assert!(!none.client_auth_cert_resolver.has_certs());
+        let err = client_config(true, None, Some(Identity::client(&cert, &other_key)))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with("--client-key ")
+                && err.contains("is not the private key of the certificate in --client-cert"),
+            "{err}"
+        );
+        let err = client_config(true, None, Some(Identity::client(&key, &cert)))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with("--client-cert ") && err.contains("it holds a private key"),
+            "{err}"
+        );
+        let _ = std::fs::remove_dir_all(dir);
     }
 
     /// An encrypted key is said so, with the command that decrypts it (the TLS QA of
@@ -353,7 +514,7 @@ mod tests {
             "-----BEGIN ENCRYPTED PRIVATE KEY-----\nMIIBvTBXBgkqhkiG9w0BBQ0wSjApBgkqhkiG9w0BBQwwHAQI\n-----END ENCRYPTED PRIVATE KEY-----\n",
         )
         .unwrap();
-        let err = server_config(&cert, &key).unwrap_err().to_string();
+        let err = server_config(&cert, &key, None).unwrap_err().to_string();
         assert!(
             err.contains("the key is encrypted") && err.contains("openssl pkey -in"),
             "{err}"

@@ -562,6 +562,14 @@ fn protocol_flags(args: &ConformArgs) -> Vec<String> {
     if let Some(ca) = &c.ca_file {
         flags.extend(["--ca-file".into(), ca.display().to_string()]);
     }
+    if let (Some(cert), Some(key)) = (&c.client_cert, &c.client_key) {
+        flags.extend([
+            "--client-cert".into(),
+            cert.display().to_string(),
+            "--client-key".into(),
+            key.display().to_string(),
+        ]);
+    }
     for header in &c.headers {
         flags.extend(["--header".into(), header.clone()]);
     }

@@ -236,3 +236,134 @@ fn a_server_that_asks_for_a_client_certificate_is_named_before_the_run() {
         describe(&output)
     );
 }
+
+/// A CA, a certificate it signs for `extended` use (127.0.0.1 for a server), and their files in
+/// `dir` under `name`: (the CA's PEM file, the certificate's, its key's).
+fn signed_by_a_ca(
+    dir: &TempDir,
+    name: &str,
+    extended: rcgen::ExtendedKeyUsagePurpose,
+) -> (String, String, String) {
+    let ca_key = rcgen::KeyPair::generate().unwrap();
+    let mut ca = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    // Names of their own (rcgen gives every certificate the same one): an issuer is found by
+    // its name.
+    ca.distinguished_name
+        .push(rcgen::DnType::CommonName, format!("{name} CA"));
+    let ca = rcgen::CertifiedIssuer::self_signed(ca, ca_key).unwrap();
+    let key = rcgen::KeyPair::generate().unwrap();
+    let mut params = rcgen::CertificateParams::new(vec!["127.0.0.1".to_string()]).unwrap();
+    params.extended_key_usages = vec![extended];
+    params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, name.to_string());
+    let cert = params.signed_by(&key, &ca).unwrap();
+    let write = |file: &str, text: String| {
+        let path = dir.join(&format!("{name}-{file}"));
+        std::fs::write(&path, text).unwrap();
+        path.to_str().unwrap().to_string()
+    };
+    (
+        write("ca.pem", ca.pem()),
+        write("cert.pem", cert.pem()),
+        write("key.pem", key.serialize_pem()),
+    )
+}
+
+/// Mutual TLS against the mock that asks for client certificates (`--tls-client-ca`): without
+/// `--client-cert` the run is refused before it starts and told to give one; with a
+/// certificate the mock's CA signed it completes; one of another CA fails every session with
+/// the mock's alert and what to check.
+#[test]
+fn mutual_tls_completes_with_the_client_certificate_and_names_one_refused() {
+    use rcgen::ExtendedKeyUsagePurpose::{ClientAuth, ServerAuth};
+    let _serial = util::serial();
+    let dir = TempDir::new("hint-mtls-mock");
+    let (server_ca, server_cert, server_key) = signed_by_a_ca(&dir, "server", ServerAuth);
+    let (client_ca, client_cert, client_key) = signed_by_a_ca(&dir, "client", ClientAuth);
+    let (_, stranger_cert, stranger_key) = signed_by_a_ca(&dir, "stranger", ClientAuth);
+    let mock = Mock::start(&[
+        "--protocol",
+        "openai",
+        "--tls-cert",
+        &server_cert,
+        "--tls-key",
+        &server_key,
+        "--tls-client-ca",
+        &client_ca,
+    ]);
+    let url = format!("wss://{}/v1/realtime", mock.addr);
+    let run = |name: &str, identity: &[&str]| {
+        let out = dir.join(name);
+        let mut args = vec![
+            "--url",
+            url.as_str(),
+            "--protocol",
+            "openai",
+            "--model",
+            "gpt-realtime",
+            "--ca-file",
+            server_ca.as_str(),
+            "-s",
+            "2",
+            "-d",
+            "1s",
+            "--no-sampler",
+        ];
+        args.extend_from_slice(identity);
+        (util::run_to(&out, &args, Duration::from_secs(60)), out)
+    };
+
+    let (output, _) = run("none", &[]);
+    assert_eq!(output.status.code(), Some(2), "{}", describe(&output));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("asked for a client certificate (mutual TLS)")
+            && stderr.contains("--client-cert FILE.pem and --client-key FILE.pem"),
+        "{}",
+        describe(&output)
+    );
+
+    let (output, out) = run(
+        "shown",
+        &["--client-cert", &client_cert, "--client-key", &client_key],
+    );
+    assert_eq!(output.status.code(), Some(0), "{}", describe(&output));
+    let s = summary(&out);
+    assert_eq!(s["sessions"]["completed"], 2, "{s}");
+    let connection = &s["settings"]["connection"];
+    assert_eq!(connection["client_cert"], client_cert.as_str());
+    assert_eq!(connection["client_key"], client_key.as_str());
+
+    let (output, out) = run(
+        "stranger",
+        &[
+            "--client-cert",
+            &stranger_cert,
+            "--client-key",
+            &stranger_key,
+        ],
+    );
+    assert_eq!(output.status.code(), Some(1), "{}", describe(&output));
+    let s = summary(&out);
+    let message = s["sessions"]["errors"][0]["message"].as_str().unwrap();
+    assert!(
+        message.contains("UnknownCA")
+            && message.contains("the server refused the client certificate (--client-cert)"),
+        "{message}"
+    );
+
+    // A key that is not the certificate's is refused before anything starts.
+    let (output, _) = run(
+        "mismatched",
+        &["--client-cert", &client_cert, "--client-key", &stranger_key],
+    );
+    assert_eq!(output.status.code(), Some(2), "{}", describe(&output));
+    assert!(
+        String::from_utf8_lossy(&output.stderr)
+            .contains("is not the private key of the certificate in --client-cert"),
+        "{}",
+        describe(&output)
+    );
+}

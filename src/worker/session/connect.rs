@@ -43,7 +43,16 @@ impl Dialer {
     ) -> anyhow::Result<Dialer> {
         let c = &settings.connection;
         let tls = if settings.url.starts_with("wss://") {
-            Some(crate::tls::client_config(c.insecure, c.ca_file.as_deref())?)
+            let identity = c
+                .client_cert
+                .as_deref()
+                .zip(c.client_key.as_deref())
+                .map(|(cert, key)| crate::tls::Identity::client(cert, key));
+            Some(crate::tls::client_config(
+                c.insecure,
+                c.ca_file.as_deref(),
+                identity,
+            )?)
         } else {
             None
         };

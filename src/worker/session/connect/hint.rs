@@ -38,7 +38,9 @@ pub const CLOSED_IN_TLS: &str =
 pub const SILENT_IN_TLS: &str =
     "the server never answered the TLS handshake: if it serves plain WebSocket, give a ws:// URL";
 pub const CLIENT_CERT: &str =
-    "the server asked for a client certificate (mutual TLS), which this client does not send: serve the endpoint without client-certificate authentication for the benchmark (or put a proxy that holds the certificate in front of it)";
+    "the server asked for a client certificate (mutual TLS) and none was given: give it with --client-cert FILE.pem and --client-key FILE.pem";
+pub const CLIENT_CERT_REFUSED: &str =
+    "the server refused the client certificate (--client-cert) with a TLS alert: check that it is signed by a CA the server trusts (give the intermediates in the same file, after it), that it is in its validity period, and that it is for a TLS client (extendedKeyUsage clientAuth, if it has one)";
 pub const CHAIN_TOO_LARGE: &str =
     "the server sent a certificate chain larger than a TLS handshake message may be (64 KiB): configure it to send only its certificate and the intermediates up to the root";
 
@@ -173,6 +175,15 @@ fn for_transport_error(err: &WsError, progress: &Progress) -> Option<&'static st
     {
         return Some(CLIENT_CERT);
     }
+    // A server that takes no certificate it was shown says so by an alert, which TLS 1.3
+    // delivers after the client's side of the handshake is done: at the first read, in any
+    // stage, before any answer.
+    if progress.reply.is_empty()
+        && crate::tls::client_certificate_shown()
+        && refuses_a_certificate(err)
+    {
+        return Some(CLIENT_CERT_REFUSED);
+    }
     match err {
         WsError::AttackAttempt => Some(OVERSIZED_ANSWER),
         WsError::Protocol(ProtocolError::InvalidHeader(name))
@@ -208,6 +219,38 @@ fn for_transport_error(err: &WsError, progress: &Progress) -> Option<&'static st
         WsError::Protocol(ProtocolError::HandshakeIncomplete) => Some(CLOSED_IN_HANDSHAKE),
         _ => None,
     }
+}
+
+/// Whether `err` is a TLS alert by which a server refuses the certificate it was shown
+/// (`decrypt_error`: a signature in its chain did not verify, as OpenSSL and rustls say it of a
+/// certificate whose issuer's name matches a CA the server trusts but not its key).
+fn refuses_a_certificate(err: &WsError) -> bool {
+    use rustls::AlertDescription as A;
+    let alert = match err {
+        WsError::Tls(tokio_tungstenite::tungstenite::error::TlsError::Rustls(e)) => match &**e {
+            rustls::Error::AlertReceived(a) => Some(*a),
+            _ => None,
+        },
+        WsError::Io(io) => match io.get_ref().and_then(|e| e.downcast_ref::<rustls::Error>()) {
+            Some(rustls::Error::AlertReceived(a)) => Some(*a),
+            _ => None,
+        },
+        _ => None,
+    };
+    matches!(
+        alert,
+        Some(
+            A::BadCertificate
+                | A::UnsupportedCertificate
+                | A::CertificateRevoked
+                | A::CertificateExpired
+                | A::CertificateUnknown
+                | A::UnknownCA
+                | A::AccessDenied
+                | A::CertificateRequired
+                | A::DecryptError
+        )
+    )
 }
 
 /// The hint for a connection that ran out of `--connect-timeout`, if there is one.
@@ -248,6 +291,33 @@ mod tests {
 
     fn rustls_io(err: rustls::Error) -> WsError {
         WsError::Io(std::io::Error::new(std::io::ErrorKind::InvalidData, err))
+    }
+
+    /// The alerts by which a server refuses a certificate it was shown are told apart from the
+    /// rest (a protocol version, a handshake failure), however the library carries them.
+    #[test]
+    fn a_certificate_alert_is_a_refused_client_certificate() {
+        use rustls::AlertDescription as A;
+        for alert in [
+            A::UnknownCA,
+            A::BadCertificate,
+            A::CertificateRequired,
+            A::AccessDenied,
+            A::DecryptError,
+        ] {
+            assert!(refuses_a_certificate(&rustls_io(
+                rustls::Error::AlertReceived(alert)
+            )));
+            let tls = WsError::Tls(tokio_tungstenite::tungstenite::error::TlsError::Rustls(
+                Box::new(rustls::Error::AlertReceived(alert)),
+            ));
+            assert!(refuses_a_certificate(&tls), "{alert:?}");
+        }
+        for alert in [A::ProtocolVersion, A::HandshakeFailure, A::InternalError] {
+            assert!(!refuses_a_certificate(&rustls_io(
+                rustls::Error::AlertReceived(alert)
+            )));
+        }
     }
 
     #[test]
