@@ -380,20 +380,23 @@ impl Summary {
         );
         let output_dir = record.plan.output_dir.display().to_string();
         let files_lost = FilesLost::of(results(&record));
-        let mut verdict = reasons::verdict(
-            &record,
-            &mut pooled,
-            funasr.as_ref().map_or(0, |f| f.summary.errors),
-            files_lost.as_ref(),
-            streams.start_gate.as_ref(),
-            &output_dir,
-        );
         let (episodes, sampler) = record.sampler.clone().unwrap_or_default();
         let attribution = stalls::attribution_of(
             &record,
             &episodes,
             &sampler.host_load.windows,
             sampler.enabled,
+        );
+        let mut verdict = reasons::verdict(
+            &record,
+            &mut pooled,
+            (
+                funasr.as_ref().map_or(0, |f| f.summary.errors),
+                attribution.late_packets.send_backpressure,
+            ),
+            files_lost.as_ref(),
+            streams.start_gate.as_ref(),
+            &output_dir,
         );
         verdict
             .reasons

@@ -20,6 +20,10 @@ pub fn unsent_why(packets_sent: u64) -> &'static str {
 pub struct Facts<'a> {
     pub counts: PacketCounts,
     pub sessions_with_late_packets: u64,
+    /// Late packets that fell due while a send was blocked (the attribution's
+    /// `send_backpressure`): the server stopped reading, the socket held them back. Live views
+    /// do not know it (0).
+    pub late_while_send_blocked: u64,
     pub late_threshold_ms: u32,
     pub sessions_configured: u64,
     pub incomplete: u64,
@@ -82,9 +86,21 @@ pub fn judge(f: &Facts<'_>) -> Verdict {
             f.late_threshold_ms,
             f.sessions_with_late_packets,
         );
+        let blocked = f.late_while_send_blocked.min(late);
         reasons.push(if held_back {
             format!(
                 "{late} late packets (deviation > {threshold} ms) in {sessions} sessions, none of them sent: a send blocked and held them back (the server or the network stopped taking data; see the stall cause); the packets sent were at most {worst_ms:.1} ms off"
+            )
+        } else if blocked == late {
+            // A send that blocked and then went through (a --send-timeout longer than the
+            // server's pause) sent them late: the socket's doing, not the client's schedule.
+            format!(
+                "{late} late packets (deviation > {threshold} ms) in {sessions} sessions, all of them due while a send was blocked: the server (or the network) stopped taking data and the socket held them back (see the stall cause); worst {worst_ms:.1} ms"
+            )
+        } else if blocked > 0 {
+            format!(
+                "{late} late packets (deviation > {threshold} ms) in {sessions} sessions; worst {worst_ms:.1} ms{}; {blocked} of them due while a send was blocked (the server stopped taking data)",
+                if c.unsent_packets > 0 { " among those sent" } else { "" }
             )
         } else if c.unsent_packets > 0 {
             format!(
@@ -279,6 +295,39 @@ mod tests {
         assert_eq!(
             v.reasons[0],
             "3 late packets (deviation > 80 ms) in 2 sessions; worst 151.0 ms"
+        );
+    }
+
+    /// A server that stopped reading for longer than a packet, with a --send-timeout longer
+    /// still: the blocked send went through, so the packets were sent late, and the reason
+    /// read as the client's own lateness (the README walkthrough of 2026-12-07).
+    #[test]
+    fn packets_late_while_a_send_was_blocked_are_said_to_be_the_sockets_doing() {
+        let facts = |blocked| Facts {
+            counts: PacketCounts {
+                packets: 600,
+                late_packets: 135,
+                max_deviation_us: 2_870_500,
+                ..PacketCounts::default()
+            },
+            sessions_with_late_packets: 4,
+            late_while_send_blocked: blocked,
+            late_threshold_ms: 80,
+            ..Facts::default()
+        };
+        let v = judge(&facts(135));
+        assert!(!v.pacing_qualified);
+        assert_eq!(
+            v.reasons[0],
+            "135 late packets (deviation > 80 ms) in 4 sessions, all of them due while a send was blocked: the server (or the network) stopped taking data and the socket held them back (see the stall cause); worst 2870.5 ms"
+        );
+        assert_eq!(
+            judge(&facts(35)).reasons[0],
+            "135 late packets (deviation > 80 ms) in 4 sessions; worst 2870.5 ms; 35 of them due while a send was blocked (the server stopped taking data)"
+        );
+        assert_eq!(
+            judge(&facts(0)).reasons[0],
+            "135 late packets (deviation > 80 ms) in 4 sessions; worst 2870.5 ms"
         );
     }
 

@@ -9,11 +9,13 @@ use crate::sampler::host_load::HostLoad;
 use crate::sampler::server_stall::{self, Found};
 use crate::verdict::{self, Facts, Verdict};
 
-/// The verdict on the pooled results, with the reasons that come before the sampler's.
+/// The verdict on the pooled results, with the reasons that come before the sampler's;
+/// `counted`: the client errors in the benchmark's figures (Fun-ASR's), and the late packets
+/// that fell due while a send was blocked.
 pub(super) fn verdict(
     record: &RunRecord<'_>,
     pooled: &mut Pooled,
-    client_errors: u64,
+    (client_errors, late_while_send_blocked): (u64, u64),
     files_lost: Option<&FilesLost>,
     start_gate: Option<&multihost::StartGate>,
     output_dir: &str,
@@ -24,6 +26,7 @@ pub(super) fn verdict(
         client_errors,
         counts: pooled.counts,
         sessions_with_late_packets: pooled.sessions_with_late_packets,
+        late_while_send_blocked,
         late_threshold_ms: settings.late_threshold_ms,
         sessions_configured: pooled.sessions.configured,
         incomplete: pooled.sessions.incomplete,
