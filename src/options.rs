@@ -917,8 +917,7 @@ fn client_settings(
         Protocol::Vllm => {
             if has_url && args.model.is_none() {
                 bail!(
-                    "--protocol vllm needs --model: the model the server serves (vLLM refuses a commit before it with model_not_validated; `GET /v1/models` on the server lists it; the built-in mock serves {} unless started with --served-model)",
-                    crate::protocol::vllm::MOCK_MODEL
+                    "--protocol vllm needs --model: the model the server serves (vLLM refuses a commit before it with model_not_validated; `GET /v1/models` on the server lists it; duplexbench-tui's own mock takes any name unless started with --served-model)"
                 );
             }
         }
@@ -2298,7 +2297,7 @@ mod tests {
         assert!(
             err(&["--protocol", "vllm", "--url", "ws://h:1/v1/realtime"]).contains("needs --model")
                 && err(&["--protocol", "vllm", "--url", "ws://h:1/v1/realtime"])
-                    .contains(crate::protocol::vllm::MOCK_MODEL)
+                    .contains("own mock takes any name unless started with --served-model")
         );
         assert!(err(&[
             "--protocol",

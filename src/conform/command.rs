@@ -188,6 +188,13 @@ pub fn run(args: &ConformArgs) -> Result<i32> {
         None => {
             let mut files = Vec::new();
             for path in &args.trace {
+                // A mistyped path is said as such, not as a folder without traces.
+                if !path.exists() {
+                    bail!(
+                        "--trace {}: no such file or folder; give a run's output folder, a session's trace.jsonl, or a folder of them",
+                        path.display()
+                    );
+                }
                 // Checked by another protocol's rules, every frame of a conformant server breaks
                 // one: refused, saying which protocol the run spoke.
                 if let Some(theirs) =

@@ -273,6 +273,10 @@ pub fn lines(s: &ServingSection, stopped_early: u64) -> Vec<String> {
         s.successful_sessions, s.attempted_sessions
     )];
     let row = |name: &str, d: &Distribution| {
+        // As every other figure without a sample reads (README, "Reading the figures").
+        if d.n == 0 {
+            return format!("  {name:<19}no samples");
+        }
         format!(
             "  {name:<19}p50 {}  p95 {}  p99 {}  max {}  (n {})",
             ms(d.p50),
@@ -294,9 +298,9 @@ pub fn lines(s: &ServingSection, stopped_early: u64) -> Vec<String> {
     }
     lines.push(row("response_ttfa", &s.response_ttfa_s));
     lines.push(row("send_lateness", &s.send_lateness_s));
-    let rate = s
-        .late_send_rate
-        .map_or("-".to_string(), |r| format!("{:.1} %", r * 100.0));
+    let rate = s.late_send_rate.map_or("no sends timed".to_string(), |r| {
+        format!("{:.1} %", r * 100.0)
+    });
     let mut tail = format!(
         "  late sends {} (> {:.0} ms, {rate}); terminal units {} (not in unit_lag)",
         s.late_send_count,
@@ -318,6 +322,63 @@ pub fn lines(s: &ServingSection, stopped_early: u64) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A figure without a sample reads `no samples`, as every other figure of the table and
+    /// summary.md does, not a row of dashes (the README walkthrough of 2026-12-07); a rate
+    /// over no timed send says so.
+    #[test]
+    fn a_figure_without_samples_reads_no_samples() {
+        let none = Distribution::default();
+        let some = Distribution::exact(&[0.010, 0.020]);
+        let section = ServingSection {
+            profile: Some("personaplex".into()),
+            native_unit_ms: Some(80.0),
+            output_sample_rate: Some(24_000.0),
+            attempted_sessions: 2,
+            successful_sessions: 0,
+            ttfa_s: Some(none),
+            send_lateness_s: none,
+            late_send_threshold_s: 0.02,
+            late_send_count: 0,
+            late_send_rate: None,
+            output_gap_s: None,
+            output_gap_excess_s: None,
+            output_drift_s: None,
+            final_output_drift_s: None,
+            required_playout_buffer_s: None,
+            output_coverage: None,
+            underrun_sessions: None,
+            underrun_count: None,
+            underrun_total_s: None,
+            underrun_worst_s: None,
+            underrun_ratio: None,
+            startup_reserve_s: 0.0,
+            unit_lag_s: some,
+            excluded_terminal_units: 0,
+            responses: 0,
+            response_ttfa_s: none,
+            response_gap_excess_s: none,
+            response_max_drift_s: none,
+            response_required_playout_buffer_s: none,
+            media_schedule_lag_s: none,
+            media_send_lag_s: none,
+        };
+        let lines = lines(&section, 0);
+        let of = |name: &str| {
+            lines
+                .iter()
+                .find(|l| l.trim_start().starts_with(name))
+                .unwrap()
+                .clone()
+        };
+        assert_eq!(of("ttfa").trim_end(), "  ttfa               no samples");
+        assert!(of("unit_lag").contains("p50 15.0") && of("unit_lag").contains("(n 2)"));
+        assert!(!lines.iter().any(|l| l.contains("p50 -")), "{lines:?}");
+        assert!(
+            of("late sends").contains("(> 20 ms, no sends timed)"),
+            "{lines:?}"
+        );
+    }
 
     /// Each of what sglang-omni's client records as an error fails the session in their
     /// count, though it completed for ours.

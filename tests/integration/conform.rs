@@ -129,13 +129,21 @@ fn a_conformant_servers_run_is_not_kept_and_conform_says_where_it_was() {
     assert!(!std::path::Path::new(dir).exists(), "{dir} is still there");
 }
 
+/// A mistyped --trace path, of a file or a folder, is said to be missing (the README
+/// walkthrough of 2026-12-07: a folder read "no trace.jsonl found in the --trace paths").
 #[test]
 fn a_trace_that_cannot_be_read_exits_2() {
     let dir = TempDir::new("conform-missing");
-    let missing = dir.join("nope.jsonl");
-    let out = util::run(&["conform", "--trace", missing.to_str().unwrap()], LIMIT);
-    assert_eq!(out.status.code(), Some(2), "{}", describe(&out));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot read the trace"));
+    for name in ["nope.jsonl", "runs-typo"] {
+        let missing = dir.join(name);
+        let out = util::run(&["conform", "--trace", missing.to_str().unwrap()], LIMIT);
+        assert_eq!(out.status.code(), Some(2), "{}", describe(&out));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains(&format!("{name}: no such file or folder")),
+            "{stderr}"
+        );
+    }
 }
 
 /// A file none of whose lines is a trace record (a run's summary.json given by mistake) is not
