@@ -329,9 +329,15 @@ fn mutual_tls_completes_with_the_client_certificate_and_names_one_refused() {
         "shown",
         &["--client-cert", &client_cert, "--client-key", &client_key],
     );
-    assert_eq!(output.status.code(), Some(0), "{}", describe(&output));
+    // Complete, whatever a busy machine did to its pacing (which the exit code also says).
+    assert!(
+        matches!(output.status.code(), Some(0 | 1)),
+        "{}",
+        describe(&output)
+    );
     let s = summary(&out);
     assert_eq!(s["sessions"]["completed"], 2, "{s}");
+    assert_eq!(s["verdict"]["complete"], true, "{s}");
     let connection = &s["settings"]["connection"];
     assert_eq!(connection["client_cert"], client_cert.as_str());
     assert_eq!(connection["client_key"], client_key.as_str());
