@@ -111,10 +111,12 @@ pub struct ConnectionSettings {
     pub insecure: bool,
     /// CA certificates trusted besides the system's.
     pub ca_file: Option<PathBuf>,
-    /// `--client-cert` and `--client-key`: the certificate shown to a server that asks for one
-    /// (mutual TLS) and its key's file (the path only; null without).
+    /// `--client-cert`: the certificate shown to a server that asks for one (mutual TLS), the
+    /// path only; null without.
     #[serde(default)]
     pub client_cert: Option<PathBuf>,
+    /// `--client-key`: the file of that certificate's private key, the path only (never its
+    /// contents); null without.
     #[serde(default)]
     pub client_key: Option<PathBuf>,
     /// `--header` values, by name.

@@ -51,8 +51,18 @@ pub fn client_certificate_shown() -> bool {
     CLIENT_CERT_SHOWN.load(Ordering::Relaxed)
 }
 
+/// Whether a server asked for the `--client-cert` but takes none of the signature schemes its
+/// key can sign with (an Ed25519 key, say): rustls then sends no certificate, and the hint
+/// names the key rather than the certificate.
+static CLIENT_KEY_UNUSABLE: AtomicBool = AtomicBool::new(false);
+
+/// Whether a server took none of the `--client-key`'s schemes (see [`CLIENT_KEY_UNUSABLE`]).
+pub fn client_key_unusable() -> bool {
+    CLIENT_KEY_UNUSABLE.load(Ordering::Relaxed)
+}
+
 /// `--client-cert`: the certificate for every server that asks (rustls' `SingleCertAndKey`),
-/// noting that one did.
+/// noting that one did, and whether its key could sign for it.
 #[derive(Debug)]
 struct ShowsClientCert(Arc<CertifiedKey>);
 
@@ -60,9 +70,13 @@ impl ResolvesClientCert for ShowsClientCert {
     fn resolve(
         &self,
         _root_hint_subjects: &[&[u8]],
-        _sigschemes: &[SignatureScheme],
+        sigschemes: &[SignatureScheme],
     ) -> Option<Arc<CertifiedKey>> {
-        CLIENT_CERT_SHOWN.store(true, Ordering::Relaxed);
+        if self.0.key.choose_scheme(sigschemes).is_some() {
+            CLIENT_CERT_SHOWN.store(true, Ordering::Relaxed);
+        } else {
+            CLIENT_KEY_UNUSABLE.store(true, Ordering::Relaxed);
+        }
         Some(self.0.clone())
     }
 
@@ -135,6 +149,14 @@ impl<'a> Identity<'a> {
                 )
             } else if matches!(CertificateDer::pem_file_iter(path).map(|mut c| c.next()), Ok(Some(Ok(_)))) {
                 "no private key in it: it holds a certificate; give the private key (the file with -----BEGIN PRIVATE KEY-----)".to_string()
+            } else if std::fs::read(path).is_ok_and(|b| b.starts_with(&[0x30, 0x82]) || b.starts_with(&[0x30, 0x81]) || b.starts_with(&[0x30, 0x77])) {
+                // DER: an ASN.1 SEQUENCE (of a long length, or an EC key's short one).
+                format!(
+                    "it looks like a DER (binary) key; convert it to PEM, `openssl pkey -inform DER -in {} -out key.pem`",
+                    path.display()
+                )
+            } else if matches!(err, rustls::pki_types::pem::Error::NoItemsFound) {
+                "no PEM private key in it (a file with -----BEGIN PRIVATE KEY-----, or an EC or RSA one)".to_string()
             } else {
                 format!("no PEM private key in it ({err})")
             };
@@ -498,6 +520,23 @@ mod tests {
             .to_string();
         assert!(
             err.starts_with("--client-cert ") && err.contains("it holds a private key"),
+            "{err}"
+        );
+        // A DER key is named with the command that converts it (the mTLS QA: "no items found").
+        let der = dir.join("key.der");
+        let pem = std::fs::read_to_string(&key).unwrap();
+        std::fs::write(
+            &der,
+            PrivateKeyDer::from_pem_slice(pem.as_bytes())
+                .unwrap()
+                .secret_der(),
+        )
+        .unwrap();
+        let err = client_config(true, None, Some(Identity::client(&cert, &der)))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("DER (binary) key") && err.contains("openssl pkey -inform DER"),
             "{err}"
         );
         let _ = std::fs::remove_dir_all(dir);

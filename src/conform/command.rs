@@ -640,8 +640,9 @@ mod tests {
         assert_eq!(l.max_message_bytes, 64 << 20);
     }
 
-    /// A header from the environment and OpenAI's interrupt_response reach the run too (they
-    /// were accepted and then dropped: an authenticated server answered conform with 401).
+    /// A header from the environment, OpenAI's interrupt_response and the client certificate
+    /// reach the run too (the first two were accepted and then dropped: an authenticated
+    /// server answered conform with 401).
     #[test]
     fn the_run_gets_conforms_header_env_and_interrupt_response() {
         let conform = [
@@ -654,6 +655,10 @@ mod tests {
             "--header-env",
             "api-key=AZURE_KEY",
             "--interrupt-response",
+            "--client-cert",
+            "c.pem",
+            "--client-key",
+            "k.pem",
         ];
         let Some(Command::Conform(args)) = Cli::try_parse_from(conform).unwrap().command else {
             panic!("a conform command")
@@ -665,5 +670,11 @@ mod tests {
         };
         assert_eq!(run.connection.header_envs, ["api-key=AZURE_KEY"]);
         assert!(run.speak.interrupt_response, "{argv:?}");
+        let c = &run.connection;
+        assert_eq!(
+            c.client_cert.as_deref(),
+            Some(std::path::Path::new("c.pem"))
+        );
+        assert_eq!(c.client_key.as_deref(), Some(std::path::Path::new("k.pem")));
     }
 }

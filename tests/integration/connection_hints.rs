@@ -373,3 +373,81 @@ fn mutual_tls_completes_with_the_client_certificate_and_names_one_refused() {
         describe(&output)
     );
 }
+
+/// A server that refuses the client certificate without a TLS alert (Python's asyncio and
+/// uvloop end the connection: the mTLS QA of 2026-12-07 saw rustls' bare "peer closed
+/// connection without sending TLS close_notify", and exit 2 blaming a firewall when it came as
+/// a reset) fails the sessions with what to check about the certificate.
+#[test]
+fn a_client_certificate_refused_without_an_alert_is_named() {
+    use rcgen::ExtendedKeyUsagePurpose::{ClientAuth, ServerAuth};
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    let _serial = util::serial();
+    let dir = TempDir::new("hint-mtls-silent");
+    let (server_ca, server_cert, server_key) = signed_by_a_ca(&dir, "server", ServerAuth);
+    let (client_ca, client_cert, client_key) = signed_by_a_ca(&dir, "client", ClientAuth);
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add_parsable_certificates(
+        CertificateDer::pem_file_iter(&client_ca)
+            .unwrap()
+            .map(Result::unwrap),
+    );
+    let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+        std::sync::Arc::new(roots),
+        provider.clone(),
+    )
+    .build()
+    .unwrap();
+    let config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_client_cert_verifier(verifier)
+        .with_single_cert(
+            CertificateDer::pem_file_iter(&server_cert)
+                .unwrap()
+                .map(Result::unwrap)
+                .collect(),
+            PrivateKeyDer::from_pem_file(&server_key).unwrap(),
+        )
+        .unwrap();
+    let acceptor = tokio_rustls::TlsAcceptor::from(std::sync::Arc::new(config));
+    let server = LoopbackServer::start(move |stream| {
+        let acceptor = acceptor.clone();
+        async move {
+            // It takes the certificate, then ends the connection unanswered, as a server that
+            // refuses one silently looks from the client's side of TLS 1.3.
+            if let Ok(tls) = acceptor.accept(stream).await {
+                drop(tls);
+            }
+        }
+    });
+    let url = format!("wss://{}/v1/realtime", server.addr);
+    let out = dir.join("out");
+    let args = [
+        "--url",
+        url.as_str(),
+        "--ca-file",
+        server_ca.as_str(),
+        "--client-cert",
+        client_cert.as_str(),
+        "--client-key",
+        client_key.as_str(),
+        "-s",
+        "1",
+        "-d",
+        "1s",
+        "--no-sampler",
+    ];
+    let output = util::run_to(&out, &args, Duration::from_secs(60));
+    assert_eq!(output.status.code(), Some(1), "{}", describe(&output));
+    let s = summary(&out);
+    let message = s["sessions"]["errors"][0]["message"].as_str().unwrap();
+    assert!(
+        message.contains(
+            "after it was shown the client certificate (--client-cert) and without a TLS alert"
+        ),
+        "{message}"
+    );
+}

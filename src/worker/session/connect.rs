@@ -200,6 +200,9 @@ pub async fn probe(dialer: &Dialer, connect_timeout: Duration) -> Result<(), Unr
     if !answered && transport_failed && crate::tls::client_certificate_asked() {
         return Err(Unreachable::Reset(hint::CLIENT_CERT.to_string()));
     }
+    if !answered && transport_failed && crate::tls::client_key_unusable() {
+        return Err(Unreachable::Reset(hint::CLIENT_KEY_UNUSABLE.to_string()));
+    }
     // A connection reset before the server answered the handshake (a server that takes
     // connections only to drop them) cannot carry a session either: said now, not as every
     // session's failure (a reset once the connect returned passed the probe).
@@ -208,7 +211,9 @@ pub async fn probe(dialer: &Dialer, connect_timeout: Duration) -> Result<(), Unr
             err.kind(),
             std::io::ErrorKind::ConnectionReset | std::io::ErrorKind::BrokenPipe
         );
-        if dropped && !answered {
+        // (Unless it was shown a client certificate: one that refuses it silently resets, and
+        // the sessions say so with what to check, as they do of a refusal by an alert.)
+        if dropped && !answered && !crate::tls::client_certificate_shown() {
             return Err(tcp_failure(&std::io::Error::from(
                 std::io::ErrorKind::ConnectionReset,
             )));

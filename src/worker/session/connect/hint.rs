@@ -39,6 +39,10 @@ pub const SILENT_IN_TLS: &str =
     "the server never answered the TLS handshake: if it serves plain WebSocket, give a ws:// URL";
 pub const CLIENT_CERT: &str =
     "the server asked for a client certificate (mutual TLS) and none was given: give it with --client-cert FILE.pem and --client-key FILE.pem";
+pub const CLIENT_KEY_UNUSABLE: &str =
+    "the server asked for a client certificate but takes none of the signature schemes of the --client-key's key (an Ed25519 key, say), so none could be sent: give a certificate with an ECDSA (P-256, P-384) or RSA key";
+pub const CLIENT_CERT_DROPPED: &str =
+    "the server ended the connection before answering, after it was shown the client certificate (--client-cert) and without a TLS alert saying why, as a server that refuses a certificate silently does (Python asyncio, uvloop): check that the certificate is signed by a CA the server trusts (give the intermediates in the same file, after it), that it is in its validity period, and that it is for a TLS client (extendedKeyUsage clientAuth, if it has one); if only some sessions fail so, the server may be out of connections";
 pub const CLIENT_CERT_REFUSED: &str =
     "the server refused the client certificate (--client-cert) with a TLS alert: check that it is signed by a CA the server trusts (give the intermediates in the same file, after it), that it is in its validity period, and that it is for a TLS client (extendedKeyUsage clientAuth, if it has one)";
 pub const CHAIN_TOO_LARGE: &str =
@@ -169,11 +173,13 @@ fn for_transport_error(err: &WsError, progress: &Progress) -> Option<&'static st
     // (Only past the TCP connection, before any answer: a server that asks for a certificate
     // without requiring one answers the handshake.)
     let refused_in_tls = progress.stage != Stage::Tcp && progress.reply.is_empty();
-    if refused_in_tls
-        && crate::tls::client_certificate_asked()
-        && matches!(err, WsError::Io(_) | WsError::Tls(_))
-    {
-        return Some(CLIENT_CERT);
+    if refused_in_tls && matches!(err, WsError::Io(_) | WsError::Tls(_)) {
+        if crate::tls::client_certificate_asked() {
+            return Some(CLIENT_CERT);
+        }
+        if crate::tls::client_key_unusable() {
+            return Some(CLIENT_KEY_UNUSABLE);
+        }
     }
     // A server that takes no certificate it was shown says so by an alert, which TLS 1.3
     // delivers after the client's side of the handshake is done: at the first read, in any
@@ -183,6 +189,11 @@ fn for_transport_error(err: &WsError, progress: &Progress) -> Option<&'static st
         && refuses_a_certificate(err)
     {
         return Some(CLIENT_CERT_REFUSED);
+    }
+    // One that refuses it without an alert (Python's asyncio and uvloop) ends the connection:
+    // an end of file or a reset, in the TLS handshake (TLS 1.2) or at the first read.
+    if progress.reply.is_empty() && crate::tls::client_certificate_shown() && ended_silently(err) {
+        return Some(CLIENT_CERT_DROPPED);
     }
     match err {
         WsError::AttackAttempt => Some(OVERSIZED_ANSWER),
@@ -253,6 +264,21 @@ fn refuses_a_certificate(err: &WsError) -> bool {
     )
 }
 
+/// Whether `err` is the connection ending without a word: an end of file (rustls' "peer
+/// closed connection without sending TLS close_notify", "tls handshake eof"), a reset, or the
+/// end before the handshake's answer.
+fn ended_silently(err: &WsError) -> bool {
+    use std::io::ErrorKind as K;
+    match err {
+        WsError::Io(io) => matches!(
+            io.kind(),
+            K::UnexpectedEof | K::ConnectionReset | K::ConnectionAborted | K::BrokenPipe
+        ),
+        WsError::Protocol(ProtocolError::HandshakeIncomplete) => true,
+        _ => false,
+    }
+}
+
 /// The hint for a connection that ran out of `--connect-timeout`, if there is one.
 pub fn for_timeout(progress: &Progress) -> Option<&'static str> {
     (progress.stage == Stage::Tls).then_some(SILENT_IN_TLS)
@@ -291,6 +317,25 @@ mod tests {
 
     fn rustls_io(err: rustls::Error) -> WsError {
         WsError::Io(std::io::Error::new(std::io::ErrorKind::InvalidData, err))
+    }
+
+    /// A connection that ended without a word (an end of file, a reset, the end before the
+    /// handshake's answer) is told apart from one that said why.
+    #[test]
+    fn a_connection_that_ended_silently_is_told_apart() {
+        use std::io::{Error, ErrorKind};
+        for kind in [ErrorKind::UnexpectedEof, ErrorKind::ConnectionReset] {
+            assert!(ended_silently(&WsError::Io(Error::from(kind))));
+        }
+        assert!(ended_silently(&WsError::Protocol(
+            ProtocolError::HandshakeIncomplete
+        )));
+        assert!(!ended_silently(&rustls_io(rustls::Error::AlertReceived(
+            rustls::AlertDescription::UnknownCA
+        ))));
+        assert!(!ended_silently(&WsError::Io(Error::from(
+            ErrorKind::ConnectionRefused
+        ))));
     }
 
     /// The alerts by which a server refuses a certificate it was shown are told apart from the
