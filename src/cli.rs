@@ -156,7 +156,7 @@ pub struct RunArgs {
     /// Time one send may block before the session ends as "the server stopped reading" [default: 4 packets].
     #[arg(long, allow_hyphen_values = true, value_parser = parse_duration, help_heading = "Server")]
     pub send_timeout: Option<Duration>,
-    /// Kernel send buffer of each connection (SO_SNDBUF), in bytes [default: the OS's, autotuned up to megabytes]; a small one shows a server that stops reading within a few packets.
+    /// Kernel send buffer of each connection (SO_SNDBUF), in bytes [default: the OS's, autotuned up to megabytes]; the smaller, the sooner a server that stops reading blocks a send (on loopback the server's own receive buffer still takes seconds of audio first).
     #[arg(long, value_parser = clap::value_parser!(u32).range(4096..), help_heading = "Server")]
     pub send_buffer_bytes: Option<u32>,
     /// With --protocol funasr, the language the client sets after START (a LANGUAGE:<name> line): the name goes into the model's prompt as it is, e.g. 中文, English, 日本語 (not a code such as zh); in an openai transcription session, the transcription's language as an ISO-639-1 code, e.g. en (audio.input.transcription.language) [default: none].

@@ -251,11 +251,20 @@ impl<'p> Sweep<'p> {
         let stop = unqualified && self.cancel_code.is_none();
         if stop {
             self.record.stopped_early = (rest > 0).then(|| {
-                format!(
-                    "the client was pacing-unqualified at {sessions} sessions ({}): higher levels would measure the client, not the server, so {} not run",
-                    why.unwrap_or_else(|| "late packets".to_string()),
-                    levels_above(rest)
-                )
+                let why = why.unwrap_or_else(|| "late packets".to_string());
+                // Packets a blocked send held back: the server stopped reading at this load,
+                // and above it would too (the client kept its schedule).
+                if crate::verdict::late_was_held_back(&why) {
+                    format!(
+                        "the server stopped taking the input at {sessions} sessions ({why}): the runs were pacing-unqualified, and higher levels would load it more, so {} not run",
+                        levels_above(rest)
+                    )
+                } else {
+                    format!(
+                        "the client was pacing-unqualified at {sessions} sessions ({why}): higher levels would measure the client, not the server, so {} not run",
+                        levels_above(rest)
+                    )
+                }
             });
         }
         self.finish_level(false)?;

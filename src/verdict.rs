@@ -15,6 +15,16 @@ pub fn unsent_why(packets_sent: u64) -> &'static str {
     }
 }
 
+/// The words of a late-packet reason whose packets a blocked send held back (the server or
+/// the network stopped taking data), not the client's own schedule: [`late_was_held_back`].
+const NONE_SENT: &str = "none of them sent: a send blocked and held them back";
+const ALL_BLOCKED: &str = "all of them due while a send of their worker was blocked";
+
+/// Whether `reason` (a verdict's) says the late packets were all held back by blocked sends.
+pub fn late_was_held_back(reason: &str) -> bool {
+    reason.contains(NONE_SENT) || reason.contains(ALL_BLOCKED)
+}
+
 /// What a verdict is decided from; live views fill in what they know so far.
 #[derive(Debug, Clone, Default)]
 pub struct Facts<'a> {
@@ -89,17 +99,18 @@ pub fn judge(f: &Facts<'_>) -> Verdict {
         let blocked = f.late_while_send_blocked.min(late);
         reasons.push(if held_back {
             format!(
-                "{late} late packets (deviation > {threshold} ms) in {sessions} sessions, none of them sent: a send blocked and held them back (the server or the network stopped taking data; see the stall cause); the packets sent were at most {worst_ms:.1} ms off"
+                "{late} late packets (deviation > {threshold} ms) in {sessions} sessions, {NONE_SENT} (the server or the network stopped taking data; see the stall cause); the packets sent were at most {worst_ms:.1} ms off"
             )
         } else if blocked == late {
             // A send that blocked and then went through (a --send-timeout longer than the
             // server's pause) sent them late: the socket's doing, not the client's schedule.
             format!(
-                "{late} late packets (deviation > {threshold} ms) in {sessions} sessions, all of them due while a send was blocked: the server (or the network) stopped taking data and the socket held them back (see the stall cause); worst {worst_ms:.1} ms"
+                "{late} late packets (deviation > {threshold} ms) in {sessions} sessions, {ALL_BLOCKED}: the server (or the network) stopped taking data and the socket held them back (see the stall cause); worst {worst_ms:.1} ms{}",
+                if c.unsent_packets > 0 { " among those sent" } else { "" }
             )
         } else if blocked > 0 {
             format!(
-                "{late} late packets (deviation > {threshold} ms) in {sessions} sessions; worst {worst_ms:.1} ms{}; {blocked} of them due while a send was blocked (the server stopped taking data)",
+                "{late} late packets (deviation > {threshold} ms) in {sessions} sessions; worst {worst_ms:.1} ms{}; {blocked} of them due while a send of their worker was blocked (the server stopped taking data)",
                 if c.unsent_packets > 0 { " among those sent" } else { "" }
             )
         } else if c.unsent_packets > 0 {
@@ -317,13 +328,15 @@ mod tests {
         };
         let v = judge(&facts(135));
         assert!(!v.pacing_qualified);
+        assert!(late_was_held_back(&v.reasons[0]));
+        assert!(!late_was_held_back(&judge(&facts(35)).reasons[0]));
         assert_eq!(
             v.reasons[0],
-            "135 late packets (deviation > 80 ms) in 4 sessions, all of them due while a send was blocked: the server (or the network) stopped taking data and the socket held them back (see the stall cause); worst 2870.5 ms"
+            "135 late packets (deviation > 80 ms) in 4 sessions, all of them due while a send of their worker was blocked: the server (or the network) stopped taking data and the socket held them back (see the stall cause); worst 2870.5 ms"
         );
         assert_eq!(
             judge(&facts(35)).reasons[0],
-            "135 late packets (deviation > 80 ms) in 4 sessions; worst 2870.5 ms; 35 of them due while a send was blocked (the server stopped taking data)"
+            "135 late packets (deviation > 80 ms) in 4 sessions; worst 2870.5 ms; 35 of them due while a send of their worker was blocked (the server stopped taking data)"
         );
         assert_eq!(
             judge(&facts(0)).reasons[0],
