@@ -187,6 +187,31 @@ fn a_server_of_another_protocol_is_named_with_the_flag_to_give() {
     }
 }
 
+/// A rustls server of `cert` and `key` that asks every client for a certificate signed by one
+/// of `trusted` and refuses the handshake without one.
+fn asking_for_client_certificates(
+    cert: Vec<rustls::pki_types::CertificateDer<'static>>,
+    key: rustls::pki_types::PrivateKeyDer<'static>,
+    trusted: Vec<rustls::pki_types::CertificateDer<'static>>,
+) -> tokio_rustls::TlsAcceptor {
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add_parsable_certificates(trusted);
+    let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+        std::sync::Arc::new(roots),
+        provider.clone(),
+    )
+    .build()
+    .unwrap();
+    let config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_client_cert_verifier(verifier)
+        .with_single_cert(cert, key)
+        .unwrap();
+    tokio_rustls::TlsAcceptor::from(std::sync::Arc::new(config))
+}
+
 /// A server that asks for a client certificate (mutual TLS) refuses every session of a client
 /// that has none to send; the check before the run says so, whatever way the server then ends
 /// the connection (an alert, a reset, a close: the QA pass of 2026-12-07 saw exit 2 blaming a
@@ -198,22 +223,7 @@ fn a_server_that_asks_for_a_client_certificate_is_named_before_the_run() {
     let made = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_string()]).unwrap();
     let cert = CertificateDer::from(made.cert.der().to_vec());
     let key = PrivateKeyDer::try_from(made.signing_key.serialize_der()).unwrap();
-    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
-    let mut roots = rustls::RootCertStore::empty();
-    roots.add(cert.clone()).unwrap();
-    let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
-        std::sync::Arc::new(roots),
-        provider.clone(),
-    )
-    .build()
-    .unwrap();
-    let config = rustls::ServerConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_client_cert_verifier(verifier)
-        .with_single_cert(vec![cert], key)
-        .unwrap();
-    let acceptor = tokio_rustls::TlsAcceptor::from(std::sync::Arc::new(config));
+    let acceptor = asking_for_client_certificates(vec![cert.clone()], key, vec![cert]);
     let server = LoopbackServer::start(move |stream| {
         let acceptor = acceptor.clone();
         async move {
@@ -387,32 +397,17 @@ fn a_client_certificate_refused_without_an_alert_is_named() {
     let dir = TempDir::new("hint-mtls-silent");
     let (server_ca, server_cert, server_key) = signed_by_a_ca(&dir, "server", ServerAuth);
     let (client_ca, client_cert, client_key) = signed_by_a_ca(&dir, "client", ClientAuth);
-    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
-    let mut roots = rustls::RootCertStore::empty();
-    roots.add_parsable_certificates(
-        CertificateDer::pem_file_iter(&client_ca)
+    let pem = |path: &str| -> Vec<CertificateDer<'static>> {
+        CertificateDer::pem_file_iter(path)
             .unwrap()
-            .map(Result::unwrap),
+            .map(Result::unwrap)
+            .collect()
+    };
+    let acceptor = asking_for_client_certificates(
+        pem(&server_cert),
+        PrivateKeyDer::from_pem_file(&server_key).unwrap(),
+        pem(&client_ca),
     );
-    let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
-        std::sync::Arc::new(roots),
-        provider.clone(),
-    )
-    .build()
-    .unwrap();
-    let config = rustls::ServerConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_client_cert_verifier(verifier)
-        .with_single_cert(
-            CertificateDer::pem_file_iter(&server_cert)
-                .unwrap()
-                .map(Result::unwrap)
-                .collect(),
-            PrivateKeyDer::from_pem_file(&server_key).unwrap(),
-        )
-        .unwrap();
-    let acceptor = tokio_rustls::TlsAcceptor::from(std::sync::Arc::new(config));
     let server = LoopbackServer::start(move |stream| {
         let acceptor = acceptor.clone();
         async move {
