@@ -802,6 +802,8 @@ fn result_from_telemetry(
         injections: Vec::new(),
         late_packet_windows: Vec::new(),
         send_blocked_windows: Vec::new(),
+        late_packet_sessions: Vec::new(),
+        send_blocked_sessions: Vec::new(),
         loop_lag_windows: Vec::new(),
         telemetry_dropped: p.telemetry_dropped,
         reply_seconds: Vec::new(),

@@ -18,7 +18,7 @@ pub fn unsent_why(packets_sent: u64) -> &'static str {
 /// The words of a late-packet reason whose packets a blocked send held back (the server or
 /// the network stopped taking data), not the client's own schedule: [`late_was_held_back`].
 const NONE_SENT: &str = "none of them sent: a send blocked and held them back";
-const ALL_BLOCKED: &str = "all of them due while a send of their worker was blocked";
+const ALL_BLOCKED: &str = "all of them due while a send of their own session was blocked";
 
 /// Whether `reason` (a verdict's) says the late packets were all held back by blocked sends.
 pub fn late_was_held_back(reason: &str) -> bool {
@@ -110,7 +110,7 @@ pub fn judge(f: &Facts<'_>) -> Verdict {
             )
         } else if blocked > 0 {
             format!(
-                "{late} late packets (deviation > {threshold} ms) in {sessions} sessions; worst {worst_ms:.1} ms{}; {blocked} of them due while a send of their worker was blocked (the server stopped taking data)",
+                "{late} late packets (deviation > {threshold} ms) in {sessions} sessions; worst {worst_ms:.1} ms{}; {blocked} of them due while a send of their own session was blocked (the server stopped taking data)",
                 if c.unsent_packets > 0 { " among those sent" } else { "" }
             )
         } else if c.unsent_packets > 0 {
@@ -332,11 +332,11 @@ mod tests {
         assert!(!late_was_held_back(&judge(&facts(35)).reasons[0]));
         assert_eq!(
             v.reasons[0],
-            "135 late packets (deviation > 80 ms) in 4 sessions, all of them due while a send of their worker was blocked: the server (or the network) stopped taking data and the socket held them back (see the stall cause); worst 2870.5 ms"
+            "135 late packets (deviation > 80 ms) in 4 sessions, all of them due while a send of their own session was blocked: the server (or the network) stopped taking data and the socket held them back (see the stall cause); worst 2870.5 ms"
         );
         assert_eq!(
             judge(&facts(35)).reasons[0],
-            "135 late packets (deviation > 80 ms) in 4 sessions; worst 2870.5 ms; 35 of them due while a send of their worker was blocked (the server stopped taking data)"
+            "135 late packets (deviation > 80 ms) in 4 sessions; worst 2870.5 ms; 35 of them due while a send of their own session was blocked (the server stopped taking data)"
         );
         assert_eq!(
             judge(&facts(0)).reasons[0],

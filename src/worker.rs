@@ -124,6 +124,8 @@ fn result_of(
         first_injection_s: run.injections.first().map(|i| i.start_s),
         late_packet_windows: run.stats.late_windows.clone(),
         send_blocked_windows: run.stats.send_blocked_windows.clone(),
+        late_packet_sessions: run.stats.late_sessions.clone(),
+        send_blocked_sessions: run.stats.send_blocked_sessions.clone(),
         reply_seconds: run.stats.reply_seconds.clone(),
         loop_lag_windows: run.loop_lag.lag_windows(),
         injections: run.injections,

@@ -402,6 +402,12 @@ pub struct WorkerResult {
     pub late_packet_windows: Vec<[f64; 2]>,
     /// `[start_s, end_s]` of sends that blocked for more than a late threshold.
     pub send_blocked_windows: Vec<[f64; 2]>,
+    /// The session of each late packet window and of each blocked send, in their order
+    /// (absent in results of earlier versions).
+    #[serde(default)]
+    pub late_packet_sessions: Vec<u32>,
+    #[serde(default)]
+    pub send_blocked_sessions: Vec<u32>,
     /// `[due_s, woke_s]` of loop-lag ticks over 20 ms, for attribution (named
     /// `loop_stall_windows` in results of earlier versions).
     #[serde(alias = "loop_stall_windows")]

@@ -18,11 +18,13 @@ pub fn find(record: &RunRecord<'_>, episodes: &[Episode]) -> Found {
     for r in &results {
         // A packet late because the server stopped reading is the server's doing
         // (send_backpressure), not a client stall.
-        let blocked = &r.send_blocked_windows;
+        let w = crate::sampler::attribution::WorkerWindows::of(r);
         client_windows.extend(
-            r.late_packet_windows
+            w.late_packets
                 .iter()
-                .filter(|l| !blocked.iter().any(|b| b[0] <= l[1] && b[1] >= l[0])),
+                .enumerate()
+                .filter(|&(i, _)| !w.held_back(i))
+                .map(|(_, l)| *l),
         );
         client_windows.extend_from_slice(&r.loop_lag_windows);
     }

@@ -24,15 +24,7 @@ pub(super) fn attribution_of(
     foreign: &[[f64; 2]],
     sampled: bool,
 ) -> Attribution {
-    let windows: Vec<WorkerWindows<'_>> = results(record)
-        .map(|r| WorkerWindows {
-            index: r.index,
-            pid: r.pid,
-            late_packets: &r.late_packet_windows,
-            loop_lag_windows: &r.loop_lag_windows,
-            send_blocked: &r.send_blocked_windows,
-        })
-        .collect();
+    let windows: Vec<WorkerWindows<'_>> = results(record).map(WorkerWindows::of).collect();
     attribution::attribute(sampled.then_some(episodes), foreign, &windows)
 }
 

@@ -28,6 +28,9 @@ pub struct WorkerStats {
     pub late_windows: Vec<[f64; 2]>,
     /// `[start_s, end_s]` of sends that blocked for more than a late threshold.
     pub send_blocked_windows: Vec<[f64; 2]>,
+    /// The session of each late window and of each blocked send, in the same order.
+    pub late_sessions: Vec<u32>,
+    pub send_blocked_sessions: Vec<u32>,
     /// The worst server reply of each second (one entry a second: no allocation per reply).
     pub reply_seconds: Vec<ReplySecond>,
     /// Per session, the heat cell since the last heat telemetry: the worst deviation (µs + 1;

@@ -583,6 +583,7 @@ impl Session {
             let mut stats = self.ctx.stats.borrow_mut();
             if stats.send_blocked_windows.len() < MAX_WINDOWS {
                 stats.send_blocked_windows.push([started_s, ended_s]);
+                stats.send_blocked_sessions.push(self.ctx.index);
             }
         }
         result.map(|()| ended_s)

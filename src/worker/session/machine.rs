@@ -639,6 +639,7 @@ impl Machine {
         stats.sessions_with_late_packets += u32::from(self.outcome.counts.late_packets == 1);
         if stats.late_windows.len() < MAX_WINDOWS {
             stats.late_windows.push([due_s, at_s]);
+            stats.late_sessions.push(self.outcome.index);
         }
     }
 
