@@ -14,7 +14,7 @@ use rustls::sign::CertifiedKey;
 use rustls::CertificateError;
 use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, ServerConfig, SignatureScheme};
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 // What to do about a refused server certificate ([`certificate_hint`]).
@@ -42,13 +42,35 @@ pub fn client_certificate_asked() -> bool {
     CLIENT_CERT_ASKED.load(Ordering::Relaxed)
 }
 
-/// Whether this process's client showed a server its `--client-cert`: a certificate alert that
-/// follows is the server refusing it, and the hint says so.
-static CLIENT_CERT_SHOWN: AtomicBool = AtomicBool::new(false);
+/// How many times this process's client showed a server its `--client-cert`: a certificate
+/// alert that follows is the server refusing it, and the hint says so. (A count, so that the
+/// probe before each run of a sweep can tell whether its own connection showed it.)
+static CLIENT_CERTS_SHOWN: AtomicU64 = AtomicU64::new(0);
 
-/// Whether a server was shown the `--client-cert` (see [`CLIENT_CERT_SHOWN`]).
+/// How many times a server was shown the `--client-cert` (see [`CLIENT_CERTS_SHOWN`]).
+pub fn client_certificates_shown() -> u64 {
+    CLIENT_CERTS_SHOWN.load(Ordering::Relaxed)
+}
+
+/// Whether a server was shown the `--client-cert` at all.
 pub fn client_certificate_shown() -> bool {
-    CLIENT_CERT_SHOWN.load(Ordering::Relaxed)
+    client_certificates_shown() > 0
+}
+
+/// Whether a server answered a handshake (any HTTP answer) after the certificate was shown:
+/// it took the certificate, so a connection it drops later was not refused for it.
+static CLIENT_CERT_TAKEN: AtomicBool = AtomicBool::new(false);
+
+/// Notes that a `wss://` handshake got the server's HTTP answer (see [`CLIENT_CERT_TAKEN`]).
+pub fn note_handshake_answered() {
+    if client_certificate_shown() {
+        CLIENT_CERT_TAKEN.store(true, Ordering::Relaxed);
+    }
+}
+
+/// Whether a server has taken the `--client-cert` (see [`CLIENT_CERT_TAKEN`]).
+pub fn client_certificate_taken() -> bool {
+    CLIENT_CERT_TAKEN.load(Ordering::Relaxed)
 }
 
 /// Whether a server asked for the `--client-cert` but takes none of the signature schemes its
@@ -73,7 +95,7 @@ impl ResolvesClientCert for ShowsClientCert {
         sigschemes: &[SignatureScheme],
     ) -> Option<Arc<CertifiedKey>> {
         if self.0.key.choose_scheme(sigschemes).is_some() {
-            CLIENT_CERT_SHOWN.store(true, Ordering::Relaxed);
+            CLIENT_CERTS_SHOWN.fetch_add(1, Ordering::Relaxed);
         } else {
             CLIENT_KEY_UNUSABLE.store(true, Ordering::Relaxed);
         }
@@ -150,9 +172,10 @@ impl<'a> Identity<'a> {
             } else if matches!(CertificateDer::pem_file_iter(path).map(|mut c| c.next()), Ok(Some(Ok(_)))) {
                 "no private key in it: it holds a certificate; give the private key (the file with -----BEGIN PRIVATE KEY-----)".to_string()
             } else if std::fs::read(path).is_ok_and(|b| b.starts_with(&[0x30, 0x82]) || b.starts_with(&[0x30, 0x81]) || b.starts_with(&[0x30, 0x77])) {
-                // DER: an ASN.1 SEQUENCE (of a long length, or an EC key's short one).
+                // DER: an ASN.1 SEQUENCE (of a long length, or an EC key's short one) — a key,
+                // or a certificate given where the key belongs.
                 format!(
-                    "it looks like a DER (binary) key; convert it to PEM, `openssl pkey -inform DER -in {} -out key.pem`",
+                    "it looks like a DER (binary) file; if it is the key, convert it to PEM, `openssl pkey -inform DER -in {} -out key.pem`",
                     path.display()
                 )
             } else if matches!(err, rustls::pki_types::pem::Error::NoItemsFound) {
@@ -536,7 +559,7 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(
-            err.contains("DER (binary) key") && err.contains("openssl pkey -inform DER"),
+            err.contains("DER (binary) file") && err.contains("openssl pkey -inform DER"),
             "{err}"
         );
         let _ = std::fs::remove_dir_all(dir);

@@ -175,6 +175,7 @@ pub async fn probe(dialer: &Dialer, connect_timeout: Duration) -> Result<(), Unr
     let config = WebSocketConfig::default().read_buffer_size(HANDSHAKE_BUFFER_BYTES);
     let mut progress = hint::Progress::default();
     let mut answered = false;
+    let shown_before = crate::tls::client_certificates_shown();
     let goodbye = async {
         let mut ws = handshake_on(socket, &dialer.url, dialer, config, &mut progress).await?;
         answered = true;
@@ -211,9 +212,11 @@ pub async fn probe(dialer: &Dialer, connect_timeout: Duration) -> Result<(), Unr
             err.kind(),
             std::io::ErrorKind::ConnectionReset | std::io::ErrorKind::BrokenPipe
         );
-        // (Unless it was shown a client certificate: one that refuses it silently resets, and
-        // the sessions say so with what to check, as they do of a refusal by an alert.)
-        if dropped && !answered && !crate::tls::client_certificate_shown() {
+        // (Unless this connection showed it a client certificate: one that refuses it silently
+        // resets, and the sessions say so with what to check, as they do of a refusal by an
+        // alert.)
+        let shown_here = crate::tls::client_certificates_shown() > shown_before;
+        if dropped && !answered && !shown_here {
             return Err(tcp_failure(&std::io::Error::from(
                 std::io::ErrorKind::ConnectionReset,
             )));
@@ -346,6 +349,9 @@ async fn handshake_on(
     // Lent, not given, to the handshake: after a failure what the server sent is still here.
     let handshake =
         tokio_tungstenite::client_async_with_config(request, &mut recording, Some(config)).await;
+    if dialer.tls.is_some() && matches!(&handshake, Ok(_) | Err(WsError::Http(_))) {
+        crate::tls::note_handshake_answered();
+    }
     let response = match handshake {
         Ok((_, response)) => response,
         Err(err) => {

@@ -192,7 +192,13 @@ fn for_transport_error(err: &WsError, progress: &Progress) -> Option<&'static st
     }
     // One that refuses it without an alert (Python's asyncio and uvloop) ends the connection:
     // an end of file or a reset, in the TLS handshake (TLS 1.2) or at the first read.
-    if progress.reply.is_empty() && crate::tls::client_certificate_shown() && ended_silently(err) {
+    // (Not once the server has answered a handshake after it was shown the certificate: it
+    // took it, and a connection it drops later is dropped for another reason.)
+    if refused_in_tls
+        && crate::tls::client_certificate_shown()
+        && !crate::tls::client_certificate_taken()
+        && ended_silently(err)
+    {
         return Some(CLIENT_CERT_DROPPED);
     }
     match err {
