@@ -247,6 +247,12 @@ impl<'p> Sweep<'p> {
             .iter()
             .find(|r| !r.pacing_qualified)
             .and_then(|r| r.reasons.first().cloned());
+        // Every unqualified repeat's packets held back by blocked sends: the server's doing.
+        let held_back = level.runs.iter().filter(|r| !r.pacing_qualified).all(|r| {
+            r.reasons
+                .first()
+                .is_some_and(|w| crate::verdict::late_was_held_back(w))
+        });
         self.record.levels.push(level);
         let stop = unqualified && self.cancel_code.is_none();
         if stop {
@@ -254,7 +260,7 @@ impl<'p> Sweep<'p> {
                 let why = why.unwrap_or_else(|| "late packets".to_string());
                 // Packets a blocked send held back: the server stopped reading at this load,
                 // and above it would too (the client kept its schedule).
-                if crate::verdict::late_was_held_back(&why) {
+                if held_back {
                     format!(
                         "the server stopped taking the input at {sessions} sessions ({why}): the runs were pacing-unqualified, and higher levels would load it more, so {} not run",
                         levels_above(rest)

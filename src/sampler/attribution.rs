@@ -154,7 +154,7 @@ pub fn attribute(
         if blocked > 0 {
             out.late_packets.send_backpressure += blocked;
             out.explanations.push(format!(
-                "{} of worker {} fell due while a send was blocked: the server stopped reading",
+                "{} of worker {} fell due while a send of their own session was blocked: the server stopped reading",
                 plural(blocked, "late packet"),
                 w.index
             ));

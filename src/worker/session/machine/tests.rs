@@ -173,6 +173,9 @@ fn unsent_packets_are_late_when_due_and_not_counted_twice_when_sent() {
     h.m.count_overdue(2, 10.0, 10.39);
     assert_eq!(h.m.outcome.counts.late_packets, 2);
     assert_eq!(h.stats.borrow().late_windows.len(), 2);
+    // Each window with its session, for matching it to that session's blocked sends.
+    let session = h.m.outcome.index;
+    assert_eq!(h.stats.borrow().late_sessions, [session, session]);
     // Late ones are slow ones too, sent or not (slow sends counted none of them when their
     // sessions then failed: "6 late, 0 slow").
     assert_eq!(h.m.outcome.counts.slow_sends, 2);
