@@ -171,9 +171,8 @@ impl<'a> Identity<'a> {
                 )
             } else if matches!(CertificateDer::pem_file_iter(path).map(|mut c| c.next()), Ok(Some(Ok(_)))) {
                 "no private key in it: it holds a certificate; give the private key (the file with -----BEGIN PRIVATE KEY-----)".to_string()
-            } else if std::fs::read(path).is_ok_and(|b| b.starts_with(&[0x30, 0x82]) || b.starts_with(&[0x30, 0x81]) || b.starts_with(&[0x30, 0x77])) {
-                // DER: an ASN.1 SEQUENCE (of a long length, or an EC key's short one) — a key,
-                // or a certificate given where the key belongs.
+            } else if looks_like_der(path) {
+                // A key, or a certificate given where the key belongs.
                 format!(
                     "it looks like a DER (binary) file; if it is the key, convert it to PEM, `openssl pkey -inform DER -in {} -out key.pem`",
                     path.display()
@@ -366,6 +365,14 @@ pub fn server_config(
     Ok(Arc::new(config))
 }
 
+/// Whether the file at `path` looks like DER (binary) rather than PEM: it starts with an ASN.1
+/// SEQUENCE, of a long length (a certificate, an RSA key) or an EC key's short one.
+fn looks_like_der(path: &Path) -> bool {
+    std::fs::read(path).is_ok_and(|b| {
+        b.starts_with(&[0x30, 0x82]) || b.starts_with(&[0x30, 0x81]) || b.starts_with(&[0x30, 0x77])
+    })
+}
+
 fn read_certs(path: &Path, flag: &str) -> Result<Vec<CertificateDer<'static>>> {
     let certs: Vec<_> = CertificateDer::pem_file_iter(path)
         .map_err(|err| anyhow::anyhow!("{flag} {}: {err}", path.display()))?
@@ -373,8 +380,7 @@ fn read_certs(path: &Path, flag: &str) -> Result<Vec<CertificateDer<'static>>> {
         .map_err(|err| anyhow::anyhow!("{flag} {}: {err}", path.display()))?;
     if certs.is_empty() {
         // A private key where a certificate belongs is the usual slip (openssl writes both).
-        // DER (binary) starts with an ASN.1 SEQUENCE of a long length: 0x30 0x82.
-        let der = std::fs::read(path).is_ok_and(|b| b.starts_with(&[0x30, 0x82]));
+        let der = looks_like_der(path);
         let what = if PrivateKeyDer::from_pem_file(path).is_ok() {
             ": it holds a private key; give the certificate (the file with -----BEGIN CERTIFICATE-----)".to_string()
         } else if der {
