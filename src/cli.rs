@@ -355,7 +355,7 @@ pub struct MockBehaviourArgs {
     /// openai mock: audio deltas in each response (each one delta interval of audio at --output-sample-rate, with a transcript delta).
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=10_000), help_heading = "Mock")]
     pub response_deltas: u32,
-    /// openai and vllm mocks: the model served (in `run` without --url, --model when given). Given, the vllm mock refuses another with model_not_found, as servers of the dialect that check do; without it, it serves any name, as vLLM does.
+    /// openai and vllm mocks: the model served (in `run` without --url, --model when given). Given, the vllm mock refuses another with model_not_found, as vLLM does; without it, it serves any name, as vLLM does with VLLM_SKIP_MODEL_NAME_VALIDATION set.
     #[arg(long, default_value = crate::protocol::vllm::MOCK_MODEL, help_heading = "Mock")]
     pub served_model: String,
     /// openai and vllm mocks: answer the first append with an error event of this code (invalid_audio, processing_error, …).

@@ -26,8 +26,8 @@ pub struct Behaviour {
     pub response_deltas: u32,
     pub served_model: String,
     /// vllm: refuse a model other than `served_model` (`model_not_found`), as servers of the
-    /// dialect that check do: only when `--served-model` names one. Upstream vLLM's
-    /// `session.update` calls `_check_model` and drops its answer, serving any name.
+    /// dialect that check do: only when `--served-model` names one. Without it any name is
+    /// served, as vLLM serves it with `VLLM_SKIP_MODEL_NAME_VALIDATION` set.
     pub check_model: bool,
     /// Answer the first append with an error of this code.
     pub mock_error: Option<String>,

@@ -1,7 +1,7 @@
 //! The vLLM `/v1/realtime` mock session (`mock --protocol vllm`), free of sockets: it wants a
-//! `session.update` with a `model` before the first commit (any name, as vLLM, whose
-//! `session.update` drops `_check_model`'s answer; with `--served-model`, that one only, as
-//! servers of the dialect that check), and transcribes as audio
+//! `session.update` with a `model` before the first commit (any name, as vLLM started with
+//! `VLLM_SKIP_MODEL_NAME_VALIDATION`; with `--served-model`, that one only, as vLLM checks it
+//! by default: `_check_model`, `model_not_found`), and transcribes as audio
 //! arrives in model steps of 80 ms of audio, as vLLM's Voxtral Realtime does: a step every
 //! 80 ms from `--first-delta-ms` after the utterance's first audio, each while 80 ms of its
 //! audio are unprocessed, and each sending one `transcription.delta` — a word for every
@@ -19,7 +19,8 @@
 //! JSON", without the parser's details), `processing_error` (JSON that is not an object, or an
 //! event its pydantic model refuses: an append without `audio`, a `final` that is no boolean
 //! even to pydantic's lax mode, `null` included), `unknown_event` (a type it does not know, or
-//! none, or a `session.update` without `model`: vLLM's `KeyError`, `'model'`),
+//! none), `invalid_event` (a `session.update` whose `model` is absent or null: "Missing
+//! required field: model"),
 //! `model_not_found` (with `--served-model`, one naming another model; an empty name is
 //! served, as vLLM's `_is_model_supported("")`),
 //! `model_not_validated` (a commit before the model was), `invalid_audio` (an append whose
@@ -330,8 +331,13 @@ impl TimedSession for Session {
                     let message = format!("The model `{model}` does not exist.");
                     self.error(out, counters, codes::MODEL_NOT_FOUND, &message);
                 }
-                // vLLM reads `event["model"]`: the KeyError its handler answers, as it words it.
-                None => self.error(out, counters, codes::PROCESSING_ERROR, "'model'"),
+                // vLLM (0.34) takes an absent or null `model` as missing.
+                None => self.error(
+                    out,
+                    counters,
+                    codes::INVALID_EVENT,
+                    "Missing required field: model",
+                ),
             },
             Some(names::COMMIT) => match event.last.as_ref().map(lenient::pydantic_bool) {
                 None => self.on_commit(false, now_s, counters, out),

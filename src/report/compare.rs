@@ -201,11 +201,17 @@ const FIGURES: &[FigureOf] = &[
     ("late packets", "", |s| {
         Some(s.pacing.counts.late_packets as f64)
     }),
-    ("deviation p50", "ms", |s| Some(s.pacing.deviation_ms.p50)),
-    ("deviation p99", "ms", |s| Some(s.pacing.deviation_ms.p99)),
-    ("deviation max", "ms", |s| Some(s.pacing.deviation_ms.max)),
+    ("deviation p50", "ms", |s| {
+        sent(s).then_some(s.pacing.deviation_ms.p50)
+    }),
+    ("deviation p99", "ms", |s| {
+        sent(s).then_some(s.pacing.deviation_ms.p99)
+    }),
+    ("deviation max", "ms", |s| {
+        sent(s).then_some(s.pacing.deviation_ms.max)
+    }),
     ("start lateness p99", "ms", |s| {
-        Some(s.pacing.start_lateness_ms.p99)
+        sent(s).then_some(s.pacing.start_lateness_ms.p99)
     }),
     ("server accepted p50", "ms", |s| {
         s.server.accepted_ms.as_ref().map(|q| q.p50)
@@ -265,6 +271,12 @@ const FIGURES: &[FigureOf] = &[
         cpu_per_session_second(s).map(|c| c * 1000.0)
     }),
 ];
+
+/// Whether the run sent a packet: the pacing figures of one that sent none are zeros, not
+/// samples (they would read as perfect pacing beside the other run's).
+fn sent(s: &Summary) -> bool {
+    s.pacing.counts.packets > 0
+}
 
 /// The turns of an openai or vllm run.
 fn turns(s: &Summary) -> Option<&crate::summary::TurnSummary> {

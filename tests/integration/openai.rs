@@ -702,10 +702,11 @@ fn the_openai_mock_refuses_an_output_rate_the_api_never_streams() {
     }
 }
 
-/// The native client against a vLLM server: vLLM answers sglang-omni's `session.update` (no
-/// `model`) with `{"type":"error","error":"'model'","code":"processing_error"}`. The session's reason
-/// quotes the server's message (it named a serde type: the string did not fit the native
-/// error object) and asks whether the server speaks another protocol.
+/// The native client against a vLLM server: vLLM (0.34) answers sglang-omni's `session.update`
+/// (no `model`) with `{"type":"error","error":"Missing required field: model","code":
+/// "invalid_event"}`. The session's reason quotes the server's message (it named a serde type:
+/// the string did not fit the native error object) and asks whether the server speaks another
+/// protocol.
 #[test]
 fn the_native_client_against_a_vllm_server_quotes_its_error_and_asks_for_the_protocol() {
     let _serial = util::serial();
@@ -722,7 +723,10 @@ fn the_native_client_against_a_vllm_server_quotes_its_error_and_asks_for_the_pro
     let s = summary(&out);
     assert_eq!(s["server"]["protocol_errors"], 0, "{s}");
     let errors = s["sessions"]["errors"].to_string();
-    assert!(errors.contains("'model'"), "{errors}");
+    assert!(
+        errors.contains("invalid_event: Missing required field: model"),
+        "{errors}"
+    );
     assert!(
         errors.contains("is it a server of another protocol?"),
         "{errors}"

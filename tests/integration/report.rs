@@ -435,3 +435,65 @@ fn an_openai_conversation_and_a_transcription_session_do_not_compare_unforced() 
     );
     assert!(!err.contains("--modalities"), "{err}");
 }
+
+/// A run that sent no packet (the server refused every session's model) compared with one that
+/// did: its pacing figures are "no samples", not zeros that read as perfect pacing beside the
+/// other run's.
+#[test]
+fn a_run_that_sent_no_packet_compares_without_pacing_figures() {
+    let _serial = util::serial();
+    let dir = TempDir::new("report-nothing-sent");
+    let mock =
+        crate::mock_protocol::Mock::start(&["--protocol", "vllm", "--served-model", "served-one"]);
+    let url = mock.url();
+    let run = |name: &str, model: &str| {
+        let out = dir.join(name);
+        let args = [
+            "--url",
+            &url,
+            "--protocol",
+            "vllm",
+            "--model",
+            model,
+            "-s",
+            "2",
+            "-d",
+            "2s",
+            "--trace",
+            "off",
+        ];
+        let output = util::run_to(&out, &args, Duration::from_secs(60));
+        assert!(out.join("summary.json").exists(), "{}", describe(&output));
+        out
+    };
+    let refused = run("refused", "not-served");
+    assert_eq!(util::summary(&refused)["pacing"]["packets"], 0);
+    let served = run("served", "served-one");
+    let vs = util::run(
+        &[
+            "report",
+            refused.to_str().unwrap(),
+            "--vs",
+            served.to_str().unwrap(),
+            "--force",
+        ],
+        Duration::from_secs(30),
+    );
+    assert_eq!(vs.status.code(), Some(0), "{}", describe(&vs));
+    let table = String::from_utf8_lossy(&vs.stdout);
+    for name in [
+        "deviation p50",
+        "deviation p99",
+        "deviation max",
+        "start lateness p99",
+    ] {
+        let row = table
+            .lines()
+            .find(|l| l.starts_with(&format!("| {name} |")))
+            .unwrap_or_else(|| panic!("no {name} row: {table}"));
+        assert!(
+            row.starts_with(&format!("| {name} | no samples | ")),
+            "{row}"
+        );
+    }
+}

@@ -87,6 +87,12 @@ fn the_vllm_mock_answers_each_error_code_where_vllm_sends_it_issue_12() {
         &mut out,
     );
     s.on_text(r#"{"type":"session.update"}"#, 0.0, &c, &mut out);
+    s.on_text(
+        r#"{"type":"session.update","model":null}"#,
+        0.0,
+        &c,
+        &mut out,
+    );
     s.on_text("not json", 0.0, &c, &mut out);
     s.on_text(r#"{"type":"what.is.this"}"#, 0.0, &c, &mut out);
     s.on_text(r#"{"audio":"AAAA"}"#, 0.0, &c, &mut out);
@@ -99,13 +105,21 @@ fn the_vllm_mock_answers_each_error_code_where_vllm_sends_it_issue_12() {
         [
             "error model_not_validated",
             "error model_not_found",
-            "error processing_error",
+            "error invalid_event",
+            "error invalid_event",
             "error invalid_json",
             "error unknown_event",
             "error unknown_event",
             "error invalid_audio",
             "error invalid_audio"
         ]
+    );
+    // vLLM 0.34's words for an absent model (before, a `KeyError`: "'model'").
+    let mut s = Session::new(behaviour(&[]), 0);
+    s.on_text(r#"{"type":"session.update"}"#, 0.0, &c, &mut out);
+    assert_eq!(
+        out.drain(..).map(|f| f.to_string()).collect::<Vec<_>>(),
+        [r#"{"type":"error","error":"Missing required field: model","code":"invalid_event"}"#]
     );
     let mut s = Session::new(behaviour(&["--mock-error", "processing_error"]), 1);
     s.on_text(PACKET, 0.0, &c, &mut out);
@@ -489,10 +503,10 @@ fn max_tokens_ends_the_transcription_before_its_audio_and_the_final_commit_gets_
     assert_eq!(deltas(&until_done(&mut s, &mut out)).len(), 20);
 }
 
-/// vLLM's `session.update` calls `_check_model` and drops its answer: any model name is served
-/// (vLLM's own example client sends its own, a Voxtral id). The mock refused every name but
-/// `--served-model`'s default, and a real client's session never started. With
-/// `--served-model` given it still refuses another, as servers of the dialect that check do.
+/// Without `--served-model` any model name is served, as vLLM serves it with
+/// `VLLM_SKIP_MODEL_NAME_VALIDATION` (vLLM's own example client sends its own, a Voxtral id);
+/// with `--served-model` another name is refused, as vLLM 0.34's `session.update` refuses it
+/// (`_check_model`, `model_not_found`).
 #[test]
 fn any_model_is_served_as_vllm_serves_it_unless_served_model_names_one() {
     let c = Counters::new();
