@@ -90,7 +90,7 @@ pub(crate) struct StreamingCpu {
     /// The workers' cores while streaming, added up.
     pub cores: f64,
     pub cpu_s: f64,
-    /// Sessions × seconds streamed.
+    /// Session-seconds streamed: the packets sent × the packet's length.
     pub session_s: f64,
 }
 
@@ -117,10 +117,15 @@ pub(crate) fn streaming_cpu(s: &Summary) -> Option<StreamingCpu> {
         .iter()
         .map(|w| w.cpu_seconds / w.seconds.max(1e-9))
         .sum();
-    Some(StreamingCpu {
+    // The seconds of audio the sessions sent: sessions the server refused, or that failed
+    // before streaming, streamed none (counting them as the workers' sessions × window read a
+    // level with half its sessions refused as a client half as costly), and with `--stagger`
+    // no session streams for the whole window.
+    let session_s = s.pacing.counts.packets as f64 * s.settings.packet_s();
+    (session_s > 0.0).then_some(StreamingCpu {
         cores,
         cpu_s: cpu,
-        session_s: f64::from(s.layout.sessions_per_process) * seconds,
+        session_s,
     })
 }
 
