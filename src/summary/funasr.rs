@@ -143,7 +143,15 @@ fn enabled(seconds: f64) -> Option<f64> {
 }
 
 /// The benchmark's line of one client.
-pub fn bench_client(client_id: u64, c: &TranscriptClient, settings: &Settings) -> BenchClient {
+/// `cut_s`: the audio a session stopped early by a cancel sent (its input ended there, as one cut
+/// at `--duration`; counting the whole file read a cancelled run's clients as several times
+/// faster than real time).
+pub fn bench_client(
+    client_id: u64,
+    c: &TranscriptClient,
+    settings: &Settings,
+    cut_s: Option<f64>,
+) -> BenchClient {
     let samples = settings.audio.total_samples().unwrap_or(0);
     let rate = f64::from(crate::protocol::INPUT_SAMPLE_RATE);
     let audio_seconds = match &settings.audio {
@@ -157,6 +165,7 @@ pub fn bench_client(client_id: u64, c: &TranscriptClient, settings: &Settings) -
         // Cut at --duration: what was sent.
         _ => samples as f64 / rate,
     };
+    let audio_seconds = cut_s.map_or(audio_seconds, |cut| cut.min(audio_seconds));
     let per = |s: Option<f64>| s.filter(|s| *s != 0.0).map(|s| audio_seconds / s);
     BenchClient {
         client_id,
@@ -212,7 +221,7 @@ pub fn section<'r>(
     results: impl Iterator<Item = &'r WorkerResult>,
     settings: &Settings,
 ) -> Option<FunasrSection> {
-    let mut raw: Vec<(u64, &TranscriptClient)> = Vec::new();
+    let mut raw: Vec<(u64, &TranscriptClient, Option<f64>)> = Vec::new();
     // The packets each session sent: a session that ended early sent less than its audio.
     let mut packets_sent: Vec<(u64, u64)> = Vec::new();
     for r in results {
@@ -220,7 +229,10 @@ pub fn section<'r>(
             if let Some(t) = &s.transcripts {
                 let id = u64::from(r.index) * u64::from(settings.sessions_per_process)
                     + u64::from(s.index);
-                raw.push((id, t));
+                let cut_s = s
+                    .stopped_early
+                    .then(|| s.counts.packets as f64 * settings.packet_s());
+                raw.push((id, t, cut_s));
                 packets_sent.push((id, s.counts.packets));
             }
         }
@@ -228,33 +240,33 @@ pub fn section<'r>(
     if raw.is_empty() {
         return None;
     }
-    raw.sort_by_key(|(id, _)| *id);
+    raw.sort_by_key(|(id, _, _)| *id);
     let clients: Vec<BenchClient> = raw
         .iter()
-        .map(|(id, t)| bench_client(*id, t, settings))
+        .map(|(id, t, cut_s)| bench_client(*id, t, settings, *cut_s))
         .collect();
     let first_s = raw
         .iter()
-        .map(|(_, t)| t.started_s)
+        .map(|(_, t, _)| t.started_s)
         .fold(f64::INFINITY, f64::min);
     let audio_s = raw
         .iter()
-        .filter_map(|(_, t)| t.audio_start_s)
+        .filter_map(|(_, t, _)| t.audio_start_s)
         .fold(f64::INFINITY, f64::min);
     let last_s = raw
         .iter()
-        .map(|(_, t)| t.ended_s)
+        .map(|(_, t, _)| t.ended_s)
         .fold(f64::NEG_INFINITY, f64::max);
     // The benchmark's clients stream as soon as their own set-up is done: each session's end
     // as it would have been without its wait at the start gate.
     let last_ungated_s = raw
         .iter()
-        .map(|(_, t)| t.ended_s - t.gate_wait_s)
+        .map(|(_, t, _)| t.ended_s - t.gate_wait_s)
         .fold(f64::NEG_INFINITY, f64::max);
     let summary = bench_summary(&clients, last_ungated_s - first_s);
     let ours_values = |f: fn(&TranscriptClient) -> Option<f64>| -> Vec<f64> {
         raw.iter()
-            .filter_map(|(_, t)| f(t).map(|v| round_to(v, 1)))
+            .filter_map(|(_, t, _)| f(t).map(|v| round_to(v, 1)))
             .collect()
     };
     let text = ours_values(|t| t.first_text_update_ms);
@@ -274,7 +286,7 @@ pub fn section<'r>(
         aggregate_audio_per_streaming_wall: r3(
             (streaming_s > 0.0).then(|| sent_audio / streaming_s)
         ),
-        finals_before_stop: raw.iter().map(|(_, t)| t.finals_before_stop).sum(),
+        finals_before_stop: raw.iter().map(|(_, t, _)| t.finals_before_stop).sum(),
         failed_clients: clients
             .iter()
             .filter(|c| !c.errors.is_empty())
@@ -457,17 +469,34 @@ mod tests {
     #[test]
     fn disabled_ping_settings_are_null_and_the_timeout_is_20_s_by_default_as_the_benchmarks() {
         let client = TranscriptClient::default();
-        let line = bench_client(0, &client, &settings(&[]));
+        let line = bench_client(0, &client, &settings(&[]), None);
         assert_eq!(
             (line.client_ping_interval, line.client_ping_timeout),
             (None, Some(20.0))
         );
         let given = settings(&["--client-ping-interval", "5", "--client-ping-timeout", "-1"]);
-        let line = bench_client(0, &client, &given);
+        let line = bench_client(0, &client, &given, None);
         assert_eq!(
             (line.client_ping_interval, line.client_ping_timeout),
             (Some(5.0), None)
         );
+    }
+
+    /// A client a cancel stopped early streamed the audio it sent: 30 packets of 100 ms are
+    /// 3 s, not the file's length (its line read 2.7 × real time), and never more than the file.
+    #[test]
+    fn a_cancelled_clients_audio_is_what_it_sent() {
+        let client = TranscriptClient {
+            wall_seconds: 3.0,
+            ..TranscriptClient::default()
+        };
+        let whole = bench_client(0, &client, &settings(&[]), None);
+        let cut = bench_client(0, &client, &settings(&[]), Some(3.0));
+        assert!(whole.audio_seconds > 3.0, "{}", whole.audio_seconds);
+        assert_eq!(cut.audio_seconds, 3.0);
+        assert_eq!(cut.audio_per_wall, Some(1.0));
+        let past = bench_client(0, &client, &settings(&[]), Some(1e6));
+        assert_eq!(past.audio_seconds, whole.audio_seconds);
     }
 
     /// Ours counts the audio sent: a client the server closed after 2 s of its 6 s sent 2 s.
@@ -475,8 +504,8 @@ mod tests {
     fn our_audio_per_streaming_wall_counts_the_audio_sent() {
         let client = TranscriptClient::default();
         let mut clients = vec![
-            bench_client(0, &client, &settings(&[])),
-            bench_client(1, &client, &settings(&[])),
+            bench_client(0, &client, &settings(&[]), None),
+            bench_client(1, &client, &settings(&[]), None),
         ];
         for c in &mut clients {
             c.audio_seconds = 6.0;
