@@ -67,14 +67,33 @@ pub const SERVER_FAILED: &str =
     "the server failed while answering the handshake (an HTTP 5xx other than 503, which is retried as a full server): its log says why; check that it is up and done loading";
 
 /// `err` as said in a message: its first 300 characters (rustls's debug form of an unsupported
-/// signature algorithm lists every algorithm it supports, over a thousand characters).
+/// signature algorithm lists every algorithm it supports, over a thousand characters), with
+/// what the body of an HTTP refusal says.
 pub fn error_text(err: &WsError) -> String {
     const LONGEST: usize = 300;
-    let text = err.to_string();
+    let mut text = err.to_string();
+    if let WsError::Http(response) = err {
+        if let Some(said) = body_text(response.body().as_deref()) {
+            text = format!("{text} (the server said: {said})");
+        }
+    }
     match text.char_indices().nth(LONGEST) {
         Some((cut, _)) => format!("{}…", &text[..cut]),
         None => text,
     }
+}
+
+/// What the body of an HTTP refusal says, on one line: gateways and hosted APIs put the reason
+/// there (a wrong key, an unknown model, a quota), which the status alone does not name. An HTML
+/// page (a proxy's error page) is left out: its markup says no more than the status.
+fn body_text(body: Option<&[u8]>) -> Option<String> {
+    let body = String::from_utf8_lossy(body?);
+    let text = body
+        .split(|c: char| c.is_whitespace() || c.is_control())
+        .filter(|w| !w.is_empty())
+        .collect::<Vec<_>>()
+        .join(" ");
+    (!text.is_empty() && !text.starts_with('<')).then_some(text)
 }
 
 /// The hint for a connection that failed with `err`, if there is one.
@@ -568,6 +587,29 @@ mod tests {
             for_error(&chain, &progress(Stage::Tls, b"")).as_deref(),
             Some(CHAIN_TOO_LARGE)
         );
+    }
+
+    /// The body of a refusal is the server's reason (the QA pass of 2026-12-07: "HTTP error: 400
+    /// Bad Request" alone, the gateway's `{"error":"…"}` lost); an HTML error page is not.
+    #[test]
+    fn an_http_refusal_says_what_its_body_says_unless_it_is_a_page() {
+        let refusal = |body: &[u8]| {
+            let response = tokio_tungstenite::tungstenite::http::Response::builder()
+                .status(401)
+                .body(Some(body.to_vec()))
+                .unwrap();
+            error_text(&WsError::Http(Box::new(response)))
+        };
+        assert_eq!(
+            refusal(b"{\"detail\": \"Invalid API key\"}\r\n"),
+            r#"HTTP error: 401 Unauthorized (the server said: {"detail": "Invalid API key"})"#
+        );
+        assert_eq!(
+            refusal(b"<html>\n<head><title>401</title></head></html>"),
+            "HTTP error: 401 Unauthorized"
+        );
+        assert_eq!(refusal(b" \n"), "HTTP error: 401 Unauthorized");
+        assert!(refusal(&[b'x'; 1000]).ends_with("xx…"), "cut as any error");
     }
 
     #[test]
