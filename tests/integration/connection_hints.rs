@@ -93,6 +93,34 @@ fn wss_to_a_server_that_never_answers_the_tls_handshake_says_use_ws_at_the_timeo
     );
 }
 
+/// A server that takes the upgrade request and never answers it (another service on the port,
+/// a proxy holding it): the timeout says the connection was made (the QA pass of 2026-12-07
+/// found a bare "took longer than --connect-timeout").
+#[test]
+fn ws_to_a_server_that_never_answers_the_upgrade_says_the_connection_was_made() {
+    let _serial = util::serial();
+    let dir = TempDir::new("hint-ws-silent");
+    let server = LoopbackServer::start(|mut stream| async move {
+        let mut buf = [0u8; 4096];
+        while tokio::io::AsyncReadExt::read(&mut stream, &mut buf)
+            .await
+            .is_ok_and(|n| n > 0)
+        {}
+    });
+    let error = first_error(
+        &dir,
+        &format!("ws://{}/v1/realtime", server.addr),
+        &["--connect-timeout", "1s"],
+    );
+    assert!(
+        error.contains("took longer than --connect-timeout 1s")
+            && error.contains(
+                "the connection was made, but the server did not answer the WebSocket handshake"
+            ),
+        "{error}"
+    );
+}
+
 #[test]
 fn a_self_signed_certificate_is_said_to_be_untrusted_naming_ca_file_and_insecure() {
     let _serial = util::serial();

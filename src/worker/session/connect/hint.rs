@@ -37,6 +37,8 @@ pub const CLOSED_IN_TLS: &str =
     "the server closed the connection during the TLS handshake: if it serves plain WebSocket, give a ws:// URL; if it serves TLS, it may take no TLS version or cipher this client offers (TLS 1.2 and 1.3)";
 pub const SILENT_IN_TLS: &str =
     "the server never answered the TLS handshake: if it serves plain WebSocket, give a ws:// URL";
+pub const SILENT_IN_UPGRADE: &str =
+    "the connection was made, but the server did not answer the WebSocket handshake (the HTTP upgrade) in time: check that --url's port is the WebSocket server's and not another service's that waits for words of its own, whether a proxy in front of it holds the upgrade, or whether the server is too busy to take connections (its log; fewer sessions, or a longer --connect-timeout)";
 pub const CLIENT_CERT: &str =
     "the server asked for a client certificate (mutual TLS) and none was given: give it with --client-cert FILE.pem and --client-key FILE.pem";
 pub const CLIENT_KEY_UNUSABLE: &str =
@@ -306,7 +308,13 @@ fn ended_silently(err: &WsError) -> bool {
 
 /// The hint for a connection that ran out of `--connect-timeout`, if there is one.
 pub fn for_timeout(progress: &Progress) -> Option<&'static str> {
-    (progress.stage == Stage::Tls).then_some(SILENT_IN_TLS)
+    match progress.stage {
+        Stage::Tcp => None,
+        Stage::Tls => Some(SILENT_IN_TLS),
+        // A bare "took longer than --connect-timeout" did not say that the connection was made
+        // (the QA pass of 2026-12-07).
+        Stage::WebSocket => Some(SILENT_IN_UPGRADE),
+    }
 }
 
 /// Whether `bytes` start a TLS record: a handshake (22) or an alert (21) of TLS 1.x. A TLS
@@ -522,7 +530,11 @@ mod tests {
             Some(CLOSED_IN_TLS)
         );
         assert_eq!(for_timeout(&progress(Stage::Tls, b"")), Some(SILENT_IN_TLS));
-        assert_eq!(for_timeout(&progress(Stage::WebSocket, b"")), None);
+        assert_eq!(
+            for_timeout(&progress(Stage::WebSocket, b"")),
+            Some(SILENT_IN_UPGRADE)
+        );
+        assert_eq!(for_timeout(&progress(Stage::Tcp, b"")), None);
     }
 
     #[test]
