@@ -337,13 +337,29 @@ fn write_final_summary(output_dir: &Path, record: RunRecord<'_>) -> (Summary, bo
     let mut summary = Summary::build(record);
     let unwritten = write_summary(output_dir, &summary).err();
     if let Some(err) = &unwritten {
-        summary.verdict.reasons.insert(
-            0,
-            format!("{err:#}: this table is the only copy of the summary; free space and keep it"),
-        );
+        summary
+            .verdict
+            .reasons
+            .insert(0, format!("{err:#}: {}", unwritten_advice(err)));
         follow::note(&format!("Error: {err:#}"));
     }
     (summary, unwritten.is_some())
+}
+
+/// What to do about a summary that could not be written, by its cause: a full disk is the
+/// common one, but a folder removed during the run was told to free space too (the QA pass of
+/// 2026-12-07).
+fn unwritten_advice(err: &anyhow::Error) -> &'static str {
+    let io = err.chain().find_map(|e| e.downcast_ref::<std::io::Error>());
+    match io.map(std::io::Error::kind) {
+        Some(std::io::ErrorKind::NotFound) => {
+            "this table is the only copy of the summary; the output folder is gone (removed during the run?): keep this table"
+        }
+        Some(std::io::ErrorKind::PermissionDenied | std::io::ErrorKind::ReadOnlyFilesystem) => {
+            "this table is the only copy of the summary; the output folder cannot be written any more (its permissions or its file system changed during the run): keep this table"
+        }
+        _ => "this table is the only copy of the summary; free space and keep it",
+    }
 }
 
 /// The final screen's reasons: the verdict's, with the stall causes (what the summary's table
@@ -831,5 +847,21 @@ fn delete_traces(output_dir: &Path) {
     };
     for entry in entries.flatten() {
         let _ = std::fs::remove_file(entry.path().join(TRACE_FILE));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::unwritten_advice;
+    use std::io::{Error, ErrorKind};
+
+    #[test]
+    fn an_unwritten_summary_is_told_what_to_do_by_its_cause() {
+        let of = |kind: ErrorKind| {
+            unwritten_advice(&anyhow::Error::new(Error::from(kind)).context("cannot write x"))
+        };
+        assert!(of(ErrorKind::StorageFull).ends_with("free space and keep it"));
+        assert!(of(ErrorKind::NotFound).contains("the output folder is gone"));
+        assert!(of(ErrorKind::PermissionDenied).contains("cannot be written any more"));
     }
 }

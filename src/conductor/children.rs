@@ -188,10 +188,17 @@ impl MockChild {
         let text = match (std::fs::read_to_string(&self.stats_path), printed) {
             (Ok(text), _) => text,
             (Err(_), Some(json)) => {
+                // The file the mock could not write, or the folder it was to go in removed.
+                let gone = self.stats_path.parent().is_some_and(|dir| !dir.exists());
+                let why = if gone {
+                    "its folder is gone"
+                } else {
+                    "a full disk?"
+                };
                 return serde_json::from_str(&json)
                     .map(|stats| (stats, Some(format!(
-                        "mock: cannot write {} (see mock.log; a full disk?); its statistics came over its stdout instead",
-                        self.stats_path.display()
+                        "mock: cannot write {} ({}; see mock.log); its statistics came over its stdout instead",
+                        self.stats_path.display(), why
                     ))))
                     .context("the statistics the mock printed are not valid");
             }
