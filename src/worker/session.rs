@@ -776,43 +776,53 @@ impl Session {
                 | WsError::ConnectionClosed
                 | WsError::AlreadyClosed,
             )) => {
-                self.machine
-                    .connection_lost("no close frame received or sent".to_string());
-                return Err(End::Failed(
+                return Err(self.lost(
+                    now_s,
+                    "no close frame received or sent",
                     "the server closed the connection mid-session (without a close frame)"
                         .to_string(),
                 ));
             }
             // The WebSocket failed the connection and sent the close frame that says why.
             Some(Err(WsError::Protocol(err))) => {
-                self.machine
-                    .connection_lost("sent 1002 (protocol error) protocol error; no close frame received".to_string());
-                return Err(End::Failed(format!(
+                let why = format!(
                     "the server broke the WebSocket protocol ({err}): the client closed the connection (code 1002)"
-                )));
+                );
+                return Err(self.lost(
+                    now_s,
+                    "sent 1002 (protocol error) protocol error; no close frame received",
+                    why,
+                ));
             }
             Some(Err(err)) => {
-                self.machine
-                    .connection_lost("no close frame received or sent".to_string());
                 let why = match &err {
                     WsError::Io(io) if io.kind() == std::io::ErrorKind::ConnectionReset => {
                         "; the server (or a proxy in front of it) reset it mid-session: its log says why"
                     }
                     _ => "",
                 };
-                return Err(End::Failed(format!(
-                    "connection to the server failed: {err}{why}"
-                )));
+                let why = format!("connection to the server failed: {err}{why}");
+                return Err(self.lost(now_s, "no close frame received or sent", why));
             }
             None => {
-                self.machine
-                    .connection_lost("no close frame received or sent".to_string());
-                return Err(End::Failed(
+                return Err(self.lost(
+                    now_s,
+                    "no close frame received or sent",
                     "the server closed the connection mid-session".to_string(),
                 ));
             }
         };
         self.record(&msg, heard, now_s)
+    }
+
+    /// The end of a connection that failed without a close frame: the machine's account of the
+    /// close (`detail`), and the failure in the trace, whose `error` lines are what the client
+    /// saw go wrong (conform read a trace without one as a client that stopped on its own).
+    fn lost(&mut self, now_s: f64, detail: &str, why: String) -> End {
+        self.machine.connection_lost(detail.to_string());
+        self.trace
+            .error(now_s, &format!(r#"{{"message":{}}}"#, json_string(&why)));
+        End::Failed(why)
     }
 
     fn record(

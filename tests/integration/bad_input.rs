@@ -85,6 +85,14 @@ fn a_server_that_closes_mid_session_leaves_incomplete_sessions_and_a_summary() {
     )
     .unwrap();
     assert_eq!(receipts["appends"].as_array().unwrap().len(), 5);
+    // The trace says what the client saw go wrong (it had no `error` line, and conform read
+    // the session as one the client stopped on its own: the QA pass of 2026-12-07).
+    let trace = std::fs::read_to_string(out.join("sessions/w0-s0000/trace.jsonl")).unwrap();
+    let last = trace.lines().last().unwrap_or_default();
+    assert!(
+        last.contains(r#""direction":"error""#) && last.contains("closed the connection"),
+        "{last}"
+    );
     // Sessions the server ended 0.4 s into 3 s of audio are no drain (the QA pass of
     // 2026-12-06: the line said "the audio is sent").
     let err = String::from_utf8_lossy(&output.stderr);
