@@ -258,6 +258,14 @@ const FIGURES: &[FigureOf] = &[
     ("first text after end p99", "ms", |s| {
         turns(s).and_then(|t| t.first_text_after_end_ms.as_ref().map(|q| q.p99))
     }),
+    // vLLM's time to first text: its transcription streams before the input ends, so its
+    // after-end figure has no sample.
+    ("first text after start p50", "ms", |s| {
+        turns(s).and_then(|t| t.first_text_after_start_ms.as_ref().map(|q| q.p50))
+    }),
+    ("first text after start p99", "ms", |s| {
+        turns(s).and_then(|t| t.first_text_after_start_ms.as_ref().map(|q| q.p99))
+    }),
     ("first audio after end p50", "ms", |s| {
         turns(s).and_then(|t| t.first_audio_after_end_ms.as_ref().map(|q| q.p50))
     }),
@@ -267,6 +275,26 @@ const FIGURES: &[FigureOf] = &[
     ("done after end p50", "ms", |s| {
         turns(s).and_then(|t| t.done_after_end_ms.as_ref().map(|q| q.p50))
     }),
+    // Fun-ASR's benchmark figures, named as it prints them (docs/funasr.md).
+    ("Fun-ASR first update p50", "ms", |s| {
+        funasr(s).and_then(|f| f.first_update_ms_p50)
+    }),
+    ("Fun-ASR first update p95", "ms", |s| {
+        funasr(s).and_then(|f| f.first_update_ms_p95)
+    }),
+    ("Fun-ASR final after STOP p50", "ms", |s| {
+        funasr(s).and_then(|f| f.final_after_stop_ms_p50)
+    }),
+    ("Fun-ASR final after STOP p95", "ms", |s| {
+        funasr(s).and_then(|f| f.final_after_stop_ms_p95)
+    }),
+    ("Fun-ASR max client response-lag p95", "ms", |s| {
+        funasr(s).and_then(|f| f.client_response_lag_ms_p95_max)
+    }),
+    ("Fun-ASR aggregate audio/wall", "x", |s| {
+        funasr(s).and_then(|f| f.aggregate_audio_per_wall)
+    }),
+    ("Fun-ASR errors", "", |s| funasr(s).map(|f| f.errors as f64)),
     ("client CPU per session-second", "ms", |s| {
         cpu_per_session_second(s).map(|c| c * 1000.0)
     }),
@@ -281,6 +309,11 @@ fn sent(s: &Summary) -> bool {
 /// The turns of an openai or vllm run.
 fn turns(s: &Summary) -> Option<&crate::summary::TurnSummary> {
     s.openai.as_ref().or(s.vllm.as_ref())
+}
+
+/// The Fun-ASR benchmark's summary line of a funasr run.
+fn funasr(s: &Summary) -> Option<&crate::summary::funasr::BenchSummary> {
+    s.funasr.as_ref().map(|f| &f.summary)
 }
 
 /// A figure of sglang-omni's serving metrics (seconds) in ms; None for another protocol.

@@ -496,6 +496,75 @@ fn a_run_that_sent_no_packet_compares_without_pacing_figures() {
             "{row}"
         );
     }
+    // vLLM's time to first text: its text streams before the input ends, so first text after
+    // end has no sample and was the only text figure compared (the QA pass of 2026-12-07).
+    let row = table
+        .lines()
+        .find(|l| l.starts_with("| first text after start p50 |"))
+        .unwrap_or_else(|| panic!("no first text after start row: {table}"));
+    assert!(
+        row.starts_with("| first text after start p50 | no samples | ") && row.contains(" ms |"),
+        "{row}"
+    );
+}
+
+/// Two Fun-ASR runs compare by the benchmark's own figures, first update and final after STOP
+/// among them: `report --vs` showed none, only the pacing rows (the QA pass of 2026-12-07).
+#[test]
+fn two_fun_asr_runs_compare_by_the_benchmarks_figures() {
+    let _serial = util::serial();
+    let dir = TempDir::new("report-funasr");
+    let run = |name: &str, extra: &[&str]| {
+        let out = dir.join(name);
+        let mut args = vec![
+            "--protocol",
+            "funasr",
+            "-s",
+            "2",
+            "-d",
+            "2s",
+            "--trace",
+            "off",
+        ];
+        args.extend_from_slice(extra);
+        let output = util::run_to(&out, &args, Duration::from_secs(60));
+        util::assert_finished(&output);
+        out
+    };
+    let a = run("a", &[]);
+    let b = run("b", &["--decode-ms", "400"]);
+    let vs = util::run(
+        &["report", a.to_str().unwrap(), "--vs", b.to_str().unwrap()],
+        Duration::from_secs(30),
+    );
+    assert_eq!(vs.status.code(), Some(0), "{}", describe(&vs));
+    let table = String::from_utf8_lossy(&vs.stdout);
+    let row = |name: &str| {
+        table
+            .lines()
+            .find(|l| l.starts_with(&format!("| {name} |")))
+            .unwrap_or_else(|| panic!("no {name} row: {table}"))
+            .to_string()
+    };
+    for name in [
+        "Fun-ASR first update p50",
+        "Fun-ASR first update p95",
+        "Fun-ASR final after STOP p50",
+        "Fun-ASR final after STOP p95",
+        "Fun-ASR max client response-lag p95",
+    ] {
+        let row = row(name);
+        assert_eq!(row.matches(" ms |").count(), 2, "{row}");
+    }
+    assert!(
+        row("Fun-ASR aggregate audio/wall").contains(" x |"),
+        "{table}"
+    );
+    assert!(
+        row("Fun-ASR errors").starts_with("| Fun-ASR errors | 0 | 0 |"),
+        "{table}"
+    );
+    assert!(table.contains("--decode-ms"), "the servers differ: {table}");
 }
 
 /// CPU per session-second counts the seconds the sessions streamed: sessions the server refused
