@@ -345,6 +345,18 @@ fn bad_levels_and_unknown_slo_figures_are_usage_errors_that_say_what_to_give_iss
             &["-s", "4", "--slo", "unit_lag_ms.p99"][..],
             "has no comparison",
         ),
+        // vLLM's first text comes before the input ends: that objective could never hold.
+        (
+            &[
+                "-s",
+                "4",
+                "--protocol",
+                "vllm",
+                "--slo",
+                "first_text_after_end_ms.p99<1000",
+            ][..],
+            "give its time to first text from the start of the input, `first_text_after_start_ms.p99`",
+        ),
         (&[][..], "--sessions"),
         // Unpaced, every level was called the client's fault and the sweep stopped at the
         // first (QA of 2026-12-07).
