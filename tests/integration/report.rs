@@ -264,6 +264,46 @@ fn two_sweeps_with_repeats_compare_level_by_level_against_their_spread_issue_15(
     );
 }
 
+/// Two sweeps compared where B's server rejected half the sessions of a level: that level says
+/// B's verdict under its heading, as a comparison of two runs does; it read as a like-for-like
+/// comparison, B's latency the faster for serving fewer (QA of 2026-12-07).
+#[test]
+fn a_level_that_one_sweep_did_not_complete_says_that_sides_verdict() {
+    let _serial = util::serial();
+    let dir = TempDir::new("report-sweeps-verdict");
+    let sweep = |name: &str, extra: &[&str]| {
+        let out = dir.join(name);
+        let mut args = vec!["sweep", "--no-tui", "--trace", "off", "--cooldown", "0s"];
+        args.extend(["-s", "2,4", "-d", "2s", "--output", out.to_str().unwrap()]);
+        args.extend_from_slice(extra);
+        let ran = util::run(&args, Duration::from_secs(120));
+        assert!(
+            matches!(ran.status.code(), Some(0 | 1)),
+            "{}",
+            describe(&ran)
+        );
+        out.to_str().unwrap().to_string()
+    };
+    let a = sweep("a", &[]);
+    let b = sweep("b", &["--max-sessions", "2"]);
+    let vs = util::run(&["report", &a, "--vs", &b], Duration::from_secs(30));
+    assert_eq!(vs.status.code(), Some(0), "{}", describe(&vs));
+    let md = String::from_utf8_lossy(&vs.stdout);
+    let level = md
+        .split("## 4 sessions: 1 vs 1 runs\n")
+        .nth(1)
+        .and_then(|rest| rest.split("| figure |").next())
+        .unwrap_or_else(|| panic!("no level of 4 sessions: {md}"));
+    let b_line = level
+        .lines()
+        .find(|l| l.starts_with("B: "))
+        .unwrap_or_else(|| panic!("no verdict of B at 4 sessions: {md}"));
+    assert!(
+        b_line.contains("NOT complete (") && b_line.contains("2 of 4 sessions rejected"),
+        "{b_line}"
+    );
+}
+
 /// A run folder whose run is still going holds only the summary of its start: `report` and
 /// `conform --trace` say so, naming the run's pid (exit 2), instead of rendering it as a failed
 /// run whose worker "exited without a result" (the QA pass of 2026-12-06).
