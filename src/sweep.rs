@@ -290,7 +290,17 @@ impl<'p> Sweep<'p> {
         if self.cancel_code.is_some() {
             self.record.cancelled = true;
             let done = self.record.levels.len();
-            self.record.stopped_early = Some(format!("cancelled after {done} of {n} levels"));
+            let repeats = self.record.repeats;
+            self.record.stopped_early = Some(match self.record.cut_short() {
+                // Its repeats are not the level's: a level of 1 of 2 repeats is half measured.
+                Some(cut) => format!(
+                    "cancelled during the level of {} sessions after {} of {repeats} repeats ({} of {n} levels whole)",
+                    cut.sessions_total,
+                    cut.runs.len(),
+                    done - 1
+                ),
+                None => format!("cancelled after {done} of {n} levels"),
+            });
         }
         self.finish_level(true)?;
         self.print_results();
@@ -414,8 +424,11 @@ impl<'p> Sweep<'p> {
     /// finish (as a run's provisional summary.json), so that the files of a sweep killed
     /// (SIGKILL) between levels do not pass for a finished one.
     fn finish_level(&mut self, last: bool) -> Result<()> {
-        let points: Vec<knees::Point> = self.record.levels.iter().map(knees::Point::of).collect();
-        self.record.knees = knees::find(&points, !self.plan.slos.is_empty());
+        self.record.knees = knees::of_levels(
+            &self.record.levels,
+            self.record.repeats,
+            !self.plan.slos.is_empty(),
+        );
         // This sweep's files replace the previous one's: its other folders go with them.
         for folder in std::mem::take(&mut self.stale) {
             let path = self.plan.output_dir.join(&folder);

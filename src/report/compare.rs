@@ -258,6 +258,14 @@ const FIGURES: &[FigureOf] = &[
     ("first text after end p99", "ms", |s| {
         turns(s).and_then(|t| t.first_text_after_end_ms.as_ref().map(|q| q.p99))
     }),
+    // vLLM's time to first text: its transcription streams before the input ends, so its
+    // after-end figure has no sample.
+    ("first text after start p50", "ms", |s| {
+        turns(s).and_then(|t| t.first_text_after_start_ms.as_ref().map(|q| q.p50))
+    }),
+    ("first text after start p99", "ms", |s| {
+        turns(s).and_then(|t| t.first_text_after_start_ms.as_ref().map(|q| q.p99))
+    }),
     ("first audio after end p50", "ms", |s| {
         turns(s).and_then(|t| t.first_audio_after_end_ms.as_ref().map(|q| q.p50))
     }),
@@ -267,6 +275,26 @@ const FIGURES: &[FigureOf] = &[
     ("done after end p50", "ms", |s| {
         turns(s).and_then(|t| t.done_after_end_ms.as_ref().map(|q| q.p50))
     }),
+    // Fun-ASR's benchmark figures, named as it prints them (docs/funasr.md).
+    ("Fun-ASR first update p50", "ms", |s| {
+        funasr(s).and_then(|f| f.first_update_ms_p50)
+    }),
+    ("Fun-ASR first update p95", "ms", |s| {
+        funasr(s).and_then(|f| f.first_update_ms_p95)
+    }),
+    ("Fun-ASR final after STOP p50", "ms", |s| {
+        funasr(s).and_then(|f| f.final_after_stop_ms_p50)
+    }),
+    ("Fun-ASR final after STOP p95", "ms", |s| {
+        funasr(s).and_then(|f| f.final_after_stop_ms_p95)
+    }),
+    ("Fun-ASR max client response-lag p95", "ms", |s| {
+        funasr(s).and_then(|f| f.client_response_lag_ms_p95_max)
+    }),
+    ("Fun-ASR aggregate audio/wall", "x", |s| {
+        funasr(s).and_then(|f| f.aggregate_audio_per_wall)
+    }),
+    ("Fun-ASR errors", "", |s| funasr(s).map(|f| f.errors as f64)),
     ("client CPU per session-second", "ms", |s| {
         cpu_per_session_second(s).map(|c| c * 1000.0)
     }),
@@ -281,6 +309,11 @@ fn sent(s: &Summary) -> bool {
 /// The turns of an openai or vllm run.
 fn turns(s: &Summary) -> Option<&crate::summary::TurnSummary> {
     s.openai.as_ref().or(s.vllm.as_ref())
+}
+
+/// The Fun-ASR benchmark's summary line of a funasr run.
+fn funasr(s: &Summary) -> Option<&crate::summary::funasr::BenchSummary> {
+    s.funasr.as_ref().map(|f| &f.summary)
 }
 
 /// A figure of sglang-omni's serving metrics (seconds) in ms; None for another protocol.
@@ -373,6 +406,59 @@ fn spread_value(spread: Option<Spread>, runs: usize, unit: &str) -> String {
     }
 }
 
+/// A side's verdict at a level whose runs were not all pacing-qualified and complete, each
+/// verdict with why (`pacing-qualified, NOT complete (8 of 16 sessions rejected)`, and `in 1 of
+/// 2 runs` with repeats); None when they all were, and the level compares like for like.
+fn level_verdict(runs: &[Summary]) -> Option<String> {
+    let mut said: Vec<(String, usize)> = Vec::new();
+    for s in runs {
+        if s.verdict.pacing_qualified && s.verdict.complete {
+            continue;
+        }
+        let verdict = format!("{} ({})", super::verdict_line(s), verdict_why(s));
+        match said.iter_mut().find(|(v, _)| *v == verdict) {
+            Some((_, n)) => *n += 1,
+            None => said.push((verdict, 1)),
+        }
+    }
+    if said.is_empty() {
+        return None;
+    }
+    let each: Vec<String> = said
+        .into_iter()
+        .map(|(verdict, n)| match runs.len() {
+            1 => verdict,
+            all => format!("{verdict} in {n} of {all} runs"),
+        })
+        .collect();
+    Some(each.join("; "))
+}
+
+/// Why a run was not pacing-qualified or not complete, in counts: its late packets, the
+/// sessions the server rejected or did not complete; else the verdict's first reason (a run
+/// that sent nothing, the server's error events, …).
+fn verdict_why(s: &Summary) -> String {
+    let n = s.sessions.configured;
+    let late = s.pacing.counts.late_packets;
+    let mut why = Vec::new();
+    if late > 0 {
+        why.push(crate::sampler::attribution::plural(late, "late packet"));
+    }
+    if s.sessions.rejected > 0 {
+        why.push(format!("{} of {n} sessions rejected", s.sessions.rejected));
+    }
+    if s.sessions.incomplete > 0 {
+        why.push(format!(
+            "{} of {n} sessions incomplete",
+            s.sessions.incomplete
+        ));
+    }
+    match s.verdict.reasons.first() {
+        Some(reason) if why.is_empty() => reason.clone(),
+        _ => why.join(", "),
+    }
+}
+
 /// Whether B differs from A by more than the run-to-run spread: their ranges over the repeats
 /// do not overlap. Judged only with repeats on both sides. Ranges apart by a hair (medians
 /// within 1 % of each other, e.g. 40.175 vs 40.111 ms) say so: a difference beyond a spread
@@ -438,7 +524,10 @@ pub fn sweeps_markdown(a: SweepSide<'_>, b: SweepSide<'_>) -> String {
         "Each figure is the median of a level's repeats with their range [min–max]; B / A is \
          the ratio of the medians. A difference is beyond the run-to-run spread when the two \
          ranges do not overlap (judged only with repeats on both sides: `sweep --repeats N`); \
-         `yes, under 1 %` when the medians are within 1 % of each other all the same.\n"
+         `yes, under 1 %` when the medians are within 1 % of each other all the same. A level \
+         where a side's runs were not all pacing-qualified and complete gives that side's \
+         verdict under its heading: its figures are not like for like (a server that rejected \
+         sessions served fewer; a client that fell behind sent late).\n"
     );
     let only = |x: SweepSide<'_>, y: SweepSide<'_>| -> Vec<String> {
         x.1.keys()
@@ -457,6 +546,13 @@ pub fn sweeps_markdown(a: SweepSide<'_>, b: SweepSide<'_>) -> String {
             a_runs.len(),
             b_runs.len()
         );
+        let verdicts: Vec<String> = [("A", a_runs), ("B", b_runs)]
+            .into_iter()
+            .filter_map(|(side, runs)| Some(format!("{side}: {}", level_verdict(runs)?)))
+            .collect();
+        if !verdicts.is_empty() {
+            let _ = writeln!(out, "{}\n", verdicts.join("  \n"));
+        }
         let _ = writeln!(
             out,
             "| figure | A | B | B / A | beyond the spread |\n|---|---|---|---|---|"

@@ -205,9 +205,10 @@ pub fn latency_paths(protocol: Protocol) -> Vec<String> {
 /// The latency figures a table shows for `protocol`, the most telling first; `audio_out`:
 /// the sessions asked for audio (a text-only session, an OpenAI transcription session and
 /// vLLM's realtime transcription have none, and a first-audio column would be empty at every
-/// level). The native unit lag is sglang-omni's own (`serving`), which leaves out the partial
-/// tail unit: ours has it, and its wait for the input's end (up to a packet) decided the p99
-/// of a short level.
+/// level). vLLM's time to first text is from the start of the input: its transcription
+/// streams while the input arrives, so its first text after the end has no sample. The native
+/// unit lag is sglang-omni's own (`serving`), which leaves out the partial tail unit: ours has
+/// it, and its wait for the input's end (up to a packet) decided the p99 of a short level.
 pub fn headline(protocol: Protocol, audio_out: bool) -> &'static [&'static str] {
     match (protocol, audio_out) {
         (Protocol::Native, true) => &[
@@ -221,9 +222,8 @@ pub fn headline(protocol: Protocol, audio_out: bool) -> &'static [&'static str] 
             "first_audio_after_end_ms.p99",
             "done_after_end_ms.p99",
         ],
-        (Protocol::Openai, false) | (Protocol::Vllm, _) => {
-            &["first_text_after_end_ms.p99", "done_after_end_ms.p99"]
-        }
+        (Protocol::Openai, false) => &["first_text_after_end_ms.p99", "done_after_end_ms.p99"],
+        (Protocol::Vllm, _) => &["first_text_after_start_ms.p99", "done_after_end_ms.p99"],
         (Protocol::Funasr, _) => &["first_update_ms.p95", "final_after_stop_ms.p95"],
     }
 }
@@ -362,5 +362,16 @@ mod tests {
         assert!(headline(Protocol::Openai, true).contains(&"first_audio_after_end_ms.p99"));
         assert!(!headline(Protocol::Vllm, true).contains(&"first_audio_after_end_ms.p99"));
         assert!(headline(Protocol::Native, true).contains(&"first_audio_ms.p50"));
+    }
+
+    /// vLLM's text streams before the input ends: its after-end column read `–` at every level
+    /// (QA of 2026-12-07).
+    #[test]
+    fn a_vllm_headline_times_the_first_text_from_the_start_of_the_input() {
+        for audio_out in [true, false] {
+            let h = headline(Protocol::Vllm, audio_out);
+            assert!(h.contains(&"first_text_after_start_ms.p99"), "{h:?}");
+            assert!(!h.contains(&"first_text_after_end_ms.p99"), "{h:?}");
+        }
     }
 }

@@ -100,6 +100,28 @@ fn level_list(points: &[&Point]) -> String {
     }
 }
 
+/// The knees of a sweep's levels of `repeats` repeats each; `has_slos` as for [`find`]. A
+/// level a cancel cut short between its repeats counts only when a repeat it ran was already
+/// unqualified: one that did not run might not have held, so its qualified repeats are no
+/// evidence that the load was fine. Left out, every reason says so.
+pub fn of_levels(levels: &[Level], repeats: u32, has_slos: bool) -> Knees {
+    let counts = |l: &Level| l.runs.len() >= repeats as usize || (l.streamed() && !l.qualified);
+    let points: Vec<Point> = levels.iter().filter(|l| counts(l)).map(Point::of).collect();
+    let mut knees = find(&points, has_slos);
+    if let Some(cut) = levels.iter().find(|l| !counts(l)) {
+        let note = format!(
+            "; the level of {} sessions was cut short by the cancel ({} of {repeats} repeats run), so it places no knee",
+            cut.sessions_total,
+            cut.runs.len()
+        );
+        let all = [&mut knees.client, &mut knees.server_throughput];
+        for knee in all.into_iter().chain(knees.server_slo.as_mut()) {
+            knee.reason.push_str(&note);
+        }
+    }
+    knees
+}
+
 /// Both knees of `points`; `has_slos` says whether `--slo` was given. Levels where no session
 /// streamed measured nothing: they place no knee, and every reason says they were left out.
 pub fn find(points: &[Point], has_slos: bool) -> Knees {

@@ -82,8 +82,19 @@ fn header(record: &SweepRecord) -> Vec<String> {
 }
 
 fn row(record: &SweepRecord, level: &Level) -> Vec<String> {
+    // A level a cancel cut short between its repeats says so where its figures are.
+    let sessions = if level.runs.len() < record.repeats as usize {
+        format!(
+            "{} ({} of {} repeats)",
+            level.sessions_total,
+            level.runs.len(),
+            record.repeats
+        )
+    } else {
+        level.sessions_total.to_string()
+    };
     let mut r = vec![
-        level.sessions_total.to_string(),
+        sessions,
         format!("{} × {}", level.processes, level.sessions_per_process),
         client(level).to_string(),
         complete(level),
@@ -227,10 +238,19 @@ fn intro(out: &mut String, record: &SweepRecord) {
         record.host.kernel
     );
     if record.cancelled {
-        let _ = writeln!(
-            out,
-            "**Cancelled**: the levels below are those that finished.\n"
-        );
+        let _ = match record.cut_short() {
+            Some(cut) => writeln!(
+                out,
+                "**Cancelled**: the levels below are those that ran; the level of {} sessions was cut short after {} of {} repeats.\n",
+                cut.sessions_total,
+                cut.runs.len(),
+                record.repeats
+            ),
+            None => writeln!(
+                out,
+                "**Cancelled**: the levels below are those that finished.\n"
+            ),
+        };
     }
     if let Some(why) = &record.stopped_early {
         let _ = writeln!(out, "**Stopped early**: {why}\n");
@@ -518,6 +538,71 @@ mod tests {
         r.protocol = crate::protocol::Protocol::Vllm;
         r.modalities = vec!["audio".to_string()];
         assert!(!header(&r).iter().any(|c| c.contains("first_audio")));
+    }
+
+    /// A sweep of 2 repeats cancelled after the first repeat of its level of 16: that level is
+    /// marked, and places no knee while its repeat was qualified; it set the knees at 16 as
+    /// though it were whole (QA of 2026-12-07). An unqualified repeat still counts.
+    #[test]
+    fn a_level_cut_short_by_a_cancel_is_marked_and_places_no_knee_unless_it_failed() {
+        let slos = vec![Slo::parse("serving.unit_lag_ms.p99<100").unwrap()];
+        let sweep = |last_qualified: bool| {
+            let mut r = record();
+            r.repeats = 2;
+            r.slos = slos.clone();
+            r.cancelled = true;
+            r.stopped_early = None;
+            r.levels = vec![
+                Level::of(
+                    8,
+                    1,
+                    vec![
+                        run("level-0008", 8, true, 8.0, 5.0),
+                        run("level-0008-r2", 8, true, 8.0, 5.0),
+                    ],
+                    &slos,
+                ),
+                Level::of(
+                    16,
+                    1,
+                    vec![run("level-0016", 16, last_qualified, 16.0, 5.0)],
+                    &slos,
+                ),
+            ];
+            r.knees = knees::of_levels(&r.levels, r.repeats, true);
+            r
+        };
+        let r = sweep(true);
+        assert_eq!(r.cut_short().map(|l| l.sessions_total), Some(16));
+        for knee in [
+            &r.knees.client,
+            &r.knees.server_throughput,
+            r.knees.server_slo.as_ref().unwrap(),
+        ] {
+            assert_eq!(knee.sessions_total, Some(8), "{knee:?}");
+            assert!(
+                knee.reason.ends_with(
+                    "; the level of 16 sessions was cut short by the cancel (1 of 2 repeats run), so it places no knee"
+                ),
+                "{knee:?}"
+            );
+        }
+        let md = markdown(&r);
+        assert!(md.contains("| 16 (1 of 2 repeats) | 1 × 16 |"), "{md}");
+        assert!(
+            md.contains("the level of 16 sessions was cut short after 1 of 2 repeats"),
+            "{md}"
+        );
+        assert!(text(&r).contains("16 (1 of 2 repeats)"));
+
+        let r = sweep(false);
+        assert_eq!(r.knees.client.sessions_total, Some(8));
+        assert!(
+            r.knees.client.reason.contains("not at 16"),
+            "{:?}",
+            r.knees.client
+        );
+        assert!(!r.knees.client.reason.contains("cut short"));
     }
 
     #[test]

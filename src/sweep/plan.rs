@@ -194,7 +194,8 @@ impl Slo {
     }
 }
 
-/// Refuses an `--slo` whose figure the protocol's summary does not have, listing those it has.
+/// Refuses an `--slo` whose figure the protocol's summary does not have, listing those it has,
+/// or one that has no sample at a level that went well, naming the figure to give instead.
 pub fn check_slos(slos: &[Slo], protocol: crate::protocol::Protocol) -> Result<()> {
     let paths = figures::latency_paths(protocol);
     for slo in slos {
@@ -206,6 +207,25 @@ pub fn check_slos(slos: &[Slo], protocol: crate::protocol::Protocol) -> Result<(
                 protocol.as_str(),
                 paths.join(", ")
             );
+        }
+        // A figure without a sample does not hold: the server's knee would be below the
+        // first level however fast the server was.
+        if protocol == crate::protocol::Protocol::Vllm {
+            if slo.figure.starts_with("first_text_after_end_ms.") {
+                bail!(
+                    "--slo `{}`: vLLM's transcription streams while the input arrives, so its first text comes before the input ends and `first_text_after_end_ms` has no sample; give its time to first text from the start of the input, `{}`",
+                    slo.text(),
+                    slo.figure
+                        .replace("first_text_after_end_ms", "first_text_after_start_ms")
+                );
+            }
+            if slo.figure.starts_with("first_audio_") {
+                bail!(
+                    "--slo `{}`: vLLM's realtime API transcribes and sends no audio, so `{}` has no sample; give first_text_after_start_ms or done_after_end_ms",
+                    slo.text(),
+                    slo.figure
+                );
+            }
         }
     }
     Ok(())
@@ -458,5 +478,20 @@ mod tests {
         assert!(check_slos(&slo, Protocol::Funasr).is_ok());
         let slo = [Slo::parse("unit_lag_ms.p99<200").unwrap()];
         assert!(check_slos(&slo, Protocol::Native).is_ok());
+    }
+
+    /// vLLM's text comes before the input ends: an objective on its first text after the end
+    /// could never hold (QA of 2026-12-07), so it is refused with the figure to give.
+    #[test]
+    fn a_vllm_slo_on_first_text_after_end_is_refused_naming_first_text_after_start() {
+        use crate::protocol::Protocol;
+        let slo = [Slo::parse("first_text_after_end_ms.p99<1000").unwrap()];
+        let err = check_slos(&slo, Protocol::Vllm).unwrap_err().to_string();
+        assert!(err.contains("`first_text_after_start_ms.p99`"), "{err}");
+        assert!(check_slos(&slo, Protocol::Openai).is_ok());
+        let slo = [Slo::parse("first_audio_after_end_ms.p99<1000").unwrap()];
+        assert!(check_slos(&slo, Protocol::Vllm).is_err());
+        let slo = [Slo::parse("first_text_after_start_ms.p99<1000").unwrap()];
+        assert!(check_slos(&slo, Protocol::Vllm).is_ok());
     }
 }

@@ -45,7 +45,8 @@ pub struct SweepRecord {
     pub levels: Vec<Level>,
     /// Why the sweep ended before its last planned level, if it did.
     pub stopped_early: Option<String>,
-    /// Ctrl-C or a signal ended it; the levels listed are those that finished.
+    /// Ctrl-C or a signal ended it; the levels listed are those that ran, the last of them cut
+    /// short when it has fewer `runs` than `repeats` (the cancel came between its repeats).
     pub cancelled: bool,
     pub knees: Knees,
 }
@@ -94,6 +95,14 @@ impl SweepRecord {
     pub fn headline(&self) -> &'static [&'static str] {
         let audio_out = self.modalities.is_empty() || self.modalities.iter().any(|m| m == "audio");
         super::figures::headline(self.protocol, audio_out)
+    }
+
+    /// The level a cancel cut short between its repeats (fewer runs than `repeats`): it can
+    /// only be the last.
+    pub fn cut_short(&self) -> Option<&Level> {
+        self.levels
+            .last()
+            .filter(|l| l.runs.len() < self.repeats as usize)
     }
 
     /// This record as the files written between levels say it: cancelled, and stopped early

@@ -264,6 +264,46 @@ fn two_sweeps_with_repeats_compare_level_by_level_against_their_spread_issue_15(
     );
 }
 
+/// Two sweeps compared where B's server rejected half the sessions of a level: that level says
+/// B's verdict under its heading, as a comparison of two runs does; it read as a like-for-like
+/// comparison, B's latency the faster for serving fewer (QA of 2026-12-07).
+#[test]
+fn a_level_that_one_sweep_did_not_complete_says_that_sides_verdict() {
+    let _serial = util::serial();
+    let dir = TempDir::new("report-sweeps-verdict");
+    let sweep = |name: &str, extra: &[&str]| {
+        let out = dir.join(name);
+        let mut args = vec!["sweep", "--no-tui", "--trace", "off", "--cooldown", "0s"];
+        args.extend(["-s", "2,4", "-d", "2s", "--output", out.to_str().unwrap()]);
+        args.extend_from_slice(extra);
+        let ran = util::run(&args, Duration::from_secs(120));
+        assert!(
+            matches!(ran.status.code(), Some(0 | 1)),
+            "{}",
+            describe(&ran)
+        );
+        out.to_str().unwrap().to_string()
+    };
+    let a = sweep("a", &[]);
+    let b = sweep("b", &["--max-sessions", "2"]);
+    let vs = util::run(&["report", &a, "--vs", &b], Duration::from_secs(30));
+    assert_eq!(vs.status.code(), Some(0), "{}", describe(&vs));
+    let md = String::from_utf8_lossy(&vs.stdout);
+    let level = md
+        .split("## 4 sessions: 1 vs 1 runs\n")
+        .nth(1)
+        .and_then(|rest| rest.split("| figure |").next())
+        .unwrap_or_else(|| panic!("no level of 4 sessions: {md}"));
+    let b_line = level
+        .lines()
+        .find(|l| l.starts_with("B: "))
+        .unwrap_or_else(|| panic!("no verdict of B at 4 sessions: {md}"));
+    assert!(
+        b_line.contains("NOT complete (") && b_line.contains("2 of 4 sessions rejected"),
+        "{b_line}"
+    );
+}
+
 /// A run folder whose run is still going holds only the summary of its start: `report` and
 /// `conform --trace` say so, naming the run's pid (exit 2), instead of rendering it as a failed
 /// run whose worker "exited without a result" (the QA pass of 2026-12-06).
@@ -496,6 +536,75 @@ fn a_run_that_sent_no_packet_compares_without_pacing_figures() {
             "{row}"
         );
     }
+    // vLLM's time to first text: its text streams before the input ends, so first text after
+    // end has no sample and was the only text figure compared (the QA pass of 2026-12-07).
+    let row = table
+        .lines()
+        .find(|l| l.starts_with("| first text after start p50 |"))
+        .unwrap_or_else(|| panic!("no first text after start row: {table}"));
+    assert!(
+        row.starts_with("| first text after start p50 | no samples | ") && row.contains(" ms |"),
+        "{row}"
+    );
+}
+
+/// Two Fun-ASR runs compare by the benchmark's own figures, first update and final after STOP
+/// among them: `report --vs` showed none, only the pacing rows (the QA pass of 2026-12-07).
+#[test]
+fn two_fun_asr_runs_compare_by_the_benchmarks_figures() {
+    let _serial = util::serial();
+    let dir = TempDir::new("report-funasr");
+    let run = |name: &str, extra: &[&str]| {
+        let out = dir.join(name);
+        let mut args = vec![
+            "--protocol",
+            "funasr",
+            "-s",
+            "2",
+            "-d",
+            "2s",
+            "--trace",
+            "off",
+        ];
+        args.extend_from_slice(extra);
+        let output = util::run_to(&out, &args, Duration::from_secs(60));
+        util::assert_finished(&output);
+        out
+    };
+    let a = run("a", &[]);
+    let b = run("b", &["--decode-ms", "400"]);
+    let vs = util::run(
+        &["report", a.to_str().unwrap(), "--vs", b.to_str().unwrap()],
+        Duration::from_secs(30),
+    );
+    assert_eq!(vs.status.code(), Some(0), "{}", describe(&vs));
+    let table = String::from_utf8_lossy(&vs.stdout);
+    let row = |name: &str| {
+        table
+            .lines()
+            .find(|l| l.starts_with(&format!("| {name} |")))
+            .unwrap_or_else(|| panic!("no {name} row: {table}"))
+            .to_string()
+    };
+    for name in [
+        "Fun-ASR first update p50",
+        "Fun-ASR first update p95",
+        "Fun-ASR final after STOP p50",
+        "Fun-ASR final after STOP p95",
+        "Fun-ASR max client response-lag p95",
+    ] {
+        let row = row(name);
+        assert_eq!(row.matches(" ms |").count(), 2, "{row}");
+    }
+    assert!(
+        row("Fun-ASR aggregate audio/wall").contains(" x |"),
+        "{table}"
+    );
+    assert!(
+        row("Fun-ASR errors").starts_with("| Fun-ASR errors | 0 | 0 |"),
+        "{table}"
+    );
+    assert!(table.contains("--decode-ms"), "the servers differ: {table}");
 }
 
 /// CPU per session-second counts the seconds the sessions streamed: sessions the server refused

@@ -228,6 +228,49 @@ fn ctrl_c_ends_the_sweep_and_keeps_the_levels_done_issue_15() {
     assert!(md.contains("**Cancelled**"), "{md}");
 }
 
+/// A sweep of 2 repeats cancelled after the first repeat of its level of 4 (in the cooldown,
+/// or in the second repeat: that run is no repeat) keeps the level, marked as cut short, and
+/// sets no knee on it: it said "2 of 2 levels" and set both knees at 4 on one repeat of two
+/// (QA of 2026-12-07).
+#[test]
+fn ctrl_c_between_repeats_marks_the_level_cut_short_and_sets_no_knee_on_it() {
+    let _serial = util::serial();
+    let dir = TempDir::new("sweep-cancel-repeats");
+    let out = dir.join("sweep");
+    let args = [
+        "--cooldown",
+        "3s",
+        "-s",
+        "2,4",
+        "-d",
+        "1s",
+        "--repeats",
+        "2",
+    ];
+    let mut child = spawn_sweep(&out, &args);
+    wait_for_final_summary(&out.join("level-0004"));
+    util::signal(child.id(), rustix::process::Signal::INT).unwrap();
+    let code = util::wait_with_limit(&mut child, Duration::from_secs(60));
+    assert_eq!(code, Some(130));
+    let s = sweep_json(&out);
+    let levels = s["levels"].as_array().unwrap();
+    assert_eq!(levels.len(), 2, "{s:#}");
+    assert_eq!(levels[1]["runs"].as_array().unwrap().len(), 1, "{s:#}");
+    assert_eq!(
+        s["stopped_early"],
+        "cancelled during the level of 4 sessions after 1 of 2 repeats (1 of 2 levels whole)"
+    );
+    for knee in ["client", "server_throughput"] {
+        assert_ne!(s["knees"][knee]["sessions_total"], 4, "{s:#}");
+    }
+    let md = std::fs::read_to_string(out.join("sweep.md")).unwrap();
+    assert!(md.contains("| 4 (1 of 2 repeats) |"), "{md}");
+    assert!(
+        md.contains("the level of 4 sessions was cut short after 1 of 2 repeats"),
+        "{md}"
+    );
+}
+
 /// A sweep killed between levels (SIGKILL: nothing of it runs after) leaves files that say
 /// it did not finish, as a run's provisional summary.json does; they read as a finished sweep
 /// of one level before (QA of 2026-12-07).
@@ -344,6 +387,18 @@ fn bad_levels_and_unknown_slo_figures_are_usage_errors_that_say_what_to_give_iss
         (
             &["-s", "4", "--slo", "unit_lag_ms.p99"][..],
             "has no comparison",
+        ),
+        // vLLM's first text comes before the input ends: that objective could never hold.
+        (
+            &[
+                "-s",
+                "4",
+                "--protocol",
+                "vllm",
+                "--slo",
+                "first_text_after_end_ms.p99<1000",
+            ][..],
+            "give its time to first text from the start of the input, `first_text_after_start_ms.p99`",
         ),
         (&[][..], "--sessions"),
         // Unpaced, every level was called the client's fault and the sweep stopped at the
