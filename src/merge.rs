@@ -175,7 +175,32 @@ fn shard_notes(
         ));
     }
     notes.extend(one_start_at(shards));
+    notes.extend(different_servers(shards));
     notes
+}
+
+/// The servers of shards given different `--url`s: their server figures are pooled as one
+/// server's (the merged summary names the first shard's), which a reader must be told — a
+/// fleet behind several addresses is a load merge takes, two servers compared is not. Shards
+/// that each ran their built-in mock are left out: each host serves itself by design.
+fn different_servers(shards: &[Loaded]) -> Option<String> {
+    let urls: Vec<(u32, &str)> = shards
+        .iter()
+        .filter(|l| !l.summary.settings.builtin_mock)
+        .map(|l| (l.shard().index, l.summary.settings.url.as_str()))
+        .collect();
+    let first = urls.first()?.1;
+    urls.iter().any(|(_, url)| *url != first).then(|| {
+        let list: Vec<String> = urls
+            .iter()
+            .map(|(i, url)| format!("shard {i} {url}"))
+            .collect();
+        format!(
+            "different servers: {}; the server figures pool them as one (the summary's settings name shard {}'s): merge the shards of one server's load, or compare two servers with report --vs",
+            list.join(", "),
+            urls[0].0
+        )
+    })
 }
 
 /// How far the shards' streaming windows overlap, by their wall clocks.

@@ -465,6 +465,52 @@ fn shards_that_streamed_together_for_half_their_windows_are_not_complete() {
     drop(mock);
 }
 
+/// Shards given different `--url`s (two servers) merge, and the merged summary says their server
+/// figures pool two servers (merge said nothing, and its settings named shard 0's alone: the QA
+/// pass of 2026-12-07).
+#[test]
+fn shards_that_drove_different_servers_say_so_in_the_merge() {
+    let _serial = util::serial();
+    let mocks = [Mock::start(&[]), Mock::start(&[])];
+    let tmp = TempDir::new("shard-servers");
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    let start_at = duplexbench_tui::options::shard::rfc3339(now + 3.0);
+    let dirs: Vec<PathBuf> = (0..2).map(|i| tmp.join(&format!("shard-{i}"))).collect();
+    let mut children: Vec<_> = (0..2)
+        .map(|i| {
+            let run = Shards {
+                url: mocks[i].url(),
+                count: 2,
+                run_id: "servers",
+                start_at: start_at.clone(),
+                load: ["-s", "1", "-d", "1s"],
+            };
+            run.spawn(i, &dirs[i], Stdio::null())
+        })
+        .collect();
+    for child in &mut children {
+        let code = util::wait_with_limit(child, Duration::from_secs(60));
+        assert!(matches!(code, Some(0 | 1)), "a shard ended with {code:?}");
+    }
+    let refs: Vec<&Path> = dirs.iter().map(PathBuf::as_path).collect();
+    let merged_dir = tmp.join("merged");
+    let out = merge(&refs, &merged_dir);
+    let s = util::summary(&merged_dir);
+    let reasons = s["verdict"]["reasons"].to_string();
+    assert!(
+        reasons.contains(&format!(
+            "different servers: shard 0 {}, shard 1 {}",
+            mocks[0].url(),
+            mocks[1].url()
+        )),
+        "{reasons} {}",
+        describe(&out)
+    );
+}
+
 /// A shard of several without `--start-at` says at once that it will not start with the others
 /// (only the merge said so, at the end).
 #[test]
