@@ -418,7 +418,7 @@ impl Machine {
     fn record(&self, sample: Option<Sample>, now_s: f64) {
         let Some(sample) = sample else { return };
         // A turn's first reply after its input ended is the server's reply lag.
-        if let Sample::FirstTextAfterEnd(s) | Sample::FirstAudioAfterEnd(s) = sample {
+        if let Sample::FirstTextAfterEnd(s, _) | Sample::FirstAudioAfterEnd(s) = sample {
             self.stats
                 .borrow_mut()
                 .reply(ReplyKind::FirstReply, now_s - s, now_s);
@@ -433,7 +433,12 @@ impl Machine {
         let mut stats = self.stats.borrow_mut();
         let h = &mut stats.hist.turns;
         match sample {
-            Sample::FirstTextAfterEnd(s) => h.first_text_after_end.record_s(s),
+            Sample::FirstTextAfterEnd(s, since_start) => {
+                h.first_text_after_end.record_s(s);
+                if let Some(since_start) = since_start {
+                    h.first_text_after_start.record_s(since_start);
+                }
+            }
             Sample::FirstTextAfterStart(s) => h.first_text_after_start.record_s(s),
             Sample::FirstAudioAfterEnd(s) => h.first_audio_after_end.record_s(s),
             Sample::FirstAudioAfterStart(s) => h.first_audio_after_start.record_s(s),

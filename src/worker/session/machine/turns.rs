@@ -36,8 +36,11 @@ pub const BEHIND_GRACE_S: f64 = 1.0;
 /// A latency the turns produced, for the worker's histograms.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Sample {
-    /// From the end of the turn's input to its first transcript or text delta.
-    FirstTextAfterEnd(f64),
+    /// From the end of the turn's input to its first transcript or text delta, and from the
+    /// turn's first packet (when known) to it: a turn's time to first text is timed from its
+    /// start whether the text came before its input ended or after (vLLM's headline: a level
+    /// whose first texts came after the input's end left them out, and its p99 read low).
+    FirstTextAfterEnd(f64, Option<f64>),
     /// From the turn's first packet to its first text delta, which came before its input ended.
     FirstTextAfterStart(f64),
     FirstAudioAfterEnd(f64),
@@ -291,11 +294,7 @@ impl Turns {
             return None;
         }
         turn.first_text_s = Some(now_s);
-        match (turn.end_s, turn.start_s) {
-            (Some(end_s), _) => Some(Sample::FirstTextAfterEnd(now_s - end_s)),
-            (None, Some(start_s)) => Some(Sample::FirstTextAfterStart(now_s - start_s)),
-            (None, None) => None,
-        }
+        first_text(turn, now_s)
     }
 
     pub fn audio_delta(&mut self, now_s: f64) -> Option<Sample> {
@@ -323,11 +322,7 @@ impl Turns {
         }
         turn.first_text_s = Some(now_s);
         turn.last_text_s = Some(now_s);
-        match (turn.end_s, turn.start_s) {
-            (Some(end_s), _) => Some(Sample::FirstTextAfterEnd(now_s - end_s)),
-            (None, Some(start_s)) => Some(Sample::FirstTextAfterStart(now_s - start_s)),
-            (None, None) => None,
-        }
+        first_text(turn, now_s)
     }
 
     /// The server sent the transcript of the input at `now_s` (a delta, or the completed one
@@ -417,15 +412,13 @@ impl Turns {
             turn.last_text_s = turn.last_input_text_s;
             turn.text_deltas = turn.input_text_deltas;
             self.counts.text_deltas += turn.input_text_deltas;
-            self.input_text_sample =
-                turn.first_input_text_s
-                    .and_then(|at_s| match (turn.end_s, turn.start_s) {
-                        // Before its turn ended it is not this turn's transcript.
-                        (Some(end_s), _) if at_s < end_s => None,
-                        (Some(end_s), _) => Some(Sample::FirstTextAfterEnd(at_s - end_s)),
-                        (None, Some(start_s)) => Some(Sample::FirstTextAfterStart(at_s - start_s)),
-                        (None, None) => None,
-                    });
+            self.input_text_sample = turn.first_input_text_s.and_then(|at_s| {
+                // Before its turn ended it is not this turn's transcript.
+                match turn.end_s {
+                    Some(end_s) if at_s < end_s => None,
+                    _ => first_text(&turn, at_s),
+                }
+            });
         }
         if let (Some(first), Some(last)) = (turn.first_text_s, turn.last_text_s) {
             if turn.text_deltas > 1 && last > first {
@@ -574,13 +567,23 @@ impl Turns {
     }
 }
 
+/// The latency of `turn`'s first text, at `at_s`: from its input's end (and its start), or,
+/// before its input ended, from its start.
+fn first_text(turn: &Turn, at_s: f64) -> Option<Sample> {
+    let since_start = turn.start_s.map(|start_s| at_s - start_s);
+    match turn.end_s {
+        Some(end_s) => Some(Sample::FirstTextAfterEnd(at_s - end_s, since_start)),
+        None => since_start.map(Sample::FirstTextAfterStart),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn close(sample: Option<Sample>, want: Sample) {
         let got = sample.unwrap_or_else(|| panic!("no sample, want {want:?}"));
-        let ((Sample::FirstTextAfterEnd(a), Sample::FirstTextAfterEnd(b))
+        let ((Sample::FirstTextAfterEnd(a, _), Sample::FirstTextAfterEnd(b, _))
         | (Sample::FirstTextAfterStart(a), Sample::FirstTextAfterStart(b))
         | (Sample::FirstAudioAfterEnd(a), Sample::FirstAudioAfterEnd(b))
         | (Sample::FirstAudioAfterStart(a), Sample::FirstAudioAfterStart(b))
@@ -599,7 +602,15 @@ mod tests {
         t.input_sent(10.08);
         t.ended(10.08);
         assert!(t.open());
-        close(t.text_delta(10.33), Sample::FirstTextAfterEnd(0.25));
+        let first = t.text_delta(10.33);
+        close(first, Sample::FirstTextAfterEnd(0.25, None));
+        let Some(Sample::FirstTextAfterEnd(_, Some(since_start))) = first else {
+            panic!("{first:?}")
+        };
+        assert!(
+            (since_start - 0.33).abs() < 1e-9,
+            "and from its first packet"
+        );
         assert_eq!(t.text_delta(10.37), None, "only the first is a latency");
         t.text_delta(10.41);
         close(t.audio_delta(10.38), Sample::FirstAudioAfterEnd(0.30));
@@ -720,7 +731,7 @@ mod tests {
         vad_turn(&mut t, 5.0, 6.0);
         assert!(t.open(), "the third turn waits");
         t.response_created();
-        close(t.text_delta(6.3), Sample::FirstTextAfterEnd(0.3));
+        close(t.text_delta(6.3), Sample::FirstTextAfterEnd(0.3, None));
         close(t.done(7.0, true), Sample::DoneAfterEnd(1.0));
         assert!(!t.open());
         t.settle();
@@ -912,9 +923,9 @@ mod tests {
         t.ended(1.0);
         t.input_sent(1.1);
         t.ended(2.0);
-        close(t.text_delta(2.1), Sample::FirstTextAfterEnd(1.1));
+        close(t.text_delta(2.1), Sample::FirstTextAfterEnd(1.1, None));
         close(t.done(2.2, true), Sample::DoneAfterEnd(1.2));
-        close(t.text_delta(2.3), Sample::FirstTextAfterEnd(0.3));
+        close(t.text_delta(2.3), Sample::FirstTextAfterEnd(0.3, None));
         close(t.done(2.4, true), Sample::DoneAfterEnd(0.4));
         assert!(!t.open());
     }
@@ -929,7 +940,7 @@ mod tests {
         t.response_created();
         t.input_text(1.05, false);
         t.input_text(1.06, true);
-        close(t.text_delta(1.35), Sample::FirstTextAfterEnd(0.35));
+        close(t.text_delta(1.35), Sample::FirstTextAfterEnd(0.35, None));
         t.text_delta(1.45);
         close(t.done(1.5, true), Sample::DoneAfterEnd(0.5));
         assert_eq!(t.take_input_text(), None);
@@ -956,7 +967,7 @@ mod tests {
         t.input_text(1.4, true);
         close(t.audio_delta(1.25), Sample::FirstAudioAfterEnd(0.25));
         close(t.done(1.5, true), Sample::DoneAfterEnd(0.5));
-        close(t.take_input_text(), Sample::FirstTextAfterEnd(0.2));
+        close(t.take_input_text(), Sample::FirstTextAfterEnd(0.2, None));
         assert_eq!(t.take_input_text(), None, "taken once");
         // Two deltas and their completion: two texts, one interval of 100 ms.
         let c = t.counts;
@@ -979,7 +990,7 @@ mod tests {
         // The turn the client then ends is timed from its own end.
         t.ended_as(2.0, Some(crate::protocol::FINAL_TURN), true);
         t.response_created();
-        close(t.text_delta(2.3), Sample::FirstTextAfterEnd(0.3));
+        close(t.text_delta(2.3), Sample::FirstTextAfterEnd(0.3, None));
         close(t.audio_delta(2.2), Sample::FirstAudioAfterEnd(0.2));
         close(t.done(2.5, true), Sample::DoneAfterEnd(0.5));
         assert_eq!((t.counts.answered, t.counts.early), (1, 0));
@@ -998,7 +1009,7 @@ mod tests {
         assert_eq!(t.text_delta(1.05), None, "the greeting's");
         assert_eq!(t.done(1.1, true), None);
         assert_eq!((t.counts.unmatched, t.counts.answered), (1, 0));
-        close(t.text_delta(1.4), Sample::FirstTextAfterEnd(0.4));
+        close(t.text_delta(1.4), Sample::FirstTextAfterEnd(0.4, None));
         close(t.done(1.6, true), Sample::DoneAfterEnd(0.6));
         assert_eq!((t.counts.unmatched, t.counts.answered), (1, 1));
         assert!(!t.open());
@@ -1020,6 +1031,6 @@ mod tests {
         t.response_created();
         t.input_text(6.3, true);
         close(t.done(6.8, true), Sample::DoneAfterEnd(0.8));
-        close(t.take_input_text(), Sample::FirstTextAfterEnd(0.3));
+        close(t.take_input_text(), Sample::FirstTextAfterEnd(0.3, None));
     }
 }
