@@ -28,7 +28,7 @@ pub const VLLM_RULES: &[(&str, &str)] = &[
     ("client-error", "the client saw no error (a frame it could not read, a timeout, a dropped connection)"),
     ("vllm-created-first", "session.created is the first server event, once"),
     ("vllm-delta", "every transcription.delta carries a string delta"),
-    ("vllm-done", "one transcription.done, after the final commit, with a string text and a usage object; nothing after it"),
+    ("vllm-done", "one transcription.done, with a string text and a usage object; nothing after it"),
     ("vllm-known-event", "every server event is one of the protocol's"),
     ("server-error", "the server sent no error event (error with a string error and a code)"),
 ];
@@ -480,15 +480,18 @@ fn vllm_rules(v: &mut Findings<'_>, records: &[Record]) {
                     );
                 }
             }
+            // A done before the final commit is vLLM's own at its token limit
+            // (`realtime_max_tokens`): the run counts that answer `early`; conform read a server
+            // that has one as not speaking the protocol.
             n::DONE => {
                 done += 1;
                 let ok = r.event.get("text").is_some_and(Value::is_string)
                     && r.event.get("usage").is_some_and(Value::is_object);
-                if !final_sent || !ok {
+                if !ok {
                     v.add(
                         "vllm-done",
                         Some((i, r)),
-                        "after the final commit, with text and usage",
+                        "with text and usage",
                         &r.event.to_string(),
                     );
                 }
@@ -691,6 +694,39 @@ mod tests {
             .map(|v| v.rule)
             .collect();
         assert_eq!(rules, ["server-error", "vllm-delta", "vllm-done"]);
+    }
+
+    /// vLLM at its token limit (`realtime_max_tokens`) sends `transcription.done` before the
+    /// client's final commit: conform read that as a broken rule (the QA run against the mock's
+    /// `--max-tokens` of 2026-12-07). A second done still is one.
+    #[test]
+    fn a_vllm_done_at_the_token_limit_before_the_final_commit_is_conformant() {
+        let done = || {
+            rec(
+                Direction::Receive,
+                json!({"type":"transcription.done","text":"la ","usage":{"prompt_tokens":39,"total_tokens":44}}),
+            )
+        };
+        let commit = |last: bool| {
+            rec(
+                Direction::Send,
+                json!({"type":"input_audio_buffer.commit","final":last}),
+            )
+        };
+        let mut r = vec![
+            rec(Direction::Receive, json!({"type":"session.created"})),
+            commit(false),
+            done(),
+            commit(true),
+        ];
+        assert!(check(Protocol::Vllm, "s", &r).violations.is_empty());
+        r.push(done());
+        let rules: Vec<&str> = check(Protocol::Vllm, "s", &r)
+            .violations
+            .iter()
+            .map(|v| v.rule)
+            .collect();
+        assert_eq!(rules, ["vllm-done", "vllm-done"], "after it, and not one");
     }
 
     #[test]
