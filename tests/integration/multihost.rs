@@ -56,6 +56,21 @@ fn merge(dirs: &[&Path], out: &Path) -> std::process::Output {
     util::run(&args, Duration::from_secs(30))
 }
 
+/// Waits for the shards (each ends with 0 or 1) and merges their folders into `tmp/merged`.
+fn wait_and_merge(
+    children: &mut [std::process::Child],
+    dirs: &[PathBuf],
+    tmp: &TempDir,
+) -> (std::process::Output, PathBuf) {
+    for child in children {
+        let code = util::wait_with_limit(child, Duration::from_secs(60));
+        assert!(matches!(code, Some(0 | 1)), "a shard ended with {code:?}");
+    }
+    let refs: Vec<&Path> = dirs.iter().map(PathBuf::as_path).collect();
+    let merged_dir = tmp.join("merged");
+    (merge(&refs, &merged_dir), merged_dir)
+}
+
 /// The deviation of every packet in a shard's samples files.
 fn sampled_deviations_us(shard: &Path) -> Vec<i64> {
     let mut all = Vec::new();
@@ -446,13 +461,7 @@ fn shards_that_streamed_together_for_half_their_windows_are_not_complete() {
             run.spawn(i, &dirs[i], Stdio::null())
         })
         .collect();
-    for child in &mut children {
-        let code = util::wait_with_limit(child, Duration::from_secs(60));
-        assert!(matches!(code, Some(0 | 1)), "a shard ended with {code:?}");
-    }
-    let refs: Vec<&Path> = dirs.iter().map(PathBuf::as_path).collect();
-    let merged_dir = tmp.join("merged");
-    let out = merge(&refs, &merged_dir);
+    let (out, merged_dir) = wait_and_merge(&mut children, &dirs, &tmp);
     assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
     let s = util::summary(&merged_dir);
     assert_eq!(s["verdict"]["complete"], false, "{}", s["verdict"]);
@@ -491,13 +500,7 @@ fn shards_that_drove_different_servers_say_so_in_the_merge() {
             run.spawn(i, &dirs[i], Stdio::null())
         })
         .collect();
-    for child in &mut children {
-        let code = util::wait_with_limit(child, Duration::from_secs(60));
-        assert!(matches!(code, Some(0 | 1)), "a shard ended with {code:?}");
-    }
-    let refs: Vec<&Path> = dirs.iter().map(PathBuf::as_path).collect();
-    let merged_dir = tmp.join("merged");
-    let out = merge(&refs, &merged_dir);
+    let (out, merged_dir) = wait_and_merge(&mut children, &dirs, &tmp);
     let s = util::summary(&merged_dir);
     let reasons = s["verdict"]["reasons"].to_string();
     assert!(
