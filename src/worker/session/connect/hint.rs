@@ -4,7 +4,7 @@
 
 use rustls::InvalidMessage;
 use std::borrow::Cow;
-use tokio_tungstenite::tungstenite::error::ProtocolError;
+use tokio_tungstenite::tungstenite::error::{ProtocolError, SubProtocolError};
 use tokio_tungstenite::tungstenite::http::HeaderMap;
 use tokio_tungstenite::tungstenite::Error as WsError;
 
@@ -58,6 +58,8 @@ pub const CLOSED_IN_HANDSHAKE: &str =
     "the server closed the connection before it finished answering the WebSocket handshake, so something listens there but will not talk to this client (a proxy or firewall that refuses it, a server shutting down or out of connections): check --url and the server's log";
 pub const UNASKED_EXTENSION: &str =
     "the server accepted with a WebSocket extension the client did not ask for (Sec-WebSocket-Extensions, e.g. permessage-deflate), so its frames would be ones this client cannot read, and RFC 6455 §4.1 has the client fail the connection: turn the extension off for clients that do not offer it, or check the proxy in front of the server";
+pub const UNASKED_SUBPROTOCOL: &str =
+    "the server accepted with a WebSocket subprotocol (Sec-WebSocket-Protocol) the client did not offer, and RFC 6455 §4.1 has the client fail the connection: offer the one it names with --header 'Sec-WebSocket-Protocol: NAME' (OpenAI's is `realtime`), or turn it off on the server for clients that offer none";
 pub const TOO_MANY_HEADERS: &str =
     "the server's answer to the handshake has more headers than the WebSocket library reads (124): check that --url is the server's WebSocket endpoint, or what proxy in front of it adds so many";
 
@@ -229,6 +231,9 @@ fn for_transport_error(err: &WsError, progress: &Progress) -> Option<&'static st
         {
             Some(UNASKED_EXTENSION)
         }
+        WsError::Protocol(ProtocolError::SecWebSocketSubProtocolError(
+            SubProtocolError::ServerSentSubProtocolNoneRequested,
+        )) => Some(UNASKED_SUBPROTOCOL),
         WsError::Protocol(ProtocolError::HttparseError(httparse::Error::TooManyHeaders)) => {
             Some(TOO_MANY_HEADERS)
         }
@@ -622,6 +627,19 @@ mod tests {
         );
         assert_eq!(refusal(b" \n"), "HTTP error: 401 Unauthorized");
         assert!(refusal(&[b'x'; 1000]).ends_with("xx…"), "cut as any error");
+    }
+
+    /// A server that names a subprotocol the client did not offer (the QA pass of 2026-12-07:
+    /// tungstenite's words alone); offering it with --header lets the handshake through.
+    #[test]
+    fn an_unasked_subprotocol_names_the_header_that_offers_it() {
+        let err = WsError::Protocol(ProtocolError::SecWebSocketSubProtocolError(
+            SubProtocolError::ServerSentSubProtocolNoneRequested,
+        ));
+        assert_eq!(
+            for_error(&err, &progress(Stage::WebSocket, b"HTTP/1.1 101")).as_deref(),
+            Some(UNASKED_SUBPROTOCOL)
+        );
     }
 
     #[test]
