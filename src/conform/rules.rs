@@ -85,6 +85,9 @@ struct Check<'a> {
     /// The code of the fatal `error` the server sent, if it sent one: the session ends there
     /// (`session.closed` with that code as its reason and no `client_event_id`, then the close).
     fatal: Option<String>,
+    /// The session's last record is an `error` the client saw (a connection that failed): the
+    /// session ended there, before the client's later commands and the server's answers.
+    client_failed: bool,
 }
 
 /// The acknowledgements and the client command each answers.
@@ -169,6 +172,7 @@ impl<'a> Check<'a> {
             closed: false,
             close_recorded: false,
             fatal: None,
+            client_failed: false,
         }
     }
 
@@ -242,10 +246,13 @@ impl<'a> Check<'a> {
                 let message = event.get("message").and_then(Value::as_str);
                 let got = message.map_or_else(|| event.to_string(), str::to_string);
                 self.flag("client-error", "no error seen by the client", got);
+                self.client_failed = true;
             }
             Direction::Close => self.close(event),
             Direction::Send | Direction::Receive => {
                 self.started = true;
+                // An error the session went on after did not end it.
+                self.client_failed = false;
                 if event.get("type").and_then(Value::as_str).is_none() {
                     self.flag(
                         "trace-record",

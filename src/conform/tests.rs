@@ -890,3 +890,23 @@ fn a_cancelled_response_without_the_clients_close_is_named() {
     done["response"]["status_details"]["reason"] = json!("client_closed");
     breaks_only(&r, "response-done");
 }
+
+/// A session whose connection failed mid-stream (the server dropped it): the client error
+/// names it, and what the client never got to send (the end, the close) is not owed — conform
+/// read "the client sent no sglang.input_audio.end" as a client that stopped on its own (the QA
+/// pass of 2026-12-07). Without the client's error, the same trace is incomplete.
+#[test]
+fn a_session_cut_by_a_failed_connection_owes_nothing_the_client_did_not_send() {
+    let mut r = voicechat();
+    let cut = index_of(&r, names::ACCEPTED, 1);
+    r.truncate(cut + 1);
+    let broken = rules(&r, None);
+    assert!(broken.contains("session-complete"), "{broken:?}");
+    let time_s = r.last().unwrap().time_s;
+    r.push(Record::new(
+        Direction::Error,
+        time_s,
+        json!({"message": "the server closed the connection mid-session (without a close frame)"}),
+    ));
+    breaks_only(&r, "client-error");
+}
