@@ -3,6 +3,14 @@
 use crate::util::{self, describe, TempDir};
 use std::time::Duration;
 
+/// The row of figure `name` in a comparison's Markdown table.
+fn row<'t>(table: &'t str, name: &str) -> &'t str {
+    table
+        .lines()
+        .find(|l| l.starts_with(&format!("| {name} |")))
+        .unwrap_or_else(|| panic!("no {name} row: {table}"))
+}
+
 fn small_run(dir: &TempDir, name: &str, sessions: &str) -> std::path::PathBuf {
     let out = dir.join(name);
     let output = util::run_to(
@@ -40,10 +48,7 @@ fn report_renders_a_run_again_and_compares_two_with_their_ratios_issue_15() {
     assert!(table.contains("| deviation p99 |"), "{table}");
     assert!(table.contains("×"), "ratios are printed: {table}");
     // A native run's comparison has sglang-omni's figures too (unit lag ahead of real time).
-    let unit_lag = table
-        .lines()
-        .find(|l| l.starts_with("| sglang-omni unit_lag p95 |"))
-        .unwrap_or_else(|| panic!("{table}"));
+    let unit_lag = row(&table, "sglang-omni unit_lag p95");
     assert!(unit_lag.contains(" ms |"), "{unit_lag}");
     assert!(table.contains("| sglang-omni late sends |"), "{table}");
     // The CPU per session-second compared is summary.md's (while streaming), not the workers'
@@ -54,11 +59,8 @@ fn report_renders_a_run_again_and_compares_two_with_their_ratios_issue_15() {
         .and_then(|before| before.rsplit(", ").next())
         .and_then(|n| n.trim().parse::<f64>().ok())
         .unwrap_or_else(|| panic!("no streaming CPU line: {md}"));
-    let row = table
-        .lines()
-        .find(|l| l.starts_with("| client CPU per session-second |"))
-        .unwrap_or_else(|| panic!("{table}"));
-    let a_ms: f64 = row
+    let cpu = row(&table, "client CPU per session-second");
+    let a_ms: f64 = cpu
         .split('|')
         .nth(2)
         .unwrap()
@@ -68,7 +70,7 @@ fn report_renders_a_run_again_and_compares_two_with_their_ratios_issue_15() {
         .unwrap();
     assert!(
         (a_ms - per_session_s * 1000.0).abs() < 0.001,
-        "{row} vs summary.md's {per_session_s}"
+        "{cpu} vs summary.md's {per_session_s}"
     );
 }
 
@@ -363,13 +365,7 @@ fn two_openai_runs_compare_their_turns_and_name_how_their_servers_differ() {
     );
     assert_eq!(vs.status.code(), Some(0), "{}", describe(&vs));
     let table = String::from_utf8_lossy(&vs.stdout);
-    let row = |name: &str| {
-        table
-            .lines()
-            .find(|l| l.starts_with(&format!("| {name} |")))
-            .unwrap_or_else(|| panic!("no {name} row: {table}"))
-            .to_string()
-    };
+    let row = |name: &str| row(&table, name);
     assert!(
         row("turns unanswered").starts_with("| turns unanswered | 0 | 2 |"),
         "{table}"
@@ -527,10 +523,7 @@ fn a_run_that_sent_no_packet_compares_without_pacing_figures() {
         "deviation max",
         "start lateness p99",
     ] {
-        let row = table
-            .lines()
-            .find(|l| l.starts_with(&format!("| {name} |")))
-            .unwrap_or_else(|| panic!("no {name} row: {table}"));
+        let row = row(&table, name);
         assert!(
             row.starts_with(&format!("| {name} | no samples | ")),
             "{row}"
@@ -538,10 +531,7 @@ fn a_run_that_sent_no_packet_compares_without_pacing_figures() {
     }
     // vLLM's time to first text: its text streams before the input ends, so first text after
     // end has no sample and was the only text figure compared (the QA pass of 2026-12-07).
-    let row = table
-        .lines()
-        .find(|l| l.starts_with("| first text after start p50 |"))
-        .unwrap_or_else(|| panic!("no first text after start row: {table}"));
+    let row = row(&table, "first text after start p50");
     assert!(
         row.starts_with("| first text after start p50 | no samples | ") && row.contains(" ms |"),
         "{row}"
@@ -579,13 +569,7 @@ fn two_fun_asr_runs_compare_by_the_benchmarks_figures() {
     );
     assert_eq!(vs.status.code(), Some(0), "{}", describe(&vs));
     let table = String::from_utf8_lossy(&vs.stdout);
-    let row = |name: &str| {
-        table
-            .lines()
-            .find(|l| l.starts_with(&format!("| {name} |")))
-            .unwrap_or_else(|| panic!("no {name} row: {table}"))
-            .to_string()
-    };
+    let row = |name: &str| row(&table, name);
     for name in [
         "Fun-ASR first update p50",
         "Fun-ASR first update p95",
