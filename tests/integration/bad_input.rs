@@ -366,6 +366,24 @@ fn a_full_mock_rejects_sessions_and_the_run_counts_them() {
         .clone();
     // Each rejected session tried 4 times (1 + 3 retries).
     assert_eq!(mock["mock"]["sessions_rejected"], 8, "{mock}");
+    // CPU per session-second counts the seconds the sessions streamed: the refused ones
+    // streamed none (a level with half its sessions refused read as a client half as costly,
+    // the QA pass of 2026-12-07).
+    let packets = s["pacing"]["packets"].as_f64().unwrap();
+    assert_eq!(packets, 2.0 * 25.0, "two sessions of 2 s streamed");
+    let cpu_s: f64 = s["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|p| p["streaming"]["cpu_seconds"].as_f64())
+        .sum();
+    let md = std::fs::read_to_string(out.join("summary.md")).unwrap();
+    let per_session_s = util::cpu_per_session_second(&md);
+    let expected = cpu_s / (packets * 0.08);
+    assert!(
+        (per_session_s - expected).abs() <= 1e-6 + expected * 1e-3,
+        "summary.md {per_session_s} vs CPU {cpu_s} s over {packets} packets ({expected})"
+    );
 }
 
 #[test]

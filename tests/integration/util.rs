@@ -357,3 +357,13 @@ pub fn signal(pid: u32, signal: rustix::process::Signal) -> rustix::io::Result<(
     let pid = rustix::process::Pid::from_raw(pid as i32).expect("a child's pid is positive");
     rustix::process::kill_process(pid, signal)
 }
+
+/// summary.md's client CPU per session-second while streaming ("…, 0.000714 CPU-s per
+/// session-second.").
+pub fn cpu_per_session_second(md: &str) -> f64 {
+    md.split(" CPU-s per session-second")
+        .next()
+        .and_then(|before| before.rsplit(", ").next())
+        .and_then(|n| n.trim().parse::<f64>().ok())
+        .unwrap_or_else(|| panic!("no streaming CPU line: {md}"))
+}
