@@ -105,7 +105,7 @@ fn level_list(points: &[&Point]) -> String {
 /// unqualified: one that did not run might not have held, so its qualified repeats are no
 /// evidence that the load was fine. Left out, every reason says so.
 pub fn of_levels(levels: &[Level], repeats: u32, has_slos: bool) -> Knees {
-    let counts = |l: &Level| l.runs.len() >= repeats as usize || (l.streamed() && !l.qualified);
+    let counts = |l: &Level| !l.cut_short(repeats) || (l.streamed() && !l.qualified);
     let points: Vec<Point> = levels.iter().filter(|l| counts(l)).map(Point::of).collect();
     let mut knees = find(&points, has_slos);
     if let Some(cut) = levels.iter().find(|l| !counts(l)) {

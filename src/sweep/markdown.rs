@@ -83,7 +83,7 @@ fn header(record: &SweepRecord) -> Vec<String> {
 
 fn row(record: &SweepRecord, level: &Level) -> Vec<String> {
     // A level a cancel cut short between its repeats says so where its figures are.
-    let sessions = if level.runs.len() < record.repeats as usize {
+    let sessions = if level.cut_short(record.repeats) {
         format!(
             "{} ({} of {} repeats)",
             level.sessions_total,

@@ -100,9 +100,7 @@ impl SweepRecord {
     /// The level a cancel cut short between its repeats (fewer runs than `repeats`): it can
     /// only be the last.
     pub fn cut_short(&self) -> Option<&Level> {
-        self.levels
-            .last()
-            .filter(|l| l.runs.len() < self.repeats as usize)
+        self.levels.last().filter(|l| l.cut_short(self.repeats))
     }
 
     /// This record as the files written between levels say it: cancelled, and stopped early
@@ -166,6 +164,11 @@ impl Level {
             slos,
             runs,
         }
+    }
+
+    /// Whether a cancel cut the level short between its repeats: it ran fewer than `repeats`.
+    pub fn cut_short(&self, repeats: u32) -> bool {
+        self.runs.len() < repeats as usize
     }
 
     /// Whether every repeat streamed: at least one session sent audio (a level recorded
