@@ -56,11 +56,16 @@ pub fn run(args: &MockArgs) -> Result<()> {
     Ok(())
 }
 
+/// How long a mock whose parent died (the conductor, killed) keeps serving its open sessions
+/// for the workers to end them: they abort within 3 s of the same SIGTERM.
+const ORPHAN_DRAIN: std::time::Duration = std::time::Duration::from_secs(4);
+
 async fn serve_until_signal(args: &MockArgs, started_s: f64) -> Result<MockStats> {
     // Handlers first: a signal sent the moment the listening line is read must not kill the
     // process before it writes its statistics.
     let mut sigterm = signal(SignalKind::terminate()).context("cannot handle SIGTERM")?;
     let mut sigint = signal(SignalKind::interrupt()).context("cannot handle SIGINT")?;
+    let parent = rustix::process::getppid();
 
     let listener = bind(&args.host, args.port()).await?;
     let listen_addr = listener
@@ -111,10 +116,43 @@ async fn serve_until_signal(args: &MockArgs, started_s: f64) -> Result<MockStats
             eprintln!("{warning}");
         }
     }
-    tokio::select! {
-        _ = sigterm.recv() => {}
-        _ = sigint.recv() => {}
-        () = server::serve(listener, Rc::clone(&shared)) => {}
+    let serving = server::serve(listener, Rc::clone(&shared));
+    tokio::pin!(serving);
+    let terminated = tokio::select! {
+        _ = sigterm.recv() => true,
+        _ = sigint.recv() => false,
+        () = &mut serving => false,
+    };
+    // The built-in mock of a conductor that was killed: the kernel sent SIGTERM to it and to
+    // the workers at once. Its sessions are left to the workers to end (they abort and close
+    // them within 3 s), so that the kill does not read, in the rebuilt run, as a server that
+    // closed every session mid-stream.
+    // The built-in mock of a conductor that was killed: the kernel sent SIGTERM to it and to
+    // the workers at once. Its sessions are left to the workers to end (they abort and close
+    // them within 3 s), so that the kill does not read, in the rebuilt run, as a server that
+    // closed every session mid-stream. The signal comes as the conductor's threads exit, a
+    // moment before the mock is given another parent: a SIGTERM whose sender is still the
+    // parent 200 ms later is an ordinary one (the mock ends at once with no session open).
+    if terminated {
+        let since = std::time::Instant::now();
+        let mut said = false;
+        while shared.open_sessions() > 0 && since.elapsed() < ORPHAN_DRAIN {
+            let orphaned = rustix::process::getppid() != parent;
+            if !orphaned && since.elapsed() > std::time::Duration::from_millis(200) {
+                break;
+            }
+            if orphaned && !std::mem::replace(&mut said, true) {
+                eprintln!(
+                    "mock: the conductor is gone; its {} open sessions are left to its workers to end (at most {} s)",
+                    shared.open_sessions(),
+                    ORPHAN_DRAIN.as_secs()
+                );
+            }
+            tokio::select! {
+                () = &mut serving => break,
+                () = tokio::time::sleep(std::time::Duration::from_millis(20)) => {}
+            }
+        }
     }
     let _ = stop_tx.send(true);
     let _ = ticker.await;

@@ -15,7 +15,7 @@ use crate::cli::WorkerArgs;
 use crate::clock::{instant_at, monotonic_s, ClockAnchor};
 use crate::contract::telemetry::{Telemetry, WorkerCommand};
 use crate::contract::worker::{
-    Injection, SessionOutcome, WorkerConfig, WorkerResult, RESULT_SCHEMA_VERSION,
+    Injection, SessionOutcome, SessionStatus, WorkerConfig, WorkerResult, RESULT_SCHEMA_VERSION,
 };
 use crate::contract::ProcessUsage;
 use crate::options::Settings;
@@ -474,6 +474,10 @@ fn spawn_injections(
     });
 }
 
+/// The error of a session an abort dropped: a second Ctrl-C, the deadline after a stop, or
+/// the conductor's death (the kernel's SIGTERM).
+const ABORTED: &str = "aborted: the run ended before this session did (a second signal, a stop's deadline, or the conductor's death)";
+
 /// Runs the sessions to their ends, or until the run is aborted: then a session that had not
 /// ended is dropped where it stood and reported aborted.
 async fn collect_outcomes(
@@ -485,14 +489,21 @@ async fn collect_outcomes(
         () = sessions.run() => {}
         _ = abort_rx.wait_for(|a| *a) => {}
     }
-    sessions
-        .into_outcomes()
+    // The sessions that had not ended are dropped here, and leave what they recorded.
+    let outcomes = sessions.into_outcomes();
+    let mut abandoned = std::mem::take(&mut stats.borrow_mut().abandoned);
+    outcomes
         .into_iter()
         .enumerate()
         .map(|(index, outcome)| {
             outcome.unwrap_or_else(|| {
-                let mut o = SessionOutcome::new(index as u32);
-                o.error = Some("aborted: the run was killed before this session ended".to_string());
+                let kept = abandoned.iter().position(|o| o.index == index as u32);
+                let mut o = kept.map_or_else(
+                    || SessionOutcome::new(index as u32),
+                    |k| abandoned.swap_remove(k),
+                );
+                o.status = SessionStatus::Incomplete;
+                o.error = Some(ABORTED.to_string());
                 stats.borrow_mut().session_ended(o.status);
                 o
             })

@@ -80,6 +80,11 @@ impl Shared {
         }
     }
 
+    /// The sessions open now (admitted and not ended).
+    pub fn open_sessions(&self) -> u32 {
+        self.admission.open.get()
+    }
+
     /// The openai and vllm sessions' behaviour.
     pub fn with_timed(mut self, timed: super::timed::Behaviour) -> Self {
         self.timed = Rc::new(timed);

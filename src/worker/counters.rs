@@ -53,6 +53,9 @@ pub struct WorkerStats {
     streaming_end: Option<(f64, Mark)>,
     /// Sessions that sent their last packet.
     last_packets_sent: u32,
+    /// What the sessions an abort dropped before their end had recorded (their machines leave
+    /// it here as they are dropped): the worker's result keeps their packets and send times.
+    pub abandoned: Vec<crate::contract::worker::SessionOutcome>,
 }
 
 impl WorkerStats {

@@ -157,7 +157,9 @@ pub async fn run(ctx: SessionCtx, trace: SessionTrace) -> SessionOutcome {
         Err(End::Rejected(why) | End::Failed(why)) => Some(why.as_str()),
     };
     machine.finish(monotonic_s(), failure);
-    let mut outcome = machine.outcome;
+    // Edited in place until the session returns it: dropped by an abort meanwhile (its trace
+    // still being written), the machine leaves it to the worker's result.
+    let outcome = &mut machine.outcome;
     match result {
         Ok(()) => outcome.status = SessionStatus::Completed,
         Err(End::Rejected(why)) => {
@@ -202,7 +204,7 @@ pub async fn run(ctx: SessionCtx, trace: SessionTrace) -> SessionOutcome {
         outcome.disk_full = loss.disk_full;
     }
     ctx.stats.borrow_mut().session_ended(outcome.status);
-    outcome
+    machine.take_outcome()
 }
 
 impl Session {

@@ -140,6 +140,44 @@ pub struct Machine {
     committed_after_input: (bool, bool),
     /// The input's last turn was withdrawn: the server's VAD had committed its audio already.
     final_withdrawn: bool,
+    /// The session's outcome was taken ([`Machine::take_outcome`]): a machine dropped before
+    /// that was dropped by an abort, and leaves its outcome in the worker's stats.
+    returned: bool,
+    /// [`Machine::settle`] ran: it files the serving metrics once.
+    settled: bool,
+}
+
+impl Drop for Machine {
+    /// An abort drops the sessions where they stand: what this one recorded (its packets, its
+    /// first and last sends, its late and unsent counts, its turns) is kept for the worker's
+    /// result, not replaced by an empty outcome.
+    fn drop(&mut self) {
+        if self.returned {
+            return;
+        }
+        // As a stop ends it: a session still streaming stopped early (its packets left were
+        // not due any more, so none is counted unsent), and its turns and serving metrics are
+        // settled as at any end. Whether a session had heard the stop before the abort dropped
+        // it (a race of the two) then changes none of its figures.
+        let settled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            if self.settled {
+                return;
+            }
+            if self.phase == Phase::Streaming {
+                self.stop_early();
+            }
+            self.settle();
+        }));
+        if settled.is_err() {
+            if let Some(turns) = &self.turns {
+                self.outcome.turns = turns.counts;
+            }
+        }
+        let outcome = std::mem::replace(&mut self.outcome, SessionOutcome::new(self.ids.session));
+        if let Ok(mut stats) = self.stats.try_borrow_mut() {
+            stats.abandoned.push(outcome);
+        }
+    }
 }
 
 impl Machine {
@@ -188,6 +226,8 @@ impl Machine {
             final_commit_id: None,
             committed_after_input: (false, false),
             final_withdrawn: false,
+            returned: false,
+            settled: false,
         }
     }
 
@@ -489,8 +529,17 @@ impl Machine {
         }
     }
 
+    /// The session's outcome, at its end (the machine is done with it).
+    pub fn take_outcome(&mut self) -> SessionOutcome {
+        self.returned = true;
+        std::mem::replace(&mut self.outcome, SessionOutcome::new(self.ids.session))
+    }
+
     /// The session's turn counts, into its outcome (at its end).
     pub fn settle(&mut self) {
+        if std::mem::replace(&mut self.settled, true) {
+            return;
+        }
         self.on_turns(|t| t.settle());
         if let Some(turns) = &self.turns {
             self.outcome.turns = turns.counts;
