@@ -312,7 +312,7 @@ fn levels(out: &mut String, record: &SweepRecord) {
 fn plot(out: &mut String) {
     let _ = writeln!(out, "## Plot\n");
     let _ = writeln!(out, "![latency and throughput against load]({PLOT_FILE})\n");
-    let _ = writeln!(out, "Top: throughput (audio seconds per wall second) against total sessions, with the line a server that keeps up would follow; bottom: the headline latencies. Unqualified levels are drawn hollow; the vertical lines are the client's knee (grey), the server's by throughput (orange) and by `--slo` (brown). docs/sweep.md says how to read it.\n");
+    let _ = writeln!(out, "Top: throughput (audio seconds per wall second) against total sessions, with the line a server that keeps up would follow; bottom: the headline latencies. Unqualified levels are drawn hollow, a level a cancel cut short between its repeats is crossed; the vertical lines are the client's knee (grey), the server's by throughput (orange) and by `--slo` (brown). docs/sweep.md says how to read it.\n");
 }
 
 /// `## Latency figures (ms)`: each latency path against the levels.
@@ -594,6 +594,15 @@ mod tests {
             "{md}"
         );
         assert!(text(&r).contains("16 (1 of 2 repeats)"));
+        // The plot marks it too (its points looked like a whole level's).
+        let svg = crate::sweep::plot::svg(&r).unwrap();
+        assert!(
+            svg.contains("16 sessions: cut short (1 of 2 repeats)"),
+            "{svg}"
+        );
+        assert!(!crate::sweep::plot::svg(&record())
+            .unwrap()
+            .contains("cut short"));
 
         let r = sweep(false);
         assert_eq!(r.knees.client.sessions_total, Some(8));

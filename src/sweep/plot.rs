@@ -105,6 +105,20 @@ fn knees(record: &SweepRecord) -> Vec<Knee> {
     .collect()
 }
 
+/// The legend of the level a cancel cut short between its repeats, and its x.
+fn cut_short(record: &SweepRecord) -> Option<(String, f64)> {
+    let level = record.cut_short()?;
+    Some((
+        format!(
+            "{} sessions: cut short ({} of {} repeats)",
+            level.sessions_total,
+            level.runs.len(),
+            record.repeats
+        ),
+        x(level.sessions_total as f64),
+    ))
+}
+
 /// Throughput, with the line of a server that keeps up (proportional to the first level).
 fn throughput(area: &Area<'_>, record: &SweepRecord, axis: &Axis, knees: &[Knee]) -> DrawResult {
     let (lo, hi, x_labels, loads) = (axis.lo, axis.hi, axis.labels, &axis.loads);
@@ -162,6 +176,19 @@ fn throughput(area: &Area<'_>, record: &SweepRecord, axis: &Axis, knees: &[Knee]
         };
         Circle::new((n, t), 4, style)
     }))?;
+    if let Some((label, at)) = cut_short(record) {
+        // The level a cancel cut short between its repeats: its point is one repeat's (or a
+        // few), not the level's; the table says so beside it too.
+        chart
+            .draw_series(
+                points
+                    .iter()
+                    .filter(|p| p.0 == at)
+                    .map(|p| Cross::new((p.0, p.1), 7, BLACK.stroke_width(2))),
+            )?
+            .label(label)
+            .legend(|(x, y)| Cross::new((x + 10, y), 5, BLACK.stroke_width(2)));
+    }
     for &(n, name, color) in knees {
         chart
             .draw_series(LineSeries::new(
@@ -237,6 +264,14 @@ fn latency(area: &Area<'_>, record: &SweepRecord, axis: &Axis, knees: &[Knee]) -
             };
             Circle::new((n, v), 4, style)
         }))?;
+    }
+    if let Some((_, at)) = cut_short(record) {
+        chart.draw_series(
+            series
+                .iter()
+                .flat_map(|(_, pts)| pts.iter().filter(|p| p.0 == at))
+                .map(|p| Cross::new((p.0, p.1), 7, BLACK.stroke_width(2))),
+        )?;
     }
     for &(n, _, color) in knees {
         chart.draw_series(LineSeries::new(
