@@ -45,10 +45,15 @@ impl Drop for TempDir {
     }
 }
 
-/// Runs the binary with `args` and a time limit; never waits for input.
+/// Runs the binary with `args` and a time limit; never waits for input. Its temporary folders
+/// (`conform --url` keeps the run of a server that is not conformant in one, by design) go
+/// under Cargo's scratch folder for the tests, not the system's.
 pub fn run(args: &[&str], limit: Duration) -> Output {
     let mut cmd = assert_cmd::Command::new(bin());
-    cmd.args(args).timeout(limit).write_stdin("");
+    cmd.args(args)
+        .env("TMPDIR", env!("CARGO_TARGET_TMPDIR"))
+        .timeout(limit)
+        .write_stdin("");
     cmd.output().unwrap()
 }
 
