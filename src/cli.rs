@@ -529,6 +529,9 @@ pub struct ReportArgs {
     /// Compare runs of different loads anyway (the differing settings are still named).
     #[arg(long, requires = "vs")]
     pub force: bool,
+    /// For a run whose conductor was killed (its summary.json the provisional one of its start): write the summary rebuilt from its workers' results (workers/worker-K.json) and the mock's statistics over the provisional one, and print its table. `report` without it renders the rebuilt summary and writes nothing.
+    #[arg(long, conflicts_with_all = ["vs", "text"])]
+    pub rebuild: bool,
 }
 
 #[derive(Debug, Clone, Args)]

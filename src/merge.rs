@@ -127,8 +127,15 @@ fn shard_notes(
                     layout.workers
                 ),
             };
+            let rebuild = match present {
+                0 => String::new(),
+                _ => format!(
+                    "; `report --rebuild {}` before the merge rebuilds its summary from its workers' results, with its CPU and its window",
+                    l.dir.display()
+                ),
+            };
             notes.push(format!(
-                "unfinished shard: {who}'s run did not finish (its conductor was killed?): its summary.json is the provisional one written when it started; {pooled}; its receipts and samples hold what it sent"
+                "unfinished shard: {who}'s run did not finish (its conductor was killed?): its summary.json is the provisional one written when it started; {pooled}; its receipts and samples hold what it sent{rebuild}"
             ));
             continue;
         }
@@ -271,9 +278,10 @@ fn merged_record<'a>(
     missing_shards: u64,
     layout: ShardLayout,
 ) -> RunRecord<'a> {
+    // A shard whose conductor was killed has its own reason (`unfinished shard`).
     let cancelled: Vec<String> = shards
         .iter()
-        .filter(|l| l.summary.cancelled)
+        .filter(|l| l.summary.cancelled && !l.summary.unfinished())
         .map(|l| format!("shard {}", l.shard().index))
         .collect();
     let workers = shards

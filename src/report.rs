@@ -7,6 +7,7 @@ pub mod jsonl;
 mod markdown;
 mod multihost;
 pub mod plain;
+pub mod rebuild;
 mod table;
 
 use crate::stats::ShortPercentiles;

@@ -349,6 +349,10 @@ fn sampled(h: &DurationHistogram) -> Option<ShortPercentiles> {
 /// run was cancelled: a run killed before its end leaves this one.
 pub const UNFINISHED: &str = "the run did not finish: this summary was written when it started; receipts and samples hold what was sent";
 
+/// Why a summary rebuilt by `report --rebuild` (of a run whose conductor was killed) says the
+/// run was cancelled: the verdict's `cancelled (…)` reason.
+pub const REBUILT: &str = "the run's conductor was killed before its end: this summary was rebuilt by `report --rebuild` from the results its workers wrote when the kernel told them to end; the sampler's stall findings and the conductor's own notes died with it";
+
 impl Summary {
     /// Whether this is the provisional summary of a run that never finished (killed).
     pub fn unfinished(&self) -> bool {

@@ -623,6 +623,17 @@ pub use crate::paths::is_sweep;
 /// `report SWEEP`: sweep.md again (or the text table with `--text`), from sweep.json; with
 /// `--vs OTHER_SWEEP`, the two sweeps level by level, each figure over its repeats.
 pub fn report(args: &ReportArgs) -> Result<i32> {
+    if args.rebuild {
+        let runs = crate::paths::sweep_run_folders(&args.run);
+        let level = runs
+            .iter()
+            .rfind(|r| *r != "warmup")
+            .map_or_else(|| plan::level_folder(16, 1), Clone::clone);
+        bail!(
+            "--rebuild takes a run's folder, not a sweep's: give the folder of the level whose conductor was killed, e.g. {}",
+            args.run.join(level).display()
+        );
+    }
     if let Some(other) = args.vs.as_deref().filter(|_| !is_sweep(&args.run)) {
         // A run against a sweep: name one of its levels to give instead.
         let run_sessions = sessions_of(&args.run);

@@ -6,12 +6,15 @@ use crate::pacing::PacketCounts;
 use serde::{Deserialize, Serialize};
 
 /// Why a run's unsent packets were never sent, as far as the count of those sent tells: with
-/// none sent, every session failed before streaming (a refused set-up), not while.
-pub fn unsent_why(packets_sent: u64) -> &'static str {
-    if packets_sent == 0 {
-        "their sessions failed before they streamed"
-    } else {
-        "their sessions failed while streaming"
+/// none sent, every session failed before streaming (a refused set-up), not while. In a
+/// `cancelled` run, sessions the cancel aborted (a worker told to end by a second signal, or by
+/// the kernel when its conductor was killed) count their packets left as unsent too: those
+/// sessions did not fail.
+pub fn unsent_why(packets_sent: u64, cancelled: bool) -> &'static str {
+    match (packets_sent, cancelled) {
+        (_, true) => "their sessions ended before their input's end, aborted by the cancel or failed; the sessions' errors say which",
+        (0, _) => "their sessions failed before they streamed",
+        _ => "their sessions failed while streaming",
     }
 }
 
@@ -127,7 +130,7 @@ pub fn judge(f: &Facts<'_>) -> Verdict {
         reasons.push(format!(
             "{} packets were never sent: {}",
             c.unsent_packets,
-            unsent_why(c.packets)
+            unsent_why(c.packets, f.cancelled.is_some())
         ));
     }
     if f.incomplete > 0 {
@@ -267,6 +270,35 @@ mod tests {
             .reasons
             .iter()
             .any(|r| r.starts_with("no packet was sent")));
+    }
+
+    #[test]
+    fn a_cancelled_runs_unsent_packets_are_not_called_failed_sessions() {
+        let facts = Facts {
+            finished: true,
+            sessions_configured: 4,
+            counts: PacketCounts {
+                packets: 50,
+                unsent_packets: 150,
+                ..PacketCounts::default()
+            },
+            ..Facts::default()
+        };
+        let said = |f: &Facts<'_>| judge(f).reasons[0].clone();
+        assert_eq!(
+            said(&facts),
+            "150 packets were never sent: their sessions failed while streaming"
+        );
+        let cancelled = Facts {
+            cancelled: Some("SIGINT received"),
+            ..facts
+        };
+        assert!(
+            said(&cancelled)
+                .ends_with("aborted by the cancel or failed; the sessions' errors say which"),
+            "{}",
+            said(&cancelled)
+        );
     }
 
     #[test]

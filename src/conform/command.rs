@@ -25,11 +25,38 @@ fn traces_deleted(path: &Path) -> bool {
     paths.summary_json().is_file() && paths.sessions_dir().is_dir()
 }
 
-/// Why the traces of the run folder `path` cannot be judged, if they cannot: lines the disk
-/// (or a refused write) lost, or a run whose summary is still the provisional one (killed, or
-/// its final summary did not fit on a full disk). A check would blame the server for frames
-/// the client recorded and lost.
-fn traces_incomplete(path: &Path) -> Option<String> {
+/// The run folder that holds the traces at `given`: the folder itself, or, for its `sessions`
+/// folder, a session's folder or a trace file in one, the run folder above (never a folder
+/// above one that is not a run's part, which may be another run's).
+fn run_folder_of(given: &Path) -> &Path {
+    let dir = if given.is_file() {
+        given.parent().unwrap_or(given)
+    } else {
+        given
+    };
+    let named = |p: &Path, name: &str| p.file_name().is_some_and(|n| n == name);
+    let parent = dir.parent().filter(|p| !p.as_os_str().is_empty());
+    if RunPaths::new(dir).summary_json().exists() {
+        dir
+    } else if named(dir, "sessions") {
+        parent.unwrap_or(Path::new("."))
+    } else if let Some(sessions) = parent.filter(|p| named(p, "sessions")) {
+        sessions
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."))
+    } else {
+        dir
+    }
+}
+
+/// Why the traces at `given` (a run folder, its `sessions` folder, a session's folder or a
+/// trace file) cannot be judged, if they cannot: lines the disk (or a refused write) lost, or
+/// a run whose summary is still the provisional one (killed, or its final summary did not fit
+/// on a full disk) or was rebuilt after its conductor was killed. A check would blame the
+/// server for frames the client recorded and lost, or that the kill cut.
+fn traces_incomplete(given: &Path) -> Option<String> {
+    let path = run_folder_of(given);
     if let Some(pid) = crate::paths::running_owner(path) {
         return Some(format!(
             "the run in {} is still going{}: its traces are not whole yet; check them once it ends",
@@ -57,15 +84,23 @@ fn traces_incomplete(path: &Path) -> Option<String> {
             }
         ));
     }
-    let unfinished = summary["verdict"]["reasons"].as_array().is_some_and(|r| {
-        r.iter().any(|r| {
-            r.as_str()
-                .is_some_and(|r| r.contains(crate::summary::UNFINISHED))
+    let says = |what: &str| {
+        summary["verdict"]["reasons"].as_array().is_some_and(|r| {
+            r.iter()
+                .any(|r| r.as_str().is_some_and(|r| r.contains(what)))
         })
-    });
-    unfinished.then(|| {
-        format!(
+    };
+    if says(crate::summary::UNFINISHED) {
+        return Some(format!(
             "the run in {} did not finish (its summary.json is the one written when it started: it was killed, or its final summary did not fit on a full disk), so its traces may be cut; conform checks a finished run's traces",
+            path.display()
+        ));
+    }
+    // Rebuilt, its summary is whole; its traces still end where the kill cut them (the
+    // sessions aborted, and the built-in mock, told to end too, closed them without a frame).
+    says(crate::summary::REBUILT).then(|| {
+        format!(
+            "the run in {} did not finish (its conductor was killed; its summary was rebuilt from its workers' results), so its sessions' traces end where the kill cut them, which would read as the server's violations; conform checks a finished run's traces",
             path.display()
         )
     })

@@ -4,7 +4,6 @@
 use crate::contract::worker::{SessionStatus, WorkerResult};
 use crate::contract::Role;
 use crate::options::Shard;
-use crate::paths::RunPaths;
 use crate::summary::multihost::ShardRow;
 use crate::summary::Summary;
 use anyhow::{bail, Result};
@@ -48,12 +47,7 @@ pub fn all(dirs: &[PathBuf]) -> Result<Vec<Loaded>> {
 
 fn one(given: &Path) -> Result<Loaded> {
     // A shard's summary.json stands for its folder, where its workers' results are too.
-    let dir = match given.parent() {
-        // `summary.json` alone: the folder is the current one.
-        Some(parent) if given.is_file() && parent.as_os_str().is_empty() => Path::new("."),
-        Some(parent) if given.is_file() => parent,
-        _ => given,
-    };
+    let dir = crate::report::command::folder_of(given);
     // A shard still running has only the summary of its start: merged now, it would count as
     // killed, and its folder would then hold a merge to refuse the real one.
     if let Some(pid) = crate::paths::running_owner(dir) {
@@ -92,7 +86,6 @@ fn one(given: &Path) -> Result<Loaded> {
             shard.count
         );
     }
-    let paths = RunPaths::new(dir);
     let pids = summary
         .processes
         .iter()
@@ -109,33 +102,23 @@ fn one(given: &Path) -> Result<Loaded> {
             .iter()
             .any(|p| p.role == Role::Worker && p.index == Some(k) && p.result_present)
     };
-    let mut results_not_in_folder = Vec::new();
     // A result file that is missing is a worker that left none (the shard's summary says
-    // so); one that is there and does not read is damage to say, not a worker to drop quietly.
-    // A shard whose conductor died (its summary the provisional one) has the results its
-    // workers wrote when they were told to end: they are pooled as any (their sessions
-    // stopped early), not thrown away.
-    let workers = (0..summary.settings.processes)
-        .map(|k| -> Result<(u32, Option<WorkerResult>)> {
-            let path = paths.worker_result(k);
-            let result = match std::fs::read_to_string(&path) {
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                    if left_a_result(k) {
-                        results_not_in_folder.push((k, pid_of(k)));
-                    }
-                    None
-                }
-                Err(e) => bail!("cannot read {}: {e}", path.display()),
-                Ok(text) => Some(serde_json::from_str::<WorkerResult>(&text).map_err(|e| {
-                    anyhow::anyhow!(
-                        "{} is not a worker's result ({e}): the shard's folder was damaged after its run; copy it again from its host",
-                        path.display()
-                    )
-                })?),
-            };
-            Ok((pid_of(k), result))
+    // so, else its absence is said); one that is there and does not read is an error. A shard
+    // whose conductor died (its summary the provisional one) has the results its workers
+    // wrote when they were told to end: they are pooled as any (their sessions stopped
+    // early), not thrown away.
+    let results = crate::report::rebuild::worker_results(dir, summary.settings.processes)?;
+    let mut results_not_in_folder = Vec::new();
+    let workers = results
+        .into_iter()
+        .zip(0u32..)
+        .map(|(result, k)| {
+            if result.is_none() && left_a_result(k) {
+                results_not_in_folder.push((k, pid_of(k)));
+            }
+            (pid_of(k), result)
         })
-        .collect::<Result<Vec<_>>>()?;
+        .collect();
     Ok(Loaded {
         dir: dir.to_path_buf(),
         summary,
@@ -270,9 +253,11 @@ impl Loaded {
             worker_cpu_seconds: (!s.unfinished())
                 .then(|| (self.worker_cpu_seconds() * 1000.0).round() / 1000.0),
             window: s.streaming_window,
-            start_gate: s.start_gate.clone(),
+            // A shard whose conductor died recorded neither: its provisional summary's gate
+            // ("never opened") and verdict (unqualified) are no finding (`null`, said so).
+            start_gate: (!s.unfinished()).then(|| s.start_gate.clone()).flatten(),
             clock_sync: s.clock_sync.clone(),
-            verdict: Some(s.verdict.clone()),
+            verdict: (!s.unfinished()).then(|| s.verdict.clone()),
         }
     }
 }

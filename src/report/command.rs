@@ -1,7 +1,7 @@
 //! `duplexbench-tui report RUN [--vs OTHER]`: renders a run's summary again with today's report
 //! (Markdown, or the text table with `--text`), or compares two runs.
 
-use super::{compare, markdown, table};
+use super::{compare, markdown, rebuild, table};
 use crate::cli::ReportArgs;
 use crate::summary::{Summary, OLDEST_READ_SCHEMA_VERSION, SCHEMA_VERSION};
 use anyhow::{bail, Context, Result};
@@ -14,11 +14,16 @@ pub fn run(args: &ReportArgs) -> Result<i32> {
         refuse_in_progress(dir)?;
     }
     let (a_path, a) = load(&args.run)?;
+    if args.rebuild {
+        return rebuild_in_place(&a_path, &a);
+    }
+    let a = rebuilt_or(&a_path, a)?;
     let out = match &args.vs {
         None if args.text => table(&a),
         None => markdown(&a),
         Some(other) => {
             let (b_path, b) = load(other)?;
+            let b = rebuilt_or(&b_path, b)?;
             let differ = compare::differing_settings(&a, &b);
             if !differ.is_empty() && !args.force {
                 bail!(
@@ -36,6 +41,55 @@ pub fn run(args: &ReportArgs) -> Result<i32> {
     };
     // A closed stdout (`| head`) is not an error worth a message.
     let _ = std::io::stdout().write_all(out.as_bytes());
+    Ok(0)
+}
+
+/// The folder a run's summary stands for: the one given, or the one a summary.json is in.
+pub fn folder_of(given: &Path) -> &Path {
+    match given.parent() {
+        // `summary.json` alone: the folder is the current one.
+        Some(parent) if given.is_file() && parent.as_os_str().is_empty() => Path::new("."),
+        Some(parent) if given.is_file() => parent,
+        _ => given,
+    }
+}
+
+/// `summary`, or, when it is the provisional one of a run whose conductor was killed and its
+/// workers left results, the summary rebuilt from them (said on stderr: nothing is written).
+fn rebuilt_or(path: &Path, summary: Summary) -> Result<Summary> {
+    let dir = folder_of(path);
+    Ok(match rebuild::rebuild(dir, &summary)? {
+        Some(rebuilt) => {
+            eprintln!(
+                "{}: the run's conductor was killed, and its summary.json is the one written when it started; shown here is the summary rebuilt from its workers' results (`report --rebuild {}` writes it there)",
+                path.display(),
+                path.display()
+            );
+            rebuilt
+        }
+        None => summary,
+    })
+}
+
+/// `report --rebuild`: the rebuilt summary written over the provisional one (summary.json and
+/// summary.md), and its table printed; refused for a run that finished or left no result.
+fn rebuild_in_place(path: &Path, summary: &Summary) -> Result<i32> {
+    let dir = folder_of(path);
+    if !summary.unfinished() {
+        bail!(
+            "{}'s summary.json is its run's final one (the run ended, or was rebuilt already): there is nothing to rebuild; --rebuild is for a run whose conductor was killed, whose summary.json is the provisional one written when it started",
+            dir.display()
+        );
+    }
+    let Some(rebuilt) = rebuild::rebuild(dir, summary)? else {
+        bail!(
+            "none of {}'s workers left a result file ({}): there is nothing to rebuild from (nothing was written); its receipts (sessions/*/input-send-receipts.json) and samples (samples/worker-K.csv) hold what was sent",
+            dir.display(),
+            crate::paths::RunPaths::new(dir).worker_result(0).display()
+        );
+    };
+    super::write_files(dir, &rebuilt)?;
+    let _ = std::io::stdout().write_all(table(&rebuilt).as_bytes());
     Ok(0)
 }
 
@@ -100,6 +154,15 @@ pub fn load_saying(path: &Path, takes: &str) -> Result<(PathBuf, Summary)> {
                     path.display(),
                     runs.join(", "),
                     path.join(run).display()
+                );
+            }
+            // A run killed in its first moments (before its provisional summary) left its
+            // folder and perhaps its workers' files, but no summary.
+            let paths = crate::paths::RunPaths::new(path);
+            if path.is_dir() && (paths.lock().exists() || paths.workers_dir().is_dir()) {
+                bail!(
+                    "{} has no summary.json: its run was killed as it started, before it wrote its first summary (its workers' files, receipts and samples, if any, hold what was sent); run it again",
+                    path.display()
                 );
             }
             return Err(

@@ -238,6 +238,14 @@ fn stalls_section(out: &mut String, s: &Summary) {
         );
         return;
     }
+    if !s.sampler.enabled && s.settings.sample_interval_ms.is_some() {
+        // Rebuilt after the conductor was killed: the sampler ran, its findings died with it.
+        md!(
+            out,
+            "The procfs sampler ran, but its findings died with the conductor (killed): stalls are not classified; the workers' own figures (late packets, loop lag) are above."
+        );
+        return;
+    }
     if !s.sampler.enabled {
         md!(
             out,

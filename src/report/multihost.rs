@@ -118,20 +118,27 @@ fn shard_row(out: &mut String, r: &ShardRow) {
         );
         return;
     }
-    let gate = r
-        .start_gate
-        .as_ref()
-        .map_or("no --start-at".to_string(), |g| {
+    // A shard whose run did not finish (its conductor was killed) has neither recorded.
+    let unfinished = r.verdict.is_none();
+    let gate = r.start_gate.as_ref().map_or(
+        if unfinished {
+            "not known"
+        } else {
+            "no --start-at"
+        }
+        .to_string(),
+        |g| {
             g.opened_late_ms.map_or("never opened".to_string(), |ms| {
                 format!("+{ms:.1} ms{}", if g.late { " LATE" } else { "" })
             })
-        });
+        },
+    );
     let clock = match &r.clock_sync {
         Some(c) if c.synchronised => "synced".to_string(),
         Some(_) => "NOT synced".to_string(),
         None => "?".to_string(),
     };
-    let verdict = r.verdict.as_ref().map_or("–".to_string(), |v| {
+    let verdict = r.verdict.as_ref().map_or("UNFINISHED".to_string(), |v| {
         let pacing = if v.pacing_qualified {
             "qualified"
         } else {

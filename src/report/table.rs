@@ -151,7 +151,7 @@ fn pacing(out: &mut String, s: &Summary) {
             out,
             "never sent         {} packets ({})",
             c.unsent_packets,
-            crate::verdict::unsent_why(c.packets)
+            crate::verdict::unsent_why(c.packets, s.cancelled)
         );
     }
     if c.packets == 0 {

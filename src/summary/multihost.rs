@@ -152,7 +152,8 @@ pub struct ShardRow {
     pub window: Option<StreamingWindow>,
     pub start_gate: Option<StartGate>,
     pub clock_sync: Option<ClockSync>,
-    /// The shard's own verdict (absent for a missing shard).
+    /// The shard's own verdict (absent for a missing shard, and for one whose run did not
+    /// finish: its conductor was killed before it judged the run; so is its `start_gate`).
     pub verdict: Option<Verdict>,
 }
 

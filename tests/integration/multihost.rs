@@ -405,6 +405,16 @@ fn a_shard_killed_while_streaming_is_named_unfinished_not_late_or_apart() {
         s["merge"]
     );
     assert_eq!(s["merge"]["shards"][1]["worker_cpu_seconds"], Value::Null);
+    // Nor its gate and verdict: its provisional summary's ("never opened", unqualified) are
+    // no finding; and it was killed, not cancelled.
+    assert_eq!(s["merge"]["shards"][1]["start_gate"], Value::Null);
+    assert_eq!(s["merge"]["shards"][1]["verdict"], Value::Null);
+    assert!(!reasons.contains("shard 1 cancelled"), "{reasons}");
+    let md = std::fs::read_to_string(merged_dir.join("summary.md")).unwrap();
+    assert!(
+        md.contains("| not known |") && md.contains("| UNFINISHED |"),
+        "{md}"
+    );
     assert!(s["merge"]["shards"][0]["worker_cpu_seconds"]
         .as_f64()
         .is_some());
@@ -433,6 +443,28 @@ fn a_shard_killed_while_streaming_is_named_unfinished_not_late_or_apart() {
         stdout.contains("(of the 1 shard that recorded a window)"),
         "{stdout}"
     );
+    // The reason names the command that rebuilds the shard's summary; rebuilt, its CPU and
+    // window count in a new merge, and it is no longer unfinished.
+    assert!(reasons.contains("`report --rebuild "), "{reasons}");
+    let shard_1 = dirs[1].to_str().unwrap();
+    let rebuilt = util::run(&["report", shard_1, "--rebuild"], Duration::from_secs(60));
+    assert_eq!(rebuilt.status.code(), Some(0), "{}", describe(&rebuilt));
+    let again_dir = tmp.join("merged-again");
+    let again = merge(&refs, &again_dir);
+    assert_eq!(again.status.code(), Some(1), "{}", describe(&again));
+    let s = util::summary(&again_dir);
+    let reasons = s["verdict"]["reasons"].to_string();
+    assert!(!reasons.contains("unfinished shard"), "{reasons}");
+    assert!(reasons.contains("shard 1 cancelled"), "{reasons}");
+    assert!(s["merge"]["shards"][1]["worker_cpu_seconds"]
+        .as_f64()
+        .is_some());
+    assert!(
+        s["merge"]["shards"][1]["window"].is_object(),
+        "{}",
+        s["merge"]
+    );
+    assert_eq!(s["pacing"]["packets"].as_u64(), Some(100 + packets));
     drop(mock);
 }
 

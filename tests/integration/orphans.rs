@@ -31,8 +31,11 @@ fn sigkill_of_the_conductor_leaves_no_worker_or_mock_behind() {
     let deadline = Instant::now() + Duration::from_secs(30);
     let children = loop {
         let children = children_of(pid);
-        // With the summary written at the start (the workers are up by then).
-        if children.len() == 3 && dir.join("out").join("summary.md").exists() {
+        // With the summary written at the start (the workers are up by then), and packets
+        // sent (a sample row past the header, written every 100 ms) for the rebuild below.
+        let sampled = std::fs::read_to_string(dir.join("out/samples/worker-0.csv"))
+            .is_ok_and(|csv| csv.lines().count() > 2);
+        if children.len() == 3 && dir.join("out").join("summary.md").exists() && sampled {
             break children;
         }
         assert!(
@@ -43,6 +46,12 @@ fn sigkill_of_the_conductor_leaves_no_worker_or_mock_behind() {
     };
     conductor.kill().unwrap(); // SIGKILL
     conductor.wait().unwrap();
+    // Reported at once, while the workers still end their sessions: it waits for their
+    // results (it said they left none, and `--rebuild` wrote that for good).
+    let at_once = util::run(
+        &["report", dir.join("out").to_str().unwrap(), "--text"],
+        Duration::from_secs(60),
+    );
     let deadline = Instant::now() + Duration::from_secs(10);
     while !children.iter().all(|&c| is_dead(c)) {
         if Instant::now() > deadline {
@@ -87,4 +96,153 @@ fn sigkill_of_the_conductor_leaves_no_worker_or_mock_behind() {
         serde_json::from_str(&std::fs::read_to_string(out.join("mock-stats.json")).unwrap())
             .unwrap();
     assert!(stats["sessions_served"].as_u64().unwrap() <= 4, "{stats}");
+    the_killed_run_is_rebuilt_from_its_workers_results(&out, &json, &at_once);
+}
+
+/// `report` of the folder a killed conductor left renders the summary rebuilt from its
+/// workers' results and writes nothing; `report --rebuild` writes it, once.
+fn the_killed_run_is_rebuilt_from_its_workers_results(
+    out: &std::path::Path,
+    provisional: &str,
+    at_once: &std::process::Output,
+) {
+    let folder = out.to_str().unwrap();
+    let report = |args: &[&str]| {
+        let mut all = vec!["report", folder];
+        all.extend(args);
+        util::run(&all, Duration::from_secs(60))
+    };
+    let summary_json = || std::fs::read_to_string(out.join("summary.json")).unwrap();
+    let sent: u64 = (0..2)
+        .map(|k| {
+            let path = out.join(format!("workers/worker-{k}.json"));
+            let result: serde_json::Value =
+                serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+            // The sessions the abort dropped keep what they recorded: their packets add up to
+            // the worker's, and each one that sent knows when (they were empty outcomes, so
+            // the rebuilt run had no streaming window and "never opened its gate").
+            let sessions = result["sessions"].as_array().unwrap();
+            // Aborted by the kill, every one, and stopped early where they stood: none cut
+            // by the built-in mock, which the same kill told to end (it waits for the
+            // workers to close their sessions).
+            for s in sessions {
+                assert!(
+                    s["error"].as_str().unwrap().starts_with("aborted: ")
+                        && s["stopped_early"] == true,
+                    "{s}"
+                );
+            }
+            let packets = |s: &serde_json::Value| s["packets"].as_u64().unwrap();
+            assert_eq!(
+                sessions.iter().map(packets).sum::<u64>(),
+                result["packets"].as_u64().unwrap(),
+                "{result}"
+            );
+            assert!(
+                sessions
+                    .iter()
+                    .filter(|s| packets(s) > 0)
+                    .all(|s| s["first_send_s"].is_number() && s["last_send_s"].is_number()),
+                "{result}"
+            );
+            result["packets"].as_u64().unwrap()
+        })
+        .sum();
+    assert!(sent > 0, "the workers sent nothing before the kill");
+
+    // With no result to rebuild from, --rebuild refuses and writes nothing.
+    std::fs::rename(out.join("workers"), out.join("workers.aside")).unwrap();
+    let refused = report(&["--rebuild"]);
+    assert_eq!(
+        refused.status.code(),
+        Some(2),
+        "{}",
+        util::describe(&refused)
+    );
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("none of"),
+        "{}",
+        util::describe(&refused)
+    );
+    assert_eq!(summary_json(), provisional);
+    std::fs::rename(out.join("workers.aside"), out.join("workers")).unwrap();
+
+    // `report` shows the rebuilt figures, says where they come from, and writes nothing;
+    // the same at once after the kill.
+    let shown = report(&["--text"]);
+    assert_eq!(shown.stdout, at_once.stdout, "{}", util::describe(at_once));
+    assert_eq!(shown.status.code(), Some(0), "{}", util::describe(&shown));
+    let table = String::from_utf8_lossy(&shown.stdout);
+    assert!(
+        table.contains(&format!("packets            {sent} sent")),
+        "{table}"
+    );
+    assert!(
+        String::from_utf8_lossy(&shown.stderr).contains("report --rebuild"),
+        "{}",
+        util::describe(&shown)
+    );
+    assert_eq!(summary_json(), provisional);
+
+    // --rebuild writes it over the provisional summary, summary.md too.
+    let rebuilt = report(&["--rebuild"]);
+    assert_eq!(
+        rebuilt.status.code(),
+        Some(0),
+        "{}",
+        util::describe(&rebuilt)
+    );
+    let summary = util::summary(out);
+    assert_eq!(summary["pacing"]["packets"].as_u64(), Some(sent));
+    assert_eq!(summary["cancelled"], true);
+    assert!(summary["streaming_window"].is_object(), "{summary}");
+    let reasons = summary["verdict"]["reasons"].to_string();
+    assert!(
+        reasons.contains("rebuilt by `report --rebuild`"),
+        "{reasons}"
+    );
+    assert!(!reasons.contains("the run did not finish"), "{reasons}");
+    let workers = util::workers(&summary);
+    assert!(
+        workers
+            .iter()
+            .all(|w| w["cpu_seconds"].as_f64() > Some(0.0)),
+        "{workers:?}"
+    );
+    let md = std::fs::read_to_string(out.join("summary.md")).unwrap();
+    assert!(!md.contains("not known: the run did not finish"), "{md}");
+
+    // Its traces still end where the kill cut them: conform does not judge them.
+    let session = out.join("sessions/w0-s0000");
+    for traces in [
+        out,
+        &out.join("sessions"),
+        &session,
+        &session.join("trace.jsonl"),
+    ] {
+        let conform = util::run(
+            &["conform", "--trace", traces.to_str().unwrap()],
+            Duration::from_secs(60),
+        );
+        assert_eq!(
+            conform.status.code(),
+            Some(2),
+            "{}",
+            util::describe(&conform)
+        );
+        assert!(
+            String::from_utf8_lossy(&conform.stderr).contains("summary was rebuilt"),
+            "{}",
+            util::describe(&conform)
+        );
+    }
+
+    // Once rebuilt, there is nothing left to rebuild.
+    let again = report(&["--rebuild"]);
+    assert_eq!(again.status.code(), Some(2), "{}", util::describe(&again));
+    assert!(
+        String::from_utf8_lossy(&again.stderr).contains("nothing to rebuild"),
+        "{}",
+        util::describe(&again)
+    );
 }
