@@ -153,17 +153,7 @@ fn the_killed_run_is_rebuilt_from_its_workers_results(
     // With no result to rebuild from, --rebuild refuses and writes nothing.
     std::fs::rename(out.join("workers"), out.join("workers.aside")).unwrap();
     let refused = report(&["--rebuild"]);
-    assert_eq!(
-        refused.status.code(),
-        Some(2),
-        "{}",
-        util::describe(&refused)
-    );
-    assert!(
-        String::from_utf8_lossy(&refused.stderr).contains("none of"),
-        "{}",
-        util::describe(&refused)
-    );
+    util::assert_refused(&refused, "none of");
     assert_eq!(summary_json(), provisional);
     std::fs::rename(out.join("workers.aside"), out.join("workers")).unwrap();
 
@@ -224,25 +214,9 @@ fn the_killed_run_is_rebuilt_from_its_workers_results(
             &["conform", "--trace", traces.to_str().unwrap()],
             Duration::from_secs(60),
         );
-        assert_eq!(
-            conform.status.code(),
-            Some(2),
-            "{}",
-            util::describe(&conform)
-        );
-        assert!(
-            String::from_utf8_lossy(&conform.stderr).contains("summary was rebuilt"),
-            "{}",
-            util::describe(&conform)
-        );
+        util::assert_refused(&conform, "summary was rebuilt");
     }
 
     // Once rebuilt, there is nothing left to rebuild.
-    let again = report(&["--rebuild"]);
-    assert_eq!(again.status.code(), Some(2), "{}", util::describe(&again));
-    assert!(
-        String::from_utf8_lossy(&again.stderr).contains("nothing to rebuild"),
-        "{}",
-        util::describe(&again)
-    );
+    util::assert_refused(&report(&["--rebuild"]), "nothing to rebuild");
 }

@@ -84,6 +84,16 @@ pub fn assert_finished(output: &Output) {
     );
 }
 
+/// A refusal: exit 2, and stderr says `words`.
+pub fn assert_refused(output: &Output, words: &str) {
+    assert_eq!(output.status.code(), Some(2), "{}", describe(output));
+    assert!(
+        String::from_utf8_lossy(&output.stderr).contains(words),
+        "{}",
+        describe(output)
+    );
+}
+
 /// The worker entries of `processes`.
 pub fn workers(summary: &serde_json::Value) -> Vec<serde_json::Value> {
     summary["processes"]
