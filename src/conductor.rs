@@ -476,7 +476,7 @@ fn collect_results(
             }
             (None, None) => {
                 let mut note = missing_result_note(w, output_dir);
-                let mended = mend_receipts_of(output_dir, w.index);
+                let mended = crate::trace::files::mend_receipts_of(output_dir, w.index);
                 if mended > 0 {
                     note.push_str(&format!(
                         "; the receipts of {mended} of its sessions, left open, were given their end (what it had written stays)"
@@ -734,23 +734,6 @@ pub(crate) fn check_reachable(settings: &options::Settings) -> Result<()> {
             anyhow!("cannot reach the server at {url} ({why}); start the server or check --url")
         }
     })
-}
-
-/// Mends the receipts files a dead worker left open (see [`crate::trace::files::mend_receipts`]);
-/// returns how many were.
-fn mend_receipts_of(output_dir: &Path, worker: u32) -> usize {
-    let prefix = format!("w{worker}-s");
-    let Ok(entries) = std::fs::read_dir(RunPaths::new(output_dir).sessions_dir()) else {
-        return 0;
-    };
-    entries
-        .flatten()
-        .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
-        .filter(|e| {
-            crate::trace::files::mend_receipts(&e.path().join(crate::trace::files::RECEIPTS_FILE))
-                .unwrap_or(false)
-        })
-        .count()
 }
 
 /// Why a worker left no result file, as far as the conductor can tell: how it ended, and

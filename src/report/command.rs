@@ -58,7 +58,7 @@ pub fn folder_of(given: &Path) -> &Path {
 /// workers left results, the summary rebuilt from them (said on stderr: nothing is written).
 fn rebuilt_or(path: &Path, summary: Summary) -> Result<Summary> {
     let dir = folder_of(path);
-    Ok(match rebuild::rebuild(dir, &summary)? {
+    Ok(match rebuild::rebuild(dir, &summary, false)? {
         Some(rebuilt) => {
             eprintln!(
                 "{}: the run's conductor was killed, and its summary.json is the one written when it started; shown here is the summary rebuilt from its workers' results (`report --rebuild {}` writes it there)",
@@ -81,7 +81,7 @@ fn rebuild_in_place(path: &Path, summary: &Summary) -> Result<i32> {
             dir.display()
         );
     }
-    let Some(rebuilt) = rebuild::rebuild(dir, summary)? else {
+    let Some(rebuilt) = rebuild::rebuild(dir, summary, true)? else {
         bail!(
             "none of {}'s workers left a result file ({}): there is nothing to rebuild from (nothing was written); its receipts (sessions/*/input-send-receipts.json) and samples (samples/worker-K.csv) hold what was sent",
             dir.display(),

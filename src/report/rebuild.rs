@@ -39,8 +39,10 @@ fn worker_result(dir: &Path, k: u32) -> Result<Option<WorkerResult>> {
 
 /// The summary of the unfinished run in `dir` (whose summary.json is `provisional`), rebuilt
 /// from its workers' results and its mock's statistics; `None` when no worker left a result
-/// (there is nothing to rebuild from: the provisional summary says what is known).
-pub fn rebuild(dir: &Path, provisional: &Summary) -> Result<Option<Summary>> {
+/// (there is nothing to rebuild from: the provisional summary says what is known). With `mend`
+/// (a rebuild that is written), the receipts files a worker that left no result left open are
+/// given their end.
+pub fn rebuild(dir: &Path, provisional: &Summary, mend: bool) -> Result<Option<Summary>> {
     if !provisional.unfinished() {
         return Ok(None);
     }
@@ -60,6 +62,21 @@ pub fn rebuild(dir: &Path, provisional: &Summary) -> Result<Option<Summary>> {
         .collect();
     if results.iter().all(Option::is_none) {
         return Ok(None);
+    }
+    // A worker killed with its conductor left its sessions' receipts open: `mend` (the rebuild
+    // that writes) gives them their end, as the conductor does for a worker that died.
+    for (k, _) in results.iter().enumerate().filter(|(_, r)| r.is_none()) {
+        let k = k as u32;
+        let open = if mend {
+            crate::trace::files::mend_receipts_of(dir, k)
+        } else {
+            0
+        };
+        if open > 0 {
+            notes.push(format!(
+                "worker {k}: the receipts of {open} of its sessions, left open, were given their end (what it had written stays)"
+            ));
+        }
     }
     let pid_of = |role: Role, index: Option<u32>| {
         provisional

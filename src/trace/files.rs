@@ -293,6 +293,20 @@ fn write_all(file: &mut Option<WholeFile>, buf: &[u8]) -> std::io::Result<()> {
     }
 }
 
+/// Mends the receipts files a dead worker left open (see [`mend_receipts`]); returns how many
+/// were.
+pub fn mend_receipts_of(output_dir: &Path, worker: u32) -> usize {
+    let prefix = format!("w{worker}-s");
+    let Ok(entries) = std::fs::read_dir(RunPaths::new(output_dir).sessions_dir()) else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+        .filter(|e| mend_receipts(&e.path().join(RECEIPTS_FILE)).unwrap_or(false))
+        .count()
+}
+
 /// Gives the receipts file of a session whose worker died (`kill -9`, the OOM killer) its end,
 /// so that it is JSON again: what the worker had written stays, cut back to its last whole
 /// receipt, then `],"admitted":true,"close":null}` (it sent appends, so it was admitted; no

@@ -220,3 +220,54 @@ fn the_killed_run_is_rebuilt_from_its_workers_results(
     // Once rebuilt, there is nothing left to rebuild.
     util::assert_refused(&report(&["--rebuild"]), "nothing to rebuild");
 }
+
+/// A worker killed with its conductor (SIGKILL, both) leaves its sessions' receipts open and no
+/// result: the written rebuild gives the receipts their end, as the conductor does for a worker
+/// that died while it ran, and says so.
+#[test]
+fn a_rebuild_mends_the_receipts_of_a_worker_killed_with_its_conductor() {
+    let _serial = util::serial();
+    let dir = TempDir::new("orphans-worker");
+    let out = dir.join("out");
+    let mut conductor = util::spawn_run(&out, &["-p", "2", "-s", "1", "-d", "30s"]);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let sent = |k: u32| {
+        std::fs::read_to_string(out.join(format!("samples/worker-{k}.csv")))
+            .is_ok_and(|csv| csv.lines().count() > 2)
+    };
+    while !(sent(0) && sent(1)) {
+        assert!(Instant::now() < deadline, "the workers sent nothing");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let provisional = util::summary(&out);
+    let worker_1 = util::workers(&provisional)[1]["pid"].as_u64().unwrap() as u32;
+    util::signal(worker_1, rustix::process::Signal::KILL).unwrap();
+    conductor.kill().unwrap();
+    conductor.wait().unwrap();
+    let receipts = out.join("sessions/w1-s0000/input-send-receipts.json");
+    let whole = || {
+        serde_json::from_str::<serde_json::Value>(&std::fs::read_to_string(&receipts).unwrap())
+            .is_ok()
+    };
+    assert!(!whole(), "worker 1 was killed: its receipts are cut");
+
+    let rebuilt = util::run(
+        &["report", out.to_str().unwrap(), "--rebuild"],
+        Duration::from_secs(60),
+    );
+    assert_eq!(
+        rebuilt.status.code(),
+        Some(0),
+        "{}",
+        util::describe(&rebuilt)
+    );
+    assert!(whole(), "{}", receipts.display());
+    let reasons = util::summary(&out)["verdict"]["reasons"].to_string();
+    assert!(
+        reasons.contains(
+            "worker 1: the receipts of 1 of its sessions, left open, were given their end"
+        ),
+        "{reasons}"
+    );
+    assert!(reasons.contains("worker 1 (pid "), "{reasons}");
+}
