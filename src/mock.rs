@@ -66,6 +66,8 @@ async fn serve_until_signal(args: &MockArgs, started_s: f64) -> Result<MockStats
     let mut sigterm = signal(SignalKind::terminate()).context("cannot handle SIGTERM")?;
     let mut sigint = signal(SignalKind::interrupt()).context("cannot handle SIGINT")?;
     let parent = rustix::process::getppid();
+    // Started by a conductor, which asks for a signal when it dies (`sys::die_with_parent`).
+    let built_in = matches!(rustix::process::parent_process_death_signal(), Ok(Some(_)));
 
     let listener = bind(&args.host, args.port()).await?;
     let listen_addr = listener
@@ -126,14 +128,12 @@ async fn serve_until_signal(args: &MockArgs, started_s: f64) -> Result<MockStats
     // The built-in mock of a conductor that was killed: the kernel sent SIGTERM to it and to
     // the workers at once. Its sessions are left to the workers to end (they abort and close
     // them within 3 s), so that the kill does not read, in the rebuilt run, as a server that
-    // closed every session mid-stream.
-    // The built-in mock of a conductor that was killed: the kernel sent SIGTERM to it and to
-    // the workers at once. Its sessions are left to the workers to end (they abort and close
-    // them within 3 s), so that the kill does not read, in the rebuilt run, as a server that
-    // closed every session mid-stream. The signal comes as the conductor's threads exit, a
-    // moment before the mock is given another parent: a SIGTERM whose sender is still the
-    // parent 200 ms later is an ordinary one (the mock ends at once with no session open).
-    if terminated {
+    // closed every session mid-stream. Only a mock told to end with its parent (the built-in
+    // one: `PR_SET_PDEATHSIG`) waits: a standalone one whose launcher exited has another parent
+    // too. The signal comes as the conductor's threads exit, a moment before the mock is given
+    // another parent: a SIGTERM whose sender is still the parent 200 ms later is an ordinary
+    // one. Another signal ends the wait.
+    if terminated && built_in {
         let since = std::time::Instant::now();
         let mut said = false;
         while shared.open_sessions() > 0 && since.elapsed() < ORPHAN_DRAIN {
@@ -150,6 +150,8 @@ async fn serve_until_signal(args: &MockArgs, started_s: f64) -> Result<MockStats
             }
             tokio::select! {
                 () = &mut serving => break,
+                _ = sigterm.recv() => break,
+                _ = sigint.recv() => break,
                 () = tokio::time::sleep(std::time::Duration::from_millis(20)) => {}
             }
         }

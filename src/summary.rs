@@ -351,9 +351,14 @@ pub const UNFINISHED: &str = "the run did not finish: this summary was written w
 
 /// Why a summary rebuilt by `report --rebuild` (of a run whose conductor was killed) says the
 /// run was cancelled: the verdict's `cancelled (…)` reason.
-pub const REBUILT: &str = "the run's conductor was killed before its end: this summary was rebuilt by `report --rebuild` from the results its workers wrote when the kernel told them to end; the sampler's stall findings and the conductor's own notes died with it";
+pub const REBUILT: &str = "the run's final summary was never written (its conductor was killed, or the disk refused it): this summary was rebuilt by `report --rebuild` from the results its workers wrote as they ended; the sampler's stall findings and the conductor's own notes were lost with it";
 
 impl Summary {
+    /// Whether this summary was rebuilt by `report --rebuild` (its run never wrote its own).
+    pub fn rebuilt(&self) -> bool {
+        self.cancelled && self.verdict.reasons.iter().any(|r| r.contains(REBUILT))
+    }
+
     /// Whether this is the provisional summary of a run that never finished (killed).
     pub fn unfinished(&self) -> bool {
         self.cancelled && self.verdict.reasons.iter().any(|r| r.contains(UNFINISHED))

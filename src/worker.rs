@@ -502,8 +502,12 @@ async fn collect_outcomes(
                     || SessionOutcome::new(index as u32),
                     |k| abandoned.swap_remove(k),
                 );
-                o.status = SessionStatus::Incomplete;
-                o.error = Some(ABORTED.to_string());
+                // One dropped while its trace was being written had ended already (completed,
+                // rejected, failed with its own error): that stays.
+                let decided = o.status != SessionStatus::Incomplete || o.error.is_some();
+                if !decided {
+                    o.error = Some(ABORTED.to_string());
+                }
                 stats.borrow_mut().session_ended(o.status);
                 o
             })

@@ -28,26 +28,26 @@ fn traces_deleted(path: &Path) -> bool {
 /// The run folder that holds the traces at `given`: the folder itself, or, for its `sessions`
 /// folder, a session's folder or a trace file in one, the run folder above (never a folder
 /// above one that is not a run's part, which may be another run's).
-fn run_folder_of(given: &Path) -> &Path {
+fn run_folder_of(given: &Path) -> PathBuf {
+    // Absolute, so that `.` or `trace.jsonl` given inside a session's folder has parents.
+    let given = std::path::absolute(given).unwrap_or_else(|_| given.to_path_buf());
     let dir = if given.is_file() {
-        given.parent().unwrap_or(given)
+        given.parent().unwrap_or(&given)
     } else {
-        given
+        &given
     };
     let named = |p: &Path, name: &str| p.file_name().is_some_and(|n| n == name);
     let parent = dir.parent().filter(|p| !p.as_os_str().is_empty());
-    if RunPaths::new(dir).summary_json().exists() {
+    let found = if RunPaths::new(dir).summary_json().exists() {
         dir
     } else if named(dir, "sessions") {
-        parent.unwrap_or(Path::new("."))
+        parent.unwrap_or(dir)
     } else if let Some(sessions) = parent.filter(|p| named(p, "sessions")) {
-        sessions
-            .parent()
-            .filter(|p| !p.as_os_str().is_empty())
-            .unwrap_or(Path::new("."))
+        sessions.parent().unwrap_or(dir)
     } else {
         dir
-    }
+    };
+    found.to_path_buf()
 }
 
 /// Why the traces at `given` (a run folder, its `sessions` folder, a session's folder or a
@@ -56,7 +56,8 @@ fn run_folder_of(given: &Path) -> &Path {
 /// on a full disk) or was rebuilt after its conductor was killed. A check would blame the
 /// server for frames the client recorded and lost, or that the kill cut.
 fn traces_incomplete(given: &Path) -> Option<String> {
-    let path = run_folder_of(given);
+    let folder = run_folder_of(given);
+    let path = folder.as_path();
     if let Some(pid) = crate::paths::running_owner(path) {
         return Some(format!(
             "the run in {} is still going{}: its traces are not whole yet; check them once it ends",

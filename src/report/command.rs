@@ -10,8 +10,9 @@ use std::path::{Path, PathBuf};
 
 /// Runs the command; 0 when it printed the report.
 pub fn run(args: &ReportArgs) -> Result<i32> {
-    for dir in std::iter::once(&args.run).chain(&args.vs) {
-        refuse_in_progress(dir)?;
+    // (A summary.json given for its folder: the folder's lock is what says the run goes on.)
+    for given in std::iter::once(&args.run).chain(&args.vs) {
+        refuse_in_progress(folder_of(given))?;
     }
     let (a_path, a) = load(&args.run)?;
     if args.rebuild {
@@ -88,6 +89,8 @@ fn rebuild_in_place(path: &Path, summary: &Summary) -> Result<i32> {
             crate::paths::RunPaths::new(dir).worker_result(0).display()
         );
     };
+    // A run that took the folder again meanwhile (`--force`) is not written over.
+    refuse_in_progress(dir)?;
     super::write_files(dir, &rebuilt)?;
     let _ = std::io::stdout().write_all(table(&rebuilt).as_bytes());
     Ok(0)

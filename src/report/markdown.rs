@@ -238,11 +238,11 @@ fn stalls_section(out: &mut String, s: &Summary) {
         );
         return;
     }
-    if !s.sampler.enabled && s.settings.sample_interval_ms.is_some() {
-        // Rebuilt after the conductor was killed: the sampler ran, its findings died with it.
+    if s.rebuilt() && s.settings.sample_interval_ms.is_some() {
+        // The sampler ran; its findings were the conductor's, lost with its summary.
         md!(
             out,
-            "The procfs sampler ran, but its findings died with the conductor (killed): stalls are not classified; the workers' own figures (late packets, loop lag) are above."
+            "The procfs sampler ran, but its findings were lost with the run's own summary (its conductor was killed, or the disk refused it): stalls are not classified; the workers' own figures (late packets, loop lag) are above."
         );
         return;
     }

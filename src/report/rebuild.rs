@@ -104,7 +104,8 @@ pub fn rebuild(dir: &Path, provisional: &Summary, mend: bool) -> Result<Option<S
         .reduce(f64::min);
     let plan = RunPlan {
         settings: settings.clone(),
-        output_dir: provisional.output_dir.clone().into(),
+        // Where it is now (a copied folder is written where it lies).
+        output_dir: dir.to_path_buf(),
         new_output: false,
         force: false,
         command_line: provisional.command_line.clone(),
@@ -144,14 +145,17 @@ const WORKERS_ENDING_S: u64 = 10;
 fn wait_for_workers(dir: &Path, provisional: &Summary) -> Result<()> {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(WORKERS_ENDING_S);
     loop {
-        let running = workers_running(dir, provisional);
+        let mut running = workers_running(dir, provisional);
+        if provisional.settings.builtin_mock {
+            running.extend(mock_running(dir));
+        }
         if running.is_empty() {
             return Ok(());
         }
         if std::time::Instant::now() > deadline {
             let pids: Vec<String> = running.iter().map(u32::to_string).collect();
             bail!(
-                "{}'s conductor is gone, but its workers (pid {}) still run after {WORKERS_ENDING_S} s: their results are not written yet, so nothing was rebuilt; report it once they have exited (a worker stopped with SIGSTOP or in a frozen cgroup ends only once it runs again)",
+                "{}'s conductor is gone, but its workers or its mock (pid {}) still run after {WORKERS_ENDING_S} s: their results are not written yet, so nothing was rebuilt; report it once they have exited (a process stopped with SIGSTOP or in a frozen cgroup ends only once it runs again)",
                 dir.display(),
                 pids.join(", ")
             );
@@ -184,6 +188,35 @@ fn workers_running(dir: &Path, provisional: &Summary) -> Vec<u32> {
         })
         .map(|p| p.pid)
         .collect()
+}
+
+/// The pid of the run's built-in mock while it runs: the process whose command line is
+/// `mock … --stats-output FILE` with FILE (resolved from its working folder) in `dir`. The
+/// provisional summary does not name it; it writes its statistics once the workers have ended
+/// their sessions.
+fn mock_running(dir: &Path) -> Option<u32> {
+    let folder = std::fs::canonicalize(dir).ok()?;
+    std::fs::read_dir("/proc")
+        .ok()?
+        .flatten()
+        .find_map(|entry| {
+            let pid: u32 = entry.file_name().to_str()?.parse().ok()?;
+            let cmdline = std::fs::read(entry.path().join("cmdline")).ok()?;
+            let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
+            if args.get(1) != Some(&&b"mock"[..]) {
+                return None;
+            }
+            let at = args.iter().position(|a| *a == b"--stats-output")?;
+            let file = Path::new(std::str::from_utf8(args.get(at + 1)?).ok()?);
+            let file = match file.is_absolute() {
+                true => file.to_path_buf(),
+                false => std::fs::read_link(entry.path().join("cwd"))
+                    .ok()?
+                    .join(file),
+            };
+            let same = std::fs::canonicalize(file.parent()?).ok()? == folder;
+            same.then_some(pid)
+        })
 }
 
 /// The built-in mock's statistics, which it writes when the kernel tells it its conductor died;

@@ -167,6 +167,8 @@ impl Drop for Machine {
                 self.stop_early();
             }
             self.settle();
+            // The recognition results so far (Fun-ASR), as a stopped session keeps them.
+            self.finish(crate::clock::monotonic_s(), None);
         }));
         if settled.is_err() {
             if let Some(turns) = &self.turns {
