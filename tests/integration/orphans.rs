@@ -44,6 +44,16 @@ fn sigkill_of_the_conductor_leaves_no_worker_or_mock_behind() {
         );
         std::thread::sleep(Duration::from_millis(50));
     };
+    // While it runs, its summary.json given for the folder is refused too: a rebuild of it
+    // was written over the run's final summary.
+    let summary_file = dir.join("out/summary.json");
+    util::assert_refused(
+        &util::run(
+            &["report", summary_file.to_str().unwrap(), "--rebuild"],
+            Duration::from_secs(60),
+        ),
+        "is still being written by a run",
+    );
     conductor.kill().unwrap(); // SIGKILL
     conductor.wait().unwrap();
     // Reported at once, while the workers still end their sessions: it waits for their
@@ -216,6 +226,14 @@ fn the_killed_run_is_rebuilt_from_its_workers_results(
         );
         util::assert_refused(&conform, "summary was rebuilt");
     }
+
+    // A trace given by a relative path inside its session's folder too.
+    let mut inside = assert_cmd::Command::new(util::bin());
+    inside
+        .current_dir(&session)
+        .args(["conform", "--trace", "trace.jsonl"])
+        .timeout(Duration::from_secs(60));
+    util::assert_refused(&inside.output().unwrap(), "summary was rebuilt");
 
     // Once rebuilt, there is nothing left to rebuild.
     util::assert_refused(&report(&["--rebuild"]), "nothing to rebuild");
