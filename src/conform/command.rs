@@ -31,11 +31,7 @@ fn traces_deleted(path: &Path) -> bool {
 fn run_folder_of(given: &Path) -> PathBuf {
     // Absolute, so that `.` or `trace.jsonl` given inside a session's folder has parents.
     let given = std::path::absolute(given).unwrap_or_else(|_| given.to_path_buf());
-    let dir = if given.is_file() {
-        given.parent().unwrap_or(&given)
-    } else {
-        &given
-    };
+    let dir = crate::report::command::folder_of(&given);
     let named = |p: &Path, name: &str| p.file_name().is_some_and(|n| n == name);
     let parent = dir.parent().filter(|p| !p.as_os_str().is_empty());
     let found = if RunPaths::new(dir).summary_json().exists() {

@@ -174,49 +174,48 @@ fn workers_running(dir: &Path, provisional: &Summary) -> Vec<u32> {
         .iter()
         .filter(|p| p.role == Role::Worker && p.pid > 0)
         .filter(|p| {
-            let Some(k) = p.index else { return false };
-            let config = paths.worker_config(k);
-            let Some(name) = config.file_name() else {
-                return false;
-            };
-            let Ok(cmdline) = std::fs::read(format!("/proc/{}/cmdline", p.pid)) else {
-                return false;
-            };
-            let mut args = cmdline.split(|b| *b == 0);
-            let name = name.as_encoded_bytes();
-            args.clone().any(|a| a == b"worker") && args.any(|a| a.ends_with(name))
+            let config = p.index.and_then(|k| in_place(&paths.worker_config(k)));
+            config.is_some() && file_argument(p.pid, "worker", "--config") == config
         })
         .map(|p| p.pid)
         .collect()
 }
 
 /// The pid of the run's built-in mock while it runs: the process whose command line is
-/// `mock … --stats-output FILE` with FILE (resolved from its working folder) in `dir`. The
-/// provisional summary does not name it; it writes its statistics once the workers have ended
-/// their sessions.
+/// `mock … --stats-output FILE` with FILE this run's `mock-stats.json`. The provisional summary
+/// does not name it; it writes its statistics once the workers have ended their sessions.
 fn mock_running(dir: &Path) -> Option<u32> {
-    let folder = std::fs::canonicalize(dir).ok()?;
+    let stats = in_place(&RunPaths::new(dir).mock_stats())?;
     std::fs::read_dir("/proc")
         .ok()?
         .flatten()
         .find_map(|entry| {
             let pid: u32 = entry.file_name().to_str()?.parse().ok()?;
-            let cmdline = std::fs::read(entry.path().join("cmdline")).ok()?;
-            let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
-            if args.get(1) != Some(&&b"mock"[..]) {
-                return None;
-            }
-            let at = args.iter().position(|a| *a == b"--stats-output")?;
-            let file = Path::new(std::str::from_utf8(args.get(at + 1)?).ok()?);
-            let file = match file.is_absolute() {
-                true => file.to_path_buf(),
-                false => std::fs::read_link(entry.path().join("cwd"))
-                    .ok()?
-                    .join(file),
-            };
-            let same = std::fs::canonicalize(file.parent()?).ok()? == folder;
-            same.then_some(pid)
+            (file_argument(pid, "mock", "--stats-output").as_ref() == Some(&stats)).then_some(pid)
         })
+}
+
+/// The file process `pid` of this tool's `subcommand` was given with `flag`, resolved from its
+/// working folder ([`in_place`]); `None` for any other process, or one gone.
+fn file_argument(pid: u32, subcommand: &str, flag: &str) -> Option<std::path::PathBuf> {
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+    let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
+    if args.get(1) != Some(&subcommand.as_bytes()) {
+        return None;
+    }
+    let at = args.iter().position(|a| *a == flag.as_bytes())?;
+    let file = Path::new(std::str::from_utf8(args.get(at + 1)?).ok()?);
+    let cwd = std::fs::read_link(format!("/proc/{pid}/cwd")).ok()?;
+    in_place(&cwd.join(file))
+}
+
+/// `file` with its folder made canonical (the file itself may not exist yet).
+fn in_place(file: &Path) -> Option<std::path::PathBuf> {
+    Some(
+        std::fs::canonicalize(file.parent()?)
+            .ok()?
+            .join(file.file_name()?),
+    )
 }
 
 /// The built-in mock's statistics, which it writes when the kernel tells it its conductor died;

@@ -21,6 +21,13 @@ fn is_dead(pid: u32) -> bool {
     }
 }
 
+/// Whether worker `k` of the run in `out` has sent packets: a sample row past the header
+/// (written every 100 ms).
+fn has_sent(out: &std::path::Path, k: u32) -> bool {
+    std::fs::read_to_string(out.join(format!("samples/worker-{k}.csv")))
+        .is_ok_and(|csv| csv.lines().count() > 2)
+}
+
 #[test]
 fn sigkill_of_the_conductor_leaves_no_worker_or_mock_behind() {
     let _serial = util::serial();
@@ -33,8 +40,7 @@ fn sigkill_of_the_conductor_leaves_no_worker_or_mock_behind() {
         let children = children_of(pid);
         // With the summary written at the start (the workers are up by then), and packets
         // sent (a sample row past the header, written every 100 ms) for the rebuild below.
-        let sampled = std::fs::read_to_string(dir.join("out/samples/worker-0.csv"))
-            .is_ok_and(|csv| csv.lines().count() > 2);
+        let sampled = has_sent(&dir.join("out"), 0);
         if children.len() == 3 && dir.join("out").join("summary.md").exists() && sampled {
             break children;
         }
@@ -249,11 +255,7 @@ fn a_rebuild_mends_the_receipts_of_a_worker_killed_with_its_conductor() {
     let out = dir.join("out");
     let mut conductor = util::spawn_run(&out, &["-p", "2", "-s", "1", "-d", "30s"]);
     let deadline = Instant::now() + Duration::from_secs(30);
-    let sent = |k: u32| {
-        std::fs::read_to_string(out.join(format!("samples/worker-{k}.csv")))
-            .is_ok_and(|csv| csv.lines().count() > 2)
-    };
-    while !(sent(0) && sent(1)) {
+    while !(has_sent(&out, 0) && has_sent(&out, 1)) {
         assert!(Instant::now() < deadline, "the workers sent nothing");
         std::thread::sleep(Duration::from_millis(50));
     }
